@@ -1,0 +1,54 @@
+# pjrtd: the two commands of the README, and the targets behind them.
+#
+#   make demo    install what is missing, build, run the example end to end
+#   make test    install what is missing, build, run every test
+#
+# Other targets: deps, build, test-cpp, test-python, test-sanitize, bench,
+# install, format, clean.
+
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+PYTHON := /usr/bin/python3
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: all deps build demo test test-cpp test-python test-sanitize bench install format clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja $(CMAKE_FLAGS)
+
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	@scripts/demo $(BUILD_DIR)
+
+test: build
+	$(MAKE) --no-print-directory test-cpp test-python
+
+test-cpp:
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+test-python:
+	PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) PYTHONPATH=$(abspath $(BUILD_DIR))/python \
+	  $(PYTHON) -m pytest -q tests/python
+
+test-sanitize: deps
+	scripts/test-sanitize $(JOBS)
+
+bench: build
+	scripts/bench $(BUILD_DIR)
+
+install: build
+	cmake --install $(BUILD_DIR)
+
+format:
+	git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR) build-asan build-tsan

@@ -1,0 +1,20 @@
+// Parsing of byte sizes written by people: "1048576", "512MiB", "16 GiB",
+// "2G" (G, M, K and their -iB forms are all powers of 1024; "GB", "MB", "KB"
+// are powers of 1000).
+#ifndef PJRT_BASE_BYTE_SIZE_H_
+#define PJRT_BASE_BYTE_SIZE_H_
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace pjrt {
+
+// INVALID_ARGUMENT naming the text if it is not a non-negative size that fits
+// in int64.
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
+}  // namespace pjrt
+
+#endif  // PJRT_BASE_BYTE_SIZE_H_

@@ -1,0 +1,202 @@
+#include "absl/strings/string_view.h"
+#include "daemon/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "base/status_macros.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "base/log.h"
+
+namespace pjrt::daemon {
+namespace {
+
+// Largest request the daemon accepts: room for upload chunks (1 MiB) and,
+// later, large HLO programs.
+constexpr int kMaxReceiveMessageBytes = 64 << 20;
+
+// "unix:///run/x.sock" and "unix:/run/x.sock" name the same socket.
+std::optional<std::string> UnixSocketPath(const std::string& address) {
+  absl::string_view rest = address;
+  if (!absl::ConsumePrefix(&rest, "unix:")) return std::nullopt;
+  if (absl::StartsWith(rest, "//")) rest.remove_prefix(2);
+  return std::string(rest);
+}
+
+}  // namespace
+
+absl::Status PrepareUnixSocketPath(const std::string& path) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  std::filesystem::path dir = p.parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot listen on unix socket %s: folder %s does not exist (create it, "
+        "or pass another --listen address)",
+        path, dir.string()));
+  }
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unix socket path %s is %d bytes long; the limit is %d", path,
+        path.size(), sizeof(addr.sun_path) - 1));
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot listen on %s: a file that is not a socket is in the way",
+        path));
+  }
+  // Is someone still serving on it?
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrFormat("socket(): %s", std::strerror(errno)));
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  close(fd);
+  if (rc == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "another process is already listening on %s; stop it or choose "
+        "another --listen address",
+        path));
+  }
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot remove stale socket %s: %s", path, std::strerror(errno)));
+  }
+  spdlog::info("removed stale socket {}", path);
+  return absl::OkStatus();
+}
+
+Daemon::Daemon(const DaemonOptions& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
+    const DaemonOptions& options) {
+  PJRT_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<Daemon> daemon(new Daemon(options));
+  PJRT_RETURN_IF_ERROR(daemon->Init());
+  return daemon;
+}
+
+absl::Status Daemon::Init() {
+  runtime::ClientOptions client_options;
+  client_options.platform = options_.platform;
+  client_options.host_device_count = options_.host_devices;
+  client_options.memory_limit_bytes = options_.memory_limit_bytes;
+  PJRT_ASSIGN_OR_RETURN(client_, runtime::Client::Create(client_options));
+
+  sessions_ = std::make_unique<SessionTable>(SessionTableOptions{
+      .default_lease = options_.default_lease, .max_lease = options_.max_lease});
+  server_service_ =
+      std::make_unique<ServerService>(client_.get(), sessions_.get());
+  session_service_ = std::make_unique<SessionService>(sessions_.get());
+  buffer_service_ =
+      std::make_unique<BufferService>(client_.get(), sessions_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  // Detect clients whose host vanished without closing the connection, so
+  // that their sessions end.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             5000);
+  std::vector<int> ports(options_.listen.size(), 0);
+  for (size_t i = 0; i < options_.listen.size(); ++i) {
+    const std::string& address = options_.listen[i];
+    if (auto path = UnixSocketPath(address)) {
+      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));
+    }
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                             &ports[i]);
+  }
+  builder.RegisterService(server_service_.get());
+  builder.RegisterService(session_service_.get());
+  builder.RegisterService(buffer_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    return absl::UnavailableError(absl::StrFormat(
+        "could not listen on %s (address in use, bad address, or no "
+        "permission; see the log above)",
+        absl::StrJoin(options_.listen, ", ")));
+  }
+  for (size_t i = 0; i < options_.listen.size(); ++i) {
+    const std::string& address = options_.listen[i];
+    if (UnixSocketPath(address)) {
+      addresses_.push_back(address);
+      continue;
+    }
+    if (ports[i] == 0) {
+      server_->Shutdown();
+      return absl::UnavailableError(
+          absl::StrFormat("could not listen on %s", address));
+    }
+    absl::string_view host = address;
+    size_t colon = host.rfind(':');
+    host = host.substr(0, colon);
+    addresses_.push_back(absl::StrFormat("%s:%d", host, ports[i]));
+  }
+  reaper_ = std::thread([this] { ReapLoop(); });
+  spdlog::info("pjrtd serving {} {} device(s) on {}", client_->devices().size(),
+               client_->platform_name(), absl::StrJoin(addresses_, ", "));
+  return absl::OkStatus();
+}
+
+void Daemon::ReapLoop() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(1));
+    if (stopping_) return;
+    mu_.Unlock();
+    int closed = sessions_->ReapExpired();
+    if (closed > 0) spdlog::info("closed {} expired session(s)", closed);
+    mu_.Lock();
+  }
+}
+
+void Daemon::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  spdlog::info("shutting down: refusing new calls, finishing calls in flight");
+  if (reaper_.joinable()) reaper_.join();
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    // Attach streams would otherwise hold the server open until the deadline.
+    sessions_->DetachAll(absl::UnavailableError("pjrtd is shutting down"));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoSeconds(options_.shutdown_timeout));
+    server_->Wait();
+  }
+  if (sessions_ != nullptr) {
+    sessions_->Shutdown(absl::UnavailableError("pjrtd is shutting down"));
+  }
+  for (const std::string& address : addresses_) {
+    if (auto path = UnixSocketPath(address)) unlink(path->c_str());
+  }
+  spdlog::info("shutdown complete");
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+}  // namespace pjrt::daemon

@@ -1,0 +1,94 @@
+// pjrtd: the device daemon. See docs/architecture.md and `pjrtd --help`.
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/version.h"
+#include "daemon/daemon.h"
+#include "daemon/options.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "base/log.h"
+
+namespace {
+
+void SetUpLogging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("pjrtd");
+  // journald adds its own timestamps.
+  if (std::getenv("JOURNAL_STREAM") != nullptr) {
+    logger->set_pattern("[%l] %v");
+  } else {
+    logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [pjrtd] [%l] %v");
+  }
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::flush_on(spdlog::level::info);
+}
+
+// Writes `lines` to `path` atomically (via a temporary file and rename), so
+// that a reader never sees a partial file.
+bool WriteAddressFile(const std::string& path,
+                      const std::vector<std::string>& lines) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << absl::StrJoin(lines, "\n") << "\n";
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pjrt::daemon::ParsedCommandLine parsed =
+      pjrt::daemon::ParseCommandLine(argc, argv);
+  if (parsed.exit_code.has_value()) return *parsed.exit_code;
+  const pjrt::daemon::DaemonOptions& options = parsed.options;
+  SetUpLogging(options.log_level);
+
+  // Signals are taken synchronously by this thread; every thread started
+  // from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  spdlog::info("pjrtd {} starting (pid {})", pjrt::kBuildVersion, getpid());
+  auto daemon = pjrt::daemon::Daemon::Start(options);
+  if (!daemon.ok()) {
+    spdlog::error("cannot start: {}", daemon.status().message());
+    sd_notifyf(0, "STATUS=failed: %s", std::string(daemon.status().message()).c_str());
+    return 1;
+  }
+  if (!options.address_file.empty() &&
+      !WriteAddressFile(options.address_file, (*daemon)->addresses())) {
+    spdlog::error("cannot write address file {}", options.address_file);
+    return 1;
+  }
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s",
+             absl::StrJoin((*daemon)->addresses(), ", ").c_str());
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP ignored: restart pjrtd to apply a new config");
+      continue;
+    }
+    spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  sd_notify(0, "STOPPING=1");
+  (*daemon)->Shutdown();
+  daemon->reset();
+  spdlog::shutdown();
+  return 0;
+}

@@ -1,0 +1,230 @@
+#include "absl/strings/string_view.h"
+#include "daemon/options.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "base/byte_size.h"
+#include "base/status_macros.h"
+#include "base/version.h"
+#include "toml++/toml.h"
+
+namespace pjrt::daemon {
+namespace {
+
+constexpr const char* kLogLevels[] = {"trace", "debug",    "info", "warn",
+                                      "error", "critical", "off"};
+
+absl::Status KeyError(absl::string_view source, absl::string_view key,
+                      absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: key '%s' must be %s", source, key, expected));
+}
+
+absl::StatusOr<int64_t> ByteSizeValue(const toml::node& node,
+                                      absl::string_view source,
+                                      absl::string_view key) {
+  if (auto v = node.value<int64_t>()) {
+    if (*v < 0) return KeyError(source, key, "a non-negative byte count");
+    return *v;
+  }
+  if (auto v = node.value<std::string>()) {
+    auto parsed = ParseByteSize(*v);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: key '%s': %s", source, key, parsed.status().message()));
+    }
+    return *parsed;
+  }
+  return KeyError(source, key, "a byte count such as 17179869184 or \"16GiB\"");
+}
+
+absl::StatusOr<absl::Duration> SecondsValue(const toml::node& node,
+                                            absl::string_view source,
+                                            absl::string_view key) {
+  if (auto v = node.value<double>()) {
+    if (*v < 0) return KeyError(source, key, "a non-negative number of seconds");
+    return absl::Seconds(*v);
+  }
+  return KeyError(source, key, "a number of seconds");
+}
+
+}  // namespace
+
+absl::Status ApplyConfigText(absl::string_view toml_text,
+                             absl::string_view source,
+                             DaemonOptions* options) {
+  toml::table table;
+  try {
+    table = toml::parse(std::string_view(toml_text.data(), toml_text.size()),
+                        std::string_view(source.data(), source.size()));
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s:%d:%d: %s", source, where.line, where.column,
+                        e.description()));
+  }
+  for (const auto& [raw_key, node] : table) {
+    std::string key(raw_key.str());
+    if (key == "listen") {
+      options->listen.clear();
+      if (auto single = node.value<std::string>()) {
+        options->listen.push_back(*single);
+      } else if (const toml::array* list = node.as_array()) {
+        for (const toml::node& item : *list) {
+          auto address = item.value<std::string>();
+          if (!address) return KeyError(source, key, "a list of addresses");
+          options->listen.push_back(*address);
+        }
+      } else {
+        return KeyError(source, key, "an address or a list of addresses");
+      }
+    } else if (key == "platform") {
+      auto v = node.value<std::string>();
+      if (!v) return KeyError(source, key, "\"host\", \"cuda\" or \"auto\"");
+      options->platform = *v;
+    } else if (key == "host_devices") {
+      auto v = node.value<int64_t>();
+      if (!v) return KeyError(source, key, "an integer");
+      options->host_devices = static_cast<int>(*v);
+    } else if (key == "memory_limit") {
+      PJRT_ASSIGN_OR_RETURN(options->memory_limit_bytes,
+                            ByteSizeValue(node, source, key));
+    } else if (key == "log_level") {
+      auto v = node.value<std::string>();
+      if (!v) return KeyError(source, key, "a log level such as \"info\"");
+      options->log_level = *v;
+    } else if (key == "default_lease_seconds") {
+      PJRT_ASSIGN_OR_RETURN(options->default_lease,
+                            SecondsValue(node, source, key));
+    } else if (key == "max_lease_seconds") {
+      PJRT_ASSIGN_OR_RETURN(options->max_lease, SecondsValue(node, source, key));
+    } else if (key == "shutdown_timeout_seconds") {
+      PJRT_ASSIGN_OR_RETURN(options->shutdown_timeout,
+                            SecondsValue(node, source, key));
+    } else {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: unknown key '%s'; known keys are listen, platform, "
+          "host_devices, memory_limit, log_level, default_lease_seconds, "
+          "max_lease_seconds, shutdown_timeout_seconds",
+          source, key));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(const DaemonOptions& options) {
+  if (options.listen.empty()) {
+    return absl::InvalidArgumentError(
+        "no listen address; give at least one --listen");
+  }
+  for (const std::string& address : options.listen) {
+    if (address.empty()) {
+      return absl::InvalidArgumentError("an empty listen address was given");
+    }
+  }
+  if (options.platform != "host" && options.platform != "cuda" &&
+      options.platform != "auto") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "platform '%s' is unknown; expected host, cuda or auto",
+        options.platform));
+  }
+  bool known_level = false;
+  for (const char* level : kLogLevels) known_level |= options.log_level == level;
+  if (!known_level) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "log level '%s' is unknown; expected trace, debug, info, warn, error, "
+        "critical or off",
+        options.log_level));
+  }
+  if (options.default_lease <= absl::ZeroDuration() ||
+      options.max_lease < options.default_lease) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "session leases must satisfy 0 < default (%s) <= maximum (%s)",
+        absl::FormatDuration(options.default_lease),
+        absl::FormatDuration(options.max_lease)));
+  }
+  return absl::OkStatus();
+}
+
+ParsedCommandLine ParseCommandLine(int argc, char** argv) {
+  ParsedCommandLine result;
+  DaemonOptions& options = result.options;
+
+  CLI::App app{
+      "pjrtd: serves this machine's accelerators (or its CPU as virtual "
+      "devices) to clients over gRPC.\n\nExample:\n  pjrtd --listen "
+      "unix:///tmp/pjrtd.sock --listen 127.0.0.1:7070 --platform host "
+      "--host-devices 4\n",
+      "pjrtd"};
+  app.set_version_flag("--version", std::string("pjrtd ") + kBuildVersion);
+  std::string config_path;
+  std::vector<std::string> listen;
+  std::string platform, log_level, memory_limit, address_file;
+  int host_devices = 0;
+  app.add_option("--config", config_path, "TOML config file (see deploy/pjrtd.toml)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--listen", listen,
+                 "Address to serve on, repeatable: unix:///path/to.sock or "
+                 "host:port (port 0 picks one). Default: " +
+                     std::string(kDefaultListenAddress));
+  app.add_option("--platform", platform, "host, cuda or auto (default auto)")
+      ->check(CLI::IsMember({"host", "cuda", "auto"}));
+  app.add_option("--host-devices", host_devices,
+                 "Number of virtual CPU devices of the host platform (default 1)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--memory-limit", memory_limit,
+                 "Memory limit per device, e.g. 8GiB (default: the device's memory)");
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error, critical or off (default info)");
+  app.add_option("--address-file", address_file,
+                 "Write the resolved listen addresses to this file once serving");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    result.exit_code = code == 0 ? 0 : 2;
+    return result;
+  }
+
+  const auto fail = [&](const absl::Status& status) {
+    std::cerr << "pjrtd: " << status.message() << "\n";
+    result.exit_code = 2;
+    return result;
+  };
+
+  if (!config_path.empty()) {
+    std::ifstream file(config_path);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrFormat("cannot read config file %s", config_path)));
+    }
+    absl::Status status = ApplyConfigText(text.str(), config_path, &options);
+    if (!status.ok()) return fail(status);
+  }
+  if (!listen.empty()) options.listen = listen;
+  if (!platform.empty()) options.platform = platform;
+  if (host_devices > 0) options.host_devices = host_devices;
+  if (!log_level.empty()) options.log_level = log_level;
+  if (!address_file.empty()) options.address_file = address_file;
+  if (!memory_limit.empty()) {
+    auto bytes = ParseByteSize(memory_limit);
+    if (!bytes.ok()) {
+      return fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--memory-limit: %s", bytes.status().message())));
+    }
+    options.memory_limit_bytes = *bytes;
+  }
+  absl::Status status = ValidateOptions(options);
+  if (!status.ok()) return fail(status);
+  return result;
+}
+
+}  // namespace pjrt::daemon

@@ -1,0 +1,60 @@
+// DaemonOptions: everything pjrtd can be told, from its command line and its
+// TOML config file. The command line wins over the file; the file wins over
+// the defaults.
+#ifndef PJRT_DAEMON_OPTIONS_H_
+#define PJRT_DAEMON_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include "absl/strings/string_view.h"
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pjrt::daemon {
+
+inline constexpr char kDefaultListenAddress[] = "unix:///run/pjrtd/pjrtd.sock";
+
+struct DaemonOptions {
+  // `unix:///path` or `host:port` (port 0 picks a free port).
+  std::vector<std::string> listen = {kDefaultListenAddress};
+  // "host", "cuda" or "auto".
+  std::string platform = "auto";
+  int host_devices = 1;
+  // Per device; 0 means the platform default.
+  int64_t memory_limit_bytes = 0;
+  // trace, debug, info, warn, error, critical or off.
+  std::string log_level = "info";
+  absl::Duration default_lease = absl::Seconds(60);
+  absl::Duration max_lease = absl::Hours(24);
+  // How long a graceful shutdown waits for calls in flight.
+  absl::Duration shutdown_timeout = absl::Seconds(30);
+  // When set, the resolved listen addresses are written here, one per line,
+  // once the daemon accepts calls.
+  std::string address_file;
+};
+
+// Result of parsing a command line: options to run with, or an exit code
+// (0 after --help or --version, 2 after a usage error, with the message
+// already printed).
+struct ParsedCommandLine {
+  DaemonOptions options;
+  std::optional<int> exit_code;
+};
+
+ParsedCommandLine ParseCommandLine(int argc, char** argv);
+
+// Applies the keys of a TOML document to `options`. INVALID_ARGUMENT naming
+// the key for an unknown key or a value of the wrong type.
+absl::Status ApplyConfigText(absl::string_view toml_text,
+                             absl::string_view source_name,
+                             DaemonOptions* options);
+
+// Checks the options together: INVALID_ARGUMENT naming the bad one.
+absl::Status ValidateOptions(const DaemonOptions& options);
+
+}  // namespace pjrt::daemon
+
+#endif  // PJRT_DAEMON_OPTIONS_H_

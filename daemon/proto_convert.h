@@ -1,0 +1,29 @@
+// Conversions between pjrt.v1 messages and runtime types.
+#ifndef PJRT_DAEMON_PROTO_CONVERT_H_
+#define PJRT_DAEMON_PROTO_CONVERT_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "hlo/shape.h"
+#include "pjrt/v1/buffer.pb.h"
+#include "pjrt/v1/types.pb.h"
+#include "runtime/buffer.h"
+#include "runtime/client.h"
+
+namespace pjrt::daemon {
+
+// Validates a shape sent by a client: INVALID_ARGUMENT naming the bad dtype
+// or dimension.
+absl::StatusOr<hlo::Shape> ShapeFromProto(const v1::ArrayShape& proto);
+void ShapeToProto(const hlo::Shape& shape, v1::ArrayShape* proto);
+
+void DeviceToProto(const runtime::Device& device, v1::Device* proto);
+
+// Fills `info` for `buffer` known by `handle`. Does not wait.
+void BufferInfoToProto(uint64_t handle, const runtime::Buffer& buffer,
+                       v1::BufferInfo* info);
+
+}  // namespace pjrt::daemon
+
+#endif  // PJRT_DAEMON_PROTO_CONVERT_H_

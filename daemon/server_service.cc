@@ -1,0 +1,64 @@
+#include <unistd.h>
+
+#include "base/version.h"
+#include "daemon/proto_convert.h"
+#include "daemon/services.h"
+
+namespace pjrt::daemon {
+
+grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
+                                          const v1::GetServerInfoRequest*,
+                                          v1::ServerInfo* response) {
+  response->set_build_version(kBuildVersion);
+  response->set_protocol_version_min(kProtocolVersionMin);
+  response->set_protocol_version_max(kProtocolVersionMax);
+  response->set_platform(std::string(client_->platform_name()));
+  for (const char* capability :
+       {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
+        "stats"}) {
+    response->add_capabilities(capability);
+  }
+  response->set_task_id(client_->task_id());
+  response->set_task_count(1);
+  response->set_addressable_device_count(
+      static_cast<int>(client_->devices().size()));
+  response->set_pid(getpid());
+  response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+  return grpc::Status::OK;
+}
+
+grpc::Status ServerService::ListDevices(grpc::ServerContext*,
+                                        const v1::ListDevicesRequest*,
+                                        v1::ListDevicesResponse* response) {
+  for (const runtime::Device* device : client_->devices()) {
+    DeviceToProto(*device, response->add_devices());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ServerService::GetStats(grpc::ServerContext*,
+                                     const v1::GetStatsRequest*,
+                                     v1::Stats* response) {
+  for (const runtime::Device* device : client_->devices()) {
+    device::AllocatorStats stats = device->allocator()->GetStats();
+    v1::DeviceStats* out = response->add_devices();
+    out->set_device_id(device->id());
+    out->set_bytes_in_use(stats.bytes_in_use);
+    out->set_peak_bytes_in_use(stats.peak_bytes_in_use);
+    out->set_bytes_limit(stats.bytes_limit);
+    out->set_num_allocs(stats.num_allocs);
+    out->set_total_allocs(stats.total_allocs);
+    out->set_largest_free_block(stats.largest_free_block);
+    out->set_fragmentation(stats.fragmentation);
+  }
+  response->set_session_count(sessions_->size());
+  response->set_buffer_count(sessions_->buffer_count());
+  return grpc::Status::OK;
+}
+
+grpc::Status ServerService::Ping(grpc::ServerContext*, const v1::PingRequest*,
+                                 v1::PingResponse*) {
+  return grpc::Status::OK;
+}
+
+}  // namespace pjrt::daemon

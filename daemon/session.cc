@@ -1,0 +1,163 @@
+#include "daemon/session.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/random.h"
+
+namespace pjrt::daemon {
+
+Session::Session(uint64_t id, uint64_t public_id, std::string client_name,
+                 std::string peer, absl::Duration lease, absl::Time now)
+    : id_(id),
+      public_id_(public_id),
+      client_name_(std::move(client_name)),
+      peer_(std::move(peer)),
+      lease_(lease),
+      created_(now),
+      last_renewal_(now) {}
+
+std::string Session::DebugString() const {
+  if (client_name_.empty()) return absl::StrFormat("session %d", public_id_);
+  return absl::StrFormat("session %d (%s)", public_id_, client_name_);
+}
+
+absl::StatusOr<uint64_t> Session::AddBuffer(
+    std::shared_ptr<runtime::Buffer> buffer) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s was closed while the buffer was being created",
+                        DebugString()));
+  }
+  uint64_t handle;
+  do {
+    handle = SecureRandomId();
+  } while (buffers_.contains(handle));
+  buffers_.emplace(handle, std::move(buffer));
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
+    uint64_t handle) const {
+  absl::MutexLock lock(&mu_);
+  auto it = buffers_.find(handle);
+  if (it == buffers_.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "buffer handle %#x is not a buffer of this session (never created, "
+        "already deleted, or owned by another session)",
+        handle));
+  }
+  return it->second;
+}
+
+absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
+  std::vector<std::shared_ptr<runtime::Buffer>> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t handle : handles) {
+      if (!buffers_.contains(handle)) {
+        return absl::NotFoundError(absl::StrFormat(
+            "buffer handle %#x is not a buffer of this session; no buffer "
+            "was deleted",
+            handle));
+      }
+    }
+    for (uint64_t handle : handles) {
+      auto it = buffers_.find(handle);
+      if (it == buffers_.end()) continue;  // listed twice
+      doomed.push_back(std::move(it->second));
+      buffers_.erase(it);
+    }
+  }
+  for (auto& buffer : doomed) buffer->Delete();
+  return absl::OkStatus();
+}
+
+void Session::Touch(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (now > last_renewal_) last_renewal_ = now;
+}
+
+bool Session::Expired(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  return attachment_ == nullptr && now - last_renewal_ > lease_;
+}
+
+absl::Status Session::Attach(SessionAttachment* attachment) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is closed", DebugString()));
+  }
+  if (attachment_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is already attached by another call; a session has at most one "
+        "Attach stream",
+        DebugString()));
+  }
+  attachment_ = attachment;
+  return absl::OkStatus();
+}
+
+bool Session::ForgetAttachment(SessionAttachment* attachment) {
+  absl::MutexLock lock(&mu_);
+  if (attachment_ != attachment) return false;
+  attachment_ = nullptr;
+  return true;
+}
+
+void Session::Detach(const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  if (attachment_ == nullptr) return;
+  attachment_->Detach(why);
+  attachment_ = nullptr;
+}
+
+SessionCloseStats Session::Close(const absl::Status& why) {
+  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    buffers.swap(buffers_);
+    if (attachment_ != nullptr) {
+      attachment_->Detach(why);
+      attachment_ = nullptr;
+    }
+  }
+  SessionCloseStats stats;
+  for (auto& [handle, buffer] : buffers) {
+    if (!buffer->IsDeleted()) {
+      stats.buffers_freed++;
+      stats.bytes_freed += buffer->size_bytes();
+    }
+    buffer->Delete();
+  }
+  return stats;
+}
+
+SessionSummary Session::Summarize(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  SessionSummary summary;
+  summary.public_id = public_id_;
+  summary.client_name = client_name_;
+  summary.peer = peer_;
+  summary.attached = attachment_ != nullptr;
+  summary.buffer_count = static_cast<int64_t>(buffers_.size());
+  for (const auto& [handle, buffer] : buffers_) {
+    summary.bytes += buffer->size_bytes();
+  }
+  summary.age = now - created_;
+  summary.lease_remaining =
+      summary.attached ? absl::ZeroDuration()
+                       : std::max(absl::ZeroDuration(),
+                                  last_renewal_ + lease_ - now);
+  return summary;
+}
+
+int64_t Session::buffer_count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(buffers_.size());
+}
+
+}  // namespace pjrt::daemon

@@ -1,0 +1,121 @@
+// Session: the owner of a client's buffers, and its lease.
+//
+// Every buffer a client creates is registered in exactly one session under an
+// unguessable handle; closing the session deletes them all. Handles are only
+// meaningful within their session: a handle of another session is "not
+// found", exactly like one that never existed.
+//
+// Thread-safe.
+#ifndef PJRT_DAEMON_SESSION_H_
+#define PJRT_DAEMON_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "runtime/buffer.h"
+
+namespace pjrt::daemon {
+
+// Something that keeps a session alive while it exists (the Attach stream).
+// The session calls Detach at most once, with its mutex held, when the
+// session closes; the implementation must not block or call back into the
+// session.
+class SessionAttachment {
+ public:
+  virtual ~SessionAttachment() = default;
+  virtual void Detach(const absl::Status& why) = 0;
+};
+
+struct SessionCloseStats {
+  int64_t buffers_freed = 0;
+  int64_t bytes_freed = 0;
+};
+
+struct SessionSummary {
+  uint64_t public_id = 0;
+  std::string client_name;
+  std::string peer;
+  bool attached = false;
+  int64_t buffer_count = 0;
+  int64_t bytes = 0;
+  absl::Duration age;
+  // Zero while attached.
+  absl::Duration lease_remaining;
+};
+
+class Session {
+ public:
+  Session(uint64_t id, uint64_t public_id, std::string client_name,
+          std::string peer, absl::Duration lease, absl::Time now);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  uint64_t id() const { return id_; }
+  uint64_t public_id() const { return public_id_; }
+  const std::string& client_name() const { return client_name_; }
+  absl::Duration lease() const { return lease_; }
+
+  // "session 7 (train.py)", for logs and messages; never shows the id.
+  std::string DebugString() const;
+
+  // Registers `buffer` and returns its new handle. FAILED_PRECONDITION if the
+  // session has closed meanwhile (the caller then drops the buffer).
+  absl::StatusOr<uint64_t> AddBuffer(std::shared_ptr<runtime::Buffer> buffer);
+
+  // NOT_FOUND unless `handle` names a live buffer of this session.
+  absl::StatusOr<std::shared_ptr<runtime::Buffer>> LookupBuffer(
+      uint64_t handle) const;
+
+  // Deletes the buffers named; if any handle is unknown, deletes none and
+  // returns NOT_FOUND naming it.
+  absl::Status DeleteBuffers(absl::Span<const uint64_t> handles);
+
+  // Renews the lease.
+  void Touch(absl::Time now);
+  // True if the lease ran out before `now` and no attachment holds it.
+  bool Expired(absl::Time now) const;
+
+  // Attaches `attachment`. FAILED_PRECONDITION if one is already attached or
+  // the session is closed.
+  absl::Status Attach(SessionAttachment* attachment);
+  // Forgets `attachment` without calling it (it went away by itself).
+  // Returns false if it was no longer attached.
+  bool ForgetAttachment(SessionAttachment* attachment);
+  // Detaches the current attachment, if any, telling it `why`.
+  void Detach(const absl::Status& why);
+
+  // Deletes every buffer, detaches, and refuses new buffers from now on.
+  // Returns what was freed. Idempotent.
+  SessionCloseStats Close(const absl::Status& why);
+
+  SessionSummary Summarize(absl::Time now) const;
+  int64_t buffer_count() const;
+
+ private:
+  const uint64_t id_;
+  const uint64_t public_id_;
+  const std::string client_name_;
+  const std::string peer_;
+  const absl::Duration lease_;
+  const absl::Time created_;
+
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_renewal_ ABSL_GUARDED_BY(mu_);
+  SessionAttachment* attachment_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pjrt::daemon
+
+#endif  // PJRT_DAEMON_SESSION_H_

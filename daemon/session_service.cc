@@ -1,0 +1,192 @@
+#include <optional>
+
+#include "absl/strings/str_format.h"
+#include "base/version.h"
+#include "daemon/grpc_status.h"
+#include "daemon/services.h"
+#include "base/log.h"
+
+namespace pjrt::daemon {
+namespace {
+
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
+                                const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// Holds one Attach stream open and ties the session's life to it.
+//
+// Lifetime: gRPC deletes nothing; OnDone deletes the reactor, and OnDone runs
+// only after Finish and after every other reaction has returned. The session
+// calls Detach with its mutex held, so it never touches a reactor that has
+// finished through the other path (OnCancel), which first takes the
+// reactor out of the session under that same mutex.
+class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
+                            public SessionAttachment {
+ public:
+  AttachReactor(SessionTable* sessions, std::shared_ptr<Session> session)
+      : sessions_(sessions), session_(std::move(session)) {}
+
+  // Attaches to the session and sends the first event; or finishes at once
+  // if the session cannot be attached.
+  void Start() {
+    absl::Status status = session_->Attach(this);
+    if (!status.ok()) {
+      FinishOnce(ToGrpcStatus(status));
+      return;
+    }
+    spdlog::debug("{} attached", session_->DebugString());
+    event_.mutable_attached()->set_public_id(session_->public_id());
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;  // detached meanwhile
+      writing_ = true;
+    }
+    StartWrite(&event_);
+  }
+
+  void Detach(const absl::Status& why) override {
+    // A session closed on purpose ends the stream with OK; a daemon shutting
+    // down says so.
+    FinishOnce(why.code() == absl::StatusCode::kUnavailable
+                   ? ToGrpcStatus(why)
+                   : grpc::Status::OK);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      finish.swap(pending_finish_);
+    }
+    if (finish.has_value()) Finish(*finish);
+  }
+
+  void OnCancel() override {
+    // The client went away (closed the stream, died, or lost its
+    // connection). If the session still counted on this stream, end it.
+    if (session_->ForgetAttachment(this)) {
+      sessions_->Close(session_->id(),
+                       absl::CancelledError("client disconnected"))
+          .IgnoreError();
+    }
+    FinishOnce(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Finish is called outside mu_: OnDone may run as soon as it is called.
+  void FinishOnce(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+      // Finish may not overlap an outstanding write; OnWriteDone does it.
+      if (writing_) {
+        pending_finish_ = status;
+        return;
+      }
+    }
+    Finish(status);
+  }
+
+  SessionTable* const sessions_;
+  const std::shared_ptr<Session> session_;
+  v1::SessionEvent event_;
+  absl::Mutex mu_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SessionService::OpenSession(
+    grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request,
+    v1::OpenSessionResponse* response) {
+  unsigned version = request->protocol_version();
+  if (version != 0 &&
+      (version < kProtocolVersionMin || version > kProtocolVersionMax)) {
+    return Reply(context,
+                 absl::FailedPreconditionError(absl::StrFormat(
+                     "the client speaks pjrt.v1 protocol revision %d, but this "
+                     "daemon (%s) speaks revisions %d to %d; use a client and "
+                     "daemon of matching releases",
+                     version, kBuildVersion, kProtocolVersionMin,
+                     kProtocolVersionMax)));
+  }
+  auto session = sessions_->Open(request->client_name(), context->peer(),
+                                 absl::Seconds(request->lease_seconds()));
+  if (!session.ok()) return Reply(context, session.status());
+  response->set_session_id((*session)->id());
+  response->set_public_id((*session)->public_id());
+  response->set_lease_seconds(static_cast<uint32_t>(
+      absl::ToInt64Seconds((*session)->lease())));
+  spdlog::info("{} opened from {}", (*session)->DebugString(), context->peer());
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* SessionService::KeepAlive(
+    grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
+    v1::KeepAliveResponse* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return Reply(context, session.status());
+  response->set_lease_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds((*session)->lease())));
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* SessionService::CloseSession(
+    grpc::CallbackServerContext* context,
+    const v1::CloseSessionRequest* request,
+    v1::CloseSessionResponse* response) {
+  auto stats = sessions_->Close(request->session_id(),
+                                absl::OkStatus());
+  if (!stats.ok()) return Reply(context, stats.status());
+  response->set_buffers_freed(stats->buffers_freed);
+  response->set_bytes_freed(stats->bytes_freed);
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::Attach(
+    grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) {
+    // A reactor is still needed to report the error.
+    class Failed final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+     public:
+      explicit Failed(const absl::Status& status) {
+        Finish(ToGrpcStatus(status));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Failed(session.status());
+  }
+  auto* reactor = new AttachReactor(sessions_, *std::move(session));
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SessionService::ListSessions(
+    grpc::CallbackServerContext* context, const v1::ListSessionsRequest*,
+    v1::ListSessionsResponse* response) {
+  for (const SessionSummary& summary : sessions_->List()) {
+    v1::SessionInfo* info = response->add_sessions();
+    info->set_public_id(summary.public_id);
+    info->set_client_name(summary.client_name);
+    info->set_peer(summary.peer);
+    info->set_attached(summary.attached);
+    info->set_buffer_count(summary.buffer_count);
+    info->set_bytes(summary.bytes);
+    info->set_age_seconds(absl::ToDoubleSeconds(summary.age));
+    info->set_lease_remaining_seconds(
+        absl::ToDoubleSeconds(summary.lease_remaining));
+  }
+  return Reply(context, absl::OkStatus());
+}
+
+}  // namespace pjrt::daemon

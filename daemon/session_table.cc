@@ -1,0 +1,142 @@
+#include "daemon/session_table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/random.h"
+#include "base/log.h"
+
+namespace pjrt::daemon {
+
+SessionTable::SessionTable(SessionTableOptions options,
+                           std::function<absl::Time()> clock)
+    : options_(options), clock_(std::move(clock)) {}
+
+SessionTable::~SessionTable() {
+  Shutdown(absl::UnavailableError("the daemon is shutting down"));
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
+    std::string client_name, std::string peer, absl::Duration lease) {
+  if (lease <= absl::ZeroDuration()) lease = options_.default_lease;
+  lease = std::min(lease, options_.max_lease);
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::UnavailableError(
+        "the daemon is shutting down and accepts no new sessions");
+  }
+  uint64_t id;
+  do {
+    id = SecureRandomId();
+  } while (sessions_.contains(id));
+  auto session = std::make_shared<Session>(
+      id, next_public_id_.fetch_add(1), std::move(client_name), std::move(peer),
+      lease, clock_());
+  sessions_.emplace(id, session);
+  return session;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionTable::Lookup(uint64_t id) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) session = it->second;
+  }
+  if (session == nullptr) {
+    return absl::NotFoundError(absl::StrFormat(
+        "session %#x is not open (never opened, closed, or expired after its "
+        "lease ran out); open a new session",
+        id));
+  }
+  session->Touch(clock_());
+  return session;
+}
+
+absl::StatusOr<SessionCloseStats> SessionTable::Close(
+    uint64_t id, const absl::Status& why) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(
+          absl::StrFormat("session %#x is not open", id));
+    }
+    session = std::move(it->second);
+    sessions_.erase(it);
+  }
+  SessionCloseStats stats = session->Close(why);
+  spdlog::info("{} closed ({}): freed {} buffers, {} bytes",
+               session->DebugString(), why.message(), stats.buffers_freed,
+               stats.bytes_freed);
+  return stats;
+}
+
+int SessionTable::ReapExpired() {
+  absl::Time now = clock_();
+  std::vector<uint64_t> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) {
+      if (session->Expired(now)) expired.push_back(id);
+    }
+  }
+  int closed = 0;
+  for (uint64_t id : expired) {
+    if (Close(id, absl::DeadlineExceededError("its lease expired")).ok()) {
+      ++closed;
+    }
+  }
+  return closed;
+}
+
+void SessionTable::DetachAll(const absl::Status& why) {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) sessions.push_back(session);
+  }
+  for (const auto& session : sessions) session->Detach(why);
+}
+
+void SessionTable::Shutdown(const absl::Status& why) {
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (const auto& [id, session] : sessions_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) Close(id, why).IgnoreError();
+}
+
+std::vector<SessionSummary> SessionTable::List() const {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) sessions.push_back(session);
+  }
+  absl::Time now = clock_();
+  std::vector<SessionSummary> out;
+  out.reserve(sessions.size());
+  for (const auto& session : sessions) out.push_back(session->Summarize(now));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.public_id < b.public_id;
+  });
+  return out;
+}
+
+int SessionTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(sessions_.size());
+}
+
+int64_t SessionTable::buffer_count() const {
+  absl::MutexLock lock(&mu_);
+  int64_t count = 0;
+  for (const auto& [id, session] : sessions_) count += session->buffer_count();
+  return count;
+}
+
+}  // namespace pjrt::daemon

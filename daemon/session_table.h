@@ -1,0 +1,80 @@
+// SessionTable: all open sessions of the daemon, by secret id.
+//
+// Thread-safe. Lookups renew the session's lease. Expired sessions are closed
+// by ReapExpired, which the daemon calls periodically.
+#ifndef PJRT_DAEMON_SESSION_TABLE_H_
+#define PJRT_DAEMON_SESSION_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/session.h"
+
+namespace pjrt::daemon {
+
+struct SessionTableOptions {
+  absl::Duration default_lease = absl::Seconds(60);
+  absl::Duration max_lease = absl::Hours(24);
+};
+
+class SessionTable {
+ public:
+  // `clock` returns the current time; tests pass a fake one.
+  explicit SessionTable(SessionTableOptions options,
+                        std::function<absl::Time()> clock = absl::Now);
+  ~SessionTable();
+  SessionTable(const SessionTable&) = delete;
+  SessionTable& operator=(const SessionTable&) = delete;
+
+  // Opens a session. `lease` of zero means the default; longer than the
+  // maximum is clamped. UNAVAILABLE once Shutdown() has been called.
+  absl::StatusOr<std::shared_ptr<Session>> Open(std::string client_name,
+                                                std::string peer,
+                                                absl::Duration lease);
+
+  // The open session with secret id `id`, renewing its lease. NOT_FOUND
+  // otherwise.
+  absl::StatusOr<std::shared_ptr<Session>> Lookup(uint64_t id);
+
+  // Closes session `id`, freeing all it owns. NOT_FOUND if not open.
+  absl::StatusOr<SessionCloseStats> Close(uint64_t id,
+                                          const absl::Status& why);
+
+  // Closes every session whose lease has run out. Returns how many.
+  int ReapExpired();
+
+  // Ends every Attach stream, telling it `why`, without closing sessions.
+  void DetachAll(const absl::Status& why);
+
+  // Refuses new sessions and closes every open one, telling attachments
+  // `why`.
+  void Shutdown(const absl::Status& why);
+
+  std::vector<SessionSummary> List() const;
+  int size() const;
+  // Buffers over all sessions.
+  int64_t buffer_count() const;
+
+ private:
+  const SessionTableOptions options_;
+  const std::function<absl::Time()> clock_;
+  std::atomic<uint64_t> next_public_id_{1};
+
+  mutable absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pjrt::daemon
+
+#endif  // PJRT_DAEMON_SESSION_TABLE_H_
