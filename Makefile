@@ -3,8 +3,8 @@
 #   make demo    install what is missing, build, run the example end to end
 #   make test    install what is missing, build, run every test
 #
-# Other targets: deps, build, test-cpp, test-python, test-sanitize, bench,
-# install, format, clean.
+# Other targets: deps, build, test-cpp, test-python, lint, install, format,
+# clean.
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -12,7 +12,7 @@ CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps build demo test test-cpp test-python test-sanitize bench install format clean
+.PHONY: all deps build demo test test-cpp test-python lint install format clean
 
 all: build
 
@@ -29,7 +29,7 @@ demo: build
 	@scripts/demo $(BUILD_DIR)
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python
+	$(MAKE) --no-print-directory test-cpp test-python lint
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -38,11 +38,8 @@ test-python:
 	PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) PYTHONPATH=$(abspath $(BUILD_DIR))/python \
 	  $(PYTHON) -m pytest -q tests/python
 
-test-sanitize: deps
-	scripts/test-sanitize $(JOBS)
-
-bench: build
-	scripts/bench $(BUILD_DIR)
+lint:
+	flake8 client/python tests/python examples
 
 install: build
 	cmake --install $(BUILD_DIR)

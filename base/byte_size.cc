@@ -60,4 +60,17 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   return static_cast<int64_t>(number * multiplier);
 }
 
+std::string FormatByteSize(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"B",   "KiB", "MiB",
+                                           "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while ((value >= 1024 || value <= -1024) && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrFormat("%d B", bytes);
+  return absl::StrFormat("%.4g %s", value, kUnits[unit]);
+}
+
 }  // namespace pjrt

@@ -5,6 +5,7 @@
 #define PJRT_BASE_BYTE_SIZE_H_
 
 #include <cstdint>
+#include <string>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,9 @@ namespace pjrt {
 // INVALID_ARGUMENT naming the text if it is not a non-negative size that fits
 // in int64.
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
+// "512 B", "1.5 MiB", "16 GiB": four significant digits, powers of 1024.
+std::string FormatByteSize(int64_t bytes);
 
 }  // namespace pjrt
 

@@ -69,8 +69,9 @@ absl::StatusOr<SessionCloseStats> SessionTable::Close(
   }
   SessionCloseStats stats = session->Close(why);
   spdlog::info("{} closed ({}): freed {} buffers, {} bytes",
-               session->DebugString(), why.message(), stats.buffers_freed,
-               stats.bytes_freed);
+               session->DebugString(),
+               why.ok() ? absl::string_view("by its client") : why.message(),
+               stats.buffers_freed, stats.bytes_freed);
   return stats;
 }
 

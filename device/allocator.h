@@ -47,9 +47,6 @@ class Allocator {
   virtual AllocatorStats GetStats() const = 0;
 };
 
-// "1.5 MiB", "16 GiB", "512 B".
-std::string HumanBytes(int64_t bytes);
-
 }  // namespace pjrt::device
 
 #endif  // PJRT_DEVICE_ALLOCATOR_H_

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_format.h"
+#include "base/byte_size.h"
 #include "base/log.h"
 
 namespace pjrt::device {
@@ -36,7 +37,7 @@ absl::StatusOr<void*> HostAllocator::Allocate(int64_t bytes) {
     if (bytes > stats_.bytes_limit - stats_.bytes_in_use) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "out of memory on %s: cannot allocate %d bytes (%s); %s", name_,
-          bytes, HumanBytes(bytes), stats_.ToString()));
+          bytes, FormatByteSize(bytes), stats_.ToString()));
     }
     // Reserve before allocating so that concurrent requests cannot jointly
     // overshoot the limit.
@@ -50,7 +51,7 @@ absl::StatusOr<void*> HostAllocator::Allocate(int64_t bytes) {
     stats_.bytes_in_use -= bytes;
     return absl::ResourceExhaustedError(absl::StrFormat(
         "out of memory on %s: the host could not provide %d bytes (%s); %s",
-        name_, bytes, HumanBytes(bytes), stats_.ToString()));
+        name_, bytes, FormatByteSize(bytes), stats_.ToString()));
   }
   sizes_[ptr] = bytes;
   stats_.num_allocs++;

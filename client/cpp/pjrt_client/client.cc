@@ -1,0 +1,401 @@
+#include "client/cpp/pjrt_client/client.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "base/version.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace pjrt_client {
+namespace v1 = ::pjrt::v1;
+
+namespace {
+
+// Default deadline for control calls.
+constexpr absl::Duration kCallTimeout = absl::Seconds(60);
+
+void SetDeadline(grpc::ClientContext* context,
+                 absl::Duration timeout = kCallTimeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+absl::Status ToAbslStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+std::string ResolveAddress(const std::string& address) {
+  if (!address.empty()) return address;
+  const char* env = std::getenv(kAddressEnvVar);
+  if (env != nullptr && *env != '\0') return env;
+  return kDefaultAddress;
+}
+
+struct SessionState {
+  std::shared_ptr<Client> client;
+  uint64_t id = 0;
+  uint64_t public_id = 0;
+
+  // The Attach call; its context is cancelled at close.
+  grpc::ClientContext attach_context;
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> attach_reader;
+
+  absl::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+
+  bool IsClosed() {
+    absl::MutexLock lock(&mu);
+    return closed;
+  }
+};
+
+Client::Client(std::string address, std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      channel_(std::move(channel)),
+      server_(v1::Server::NewStub(channel_)),
+      sessions_(v1::Sessions::NewStub(channel_)),
+      buffers_(v1::Buffers::NewStub(channel_)) {}
+
+absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
+    const ConnectOptions& options) {
+  std::string address = ResolveAddress(options.address);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  auto channel = grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(
+          absl::ToChronoTime(absl::Now() + options.timeout))) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot reach pjrtd at %s within %s: is the daemon running there? "
+        "(start it with `pjrtd --listen %s`, or point %s or --address at "
+        "the right place)",
+        address, absl::FormatDuration(options.timeout), address,
+        kAddressEnvVar));
+  }
+  std::shared_ptr<Client> client(new Client(address, channel));
+  grpc::ClientContext context;
+  SetDeadline(&context, options.timeout);
+  grpc::Status status = client->server_->GetServerInfo(
+      &context, v1::GetServerInfoRequest(), &client->info_);
+  if (!status.ok()) {
+    return absl::Status(ToAbslStatus(status).code(),
+                        absl::StrFormat("pjrtd at %s did not describe itself: %s",
+                                        address, status.error_message()));
+  }
+  const v1::ServerInfo& info = client->info_;
+  if (pjrt::kProtocolVersionMax < info.protocol_version_min() ||
+      pjrt::kProtocolVersionMin > info.protocol_version_max()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "pjrtd at %s (%s) speaks pjrt.v1 revisions %d to %d; this client "
+        "(%s) speaks %d to %d; use a client from the daemon's release",
+        address, info.build_version(), info.protocol_version_min(),
+        info.protocol_version_max(), pjrt::kBuildVersion,
+        pjrt::kProtocolVersionMin, pjrt::kProtocolVersionMax));
+  }
+  return client;
+}
+
+absl::StatusOr<std::vector<v1::Device>> Client::Devices() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ListDevicesResponse response;
+  grpc::Status status =
+      server_->ListDevices(&context, v1::ListDevicesRequest(), &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return std::vector<v1::Device>(response.devices().begin(),
+                                 response.devices().end());
+}
+
+absl::StatusOr<v1::Stats> Client::Stats() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::Stats response;
+  grpc::Status status =
+      server_->GetStats(&context, v1::GetStatsRequest(), &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
+absl::StatusOr<std::vector<v1::SessionInfo>> Client::Sessions() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ListSessionsResponse response;
+  grpc::Status status =
+      sessions_->ListSessions(&context, v1::ListSessionsRequest(), &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return std::vector<v1::SessionInfo>(response.sessions().begin(),
+                                      response.sessions().end());
+}
+
+absl::Status Client::Ping() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::PingResponse response;
+  return ToAbslStatus(server_->Ping(&context, v1::PingRequest(), &response));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
+    const SessionOptions& options) {
+  v1::OpenSessionRequest request;
+  request.set_client_name(options.client_name);
+  request.set_lease_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds(options.lease)));
+  request.set_protocol_version(pjrt::kProtocolVersionMax);
+  v1::OpenSessionResponse response;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    grpc::Status status = sessions_->OpenSession(&context, request, &response);
+    if (!status.ok()) return ToAbslStatus(status);
+  }
+  auto state = std::make_shared<SessionState>();
+  state->client = shared_from_this();
+  state->id = response.session_id();
+  state->public_id = response.public_id();
+  std::unique_ptr<Session> session(new Session(state));
+  if (options.attach) {
+    v1::AttachRequest attach;
+    attach.set_session_id(state->id);
+    state->attach_reader =
+        sessions_->Attach(&state->attach_context, attach);
+    v1::SessionEvent event;
+    // The first event confirms the attachment.
+    if (!state->attach_reader->Read(&event)) {
+      grpc::Status status = state->attach_reader->Finish();
+      state->attach_reader.reset();
+      return absl::Status(
+          ToAbslStatus(status).code(),
+          absl::StrFormat("cannot attach to the new session: %s",
+                          status.error_message()));
+    }
+  }
+  return session;
+}
+
+Session::Session(std::shared_ptr<SessionState> state)
+    : state_(std::move(state)) {}
+
+Session::~Session() { Close().IgnoreError(); }
+
+uint64_t Session::id() const { return state_->id; }
+uint64_t Session::public_id() const { return state_->public_id; }
+Client& Session::client() const { return *state_->client; }
+
+absl::Status Session::Close() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->closed) return absl::OkStatus();
+    state_->closed = true;
+  }
+  v1::CloseSessionRequest request;
+  request.set_session_id(state_->id);
+  v1::CloseSessionResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status =
+      state_->client->sessions_stub().CloseSession(&context, request, &response);
+  if (state_->attach_reader != nullptr) {
+    state_->attach_context.TryCancel();
+    state_->attach_reader->Finish().ok();
+    state_->attach_reader.reset();
+  }
+  return ToAbslStatus(status);
+}
+
+absl::Status Session::KeepAlive() {
+  v1::KeepAliveRequest request;
+  request.set_session_id(state_->id);
+  v1::KeepAliveResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  return ToAbslStatus(
+      state_->client->sessions_stub().KeepAlive(&context, request, &response));
+}
+
+absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
+                                       absl::Span<const int64_t> dims,
+                                       absl::Span<const uint8_t> data,
+                                       int device_id) {
+  grpc::ClientContext context;
+  v1::BufferInfo info;
+  auto writer = state_->client->buffers_stub().Upload(&context, &info);
+  v1::UploadRequest request;
+  v1::UploadHeader* header = request.mutable_header();
+  header->set_session_id(state_->id);
+  header->mutable_shape()->set_dtype(dtype);
+  for (int64_t d : dims) header->mutable_shape()->add_dims(d);
+  header->set_device_id(device_id);
+  bool ok = writer->Write(request);
+  for (size_t offset = 0; ok && offset < data.size(); offset += kChunkBytes) {
+    size_t size = std::min<size_t>(kChunkBytes, data.size() - offset);
+    request.set_chunk(data.data() + offset, size);
+    ok = writer->Write(request);
+  }
+  // A failed write means the daemon has already answered (with an error);
+  // Finish returns it.
+  if (ok) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return ToAbslStatus(status);
+  return Buffer(state_, std::move(info));
+}
+
+absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
+  v1::DescribeBufferRequest request;
+  request.set_session_id(state_->id);
+  request.set_handle(handle);
+  v1::BufferInfo info;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status =
+      state_->client->buffers_stub().DescribeBuffer(&context, request, &info);
+  if (!status.ok()) return ToAbslStatus(status);
+  return Buffer(state_, std::move(info));
+}
+
+Buffer::~Buffer() {
+  if (valid()) Delete().IgnoreError();
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : state_(std::move(other.state_)), info_(std::move(other.info_)) {
+  other.info_.Clear();
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    if (valid()) Delete().IgnoreError();
+    state_ = std::move(other.state_);
+    info_ = std::move(other.info_);
+    other.info_.Clear();
+  }
+  return *this;
+}
+
+std::vector<int64_t> Buffer::dims() const {
+  return std::vector<int64_t>(info_.shape().dims().begin(),
+                              info_.shape().dims().end());
+}
+
+absl::StatusOr<std::vector<uint8_t>> Buffer::Download() const {
+  std::vector<uint8_t> out(static_cast<size_t>(size_bytes()));
+  absl::Status status = DownloadInto(absl::MakeSpan(out));
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out) const {
+  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  if (static_cast<int64_t>(out.size()) != size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "destination holds %d bytes; buffer %#x has %d", out.size(), handle(),
+        size_bytes()));
+  }
+  v1::DownloadRequest request;
+  request.set_session_id(state_->id);
+  request.set_handle(handle());
+  grpc::ClientContext context;
+  auto reader = state_->client->buffers_stub().Download(&context, request);
+  v1::DownloadResponse response;
+  size_t received = 0;
+  bool overflow = false;
+  while (reader->Read(&response)) {
+    if (!response.has_chunk()) continue;
+    const std::string& chunk = response.chunk();
+    if (chunk.size() > out.size() - received) {
+      overflow = true;
+      context.TryCancel();
+      break;
+    }
+    std::memcpy(out.data() + received, chunk.data(), chunk.size());
+    received += chunk.size();
+  }
+  grpc::Status status = reader->Finish();
+  if (overflow) {
+    return absl::DataLossError(absl::StrFormat(
+        "daemon sent more than the %d bytes of buffer %#x", size_bytes(),
+        handle()));
+  }
+  if (!status.ok()) return ToAbslStatus(status);
+  if (received != out.size()) {
+    return absl::DataLossError(absl::StrFormat(
+        "download of buffer %#x ended after %d of %d bytes", handle(),
+        received, out.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::BufferInfo> Buffer::Describe() const {
+  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  v1::DescribeBufferRequest request;
+  request.set_session_id(state_->id);
+  request.set_handle(handle());
+  v1::BufferInfo info;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status =
+      state_->client->buffers_stub().DescribeBuffer(&context, request, &info);
+  if (!status.ok()) return ToAbslStatus(status);
+  return info;
+}
+
+absl::Status Buffer::BlockUntilReady(absl::Duration timeout) const {
+  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  v1::BlockUntilReadyRequest request;
+  request.set_session_id(state_->id);
+  request.set_handle(handle());
+  request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  v1::BufferInfo info;
+  grpc::ClientContext context;
+  return ToAbslStatus(
+      state_->client->buffers_stub().BlockUntilReady(&context, request, &info));
+}
+
+absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
+  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  v1::CopyToDeviceRequest request;
+  request.set_session_id(state_->id);
+  request.set_handle(handle());
+  request.set_device_id(device_id);
+  v1::BufferInfo info;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status =
+      state_->client->buffers_stub().CopyToDevice(&context, request, &info);
+  if (!status.ok()) return ToAbslStatus(status);
+  return Buffer(state_, std::move(info));
+}
+
+absl::Status Buffer::Delete() {
+  if (!valid()) return absl::OkStatus();
+  std::shared_ptr<SessionState> state = std::move(state_);
+  uint64_t handle = info_.handle();
+  info_.Clear();
+  // A closed session has already freed the buffer.
+  if (state->IsClosed()) return absl::OkStatus();
+  v1::DeleteBuffersRequest request;
+  request.set_session_id(state->id);
+  request.add_handles(handle);
+  v1::DeleteBuffersResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  return ToAbslStatus(
+      state->client->buffers_stub().DeleteBuffers(&context, request, &response));
+}
+
+uint64_t Buffer::Release() {
+  uint64_t handle = info_.handle();
+  state_.reset();
+  info_.Clear();
+  return handle;
+}
+
+}  // namespace pjrt_client

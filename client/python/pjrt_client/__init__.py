@@ -1,0 +1,42 @@
+"""pjrt_client: use the accelerators that a pjrtd daemon serves.
+
+Quick start::
+
+    import numpy as np
+    import pjrt_client
+
+    with pjrt_client.connect("unix:///run/pjrtd/pjrtd.sock") as client:
+        print(client.devices())
+        x = client.put(np.arange(6, dtype=np.float32).reshape(2, 3), device=0)
+        print(x.shape, x.dtype, x.device)
+        print(x.to_numpy())
+
+Every buffer belongs to the client's session on the daemon; closing the
+client frees them all. Errors are :class:`Error` subclasses named after the
+gRPC status code (``InvalidArgumentError``, ``NotFoundError``, ...), with the
+daemon's message intact.
+"""
+
+from pjrt_client._client import (ADDRESS_ENV_VAR, CHUNK_BYTES,
+                                 DEFAULT_ADDRESS, PROTOCOL_VERSION, Buffer,
+                                 Client, Device, connect, resolve_address)
+from pjrt_client._errors import (AbortedError, AlreadyExistsError,
+                                 CancelledError, DataLossError,
+                                 DeadlineExceededError, Error,
+                                 FailedPreconditionError, InternalError,
+                                 InvalidArgumentError, NotFoundError,
+                                 OutOfRangeError, PermissionDeniedError,
+                                 ResourceExhaustedError, UnauthenticatedError,
+                                 UnavailableError, UnimplementedError,
+                                 UnknownError)
+
+__all__ = [
+    "ADDRESS_ENV_VAR", "CHUNK_BYTES", "DEFAULT_ADDRESS", "PROTOCOL_VERSION",
+    "Buffer", "Client", "Device", "connect", "resolve_address",
+    "Error", "AbortedError", "AlreadyExistsError", "CancelledError",
+    "DataLossError", "DeadlineExceededError", "FailedPreconditionError",
+    "InternalError", "InvalidArgumentError", "NotFoundError",
+    "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",
+    "UnauthenticatedError", "UnavailableError", "UnimplementedError",
+    "UnknownError",
+]

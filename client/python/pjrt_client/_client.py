@@ -1,0 +1,511 @@
+"""Client, Device and Buffer: the Python face of pjrtd."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import weakref
+from typing import Any, Iterator, Sequence
+
+import grpc
+import numpy as np
+
+from pjrt_client import _dtypes
+from pjrt_client._errors import (Error, FailedPreconditionError,
+                                 InvalidArgumentError, UnavailableError,
+                                 from_rpc_error)
+from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
+                                        server_pb2, server_pb2_grpc,
+                                        session_pb2, session_pb2_grpc,
+                                        types_pb2)
+
+#: Where pjrtd listens unless told otherwise.
+DEFAULT_ADDRESS = "unix:///run/pjrtd/pjrtd.sock"
+#: Environment variable that overrides :data:`DEFAULT_ADDRESS`.
+ADDRESS_ENV_VAR = "PJRTD_ADDRESS"
+#: pjrt.v1 protocol revision this client speaks.
+PROTOCOL_VERSION = 1
+#: Bytes per upload chunk (the protocol's maximum).
+CHUNK_BYTES = 1 << 20
+
+_CALL_TIMEOUT = 60.0
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.keepalive_time_ms", 30000),
+    ("grpc.keepalive_timeout_ms", 10000),
+]
+
+
+def resolve_address(address: str | None = None) -> str:
+    """``address`` if given, else ``$PJRTD_ADDRESS``, else the default."""
+    if address:
+        return address
+    return os.environ.get(ADDRESS_ENV_VAR) or DEFAULT_ADDRESS
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One device of the daemon's cluster.
+
+    Attributes:
+        id: global id, the same whichever daemon of the cluster is asked.
+        local_hardware_id: ordinal of the device on its host.
+        task_id: the daemon (task) that owns it.
+        platform: ``"host"`` or ``"cuda"``.
+        kind: e.g. ``"cpu"`` or ``"NVIDIA H200"``.
+        memory_bytes: memory the daemon may allocate on it.
+        addressable: True if buffers can be placed on it through this daemon.
+    """
+
+    id: int
+    local_hardware_id: int
+    task_id: int
+    platform: str
+    kind: str
+    memory_bytes: int
+    addressable: bool
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.id}"
+
+
+class _Session:
+    """The daemon-side session behind a Client; buffers point at it."""
+
+    def __init__(self, channel: grpc.Channel, client_name: str,
+                 attach: bool) -> None:
+        self._sessions = session_pb2_grpc.SessionsStub(channel)
+        self.buffers = buffer_pb2_grpc.BuffersStub(channel)
+        response = _call(self._sessions.OpenSession,
+                         session_pb2.OpenSessionRequest(
+                             client_name=client_name,
+                             protocol_version=PROTOCOL_VERSION))
+        self.id: int = response.session_id
+        self.public_id: int = response.public_id
+        self.closed = False
+        self._lock = threading.Lock()
+        self._attach_call = None
+        if attach:
+            call = self._sessions.Attach(
+                session_pb2.AttachRequest(session_id=self.id))
+            try:
+                next(call)  # the daemon confirms the attachment
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from None
+            self._attach_call = call
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        try:
+            _call(self._sessions.CloseSession,
+                  session_pb2.CloseSessionRequest(session_id=self.id))
+        except Error:
+            pass  # the daemon is gone, or closed the session already
+        finally:
+            if self._attach_call is not None:
+                self._attach_call.cancel()
+                self._attach_call = None
+
+
+def _call(method: Any, request: Any, timeout: float | None = _CALL_TIMEOUT):
+    """Calls a unary RPC, turning grpc.RpcError into pjrt_client.Error."""
+    try:
+        return method(request, timeout=timeout)
+    except grpc.RpcError as e:
+        raise from_rpc_error(e) from None
+
+
+def _delete_quietly(session: _Session, handle: int) -> None:
+    """Deletes a buffer of a garbage-collected Buffer object."""
+    if session.closed:
+        return
+    try:
+        session.buffers.DeleteBuffers(
+            buffer_pb2.DeleteBuffersRequest(session_id=session.id,
+                                            handles=[handle]),
+            timeout=_CALL_TIMEOUT)
+    except Exception:  # noqa: BLE001 - a finalizer must not raise
+        pass
+
+
+class Buffer:
+    """An array on a device of the daemon.
+
+    A Buffer is deleted on the daemon when :meth:`delete` is called, when a
+    ``with`` block using it ends, when it is garbage-collected, or when its
+    client closes.
+    """
+
+    def __init__(self, client: "Client", info: buffer_pb2.BufferInfo,
+                 bf16_as_uint16: bool = False) -> None:
+        self._client = client
+        self._session = client._session
+        self._handle: int = info.handle
+        self._dtype_wire: int = info.shape.dtype
+        self._shape: tuple[int, ...] = tuple(info.shape.dims)
+        self._device_id: int = info.device_id
+        self._nbytes: int = info.size_bytes
+        self._deleted = False
+        self._finalizer = weakref.finalize(self, _delete_quietly,
+                                           self._session, self._handle)
+        self._finalizer.atexit = False
+
+    # --- description -----------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The daemon's handle for the buffer (unique within the session)."""
+        return self._handle
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Dimensions, row-major."""
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Element type as a numpy dtype (see :func:`numpy_dtype` for bf16)."""
+        return _dtypes.numpy_dtype(self._dtype_wire)
+
+    @property
+    def dtype_name(self) -> str:
+        """Element type as HLO spells it: ``'f32'``, ``'bf16'``..."""
+        return _dtypes.wire_name(self._dtype_wire)
+
+    @property
+    def device(self) -> Device:
+        """The device holding the buffer."""
+        return self._client.device(self._device_id)
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the contents in bytes."""
+        return self._nbytes
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        state = "deleted" if self._deleted else f"handle={self._handle:#x}"
+        dims = ",".join(str(d) for d in self._shape)
+        return (f"Buffer({self.dtype_name}[{dims}] on "
+                f"device {self._device_id}, {state})")
+
+    # --- reading -----------------------------------------------------------
+
+    def _check_alive(self) -> None:
+        if self._deleted:
+            raise FailedPreconditionError(
+                f"buffer {self._handle:#x} was deleted on this side; it can "
+                f"no longer be used")
+
+    def to_numpy(self) -> np.ndarray:
+        """Copies the contents to a new numpy array (waits until defined)."""
+        self._check_alive()
+        out = bytearray(self._nbytes)
+        view = memoryview(out)
+        received = 0
+        request = buffer_pb2.DownloadRequest(session_id=self._session.id,
+                                             handle=self._handle)
+        try:
+            for response in self._session.buffers.Download(request):
+                if response.WhichOneof("kind") != "chunk":
+                    continue
+                chunk = response.chunk
+                end = received + len(chunk)
+                if end > self._nbytes:
+                    raise Error(f"daemon sent more than the {self._nbytes} "
+                                f"bytes of buffer {self._handle:#x}")
+                view[received:end] = chunk
+                received = end
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        if received != self._nbytes:
+            raise Error(f"download of buffer {self._handle:#x} ended after "
+                        f"{received} of {self._nbytes} bytes")
+        array = np.frombuffer(out, dtype=self.dtype)
+        return array.reshape(self._shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.to_numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def block_until_ready(self, timeout: float | None = None) -> "Buffer":
+        """Waits until the contents are defined; returns self.
+
+        Raises the error bound to the buffer if its producer failed, or
+        :class:`DeadlineExceededError` after ``timeout`` seconds.
+        """
+        self._check_alive()
+        timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        _call(self._session.buffers.BlockUntilReady,
+              buffer_pb2.BlockUntilReadyRequest(session_id=self._session.id,
+                                                handle=self._handle,
+                                                timeout_ms=timeout_ms),
+              timeout=None)
+        return self
+
+    def is_ready(self) -> bool:
+        """True once the contents are defined (or their producer failed)."""
+        return self.describe().ready
+
+    def describe(self) -> buffer_pb2.BufferInfo:
+        """The daemon's view of the buffer (shape, device, ready, error)."""
+        self._check_alive()
+        return _call(self._session.buffers.DescribeBuffer,
+                     buffer_pb2.DescribeBufferRequest(
+                         session_id=self._session.id, handle=self._handle))
+
+    # --- moving and freeing ------------------------------------------------
+
+    def copy_to(self, device: "Device | int") -> "Buffer":
+        """Copies the buffer to another device of the daemon."""
+        self._check_alive()
+        info = _call(self._session.buffers.CopyToDevice,
+                     buffer_pb2.CopyToDeviceRequest(
+                         session_id=self._session.id, handle=self._handle,
+                         device_id=_device_id(device)))
+        return Buffer(self._client, info)
+
+    def delete(self) -> None:
+        """Frees the buffer on the daemon now. Idempotent."""
+        if self._deleted:
+            return
+        self._deleted = True
+        self._finalizer.detach()
+        if self._session.closed:
+            return
+        _call(self._session.buffers.DeleteBuffers,
+              buffer_pb2.DeleteBuffersRequest(session_id=self._session.id,
+                                              handles=[self._handle]))
+
+    @property
+    def is_deleted(self) -> bool:
+        """True after :meth:`delete` (on this object)."""
+        return self._deleted
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+
+def _device_id(device: "Device | int | None") -> int:
+    if device is None:
+        return 0
+    if isinstance(device, Device):
+        return device.id
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+        return int(device)
+    raise TypeError(f"device must be a Device or an int id, not "
+                    f"{type(device).__name__}")
+
+
+def _chunks(header: buffer_pb2.UploadHeader,
+            data: memoryview) -> Iterator[buffer_pb2.UploadRequest]:
+    yield buffer_pb2.UploadRequest(header=header)
+    for offset in range(0, len(data), CHUNK_BYTES):
+        yield buffer_pb2.UploadRequest(
+            chunk=bytes(data[offset:offset + CHUNK_BYTES]))
+
+
+class Client:
+    """A connection to pjrtd, with the session that owns its buffers.
+
+    Create one with :func:`connect`. Closing the client (or leaving its
+    ``with`` block, or the process exiting) closes the session, and the
+    daemon frees every buffer the client still had.
+    """
+
+    def __init__(self, address: str | None = None, timeout: float = 10.0,
+                 client_name: str | None = None, attach: bool = True) -> None:
+        self.address = resolve_address(address)
+        self._channel = grpc.insecure_channel(self.address,
+                                              options=_CHANNEL_OPTIONS)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            raise UnavailableError(
+                f"cannot reach pjrtd at {self.address} within {timeout:g}s: "
+                f"is the daemon running there? (start it with `pjrtd "
+                f"--listen {self.address}`, or set {ADDRESS_ENV_VAR} or "
+                f"address=)") from None
+        self._server = server_pb2_grpc.ServerStub(self._channel)
+        self._info = _call(self._server.GetServerInfo,
+                           server_pb2.GetServerInfoRequest(), timeout=timeout)
+        if not (self._info.protocol_version_min <= PROTOCOL_VERSION
+                <= self._info.protocol_version_max):
+            self._channel.close()
+            raise FailedPreconditionError(
+                f"pjrtd at {self.address} ({self._info.build_version}) speaks "
+                f"pjrt.v1 revisions {self._info.protocol_version_min} to "
+                f"{self._info.protocol_version_max}; this client speaks "
+                f"{PROTOCOL_VERSION}")
+        name = client_name or f"python:{os.getpid()}"
+        self._session = _Session(self._channel, name, attach)
+        self._devices: list[Device] | None = None
+
+    # --- context management ------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the session (freeing its buffers) and the connection."""
+        if self._session is not None:
+            self._session.close()
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Client({self.address!r}, platform={self._info.platform!r}, "
+                f"session={self._session.public_id})")
+
+    # --- the daemon --------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Build, protocol range, platform and capabilities of the daemon."""
+        i = self._info
+        return {
+            "address": self.address,
+            "build_version": i.build_version,
+            "protocol_version_min": i.protocol_version_min,
+            "protocol_version_max": i.protocol_version_max,
+            "platform": i.platform,
+            "capabilities": list(i.capabilities),
+            "task_id": i.task_id,
+            "task_count": i.task_count,
+            "addressable_device_count": i.addressable_device_count,
+            "pid": i.pid,
+        }
+
+    def devices(self) -> list[Device]:
+        """Every device of the daemon (and its cluster)."""
+        response = _call(self._server.ListDevices,
+                         server_pb2.ListDevicesRequest())
+        self._devices = [
+            Device(d.id, d.local_hardware_id, d.task_id, d.platform, d.kind,
+                   d.memory_bytes, d.addressable) for d in response.devices
+        ]
+        return list(self._devices)
+
+    def device(self, device_id: int) -> Device:
+        """The device with global id ``device_id``."""
+        devices = self._devices
+        if devices is None:
+            devices = self.devices()
+        for d in devices:
+            if d.id == device_id:
+                return d
+        raise InvalidArgumentError(
+            f"device {device_id} does not exist; devices are "
+            f"{[d.id for d in devices]}")
+
+    def stats(self) -> dict[str, Any]:
+        """Memory per device (bytes in use, peak, limit...) and counts."""
+        s = _call(self._server.GetStats, server_pb2.GetStatsRequest())
+        return {
+            "devices": [{
+                "device_id": d.device_id,
+                "bytes_in_use": d.bytes_in_use,
+                "peak_bytes_in_use": d.peak_bytes_in_use,
+                "bytes_limit": d.bytes_limit,
+                "num_allocs": d.num_allocs,
+                "total_allocs": d.total_allocs,
+                "largest_free_block": d.largest_free_block,
+                "fragmentation": d.fragmentation,
+                "queue_depth": d.queue_depth,
+            } for d in s.devices],
+            "session_count": s.session_count,
+            "buffer_count": s.buffer_count,
+        }
+
+    def ping(self) -> None:
+        """One empty round trip to the daemon."""
+        _call(self._server.Ping, server_pb2.PingRequest())
+
+    @property
+    def session_id(self) -> int:
+        """Public number of this client's session (as `pjrtctl sessions`)."""
+        return self._session.public_id
+
+    # --- buffers -------------------------------------------------------------
+
+    def put(self, array: Any, device: Device | int | None = None, *,
+            bf16: bool = False) -> Buffer:
+        """Uploads ``array`` to ``device`` (default: device 0).
+
+        ``array`` may be any numpy array (non-contiguous or big-endian ones
+        are converted), a numpy scalar, or anything ``np.asarray`` accepts.
+        ``bf16=True`` uploads uint16 data as bfloat16 bit patterns.
+        """
+        if self._session.closed:
+            raise FailedPreconditionError("the client is closed")
+        a = np.asarray(array)
+        wire = _dtypes.wire_dtype(a.dtype, bf16=bf16)
+        # The wire is row-major little-endian.
+        if a.dtype.byteorder == ">" or (a.dtype.byteorder == "="
+                                        and np.little_endian is False):
+            a = a.astype(a.dtype.newbyteorder("<"))
+        a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
+        header = buffer_pb2.UploadHeader(
+            session_id=self._session.id,
+            shape=types_pb2.ArrayShape(dtype=wire, dims=list(a.shape)),
+            device_id=_device_id(device))
+        data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \
+            memoryview(b"")
+        try:
+            info = self._session.buffers.Upload(_chunks(header, data),
+                                                timeout=None)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return Buffer(self, info)
+
+    def buffer(self, handle: int) -> Buffer:
+        """A Buffer object for a handle of this client's session."""
+        info = _call(self._session.buffers.DescribeBuffer,
+                     buffer_pb2.DescribeBufferRequest(
+                         session_id=self._session.id, handle=handle))
+        return Buffer(self, info)
+
+    def delete(self, buffers: Sequence[Buffer]) -> None:
+        """Deletes several buffers in one call (all or none)."""
+        handles = [b.handle for b in buffers if not b.is_deleted]
+        _call(self._session.buffers.DeleteBuffers,
+              buffer_pb2.DeleteBuffersRequest(session_id=self._session.id,
+                                              handles=handles))
+        for b in buffers:
+            b._deleted = True
+            b._finalizer.detach()
+
+
+def connect(address: str | None = None, timeout: float = 10.0, *,
+            client_name: str | None = None) -> Client:
+    """Connects to pjrtd and opens a session.
+
+    Args:
+        address: ``unix:///path/to.sock`` or ``host:port``; default
+            ``$PJRTD_ADDRESS``, then ``unix:///run/pjrtd/pjrtd.sock``.
+        timeout: seconds to wait for the daemon to answer.
+        client_name: shown by ``pjrtctl sessions`` (default ``python:PID``).
+
+    Raises:
+        UnavailableError: nothing answered at the address.
+        FailedPreconditionError: the daemon speaks another protocol revision.
+    """
+    return Client(address, timeout=timeout, client_name=client_name)

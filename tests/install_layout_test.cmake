@@ -1,0 +1,30 @@
+# Installs the build into PREFIX and checks the layout that packaging and the
+# systemd unit rely on.
+file(REMOVE_RECURSE ${PREFIX})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX}
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed: ${rc}")
+endif()
+foreach(path
+    bin/pjrtd
+    bin/pjrtctl
+    etc/pjrtd/pjrtd.toml
+    lib/systemd/system/pjrtd.service
+    lib/sysusers.d/pjrtd.conf
+    lib/pjrtd/python/pjrt_client/__init__.py
+    lib/pjrtd/python/pjrt_client/_proto/pjrt/v1/buffer_pb2.py
+    share/doc/pjrtd/README.md)
+  if(NOT EXISTS ${PREFIX}/${path})
+    message(FATAL_ERROR "missing from the installation: ${path}")
+  endif()
+endforeach()
+file(READ ${PREFIX}/lib/systemd/system/pjrtd.service unit)
+foreach(needle "Type=notify" "User=pjrtd" "RuntimeDirectory=pjrtd"
+               "ExecStart=${PREFIX}/bin/pjrtd --config ${PREFIX}/etc/pjrtd/pjrtd.toml")
+  string(FIND "${unit}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "pjrtd.service lacks '${needle}':\n${unit}")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${PREFIX})

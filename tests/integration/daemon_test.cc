@@ -1,0 +1,564 @@
+// Integration tests: a real pjrtd process, the C++ client library, raw gRPC
+// stubs and pjrtctl, over a unix socket and over TCP.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "client/cpp/pjrt_client/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/process.h"
+
+namespace pjrt::testing {
+namespace {
+
+namespace v1 = ::pjrt::v1;
+using ::nlohmann::json;
+
+constexpr int64_t kMemoryLimit = int64_t{1} << 30;
+
+struct DTypeCase {
+  v1::DType dtype;
+  int width;
+};
+const DTypeCase kAllDTypes[] = {
+    {v1::DTYPE_PRED, 1}, {v1::DTYPE_S8, 1},  {v1::DTYPE_S16, 2},
+    {v1::DTYPE_S32, 4},  {v1::DTYPE_S64, 8}, {v1::DTYPE_U8, 1},
+    {v1::DTYPE_U16, 2},  {v1::DTYPE_U32, 4}, {v1::DTYPE_U64, 8},
+    {v1::DTYPE_F16, 2},  {v1::DTYPE_BF16, 2}, {v1::DTYPE_F32, 4},
+    {v1::DTYPE_F64, 8},
+};
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(gen());
+  return out;
+}
+
+class DaemonTest : public ::testing::TestWithParam<int> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    auto daemon = DaemonProcess::Start(
+        PJRTD_PATH,
+        {"--platform", "host", "--host-devices", "3", "--memory-limit",
+         absl::StrCat(kMemoryLimit), "--listen",
+         "unix://" + dir_->path() + "/pjrtd.sock", "--listen", "127.0.0.1:0"},
+        dir_->path());
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+  }
+
+  static void TearDownTestSuite() {
+    if (daemon_ != nullptr) {
+      auto code = daemon_->Stop();
+      EXPECT_TRUE(code.ok() && *code == 0)
+          << "pjrtd did not exit cleanly: " << code.status() << "\n"
+          << daemon_->Log();
+      delete daemon_;
+      daemon_ = nullptr;
+    }
+    delete dir_;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(daemon_, nullptr);
+    auto client = pjrt_client::Client::Connect({.address = address()});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *client;
+    auto session = client_->OpenSession({.client_name = "daemon_test"});
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = *std::move(session);
+  }
+
+  void TearDown() override {
+    session_.reset();
+    ExpectHealthy();
+  }
+
+  const std::string& address() const { return daemon_->addresses()[GetParam()]; }
+
+  void ExpectHealthy() {
+    auto channel =
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = stub->Check(
+        &context, grpc::health::v1::HealthCheckRequest(), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+
+  int64_t BytesInUse(int device = 0) {
+    auto stats = client_->Stats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats->devices(device).bytes_in_use();
+  }
+
+  // Polls the daemon's stats until device 0's bytes in use equal `bytes`
+  // (the daemon frees a vanished client's memory asynchronously).
+  bool AwaitBytesInUse(int64_t bytes, absl::Duration timeout) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (BytesInUse() == bytes) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return BytesInUse() == bytes;
+  }
+
+  // An Upload call with hand-made messages, for inputs the client library
+  // would never send.
+  grpc::Status RawUpload(const std::vector<v1::UploadRequest>& messages,
+                         v1::BufferInfo* info = nullptr) {
+    grpc::ClientContext context;
+    v1::BufferInfo ignored;
+    auto writer = client_->buffers_stub().Upload(&context, info ? info : &ignored);
+    for (const auto& m : messages) {
+      if (!writer->Write(m)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  v1::UploadRequest Header(v1::DType dtype, std::vector<int64_t> dims,
+                           int device = 0) {
+    v1::UploadRequest r;
+    r.mutable_header()->set_session_id(session_->id());
+    r.mutable_header()->mutable_shape()->set_dtype(dtype);
+    for (int64_t d : dims) r.mutable_header()->mutable_shape()->add_dims(d);
+    r.mutable_header()->set_device_id(device);
+    return r;
+  }
+
+  static v1::UploadRequest Chunk(size_t bytes) {
+    v1::UploadRequest r;
+    r.set_chunk(std::string(bytes, '\1'));
+    return r;
+  }
+
+  CommandResult Pjrtctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {PJRTCTL_PATH, "--address", address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  static TempDir* dir_;
+  static DaemonProcess* daemon_;
+  std::shared_ptr<pjrt_client::Client> client_;
+  std::unique_ptr<pjrt_client::Session> session_;
+};
+
+TempDir* DaemonTest::dir_ = nullptr;
+DaemonProcess* DaemonTest::daemon_ = nullptr;
+
+INSTANTIATE_TEST_SUITE_P(Transports, DaemonTest, ::testing::Values(0, 1),
+                         [](const auto& info) {
+                           return info.param == 0 ? "Unix" : "Tcp";
+                         });
+
+// --- round trips ---------------------------------------------------------
+
+TEST_P(DaemonTest, RoundTripsEveryDtype) {
+  for (const DTypeCase& c : kAllDTypes) {
+    SCOPED_TRACE(v1::DType_Name(c.dtype));
+    std::vector<uint8_t> data = RandomBytes(5 * 3 * c.width, c.dtype);
+    if (c.dtype == v1::DTYPE_PRED) {
+      for (auto& b : data) b &= 1;
+    }
+    auto buffer = session_->Upload(c.dtype, {5, 3}, data, 1);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_EQ(buffer->dtype(), c.dtype);
+    EXPECT_EQ(buffer->dims(), std::vector<int64_t>({5, 3}));
+    EXPECT_EQ(buffer->device_id(), 1);
+    EXPECT_EQ(buffer->size_bytes(), static_cast<int64_t>(data.size()));
+    auto back = buffer->Download();
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, data);
+  }
+}
+
+TEST_P(DaemonTest, RoundTripsScalarsAndZeroSizeArrays) {
+  for (const DTypeCase& c : kAllDTypes) {
+    SCOPED_TRACE(v1::DType_Name(c.dtype));
+    std::vector<uint8_t> scalar = RandomBytes(c.width, 7);
+    if (c.dtype == v1::DTYPE_PRED) scalar[0] = 1;
+    auto s = session_->Upload(c.dtype, {}, scalar, 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE(s->dims().empty());
+    EXPECT_EQ(*s->Download(), scalar);
+
+    auto empty = session_->Upload(c.dtype, {0, 4}, {}, 2);
+    ASSERT_TRUE(empty.ok()) << empty.status();
+    EXPECT_EQ(empty->size_bytes(), 0);
+    EXPECT_TRUE(empty->Download()->empty());
+  }
+}
+
+TEST_P(DaemonTest, RoundTrips256MiB) {
+  const size_t bytes = size_t{256} << 20;
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; i += 4096) data[i] = static_cast<uint8_t>(i >> 12);
+  data.back() = 0xAB;
+  int64_t before = BytesInUse();
+  auto buffer = session_->Upload(v1::DTYPE_F32, {64, 1024, 1024}, data, 0);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(BytesInUse(), before + static_cast<int64_t>(bytes));
+  auto back = buffer->Download();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+  ASSERT_TRUE(buffer->Delete().ok());
+  EXPECT_EQ(BytesInUse(), before);
+}
+
+TEST_P(DaemonTest, CopyToDeviceReturnsIdenticalBytes) {
+  std::vector<uint8_t> data = RandomBytes(4096, 3);
+  auto src = session_->Upload(v1::DTYPE_U32, {1024}, data, 0);
+  ASSERT_TRUE(src.ok()) << src.status();
+  auto dst = src->CopyToDevice(2);
+  ASSERT_TRUE(dst.ok()) << dst.status();
+  EXPECT_EQ(dst->device_id(), 2);
+  EXPECT_NE(dst->handle(), src->handle());
+  EXPECT_EQ(*dst->Download(), data);
+}
+
+TEST_P(DaemonTest, DescribeAndBlockUntilReadyReportTheBuffer) {
+  std::vector<uint8_t> data(24);
+  auto buffer = session_->Upload(v1::DTYPE_F64, {3}, data, 1);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(buffer->BlockUntilReady().ok());
+  auto info = buffer->Describe();
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->ready());
+  EXPECT_EQ(info->device_id(), 1);
+  EXPECT_EQ(info->size_bytes(), 24);
+  EXPECT_EQ(info->shape().dtype(), v1::DTYPE_F64);
+  EXPECT_EQ(info->error_code(), 0);
+}
+
+TEST_P(DaemonTest, ClosingTheSessionFreesItsBuffers) {
+  int64_t before = BytesInUse();
+  auto session = client_->OpenSession({.client_name = "short-lived"});
+  ASSERT_TRUE(session.ok());
+  std::vector<uint8_t> data(1 << 20);
+  auto a = (*session)->Upload(v1::DTYPE_U8, {1 << 20}, data, 0);
+  auto b = (*session)->Upload(v1::DTYPE_U8, {1 << 20}, data, 0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  uint64_t handle = a->Release();  // no client-side delete
+  EXPECT_EQ(BytesInUse(), before + (2 << 20));
+  session->reset();
+  EXPECT_EQ(BytesInUse(), before);
+  // The handle is gone with the session.
+  v1::DescribeBufferRequest request;
+  request.set_session_id(session_->id());
+  request.set_handle(handle);
+  grpc::ClientContext context;
+  v1::BufferInfo info;
+  EXPECT_EQ(client_->buffers_stub().DescribeBuffer(&context, request, &info)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// --- bad input -------------------------------------------------------------
+
+TEST_P(DaemonTest, TooManyBytesIsInvalidArgumentAndLeavesNothing) {
+  int64_t before = BytesInUse();
+  grpc::Status status =
+      RawUpload({Header(v1::DTYPE_F32, {2, 3}), Chunk(20), Chunk(8)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("expected 24"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("28"), std::string::npos);
+  EXPECT_EQ(BytesInUse(), before);
+}
+
+TEST_P(DaemonTest, TooFewBytesIsInvalidArgumentAndLeavesNothing) {
+  int64_t before = BytesInUse();
+  grpc::Status status = RawUpload({Header(v1::DTYPE_F32, {2, 3}), Chunk(20)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("received 20"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(BytesInUse(), before);
+  auto stats = client_->Stats();
+  EXPECT_EQ(stats->buffer_count(), 0);
+}
+
+TEST_P(DaemonTest, UnknownDtypeIsInvalidArgumentNamingIt) {
+  grpc::Status status =
+      RawUpload({Header(static_cast<v1::DType>(99), {2}), Chunk(2)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("99"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(DaemonTest, NegativeDimensionIsInvalidArgumentNamingIt) {
+  grpc::Status status = RawUpload({Header(v1::DTYPE_F32, {4, -2})});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("-2"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(DaemonTest, AbsurdDimensionsAreInvalidArgument) {
+  grpc::Status status = RawUpload(
+      {Header(v1::DTYPE_F64, {int64_t{1} << 40, int64_t{1} << 40})});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("too large"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(DaemonTest, ArrayBeyondTheMemoryLimitIsResourceExhausted) {
+  grpc::Status status =
+      RawUpload({Header(v1::DTYPE_F32, {kMemoryLimit})});  // 4 GiB > 1 GiB
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find(absl::StrCat(4 * kMemoryLimit)),
+            std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(DaemonTest, DeviceOutOfRangeIsInvalidArgumentNamingIt) {
+  grpc::Status status = RawUpload({Header(v1::DTYPE_F32, {1}, 7), Chunk(4)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("device 7"), std::string::npos)
+      << status.error_message();
+  std::vector<uint8_t> data(4);
+  auto negative = session_->Upload(v1::DTYPE_F32, {1}, data, -1);
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(DaemonTest, ChunkBeforeHeaderIsInvalidArgument) {
+  grpc::Status status = RawUpload({Chunk(4), Header(v1::DTYPE_F32, {1})});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("header"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(DaemonTest, OversizedChunkIsInvalidArgument) {
+  grpc::Status status = RawUpload(
+      {Header(v1::DTYPE_U8, {(1 << 20) + 1}), Chunk((1 << 20) + 1)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("1 MiB"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(DaemonTest, UploadToUnknownSessionIsNotFound) {
+  v1::UploadRequest header = Header(v1::DTYPE_U8, {1});
+  header.mutable_header()->set_session_id(session_->id() ^ 0x5555);
+  grpc::Status status = RawUpload({header, Chunk(1)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("session"), std::string::npos);
+}
+
+TEST_P(DaemonTest, UnknownAndForeignHandlesAreIndistinguishable) {
+  std::vector<uint8_t> data(4);
+  auto other = client_->OpenSession({.client_name = "other"});
+  ASSERT_TRUE(other.ok());
+  auto theirs = (*other)->Upload(v1::DTYPE_F32, {1}, data, 0);
+  ASSERT_TRUE(theirs.ok());
+
+  const auto describe = [&](uint64_t handle) {
+    v1::DescribeBufferRequest request;
+    request.set_session_id(session_->id());
+    request.set_handle(handle);
+    grpc::ClientContext context;
+    v1::BufferInfo info;
+    return client_->buffers_stub().DescribeBuffer(&context, request, &info);
+  };
+  grpc::Status foreign = describe(theirs->handle());
+  grpc::Status unknown = describe(0x1234);
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  // Same words either way, apart from the handle itself.
+  std::string f = foreign.error_message(), u = unknown.error_message();
+  EXPECT_EQ(f.substr(f.find(" is ")), u.substr(u.find(" is ")));
+  // Download, delete and copy say the same.
+  auto adopted = session_->Adopt(theirs->handle());
+  EXPECT_EQ(adopted.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(DaemonTest, DeletedBufferIsNotFound) {
+  std::vector<uint8_t> data(8);
+  auto buffer = session_->Upload(v1::DTYPE_S32, {2}, data, 0);
+  ASSERT_TRUE(buffer.ok());
+  uint64_t handle = buffer->handle();
+  ASSERT_TRUE(buffer->Delete().ok());
+  EXPECT_EQ(session_->Adopt(handle).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_P(DaemonTest, StreamCutOffMidwayIsDiscarded) {
+  int64_t before = BytesInUse();
+  {
+    grpc::ClientContext context;
+    v1::BufferInfo info;
+    auto writer = client_->buffers_stub().Upload(&context, &info);
+    ASSERT_TRUE(writer->Write(Header(v1::DTYPE_U8, {8 << 20})));
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(writer->Write(Chunk(1 << 20)));
+    // The memory for the whole array is held while the upload is open.
+    ASSERT_TRUE(AwaitBytesInUse(before + (8 << 20), absl::Seconds(10)));
+    context.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(AwaitBytesInUse(before, absl::Seconds(10)));
+  EXPECT_EQ(client_->Stats()->buffer_count(), 0);
+}
+
+// --- clients that vanish -----------------------------------------------------
+
+TEST_P(DaemonTest, VanishedClientHasItsMemoryReturned) {
+  int64_t before = BytesInUse();
+  auto child = ChildProcess::Start(
+      {UPLOAD_AND_WAIT_PATH, address(), absl::StrCat(32 << 20), "attach"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  auto line = child->ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(line.ok()) << line.status();
+  ASSERT_EQ(*line, "uploaded");
+  // Seen through pjrtctl, as an operator would.
+  CommandResult during = Pjrtctl({"stats", "--json"});
+  ASSERT_EQ(during.exit_code, 0) << during.err;
+  EXPECT_EQ(json::parse(during.out)["devices"][0]["bytes_in_use"].get<int64_t>(),
+            before + (32 << 20));
+  child->Kill(SIGKILL);
+  ASSERT_TRUE(child->Wait(absl::Seconds(10)).ok());
+  // The daemon notices the broken connection and closes the session.
+  EXPECT_TRUE(AwaitBytesInUse(before, absl::Seconds(20)));
+  CommandResult after = Pjrtctl({"stats", "--json"});
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(json::parse(after.out)["devices"][0]["bytes_in_use"].get<int64_t>(),
+            before);
+}
+
+TEST_P(DaemonTest, UnattachedSessionExpiresAfterItsLease) {
+  int64_t before = BytesInUse();
+  auto child = ChildProcess::Start(
+      {UPLOAD_AND_WAIT_PATH, address(), absl::StrCat(1 << 20), "lease"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_EQ(*child->ReadLine(absl::Seconds(30)), "uploaded");
+  // The child stays alive but never renews its 1 s lease.
+  EXPECT_TRUE(AwaitBytesInUse(before, absl::Seconds(20)));
+  child->Kill(SIGKILL);
+  child->Wait(absl::Seconds(10)).IgnoreError();
+}
+
+// --- pjrtctl -----------------------------------------------------------------
+
+TEST_P(DaemonTest, PjrtctlDevicesJsonListsThreeDevices) {
+  CommandResult r = Pjrtctl({"devices", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  ASSERT_EQ(doc["devices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(doc["devices"][i]["id"], i);
+    EXPECT_EQ(doc["devices"][i]["platform"], "host");
+    EXPECT_EQ(doc["devices"][i]["addressable"], true);
+    EXPECT_EQ(doc["devices"][i]["memory_bytes"], kMemoryLimit);
+  }
+}
+
+TEST_P(DaemonTest, PjrtctlInfoStatsAndHealthAgreeWithTheDaemon) {
+  CommandResult info = Pjrtctl({"--json", "info"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  json i = json::parse(info.out);
+  EXPECT_EQ(i["platform"], "host");
+  EXPECT_EQ(i["addressable_device_count"], 3);
+  EXPECT_EQ(i["protocol_version_min"], 1);
+  EXPECT_EQ(i["pid"], daemon_->pid());
+
+  std::vector<uint8_t> data(1000);
+  auto buffer = session_->Upload(v1::DTYPE_U8, {1000}, data, 2);
+  ASSERT_TRUE(buffer.ok());
+  CommandResult stats = Pjrtctl({"stats", "--json"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  json s = json::parse(stats.out);
+  EXPECT_EQ(s["devices"][2]["bytes_in_use"], 1000);
+  EXPECT_EQ(s["devices"][2]["bytes_limit"], kMemoryLimit);
+  EXPECT_EQ(s["buffer_count"], 1);
+  EXPECT_GE(s["session_count"].get<int>(), 1);
+
+  CommandResult health = Pjrtctl({"health", "--json"});
+  ASSERT_EQ(health.exit_code, 0) << health.err;
+  EXPECT_EQ(json::parse(health.out)["status"], "SERVING");
+
+  CommandResult table = Pjrtctl({"stats"});
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.out.find("IN USE"), std::string::npos);
+  EXPECT_NE(table.out.find("1000 B"), std::string::npos) << table.out;
+}
+
+TEST_P(DaemonTest, PjrtctlExitCodes) {
+  CommandResult usage = Pjrtctl({"no-such-command"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.out << usage.err;
+  CommandResult bad_flag = Pjrtctl({"devices", "--frobnicate"});
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  CommandResult unreachable = RunCommand(
+      {PJRTCTL_PATH, "--address", "unix://" + dir_->path() + "/nobody.sock",
+       "--timeout", "1", "--json", "info"});
+  EXPECT_EQ(unreachable.exit_code, 1);
+  json err = json::parse(unreachable.out);
+  EXPECT_EQ(err["error"]["code"], "UNAVAILABLE");
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("nobody.sock"),
+            std::string::npos);
+}
+
+// --- lifecycle ------------------------------------------------------------------
+
+TEST(DaemonLifecycle, SigtermWithOpenSessionsExitsCleanlyAndRemovesSocket) {
+  TempDir dir;
+  std::string socket = dir.path() + "/pjrtd.sock";
+  auto daemon = DaemonProcess::Start(
+      PJRTD_PATH, {"--platform", "host", "--listen", "unix://" + socket},
+      dir.path());
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  {
+    auto client = pjrt_client::Client::Connect({.address = "unix://" + socket});
+    ASSERT_TRUE(client.ok());
+    auto session = (*client)->OpenSession({.client_name = "lifecycle"});
+    ASSERT_TRUE(session.ok());
+    std::vector<uint8_t> data(1 << 20);
+    auto buffer = (*session)->Upload(v1::DTYPE_U8, {1 << 20}, data, 0);
+    ASSERT_TRUE(buffer.ok());
+    buffer->Release();
+    auto code = (*daemon)->Stop();
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(*code, 0) << (*daemon)->Log();
+  }
+  EXPECT_FALSE(std::filesystem::exists(socket));
+  std::string log = (*daemon)->Log();
+  EXPECT_NE(log.find("freed 1 buffers"), std::string::npos) << log;
+  EXPECT_NE(log.find("shutdown complete"), std::string::npos) << log;
+}
+
+TEST(DaemonLifecycle, RefusesASocketAnotherDaemonServes) {
+  TempDir dir;
+  std::string listen = "unix://" + dir.path() + "/pjrtd.sock";
+  auto first = DaemonProcess::Start(PJRTD_PATH, {"--platform", "host", "--listen", listen},
+                                    dir.path());
+  ASSERT_TRUE(first.ok()) << first.status();
+  CommandResult second = RunCommand({PJRTD_PATH, "--platform", "host", "--listen", listen});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("already listening"), std::string::npos) << second.err;
+  // The first daemon is unharmed.
+  auto client = pjrt_client::Client::Connect({.address = listen});
+  EXPECT_TRUE(client.ok()) << client.status();
+}
+
+TEST(DaemonLifecycle, BadFlagsAreUsageErrors) {
+  CommandResult r = RunCommand({PJRTD_PATH, "--host-devices", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunCommand({PJRTD_PATH, "--memory-limit", "lots"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'lots'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pjrt::testing

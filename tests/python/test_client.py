@@ -1,0 +1,242 @@
+"""The pjrt_client package against a real pjrtd."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import pjrt_client
+from conftest import MEMORY_LIMIT
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+          np.uint16, np.uint32, np.uint64, np.float16, np.float32,
+          np.float64]
+
+
+def random_array(dtype, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype,
+                            endpoint=True)
+    return rng.standard_normal(size=shape).astype(dtype)
+
+
+def bytes_in_use(client, device=0):
+    return client.stats()["devices"][device]["bytes_in_use"]
+
+
+def await_bytes_in_use(client, expected, timeout=20.0, device=0):
+    """Polls stats until the daemon has freed what it must free."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if bytes_in_use(client, device) == expected:
+            return True
+        time.sleep(0.05)
+    return bytes_in_use(client, device) == expected
+
+
+def test_devices_lists_the_three_host_devices(client):
+    devices = client.devices()
+    assert [d.id for d in devices] == [0, 1, 2]
+    assert all(d.platform == "host" and d.addressable for d in devices)
+    assert all(d.memory_bytes == MEMORY_LIMIT for d in devices)
+    assert str(devices[1]) == "host:1"
+
+
+def test_info_reports_the_protocol(client):
+    info = client.info()
+    assert info["protocol_version_min"] <= pjrt_client.PROTOCOL_VERSION
+    assert info["protocol_version_max"] >= pjrt_client.PROTOCOL_VERSION
+    assert info["platform"] == "host"
+    assert info["addressable_device_count"] == 3
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_round_trip_every_dtype(client, dtype):
+    x = random_array(dtype, (4, 5), seed=3)
+    b = client.put(x, device=2)
+    assert b.shape == (4, 5)
+    assert b.dtype == np.dtype(dtype)
+    assert b.device.id == 2
+    assert b.nbytes == x.nbytes
+    y = b.to_numpy()
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y, x)
+
+
+def test_round_trip_bf16(client):
+    bits = np.array([0x3F80, 0xC000, 0x7F80, 0x0000], dtype=np.uint16)
+    try:
+        import ml_dtypes
+        x = bits.view(ml_dtypes.bfloat16)
+        b = client.put(x)
+        assert b.dtype_name == "bf16"
+        np.testing.assert_array_equal(b.to_numpy().view(np.uint16), bits)
+    except ImportError:
+        b = client.put(bits, bf16=True)
+        assert b.dtype_name == "bf16"
+        with pytest.warns(UserWarning, match="ml_dtypes"):
+            y = b.to_numpy()
+        np.testing.assert_array_equal(y, bits)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_scalars_and_zero_size_arrays(client, dtype):
+    s = random_array(dtype, (), seed=5)[()]
+    b = client.put(s)
+    assert b.shape == ()
+    np.testing.assert_array_equal(b.to_numpy(), np.asarray(s))
+    empty = client.put(np.zeros((0, 3), dtype=dtype))
+    assert empty.shape == (0, 3) and empty.nbytes == 0
+    assert empty.to_numpy().shape == (0, 3)
+
+
+def test_non_contiguous_and_big_endian_arrays(client):
+    x = np.arange(60, dtype=np.float32).reshape(6, 10)[::2, 1::3]
+    np.testing.assert_array_equal(client.put(x).to_numpy(), x)
+    be = np.arange(10, dtype=">i4")
+    np.testing.assert_array_equal(client.put(be).to_numpy(), be)
+    np.testing.assert_array_equal(client.put([[1.5, 2.5]]).to_numpy(),
+                                  np.array([[1.5, 2.5]]))
+
+
+def test_round_trip_256_mib(client):
+    x = np.arange(64 << 20, dtype=np.float32)
+    before = bytes_in_use(client)
+    b = client.put(x)
+    assert bytes_in_use(client) == before + (256 << 20)
+    np.testing.assert_array_equal(np.asarray(b), x)
+    b.delete()
+    assert bytes_in_use(client) == before
+
+
+def test_copy_to_another_device(client):
+    x = random_array(np.int64, (100,), seed=9)
+    b = client.put(x, device=0)
+    c = b.copy_to(client.devices()[2])
+    assert c.device.id == 2
+    np.testing.assert_array_equal(c.to_numpy(), x)
+
+
+def test_ready_and_describe(client):
+    b = client.put(np.ones(3))
+    assert b.block_until_ready() is b
+    assert b.is_ready()
+    info = b.describe()
+    assert info.ready and info.size_bytes == 24
+
+
+# --- errors ---------------------------------------------------------------
+
+def test_unknown_device_is_invalid_argument(client):
+    with pytest.raises(pjrt_client.InvalidArgumentError, match="device 9"):
+        client.put(np.zeros(2), device=9)
+    # Also a ValueError, as Python code expects.
+    with pytest.raises(ValueError):
+        client.put(np.zeros(2), device=9)
+
+
+def test_unsupported_dtype_is_a_type_error(client):
+    with pytest.raises(TypeError, match="complex64"):
+        client.put(np.zeros(2, dtype=np.complex64))
+
+
+def test_over_the_memory_limit_is_resource_exhausted(client):
+    huge = np.zeros(MEMORY_LIMIT + 1, dtype=np.uint8)  # not touched: lazy
+    with pytest.raises(pjrt_client.ResourceExhaustedError) as e:
+        client.put(huge)
+    assert str(MEMORY_LIMIT + 1) in e.value.message
+    assert isinstance(e.value, pjrt_client.Error)
+
+
+def test_deleted_buffer_cannot_be_used(client):
+    b = client.put(np.zeros(4))
+    b.delete()
+    b.delete()  # idempotent
+    assert b.is_deleted
+    with pytest.raises(pjrt_client.FailedPreconditionError, match="deleted"):
+        b.to_numpy()
+
+
+def test_foreign_handles_are_not_found(address, client):
+    with pjrt_client.connect(address, client_name="other") as other:
+        theirs = other.put(np.zeros(4))
+        with pytest.raises(pjrt_client.NotFoundError) as e:
+            client.buffer(theirs.handle)
+        assert "not a buffer of this session" in e.value.message
+        assert e.value.code.name == "NOT_FOUND"
+
+
+def test_unreachable_daemon_is_unavailable(tmp_path):
+    with pytest.raises(pjrt_client.UnavailableError, match="nobody.sock"):
+        pjrt_client.connect(f"unix://{tmp_path}/nobody.sock", timeout=0.5)
+
+
+def test_address_comes_from_the_environment(monkeypatch, address):
+    monkeypatch.setenv("PJRTD_ADDRESS", address)
+    assert pjrt_client.resolve_address() == address
+    with pjrt_client.connect() as c:
+        assert c.address == address
+    monkeypatch.delenv("PJRTD_ADDRESS")
+    assert pjrt_client.resolve_address() == pjrt_client.DEFAULT_ADDRESS
+
+
+# --- freeing ------------------------------------------------------------
+
+def test_garbage_collected_buffers_are_freed_on_the_daemon(client):
+    before = bytes_in_use(client)
+    b = client.put(np.zeros(1 << 20, dtype=np.uint8))
+    assert bytes_in_use(client) == before + (1 << 20)
+    del b
+    gc.collect()
+    assert bytes_in_use(client) == before
+
+
+def test_with_block_deletes_the_buffer(client):
+    before = bytes_in_use(client)
+    with client.put(np.zeros(1000, dtype=np.uint8)) as b:
+        assert bytes_in_use(client) == before + 1000
+    assert b.is_deleted
+    assert bytes_in_use(client) == before
+
+
+def test_closing_the_client_frees_its_session(address, client):
+    before = bytes_in_use(client)
+    other = pjrt_client.connect(address)
+    kept = other.put(np.zeros(4096, dtype=np.uint8))
+    assert bytes_in_use(client) == before + 4096
+    other.close()
+    assert bytes_in_use(client) == before
+    del kept
+
+
+def test_vanished_process_has_its_memory_returned(address, client):
+    before = bytes_in_use(client)
+    script = textwrap.dedent(f"""
+        import sys, time, numpy as np, pjrt_client
+        c = pjrt_client.connect({address!r})
+        b = c.put(np.zeros(8 << 20, dtype=np.uint8))
+        print("uploaded", flush=True)
+        time.sleep(600)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "uploaded"
+        assert bytes_in_use(client) == before + (8 << 20)
+        child.kill()
+        child.wait(timeout=10)
+        assert await_bytes_in_use(client, before)
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,94 @@
+#include "daemon/options.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace pjrt::daemon {
+namespace {
+
+TEST(ApplyConfigText, ReadsEveryKey) {
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText(R"(
+listen = ["unix:///tmp/a.sock", "127.0.0.1:7070"]
+platform = "host"
+host_devices = 4
+memory_limit = "2GiB"
+log_level = "debug"
+default_lease_seconds = 30
+max_lease_seconds = 600
+shutdown_timeout_seconds = 5
+)", "test.toml", &options);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(options.listen,
+            std::vector<std::string>({"unix:///tmp/a.sock", "127.0.0.1:7070"}));
+  EXPECT_EQ(options.platform, "host");
+  EXPECT_EQ(options.host_devices, 4);
+  EXPECT_EQ(options.memory_limit_bytes, int64_t{2} << 30);
+  EXPECT_EQ(options.log_level, "debug");
+  EXPECT_EQ(options.default_lease, absl::Seconds(30));
+  EXPECT_EQ(options.max_lease, absl::Seconds(600));
+  EXPECT_EQ(options.shutdown_timeout, absl::Seconds(5));
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST(ApplyConfigText, MemoryLimitMayBeAnInteger) {
+  DaemonOptions options;
+  ASSERT_TRUE(ApplyConfigText("memory_limit = 1000", "t", &options).ok());
+  EXPECT_EQ(options.memory_limit_bytes, 1000);
+}
+
+TEST(ApplyConfigText, UnknownKeyIsNamed) {
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText("hosts_devices = 3", "t.toml", &options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("hosts_devices"), absl::string_view::npos);
+}
+
+TEST(ApplyConfigText, WrongTypeIsNamed) {
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText("host_devices = \"four\"", "t", &options);
+  EXPECT_NE(status.message().find("host_devices"), absl::string_view::npos);
+}
+
+TEST(ApplyConfigText, SyntaxErrorHasLineAndColumn) {
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText("platform = \n", "cfg.toml", &options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("cfg.toml:1:"), absl::string_view::npos)
+      << status;
+}
+
+TEST(ValidateOptions, RejectsUnknownPlatformAndLogLevel) {
+  DaemonOptions options;
+  options.platform = "tpu";
+  EXPECT_NE(ValidateOptions(options).message().find("tpu"),
+            absl::string_view::npos);
+  options = DaemonOptions();
+  options.log_level = "loud";
+  EXPECT_NE(ValidateOptions(options).message().find("loud"),
+            absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace pjrt::daemon
+
+namespace pjrt::daemon {
+namespace {
+
+TEST(ApplyConfigText, TheExampleConfigInDeployIsValid) {
+  std::ifstream file(std::string(PJRT_SOURCE_DIR) + "/deploy/pjrtd.toml");
+  std::stringstream text;
+  text << file.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText(text.str(), "pjrtd.toml", &options);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(ValidateOptions(options).ok());
+  EXPECT_EQ(options.listen,
+            std::vector<std::string>({"unix:///run/pjrtd/pjrtd.sock"}));
+}
+
+}  // namespace
+}  // namespace pjrt::daemon

@@ -1,0 +1,186 @@
+#include "daemon/session_table.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/buffer.h"
+#include "runtime/client.h"
+
+namespace pjrt::daemon {
+namespace {
+
+class FakeClock {
+ public:
+  absl::Time Now() const { return now_; }
+  void Advance(absl::Duration d) { now_ += d; }
+
+ private:
+  absl::Time now_ = absl::FromUnixSeconds(1000000);
+};
+
+class RecordingAttachment : public SessionAttachment {
+ public:
+  void Detach(const absl::Status& why) override {
+    detached++;
+    last = why;
+  }
+  int detached = 0;
+  absl::Status last;
+};
+
+class SessionTableTest : public ::testing::Test {
+ protected:
+  SessionTableTest()
+      : table_(SessionTableOptions{.default_lease = absl::Seconds(10),
+                                   .max_lease = absl::Seconds(100)},
+               [this] { return clock_.Now(); }) {
+    runtime::ClientOptions options;
+    options.platform = "host";
+    options.memory_limit_bytes = 1 << 20;
+    client_ = *runtime::Client::Create(options);
+  }
+
+  std::shared_ptr<runtime::Buffer> MakeBuffer(int64_t elements) {
+    std::vector<float> data(elements);
+    return *client_->BufferFromHostBuffer(
+        data.data(), hlo::Shape(hlo::PrimitiveType::kF32, {elements}),
+        client_->devices()[0]);
+  }
+
+  int64_t BytesInUse() {
+    return client_->devices()[0]->allocator()->GetStats().bytes_in_use;
+  }
+
+  // Destroyed in reverse: the table (and its buffers) before the client.
+  FakeClock clock_;
+  std::unique_ptr<runtime::Client> client_;
+  SessionTable table_;
+};
+
+TEST_F(SessionTableTest, LookupFindsOpenSessionsOnly) {
+  auto session = *table_.Open("a", "peer", absl::ZeroDuration());
+  EXPECT_EQ(*table_.Lookup(session->id()), session);
+  EXPECT_EQ(table_.Lookup(session->id() + 1).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(table_.Close(session->id(), absl::OkStatus()).ok());
+  EXPECT_EQ(table_.Lookup(session->id()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionTableTest, LeaseIsDefaultedAndClamped) {
+  EXPECT_EQ((*table_.Open("a", "", absl::ZeroDuration()))->lease(),
+            absl::Seconds(10));
+  EXPECT_EQ((*table_.Open("b", "", absl::Hours(5)))->lease(),
+            absl::Seconds(100));
+}
+
+TEST_F(SessionTableTest, HandlesOfAnotherSessionAreNotFound) {
+  auto a = *table_.Open("a", "", absl::ZeroDuration());
+  auto b = *table_.Open("b", "", absl::ZeroDuration());
+  uint64_t handle = *a->AddBuffer(MakeBuffer(4));
+  EXPECT_TRUE(a->LookupBuffer(handle).ok());
+  absl::Status foreign = b->LookupBuffer(handle).status();
+  absl::Status unknown = b->LookupBuffer(handle ^ 1).status();
+  EXPECT_EQ(foreign.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SessionTableTest, CloseFreesEveryBufferOfTheSession) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  session->AddBuffer(MakeBuffer(100)).IgnoreError();
+  session->AddBuffer(MakeBuffer(28)).IgnoreError();
+  EXPECT_EQ(BytesInUse(), 512);
+  auto stats = *table_.Close(session->id(), absl::OkStatus());
+  EXPECT_EQ(stats.buffers_freed, 2);
+  EXPECT_EQ(stats.bytes_freed, 512);
+  EXPECT_EQ(BytesInUse(), 0);
+  // A buffer created while the session closed is refused.
+  EXPECT_EQ(session->AddBuffer(MakeBuffer(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionTableTest, DeleteBuffersIsAllOrNothing) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  uint64_t h1 = *session->AddBuffer(MakeBuffer(4));
+  uint64_t h2 = *session->AddBuffer(MakeBuffer(4));
+  std::vector<uint64_t> with_unknown = {h1, 12345};
+  EXPECT_EQ(session->DeleteBuffers(with_unknown).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->buffer_count(), 2);
+  std::vector<uint64_t> both = {h1, h2};
+  EXPECT_TRUE(session->DeleteBuffers(both).ok());
+  EXPECT_EQ(session->buffer_count(), 0);
+  EXPECT_EQ(BytesInUse(), 0);
+}
+
+TEST_F(SessionTableTest, ExpiredLeasesAreReaped) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  session->AddBuffer(MakeBuffer(4)).IgnoreError();
+  clock_.Advance(absl::Seconds(9));
+  EXPECT_EQ(table_.ReapExpired(), 0);
+  // A lookup renews the lease.
+  ASSERT_TRUE(table_.Lookup(session->id()).ok());
+  clock_.Advance(absl::Seconds(9));
+  EXPECT_EQ(table_.ReapExpired(), 0);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(table_.ReapExpired(), 1);
+  EXPECT_EQ(table_.size(), 0);
+  EXPECT_EQ(BytesInUse(), 0);
+}
+
+TEST_F(SessionTableTest, AttachedSessionsDoNotExpire) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  RecordingAttachment attachment;
+  ASSERT_TRUE(session->Attach(&attachment).ok());
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(table_.ReapExpired(), 0);
+  // Once the attachment goes away by itself, the lease runs again.
+  EXPECT_TRUE(session->ForgetAttachment(&attachment));
+  EXPECT_EQ(table_.ReapExpired(), 1);
+  EXPECT_EQ(attachment.detached, 0);
+}
+
+TEST_F(SessionTableTest, SecondAttachmentIsRefused) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  RecordingAttachment first, second;
+  ASSERT_TRUE(session->Attach(&first).ok());
+  EXPECT_EQ(session->Attach(&second).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(session->ForgetAttachment(&first));
+}
+
+TEST_F(SessionTableTest, CloseDetachesTheAttachmentOnce) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  RecordingAttachment attachment;
+  ASSERT_TRUE(session->Attach(&attachment).ok());
+  ASSERT_TRUE(table_.Close(session->id(), absl::OkStatus()).ok());
+  session->Close(absl::OkStatus());
+  EXPECT_EQ(attachment.detached, 1);
+  EXPECT_FALSE(session->ForgetAttachment(&attachment));
+}
+
+TEST_F(SessionTableTest, ShutdownClosesEverythingAndRefusesNewSessions) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  RecordingAttachment attachment;
+  ASSERT_TRUE(session->Attach(&attachment).ok());
+  session->AddBuffer(MakeBuffer(8)).IgnoreError();
+  table_.Shutdown(absl::UnavailableError("bye"));
+  EXPECT_EQ(attachment.last.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(BytesInUse(), 0);
+  EXPECT_EQ(table_.Open("b", "", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SessionTableTest, ListShowsSessionsWithoutTheirSecretIds) {
+  auto a = *table_.Open("alpha", "unix:", absl::ZeroDuration());
+  a->AddBuffer(MakeBuffer(4)).IgnoreError();
+  auto list = table_.List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].client_name, "alpha");
+  EXPECT_EQ(list[0].public_id, a->public_id());
+  EXPECT_NE(list[0].public_id, a->id());
+  EXPECT_EQ(list[0].bytes, 16);
+}
+
+}  // namespace
+}  // namespace pjrt::daemon
