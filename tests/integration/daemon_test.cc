@@ -1,6 +1,10 @@
 // Integration tests: a real pjrtd process, the C++ client library, raw gRPC
 // stubs and pjrtctl, over a unix socket and over TCP.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -550,6 +554,38 @@ TEST(DaemonLifecycle, RefusesASocketAnotherDaemonServes) {
   // The first daemon is unharmed.
   auto client = pjrt_client::Client::Connect({.address = listen});
   EXPECT_TRUE(client.ok()) << client.status();
+}
+
+TEST(DaemonLifecycle, TellsSystemdWhenReadyAndWhenStopping) {
+  TempDir dir;
+  // A stand-in for systemd's notification socket.
+  std::string notify_path = dir.path() + "/notify";
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+  auto daemon = DaemonProcess::Start(
+      PJRTD_PATH,
+      {"--platform", "host", "--listen", "unix://" + dir.path() + "/p.sock"},
+      dir.path());
+  unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const auto receive = [&] {
+    char buf[1024];
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) return std::string();
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  };
+  std::string ready = receive();
+  EXPECT_NE(ready.find("READY=1"), std::string::npos) << ready;
+  EXPECT_NE(ready.find("p.sock"), std::string::npos) << ready;
+  ASSERT_EQ(*(*daemon)->Stop(), 0);
+  EXPECT_NE(receive().find("STOPPING=1"), std::string::npos);
+  close(fd);
 }
 
 TEST(DaemonLifecycle, BadFlagsAreUsageErrors) {
