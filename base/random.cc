@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 
 namespace pjrt {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 class RandomPool {
  public:
   uint64_t Next() {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     for (;;) {
       if (next_ == kSize) Refill();
       uint64_t value = pool_[next_++];
@@ -44,7 +44,7 @@ class RandomPool {
     next_ = 0;
   }
 
-  absl::Mutex mu_;
+  pjrt::Mutex mu_;
   uint64_t pool_[kSize] ABSL_GUARDED_BY(mu_) = {};
   int next_ ABSL_GUARDED_BY(mu_) = kSize;
 };

@@ -6,6 +6,7 @@
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
+#include "runtime/host_to_device_transfer.h"
 #include "base/log.h"
 
 namespace pjrt::daemon {

@@ -161,20 +161,22 @@ absl::Status Daemon::Init() {
 }
 
 void Daemon::ReapLoop() {
-  absl::MutexLock lock(&mu_);
   for (;;) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(1));
-    if (stopping_) return;
-    mu_.Unlock();
+    {
+      pjrt::MutexLock lock(&mu_);
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_;
+      };
+      if (mu_.AwaitWithTimeout(stopping, absl::Seconds(1))) return;
+    }
     int closed = sessions_->ReapExpired();
     if (closed > 0) spdlog::info("closed {} expired session(s)", closed);
-    mu_.Lock();
   }
 }
 
 void Daemon::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }

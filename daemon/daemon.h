@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "daemon/options.h"
 #include "daemon/services.h"
 #include "daemon/session_table.h"
@@ -52,7 +52,7 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
 
-  absl::Mutex mu_;
+  pjrt::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };

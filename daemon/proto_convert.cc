@@ -25,7 +25,7 @@ void DeviceToProto(const runtime::Device& device, v1::Device* proto) {
   proto->set_addressable(true);
 }
 
-void BufferInfoToProto(uint64_t handle, const runtime::Buffer& buffer,
+void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
                        v1::BufferInfo* info) {
   info->set_handle(handle);
   ShapeToProto(buffer.shape(), info->mutable_shape());
@@ -34,7 +34,7 @@ void BufferInfoToProto(uint64_t handle, const runtime::Buffer& buffer,
   bool ready = buffer.IsReady();
   info->set_ready(ready);
   if (ready) {
-    absl::Status status = buffer.ReadyStatus();
+    absl::Status status = buffer.BlockHostUntilReady(absl::ZeroDuration());
     if (!status.ok()) {
       info->set_error_code(static_cast<int>(status.code()));
       info->set_error_message(std::string(status.message()));

@@ -21,7 +21,7 @@ void ShapeToProto(const hlo::Shape& shape, v1::ArrayShape* proto);
 void DeviceToProto(const runtime::Device& device, v1::Device* proto);
 
 // Fills `info` for `buffer` known by `handle`. Does not wait.
-void BufferInfoToProto(uint64_t handle, const runtime::Buffer& buffer,
+void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
                        v1::BufferInfo* info);
 
 }  // namespace pjrt::daemon

@@ -50,6 +50,9 @@ grpc::Status ServerService::GetStats(grpc::ServerContext*,
     out->set_total_allocs(stats.total_allocs);
     out->set_largest_free_block(stats.largest_free_block);
     out->set_fragmentation(stats.fragmentation);
+    out->set_bytes_reserved(stats.bytes_reserved);
+    out->set_queue_depth(
+        static_cast<int32_t>(device->local_device_state()->queue_depth()));
   }
   response->set_session_count(sessions_->size());
   response->set_buffer_count(sessions_->buffer_count());

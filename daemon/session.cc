@@ -24,7 +24,7 @@ std::string Session::DebugString() const {
 
 absl::StatusOr<uint64_t> Session::AddBuffer(
     std::shared_ptr<runtime::Buffer> buffer) {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s was closed while the buffer was being created",
@@ -40,7 +40,7 @@ absl::StatusOr<uint64_t> Session::AddBuffer(
 
 absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
     uint64_t handle) const {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   auto it = buffers_.find(handle);
   if (it == buffers_.end()) {
     return absl::NotFoundError(absl::StrFormat(
@@ -54,7 +54,7 @@ absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
 absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
   std::vector<std::shared_ptr<runtime::Buffer>> doomed;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     for (uint64_t handle : handles) {
       if (!buffers_.contains(handle)) {
         return absl::NotFoundError(absl::StrFormat(
@@ -75,17 +75,17 @@ absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
 }
 
 void Session::Touch(absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   if (now > last_renewal_) last_renewal_ = now;
 }
 
 bool Session::Expired(absl::Time now) const {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   return attachment_ == nullptr && now - last_renewal_ > lease_;
 }
 
 absl::Status Session::Attach(SessionAttachment* attachment) {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s is closed", DebugString()));
@@ -101,14 +101,14 @@ absl::Status Session::Attach(SessionAttachment* attachment) {
 }
 
 bool Session::ForgetAttachment(SessionAttachment* attachment) {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   if (attachment_ != attachment) return false;
   attachment_ = nullptr;
   return true;
 }
 
 void Session::Detach(const absl::Status& why) {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   if (attachment_ == nullptr) return;
   attachment_->Detach(why);
   attachment_ = nullptr;
@@ -117,7 +117,7 @@ void Session::Detach(const absl::Status& why) {
 SessionCloseStats Session::Close(const absl::Status& why) {
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     closed_ = true;
     buffers.swap(buffers_);
     if (attachment_ != nullptr) {
@@ -137,7 +137,7 @@ SessionCloseStats Session::Close(const absl::Status& why) {
 }
 
 SessionSummary Session::Summarize(absl::Time now) const {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   SessionSummary summary;
   summary.public_id = public_id_;
   summary.client_name = client_name_;
@@ -156,7 +156,7 @@ SessionSummary Session::Summarize(absl::Time now) const {
 }
 
 int64_t Session::buffer_count() const {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   return static_cast<int64_t>(buffers_.size());
 }
 

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
@@ -108,7 +108,7 @@ class Session {
   const absl::Duration lease_;
   const absl::Time created_;
 
-  mutable absl::Mutex mu_;
+  mutable pjrt::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_renewal_ ABSL_GUARDED_BY(mu_);
   SessionAttachment* attachment_ ABSL_GUARDED_BY(mu_) = nullptr;

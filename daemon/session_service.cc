@@ -40,7 +40,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
     spdlog::debug("{} attached", session_->DebugString());
     event_.mutable_attached()->set_public_id(session_->public_id());
     {
-      absl::MutexLock lock(&mu_);
+      pjrt::MutexLock lock(&mu_);
       if (finished_) return;  // detached meanwhile
       writing_ = true;
     }
@@ -58,7 +58,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
   void OnWriteDone(bool ok) override {
     std::optional<grpc::Status> finish;
     {
-      absl::MutexLock lock(&mu_);
+      pjrt::MutexLock lock(&mu_);
       writing_ = false;
       finish.swap(pending_finish_);
     }
@@ -82,7 +82,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
   // Finish is called outside mu_: OnDone may run as soon as it is called.
   void FinishOnce(const grpc::Status& status) {
     {
-      absl::MutexLock lock(&mu_);
+      pjrt::MutexLock lock(&mu_);
       if (finished_) return;
       finished_ = true;
       // Finish may not overlap an outstanding write; OnWriteDone does it.
@@ -97,7 +97,7 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
   SessionTable* const sessions_;
   const std::shared_ptr<Session> session_;
   v1::SessionEvent event_;
-  absl::Mutex mu_;
+  pjrt::Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);

@@ -21,7 +21,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
     std::string client_name, std::string peer, absl::Duration lease) {
   if (lease <= absl::ZeroDuration()) lease = options_.default_lease;
   lease = std::min(lease, options_.max_lease);
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   if (shut_down_) {
     return absl::UnavailableError(
         "the daemon is shutting down and accepts no new sessions");
@@ -40,7 +40,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::Lookup(uint64_t id) {
   std::shared_ptr<Session> session;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
     if (it != sessions_.end()) session = it->second;
   }
@@ -58,7 +58,7 @@ absl::StatusOr<SessionCloseStats> SessionTable::Close(
     uint64_t id, const absl::Status& why) {
   std::shared_ptr<Session> session;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end()) {
       return absl::NotFoundError(
@@ -79,7 +79,7 @@ int SessionTable::ReapExpired() {
   absl::Time now = clock_();
   std::vector<uint64_t> expired;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     for (const auto& [id, session] : sessions_) {
       if (session->Expired(now)) expired.push_back(id);
     }
@@ -96,7 +96,7 @@ int SessionTable::ReapExpired() {
 void SessionTable::DetachAll(const absl::Status& why) {
   std::vector<std::shared_ptr<Session>> sessions;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     for (const auto& [id, session] : sessions_) sessions.push_back(session);
   }
   for (const auto& session : sessions) session->Detach(why);
@@ -105,7 +105,7 @@ void SessionTable::DetachAll(const absl::Status& why) {
 void SessionTable::Shutdown(const absl::Status& why) {
   std::vector<uint64_t> ids;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     shut_down_ = true;
     for (const auto& [id, session] : sessions_) ids.push_back(id);
   }
@@ -115,7 +115,7 @@ void SessionTable::Shutdown(const absl::Status& why) {
 std::vector<SessionSummary> SessionTable::List() const {
   std::vector<std::shared_ptr<Session>> sessions;
   {
-    absl::MutexLock lock(&mu_);
+    pjrt::MutexLock lock(&mu_);
     for (const auto& [id, session] : sessions_) sessions.push_back(session);
   }
   absl::Time now = clock_();
@@ -129,12 +129,12 @@ std::vector<SessionSummary> SessionTable::List() const {
 }
 
 int SessionTable::size() const {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   return static_cast<int>(sessions_.size());
 }
 
 int64_t SessionTable::buffer_count() const {
-  absl::MutexLock lock(&mu_);
+  pjrt::MutexLock lock(&mu_);
   int64_t count = 0;
   for (const auto& [id, session] : sessions_) count += session->buffer_count();
   return count;

@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/session.h"
 
@@ -69,7 +69,7 @@ class SessionTable {
   const std::function<absl::Time()> clock_;
   std::atomic<uint64_t> next_public_id_{1};
 
-  mutable absl::Mutex mu_;
+  mutable pjrt::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_
       ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,8 @@ struct AllocatorStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes_in_use = 0;
   int64_t bytes_limit = 0;
+  // Memory the allocator holds from the platform (in use or cached).
+  int64_t bytes_reserved = 0;
   // Live allocations.
   int64_t num_allocs = 0;
   // Allocations since creation.
@@ -37,8 +39,8 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
 
-  // Returns memory for `bytes` bytes, aligned to at least 64 bytes. A
-  // zero-byte request returns a valid pointer that must still be freed.
+  // Returns memory for `bytes` bytes, aligned to at least 256 bytes. A
+  // zero-byte request returns nullptr (which Deallocate accepts).
   virtual absl::StatusOr<void*> Allocate(int64_t bytes) = 0;
 
   // REQUIRES: `ptr` came from Allocate on this allocator and was not freed.

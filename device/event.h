@@ -1,14 +1,15 @@
-// Event: a point in a device's work that the host or another stream can wait
-// for. It completes once, either successfully or with an error that the
-// producer bound to it (e.g. a failed transfer); every waiter sees that
-// status.
+// Event: a point in a stream's work. It completes once every piece of work
+// enqueued on the stream before it was recorded has finished. The host can
+// wait for it; another stream can be made to wait for it (Stream::WaitFor).
+//
+// Events carry no status: errors are bound to buffers by the runtime
+// (runtime/buffer_sequencing_event.h), not to device events.
 //
 // Thread-safe.
 #ifndef PJRT_DEVICE_EVENT_H_
 #define PJRT_DEVICE_EVENT_H_
 
 #include "absl/functional/any_invocable.h"
-#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace pjrt::device {
@@ -17,20 +18,22 @@ class Event {
  public:
   virtual ~Event() = default;
 
-  // True once the event has completed (successfully or not).
   virtual bool IsComplete() const = 0;
 
-  // Blocks the calling thread until the event completes or `timeout` passes.
-  // Returns the event's status, or DEADLINE_EXCEEDED on timeout.
-  virtual absl::Status WaitFor(absl::Duration timeout) = 0;
+  // Blocks the calling thread until the event completes.
+  virtual void Wait() = 0;
 
-  // Blocks until the event completes; returns its status.
-  absl::Status Wait() { return WaitFor(absl::InfiniteDuration()); }
+  // As Wait, for at most `timeout`. Returns IsComplete().
+  virtual bool WaitFor(absl::Duration timeout) = 0;
 
-  // Runs `callback` with the event's status once it completes: at once on the
-  // calling thread if it already has, otherwise on the completing thread.
-  // Callbacks must be short and must not block.
-  virtual void AddCallback(absl::AnyInvocable<void(absl::Status) &&> callback) = 0;
+  // Runs `callback` once the event completes: at once on the calling thread if
+  // it already has, otherwise on a thread of the platform. Callbacks must be
+  // short and must not block.
+  virtual void AddCallback(absl::AnyInvocable<void() &&> callback) = 0;
+
+  // Makes the event pending again so that a pool can hand it out anew.
+  // REQUIRES: nobody waits on it and it is not recorded on a stream.
+  virtual void Reset() = 0;
 };
 
 }  // namespace pjrt::device

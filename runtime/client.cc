@@ -1,60 +1,51 @@
 #include "runtime/client.h"
 
-#include <unistd.h>
-
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/log.h"
 #include "base/status_macros.h"
-#include "device/host/host_allocator.h"
 #include "runtime/buffer.h"
+#include "runtime/host_to_device_transfer.h"
 
 namespace pjrt::runtime {
+
+using device::AllocationModel;
+
 namespace {
 
-// Upper bound on virtual host devices: enough for any test of collectives,
-// small enough that a typo cannot spawn a million stream threads.
-constexpr int kMaxHostDevices = 256;
+// A zero-copy host array must be aligned at least this much to become a
+// device buffer as is (vectorised kernels assume it).
+constexpr uintptr_t kZeroCopyAlignment = 64;
 
-int64_t PhysicalMemoryBytes() {
-  long pages = sysconf(_SC_PHYS_PAGES);
-  long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return int64_t{1} << 34;
-  return static_cast<int64_t>(pages) * page_size;
-}
-
-absl::StatusOr<std::vector<std::unique_ptr<Device>>> CreateHostDevices(
+absl::StatusOr<std::unique_ptr<device::Platform>> CreatePlatform(
     const ClientOptions& options) {
-  if (options.host_device_count < 1 ||
-      options.host_device_count > kMaxHostDevices) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "host device count %d is out of range; expected 1 to %d",
-        options.host_device_count, kMaxHostDevices));
+  if (options.platform == "host") {
+    return device::CreateHostPlatform(options.host_device_count);
   }
-  int64_t limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes
-                                                 : PhysicalMemoryBytes();
-  std::vector<std::unique_ptr<Device>> devices;
-  for (int i = 0; i < options.host_device_count; ++i) {
-    auto allocator = std::make_unique<device::HostAllocator>(
-        absl::StrFormat("host device %d", i), limit);
-    devices.push_back(std::make_unique<Device>(
-        /*id=*/i, /*local_hardware_id=*/i, options.task_id, "host", "cpu",
-        std::move(allocator), limit));
+  if (options.platform == "cuda") return device::CreateCudaPlatform();
+  if (options.platform == "auto") {
+    auto cuda = device::CreateCudaPlatform();
+    if (cuda.ok()) return cuda;
+    spdlog::info("platform auto: {}; using the host platform",
+                 cuda.status().message());
+    return device::CreateHostPlatform(options.host_device_count);
   }
-  return devices;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown platform '%s'; expected host, cuda or auto", options.platform));
 }
 
 }  // namespace
 
-Device::Device(int id, int local_hardware_id, int task_id, std::string platform,
-               std::string kind, std::unique_ptr<device::Allocator> allocator,
+Device::Device(int id, int task_id, std::string platform, std::string kind,
+               std::unique_ptr<device::LocalDeviceState> state,
                int64_t memory_bytes)
     : id_(id),
-      local_hardware_id_(local_hardware_id),
       task_id_(task_id),
       platform_(std::move(platform)),
       kind_(std::move(kind)),
-      allocator_(std::move(allocator)),
+      state_(std::move(state)),
       memory_bytes_(memory_bytes) {}
 
 std::string Device::DebugString() const {
@@ -65,23 +56,28 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     const ClientOptions& options) {
   if (options.memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "memory limit %d is negative; use 0 for the platform default",
+        "memory limit %d is negative; use 0 for the device's memory",
         options.memory_limit_bytes));
   }
-  std::string platform = options.platform;
-  if (platform == "auto") platform = "host";
-  if (platform == "cuda") {
-    return absl::FailedPreconditionError(
-        "the cuda platform is not available in this build; use "
-        "--platform host");
+  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Platform> platform,
+                        CreatePlatform(options));
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int ordinal = 0; ordinal < platform->device_count(); ++ordinal) {
+    device::LocalDeviceOptions device_options;
+    device_options.allocation_model = options.allocation_model;
+    device_options.queue_ahead = options.queue_ahead;
+    device_options.memory_limit_bytes = options.memory_limit_bytes;
+    PJRT_ASSIGN_OR_RETURN(auto state, device::LocalDeviceState::Create(
+                                          platform.get(), ordinal,
+                                          device_options));
+    device::DeviceDescription description = platform->Describe(ordinal);
+    int64_t memory = state->allocator()->GetStats().bytes_limit;
+    devices.push_back(std::make_unique<Device>(
+        ordinal, options.task_id, platform->name(), description.kind,
+        std::move(state), memory));
   }
-  if (platform != "host") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown platform '%s'; expected host, cuda or auto", platform));
-  }
-  PJRT_ASSIGN_OR_RETURN(auto devices, CreateHostDevices(options));
   return std::unique_ptr<Client>(
-      new Client(platform, options.task_id, std::move(devices)));
+      new Client(std::move(platform), options.task_id, std::move(devices)));
 }
 
 namespace {
@@ -93,7 +89,7 @@ std::vector<Device*> Pointers(const std::vector<std::unique_ptr<Device>>& v) {
 }
 }  // namespace
 
-Client::Client(std::string platform, int task_id,
+Client::Client(std::unique_ptr<device::Platform> platform, int task_id,
                std::vector<std::unique_ptr<Device>> devices)
     : platform_(std::move(platform)),
       task_id_(task_id),
@@ -111,24 +107,122 @@ absl::StatusOr<Device*> Client::LookupDevice(int id) const {
       device_ptrs_.front()->id(), device_ptrs_.back()->id()));
 }
 
-absl::StatusOr<std::unique_ptr<HostToDeviceTransfer>>
-Client::CreateHostToDeviceTransfer(const hlo::Shape& shape, Device* device) {
-  PJRT_ASSIGN_OR_RETURN(
-      auto memory, DeviceMemory::Allocate(device->allocator(), shape.ByteSize()));
-  auto event = std::make_shared<device::HostEvent>();
-  auto buffer = std::make_shared<Buffer>(this, shape, device, memory, event);
-  return std::make_unique<HostToDeviceTransfer>(std::move(buffer),
-                                                std::move(memory),
-                                                std::move(event));
+absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
+    const void* data, const hlo::Shape& shape, Device* device) {
+  return BufferFromHostBuffer(data, shape,
+                              HostBufferSemantics::kImmutableOnlyDuringCall,
+                              nullptr, device);
 }
 
 absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
-    const void* data, const hlo::Shape& shape, Device* device) {
-  PJRT_ASSIGN_OR_RETURN(auto transfer,
-                        CreateHostToDeviceTransfer(shape, device));
-  PJRT_RETURN_IF_ERROR(transfer->Append(data, shape.ByteSize()));
-  PJRT_RETURN_IF_ERROR(transfer->Finish());
-  return transfer->buffer();
+    const void* data, const hlo::Shape& shape, HostBufferSemantics semantics,
+    absl::AnyInvocable<void() &&> on_done, Device* device) {
+  if (!shape.IsArray()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "BufferFromHostBuffer takes an array shape, not %s", shape.ToString()));
+  }
+  device::LocalDeviceState* local = device->local_device_state();
+  const int64_t size = shape.ByteSize();
+  const bool host_access = platform_->host_can_access_device_memory();
+  const auto done = [&on_done] {
+    if (on_done != nullptr) std::move(on_done)();
+  };
+
+  if (semantics == HostBufferSemantics::kZeroCopy && host_access &&
+      reinterpret_cast<uintptr_t>(data) % kZeroCopyAlignment == 0) {
+    DeviceMemory memory = DeviceMemory::Borrowed(
+        const_cast<void*>(data), size,
+        on_done != nullptr ? std::move(on_done)
+                           : absl::AnyInvocable<void() &&>([] {}));
+    auto tracked = std::make_shared<TrackedDeviceBuffer>(
+        local, std::move(memory),
+        std::vector<std::shared_ptr<BufferSequencingEvent>>{
+            BufferSequencingEvent::CreateDefined()});
+    return std::make_shared<Buffer>(this, device, shape, std::move(tracked));
+  }
+
+  PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
+                        DeviceMemory::Allocate(local->allocator(), size));
+  if (host_access && local->allocation_model() == AllocationModel::kSynchronous) {
+    // Nothing else can touch fresh memory under the synchronous model.
+    if (size > 0) std::memcpy(memory.data(), data, size);
+    done();
+    auto tracked = std::make_shared<TrackedDeviceBuffer>(
+        local, std::move(memory),
+        std::vector<std::shared_ptr<BufferSequencingEvent>>{
+            BufferSequencingEvent::CreateDefined()});
+    return std::make_shared<Buffer>(this, device, shape, std::move(tracked));
+  }
+
+  device::Stream* stream = local->host_to_device_stream();
+  if (local->allocation_model() == AllocationModel::kComputeSynchronized) {
+    PJRT_RETURN_IF_ERROR(local->ThenWaitFor(stream, local->compute_stream()));
+  }
+  const void* source = data;
+  DeviceMemory staging;
+  if (semantics == HostBufferSemantics::kImmutableOnlyDuringCall) {
+    PJRT_ASSIGN_OR_RETURN(staging,
+                          DeviceMemory::Allocate(local->staging_allocator(), size));
+    if (size > 0) std::memcpy(staging.data(), data, size);
+    source = staging.data();
+    done();
+  }
+  PJRT_RETURN_IF_ERROR(stream->Memcpy(memory.data(), source, size));
+  auto definition = std::make_shared<BufferSequencingEvent>();
+  auto event = local->AllocateAndRecordEvent(stream);
+  if (!event.ok()) {
+    stream->BlockHostUntilDone().IgnoreError();
+    return event.status();
+  }
+  definition->SetSequencingEvent(*std::move(event), stream);
+  auto tracked = std::make_shared<TrackedDeviceBuffer>(
+      local, std::move(memory),
+      std::vector<std::shared_ptr<BufferSequencingEvent>>{definition});
+  // Keep the destination (and the staging copy, or tell the caller it may
+  // reuse its array) until the copy is done.
+  if (staging.owns_memory()) {
+    PJRT_RETURN_IF_ERROR(local->ThenRelease(stream, std::move(staging)));
+  } else if (on_done != nullptr) {
+    PJRT_RETURN_IF_ERROR(
+        local->ThenExecuteOnCallbackThread(stream, std::move(on_done)));
+  }
+  PJRT_RETURN_IF_ERROR(local->ThenRelease(stream, tracked));
+  return std::make_shared<Buffer>(this, device, shape, std::move(tracked));
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> Client::CreateUninitializedBuffer(
+    const hlo::Shape& shape, Device* device) {
+  device::LocalDeviceState* local = device->local_device_state();
+  PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
+                        DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
+  std::shared_ptr<BufferSequencingEvent> definition;
+  if (local->allocation_model() == AllocationModel::kComputeSynchronized) {
+    // The memory is valid once the compute stream passes this point.
+    PJRT_ASSIGN_OR_RETURN(auto event,
+                          local->AllocateAndRecordEvent(local->compute_stream()));
+    definition = std::make_shared<BufferSequencingEvent>();
+    definition->SetSequencingEvent(std::move(event), local->compute_stream());
+  } else {
+    definition = BufferSequencingEvent::CreateDefined();
+  }
+  auto tracked = std::make_shared<TrackedDeviceBuffer>(
+      local, std::move(memory),
+      std::vector<std::shared_ptr<BufferSequencingEvent>>{definition});
+  return std::make_shared<Buffer>(this, device, shape, std::move(tracked));
+}
+
+absl::StatusOr<std::unique_ptr<HostToDeviceTransfer>>
+Client::CreateHostToDeviceTransfer(const hlo::Shape& shape, Device* device) {
+  device::LocalDeviceState* local = device->local_device_state();
+  PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
+                        DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
+  auto definition = std::make_shared<BufferSequencingEvent>();
+  auto tracked = std::make_shared<TrackedDeviceBuffer>(
+      local, std::move(memory),
+      std::vector<std::shared_ptr<BufferSequencingEvent>>{definition});
+  auto buffer = std::make_shared<Buffer>(this, device, shape, tracked);
+  return std::make_unique<HostToDeviceTransfer>(
+      std::move(buffer), std::move(tracked), std::move(definition));
 }
 
 }  // namespace pjrt::runtime

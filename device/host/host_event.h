@@ -1,16 +1,14 @@
-// HostEvent: an Event completed by host code (the host platform's streams, or
-// any producer that finishes on a CPU thread).
+// HostEvent: an Event completed by host code: the host platform's streams,
+// or any producer that finishes on a CPU thread.
 //
-// Thread-safe. Complete() may be called once; later calls are ignored, so a
-// producer that races with a cancellation cannot overwrite the first outcome.
+// Thread-safe. Complete() takes effect once; later calls do nothing.
 #ifndef PJRT_DEVICE_HOST_HOST_EVENT_H_
 #define PJRT_DEVICE_HOST_HOST_EVENT_H_
 
-#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "device/event.h"
 
 namespace pjrt::device {
@@ -21,23 +19,20 @@ class HostEvent : public Event {
   HostEvent(const HostEvent&) = delete;
   HostEvent& operator=(const HostEvent&) = delete;
 
-  // An event that has already completed with `status`.
-  static std::shared_ptr<HostEvent> CreateCompleted(absl::Status status);
-
-  // Completes the event with `status` and runs the callbacks. Returns false
-  // if the event had already completed (and changes nothing).
-  bool Complete(absl::Status status);
+  // Completes the event and runs its callbacks on the calling thread.
+  // Returns false if it had already completed.
+  bool Complete();
 
   bool IsComplete() const override;
-  absl::Status WaitFor(absl::Duration timeout) override;
-  void AddCallback(absl::AnyInvocable<void(absl::Status) &&> callback) override;
+  void Wait() override;
+  bool WaitFor(absl::Duration timeout) override;
+  void AddCallback(absl::AnyInvocable<void() &&> callback) override;
+  void Reset() override;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool complete_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> callbacks_
-      ABSL_GUARDED_BY(mu_);
+  std::vector<absl::AnyInvocable<void() &&>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pjrt::device

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "base/version.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -47,11 +47,11 @@ struct SessionState {
   grpc::ClientContext attach_context;
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> attach_reader;
 
-  absl::Mutex mu;
+  pjrt::Mutex mu;
   bool closed ABSL_GUARDED_BY(mu) = false;
 
   bool IsClosed() {
-    absl::MutexLock lock(&mu);
+    pjrt::MutexLock lock(&mu);
     return closed;
   }
 };
@@ -192,7 +192,7 @@ Client& Session::client() const { return *state_->client; }
 
 absl::Status Session::Close() {
   {
-    absl::MutexLock lock(&state_->mu);
+    pjrt::MutexLock lock(&state_->mu);
     if (state_->closed) return absl::OkStatus();
     state_->closed = true;
   }

@@ -1,0 +1,236 @@
+#include "device/cuda/cuda_platform.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/log.h"
+#include "device/host/host_event.h"
+
+namespace pjrt::device {
+
+absl::Status CudaStatus(cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrFormat("%s failed: %s (%s)", call,
+                                             cudaGetErrorString(error),
+                                             cudaGetErrorName(error)));
+}
+
+namespace {
+
+// A cudaEvent_t plus its host-side completion, which a host function
+// enqueued right after the record sets; that is what waiters and callbacks
+// use.
+class CudaEvent : public Event {
+ public:
+  explicit CudaEvent(int ordinal) {
+    cudaSetDevice(ordinal);
+    cudaError_t error = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
+    if (error != cudaSuccess) {
+      spdlog::error("{}", CudaStatus(error, "cudaEventCreateWithFlags"));
+      event_ = nullptr;
+    }
+  }
+  ~CudaEvent() override {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+
+  cudaEvent_t cuda_event() const { return event_; }
+  HostEvent& host_completion() { return host_; }
+
+  bool IsComplete() const override { return host_.IsComplete(); }
+  void Wait() override { host_.Wait(); }
+  bool WaitFor(absl::Duration timeout) override { return host_.WaitFor(timeout); }
+  void AddCallback(absl::AnyInvocable<void() &&> callback) override {
+    host_.AddCallback(std::move(callback));
+  }
+  void Reset() override { host_.Reset(); }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  HostEvent host_;
+};
+
+struct HostFunctionPayload {
+  WorkerThread* thread;
+  absl::AnyInvocable<void() &&> fn;
+};
+
+void CUDART_CB RunHostFunction(void* data) {
+  auto* payload = static_cast<HostFunctionPayload*>(data);
+  payload->thread->Schedule(std::move(payload->fn));
+  delete payload;
+}
+
+class CudaStream : public Stream {
+ public:
+  CudaStream(int ordinal, std::string name, cudaStream_t stream,
+             WorkerThread* host_function_thread)
+      : ordinal_(ordinal),
+        name_(std::move(name)),
+        stream_(stream),
+        host_function_thread_(host_function_thread) {}
+  ~CudaStream() override {
+    cudaSetDevice(ordinal_);
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const std::string& name() const override { return name_; }
+
+  absl::Status Memcpy(void* dst, const void* src, int64_t size) override {
+    if (size == 0) return absl::OkStatus();
+    cudaSetDevice(ordinal_);
+    return CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(size),
+                                      cudaMemcpyDefault, stream_),
+                      "cudaMemcpyAsync");
+  }
+
+  absl::Status EnqueueHostFunction(absl::AnyInvocable<void() &&> fn) override {
+    cudaSetDevice(ordinal_);
+    auto* payload = new HostFunctionPayload{host_function_thread_, std::move(fn)};
+    cudaError_t error = cudaLaunchHostFunc(stream_, RunHostFunction, payload);
+    if (error != cudaSuccess) {
+      delete payload;
+      return CudaStatus(error, "cudaLaunchHostFunc");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RecordEvent(std::shared_ptr<Event> event) override {
+    auto* cuda_event = static_cast<CudaEvent*>(event.get());
+    cudaSetDevice(ordinal_);
+    absl::Status status =
+        CudaStatus(cudaEventRecord(cuda_event->cuda_event(), stream_),
+                   "cudaEventRecord");
+    if (!status.ok()) return status;
+    return EnqueueHostFunction([event = std::move(event)] {
+      static_cast<CudaEvent*>(event.get())->host_completion().Complete();
+    });
+  }
+
+  absl::Status WaitFor(std::shared_ptr<Event> event) override {
+    if (event->IsComplete()) return absl::OkStatus();
+    auto* cuda_event = static_cast<CudaEvent*>(event.get());
+    cudaSetDevice(ordinal_);
+    return CudaStatus(cudaStreamWaitEvent(stream_, cuda_event->cuda_event(), 0),
+                      "cudaStreamWaitEvent");
+  }
+
+  absl::Status BlockHostUntilDone() override {
+    cudaSetDevice(ordinal_);
+    absl::Status status =
+        CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    // Host functions of that work run on another thread; wait for them too.
+    HostEvent done;
+    absl::Status enqueued = EnqueueHostFunction([&done] { done.Complete(); });
+    if (enqueued.ok()) done.Wait();
+    status.Update(enqueued);
+    return status;
+  }
+
+ private:
+  const int ordinal_;
+  const std::string name_;
+  cudaStream_t stream_;
+  WorkerThread* const host_function_thread_;
+};
+
+class CudaDeviceMemoryAllocator : public SubAllocator {
+ public:
+  explicit CudaDeviceMemoryAllocator(int ordinal) : ordinal_(ordinal) {}
+  absl::StatusOr<void*> Alloc(int64_t bytes) override {
+    cudaSetDevice(ordinal_);
+    void* ptr = nullptr;
+    cudaError_t error = cudaMalloc(&ptr, static_cast<size_t>(bytes));
+    if (error != cudaSuccess) {
+      cudaGetLastError();  // clear it
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cudaMalloc of %d bytes on GPU %d failed: %s", bytes, ordinal_,
+          cudaGetErrorString(error)));
+    }
+    return ptr;
+  }
+  void Free(void* ptr, int64_t) override {
+    cudaSetDevice(ordinal_);
+    cudaFree(ptr);
+  }
+
+ private:
+  const int ordinal_;
+};
+
+class CudaPinnedMemoryAllocator : public SubAllocator {
+ public:
+  absl::StatusOr<void*> Alloc(int64_t bytes) override {
+    void* ptr = nullptr;
+    cudaError_t error =
+        cudaHostAlloc(&ptr, static_cast<size_t>(bytes), cudaHostAllocPortable);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("cudaHostAlloc of %d bytes failed: %s", bytes,
+                          cudaGetErrorString(error)));
+    }
+    return ptr;
+  }
+  void Free(void* ptr, int64_t) override { cudaFreeHost(ptr); }
+};
+
+}  // namespace
+
+CudaPlatform::CudaPlatform(int device_count) : device_count_(device_count) {
+  for (int i = 0; i < device_count; ++i) {
+    cudaDeviceProp props{};
+    cudaGetDeviceProperties(&props, i);
+    descriptions_.push_back(DeviceDescription{
+        .kind = props.name,
+        .memory_bytes = static_cast<int64_t>(props.totalGlobalMem)});
+    host_function_threads_.push_back(
+        std::make_unique<WorkerThread>(absl::StrFormat("cuda%d-hostfn", i)));
+  }
+}
+
+CudaPlatform::~CudaPlatform() = default;
+
+DeviceDescription CudaPlatform::Describe(int ordinal) const {
+  return descriptions_[ordinal];
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> CudaPlatform::CreateStream(
+    int ordinal, const std::string& name) {
+  cudaSetDevice(ordinal);
+  cudaStream_t stream;
+  cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (error != cudaSuccess) return CudaStatus(error, "cudaStreamCreateWithFlags");
+  return std::make_unique<CudaStream>(ordinal, name, stream,
+                                      host_function_threads_[ordinal].get());
+}
+
+std::unique_ptr<Event> CudaPlatform::CreateEvent(int ordinal) {
+  return std::make_unique<CudaEvent>(ordinal);
+}
+
+std::unique_ptr<SubAllocator> CudaPlatform::CreateDeviceMemoryAllocator(
+    int ordinal) {
+  return std::make_unique<CudaDeviceMemoryAllocator>(ordinal);
+}
+
+std::unique_ptr<SubAllocator> CudaPlatform::CreateStagingMemoryAllocator(int) {
+  return std::make_unique<CudaPinnedMemoryAllocator>();
+}
+
+bool CudaPlatformBuilt() { return true; }
+
+absl::StatusOr<std::unique_ptr<Platform>> CreateCudaPlatform() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    if (error != cudaSuccess) cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no CUDA GPU is visible (cudaGetDeviceCount: %s); use --platform host",
+        error == cudaSuccess ? "0 devices" : cudaGetErrorString(error)));
+  }
+  return std::make_unique<CudaPlatform>(count);
+}
+
+}  // namespace pjrt::device

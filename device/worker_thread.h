@@ -1,0 +1,47 @@
+// WorkerThread: one thread running closures in the order they were
+// scheduled. The host platform's streams and every device's callback thread
+// are WorkerThreads.
+//
+// Thread-safe. The destructor runs everything already scheduled, then joins.
+#ifndef PJRT_DEVICE_WORKER_THREAD_H_
+#define PJRT_DEVICE_WORKER_THREAD_H_
+
+#include <deque>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "base/mutex.h"
+
+namespace pjrt::device {
+
+class WorkerThread {
+ public:
+  // `name` is given to the OS thread (truncated to 15 characters).
+  explicit WorkerThread(std::string name);
+  ~WorkerThread();
+  WorkerThread(const WorkerThread&) = delete;
+  WorkerThread& operator=(const WorkerThread&) = delete;
+
+  void Schedule(absl::AnyInvocable<void() &&> fn);
+
+  // Closures scheduled and not yet finished.
+  int64_t pending() const;
+
+  const std::string& name() const { return name_; }
+
+ private:
+  void Run();
+
+  const std::string name_;
+  mutable Mutex mu_;
+  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace pjrt::device
+
+#endif  // PJRT_DEVICE_WORKER_THREAD_H_

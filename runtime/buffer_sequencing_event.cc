@@ -1,0 +1,158 @@
+#include "runtime/buffer_sequencing_event.h"
+
+#include <utility>
+
+namespace pjrt::runtime {
+
+std::shared_ptr<BufferSequencingEvent> BufferSequencingEvent::CreateDefined() {
+  auto event = std::make_shared<BufferSequencingEvent>();
+  event->SetDefinedNow();
+  return event;
+}
+
+std::shared_ptr<BufferSequencingEvent> BufferSequencingEvent::CreateFailed(
+    absl::Status status) {
+  auto event = std::make_shared<BufferSequencingEvent>();
+  event->SetError(std::move(status));
+  return event;
+}
+
+void BufferSequencingEvent::SetSequencingEvent(
+    std::shared_ptr<device::Event> event, device::Stream* stream) {
+  {
+    MutexLock lock(&mu_);
+    sequenced_ = true;
+    event_ = event;
+    stream_ = stream;
+  }
+  // The device event owns this callback (and through it a reference to us)
+  // until it completes.
+  event->AddCallback([self = shared_from_this()] { self->OnComplete(); });
+}
+
+void BufferSequencingEvent::SetDefinedNow() {
+  {
+    MutexLock lock(&mu_);
+    sequenced_ = true;
+  }
+  OnComplete();
+}
+
+void BufferSequencingEvent::SetError(absl::Status status) {
+  {
+    MutexLock lock(&mu_);
+    if (sequenced_) return;
+    sequenced_ = true;
+    error_before_enqueue_ = true;
+    producer_status_ = std::move(status);
+  }
+  OnComplete();
+}
+
+void BufferSequencingEvent::SetProducerStatus(absl::Status status) {
+  MutexLock lock(&mu_);
+  producer_status_.Update(status);
+}
+
+void BufferSequencingEvent::AddDependency(
+    std::shared_ptr<BufferSequencingEvent> dependency) {
+  if (dependency == nullptr || dependency.get() == this) return;
+  MutexLock lock(&mu_);
+  dependencies_.push_back(std::move(dependency));
+}
+
+bool BufferSequencingEvent::IsSequenced() const {
+  MutexLock lock(&mu_);
+  return sequenced_;
+}
+
+bool BufferSequencingEvent::IsComplete() const {
+  MutexLock lock(&mu_);
+  return complete_ || (event_ != nullptr && event_->IsComplete());
+}
+
+bool BufferSequencingEvent::DefinedOn(device::Stream* stream) const {
+  MutexLock lock(&mu_);
+  return sequenced_ && !error_before_enqueue_ && stream_ == stream;
+}
+
+absl::Status BufferSequencingEvent::WaitForEventOnStream(device::Stream* stream) {
+  std::shared_ptr<device::Event> event;
+  {
+    MutexLock lock(&mu_);
+    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sequenced_; });
+    if (error_before_enqueue_) return producer_status_;
+    if (stream_ == stream) return absl::OkStatus();  // same queue: ordered
+    event = event_;
+  }
+  if (event == nullptr || event->IsComplete()) return absl::OkStatus();
+  return stream->WaitFor(std::move(event));
+}
+
+absl::Status BufferSequencingEvent::BlockHostUntilComplete(
+    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::shared_ptr<device::Event> event;
+  {
+    MutexLock lock(&mu_);
+    bool sequenced = mu_.AwaitWithTimeout(
+        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sequenced_; },
+        timeout);
+    if (!sequenced) return absl::DeadlineExceededError("not ready in time");
+    event = event_;
+  }
+  if (event != nullptr) {
+    absl::Duration left = timeout == absl::InfiniteDuration()
+                              ? absl::InfiniteDuration()
+                              : deadline - absl::Now();
+    if (!event->WaitFor(left)) {
+      return absl::DeadlineExceededError("not ready in time");
+    }
+  }
+  return status();
+}
+
+absl::Status BufferSequencingEvent::status() const {
+  absl::Status status;
+  std::vector<std::shared_ptr<BufferSequencingEvent>> dependencies;
+  {
+    MutexLock lock(&mu_);
+    if (final_status_.has_value()) return *final_status_;
+    status = producer_status_;
+    dependencies = dependencies_;
+  }
+  for (const auto& dependency : dependencies) {
+    if (!status.ok()) break;
+    status = dependency->status();
+  }
+  return status;
+}
+
+void BufferSequencingEvent::OnComplete() {
+  absl::Status final_status = status();
+  std::vector<absl::AnyInvocable<void(absl::Status) &&>> callbacks;
+  {
+    MutexLock lock(&mu_);
+    final_status_ = final_status;
+    complete_ = true;
+    dependencies_.clear();
+    callbacks.swap(callbacks_);
+  }
+  for (auto& callback : callbacks) std::move(callback)(final_status);
+}
+
+void BufferSequencingEvent::AddCallback(
+    absl::AnyInvocable<void(absl::Status) &&> callback) {
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    if (!complete_) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+    status = *final_status_;
+  }
+  std::move(callback)(std::move(status));
+}
+
+}  // namespace pjrt::runtime

@@ -1,0 +1,75 @@
+// ExecuteOnDevice: enqueues one execution on one device's compute stream,
+// with the seed's bookkeeping: argument checks, usage and donation holds,
+// waits on the arguments' events, the compute semaphore, result allocation
+// (or reuse of donated memory), one definition event for all results, and
+// the conversion of holds into usage events or confirmed donations.
+//
+// What the execution computes is a Kernel; compiled programs provide one
+// (compiler/), tests provide small ones.
+#ifndef PJRT_RUNTIME_EXECUTE_H_
+#define PJRT_RUNTIME_EXECUTE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "device/stream.h"
+#include "hlo/shape.h"
+#include "runtime/buffer.h"
+#include "runtime/client.h"
+
+namespace pjrt::runtime {
+
+// What a kernel is given.
+struct KernelArgs {
+  // Memory of each argument and each result, in order.
+  absl::Span<void* const> arguments;
+  absl::Span<void* const> results;
+  // The compute stream (for kernels that enqueue device work).
+  device::Stream* stream = nullptr;
+  // A fresh seed for this execution's random numbers.
+  uint64_t prng_seed = 0;
+  // Identifies one multi-device launch (0 when not given).
+  int64_t launch_id = 0;
+};
+
+// The device work of one execution. On a platform whose host can access
+// device memory it runs on the compute stream's thread, once the arguments
+// are defined, and an error it returns is bound to every result. On other
+// platforms it runs on the launching thread and enqueues its work on
+// `args.stream`; an error then fails the call.
+using Kernel = absl::AnyInvocable<absl::Status(const KernelArgs&) &&>;
+
+struct ExecuteArgument {
+  Buffer* buffer = nullptr;
+  // Give the buffer's memory to the execution; the buffer becomes invalid.
+  bool donate = false;
+};
+
+struct ExecuteResult {
+  hlo::Shape shape;
+  // Reuse the memory of this (donated) argument instead of allocating.
+  std::optional<int> alias_argument;
+};
+
+struct ExecuteOptions {
+  int64_t launch_id = 0;
+};
+
+// Enqueues `kernel` on `device` and returns the result buffers at once.
+// Errors detected now: INVALID_ARGUMENT (an argument on another device, a
+// buffer donated while also passed again, a bad alias), FAILED_PRECONDITION
+// (a deleted or donated argument, or one whose producer failed),
+// RESOURCE_EXHAUSTED (result memory). May block on the compute semaphore.
+absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
+    Client* client, Device* device, absl::Span<const ExecuteArgument> arguments,
+    absl::Span<const ExecuteResult> results, Kernel kernel,
+    const ExecuteOptions& options = {});
+
+}  // namespace pjrt::runtime
+
+#endif  // PJRT_RUNTIME_EXECUTE_H_
