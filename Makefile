@@ -3,8 +3,8 @@
 #   make demo    install what is missing, build, run the example end to end
 #   make test    install what is missing, build, run every test
 #
-# Other targets: deps, build, test-cpp, test-python, lint, install, format,
-# clean.
+# Other targets: deps, build, test-cpp, test-python, lint, test-sanitize,
+# install, format, clean.
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -12,7 +12,7 @@ CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps build demo test test-cpp test-python lint install format clean
+.PHONY: all deps build demo test test-cpp test-python lint test-sanitize install format clean
 
 all: build
 
@@ -29,7 +29,7 @@ demo: build
 	@scripts/demo $(BUILD_DIR)
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python lint
+	$(MAKE) --no-print-directory test-cpp test-python lint test-sanitize
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -40,6 +40,9 @@ test-python:
 
 lint:
 	flake8 client/python tests/python examples
+
+test-sanitize: deps
+	scripts/test-sanitize $(JOBS)
 
 install: build
 	cmake --install $(BUILD_DIR)

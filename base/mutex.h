@@ -28,9 +28,12 @@ class ABSL_LOCKABLE Mutex {
   Mutex& operator=(const Mutex&) = delete;
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  // Wakes waiters before unlocking: a waiter cannot return (and perhaps
+  // destroy this mutex with the object around it) until it has the lock
+  // again, so the notification never touches a destroyed condition variable.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    mu_.unlock();
     cv_.notify_all();
+    mu_.unlock();
   }
 
   // Blocks until `cond()` is true. REQUIRES: held; `cond` reads only state

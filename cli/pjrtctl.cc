@@ -164,11 +164,12 @@ int RunStats(const GlobalOptions& g) {
     std::cout << ProtoToJson(*stats).dump(2) << "\n";
     return kExitOk;
   }
-  Table table({"DEVICE", "IN USE", "PEAK", "LIMIT", "ALLOCS", "LARGEST FREE",
-               "FRAG", "QUEUE"});
+  Table table({"DEVICE", "IN USE", "PEAK", "RESERVED", "LIMIT", "ALLOCS",
+               "LARGEST FREE", "FRAG", "QUEUE"});
   for (const auto& d : stats->devices()) {
     table.AddRow({absl::StrCat(d.device_id()), FormatByteSize(d.bytes_in_use()),
                   FormatByteSize(d.peak_bytes_in_use()),
+                  FormatByteSize(d.bytes_reserved()),
                   FormatByteSize(d.bytes_limit()), absl::StrCat(d.num_allocs()),
                   FormatByteSize(d.largest_free_block()),
                   absl::StrFormat("%.2f", d.fragmentation()),

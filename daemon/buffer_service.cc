@@ -202,4 +202,23 @@ grpc::Status BufferService::CopyToDevice(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status BufferService::GetReadyState(
+    grpc::ServerContext*, const v1::GetReadyStateRequest* request,
+    v1::GetReadyStateResponse* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  for (uint64_t handle : request->handles()) {
+    auto buffer = (*session)->LookupBuffer(handle);
+    if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+    v1::BufferInfo info;
+    BufferInfoToProto(handle, **buffer, &info);
+    v1::ReadyState* state = response->add_states();
+    state->set_handle(handle);
+    state->set_ready(info.ready());
+    state->set_error_code(info.error_code());
+    state->set_error_message(info.error_message());
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace pjrt::daemon

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -99,6 +100,11 @@ absl::Status Daemon::Init() {
   client_options.platform = options_.platform;
   client_options.host_device_count = options_.host_devices;
   client_options.memory_limit_bytes = options_.memory_limit_bytes;
+  client_options.queue_ahead = options_.queue_ahead;
+  if (!options_.allocation_model.empty()) {
+    PJRT_ASSIGN_OR_RETURN(client_options.allocation_model,
+                          device::ParseAllocationModel(options_.allocation_model));
+  }
   PJRT_ASSIGN_OR_RETURN(client_, runtime::Client::Create(client_options));
 
   sessions_ = std::make_unique<SessionTable>(SessionTableOptions{
@@ -155,8 +161,15 @@ absl::Status Daemon::Init() {
     addresses_.push_back(absl::StrFormat("%s:%d", host, ports[i]));
   }
   reaper_ = std::thread([this] { ReapLoop(); });
-  spdlog::info("pjrtd serving {} {} device(s) on {}", client_->devices().size(),
-               client_->platform_name(), absl::StrJoin(addresses_, ", "));
+  device::LocalDeviceState* first = client_->devices()[0]->local_device_state();
+  spdlog::info(
+      "pjrtd serving {} {} device(s) ({} allocation, queue-ahead {}, {} each) "
+      "on {}",
+      client_->devices().size(), client_->platform_name(),
+      device::AllocationModelName(first->allocation_model()),
+      first->compute_semaphore().capacity(),
+      FormatByteSize(client_->devices()[0]->memory_bytes()),
+      absl::StrJoin(addresses_, ", "));
   return absl::OkStatus();
 }
 

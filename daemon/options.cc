@@ -11,6 +11,7 @@
 #include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "base/version.h"
+#include "device/platform.h"
 #include "toml++/toml.h"
 
 namespace pjrt::daemon {
@@ -94,6 +95,18 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     } else if (key == "memory_limit") {
       PJRT_ASSIGN_OR_RETURN(options->memory_limit_bytes,
                             ByteSizeValue(node, source, key));
+    } else if (key == "allocation_model") {
+      auto v = node.value<std::string>();
+      if (!v) {
+        return KeyError(source, key,
+                        "\"synchronous\", \"compute-synchronized\" or "
+                        "\"asynchronous\"");
+      }
+      options->allocation_model = *v;
+    } else if (key == "queue_ahead") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");
+      options->queue_ahead = static_cast<int>(*v);
     } else if (key == "log_level") {
       auto v = node.value<std::string>();
       if (!v) return KeyError(source, key, "a log level such as \"info\"");
@@ -109,8 +122,9 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: unknown key '%s'; known keys are listen, platform, "
-          "host_devices, memory_limit, log_level, default_lease_seconds, "
-          "max_lease_seconds, shutdown_timeout_seconds",
+          "host_devices, memory_limit, allocation_model, queue_ahead, "
+          "log_level, default_lease_seconds, max_lease_seconds, "
+          "shutdown_timeout_seconds",
           source, key));
     }
   }
@@ -132,6 +146,15 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "platform '%s' is unknown; expected host, cuda or auto",
         options.platform));
+  }
+  if (!options.allocation_model.empty()) {
+    auto model = device::ParseAllocationModel(options.allocation_model);
+    if (!model.ok()) return model.status();
+  }
+  if (options.queue_ahead < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "queue-ahead %d is negative; use 0 for the default",
+        options.queue_ahead));
   }
   bool known_level = false;
   for (const char* level : kLogLevels) known_level |= options.log_level == level;
@@ -179,6 +202,18 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--memory-limit", memory_limit,
                  "Memory limit per device, e.g. 8GiB (default: the device's memory)");
+  std::string allocation_model;
+  int queue_ahead = -1;
+  app.add_option("--allocation-model", allocation_model,
+                 "synchronous, compute-synchronized or asynchronous (default: "
+                 "the platform's: synchronous on host, compute-synchronized on "
+                 "cuda)")
+      ->check(CLI::IsMember(
+          {"synchronous", "compute-synchronized", "asynchronous"}));
+  app.add_option("--queue-ahead", queue_ahead,
+                 "Executions the host may enqueue ahead of each device "
+                 "(default 32; 1 under the synchronous model)")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error, critical or off (default info)");
   app.add_option("--address-file", address_file,
@@ -213,6 +248,8 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!platform.empty()) options.platform = platform;
   if (host_devices > 0) options.host_devices = host_devices;
   if (!log_level.empty()) options.log_level = log_level;
+  if (!allocation_model.empty()) options.allocation_model = allocation_model;
+  if (queue_ahead > 0) options.queue_ahead = queue_ahead;
   if (!address_file.empty()) options.address_file = address_file;
   if (!memory_limit.empty()) {
     auto bytes = ParseByteSize(memory_limit);

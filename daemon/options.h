@@ -25,6 +25,11 @@ struct DaemonOptions {
   int host_devices = 1;
   // Per device; 0 means the platform default.
   int64_t memory_limit_bytes = 0;
+  // "synchronous", "compute-synchronized", "asynchronous", or empty for the
+  // platform's default.
+  std::string allocation_model;
+  // Executions enqueued ahead of each device; 0 means the default.
+  int queue_ahead = 0;
   // trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
   absl::Duration default_lease = absl::Seconds(60);

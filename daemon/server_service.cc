@@ -15,7 +15,7 @@ grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
   response->set_platform(std::string(client_->platform_name()));
   for (const char* capability :
        {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
-        "stats"}) {
+        "buffers.ready_state", "stats"}) {
     response->add_capabilities(capability);
   }
   response->set_task_id(client_->task_id());

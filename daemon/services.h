@@ -94,6 +94,9 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status CopyToDevice(grpc::ServerContext* context,
                             const v1::CopyToDeviceRequest* request,
                             v1::BufferInfo* response) override;
+  grpc::Status GetReadyState(grpc::ServerContext* context,
+                             const v1::GetReadyStateRequest* request,
+                             v1::GetReadyStateResponse* response) override;
 
  private:
   runtime::Client* const client_;

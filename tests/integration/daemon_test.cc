@@ -237,6 +237,51 @@ TEST_P(DaemonTest, CopyToDeviceReturnsIdenticalBytes) {
   EXPECT_EQ(*dst->Download(), data);
 }
 
+TEST_P(DaemonTest, HundredMiBPutShowsInStatsAndDeleteReturnsToBaseline) {
+  const auto bytes_in_use = [&] {
+    CommandResult r = Pjrtctl({"stats", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["devices"][1]["bytes_in_use"].get<int64_t>();
+  };
+  int64_t baseline = bytes_in_use();
+  std::vector<uint8_t> data(100 << 20, 0x5A);
+  auto buffer = session_->Upload(v1::DTYPE_U8, {100 << 20}, data, 1);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(bytes_in_use(), baseline + (100 << 20));
+  ASSERT_TRUE(buffer->Delete().ok());
+  EXPECT_EQ(bytes_in_use(), baseline);
+}
+
+TEST_P(DaemonTest, GetReadyStateAnswersWithoutWaiting) {
+  std::vector<uint8_t> data(16);
+  auto a = session_->Upload(v1::DTYPE_F32, {4}, data, 0);
+  auto b = session_->Upload(v1::DTYPE_S32, {4}, data, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(a->BlockUntilReady().ok() && b->BlockUntilReady().ok());
+  v1::GetReadyStateRequest request;
+  request.set_session_id(session_->id());
+  request.add_handles(a->handle());
+  request.add_handles(b->handle());
+  v1::GetReadyStateResponse response;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(client_->buffers_stub()
+                    .GetReadyState(&context, request, &response)
+                    .ok());
+  }
+  ASSERT_EQ(response.states_size(), 2);
+  EXPECT_EQ(response.states(0).handle(), a->handle());
+  EXPECT_TRUE(response.states(0).ready());
+  EXPECT_TRUE(response.states(1).ready());
+  EXPECT_EQ(response.states(1).error_code(), 0);
+  request.add_handles(0x1234);
+  grpc::ClientContext context;
+  EXPECT_EQ(client_->buffers_stub()
+                .GetReadyState(&context, request, &response)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_P(DaemonTest, DescribeAndBlockUntilReadyReportTheBuffer) {
   std::vector<uint8_t> data(24);
   auto buffer = session_->Upload(v1::DTYPE_F64, {3}, data, 1);
@@ -588,12 +633,49 @@ TEST(DaemonLifecycle, TellsSystemdWhenReadyAndWhenStopping) {
   close(fd);
 }
 
+TEST(DaemonLifecycle, EveryAllocationModelServesRoundTripsAndCopies) {
+  for (const char* model :
+       {"synchronous", "compute-synchronized", "asynchronous"}) {
+    SCOPED_TRACE(model);
+    TempDir dir;
+    std::string listen = "unix://" + dir.path() + "/p.sock";
+    auto daemon = DaemonProcess::Start(
+        PJRTD_PATH,
+        {"--platform", "host", "--host-devices", "2", "--allocation-model",
+         model, "--queue-ahead", "4", "--listen", listen},
+        dir.path());
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    EXPECT_NE((*daemon)->Log().find(absl::StrCat(model, " allocation")),
+              std::string::npos)
+        << (*daemon)->Log();
+    auto client = pjrt_client::Client::Connect({.address = listen});
+    ASSERT_TRUE(client.ok());
+    auto session = (*client)->OpenSession({.client_name = model});
+    ASSERT_TRUE(session.ok());
+    std::vector<uint8_t> data = RandomBytes(3 << 20, 11);
+    auto buffer = (*session)->Upload(v1::DTYPE_U8, {3 << 20}, data, 0);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    auto copy = buffer->CopyToDevice(1);
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    ASSERT_TRUE(buffer->Delete().ok());
+    EXPECT_EQ(*copy->Download(), data);
+    session->reset();
+    auto stats = (*client)->Stats();
+    EXPECT_EQ(stats->devices(0).bytes_in_use(), 0);
+    EXPECT_EQ(stats->devices(1).bytes_in_use(), 0);
+    EXPECT_EQ(*(*daemon)->Stop(), 0);
+  }
+}
+
 TEST(DaemonLifecycle, BadFlagsAreUsageErrors) {
   CommandResult r = RunCommand({PJRTD_PATH, "--host-devices", "0"});
   EXPECT_EQ(r.exit_code, 2);
   r = RunCommand({PJRTD_PATH, "--memory-limit", "lots"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("'lots'"), std::string::npos) << r.err;
+  r = RunCommand({PJRTD_PATH, "--allocation-model", "lazy"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("lazy"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ listen = ["unix:///tmp/a.sock", "127.0.0.1:7070"]
 platform = "host"
 host_devices = 4
 memory_limit = "2GiB"
+allocation_model = "asynchronous"
+queue_ahead = 7
 log_level = "debug"
 default_lease_seconds = 30
 max_lease_seconds = 600
@@ -26,6 +28,8 @@ shutdown_timeout_seconds = 5
   EXPECT_EQ(options.platform, "host");
   EXPECT_EQ(options.host_devices, 4);
   EXPECT_EQ(options.memory_limit_bytes, int64_t{2} << 30);
+  EXPECT_EQ(options.allocation_model, "asynchronous");
+  EXPECT_EQ(options.queue_ahead, 7);
   EXPECT_EQ(options.log_level, "debug");
   EXPECT_EQ(options.default_lease, absl::Seconds(30));
   EXPECT_EQ(options.max_lease, absl::Seconds(600));
@@ -58,6 +62,14 @@ TEST(ApplyConfigText, SyntaxErrorHasLineAndColumn) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("cfg.toml:1:"), absl::string_view::npos)
       << status;
+}
+
+TEST(ValidateOptions, RejectsUnknownAllocationModel) {
+  DaemonOptions options;
+  options.allocation_model = "whenever";
+  absl::Status status = ValidateOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("whenever"), absl::string_view::npos);
 }
 
 TEST(ValidateOptions, RejectsUnknownPlatformAndLogLevel) {
