@@ -10,6 +10,37 @@ bool IsArrayType(PrimitiveType type) {
   return false;
 }
 
+namespace {
+constexpr PrimitiveType kParseOnlyTypes[] = {
+    PrimitiveType::kC64,          PrimitiveType::kC128,
+    PrimitiveType::kF8E5M2,       PrimitiveType::kF8E4M3FN,
+    PrimitiveType::kS4,           PrimitiveType::kU4,
+    PrimitiveType::kF8E4M3B11FNUZ, PrimitiveType::kF8E5M2FNUZ,
+    PrimitiveType::kF8E4M3FNUZ,   PrimitiveType::kS2,
+    PrimitiveType::kU2,           PrimitiveType::kF8E4M3,
+    PrimitiveType::kF8E3M4,       PrimitiveType::kF4E2M1FN,
+    PrimitiveType::kF8E8M0FNU,
+};
+}  // namespace
+
+bool IsParsableArrayType(PrimitiveType type) {
+  if (IsArrayType(type)) return true;
+  for (PrimitiveType t : kParseOnlyTypes) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name) {
+  if (auto t = ParsePrimitiveType(name)) return t;
+  for (PrimitiveType t : kParseOnlyTypes) {
+    if (PrimitiveTypeName(t) == name) return t;
+  }
+  if (name == "token") return PrimitiveType::kToken;
+  if (name == "opaque") return PrimitiveType::kOpaque;
+  return std::nullopt;
+}
+
 std::optional<PrimitiveType> ArrayTypeFromNumber(int number) {
   auto type = static_cast<PrimitiveType>(number);
   if (IsArrayType(type)) return type;
@@ -34,9 +65,28 @@ int ByteWidth(PrimitiveType type) {
     case PrimitiveType::kS64:
     case PrimitiveType::kU64:
     case PrimitiveType::kF64:
+    case PrimitiveType::kC64:
       return 8;
+    case PrimitiveType::kC128:
+      return 16;
+    case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kS4:
+    case PrimitiveType::kU4:
+    case PrimitiveType::kF8E4M3B11FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kS2:
+    case PrimitiveType::kU2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF4E2M1FN:
+    case PrimitiveType::kF8E8M0FNU:
+      return 1;
     case PrimitiveType::kInvalid:
     case PrimitiveType::kTuple:
+    case PrimitiveType::kToken:
+    case PrimitiveType::kOpaque:
       break;
   }
   return 0;
@@ -58,6 +108,23 @@ absl::string_view PrimitiveTypeName(PrimitiveType type) {
     case PrimitiveType::kF32: return "f32";
     case PrimitiveType::kF64: return "f64";
     case PrimitiveType::kTuple: return "tuple";
+    case PrimitiveType::kToken: return "token";
+    case PrimitiveType::kOpaque: return "opaque";
+    case PrimitiveType::kC64: return "c64";
+    case PrimitiveType::kC128: return "c128";
+    case PrimitiveType::kF8E5M2: return "f8e5m2";
+    case PrimitiveType::kF8E4M3FN: return "f8e4m3fn";
+    case PrimitiveType::kS4: return "s4";
+    case PrimitiveType::kU4: return "u4";
+    case PrimitiveType::kF8E4M3B11FNUZ: return "f8e4m3b11fnuz";
+    case PrimitiveType::kF8E5M2FNUZ: return "f8e5m2fnuz";
+    case PrimitiveType::kF8E4M3FNUZ: return "f8e4m3fnuz";
+    case PrimitiveType::kS2: return "s2";
+    case PrimitiveType::kU2: return "u2";
+    case PrimitiveType::kF8E4M3: return "f8e4m3";
+    case PrimitiveType::kF8E3M4: return "f8e3m4";
+    case PrimitiveType::kF4E2M1FN: return "f4e2m1fn";
+    case PrimitiveType::kF8E8M0FNU: return "f8e8m0fnu";
     case PrimitiveType::kInvalid: break;
   }
   return "invalid";

@@ -25,6 +25,25 @@ enum class PrimitiveType : int {
   kF64 = 12,
   kBf16 = 16,
   kTuple = 13,
+  // Types the parser accepts but the runtime does not compute with; the
+  // compiler answers UNIMPLEMENTED naming them.
+  kOpaque = 14,
+  kC64 = 15,
+  kToken = 17,
+  kC128 = 18,
+  kF8E5M2 = 19,
+  kF8E4M3FN = 20,
+  kS4 = 21,
+  kU4 = 22,
+  kF8E4M3B11FNUZ = 23,
+  kF8E5M2FNUZ = 24,
+  kF8E4M3FNUZ = 25,
+  kS2 = 26,
+  kU2 = 27,
+  kF8E4M3 = 28,
+  kF8E3M4 = 29,
+  kF4E2M1FN = 30,
+  kF8E8M0FNU = 31,
 };
 
 // The array element types in a stable order (for tests and listings).
@@ -36,21 +55,30 @@ inline constexpr PrimitiveType kArrayTypes[] = {
     PrimitiveType::kF64,
 };
 
-// True for the types an array may hold (everything above but kInvalid and
-// kTuple).
+// True for the types pjrtd computes with and stores in buffers (the
+// thirteen of kArrayTypes).
 bool IsArrayType(PrimitiveType type);
+
+// True for every element type HLO text may name for an array, including
+// those pjrtd does not compute with (c64, f8 variants, s4...).
+bool IsParsableArrayType(PrimitiveType type);
 
 // Returns the type numbered `number`, if it is an array type.
 std::optional<PrimitiveType> ArrayTypeFromNumber(int number);
 
-// Bytes per element: 1 for pred. REQUIRES: IsArrayType(type).
+// Bytes per element: 1 for pred and the sub-byte types. 0 for token, opaque
+// and tuple.
 int ByteWidth(PrimitiveType type);
 
 // HLO spelling: "pred", "s32", "bf16", "tuple", "invalid".
 absl::string_view PrimitiveTypeName(PrimitiveType type);
 
-// Inverse of PrimitiveTypeName for array types.
+// Inverse of PrimitiveTypeName for array types (the thirteen supported).
 std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name);
+
+// Inverse of PrimitiveTypeName for every type HLO text may name: the
+// supported ones, the parse-only ones, "token" and "opaque".
+std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name);
 
 bool IsFloatingPoint(PrimitiveType type);
 bool IsSignedInteger(PrimitiveType type);

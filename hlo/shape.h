@@ -4,6 +4,7 @@
 #define PJRT_HLO_SHAPE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,20 +23,37 @@ class Shape {
   // An invalid shape (element type kInvalid).
   Shape() = default;
 
-  // REQUIRES: IsArrayType(type). Dimensions are not validated; use
-  // MakeArrayShape for input that comes from outside.
+  // An array of any parsable element type (or a token/opaque scalar).
+  // Dimensions are not validated; use MakeArrayShape for input that comes
+  // from a client.
   Shape(PrimitiveType type, std::vector<int64_t> dims);
 
   static Shape Tuple(std::vector<Shape> elements);
 
+  // True for arrays of a type pjrtd computes with.
   bool IsArray() const { return IsArrayType(type_); }
   bool IsTuple() const { return type_ == PrimitiveType::kTuple; }
+  bool IsToken() const { return type_ == PrimitiveType::kToken; }
 
   PrimitiveType element_type() const { return type_; }
   absl::Span<const int64_t> dimensions() const { return dims_; }
   int64_t dimensions(int i) const { return dims_[i]; }
   int rank() const { return static_cast<int>(dims_.size()); }
   const std::vector<Shape>& tuple_shapes() const { return tuple_; }
+  std::vector<Shape>* mutable_tuple_shapes() { return &tuple_; }
+
+  // Layout as written in HLO text (minor-to-major dimension order), if any.
+  // Layouts do not take part in equality: pjrtd's arrays are row-major, and
+  // a layout only matters at a program's inputs and outputs.
+  const std::optional<std::vector<int64_t>>& layout() const { return layout_; }
+  void set_layout(std::vector<int64_t> minor_to_major) {
+    layout_ = std::move(minor_to_major);
+  }
+  // Dimensions written as dynamic ("<=N" or "?"); empty when none were.
+  const std::vector<bool>& dynamic_dimensions() const { return dynamic_; }
+  void set_dynamic_dimensions(std::vector<bool> dynamic) {
+    dynamic_ = std::move(dynamic);
+  }
 
   // Number of elements of an array shape (1 for a scalar).
   int64_t ElementCount() const;
@@ -54,6 +72,8 @@ class Shape {
   PrimitiveType type_ = PrimitiveType::kInvalid;
   std::vector<int64_t> dims_;
   std::vector<Shape> tuple_;
+  std::optional<std::vector<int64_t>> layout_;
+  std::vector<bool> dynamic_;
 };
 
 // Validates an array shape that comes from outside: a known array type, rank

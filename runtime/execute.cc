@@ -119,6 +119,12 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                                         results[r].shape.ByteSize()));
     result_pointers[r] = fresh[r].data();
   }
+  DeviceMemory scratch;
+  if (options.scratch_bytes > 0) {
+    PJRT_ASSIGN_OR_RETURN(scratch, DeviceMemory::Allocate(local->allocator(),
+                                                          options.scratch_bytes));
+  }
+  void* scratch_pointer = scratch.data();
   std::vector<void*> argument_pointers(arguments.size());
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
     argument_pointers[i] = holds[i].buffer()->data();
@@ -129,13 +135,14 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     // The kernel runs as stream work; its error is bound to the results.
     absl::Status status = compute->EnqueueHostFunction(
         [kernel = std::move(kernel), argument_pointers, result_pointers,
-         compute, seed, launch_id = options.launch_id,
+         compute, seed, launch_id = options.launch_id, scratch_pointer,
          definition]() mutable {
           KernelArgs args{.arguments = argument_pointers,
                           .results = result_pointers,
                           .stream = compute,
                           .prng_seed = seed,
-                          .launch_id = launch_id};
+                          .launch_id = launch_id,
+                          .scratch = scratch_pointer};
           absl::Status s = std::move(kernel)(args);
           if (!s.ok()) definition->SetProducerStatus(std::move(s));
         });
@@ -148,7 +155,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                     .results = result_pointers,
                     .stream = compute,
                     .prng_seed = seed,
-                    .launch_id = options.launch_id};
+                    .launch_id = options.launch_id,
+                    .scratch = scratch_pointer};
     absl::Status status = std::move(kernel)(args);
     if (!status.ok()) {
       // Part of the work may be enqueued; let it finish before the memory
@@ -197,6 +205,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     }
   }
   local->ThenRelease(compute, std::move(reservation)).IgnoreError();
+  if (scratch.owns_memory()) {
+    local->ThenRelease(compute, std::move(scratch)).IgnoreError();
+  }
   return outputs;
 }
 

@@ -35,6 +35,9 @@ struct KernelArgs {
   uint64_t prng_seed = 0;
   // Identifies one multi-device launch (0 when not given).
   int64_t launch_id = 0;
+  // ExecuteOptions::scratch_bytes of device memory for the kernel's
+  // intermediate values, 64-byte aligned (nullptr when none was asked for).
+  void* scratch = nullptr;
 };
 
 // The device work of one execution. On a platform whose host can access
@@ -58,6 +61,10 @@ struct ExecuteResult {
 
 struct ExecuteOptions {
   int64_t launch_id = 0;
+  // Device memory the kernel needs besides its results, allocated for the
+  // run (counted in the device's statistics, RESOURCE_EXHAUSTED if it does
+  // not fit) and freed once the kernel is done.
+  int64_t scratch_bytes = 0;
 };
 
 // Enqueues `kernel` on `device` and returns the result buffers at once.

@@ -1,0 +1,142 @@
+// Benchmarks of the host compiler, in process (runtime + compiler, no
+// daemon). Prints one JSON object: each metric with its baseline measured in
+// the same run and the ratio (higher is better).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <vector>
+
+#include "compiler/host/thread_pool.h"
+#include "nlohmann/json.hpp"
+#include "runtime/client.h"
+#include "runtime/executable.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median of `runs` timings of fn, in seconds, after one warm-up.
+double Time(int runs, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    auto start = Clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::cerr << "compiler_bench: " << s << "\n";
+    std::exit(1);
+  }
+}
+template <typename T>
+T Check(absl::StatusOr<T> v) {
+  Check(v.status());
+  return *std::move(v);
+}
+
+// Runs `exe` on `args` and waits for the results.
+void RunOnce(pjrt::runtime::Executable& exe, std::vector<pjrt::runtime::Buffer*> args,
+             pjrt::runtime::Device* device) {
+  auto results = Check(exe.Execute(args, device));
+  for (auto& r : results) Check(r->BlockHostUntilReady());
+}
+
+nlohmann::json Metric(const char* name, const char* unit, double value,
+                      const char* baseline_name, double baseline, double goal) {
+  return {{"metric", name},
+          {"unit", unit},
+          {"value", value},
+          {"baseline", baseline_name},
+          {"baseline_value", baseline},
+          {"ratio", value / baseline},
+          {"goal", goal}};
+}
+
+}  // namespace
+
+int main() {
+  pjrt::runtime::ClientOptions options;
+  options.platform = "host";
+  auto client = Check(pjrt::runtime::Client::Create(options));
+  pjrt::runtime::Device* device = client->devices()[0];
+  nlohmann::json metrics = nlohmann::json::array();
+
+  {  // f32 matmul 1024^3.
+    const int n = 1024;
+    std::vector<float> a(n * n), b(n * n);
+    for (int i = 0; i < n * n; ++i) {
+      a[i] = static_cast<float>((i * 7) % 13) / 13.0f;
+      b[i] = static_cast<float>((i * 5) % 11) / 11.0f;
+    }
+    pjrt::hlo::Shape shape(pjrt::hlo::PrimitiveType::kF32, {n, n});
+    auto ba = Check(client->BufferFromHostBuffer(a.data(), shape, device));
+    auto bb = Check(client->BufferFromHostBuffer(b.data(), shape, device));
+    auto exe = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
+HloModule matmul
+ENTRY e {
+  a = f32[1024,1024] parameter(0)
+  b = f32[1024,1024] parameter(1)
+  ROOT d = f32[1024,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})"));
+    double ours = Time(7, [&] { RunOnce(*exe, {ba.get(), bb.get()}, device); });
+    std::vector<float> c(n * n);
+    auto& pool = pjrt::compiler::host::ThreadPool::Get();
+    double eigen = Time(7, [&] {
+      using M = Eigen::Tensor<float, 2, Eigen::RowMajor>;
+      Eigen::TensorMap<const M> A(a.data(), n, n), B(b.data(), n, n);
+      Eigen::TensorMap<M> C(c.data(), n, n);
+      Eigen::array<Eigen::IndexPair<Eigen::Index>, 1> dims = {
+          Eigen::IndexPair<Eigen::Index>(1, 0)};
+      C.device(pool.device()) = A.contract(B, dims);
+    });
+    double flops = 2.0 * n * n * n;
+    metrics.push_back(Metric("matmul_f32_1024_gflops", "GFLOP/s", flops / ours / 1e9,
+                             "eigen_contraction_direct", flops / eigen / 1e9, 0.9));
+  }
+
+  {  // Eight element-wise ops over 64 MiB of f32.
+    const int64_t n = int64_t{16} << 20;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 1000) - 500.0f;
+    pjrt::hlo::Shape shape(pjrt::hlo::PrimitiveType::kF32, {n});
+    auto bx = Check(client->BufferFromHostBuffer(x.data(), shape, device));
+    auto exe = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
+HloModule chain
+ENTRY e {
+  x = f32[16777216] parameter(0)
+  two = f32[] constant(2)
+  one = f32[] constant(1)
+  hundred = f32[] constant(100)
+  zero = f32[] constant(0)
+  b2 = f32[16777216] broadcast(two), dimensions={}
+  b1 = f32[16777216] broadcast(one), dimensions={}
+  b100 = f32[16777216] broadcast(hundred), dimensions={}
+  b0 = f32[16777216] broadcast(zero), dimensions={}
+  m = f32[16777216] multiply(x, b2)
+  a = f32[16777216] add(m, b1)
+  r = f32[16777216] maximum(a, b0)
+  s = f32[16777216] subtract(r, x)
+  q = f32[16777216] multiply(s, s)
+  c = f32[16777216] minimum(q, b100)
+  g = f32[16777216] negate(c)
+  ROOT h = f32[16777216] abs(g)
+})"));
+    double ours = Time(9, [&] { RunOnce(*exe, {bx.get()}, device); });
+    std::vector<float> dst(n);
+    double copy = Time(9, [&] { std::memcpy(dst.data(), x.data(), n * sizeof(float)); });
+    double bytes = 2.0 * n * sizeof(float);  // read once, write once
+    metrics.push_back(Metric("fused_elementwise_chain8_64MiB_GBps", "GB/s",
+                             bytes / ours / 1e9, "memcpy_64MiB", bytes / copy / 1e9,
+                             0.5));
+  }
+  std::cout << nlohmann::json{{"benchmarks", metrics}}.dump(2) << std::endl;
+  return 0;
+}

@@ -1,0 +1,30 @@
+// The host compiler: lowers a verified HLO module to a HostProgram.
+//
+// Calls are inlined; tuples and get-tuple-element disappear at compile time;
+// copies, opt-barriers and sharding custom-calls alias their operand;
+// reshapes are views. Element-wise ops, broadcasts, transposes, slices,
+// reverses and iotas fuse into loops whose inputs are read through affine
+// maps; a value is materialized only when it is a result, has several
+// users that compute with it, or feeds an op that needs a buffer (reshape,
+// pad, concatenate, dynamic slices). Dots and reductions read their operands
+// in place when the layout allows, or through one fused preparation loop
+// that also converts types. Scratch buffers are reused by liveness.
+#ifndef PJRT_COMPILER_HOST_COMPILER_H_
+#define PJRT_COMPILER_HOST_COMPILER_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "compiler/host/host_program.h"
+#include "hlo/ir.h"
+
+namespace pjrt::compiler::host {
+
+// REQUIRES: `module` passed hlo::VerifyModule. Errors are UNIMPLEMENTED for
+// what the host compiler cannot do yet (e.g. tupled parameters).
+absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
+    const hlo::Module& module);
+
+}  // namespace pjrt::compiler::host
+
+#endif  // PJRT_COMPILER_HOST_COMPILER_H_

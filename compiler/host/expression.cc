@@ -1,0 +1,616 @@
+#include "compiler/host/expression.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "compiler/host/types.h"
+#include "unsupported/Eigen/SpecialFunctions"
+
+namespace pjrt::compiler::host {
+namespace {
+
+using hlo::ComparisonDirection;
+
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Calls f with a value of the compute type of `type` (f16 and bf16: float).
+template <typename F>
+void DispatchCompute(PrimitiveType type, F&& f) {
+  DispatchType(type, [&](auto pt) {
+    using T = typename TypeTraits<decltype(pt)::value>::Compute;
+    f(T{});
+  });
+}
+
+bool IsHalfType(PrimitiveType t) {
+  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16;
+}
+
+// Rounds float values to the precision of f16/bf16 (the value XLA would
+// store after the op).
+void RoundToType(PrimitiveType type, float* v, int64_t n) {
+  if (type == PrimitiveType::kF16) {
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(Eigen::half(v[i]));
+  } else if (type == PrimitiveType::kBf16) {
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = static_cast<float>(Eigen::bfloat16(v[i]));
+    }
+  }
+}
+
+// NaN-propagating maximum and minimum, written without branches so that
+// loops over them vectorise (a + b is NaN when either is).
+template <typename T>
+inline T FloatMax(T a, T b) {
+  const bool nan = (a != a) | (b != b);
+  const T m = a > b ? a : b;
+  return nan ? a + b : m;
+}
+template <typename T>
+inline T FloatMin(T a, T b) {
+  const bool nan = (a != a) | (b != b);
+  const T m = a < b ? a : b;
+  return nan ? a + b : m;
+}
+
+template <typename T>
+using Unsigned = std::make_unsigned_t<T>;
+
+// Total order key: -NaN < -inf < ... < -0 < +0 < ... < inf < NaN.
+inline int32_t TotalOrderKey(float f) {
+  int32_t b = std::bit_cast<int32_t>(f);
+  return b ^ ((b >> 31) & 0x7FFFFFFF);
+}
+inline int64_t TotalOrderKey(double f) {
+  int64_t b = std::bit_cast<int64_t>(f);
+  return b ^ ((b >> 63) & 0x7FFFFFFFFFFFFFFF);
+}
+
+template <typename T>
+bool Compare(ComparisonDirection d, T a, T b) {
+  switch (d) {
+    case ComparisonDirection::kEq: return a == b;
+    case ComparisonDirection::kNe: return a != b;
+    case ComparisonDirection::kLt: return a < b;
+    case ComparisonDirection::kLe: return a <= b;
+    case ComparisonDirection::kGt: return a > b;
+    case ComparisonDirection::kGe: return a >= b;
+  }
+  return false;
+}
+
+template <typename T>
+T IntPow(T base, T exponent) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exponent < 0) return base == 1 ? 1 : 0;
+  }
+  using U = Unsigned<T>;
+  U result = 1, b = static_cast<U>(base);
+  U e = static_cast<U>(exponent);
+  while (e != 0) {
+    if (e & 1) result = static_cast<U>(result * b);
+    b = static_cast<U>(b * b);
+    e >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+// Emulates a float format with fewer exponent and mantissa bits, as XLA's
+// reduce-precision does.
+template <typename F, typename Bits, int kMantissa, int kExponent>
+F ReducePrecision(F value, int exponent_bits, int mantissa_bits) {
+  Bits bits = std::bit_cast<Bits>(value);
+  if (mantissa_bits < kMantissa) {
+    const Bits last_bit = Bits{1} << (kMantissa - mantissa_bits);
+    const Bits base_bias = (last_bit >> 1) - 1;
+    const Bits x_last = (bits & last_bit) >> (kMantissa - mantissa_bits);
+    bits = (bits + x_last + base_bias) & ~(last_bit - 1);
+  }
+  if (exponent_bits < kExponent) {
+    const Bits sign_mask = Bits{1} << (kMantissa + kExponent);
+    const Bits exp_mask = ((Bits{1} << kExponent) - 1) << kMantissa;
+    const Bits bias = (Bits{1} << (kExponent - 1)) - 1;
+    const Bits reduced_bias = (Bits{1} << (exponent_bits - 1)) - 1;
+    const Bits max_exp = (bias + reduced_bias) << kMantissa;
+    const Bits min_exp = (bias - reduced_bias) << kMantissa;
+    const Bits x_exp = bits & exp_mask;
+    if (x_exp > max_exp) {
+      bits = (bits & sign_mask) | exp_mask;
+    } else if (x_exp <= min_exp) {
+      bits = bits & sign_mask;
+    }
+  }
+  F result = std::bit_cast<F>(bits);
+  if (value != value) return mantissa_bits > 0 ? value : result;
+  return result;
+}
+
+// Converts one value from compute type S to compute type D with XLA's
+// semantics (saturating float-to-integer, NaN to 0, x != 0 to pred).
+template <typename D, typename S>
+D ConvertValue(S s, bool to_pred) {
+  if (to_pred) return static_cast<D>(s != S(0));
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    if (s != s) return 0;
+    if (static_cast<double>(s) <= static_cast<double>(std::numeric_limits<D>::min())) {
+      return std::numeric_limits<D>::min();
+    }
+    if (static_cast<double>(s) >= static_cast<double>(std::numeric_limits<D>::max())) {
+      return std::numeric_limits<D>::max();
+    }
+    return static_cast<D>(s);
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+// Storage bits of a value of `type` held in compute representation.
+template <typename T>
+uint64_t StorageBits(PrimitiveType type, T v) {
+  if (type == PrimitiveType::kF16) {
+    return std::bit_cast<uint16_t>(Eigen::half(static_cast<float>(v)));
+  }
+  if (type == PrimitiveType::kBf16) {
+    return std::bit_cast<uint16_t>(Eigen::bfloat16(static_cast<float>(v)));
+  }
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  return bits;
+}
+
+template <typename T>
+T FromStorageBits(PrimitiveType type, uint64_t bits) {
+  if (type == PrimitiveType::kF16) {
+    return static_cast<T>(static_cast<float>(
+        std::bit_cast<Eigen::half>(static_cast<uint16_t>(bits))));
+  }
+  if (type == PrimitiveType::kBf16) {
+    return static_cast<T>(static_cast<float>(
+        std::bit_cast<Eigen::bfloat16>(static_cast<uint16_t>(bits))));
+  }
+  T v;
+  std::memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Unary(const ExprNode& node, const T* a, T* out, int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    ConstArrayMap<T> x(a, n);
+    ArrayMap<T> y(out, n);
+    switch (node.op) {
+      case ExprOp::kAbs: y = x.abs(); return;
+      case ExprOp::kNegate: y = -x; return;
+      case ExprOp::kSign:
+        for (int64_t i = 0; i < n; ++i) {
+          T v = a[i];
+          out[i] = v != v ? v : std::copysign(v != 0 ? T(1) : T(0), v);
+        }
+        return;
+      case ExprOp::kExp: y = x.exp(); return;
+      case ExprOp::kExpm1: y = x.expm1(); return;
+      case ExprOp::kLog: y = x.log(); return;
+      case ExprOp::kLog1p: y = x.log1p(); return;
+      case ExprOp::kSqrt: y = x.sqrt(); return;
+      case ExprOp::kRsqrt: y = x.rsqrt(); return;
+      case ExprOp::kCbrt:
+        for (int64_t i = 0; i < n; ++i) out[i] = std::cbrt(a[i]);
+        return;
+      case ExprOp::kTanh: y = x.tanh(); return;
+      case ExprOp::kLogistic: y = x.logistic(); return;
+      case ExprOp::kSin: y = x.sin(); return;
+      case ExprOp::kCos: y = x.cos(); return;
+      case ExprOp::kTan:
+        for (int64_t i = 0; i < n; ++i) out[i] = std::tan(a[i]);
+        return;
+      case ExprOp::kErf: y = x.erf(); return;
+      case ExprOp::kFloor: y = x.floor(); return;
+      case ExprOp::kCeil: y = x.ceil(); return;
+      case ExprOp::kRoundAfz: y = x.round(); return;
+      case ExprOp::kRoundEven: y = x.rint(); return;
+      case ExprOp::kReducePrecision:
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_same_v<T, float>) {
+            out[i] = ReducePrecision<float, uint32_t, 23, 8>(
+                a[i], node.exponent_bits, node.mantissa_bits);
+          } else {
+            out[i] = ReducePrecision<double, uint64_t, 52, 11>(
+                a[i], node.exponent_bits, node.mantissa_bits);
+          }
+        }
+        return;
+      default:
+        break;
+    }
+  } else {
+    using U = Unsigned<T>;
+    constexpr int kBits = sizeof(T) * 8;
+    const bool pred = node.type == PrimitiveType::kPred;
+    switch (node.op) {
+      case ExprOp::kAbs:
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_signed_v<T>) {
+            out[i] = a[i] < 0 ? static_cast<T>(U(0) - U(a[i])) : a[i];
+          } else {
+            out[i] = a[i];
+          }
+        }
+        return;
+      case ExprOp::kNegate:
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(0) - U(a[i]));
+        return;
+      case ExprOp::kSign:
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_signed_v<T>) {
+            out[i] = static_cast<T>((a[i] > 0) - (a[i] < 0));
+          } else {
+            out[i] = a[i] != 0;
+          }
+        }
+        return;
+      case ExprOp::kNot:
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = pred ? static_cast<T>(a[i] == 0) : static_cast<T>(~U(a[i]));
+        }
+        return;
+      case ExprOp::kPopcnt:
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(std::popcount(U(a[i])));
+        return;
+      case ExprOp::kClz:
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = static_cast<T>(std::countl_zero(U(a[i])));
+        }
+        (void)kBits;
+        return;
+      default:
+        break;
+    }
+  }
+}
+
+template <typename T>
+void Binary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (node.op) {
+      case ExprOp::kAdd: for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; return;
+      case ExprOp::kSubtract: for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i]; return;
+      case ExprOp::kMultiply: for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i]; return;
+      case ExprOp::kDivide: for (int64_t i = 0; i < n; ++i) out[i] = a[i] / b[i]; return;
+      case ExprOp::kRemainder: for (int64_t i = 0; i < n; ++i) out[i] = std::fmod(a[i], b[i]); return;
+      case ExprOp::kPower: for (int64_t i = 0; i < n; ++i) out[i] = std::pow(a[i], b[i]); return;
+      case ExprOp::kMaximum: for (int64_t i = 0; i < n; ++i) out[i] = FloatMax(a[i], b[i]); return;
+      case ExprOp::kMinimum: for (int64_t i = 0; i < n; ++i) out[i] = FloatMin(a[i], b[i]); return;
+      case ExprOp::kAtan2: for (int64_t i = 0; i < n; ++i) out[i] = std::atan2(a[i], b[i]); return;
+      default: break;
+    }
+  } else {
+    using U = Unsigned<T>;
+    using S = std::make_signed_t<T>;
+    constexpr U kBits = sizeof(T) * 8;
+    switch (node.op) {
+      case ExprOp::kAdd: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(a[i]) + U(b[i])); return;
+      case ExprOp::kSubtract: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(a[i]) - U(b[i])); return;
+      case ExprOp::kMultiply: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(a[i]) * U(b[i])); return;
+      case ExprOp::kDivide:
+        for (int64_t i = 0; i < n; ++i) {
+          if (b[i] == 0) {
+            out[i] = static_cast<T>(-1);
+          } else if (std::is_signed_v<T> && a[i] == std::numeric_limits<T>::min() &&
+                     b[i] == static_cast<T>(-1)) {
+            out[i] = a[i];
+          } else {
+            out[i] = a[i] / b[i];
+          }
+        }
+        return;
+      case ExprOp::kRemainder:
+        for (int64_t i = 0; i < n; ++i) {
+          if (b[i] == 0) {
+            out[i] = a[i];
+          } else if (std::is_signed_v<T> && a[i] == std::numeric_limits<T>::min() &&
+                     b[i] == static_cast<T>(-1)) {
+            out[i] = 0;
+          } else {
+            out[i] = a[i] % b[i];
+          }
+        }
+        return;
+      case ExprOp::kPower: for (int64_t i = 0; i < n; ++i) out[i] = IntPow(a[i], b[i]); return;
+      case ExprOp::kMaximum: for (int64_t i = 0; i < n; ++i) out[i] = a[i] > b[i] ? a[i] : b[i]; return;
+      case ExprOp::kMinimum: for (int64_t i = 0; i < n; ++i) out[i] = a[i] < b[i] ? a[i] : b[i]; return;
+      case ExprOp::kAnd: for (int64_t i = 0; i < n; ++i) out[i] = a[i] & b[i]; return;
+      case ExprOp::kOr: for (int64_t i = 0; i < n; ++i) out[i] = a[i] | b[i]; return;
+      case ExprOp::kXor: for (int64_t i = 0; i < n; ++i) out[i] = a[i] ^ b[i]; return;
+      case ExprOp::kShiftLeft:
+        for (int64_t i = 0; i < n; ++i) {
+          U s = U(b[i]);
+          out[i] = s >= kBits ? T(0) : static_cast<T>(U(a[i]) << s);
+        }
+        return;
+      case ExprOp::kShiftRightLogical:
+        for (int64_t i = 0; i < n; ++i) {
+          U s = U(b[i]);
+          out[i] = s >= kBits ? T(0) : static_cast<T>(U(a[i]) >> s);
+        }
+        return;
+      case ExprOp::kShiftRightArithmetic:
+        for (int64_t i = 0; i < n; ++i) {
+          U s = U(b[i]);
+          S v = static_cast<S>(a[i]);
+          out[i] = static_cast<T>(s >= kBits ? (v < 0 ? S(-1) : S(0)) : S(v >> s));
+        }
+        return;
+      default:
+        break;
+    }
+  }
+}
+
+template <typename T>
+void CompareLoop(const ExprNode& node, const T* a, const T* b, uint8_t* out,
+                 int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (node.total_order) {
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = Compare(node.direction, TotalOrderKey(a[i]), TotalOrderKey(b[i]));
+      }
+      return;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = Compare(node.direction, a[i], b[i]);
+}
+
+template <typename T>
+void Clamp(const T* lo, const T* x, const T* hi, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      out[i] = FloatMin(hi[i], FloatMax(lo[i], x[i]));
+    } else {
+      T v = x[i] < lo[i] ? lo[i] : x[i];
+      out[i] = hi[i] < v ? hi[i] : v;
+    }
+  }
+}
+
+void Convert(PrimitiveType from, PrimitiveType to, const void* a, void* out,
+             int64_t n) {
+  const bool to_pred = to == PrimitiveType::kPred;
+  DispatchCompute(from, [&](auto s) {
+    using S = decltype(s);
+    DispatchCompute(to, [&](auto d) {
+      using D = decltype(d);
+      const S* src = static_cast<const S*>(a);
+      D* dst = static_cast<D*>(out);
+      for (int64_t i = 0; i < n; ++i) dst[i] = ConvertValue<D>(src[i], to_pred);
+    });
+  });
+  if (IsHalfType(to)) RoundToType(to, static_cast<float*>(out), n);
+}
+
+void BitcastConvert(PrimitiveType from, PrimitiveType to, const void* a,
+                    void* out, int64_t n) {
+  DispatchCompute(from, [&](auto s) {
+    using S = decltype(s);
+    DispatchCompute(to, [&](auto d) {
+      using D = decltype(d);
+      const S* src = static_cast<const S*>(a);
+      D* dst = static_cast<D*>(out);
+      for (int64_t i = 0; i < n; ++i) {
+        dst[i] = FromStorageBits<D>(to, StorageBits(from, src[i]));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+int Expression::Add(const ExprNode& node) {
+  nodes_.push_back(node);
+  if (node.op == ExprOp::kInput) num_inputs_ = std::max(num_inputs_, node.input + 1);
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+int Expression::AddInput(int input, PrimitiveType type) {
+  ExprNode node;
+  node.op = ExprOp::kInput;
+  node.input = input;
+  node.type = type;
+  return Add(node);
+}
+
+int Expression::AddSplatFromDouble(PrimitiveType type, double value) {
+  ExprNode node;
+  node.op = ExprOp::kSplat;
+  node.type = type;
+  DispatchCompute(type, [&](auto t) {
+    using T = decltype(t);
+    T v = ConvertValue<T>(value, type == PrimitiveType::kPred);
+    std::memcpy(&node.splat_bits, &v, sizeof(T));
+  });
+  return Add(node);
+}
+
+int Expression::AddSplatFromStorage(PrimitiveType type, const void* storage) {
+  ExprNode node;
+  node.op = ExprOp::kSplat;
+  node.type = type;
+  StorageToCompute(type, storage, &node.splat_bits, 1);
+  return Add(node);
+}
+
+double Expression::CyclesPerElement() const {
+  double cycles = 1;
+  for (const ExprNode& n : nodes_) {
+    switch (n.op) {
+      case ExprOp::kInput:
+      case ExprOp::kSplat:
+        cycles += 0.5;
+        break;
+      case ExprOp::kExp: case ExprOp::kExpm1: case ExprOp::kLog:
+      case ExprOp::kLog1p: case ExprOp::kTanh: case ExprOp::kLogistic:
+      case ExprOp::kSin: case ExprOp::kCos: case ExprOp::kTan: case ExprOp::kErf:
+      case ExprOp::kCbrt: case ExprOp::kPower: case ExprOp::kAtan2:
+      case ExprOp::kRemainder:
+        cycles += 20;
+        break;
+      default:
+        cycles += 1;
+    }
+  }
+  return cycles;
+}
+
+void* BlockScratch::Slot(int i) {
+  if (static_cast<int>(slots_.size()) <= i) slots_.resize(i + 1);
+  if (slots_[i].empty()) slots_[i].resize(kBlockElements);
+  return slots_[i].data();
+}
+
+void StorageToCompute(PrimitiveType type, const void* src, void* dst, int64_t n) {
+  if (type == PrimitiveType::kF16) {
+    const Eigen::half* s = static_cast<const Eigen::half*>(src);
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+  } else if (type == PrimitiveType::kBf16) {
+    const Eigen::bfloat16* s = static_cast<const Eigen::bfloat16*>(src);
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+  } else {
+    std::memcpy(dst, src, n * hlo::ByteWidth(type));
+  }
+}
+
+void ComputeToStorage(PrimitiveType type, const void* src, void* dst, int64_t n) {
+  if (type == PrimitiveType::kF16) {
+    const float* s = static_cast<const float*>(src);
+    Eigen::half* d = static_cast<Eigen::half*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Eigen::half(s[i]);
+  } else if (type == PrimitiveType::kBf16) {
+    const float* s = static_cast<const float*>(src);
+    Eigen::bfloat16* d = static_cast<Eigen::bfloat16*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Eigen::bfloat16(s[i]);
+  } else {
+    std::memcpy(dst, src, n * hlo::ByteWidth(type));
+  }
+}
+
+void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
+                   int64_t n, absl::Span<const void*> outputs,
+                   BlockScratch& scratch) {
+  // Splat slots still hold this expression's values from the last block.
+  const bool splats_ready =
+      scratch.splats_of_ == &expr && scratch.splats_filled_ >= n;
+  const int size = expr.size();
+  // Values are read through this table: inputs point at the caller's blocks.
+  const void* values[256];
+  std::vector<const void*> overflow;
+  const void** value = values;
+  if (size > 256) {
+    overflow.resize(size);
+    value = overflow.data();
+  }
+  for (int i = 0; i < size; ++i) {
+    const ExprNode& node = expr.node(i);
+    if (node.op == ExprOp::kInput) {
+      value[i] = inputs[node.input];
+      continue;
+    }
+    void* out = scratch.Slot(i);
+    value[i] = out;
+    const auto operand = [&](int k) { return value[node.operands[k]]; };
+    const PrimitiveType operand_type =
+        node.operands[0] >= 0 ? expr.node(node.operands[0]).type : node.type;
+    switch (node.op) {
+      case ExprOp::kSplat:
+        if (splats_ready) break;
+        DispatchCompute(node.type, [&](auto t) {
+          using T = decltype(t);
+          T v;
+          std::memcpy(&v, &node.splat_bits, sizeof(T));
+          T* o = static_cast<T*>(out);
+          for (int64_t k = 0; k < n; ++k) o[k] = v;
+        });
+        break;
+      case ExprOp::kConvert:
+        Convert(operand_type, node.type, operand(0), out, n);
+        break;
+      case ExprOp::kBitcastConvert:
+        BitcastConvert(operand_type, node.type, operand(0), out, n);
+        break;
+      case ExprOp::kIsFinite:
+        DispatchCompute(operand_type, [&](auto t) {
+          using T = decltype(t);
+          const T* a = static_cast<const T*>(operand(0));
+          uint8_t* o = static_cast<uint8_t*>(out);
+          for (int64_t k = 0; k < n; ++k) {
+            if constexpr (std::is_floating_point_v<T>) {
+              o[k] = std::isfinite(a[k]);
+            } else {
+              o[k] = 1;
+            }
+          }
+        });
+        break;
+      case ExprOp::kCompare:
+        DispatchCompute(operand_type, [&](auto t) {
+          using T = decltype(t);
+          CompareLoop(node, static_cast<const T*>(operand(0)),
+                      static_cast<const T*>(operand(1)),
+                      static_cast<uint8_t*>(out), n);
+        });
+        break;
+      case ExprOp::kSelect:
+        DispatchCompute(node.type, [&](auto t) {
+          using T = decltype(t);
+          const uint8_t* p = static_cast<const uint8_t*>(operand(0));
+          const T* a = static_cast<const T*>(operand(1));
+          const T* b = static_cast<const T*>(operand(2));
+          T* o = static_cast<T*>(out);
+          for (int64_t k = 0; k < n; ++k) o[k] = p[k] ? a[k] : b[k];
+        });
+        break;
+      case ExprOp::kClamp:
+        DispatchCompute(node.type, [&](auto t) {
+          using T = decltype(t);
+          Clamp(static_cast<const T*>(operand(0)), static_cast<const T*>(operand(1)),
+                static_cast<const T*>(operand(2)), static_cast<T*>(out), n);
+        });
+        break;
+      case ExprOp::kAdd: case ExprOp::kSubtract: case ExprOp::kMultiply:
+      case ExprOp::kDivide: case ExprOp::kRemainder: case ExprOp::kPower:
+      case ExprOp::kMaximum: case ExprOp::kMinimum: case ExprOp::kAtan2:
+      case ExprOp::kAnd: case ExprOp::kOr: case ExprOp::kXor:
+      case ExprOp::kShiftLeft: case ExprOp::kShiftRightLogical:
+      case ExprOp::kShiftRightArithmetic:
+        DispatchCompute(node.type, [&](auto t) {
+          using T = decltype(t);
+          Binary(node, static_cast<const T*>(operand(0)),
+                 static_cast<const T*>(operand(1)), static_cast<T*>(out), n);
+        });
+        if (IsHalfType(node.type)) RoundToType(node.type, static_cast<float*>(out), n);
+        break;
+      default:
+        DispatchCompute(node.type, [&](auto t) {
+          using T = decltype(t);
+          Unary(node, static_cast<const T*>(operand(0)), static_cast<T*>(out), n);
+        });
+        if (IsHalfType(node.type)) RoundToType(node.type, static_cast<float*>(out), n);
+        break;
+    }
+  }
+  if (!splats_ready) {
+    scratch.splats_of_ = &expr;
+    scratch.splats_filled_ = n;
+  }
+  for (size_t j = 0; j < expr.outputs().size(); ++j) {
+    outputs[j] = value[expr.outputs()[j]];
+  }
+}
+
+}  // namespace pjrt::compiler::host

@@ -1,0 +1,124 @@
+// Expression: the element-wise core of a fused loop. A small DAG of scalar
+// operations evaluated over a block of elements at a time: every node
+// produces a block in the compute representation of its type (f16 and bf16
+// as float, rounded after every op; pred as one byte 0/1; the rest native).
+//
+// Inputs are blocks the caller prepares (loaded from buffers, broadcast,
+// iota); outputs are blocks of chosen nodes. Evaluating a block of ~1024
+// elements keeps every intermediate in the L1 cache, so a chain of
+// element-wise ops costs one pass over memory.
+//
+// Semantics follow XLA (integer division by zero, shifts past the bit width,
+// saturating float-to-integer converts, NaN propagation in maximum/minimum,
+// total-order comparisons...).
+#ifndef PJRT_COMPILER_HOST_EXPRESSION_H_
+#define PJRT_COMPILER_HOST_EXPRESSION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "hlo/ir.h"
+#include "hlo/primitive_type.h"
+
+namespace pjrt::compiler::host {
+
+enum class ExprOp : uint8_t {
+  kInput,
+  kSplat,
+  // Unary.
+  kAbs, kNegate, kSign, kExp, kExpm1, kLog, kLog1p, kSqrt, kRsqrt, kCbrt,
+  kTanh, kLogistic, kSin, kCos, kTan, kErf, kFloor, kCeil, kRoundAfz,
+  kRoundEven, kIsFinite, kNot, kPopcnt, kClz, kReducePrecision, kConvert,
+  kBitcastConvert,
+  // Binary.
+  kAdd, kSubtract, kMultiply, kDivide, kRemainder, kPower, kMaximum, kMinimum,
+  kAtan2, kAnd, kOr, kXor, kShiftLeft, kShiftRightLogical,
+  kShiftRightArithmetic, kCompare,
+  // Ternary.
+  kSelect, kClamp,
+};
+
+struct ExprNode {
+  ExprOp op = ExprOp::kInput;
+  // Type of the node's value.
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  // Operand nodes (earlier in the list).
+  int operands[3] = {-1, -1, -1};
+  // kInput: which input block.
+  int input = -1;
+  // kSplat: the value, as the compute representation's bytes.
+  uint64_t splat_bits = 0;
+  // kCompare.
+  hlo::ComparisonDirection direction = hlo::ComparisonDirection::kEq;
+  bool total_order = false;
+  // kReducePrecision.
+  int exponent_bits = 0;
+  int mantissa_bits = 0;
+};
+
+class Expression {
+ public:
+  // Appends a node and returns its index.
+  int Add(const ExprNode& node);
+  int AddInput(int input, hlo::PrimitiveType type);
+  // A splat of `value` converted to `type` (exact for integers that fit).
+  int AddSplatFromDouble(hlo::PrimitiveType type, double value);
+  // A splat from a literal element's raw storage bytes.
+  int AddSplatFromStorage(hlo::PrimitiveType type, const void* storage);
+
+  const std::vector<ExprNode>& nodes() const { return nodes_; }
+  const ExprNode& node(int i) const { return nodes_[i]; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+
+  void AddOutput(int node) { outputs_.push_back(node); }
+  const std::vector<int>& outputs() const { return outputs_; }
+  int num_inputs() const { return num_inputs_; }
+  // Rough cost of one element in cycles, for parallel chunking.
+  double CyclesPerElement() const;
+
+ private:
+  std::vector<ExprNode> nodes_;
+  std::vector<int> outputs_;
+  int num_inputs_ = 0;
+};
+
+// Largest block EvaluateBlock accepts.
+inline constexpr int64_t kBlockElements = 1024;
+
+// Per-thread working memory for EvaluateBlock. It remembers which
+// expression's splats it holds, so that evaluating block after block of one
+// loop fills them once.
+class BlockScratch {
+ public:
+  // A block-sized slot for node `i` (8 bytes per element).
+  void* Slot(int i);
+
+ private:
+  friend void EvaluateBlock(const class Expression&,
+                            absl::Span<const void* const>, int64_t,
+                            absl::Span<const void*>, BlockScratch&);
+  std::vector<std::vector<uint64_t>> slots_;
+  const Expression* splats_of_ = nullptr;
+  int64_t splats_filled_ = 0;
+};
+
+// Evaluates `expr` over `n` <= kBlockElements elements. inputs[i] holds n
+// values of input i in the compute representation of its type. On return,
+// outputs[j] points at the n values of output j (in `scratch` or an input),
+// valid until the next call with the same scratch.
+void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
+                   int64_t n, absl::Span<const void*> outputs,
+                   BlockScratch& scratch);
+
+// Converts n values between the storage and compute representations (they
+// differ only for f16 and bf16; otherwise these copy).
+void StorageToCompute(hlo::PrimitiveType type, const void* src, void* dst,
+                      int64_t n);
+void ComputeToStorage(hlo::PrimitiveType type, const void* src, void* dst,
+                      int64_t n);
+
+}  // namespace pjrt::compiler::host
+
+#endif  // PJRT_COMPILER_HOST_EXPRESSION_H_

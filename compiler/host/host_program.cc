@@ -1,0 +1,666 @@
+#include "compiler/host/host_program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include <immintrin.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "compiler/host/thread_pool.h"
+#include "compiler/host/types.h"
+
+namespace pjrt::compiler::host {
+namespace {
+
+constexpr int kMaxRank = 64;
+
+// Walks the multi-indices of an iteration space in row-major order, keeping
+// an affine offset up to date.
+class Walker {
+ public:
+  Walker(absl::Span<const int64_t> dims, absl::Span<const int64_t> strides,
+         int64_t base, int64_t linear)
+      : dims_(dims), strides_(strides), rank_(static_cast<int>(dims.size())) {
+    offset_ = base;
+    for (int d = rank_ - 1; d >= 0; --d) {
+      idx_[d] = dims_[d] == 0 ? 0 : linear % dims_[d];
+      linear = dims_[d] == 0 ? 0 : linear / dims_[d];
+      offset_ += idx_[d] * strides_[d];
+    }
+  }
+
+  int64_t offset() const { return offset_; }
+  // Elements left in the current innermost row.
+  int64_t row_left() const {
+    return rank_ == 0 ? 1 : dims_[rank_ - 1] - idx_[rank_ - 1];
+  }
+  int64_t inner_stride() const { return rank_ == 0 ? 0 : strides_[rank_ - 1]; }
+
+  // Advances by `n` elements within the current row, carrying at its end.
+  void Advance(int64_t n) {
+    if (rank_ == 0) return;
+    idx_[rank_ - 1] += n;
+    offset_ += n * strides_[rank_ - 1];
+    for (int d = rank_ - 1; d > 0 && idx_[d] >= dims_[d]; --d) {
+      offset_ -= idx_[d] * strides_[d];
+      idx_[d] = 0;
+      ++idx_[d - 1];
+      offset_ += strides_[d - 1];
+    }
+  }
+
+ private:
+  absl::Span<const int64_t> dims_;
+  absl::Span<const int64_t> strides_;
+  int rank_;
+  int64_t idx_[kMaxRank] = {};
+  int64_t offset_ = 0;
+};
+
+int64_t Product(absl::Span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+template <int kBytes>
+struct Bits;
+template <> struct Bits<1> { using T = uint8_t; };
+template <> struct Bits<2> { using T = uint16_t; };
+template <> struct Bits<4> { using T = uint32_t; };
+template <> struct Bits<8> { using T = uint64_t; };
+
+// Copies n elements from src (stride src_stride elements) to dst (stride
+// dst_stride), elements of kBytes.
+template <int kBytes>
+void StridedCopy(const void* src, int64_t src_stride, void* dst,
+                 int64_t dst_stride, int64_t n) {
+  using T = typename Bits<kBytes>::T;
+  const T* s = static_cast<const T*>(src);
+  T* d = static_cast<T*>(dst);
+  if (src_stride == 1 && dst_stride == 1) {
+    std::memcpy(d, s, n * kBytes);
+  } else if (src_stride == 0) {
+    T v = s[0];
+    for (int64_t i = 0; i < n; ++i) d[i * dst_stride] = v;
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i * dst_stride] = s[i * src_stride];
+  }
+}
+
+void StridedCopyBytes(int bytes, const void* src, int64_t src_stride, void* dst,
+                      int64_t dst_stride, int64_t n) {
+  switch (bytes) {
+    case 1: return StridedCopy<1>(src, src_stride, dst, dst_stride, n);
+    case 2: return StridedCopy<2>(src, src_stride, dst, dst_stride, n);
+    case 4: return StridedCopy<4>(src, src_stride, dst, dst_stride, n);
+    default: return StridedCopy<8>(src, src_stride, dst, dst_stride, n);
+  }
+}
+
+// --- loops ------------------------------------------------------------------
+
+struct LoopThreadState {
+  BlockScratch scratch;
+  std::vector<std::vector<uint64_t>> inputs;
+  std::vector<uint64_t> staging;
+  std::vector<uint64_t> output;
+
+  void* Input(int i) {
+    if (static_cast<int>(inputs.size()) <= i) inputs.resize(i + 1);
+    if (inputs[i].empty()) inputs[i].resize(kBlockElements);
+    return inputs[i].data();
+  }
+  void* Staging() {
+    if (staging.empty()) staging.resize(kBlockElements);
+    return staging.data();
+  }
+  void* Output() {
+    if (output.empty()) output.resize(kBlockElements);
+    return output.data();
+  }
+};
+
+LoopThreadState& ThreadState() {
+  thread_local LoopThreadState state;
+  return state;
+}
+
+bool IsHalf(hlo::PrimitiveType t) {
+  return t == hlo::PrimitiveType::kF16 || t == hlo::PrimitiveType::kBf16;
+}
+
+// Fills `dst` with the compute representation of iota values over the block.
+void GenerateIota(const LoopInput& in, absl::Span<const int64_t> dims,
+                  int64_t begin, int64_t n, void* dst) {
+  Walker w(dims, in.map.strides, in.map.offset, begin);
+  DispatchType(in.type, [&](auto pt) {
+    using C = typename TypeTraits<decltype(pt)::value>::Compute;
+    C* out = static_cast<C*>(dst);
+    int64_t done = 0;
+    while (done < n) {
+      int64_t run = std::min(n - done, w.row_left());
+      int64_t v = w.offset(), s = w.inner_stride();
+      for (int64_t i = 0; i < run; ++i) out[done + i] = static_cast<C>(v + i * s);
+      done += run;
+      w.Advance(run);
+    }
+  });
+}
+
+// Gathers the block's elements of a buffer input into `dst` (storage type).
+void Gather(const LoopInput& in, const void* base, absl::Span<const int64_t> dims,
+            int64_t begin, int64_t n, void* dst) {
+  const int bytes = hlo::ByteWidth(in.type);
+  Walker w(dims, in.map.strides, in.map.offset, begin);
+  int64_t done = 0;
+  while (done < n) {
+    int64_t run = std::min(n - done, w.row_left());
+    StridedCopyBytes(bytes, static_cast<const char*>(base) + w.offset() * bytes,
+                     w.inner_stride(), static_cast<char*>(dst) + done * bytes,
+                     1, run);
+    done += run;
+    w.Advance(run);
+  }
+}
+
+// Copies a computed block to its destination; with `streaming`, through
+// non-temporal stores where the CPU has them (a large output is not read
+// back soon, and this saves the read-for-ownership of each cache line).
+void StoreBlock(void* dst, const void* src, int64_t bytes, bool streaming) {
+#if defined(__AVX__)
+  if (streaming && reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
+    int64_t i = 0;
+    for (; i + 32 <= bytes; i += 32) {
+      __m256i v = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(static_cast<const char*>(src) + i));
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(static_cast<char*>(dst) + i), v);
+    }
+    if (i < bytes) {
+      std::memcpy(static_cast<char*>(dst) + i, static_cast<const char*>(src) + i,
+                  bytes - i);
+    }
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+void RunLoop(const LoopStep& step, absl::Span<void* const> addresses) {
+  const int64_t total = Product(step.dims);
+  if (total == 0) return;
+  const int64_t blocks = (total + kBlockElements - 1) / kBlockElements;
+  char* out_base = static_cast<char*>(addresses[step.output_slot]);
+  const int out_bytes = hlo::ByteWidth(step.output_type);
+  const bool half_out = IsHalf(step.output_type);
+  // Outputs larger than the caches bypass them on the way to memory.
+  const bool streaming = total * out_bytes >= (int64_t{8} << 20);
+  ThreadPool::Get().ParallelFor(
+      blocks, step.expr.CyclesPerElement() * kBlockElements,
+      [&](int64_t first, int64_t last) {
+        LoopThreadState& state = ThreadState();
+        const void* inputs[64];
+        std::vector<const void*> many;
+        const void** in = inputs;
+        if (step.inputs.size() > 64) {
+          many.resize(step.inputs.size());
+          in = many.data();
+        }
+        for (int64_t b = first; b < last; ++b) {
+          const int64_t begin = b * kBlockElements;
+          const int64_t n = std::min(kBlockElements, total - begin);
+          for (size_t i = 0; i < step.inputs.size(); ++i) {
+            const LoopInput& input = step.inputs[i];
+            if (input.kind == LoopInput::Kind::kIota) {
+              void* dst = state.Input(static_cast<int>(i));
+              GenerateIota(input, step.dims, begin, n, dst);
+              in[i] = dst;
+              continue;
+            }
+            const char* base = static_cast<const char*>(addresses[input.slot]);
+            const int bytes = hlo::ByteWidth(input.type);
+            if (input.contiguous && !IsHalf(input.type)) {
+              in[i] = base + (input.map.offset + begin) * bytes;
+              continue;
+            }
+            void* dst = state.Input(static_cast<int>(i));
+            if (input.contiguous) {
+              StorageToCompute(input.type, base + (input.map.offset + begin) * bytes,
+                               dst, n);
+            } else if (IsHalf(input.type)) {
+              void* staging = state.Staging();
+              Gather(input, base, step.dims, begin, n, staging);
+              StorageToCompute(input.type, staging, dst, n);
+            } else {
+              Gather(input, base, step.dims, begin, n, dst);
+            }
+            in[i] = dst;
+          }
+          void* out = out_base + begin * out_bytes;
+          const void* value = nullptr;
+          EvaluateBlock(step.expr, absl::MakeConstSpan(in, step.inputs.size()),
+                        n, {&value, 1}, state.scratch);
+          if (half_out) {
+            ComputeToStorage(step.output_type, value, out, n);
+          } else {
+            StoreBlock(out, value, n * out_bytes, streaming);
+          }
+        }
+#if defined(__AVX__)
+        // Order the streaming stores before the step is reported done.
+        if (streaming) _mm_sfence();
+#endif
+      });
+}
+
+// --- dot ---------------------------------------------------------------------
+
+template <typename T>
+void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out) {
+  using Matrix = Eigen::Tensor<T, 2, Eigen::RowMajor>;
+  using ConstMap = Eigen::TensorMap<const Matrix>;
+  using Map = Eigen::TensorMap<Matrix>;
+  const Eigen::array<Eigen::IndexPair<Eigen::Index>, 1> contract = {
+      Eigen::IndexPair<Eigen::Index>(s.lhs_transposed ? 0 : 1,
+                                     s.rhs_transposed ? 1 : 0)};
+  const auto one = [&](int64_t b, auto& device) {
+    ConstMap a(lhs + b * s.m * s.k, s.lhs_transposed ? s.k : s.m,
+               s.lhs_transposed ? s.m : s.k);
+    ConstMap c(rhs + b * s.k * s.n, s.rhs_transposed ? s.n : s.k,
+               s.rhs_transposed ? s.k : s.n);
+    Map o(out + b * s.m * s.n, s.m, s.n);
+    if (s.k == 0) {
+      o.setZero();
+    } else {
+      o.device(device) = a.contract(c, contract);
+    }
+  };
+  if (s.batch == 1) {
+    one(0, ThreadPool::Get().device());
+    return;
+  }
+  ThreadPool::Get().ParallelFor(
+      s.batch, 2.0 * s.m * s.n * std::max<int64_t>(s.k, 1),
+      [&](int64_t first, int64_t last) {
+        Eigen::DefaultDevice device;
+        for (int64_t b = first; b < last; ++b) one(b, device);
+      });
+}
+
+void RunDot(const DotStep& s, absl::Span<void* const> a) {
+  if (s.m == 0 || s.n == 0 || s.batch == 0) return;
+  switch (s.type) {
+    case hlo::PrimitiveType::kF32:
+      return RunDotTyped(s, static_cast<const float*>(a[s.lhs]),
+                         static_cast<const float*>(a[s.rhs]),
+                         static_cast<float*>(a[s.out]));
+    case hlo::PrimitiveType::kF64:
+      return RunDotTyped(s, static_cast<const double*>(a[s.lhs]),
+                         static_cast<const double*>(a[s.rhs]),
+                         static_cast<double*>(a[s.out]));
+    default:
+      return RunDotTyped(s, static_cast<const int64_t*>(a[s.lhs]),
+                         static_cast<const int64_t*>(a[s.rhs]),
+                         static_cast<int64_t*>(a[s.out]));
+  }
+}
+
+// --- reduce -----------------------------------------------------------------
+
+template <typename C, bool = std::is_integral_v<C>>
+struct UnsignedOf {
+  using T = C;
+};
+template <typename C>
+struct UnsignedOf<C, true> {
+  using T = std::make_unsigned_t<C>;
+};
+
+template <typename C>
+C Combine(ExprOp op, C a, C b) {
+  using U = typename UnsignedOf<C>::T;
+  switch (op) {
+    case ExprOp::kAdd:
+      if constexpr (std::is_integral_v<C>) return static_cast<C>(U(a) + U(b));
+      return a + b;
+    case ExprOp::kMultiply:
+      if constexpr (std::is_integral_v<C>) return static_cast<C>(U(a) * U(b));
+      return a * b;
+    case ExprOp::kMaximum:
+      if constexpr (std::is_floating_point_v<C>) {
+        if (a != a) return a;
+        if (b != b) return b;
+      }
+      return a > b ? a : b;
+    case ExprOp::kMinimum:
+      if constexpr (std::is_floating_point_v<C>) {
+        if (a != a) return a;
+        if (b != b) return b;
+      }
+      return a < b ? a : b;
+    case ExprOp::kAnd:
+      if constexpr (std::is_integral_v<C>) return a & b;
+      return a;
+    case ExprOp::kOr:
+      if constexpr (std::is_integral_v<C>) return a | b;
+      return a;
+    default:
+      return a;
+  }
+}
+
+template <typename S>
+auto Load(const S* p, int64_t i) {
+  if constexpr (std::is_same_v<S, Eigen::half> ||
+                std::is_same_v<S, Eigen::bfloat16>) {
+    return static_cast<float>(p[i]);
+  } else {
+    return p[i];
+  }
+}
+
+template <hlo::PrimitiveType PT>
+void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a) {
+  using S = typename TypeTraits<PT>::Storage;
+  using C = typename TypeTraits<PT>::Compute;
+  const S* in = static_cast<const S*>(a[s.input]);
+  S* out = static_cast<S*>(a[s.out]);
+  const C init = Load(static_cast<const S*>(a[s.init]), 0);
+  const int64_t R = s.reduced, I = s.inner;
+  const auto store = [&](int64_t i, C v) { out[i] = static_cast<S>(v); };
+  ThreadPool& pool = ThreadPool::Get();
+  if (I == 1 && s.outer < 2 * pool.num_threads() && R >= 65536) {
+    // Few long rows: split each row across threads, then combine.
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const int64_t chunks = 8 * pool.num_threads();
+      std::vector<C> partial(chunks, init);
+      pool.ParallelFor(chunks, 2.0 * R / chunks, [&](int64_t f, int64_t l) {
+        for (int64_t c = f; c < l; ++c) {
+          int64_t b = R * c / chunks, e = R * (c + 1) / chunks;
+          C acc = init;
+          for (int64_t r = b; r < e; ++r) acc = Combine(s.op, acc, C(Load(in + o * R, r)));
+          partial[c] = acc;
+        }
+      });
+      C acc = init;
+      for (C p : partial) acc = Combine(s.op, acc, p);
+      store(o, acc);
+    }
+    return;
+  }
+  if (I == 1) {
+    pool.ParallelFor(s.outer, 2.0 * R, [&](int64_t f, int64_t l) {
+      for (int64_t o = f; o < l; ++o) {
+        const S* row = in + o * R;
+        // Eight accumulators: independent chains vectorise and sum floats
+        // more accurately than one.
+        C acc[8];
+        for (C& x : acc) x = init;
+        int64_t r = 0;
+        for (; r + 8 <= R; r += 8) {
+          for (int j = 0; j < 8; ++j) acc[j] = Combine(s.op, acc[j], C(Load(row, r + j)));
+        }
+        for (; r < R; ++r) acc[0] = Combine(s.op, acc[0], C(Load(row, r)));
+        C total = acc[0];
+        for (int j = 1; j < 8; ++j) total = Combine(s.op, total, acc[j]);
+        // The initial value may be applied more than once (it is an
+        // identity), as XLA allows.
+        store(o, total);
+      }
+    });
+    return;
+  }
+  const int64_t chunk = 256;
+  const int64_t chunks_per_row = (I + chunk - 1) / chunk;
+  pool.ParallelFor(s.outer * chunks_per_row, 2.0 * R * chunk,
+                   [&](int64_t f, int64_t l) {
+                     std::vector<C> acc(chunk);
+                     for (int64_t w = f; w < l; ++w) {
+                       int64_t o = w / chunks_per_row;
+                       int64_t i0 = (w % chunks_per_row) * chunk;
+                       int64_t len = std::min(chunk, I - i0);
+                       std::fill(acc.begin(), acc.begin() + len, init);
+                       for (int64_t r = 0; r < R; ++r) {
+                         const S* row = in + (o * R + r) * I + i0;
+                         for (int64_t i = 0; i < len; ++i) {
+                           acc[i] = Combine(s.op, acc[i], C(Load(row, i)));
+                         }
+                       }
+                       for (int64_t i = 0; i < len; ++i) store(o * I + i0 + i, acc[i]);
+                     }
+                   });
+}
+
+void RunReduce(const ReduceStep& s, absl::Span<void* const> a) {
+  if (s.outer * s.inner == 0) return;
+  DispatchType(s.type, [&](auto pt) { RunReduceTyped<decltype(pt)::value>(s, a); });
+}
+
+void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a) {
+  const int n = static_cast<int>(s.inputs.size());
+  const int64_t positions = s.outer * s.inner;
+  if (positions == 0) return;
+  const int64_t blocks = (positions + kBlockElements - 1) / kBlockElements;
+  ThreadPool::Get().ParallelFor(
+      blocks, s.region.CyclesPerElement() * s.reduced * kBlockElements,
+      [&](int64_t first, int64_t last) {
+        BlockScratch scratch;
+        // acc[j] and next[j]: the accumulators; x[j]: the inputs at step r.
+        std::vector<std::vector<uint64_t>> acc(n), next(n), x(n), staging(n);
+        for (int j = 0; j < n; ++j) {
+          acc[j].resize(kBlockElements);
+          next[j].resize(kBlockElements);
+          x[j].resize(kBlockElements);
+          staging[j].resize(kBlockElements);
+        }
+        std::vector<const void*> inputs(2 * n);
+        std::vector<const void*> outputs(n);
+        for (int64_t b = first; b < last; ++b) {
+          const int64_t begin = b * kBlockElements;
+          const int64_t len = std::min(kBlockElements, positions - begin);
+          for (int j = 0; j < n; ++j) {
+            const int bytes = hlo::ByteWidth(s.types[j]);
+            // Broadcast the initial value over the block.
+            for (int64_t i = 0; i < len; ++i) {
+              std::memcpy(reinterpret_cast<char*>(staging[j].data()) + i * bytes,
+                          a[s.inits[j]], bytes);
+            }
+            StorageToCompute(s.types[j], staging[j].data(), acc[j].data(), len);
+          }
+          for (int64_t r = 0; r < s.reduced; ++r) {
+            for (int j = 0; j < n; ++j) {
+              const int bytes = hlo::ByteWidth(s.types[j]);
+              const char* in = static_cast<const char*>(a[s.inputs[j]]);
+              // Positions begin..begin+len map to (o, i); element (o, r, i).
+              char* dst = reinterpret_cast<char*>(staging[j].data());
+              int64_t p = begin;
+              int64_t done = 0;
+              while (done < len) {
+                int64_t o = p / s.inner, i = p % s.inner;
+                int64_t run = std::min(len - done, s.inner - i);
+                std::memcpy(dst + done * bytes,
+                            in + ((o * s.reduced + r) * s.inner + i) * bytes,
+                            run * bytes);
+                done += run;
+                p += run;
+              }
+              StorageToCompute(s.types[j], staging[j].data(), x[j].data(), len);
+              inputs[j] = acc[j].data();
+              inputs[n + j] = x[j].data();
+            }
+            EvaluateBlock(s.region, inputs, len, absl::MakeSpan(outputs), scratch);
+            for (int j = 0; j < n; ++j) {
+              std::memcpy(next[j].data(), outputs[j],
+                          len * ComputeWidth(s.types[j]));
+            }
+            std::swap(acc, next);
+          }
+          for (int j = 0; j < n; ++j) {
+            const int bytes = hlo::ByteWidth(s.types[j]);
+            ComputeToStorage(s.types[j], acc[j].data(),
+                             static_cast<char*>(a[s.outs[j]]) + begin * bytes, len);
+          }
+        }
+      });
+}
+
+// --- data movement -----------------------------------------------------------
+
+void RunCopy(const CopyStep& s, absl::Span<void* const> a) {
+  const int64_t total = Product(s.dims);
+  if (total == 0) return;
+  const int rank = static_cast<int>(s.dims.size());
+  const int64_t row = rank == 0 ? 1 : s.dims[rank - 1];
+  const int64_t rows = total / row;
+  const char* src = static_cast<const char*>(a[s.src]);
+  char* dst = static_cast<char*>(a[s.dst]);
+  const int bytes = s.element_bytes;
+  ThreadPool::Get().ParallelFor(rows, 1.0 * row, [&](int64_t first, int64_t last) {
+    Walker ws(s.dims, s.src_map.strides, s.src_map.offset, first * row);
+    Walker wd(s.dims, s.dst_map.strides, s.dst_map.offset, first * row);
+    for (int64_t r = first; r < last; ++r) {
+      StridedCopyBytes(bytes, src + ws.offset() * bytes, ws.inner_stride(),
+                       dst + wd.offset() * bytes, wd.inner_stride(), row);
+      ws.Advance(row);
+      wd.Advance(row);
+    }
+  });
+}
+
+void RunFill(const FillStep& s, absl::Span<void* const> a) {
+  StridedCopyBytes(s.element_bytes, a[s.value], 0, a[s.dst], 1, s.count);
+}
+
+int64_t ReadIndex(hlo::PrimitiveType type, const void* p) {
+  int64_t v = 0;
+  DispatchType(type, [&](auto pt) {
+    using S = typename TypeTraits<decltype(pt)::value>::Storage;
+    if constexpr (std::is_integral_v<S>) v = static_cast<int64_t>(*static_cast<const S*>(p));
+  });
+  if ((type == hlo::PrimitiveType::kU64) && v < 0) v = INT64_MAX;
+  return v;
+}
+
+void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a) {
+  const int rank = static_cast<int>(s.array_dims.size());
+  std::vector<int64_t> strides(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * s.array_dims[d + 1];
+  int64_t offset = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t start = ReadIndex(s.start_types[d], a[s.start_slots[d]]);
+    start = std::clamp<int64_t>(start, 0, s.array_dims[d] - s.sizes[d]);
+    offset += start * strides[d];
+  }
+  std::vector<int64_t> contiguous(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) contiguous[d] = contiguous[d + 1] * s.sizes[d + 1];
+  CopyStep copy;
+  copy.element_bytes = s.element_bytes;
+  copy.dims = s.sizes;
+  copy.src = s.src;
+  copy.dst = s.dst;
+  if (s.update) {
+    copy.src_map = {0, contiguous};
+    copy.dst_map = {offset, strides};
+  } else {
+    copy.src_map = {offset, strides};
+    copy.dst_map = {0, contiguous};
+  }
+  RunCopy(copy, a);
+}
+
+}  // namespace
+
+absl::Status HostProgram::Run(const RunContext& context) const {
+  std::vector<void*> addresses(slots.size());
+  uint32_t replica = static_cast<uint32_t>(context.replica_id);
+  uint32_t partition = static_cast<uint32_t>(context.partition_id);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const BufferSlot& slot = slots[i];
+    switch (slot.kind) {
+      case BufferSlot::Kind::kParameter:
+        addresses[i] = context.arguments[slot.index];
+        break;
+      case BufferSlot::Kind::kResult:
+        addresses[i] = context.results[slot.index];
+        break;
+      case BufferSlot::Kind::kScratch:
+        addresses[i] = static_cast<char*>(context.scratch) + slot.offset;
+        break;
+      case BufferSlot::Kind::kConstant:
+        addresses[i] = const_cast<uint64_t*>(constants[slot.index].data());
+        break;
+      case BufferSlot::Kind::kView:
+        addresses[i] = addresses[slot.index];
+        break;
+      case BufferSlot::Kind::kReplicaId:
+        addresses[i] = &replica;
+        break;
+      case BufferSlot::Kind::kPartitionId:
+        addresses[i] = &partition;
+        break;
+    }
+  }
+  for (const Step& step : steps) {
+    std::visit(
+        [&](const auto& s) {
+          using S = std::decay_t<decltype(s)>;
+          if constexpr (std::is_same_v<S, LoopStep>) RunLoop(s, addresses);
+          if constexpr (std::is_same_v<S, DotStep>) RunDot(s, addresses);
+          if constexpr (std::is_same_v<S, ReduceStep>) RunReduce(s, addresses);
+          if constexpr (std::is_same_v<S, GenericReduceStep>) RunGenericReduce(s, addresses);
+          if constexpr (std::is_same_v<S, CopyStep>) RunCopy(s, addresses);
+          if constexpr (std::is_same_v<S, FillStep>) RunFill(s, addresses);
+          if constexpr (std::is_same_v<S, DynamicSliceStep>) RunDynamicSlice(s, addresses);
+        },
+        step);
+  }
+  return absl::OkStatus();
+}
+
+std::string HostProgram::ToString() const {
+  std::string out;
+  static const char* kKinds[] = {"param", "result", "scratch", "const",
+                                 "view", "replica-id", "partition-id"};
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const BufferSlot& s = slots[i];
+    absl::StrAppendFormat(&out, "slot %d: %s %s index=%d offset=%d bytes=%d\n",
+                          i, kKinds[static_cast<int>(s.kind)], s.shape.ToString(),
+                          s.index, s.offset, s.bytes);
+  }
+  for (const Step& step : steps) {
+    std::visit(
+        [&](const auto& s) {
+          using S = std::decay_t<decltype(s)>;
+          if constexpr (std::is_same_v<S, LoopStep>) {
+            absl::StrAppendFormat(&out, "loop [%s] -> slot %d (%d nodes, %d inputs)\n",
+                                  absl::StrJoin(s.dims, ","), s.output_slot,
+                                  s.expr.size(), s.inputs.size());
+          } else if constexpr (std::is_same_v<S, DotStep>) {
+            absl::StrAppendFormat(&out, "dot b=%d m=%d n=%d k=%d slots %d x %d -> %d\n",
+                                  s.batch, s.m, s.n, s.k, s.lhs, s.rhs, s.out);
+          } else if constexpr (std::is_same_v<S, ReduceStep>) {
+            absl::StrAppendFormat(&out, "reduce [%d,%d,%d] slot %d -> %d\n", s.outer,
+                                  s.reduced, s.inner, s.input, s.out);
+          } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
+            absl::StrAppendFormat(&out, "generic-reduce [%d,%d,%d] x%d\n", s.outer,
+                                  s.reduced, s.inner, s.inputs.size());
+          } else if constexpr (std::is_same_v<S, CopyStep>) {
+            absl::StrAppendFormat(&out, "copy [%s] slot %d -> %d\n",
+                                  absl::StrJoin(s.dims, ","), s.src, s.dst);
+          } else if constexpr (std::is_same_v<S, FillStep>) {
+            absl::StrAppendFormat(&out, "fill %d -> slot %d\n", s.count, s.dst);
+          } else {
+            absl::StrAppendFormat(&out, "%s slot %d -> %d\n",
+                                  s.update ? "dynamic-update-slice" : "dynamic-slice",
+                                  s.src, s.dst);
+          }
+        },
+        step);
+  }
+  return out;
+}
+
+}  // namespace pjrt::compiler::host

@@ -1,0 +1,162 @@
+// HostProgram: a compiled HLO module for the host platform: a table of
+// buffer slots (parameters, results, constants, scratch, views) and a list
+// of steps run in order, each parallel inside. Built by host/compiler.h.
+//
+// Steps:
+//  - LoopStep: a fused element-wise Expression over an output array, whose
+//    inputs are buffers read through affine maps (broadcast, transpose,
+//    slice and reverse fold into the maps), iotas and splats;
+//  - DotStep: batched matrix products through Eigen's tensor contraction;
+//  - ReduceStep: add/mul/max/min/and/or reductions over [outer, reduced,
+//    inner] layouts; GenericReduceStep: any (variadic) reducer region,
+//    evaluated as an Expression over blocks of output positions;
+//  - CopyStep, FillStep, DynamicSliceStep: data movement.
+//
+// Thread-safe: Run keeps all per-run state on its stack.
+#ifndef PJRT_COMPILER_HOST_HOST_PROGRAM_H_
+#define PJRT_COMPILER_HOST_HOST_PROGRAM_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "compiler/host/expression.h"
+#include "compiler/program.h"
+#include "hlo/shape.h"
+
+namespace pjrt::compiler::host {
+
+struct BufferSlot {
+  enum class Kind {
+    kParameter,  // index: parameter number
+    kResult,     // index: result number
+    kScratch,    // offset into the run's scratch memory
+    kConstant,   // index: into the program's constants
+    kView,       // index: the slot whose memory this one shares
+    kReplicaId,  // the run's replica id, as u32[]
+    kPartitionId,
+  };
+  Kind kind = Kind::kScratch;
+  int64_t index = 0;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  hlo::Shape shape;
+};
+
+// An element of an array at multi-index idx (over some iteration space) is
+// at element offset `offset + sum(idx[d] * strides[d])`.
+struct AffineMap {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+struct LoopInput {
+  enum class Kind { kBuffer, kIota };
+  Kind kind = Kind::kBuffer;
+  int slot = -1;
+  // Element type of the buffer (storage), or of the iota values.
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  // Over the loop's output index space. For an iota, the map's value is the
+  // element's value.
+  AffineMap map;
+  // The map is the identity over a contiguous row-major buffer.
+  bool contiguous = false;
+};
+
+struct LoopStep {
+  std::vector<int64_t> dims;
+  Expression expr;  // one output
+  std::vector<LoopInput> inputs;
+  int output_slot = -1;
+  hlo::PrimitiveType output_type = hlo::PrimitiveType::kF32;
+};
+
+// out[b] (m x n) = op(lhs[b]) * op(rhs[b]), row-major; op is a transpose
+// when flagged (lhs stored k x m, rhs stored n x k). Operands and result are
+// in `type` (f32, f64 or s64).
+struct DotStep {
+  int lhs = -1, rhs = -1, out = -1;
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool lhs_transposed = false, rhs_transposed = false;
+};
+
+// out[o, i] = init op in[o, 0, i] op in[o, 1, i] ... op in[o, R-1, i].
+struct ReduceStep {
+  int input = -1, init = -1, out = -1;
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  ExprOp op = ExprOp::kAdd;
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+
+// Variadic reduction with any reducer: `region` takes the N accumulators
+// then the N input values (inputs 0..2N-1) and produces N outputs.
+struct GenericReduceStep {
+  std::vector<int> inputs, inits, outs;
+  std::vector<hlo::PrimitiveType> types;
+  Expression region;
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+
+// dst[dst_map(idx)] = src[src_map(idx)] for every idx over dims; elements
+// of `element_bytes` bytes.
+struct CopyStep {
+  int src = -1, dst = -1;
+  int element_bytes = 4;
+  std::vector<int64_t> dims;
+  AffineMap src_map, dst_map;
+};
+
+// Every element of dst = the scalar in slot `value`.
+struct FillStep {
+  int dst = -1, value = -1;
+  int element_bytes = 4;
+  int64_t count = 0;
+};
+
+// dynamic-slice (update == false): dst = src[start : start + sizes];
+// dynamic-update-slice (update == true): dst[start : start + sizes] = src,
+// dst already holding the operand. Starts are read from integer scalar slots
+// and clamped so the window stays in bounds.
+struct DynamicSliceStep {
+  bool update = false;
+  int src = -1, dst = -1;
+  int element_bytes = 4;
+  // The dimensions of the array the window moves in, and the window's.
+  std::vector<int64_t> array_dims;
+  std::vector<int64_t> sizes;
+  std::vector<int> start_slots;
+  std::vector<hlo::PrimitiveType> start_types;
+};
+
+using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
+                          CopyStep, FillStep, DynamicSliceStep>;
+
+class HostProgram : public Program {
+ public:
+  absl::Status Run(const RunContext& context) const override;
+  int64_t scratch_bytes() const override { return scratch_bytes_; }
+  const std::vector<hlo::Shape>& parameter_shapes() const override {
+    return parameter_shapes_;
+  }
+  const std::vector<hlo::Shape>& result_shapes() const override {
+    return result_shapes_;
+  }
+
+  // Built by the compiler.
+  std::vector<BufferSlot> slots;
+  std::vector<Step> steps;
+  // Constant data, 64-byte aligned through uint64_t storage.
+  std::vector<std::vector<uint64_t>> constants;
+  int64_t scratch_bytes_ = 0;
+  std::vector<hlo::Shape> parameter_shapes_;
+  std::vector<hlo::Shape> result_shapes_;
+
+  // A readable listing of slots and steps, for debugging and tests.
+  std::string ToString() const;
+};
+
+}  // namespace pjrt::compiler::host
+
+#endif  // PJRT_COMPILER_HOST_HOST_PROGRAM_H_

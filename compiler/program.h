@@ -1,0 +1,51 @@
+// Program: a compiled HLO module, as the runtime runs it. Platform-neutral;
+// compiler/host builds host programs.
+//
+// Thread-safe: Run may be called concurrently (each call with its own
+// memory).
+#ifndef PJRT_COMPILER_PROGRAM_H_
+#define PJRT_COMPILER_PROGRAM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "hlo/shape.h"
+
+namespace pjrt::compiler {
+
+// The memory and identity of one run.
+struct RunContext {
+  // One pointer per entry parameter (array parameters; see Program).
+  absl::Span<void* const> arguments;
+  // One pointer per result (see Program::result_shapes).
+  absl::Span<void* const> results;
+  // scratch_bytes() of device memory, 64-byte aligned.
+  void* scratch = nullptr;
+  uint64_t prng_seed = 0;
+  int64_t replica_id = 0;
+  int64_t partition_id = 0;
+};
+
+class Program {
+ public:
+  virtual ~Program() = default;
+
+  // Runs the program to completion on the calling thread (it may use a
+  // thread pool internally). Errors are the run's own (e.g. a collective
+  // timing out); inputs have been checked before.
+  virtual absl::Status Run(const RunContext& context) const = 0;
+
+  // Device memory one run needs for intermediate values.
+  virtual int64_t scratch_bytes() const = 0;
+
+  // Shapes of the entry parameters and of the results (a tuple root's
+  // elements, nested tuples flattened in order).
+  virtual const std::vector<hlo::Shape>& parameter_shapes() const = 0;
+  virtual const std::vector<hlo::Shape>& result_shapes() const = 0;
+};
+
+}  // namespace pjrt::compiler
+
+#endif  // PJRT_COMPILER_PROGRAM_H_

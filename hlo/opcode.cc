@@ -1,0 +1,32 @@
+#include "hlo/opcode.h"
+
+#include "absl/container/flat_hash_map.h"
+
+namespace pjrt::hlo {
+
+absl::string_view OpcodeName(Opcode opcode) {
+  switch (opcode) {
+#define PJRT_HLO_OPCODE_NAME(e, name) \
+  case Opcode::e:                     \
+    return name;
+    PJRT_HLO_OPCODES(PJRT_HLO_OPCODE_NAME)
+#undef PJRT_HLO_OPCODE_NAME
+    case Opcode::kOther:
+      break;
+  }
+  return "other";
+}
+
+Opcode OpcodeFromName(absl::string_view name) {
+  static const auto* by_name = [] {
+    auto* map = new absl::flat_hash_map<absl::string_view, Opcode>;
+#define PJRT_HLO_OPCODE_ENTRY(e, n) map->emplace(n, Opcode::e);
+    PJRT_HLO_OPCODES(PJRT_HLO_OPCODE_ENTRY)
+#undef PJRT_HLO_OPCODE_ENTRY
+    return map;
+  }();
+  auto it = by_name->find(name);
+  return it == by_name->end() ? Opcode::kOther : it->second;
+}
+
+}  // namespace pjrt::hlo

@@ -1,0 +1,913 @@
+#include "hlo/verifier.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "hlo/parser.h"
+
+namespace pjrt::hlo {
+
+bool IsIdentityCustomCall(absl::string_view target) {
+  return target == "Sharding" || target == "SPMDFullToShardShape" ||
+         target == "SPMDShardToFullShape";
+}
+
+namespace {
+
+bool IsNumeric(PrimitiveType t) { return IsArrayType(t) && t != PrimitiveType::kPred; }
+bool IsIntegral(PrimitiveType t) { return IsSignedInteger(t) || IsUnsignedInteger(t); }
+
+bool SameDims(const Shape& a, const Shape& b) {
+  return a.dimensions() == b.dimensions();
+}
+
+std::string ShapeList(absl::Span<Instruction* const> operands) {
+  std::vector<std::string> parts;
+  for (const Instruction* o : operands) parts.push_back(o->shape().ToString());
+  return absl::StrJoin(parts, ", ");
+}
+
+class Verifier {
+ public:
+  Verifier(const Module& module, absl::string_view text)
+      : module_(module), text_(text) {}
+
+  absl::Status Run() {
+    if (module_.entry() == nullptr) {
+      return absl::InvalidArgumentError("the module has no computations");
+    }
+    PJRT_RETURN_IF_ERROR(CheckCallGraph());
+    for (const Computation* c : reachable_) {
+      PJRT_RETURN_IF_ERROR(CheckCycles(*c));
+      for (const auto& inst : c->instructions()) {
+        PJRT_RETURN_IF_ERROR(CheckInstruction(*inst));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Fail(const Instruction& inst, absl::StatusCode code,
+                    absl::string_view message) {
+    return absl::Status(
+        code, FormatErrorAt(text_, inst.line(), inst.column(),
+                            absl::StrCat("%", inst.name(), ": ", message)));
+  }
+  absl::Status Invalid(const Instruction& inst, absl::string_view message) {
+    return Fail(inst, absl::StatusCode::kInvalidArgument, message);
+  }
+  absl::Status Unimplemented(const Instruction& inst, absl::string_view message) {
+    return Fail(inst, absl::StatusCode::kUnimplemented, message);
+  }
+
+  // Collects the computations reachable from the entry, refusing recursion.
+  absl::Status CheckCallGraph() {
+    absl::flat_hash_map<const Computation*, int> state;  // 1 active, 2 done
+    std::vector<const Computation*> path;
+    std::function<absl::Status(const Computation*)> visit =
+        [&](const Computation* c) -> absl::Status {
+      int& s = state[c];
+      if (s == 2) return absl::OkStatus();
+      if (s == 1) {
+        std::vector<std::string> names;
+        auto it = std::find(path.begin(), path.end(), c);
+        for (; it != path.end(); ++it) names.push_back((*it)->name());
+        names.push_back(c->name());
+        return absl::InvalidArgumentError(FormatErrorAt(
+            text_, c->line(), 1,
+            absl::StrCat("computation ", c->name(),
+                         " calls itself: ", absl::StrJoin(names, " -> "))));
+      }
+      s = 1;
+      path.push_back(c);
+      for (const auto& inst : c->instructions()) {
+        for (const Computation* callee : inst->called_computations()) {
+          PJRT_RETURN_IF_ERROR(visit(callee));
+        }
+      }
+      path.pop_back();
+      state[c] = 2;
+      reachable_.push_back(c);
+      return absl::OkStatus();
+    };
+    return visit(module_.entry());
+  }
+
+  absl::Status CheckCycles(const Computation& c) {
+    absl::flat_hash_map<const Instruction*, int> state;
+    std::vector<const Instruction*> path;
+    // Iterative DFS: a cycle may be long, and input comes from clients.
+    for (const auto& start : c.instructions()) {
+      if (state[start.get()] == 2) continue;
+      std::vector<std::pair<const Instruction*, int>> stack = {{start.get(), 0}};
+      state[start.get()] = 1;
+      while (!stack.empty()) {
+        auto& [inst, next] = stack.back();
+        if (next < inst->operand_count()) {
+          const Instruction* operand = inst->operand(next++);
+          int& s = state[operand];
+          if (s == 1) {
+            std::vector<std::string> names;
+            bool on = false;
+            for (const auto& [frame, unused] : stack) {
+              on = on || frame == operand;
+              if (on) names.push_back("%" + frame->name());
+            }
+            names.push_back("%" + operand->name());
+            return Invalid(*operand,
+                           absl::StrCat("depends on itself: ",
+                                        absl::StrJoin(names, " uses ")));
+          }
+          if (s == 0) {
+            s = 1;
+            stack.push_back({operand, 0});
+          }
+          continue;
+        }
+        state[inst] = 2;
+        stack.pop_back();
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckTypes(const Instruction& inst, const Shape& shape) {
+    if (shape.IsTuple()) {
+      for (const Shape& s : shape.tuple_shapes()) {
+        PJRT_RETURN_IF_ERROR(CheckTypes(inst, s));
+      }
+      return absl::OkStatus();
+    }
+    if (!IsArrayType(shape.element_type())) {
+      return Unimplemented(
+          inst, absl::StrFormat(
+                    "element type %s is not supported by pjrtd (supported: "
+                    "pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, "
+                    "f32, f64)",
+                    PrimitiveTypeName(shape.element_type())));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ExpectOperands(const Instruction& inst, int count) {
+    if (inst.operand_count() != count) {
+      return Invalid(inst, absl::StrFormat("%s takes %d operand(s), got %d",
+                                           inst.opcode_name(), count,
+                                           inst.operand_count()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ExpectShape(const Instruction& inst, const Shape& inferred) {
+    if (inst.shape() != inferred) {
+      return Invalid(inst, absl::StrFormat(
+                               "declared shape %s does not match the shape %s "
+                               "that %s computes from its operands (%s)",
+                               inst.shape().ToString(), inferred.ToString(),
+                               inst.opcode_name(), ShapeList(inst.operands())));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ExpectArrays(const Instruction& inst) {
+    for (int i = 0; i < inst.operand_count(); ++i) {
+      if (!inst.operand(i)->shape().IsArray()) {
+        return Invalid(inst, absl::StrFormat("operand %d (%%%s) is %s; %s needs "
+                                             "an array",
+                                             i, inst.operand(i)->name(),
+                                             inst.operand(i)->shape().ToString(),
+                                             inst.opcode_name()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ExpectDimensionsIn(const Instruction& inst,
+                                  const std::vector<int64_t>& dims, int rank,
+                                  absl::string_view what) {
+    absl::flat_hash_set<int64_t> seen;
+    for (int64_t d : dims) {
+      if (d < 0 || d >= rank) {
+        return Invalid(inst, absl::StrFormat("%s %d is out of range for rank %d",
+                                             what, d, rank));
+      }
+      if (!seen.insert(d).second) {
+        return Invalid(inst, absl::StrFormat("%s %d is listed twice", what, d));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckElementwise(const Instruction& inst, int arity,
+                                bool (*type_ok)(PrimitiveType),
+                                absl::string_view type_words) {
+    PJRT_RETURN_IF_ERROR(ExpectOperands(inst, arity));
+    PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+    const Shape& first = inst.operand(0)->shape();
+    for (int i = 1; i < arity; ++i) {
+      if (inst.operand(i)->shape() != first) {
+        return Invalid(inst, absl::StrFormat(
+                                 "operands must have the same shape; operand "
+                                 "0 is %s but operand %d is %s",
+                                 first.ToString(), i,
+                                 inst.operand(i)->shape().ToString()));
+      }
+    }
+    if (!type_ok(first.element_type())) {
+      return Invalid(inst, absl::StrFormat("%s needs %s operands, not %s",
+                                           inst.opcode_name(), type_words,
+                                           PrimitiveTypeName(first.element_type())));
+    }
+    return ExpectShape(inst, first);
+  }
+
+  absl::Status CheckInstruction(const Instruction& inst) {
+    PJRT_RETURN_IF_ERROR(CheckTypes(inst, inst.shape()));
+    const Attributes& a = inst.attributes();
+    const auto operand = [&](int i) -> const Shape& {
+      return inst.operand(i)->shape();
+    };
+    switch (inst.opcode()) {
+      case Opcode::kParameter:
+        return ExpectOperands(inst, 0);
+      case Opcode::kConstant:
+        if (a.literal.shape() != inst.shape()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "the literal is %s but the declared shape "
+                                   "is %s",
+                                   a.literal.shape().ToString(),
+                                   inst.shape().ToString()));
+        }
+        return absl::OkStatus();
+      case Opcode::kIota:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
+        if (!inst.shape().IsArray() || inst.shape().rank() == 0) {
+          return Invalid(inst, "iota needs an array shape of rank >= 1");
+        }
+        if (a.iota_dimension < 0 || a.iota_dimension >= inst.shape().rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "iota_dimension %d is out of range for %s",
+                                   a.iota_dimension, inst.shape().ToString()));
+        }
+        if (inst.shape().element_type() == PrimitiveType::kPred) {
+          return Invalid(inst, "iota of pred is not defined");
+        }
+        return absl::OkStatus();
+      case Opcode::kBroadcast: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        const Shape& out = inst.shape();
+        if (!out.IsArray() || out.element_type() != in.element_type()) {
+          return Invalid(inst, absl::StrFormat("broadcast of %s cannot produce %s",
+                                               in.ToString(), out.ToString()));
+        }
+        if (static_cast<int>(a.dimensions.size()) != in.rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "dimensions={%s} has %d entries but the "
+                                   "operand %s has rank %d",
+                                   absl::StrJoin(a.dimensions, ","),
+                                   a.dimensions.size(), in.ToString(), in.rank()));
+        }
+        PJRT_RETURN_IF_ERROR(
+            ExpectDimensionsIn(inst, a.dimensions, out.rank(), "dimension"));
+        for (int i = 0; i < in.rank(); ++i) {
+          if (in.dimensions(i) != out.dimensions(a.dimensions[i])) {
+            return Invalid(inst, absl::StrFormat(
+                                     "operand dimension %d (size %d) maps to "
+                                     "output dimension %d of size %d; sizes "
+                                     "must match exactly",
+                                     i, in.dimensions(i), a.dimensions[i],
+                                     out.dimensions(a.dimensions[i])));
+          }
+        }
+        return absl::OkStatus();
+      }
+      case Opcode::kReshape:
+      case Opcode::kBitcast: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        if (!inst.shape().IsArray() ||
+            inst.shape().element_type() != in.element_type() ||
+            inst.shape().ElementCount() != in.ElementCount()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "%s of %s (%d elements) cannot produce %s",
+                                   inst.opcode_name(), in.ToString(),
+                                   in.ElementCount(), inst.shape().ToString()));
+        }
+        return absl::OkStatus();
+      }
+      case Opcode::kTranspose: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        if (static_cast<int>(a.dimensions.size()) != in.rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "dimensions={%s} is not a permutation of "
+                                   "the %d dimensions of %s",
+                                   absl::StrJoin(a.dimensions, ","), in.rank(),
+                                   in.ToString()));
+        }
+        PJRT_RETURN_IF_ERROR(
+            ExpectDimensionsIn(inst, a.dimensions, in.rank(), "dimension"));
+        std::vector<int64_t> dims;
+        for (int64_t d : a.dimensions) dims.push_back(in.dimensions(d));
+        return ExpectShape(inst, Shape(in.element_type(), dims));
+      }
+      case Opcode::kConvert: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        if (!inst.shape().IsArray() || !SameDims(inst.shape(), operand(0))) {
+          return Invalid(inst, absl::StrFormat("convert of %s cannot produce %s",
+                                               operand(0).ToString(),
+                                               inst.shape().ToString()));
+        }
+        return absl::OkStatus();
+      }
+      case Opcode::kBitcastConvert: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        if (ByteWidth(in.element_type()) !=
+            ByteWidth(inst.shape().element_type())) {
+          return Unimplemented(
+              inst, absl::StrFormat(
+                        "bitcast-convert between types of different widths "
+                        "(%s to %s) is not supported",
+                        PrimitiveTypeName(in.element_type()),
+                        PrimitiveTypeName(inst.shape().element_type())));
+        }
+        if (!SameDims(in, inst.shape())) {
+          return Invalid(inst, absl::StrFormat(
+                                   "bitcast-convert of %s cannot produce %s",
+                                   in.ToString(), inst.shape().ToString()));
+        }
+        return absl::OkStatus();
+      }
+      case Opcode::kCopy:
+      case Opcode::kOptimizationBarrier:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        return ExpectShape(inst, operand(0));
+      case Opcode::kCustomCall: {
+        if (!IsIdentityCustomCall(a.custom_call_target)) {
+          return Unimplemented(
+              inst, absl::StrFormat(
+                        "custom-call target \"%s\" is not supported; pjrtd "
+                        "runs only Sharding, SPMDFullToShardShape and "
+                        "SPMDShardToFullShape (as identity)",
+                        a.custom_call_target));
+        }
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        if (inst.shape() != operand(0)) {
+          return Unimplemented(
+              inst, absl::StrFormat(
+                        "custom-call %s changes the shape from %s to %s; "
+                        "partitioned programs are not supported here",
+                        a.custom_call_target, operand(0).ToString(),
+                        inst.shape().ToString()));
+        }
+        return absl::OkStatus();
+      }
+      case Opcode::kTuple: {
+        std::vector<Shape> elements;
+        for (const Instruction* o : inst.operands()) elements.push_back(o->shape());
+        return ExpectShape(inst, Shape::Tuple(elements));
+      }
+      case Opcode::kGetTupleElement: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        const Shape& in = operand(0);
+        if (!in.IsTuple()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "get-tuple-element needs a tuple operand, "
+                                   "got %s",
+                                   in.ToString()));
+        }
+        if (a.tuple_index < 0 ||
+            a.tuple_index >= static_cast<int64_t>(in.tuple_shapes().size())) {
+          return Invalid(inst, absl::StrFormat(
+                                   "index=%d is out of range for %s",
+                                   a.tuple_index, in.ToString()));
+        }
+        return ExpectShape(inst, in.tuple_shapes()[a.tuple_index]);
+      }
+      case Opcode::kCall: {
+        if (inst.called_computations().size() != 1) {
+          return Invalid(inst, "call needs exactly one computation (to_apply=)");
+        }
+        const Computation& callee = *inst.called_computations()[0];
+        PJRT_RETURN_IF_ERROR(CheckArguments(inst, callee, inst.operands()));
+        return ExpectShape(inst, callee.root()->shape());
+      }
+      case Opcode::kSelect: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 3));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& p = operand(0);
+        if (p.element_type() != PrimitiveType::kPred ||
+            (p.rank() != 0 && !SameDims(p, operand(1)))) {
+          return Invalid(inst, absl::StrFormat(
+                                   "the predicate must be pred with the "
+                                   "dimensions of the other operands (or a "
+                                   "scalar), got %s",
+                                   p.ToString()));
+        }
+        if (operand(1) != operand(2)) {
+          return Invalid(inst, absl::StrFormat(
+                                   "on_true (%s) and on_false (%s) must have "
+                                   "the same shape",
+                                   operand(1).ToString(), operand(2).ToString()));
+        }
+        return ExpectShape(inst, operand(1));
+      }
+      case Opcode::kClamp: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 3));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& x = operand(1);
+        for (int i : {0, 2}) {
+          if (operand(i).element_type() != x.element_type() ||
+              (operand(i).rank() != 0 && !SameDims(operand(i), x))) {
+            return Invalid(inst, absl::StrFormat(
+                                     "bound %s must be a scalar or have the "
+                                     "shape of %s",
+                                     operand(i).ToString(), x.ToString()));
+          }
+        }
+        if (x.element_type() == PrimitiveType::kPred) {
+          return Invalid(inst, "clamp needs numeric operands, not pred");
+        }
+        return ExpectShape(inst, x);
+      }
+      case Opcode::kCompare: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        if (operand(0) != operand(1)) {
+          return Invalid(inst, absl::StrFormat(
+                                   "operands must have the same shape; got %s "
+                                   "and %s",
+                                   operand(0).ToString(), operand(1).ToString()));
+        }
+        if (!a.has("direction")) {
+          return Invalid(inst, "compare needs direction=EQ|NE|LT|LE|GT|GE");
+        }
+        PrimitiveType t = operand(0).element_type();
+        if (a.comparison_type == ComparisonType::kTotalOrder ||
+            a.comparison_type == ComparisonType::kFloat) {
+          if (!IsFloatingPoint(t)) {
+            return Invalid(inst, absl::StrFormat(
+                                     "type=%s needs floating-point operands, "
+                                     "not %s",
+                                     *a.FindRaw("type"), PrimitiveTypeName(t)));
+          }
+        }
+        return ExpectShape(inst, Shape(PrimitiveType::kPred,
+                                       std::vector<int64_t>(
+                                           operand(0).dimensions().begin(),
+                                           operand(0).dimensions().end())));
+      }
+      case Opcode::kAbs:
+      case Opcode::kNegate:
+      case Opcode::kSign:
+        return CheckElementwise(inst, 1, IsNumeric, "numeric");
+      case Opcode::kExp:
+      case Opcode::kExpm1:
+      case Opcode::kLog:
+      case Opcode::kLog1p:
+      case Opcode::kSqrt:
+      case Opcode::kRsqrt:
+      case Opcode::kCbrt:
+      case Opcode::kTanh:
+      case Opcode::kLogistic:
+      case Opcode::kSin:
+      case Opcode::kCos:
+      case Opcode::kTan:
+      case Opcode::kErf:
+      case Opcode::kFloor:
+      case Opcode::kCeil:
+      case Opcode::kRoundNearestAfz:
+      case Opcode::kRoundNearestEven:
+        return CheckElementwise(inst, 1, IsFloatingPoint, "floating-point");
+      case Opcode::kReducePrecision:
+        if (a.exponent_bits < 1 || a.mantissa_bits < 0) {
+          return Invalid(inst, absl::StrFormat(
+                                   "exponent_bits=%d and mantissa_bits=%d are "
+                                   "invalid (need >= 1 and >= 0)",
+                                   a.exponent_bits, a.mantissa_bits));
+        }
+        return CheckElementwise(inst, 1, IsFloatingPoint, "floating-point");
+      case Opcode::kIsFinite: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        if (!IsFloatingPoint(operand(0).element_type())) {
+          return Invalid(inst, "is-finite needs a floating-point operand");
+        }
+        return ExpectShape(inst, Shape(PrimitiveType::kPred,
+                                       std::vector<int64_t>(
+                                           operand(0).dimensions().begin(),
+                                           operand(0).dimensions().end())));
+      }
+      case Opcode::kNot:
+        return CheckElementwise(
+            inst, 1,
+            [](PrimitiveType t) { return t == PrimitiveType::kPred || IsIntegral(t); },
+            "pred or integer");
+      case Opcode::kPopcnt:
+      case Opcode::kClz:
+        return CheckElementwise(inst, 1, IsIntegral, "integer");
+      case Opcode::kAdd:
+      case Opcode::kSubtract:
+      case Opcode::kMultiply:
+      case Opcode::kDivide:
+      case Opcode::kRemainder:
+      case Opcode::kPower:
+        return CheckElementwise(inst, 2, IsNumeric, "numeric");
+      case Opcode::kMaximum:
+      case Opcode::kMinimum:
+        return CheckElementwise(
+            inst, 2, [](PrimitiveType t) { return IsArrayType(t); }, "array");
+      case Opcode::kAtan2:
+        return CheckElementwise(inst, 2, IsFloatingPoint, "floating-point");
+      case Opcode::kAnd:
+      case Opcode::kOr:
+      case Opcode::kXor:
+        return CheckElementwise(
+            inst, 2,
+            [](PrimitiveType t) { return t == PrimitiveType::kPred || IsIntegral(t); },
+            "pred or integer");
+      case Opcode::kShiftLeft:
+      case Opcode::kShiftRightLogical:
+      case Opcode::kShiftRightArithmetic:
+        return CheckElementwise(inst, 2, IsIntegral, "integer");
+      case Opcode::kDot:
+        return CheckDot(inst);
+      case Opcode::kReduce:
+        return CheckReduce(inst);
+      case Opcode::kSlice: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        if (static_cast<int>(a.slice.size()) != in.rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "slice has %d ranges but the operand %s has "
+                                   "rank %d",
+                                   a.slice.size(), in.ToString(), in.rank()));
+        }
+        std::vector<int64_t> dims;
+        for (int i = 0; i < in.rank(); ++i) {
+          const SliceDimension& s = a.slice[i];
+          if (s.start < 0 || s.start > s.limit || s.limit > in.dimensions(i) ||
+              s.stride < 1) {
+            return Invalid(inst, absl::StrFormat(
+                                     "slice range [%d:%d:%d] is invalid for "
+                                     "dimension %d of size %d",
+                                     s.start, s.limit, s.stride, i,
+                                     in.dimensions(i)));
+          }
+          dims.push_back((s.limit - s.start + s.stride - 1) / s.stride);
+        }
+        return ExpectShape(inst, Shape(in.element_type(), dims));
+      }
+      case Opcode::kConcatenate: {
+        if (inst.operand_count() < 1) {
+          return Invalid(inst, "concatenate needs at least one operand");
+        }
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        if (a.dimensions.size() != 1) {
+          return Invalid(inst, "concatenate needs dimensions={d}");
+        }
+        const Shape& first = operand(0);
+        int64_t d = a.dimensions[0];
+        if (d < 0 || d >= first.rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "dimension %d is out of range for %s", d,
+                                   first.ToString()));
+        }
+        std::vector<int64_t> dims(first.dimensions().begin(),
+                                  first.dimensions().end());
+        for (int i = 1; i < inst.operand_count(); ++i) {
+          const Shape& s = operand(i);
+          bool ok = s.element_type() == first.element_type() &&
+                    s.rank() == first.rank();
+          for (int k = 0; ok && k < s.rank(); ++k) {
+            ok = k == d || s.dimensions(k) == first.dimensions(k);
+          }
+          if (!ok) {
+            return Invalid(inst, absl::StrFormat(
+                                     "operand %d (%s) does not fit operand 0 "
+                                     "(%s) for concatenation along dimension %d",
+                                     i, s.ToString(), first.ToString(), d));
+          }
+          dims[d] += s.dimensions(d);
+        }
+        return ExpectShape(inst, Shape(first.element_type(), dims));
+      }
+      case Opcode::kPad: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        if (operand(1).rank() != 0 ||
+            operand(1).element_type() != in.element_type()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "the padding value must be a %s scalar, got "
+                                   "%s",
+                                   PrimitiveTypeName(in.element_type()),
+                                   operand(1).ToString()));
+        }
+        if (static_cast<int>(a.padding.size()) != in.rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "padding has %d entries but the operand %s "
+                                   "has rank %d",
+                                   a.padding.size(), in.ToString(), in.rank()));
+        }
+        std::vector<int64_t> dims;
+        for (int i = 0; i < in.rank(); ++i) {
+          const PadDimension& p = a.padding[i];
+          int64_t d = in.dimensions(i);
+          int64_t size =
+              p.low + p.high + d + std::max<int64_t>(d - 1, 0) * p.interior;
+          if (p.interior < 0 || size < 0) {
+            return Invalid(inst, absl::StrFormat(
+                                     "padding %d_%d_%d of dimension %d (size "
+                                     "%d) is invalid",
+                                     p.low, p.high, p.interior, i, d));
+          }
+          dims.push_back(size);
+        }
+        return ExpectShape(inst, Shape(in.element_type(), dims));
+      }
+      case Opcode::kReverse:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, a.dimensions,
+                                                operand(0).rank(), "dimension"));
+        return ExpectShape(inst, operand(0));
+      case Opcode::kDynamicSlice: {
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const Shape& in = operand(0);
+        PJRT_RETURN_IF_ERROR(CheckStartIndices(inst, 1, in.rank()));
+        if (static_cast<int>(a.dynamic_slice_sizes.size()) != in.rank()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "dynamic_slice_sizes has %d entries for "
+                                   "rank %d",
+                                   a.dynamic_slice_sizes.size(), in.rank()));
+        }
+        for (int i = 0; i < in.rank(); ++i) {
+          int64_t size = a.dynamic_slice_sizes[i];
+          if (size < 0 || size > in.dimensions(i)) {
+            return Invalid(inst, absl::StrFormat(
+                                     "slice size %d is invalid for dimension "
+                                     "%d of size %d",
+                                     size, i, in.dimensions(i)));
+          }
+        }
+        return ExpectShape(inst, Shape(in.element_type(), a.dynamic_slice_sizes));
+      }
+      case Opcode::kDynamicUpdateSlice: {
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        if (inst.operand_count() < 2) {
+          return Invalid(inst, "dynamic-update-slice needs an operand and an "
+                               "update");
+        }
+        const Shape& in = operand(0);
+        const Shape& update = operand(1);
+        bool ok = update.element_type() == in.element_type() &&
+                  update.rank() == in.rank();
+        for (int i = 0; ok && i < in.rank(); ++i) {
+          ok = update.dimensions(i) <= in.dimensions(i);
+        }
+        if (!ok) {
+          return Invalid(inst, absl::StrFormat(
+                                   "the update %s does not fit in the operand "
+                                   "%s",
+                                   update.ToString(), in.ToString()));
+        }
+        PJRT_RETURN_IF_ERROR(CheckStartIndices(inst, 2, in.rank()));
+        return ExpectShape(inst, in);
+      }
+      case Opcode::kReplicaId:
+      case Opcode::kPartitionId:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
+        return ExpectShape(inst, Shape(PrimitiveType::kU32, {}));
+      case Opcode::kOther:
+        return Unimplemented(inst, absl::StrFormat(
+                                       "op '%s' is not supported by pjrtd",
+                                       inst.opcode_name()));
+      default:
+        return Unimplemented(
+            inst, absl::StrFormat("op '%s' is not supported by pjrtd yet",
+                                  inst.opcode_name()));
+    }
+  }
+
+  // Operands [first, first + rank) must be integer scalars.
+  absl::Status CheckStartIndices(const Instruction& inst, int first, int rank) {
+    if (inst.operand_count() != first + rank) {
+      return Invalid(inst, absl::StrFormat(
+                               "%s needs %d start indices (one scalar per "
+                               "dimension), got %d",
+                               inst.opcode_name(), rank,
+                               inst.operand_count() - first));
+    }
+    for (int i = first; i < first + rank; ++i) {
+      const Shape& s = inst.operand(i)->shape();
+      if (s.rank() != 0 || !IsIntegral(s.element_type())) {
+        return Invalid(inst, absl::StrFormat(
+                                 "start index %d must be an integer scalar, "
+                                 "got %s",
+                                 i - first, s.ToString()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckArguments(const Instruction& inst, const Computation& callee,
+                              absl::Span<Instruction* const> args) {
+    if (callee.parameters().size() != args.size()) {
+      return Invalid(inst, absl::StrFormat(
+                               "computation %s takes %d parameter(s) but %d "
+                               "are passed",
+                               callee.name(), callee.parameters().size(),
+                               args.size()));
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (callee.parameters()[i]->shape() != args[i]->shape()) {
+        return Invalid(inst, absl::StrFormat(
+                                 "argument %d is %s but parameter %d of %s is "
+                                 "%s",
+                                 i, args[i]->shape().ToString(), i, callee.name(),
+                                 callee.parameters()[i]->shape().ToString()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckDot(const Instruction& inst) {
+    PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
+    PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+    const Shape& lhs = inst.operand(0)->shape();
+    const Shape& rhs = inst.operand(1)->shape();
+    const DotDimensionNumbers& d = inst.attributes().dot_dimension_numbers;
+    for (const Shape* s : {&lhs, &rhs}) {
+      if (s->element_type() == PrimitiveType::kPred) {
+        return Invalid(inst, "dot needs numeric operands, not pred");
+      }
+    }
+    PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.lhs_batch_dimensions,
+                                            lhs.rank(), "lhs batch dimension"));
+    PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.rhs_batch_dimensions,
+                                            rhs.rank(), "rhs batch dimension"));
+    PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.lhs_contracting_dimensions,
+                                            lhs.rank(),
+                                            "lhs contracting dimension"));
+    PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.rhs_contracting_dimensions,
+                                            rhs.rank(),
+                                            "rhs contracting dimension"));
+    if (d.lhs_batch_dimensions.size() != d.rhs_batch_dimensions.size() ||
+        d.lhs_contracting_dimensions.size() !=
+            d.rhs_contracting_dimensions.size()) {
+      return Invalid(inst, "lhs and rhs must have as many batch dimensions, and "
+                           "as many contracting dimensions, as each other");
+    }
+    for (size_t i = 0; i < d.lhs_batch_dimensions.size(); ++i) {
+      if (lhs.dimensions(d.lhs_batch_dimensions[i]) !=
+          rhs.dimensions(d.rhs_batch_dimensions[i])) {
+        return Invalid(inst, absl::StrFormat(
+                                 "batch dimension %d has size %d in lhs %s but "
+                                 "%d in rhs %s",
+                                 i, lhs.dimensions(d.lhs_batch_dimensions[i]),
+                                 lhs.ToString(),
+                                 rhs.dimensions(d.rhs_batch_dimensions[i]),
+                                 rhs.ToString()));
+      }
+    }
+    for (size_t i = 0; i < d.lhs_contracting_dimensions.size(); ++i) {
+      if (lhs.dimensions(d.lhs_contracting_dimensions[i]) !=
+          rhs.dimensions(d.rhs_contracting_dimensions[i])) {
+        return Invalid(inst, absl::StrFormat(
+                                 "contracting dimension %d has size %d in lhs "
+                                 "%s but %d in rhs %s",
+                                 i,
+                                 lhs.dimensions(d.lhs_contracting_dimensions[i]),
+                                 lhs.ToString(),
+                                 rhs.dimensions(d.rhs_contracting_dimensions[i]),
+                                 rhs.ToString()));
+      }
+    }
+    const auto is_in = [](const std::vector<int64_t>& v, int64_t x) {
+      return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    std::vector<int64_t> dims;
+    for (int64_t b : d.lhs_batch_dimensions) dims.push_back(lhs.dimensions(b));
+    for (int i = 0; i < lhs.rank(); ++i) {
+      if (!is_in(d.lhs_batch_dimensions, i) &&
+          !is_in(d.lhs_contracting_dimensions, i)) {
+        dims.push_back(lhs.dimensions(i));
+      }
+    }
+    for (int i = 0; i < rhs.rank(); ++i) {
+      if (!is_in(d.rhs_batch_dimensions, i) &&
+          !is_in(d.rhs_contracting_dimensions, i)) {
+        dims.push_back(rhs.dimensions(i));
+      }
+    }
+    if (!inst.shape().IsArray() ||
+        inst.shape().element_type() == PrimitiveType::kPred) {
+      return Invalid(inst, "dot produces a numeric array");
+    }
+    return ExpectShape(inst, Shape(inst.shape().element_type(), dims));
+  }
+
+  absl::Status CheckReduce(const Instruction& inst) {
+    const Attributes& a = inst.attributes();
+    if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
+      return Invalid(inst, absl::StrFormat(
+                               "reduce takes N inputs and N initial values; "
+                               "got %d operands",
+                               inst.operand_count()));
+    }
+    PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+    const int n = inst.operand_count() / 2;
+    const Shape& first = inst.operand(0)->shape();
+    for (int i = 0; i < n; ++i) {
+      const Shape& input = inst.operand(i)->shape();
+      const Shape& init = inst.operand(n + i)->shape();
+      if (!SameDims(input, first)) {
+        return Invalid(inst, absl::StrFormat(
+                                 "inputs must have the same dimensions; input "
+                                 "0 is %s but input %d is %s",
+                                 first.ToString(), i, input.ToString()));
+      }
+      if (init.rank() != 0 || init.element_type() != input.element_type()) {
+        return Invalid(inst, absl::StrFormat(
+                                 "initial value %d must be a %s scalar, got %s",
+                                 i, PrimitiveTypeName(input.element_type()),
+                                 init.ToString()));
+      }
+    }
+    PJRT_RETURN_IF_ERROR(
+        ExpectDimensionsIn(inst, a.dimensions, first.rank(), "dimension"));
+    if (inst.called_computations().size() != 1) {
+      return Invalid(inst, "reduce needs a computation (to_apply=)");
+    }
+    const Computation& region = *inst.called_computations()[0];
+    if (static_cast<int>(region.parameters().size()) != 2 * n) {
+      return Invalid(inst, absl::StrFormat(
+                               "the reducer %s takes %d parameter(s); a reduce "
+                               "of %d input(s) needs %d",
+                               region.name(), region.parameters().size(), n,
+                               2 * n));
+    }
+    std::vector<Shape> scalars;
+    for (int i = 0; i < n; ++i) {
+      scalars.push_back(Shape(inst.operand(i)->shape().element_type(), {}));
+    }
+    for (int i = 0; i < 2 * n; ++i) {
+      if (region.parameters()[i]->shape() != scalars[i % n]) {
+        return Invalid(inst, absl::StrFormat(
+                                 "parameter %d of the reducer %s is %s; "
+                                 "expected %s",
+                                 i, region.name(),
+                                 region.parameters()[i]->shape().ToString(),
+                                 scalars[i % n].ToString()));
+      }
+    }
+    Shape region_result = n == 1 ? scalars[0] : Shape::Tuple(scalars);
+    if (region.root()->shape() != region_result) {
+      return Invalid(inst, absl::StrFormat(
+                               "the reducer %s returns %s; expected %s",
+                               region.name(), region.root()->shape().ToString(),
+                               region_result.ToString()));
+    }
+    std::vector<int64_t> kept;
+    for (int i = 0; i < first.rank(); ++i) {
+      if (std::find(a.dimensions.begin(), a.dimensions.end(), i) ==
+          a.dimensions.end()) {
+        kept.push_back(first.dimensions(i));
+      }
+    }
+    std::vector<Shape> results;
+    for (int i = 0; i < n; ++i) {
+      results.push_back(Shape(inst.operand(i)->shape().element_type(), kept));
+    }
+    return ExpectShape(inst, n == 1 ? results[0] : Shape::Tuple(results));
+  }
+
+  const Module& module_;
+  absl::string_view text_;
+  std::vector<const Computation*> reachable_;
+};
+
+}  // namespace
+
+absl::Status VerifyModule(const Module& module, absl::string_view text) {
+  return Verifier(module, text).Run();
+}
+
+}  // namespace pjrt::hlo

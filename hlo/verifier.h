@@ -1,0 +1,27 @@
+// The verifier: checks a parsed module before it is compiled.
+//
+// For every computation reachable from the entry it checks that there are no
+// cycles (an instruction depending on itself, a computation calling itself),
+// that every op is one pjrtd supports (UNIMPLEMENTED naming the op and its
+// line otherwise), that element types are ones pjrtd computes with, that
+// each op has the operands and attributes it needs, and that its declared
+// shape is the shape inferred from its operands (shape inference follows
+// XLA's rules). Errors name the instruction and show its line with a caret.
+#ifndef PJRT_HLO_VERIFIER_H_
+#define PJRT_HLO_VERIFIER_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "hlo/ir.h"
+
+namespace pjrt::hlo {
+
+// `text` is the program the module was parsed from (for the caret display).
+absl::Status VerifyModule(const Module& module, absl::string_view text);
+
+// Custom-call targets that act as identity (sharding annotations).
+bool IsIdentityCustomCall(absl::string_view target);
+
+}  // namespace pjrt::hlo
+
+#endif  // PJRT_HLO_VERIFIER_H_
