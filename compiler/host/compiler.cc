@@ -545,6 +545,7 @@ absl::Status Lowering::EmitLoop(int node) {
   lb.step.output_type = n.shape.element_type();
   PJRT_ASSIGN_OR_RETURN(int out, Build(lb, node, Transform::Identity(n.shape.rank())));
   lb.step.expr.AddOutput(out);
+  lb.step.expr.Finalize();
   program_->steps.push_back(std::move(lb.step));
   return absl::OkStatus();
 }
@@ -572,6 +573,7 @@ absl::StatusOr<int> Lowering::EmitPermuted(int node, const std::vector<int64_t>&
     value = lb.step.expr.Add(convert);
   }
   lb.step.expr.AddOutput(value);
+  lb.step.expr.Finalize();
   lb.step.output_slot = NewSlot(BufferSlot::Kind::kScratch, Shape(type, dims));
   int slot = lb.step.output_slot;
   program_->steps.push_back(std::move(lb.step));
@@ -669,6 +671,7 @@ absl::Status Lowering::EmitDot(int node) {
   c.type = out_type;
   c.operands[0] = convert.expr.AddInput(0, type);
   convert.expr.AddOutput(convert.expr.Add(c));
+  convert.expr.Finalize();
   convert.output_slot = n.slot;
   convert.output_type = out_type;
   program_->steps.push_back(std::move(convert));
@@ -855,6 +858,7 @@ absl::Status Lowering::EmitReduce(int node) {
   }
   PJRT_ASSIGN_OR_RETURN(std::vector<int> outs, BuildRegion(region, &step.region, params));
   for (int o : outs) step.region.AddOutput(o);
+  step.region.Finalize();
   // The outputs are this node and its siblings.
   for (size_t k = 0; k < nodes_.size(); ++k) {
     if (nodes_[k].first_output == node) step.outs.push_back(nodes_[k].slot);

@@ -1,5 +1,6 @@
 #include "compiler/host/expression.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -352,6 +353,23 @@ void Binary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
   }
 }
 
+// Floating-point binary ops with one operand a splat: the scalar stays in a
+// register instead of being re-read from a block.
+template <typename T, bool kScalarA, bool kScalarB>
+bool FloatBinaryWithScalar(ExprOp op, const T* a, const T* b, T* out, int64_t n) {
+  const auto A = [&](int64_t i) { return kScalarA ? a[0] : a[i]; };
+  const auto B = [&](int64_t i) { return kScalarB ? b[0] : b[i]; };
+  switch (op) {
+    case ExprOp::kAdd: for (int64_t i = 0; i < n; ++i) out[i] = A(i) + B(i); return true;
+    case ExprOp::kSubtract: for (int64_t i = 0; i < n; ++i) out[i] = A(i) - B(i); return true;
+    case ExprOp::kMultiply: for (int64_t i = 0; i < n; ++i) out[i] = A(i) * B(i); return true;
+    case ExprOp::kDivide: for (int64_t i = 0; i < n; ++i) out[i] = A(i) / B(i); return true;
+    case ExprOp::kMaximum: for (int64_t i = 0; i < n; ++i) out[i] = FloatMax(A(i), B(i)); return true;
+    case ExprOp::kMinimum: for (int64_t i = 0; i < n; ++i) out[i] = FloatMin(A(i), B(i)); return true;
+    default: return false;
+  }
+}
+
 template <typename T>
 void CompareLoop(const ExprNode& node, const T* a, const T* b, uint8_t* out,
                  int64_t n) {
@@ -466,6 +484,44 @@ double Expression::CyclesPerElement() const {
   return cycles;
 }
 
+void Expression::Finalize() {
+  const int n = size();
+  std::vector<int> last_use(n, -1);
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      if (nodes_[i].operands[k] >= 0) last_use[nodes_[i].operands[k]] = i;
+    }
+  }
+  for (int o : outputs_) last_use[o] = n;  // outputs live to the end
+  slots_.assign(n, -1);
+  std::vector<int> free_slots;
+  int next = 0;
+  for (int i = 0; i < n; ++i) {
+    if (nodes_[i].op == ExprOp::kInput) continue;
+    if (nodes_[i].op == ExprOp::kSplat) {
+      slots_[i] = next++;  // never shared
+    } else if (!free_slots.empty()) {
+      slots_[i] = free_slots.back();
+      free_slots.pop_back();
+    } else {
+      slots_[i] = next++;
+    }
+    // Operands whose last use is this node free their slots for later
+    // nodes (not this one: conversions change widths in place).
+    for (int k = 0; k < 3; ++k) {
+      const int o = nodes_[i].operands[k];
+      if (o < 0 || last_use[o] != i || slots_[o] < 0 ||
+          nodes_[o].op == ExprOp::kSplat) {
+        continue;
+      }
+      if (std::find(free_slots.begin(), free_slots.end(), slots_[o]) ==
+          free_slots.end()) {
+        free_slots.push_back(slots_[o]);
+      }
+    }
+  }
+}
+
 void* BlockScratch::Slot(int i) {
   if (static_cast<int>(slots_.size()) <= i) slots_.resize(i + 1);
   if (slots_[i].empty()) slots_[i].resize(kBlockElements);
@@ -521,7 +577,7 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
       value[i] = inputs[node.input];
       continue;
     }
-    void* out = scratch.Slot(i);
+    void* out = scratch.Slot(expr.slot(i));
     value[i] = out;
     const auto operand = [&](int k) { return value[node.operands[k]]; };
     const PrimitiveType operand_type =
@@ -590,8 +646,21 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
       case ExprOp::kShiftRightArithmetic:
         DispatchCompute(node.type, [&](auto t) {
           using T = decltype(t);
-          Binary(node, static_cast<const T*>(operand(0)),
-                 static_cast<const T*>(operand(1)), static_cast<T*>(out), n);
+          const T* a = static_cast<const T*>(operand(0));
+          const T* b = static_cast<const T*>(operand(1));
+          if constexpr (std::is_floating_point_v<T>) {
+            const bool sa = expr.node(node.operands[0]).op == ExprOp::kSplat;
+            const bool sb = expr.node(node.operands[1]).op == ExprOp::kSplat;
+            if (sb && !sa &&
+                FloatBinaryWithScalar<T, false, true>(node.op, a, b, static_cast<T*>(out), n)) {
+              return;
+            }
+            if (sa && !sb &&
+                FloatBinaryWithScalar<T, true, false>(node.op, a, b, static_cast<T*>(out), n)) {
+              return;
+            }
+          }
+          Binary(node, a, b, static_cast<T*>(out), n);
         });
         if (IsHalfType(node.type)) RoundToType(node.type, static_cast<float*>(out), n);
         break;

@@ -78,9 +78,18 @@ class Expression {
   // Rough cost of one element in cycles, for parallel chunking.
   double CyclesPerElement() const;
 
+  // Assigns block slots so that a value's slot is reused once its last user
+  // has run: the working set of a block stays a few slots, in the L1 cache.
+  // Splats keep their own slots (they are filled once per loop). Call after
+  // the last AddOutput; until then each node has a slot of its own.
+  void Finalize();
+  // The scratch slot of node i (-1 for inputs).
+  int slot(int i) const { return slots_.empty() ? i : slots_[i]; }
+
  private:
   std::vector<ExprNode> nodes_;
   std::vector<int> outputs_;
+  std::vector<int> slots_;
   int num_inputs_ = 0;
 };
 
