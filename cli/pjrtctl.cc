@@ -6,15 +6,23 @@
 // be reached), 2 on a usage error.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/byte_size.h"
 #include "base/version.h"
+#include "cli/npy.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
 #include "client/cpp/pjrt_client/client.h"
@@ -36,8 +44,9 @@ struct GlobalOptions {
   double timeout_seconds = 10;
 };
 
-// Prints `status` as the command's failure and returns the exit code.
-int Fail(const GlobalOptions& g, const absl::Status& status) {
+// Prints `status` as the command's failure and returns `exit_code`.
+int Fail(const GlobalOptions& g, const absl::Status& status,
+         int exit_code = kExitServerError) {
   if (g.json) {
     json doc = {{"error",
                  {{"code", absl::StatusCodeToString(status.code())},
@@ -47,7 +56,12 @@ int Fail(const GlobalOptions& g, const absl::Status& status) {
     std::cerr << "pjrtctl: " << absl::StatusCodeToString(status.code()) << ": "
               << status.message() << "\n";
   }
-  return kExitServerError;
+  return exit_code;
+}
+
+// A failure caused by the command line or the files it names (exit 2).
+int FailUsage(const GlobalOptions& g, const absl::Status& status) {
+  return Fail(g, status, kExitUsage);
 }
 
 absl::StatusOr<std::shared_ptr<pjrt_client::Client>> Connect(
@@ -207,12 +221,375 @@ int RunSessions(const GlobalOptions& g) {
   return kExitOk;
 }
 
+// --- programs ------------------------------------------------------------
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrFormat("cannot read %s: %s", path, std::strerror(errno)));
+  }
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+json ShapeJson(const v1::ArrayShape& shape) {
+  return {
+      {"dtype", pjrt_client::DTypeName(shape.dtype())},
+      {"dims", std::vector<int64_t>(shape.dims().begin(), shape.dims().end())},
+      {"shape", pjrt_client::ShapeToString(shape)}};
+}
+
+std::string Seconds(double seconds) {
+  return absl::FormatDuration(
+      absl::Trunc(absl::Seconds(seconds), absl::Microseconds(1)));
+}
+
+// A session of pjrtctl's own, and the program compiled in it.
+struct CompiledProgram {
+  std::shared_ptr<pjrt_client::Client> client;
+  std::unique_ptr<pjrt_client::Session> session;
+  pjrt_client::Executable executable;
+};
+
+// Reads and compiles `path`. On failure prints the error (a compile error
+// keeps the daemon's message: line, column, caret) and sets `exit_code`.
+std::optional<CompiledProgram> CompileFile(const GlobalOptions& g,
+                                           const std::string& path,
+                                           int* exit_code) {
+  auto text = ReadTextFile(path);
+  if (!text.ok()) {
+    *exit_code = FailUsage(g, text.status());
+    return std::nullopt;
+  }
+  CompiledProgram program;
+  auto client = Connect(g);
+  if (!client.ok()) {
+    *exit_code = Fail(g, client.status());
+    return std::nullopt;
+  }
+  program.client = *client;
+  auto session = program.client->OpenSession({.client_name = "pjrtctl"});
+  if (!session.ok()) {
+    *exit_code = Fail(g, session.status());
+    return std::nullopt;
+  }
+  program.session = *std::move(session);
+  auto executable = program.session->Compile(*text);
+  if (!executable.ok()) {
+    *exit_code =
+        Fail(g, absl::Status(executable.status().code(),
+                             absl::StrFormat("cannot compile %s:\n%s", path,
+                                             executable.status().message())));
+    return std::nullopt;
+  }
+  program.executable = *std::move(executable);
+  return program;
+}
+
+json SignatureJson(const std::string& path,
+                   const pjrt_client::Executable& executable) {
+  json parameters = json::array();
+  for (const auto& shape : executable.parameter_shapes()) {
+    parameters.push_back(ShapeJson(shape));
+  }
+  json results = json::array();
+  for (const auto& shape : executable.result_shapes()) {
+    results.push_back(ShapeJson(shape));
+  }
+  return {{"file", path},
+          {"name", executable.name()},
+          {"parameters", parameters},
+          {"results", results},
+          {"result_is_tuple", executable.result_is_tuple()},
+          {"compile_seconds", executable.info().compile_seconds()},
+          {"cache_hit", executable.cache_hit()},
+          {"fingerprint", executable.fingerprint()}};
+}
+
+void PrintSignature(const std::string& path,
+                    const pjrt_client::Executable& executable) {
+  PrintFields(
+      std::cout,
+      {{"program", path},
+       {"name", executable.name()},
+       {"compile time",
+        absl::StrFormat("%s (%s)", Seconds(executable.info().compile_seconds()),
+                        executable.cache_hit() ? "cache hit" : "compiled")},
+       {"cache hit", Yes(executable.cache_hit())},
+       {"fingerprint", executable.fingerprint()}});
+  std::cout << "\n";
+  Table table({"", "INDEX", "SHAPE"});
+  for (int i = 0; i < executable.parameter_shapes().size(); ++i) {
+    table.AddRow(
+        {"parameter", absl::StrCat(i),
+         pjrt_client::ShapeToString(executable.parameter_shapes()[i])});
+  }
+  for (int i = 0; i < executable.result_shapes().size(); ++i) {
+    table.AddRow({executable.result_is_tuple() ? "result (tuple)" : "result",
+                  absl::StrCat(i),
+                  pjrt_client::ShapeToString(executable.result_shapes()[i])});
+  }
+  table.Print(std::cout);
+}
+
+int RunCompile(const GlobalOptions& g, const std::string& path) {
+  int exit_code = kExitOk;
+  auto program = CompileFile(g, path, &exit_code);
+  if (!program) return exit_code;
+  if (g.json) {
+    std::cout << SignatureJson(path, program->executable).dump(2) << "\n";
+  } else {
+    PrintSignature(path, program->executable);
+  }
+  return kExitOk;
+}
+
+struct RunOptions {
+  std::string file;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  int device = 0;
+  int repeat = 1;
+};
+
+// Up to `max` elements of `array`, as "[1, 2, 3, ...]".
+std::string Preview(const HostArray& array, int max = 6) {
+  const int64_t n = array.element_count();
+  std::vector<std::string> parts;
+  const uint8_t* p = array.data.data();
+  for (int64_t i = 0; i < std::min<int64_t>(n, max); ++i) {
+    auto load = [&](auto type_tag) {
+      decltype(type_tag) v;
+      std::memcpy(&v, p + i * sizeof(v), sizeof(v));
+      return v;
+    };
+    switch (array.dtype) {
+      case v1::DTYPE_PRED:
+        parts.push_back(p[i] ? "true" : "false");
+        break;
+      case v1::DTYPE_S8:
+        parts.push_back(absl::StrCat(load(int8_t{})));
+        break;
+      case v1::DTYPE_S16:
+        parts.push_back(absl::StrCat(load(int16_t{})));
+        break;
+      case v1::DTYPE_S32:
+        parts.push_back(absl::StrCat(load(int32_t{})));
+        break;
+      case v1::DTYPE_S64:
+        parts.push_back(absl::StrCat(load(int64_t{})));
+        break;
+      case v1::DTYPE_U8:
+        parts.push_back(absl::StrCat(load(uint8_t{})));
+        break;
+      case v1::DTYPE_U16:
+        parts.push_back(absl::StrCat(load(uint16_t{})));
+        break;
+      case v1::DTYPE_U32:
+        parts.push_back(absl::StrCat(load(uint32_t{})));
+        break;
+      case v1::DTYPE_U64:
+        parts.push_back(absl::StrCat(load(uint64_t{})));
+        break;
+      case v1::DTYPE_F16:
+        parts.push_back(absl::StrFormat("%g", HalfToFloat(load(uint16_t{}))));
+        break;
+      case v1::DTYPE_BF16:
+        parts.push_back(
+            absl::StrFormat("%g", Bfloat16ToFloat(load(uint16_t{}))));
+        break;
+      case v1::DTYPE_F32:
+        parts.push_back(absl::StrFormat("%g", load(float{})));
+        break;
+      case v1::DTYPE_F64:
+        parts.push_back(absl::StrFormat("%g", load(double{})));
+        break;
+      default:
+        parts.push_back("?");
+        break;
+    }
+  }
+  if (n > max) parts.push_back("...");
+  std::string body = absl::StrJoin(parts, ", ");
+  return array.dims.empty() ? body : absl::StrCat("[", body, "]");
+}
+
+int RunRun(const GlobalOptions& g, const RunOptions& o) {
+  // Inputs first: a bad file is a usage error, found before any daemon work.
+  std::vector<HostArray> inputs;
+  for (const std::string& path : o.inputs) {
+    auto array = ReadNpy(path);
+    if (!array.ok()) return FailUsage(g, array.status());
+    inputs.push_back(*std::move(array));
+  }
+  int exit_code = kExitOk;
+  auto program = CompileFile(g, o.file, &exit_code);
+  if (!program) return exit_code;
+  const pjrt_client::Executable& executable = program->executable;
+
+  const int parameter_count = executable.parameter_shapes().size();
+  if (static_cast<int>(inputs.size()) != parameter_count) {
+    std::vector<std::string> shapes;
+    for (const auto& shape : executable.parameter_shapes()) {
+      shapes.push_back(pjrt_client::ShapeToString(shape));
+    }
+    return FailUsage(
+        g, absl::InvalidArgumentError(absl::StrFormat(
+               "%s takes %d parameter(s) (%s); got %d --input file(s). Give "
+               "one .npy file per parameter, in order: --input p0.npy "
+               "--input p1.npy ...",
+               executable.name(), parameter_count,
+               shapes.empty() ? "none" : absl::StrJoin(shapes, ", "),
+               inputs.size())));
+  }
+  std::vector<pjrt_client::Buffer> arguments;
+  for (int i = 0; i < parameter_count; ++i) {
+    const v1::ArrayShape& want = executable.parameter_shapes()[i];
+    auto converted = ConvertToDType(std::move(inputs[i]), want.dtype());
+    if (!converted.ok()) {
+      return FailUsage(
+          g, absl::InvalidArgumentError(absl::StrFormat(
+                 "input %d (%s): %s; parameter %d of %s is %s", i, o.inputs[i],
+                 converted.status().message(), i, executable.name(),
+                 pjrt_client::ShapeToString(want))));
+    }
+    if (!std::equal(converted->dims.begin(), converted->dims.end(),
+                    want.dims().begin(), want.dims().end())) {
+      v1::ArrayShape got;
+      got.set_dtype(converted->dtype);
+      for (int64_t d : converted->dims) got.add_dims(d);
+      return FailUsage(
+          g, absl::InvalidArgumentError(absl::StrFormat(
+                 "input %d (%s) is %s; parameter %d of %s is %s", i,
+                 o.inputs[i], pjrt_client::ShapeToString(got), i,
+                 executable.name(), pjrt_client::ShapeToString(want))));
+    }
+    auto buffer = program->session->Upload(want.dtype(), converted->dims,
+                                           converted->data, o.device);
+    if (!buffer.ok()) {
+      return Fail(g, absl::Status(buffer.status().code(),
+                                  absl::StrFormat("uploading input %d (%s): %s",
+                                                  i, o.inputs[i],
+                                                  buffer.status().message())));
+    }
+    arguments.push_back(*std::move(buffer));
+  }
+  std::vector<const pjrt_client::Buffer*> argument_ptrs;
+  for (const auto& b : arguments) argument_ptrs.push_back(&b);
+
+  // Each run is timed from the Execute call until every result is ready.
+  std::vector<double> run_seconds;
+  std::vector<pjrt_client::Buffer> results;
+  for (int r = 0; r < o.repeat; ++r) {
+    results.clear();  // frees the previous run's results
+    absl::Time start = absl::Now();
+    auto run = executable.Execute(argument_ptrs, o.device);
+    if (!run.ok()) return Fail(g, run.status());
+    for (const auto& result : *run) {
+      absl::Status ready = result.BlockUntilReady();
+      if (!ready.ok()) {
+        return Fail(g, absl::Status(ready.code(),
+                                    absl::StrFormat("run %d of %s failed: %s",
+                                                    r, executable.name(),
+                                                    ready.message())));
+      }
+    }
+    run_seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    results = *std::move(run);
+  }
+  std::vector<double> sorted = run_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median =
+      sorted.size() % 2 == 1
+          ? sorted[sorted.size() / 2]
+          : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec) {
+      return FailUsage(g, absl::PermissionDeniedError(absl::StrFormat(
+                              "cannot create --output-dir %s: %s", o.output_dir,
+                              ec.message())));
+    }
+  }
+  json result_docs = json::array();
+  Table table({"RESULT", "SHAPE", "FILE", "VALUES"});
+  bool any_bf16 = false;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const pjrt_client::Buffer& result = results[i];
+    auto bytes = result.Download();
+    if (!bytes.ok()) return Fail(g, bytes.status());
+    HostArray array;
+    array.dtype = result.dtype();
+    array.dims = result.dims();
+    array.data = *std::move(bytes);
+    v1::ArrayShape shape;
+    shape.set_dtype(array.dtype);
+    for (int64_t d : array.dims) shape.add_dims(d);
+    std::string file;
+    if (!o.output_dir.empty()) {
+      file = (std::filesystem::path(o.output_dir) /
+              absl::StrFormat("out%d.npy", i))
+                 .string();
+      absl::Status written = WriteNpy(file, array);
+      if (!written.ok()) return FailUsage(g, written);
+    }
+    const bool bf16 = array.dtype == v1::DTYPE_BF16;
+    any_bf16 |= bf16;
+    json doc = ShapeJson(shape);
+    doc["index"] = i;
+    doc["file"] = file.empty() ? json(nullptr) : json(file);
+    doc["npy_dtype"] = NpyDescr(array.dtype);
+    if (bf16) doc["note"] = "bf16 written as uint16 bit patterns ('<u2')";
+    result_docs.push_back(doc);
+    table.AddRow(
+        {absl::StrCat(i), pjrt_client::ShapeToString(shape),
+         file.empty() ? "-" : file + (bf16 ? " (bf16 bits as <u2)" : ""),
+         Preview(array)});
+  }
+
+  if (g.json) {
+    json doc = SignatureJson(o.file, executable);
+    doc["device"] = o.device;
+    doc["repeat"] = o.repeat;
+    doc["run_seconds"] = {{"min", sorted.front()},
+                          {"median", median},
+                          {"max", sorted.back()},
+                          {"all", run_seconds}};
+    doc["outputs"] = result_docs;
+    std::cout << doc.dump(2) << "\n";
+    return kExitOk;
+  }
+  PrintFields(
+      std::cout,
+      {{"program", absl::StrFormat("%s (%s)", o.file, executable.name())},
+       {"compile time",
+        absl::StrFormat("%s (%s)", Seconds(executable.info().compile_seconds()),
+                        executable.cache_hit() ? "cache hit" : "compiled")},
+       {"device", absl::StrCat(o.device)},
+       {"runs", absl::StrFormat("%d: min %s, median %s, max %s", o.repeat,
+                                Seconds(sorted.front()), Seconds(median),
+                                Seconds(sorted.back()))}});
+  std::cout << "\n";
+  table.Print(std::cout);
+  if (any_bf16 && !o.output_dir.empty()) {
+    std::cout << "\nbf16 results are written as uint16 bit patterns ('<u2'); "
+                 "in NumPy: (np.load(f).astype(np.uint32) << 16)"
+                 ".view(np.float32)\n";
+  }
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
-  CLI::App app{"pjrtctl: talk to a pjrtd daemon.\n\nExamples:\n"
-               "  pjrtctl devices\n"
-               "  pjrtctl --address unix:///tmp/pjrtd.sock stats --json\n"
-               "  pjrtctl health --wait 10\n",
-               "pjrtctl"};
+  CLI::App app{
+      "pjrtctl: talk to a pjrtd daemon.\n\nExamples:\n"
+      "  pjrtctl devices\n"
+      "  pjrtctl --address unix:///tmp/pjrtd.sock stats --json\n"
+      "  pjrtctl health --wait 10\n"
+      "  pjrtctl run model.hlo --input x.npy --output-dir out\n",
+      "pjrtctl"};
   app.set_version_flag("--version", std::string("pjrtctl ") + kBuildVersion);
   app.require_subcommand(1);
   app.fallthrough();
@@ -246,6 +623,43 @@ int Main(int argc, char** argv) {
   auto* sessions = app.add_subcommand(
       "sessions", "List the daemon's sessions.\nExample: pjrtctl sessions");
 
+  std::string compile_file;
+  auto* compile = app.add_subcommand(
+      "compile",
+      "Compile an HLO text file; print its name, parameter and result shapes,\n"
+      "compile time and whether the daemon's cache had it. A bad program\n"
+      "prints the error with its line, column and a caret (exit 1).\n"
+      "Example: pjrtctl compile model.hlo --json");
+  compile->add_option("FILE", compile_file, "HLO text file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  RunOptions run_options;
+  auto* run = app.add_subcommand(
+      "run",
+      "Compile an HLO text file, run it with .npy inputs (one per parameter,\n"
+      "in order) and write one .npy file per result (a tuple's elements\n"
+      "flattened in order) as DIR/out0.npy, out1.npy, ... bf16 parameters\n"
+      "take uint16 bit patterns or float32 values; bf16 results are written\n"
+      "as uint16 bit patterns.\n"
+      "Example: pjrtctl run add.hlo --input a.npy --input b.npy "
+      "--output-dir out --repeat 10");
+  run->add_option("FILE", run_options.file, "HLO text file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  run->add_option("--input", run_options.inputs,
+                  "A .npy file for the next parameter (repeat the flag)")
+      ->allow_extra_args(false)
+      ->check(CLI::ExistingFile);
+  run->add_option("--output-dir", run_options.output_dir,
+                  "Write the results here as out0.npy, out1.npy, ... "
+                  "(created if missing)");
+  run->add_option("--device", run_options.device,
+                  "Global id of the device to run on (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--repeat", run_options.repeat,
+                  "Run N times and report min/median/max (default 1)")
+      ->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -257,6 +671,8 @@ int Main(int argc, char** argv) {
   if (health->parsed()) return RunHealth(g, wait_seconds);
   if (stats->parsed()) return RunStats(g);
   if (sessions->parsed()) return RunSessions(g);
+  if (compile->parsed()) return RunCompile(g, compile_file);
+  if (run->parsed()) return RunRun(g, run_options);
   return kExitUsage;
 }
 

@@ -109,11 +109,14 @@ absl::Status Daemon::Init() {
 
   sessions_ = std::make_unique<SessionTable>(SessionTableOptions{
       .default_lease = options_.default_lease, .max_lease = options_.max_lease});
-  server_service_ =
-      std::make_unique<ServerService>(client_.get(), sessions_.get());
+  compile_cache_ = std::make_unique<ExecutableCache>();
+  server_service_ = std::make_unique<ServerService>(
+      client_.get(), sessions_.get(), compile_cache_.get());
   session_service_ = std::make_unique<SessionService>(sessions_.get());
   buffer_service_ =
       std::make_unique<BufferService>(client_.get(), sessions_.get());
+  executable_service_ = std::make_unique<ExecutableService>(
+      client_.get(), sessions_.get(), compile_cache_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -137,6 +140,7 @@ absl::Status Daemon::Init() {
   builder.RegisterService(server_service_.get());
   builder.RegisterService(session_service_.get());
   builder.RegisterService(buffer_service_.get());
+  builder.RegisterService(executable_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrFormat(

@@ -46,9 +46,11 @@ class Daemon {
   const DaemonOptions options_;
   std::unique_ptr<runtime::Client> client_;
   std::unique_ptr<SessionTable> sessions_;
+  std::unique_ptr<ExecutableCache> compile_cache_;
   std::unique_ptr<ServerService> server_service_;
   std::unique_ptr<SessionService> session_service_;
   std::unique_ptr<BufferService> buffer_service_;
+  std::unique_ptr<ExecutableService> executable_service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
 

@@ -42,4 +42,8 @@ void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
   }
 }
 
+runtime::CompileOptions CompileOptionsFromProto(const v1::CompileOptions&) {
+  return runtime::CompileOptions();
+}
+
 }  // namespace pjrt::daemon

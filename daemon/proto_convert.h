@@ -7,9 +7,11 @@
 #include "absl/status/statusor.h"
 #include "hlo/shape.h"
 #include "pjrt/v1/buffer.pb.h"
+#include "pjrt/v1/executable.pb.h"
 #include "pjrt/v1/types.pb.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
+#include "runtime/executable.h"
 
 namespace pjrt::daemon {
 
@@ -23,6 +25,9 @@ void DeviceToProto(const runtime::Device& device, v1::Device* proto);
 // Fills `info` for `buffer` known by `handle`. Does not wait.
 void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
                        v1::BufferInfo* info);
+
+runtime::CompileOptions CompileOptionsFromProto(
+    const v1::CompileOptions& proto);
 
 }  // namespace pjrt::daemon
 

@@ -15,7 +15,7 @@ grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
   response->set_platform(std::string(client_->platform_name()));
   for (const char* capability :
        {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
-        "buffers.ready_state", "stats"}) {
+        "buffers.ready_state", "executables", "stats"}) {
     response->add_capabilities(capability);
   }
   response->set_task_id(client_->task_id());
@@ -56,6 +56,15 @@ grpc::Status ServerService::GetStats(grpc::ServerContext*,
   }
   response->set_session_count(sessions_->size());
   response->set_buffer_count(sessions_->buffer_count());
+  response->set_executable_count(sessions_->executable_count());
+  CompileCacheStats cache = compile_cache_->stats();
+  v1::CompileCacheStats* out = response->mutable_compile_cache();
+  out->set_entries(cache.entries);
+  out->set_capacity(cache.capacity);
+  out->set_hits(cache.hits);
+  out->set_compiles(cache.compiles);
+  out->set_failures(cache.failures);
+  out->set_evictions(cache.evictions);
   return grpc::Status::OK;
 }
 

@@ -1,29 +1,39 @@
 // The gRPC services of pjrtd. Each is thin: decode the request, call the
 // runtime or the session table, encode the reply.
 //
-// Server and Buffers use gRPC's synchronous API: their handlers may block
-// (waiting for a buffer to become ready, reading a stream) on a thread of
-// gRPC's pool. Sessions uses the callback API, so that an Attach stream
-// costs no thread while it is open.
+// Server, Buffers and Executables use gRPC's synchronous API: their handlers
+// may block (waiting for a buffer to become ready, reading a stream,
+// compiling a program) on a thread of gRPC's pool. Sessions uses the callback
+// API, so that an Attach stream costs no thread while it is open.
 #ifndef PJRT_DAEMON_SERVICES_H_
 #define PJRT_DAEMON_SERVICES_H_
 
 #include "absl/time/time.h"
+#include "daemon/compile_cache.h"
 #include "daemon/session_table.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
+#include "pjrt/v1/executable.grpc.pb.h"
 #include "pjrt/v1/server.grpc.pb.h"
 #include "pjrt/v1/session.grpc.pb.h"
 #include "runtime/client.h"
+#include "runtime/executable.h"
 
 namespace pjrt::daemon {
 
 // Largest chunk of an upload, and the size of download chunks.
 inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
 
+// The daemon-wide cache of compiled programs.
+using ExecutableCache = CompileCache<runtime::Executable>;
+
 class ServerService final : public v1::Server::Service {
  public:
-  ServerService(runtime::Client* client, SessionTable* sessions)
-      : client_(client), sessions_(sessions), start_(absl::Now()) {}
+  ServerService(runtime::Client* client, SessionTable* sessions,
+                ExecutableCache* compile_cache)
+      : client_(client),
+        sessions_(sessions),
+        compile_cache_(compile_cache),
+        start_(absl::Now()) {}
 
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
@@ -41,6 +51,7 @@ class ServerService final : public v1::Server::Service {
  private:
   runtime::Client* const client_;
   SessionTable* const sessions_;
+  ExecutableCache* const compile_cache_;
   const absl::Time start_;
 };
 
@@ -101,6 +112,30 @@ class BufferService final : public v1::Buffers::Service {
  private:
   runtime::Client* const client_;
   SessionTable* const sessions_;
+};
+
+// Compile goes through the daemon-wide cache; executables belong to the
+// calling session like buffers. Execute returns once the run is enqueued.
+class ExecutableService final : public v1::Executables::Service {
+ public:
+  ExecutableService(runtime::Client* client, SessionTable* sessions,
+                    ExecutableCache* cache)
+      : client_(client), sessions_(sessions), cache_(cache) {}
+
+  grpc::Status Compile(grpc::ServerContext* context,
+                       const v1::CompileRequest* request,
+                       v1::CompileResponse* response) override;
+  grpc::Status Execute(grpc::ServerContext* context,
+                       const v1::ExecuteRequest* request,
+                       v1::ExecuteResponse* response) override;
+  grpc::Status DeleteExecutable(
+      grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
+      v1::DeleteExecutableResponse* response) override;
+
+ private:
+  runtime::Client* const client_;
+  SessionTable* const sessions_;
+  ExecutableCache* const cache_;
 };
 
 }  // namespace pjrt::daemon

@@ -30,11 +30,17 @@ absl::StatusOr<uint64_t> Session::AddBuffer(
         absl::StrFormat("%s was closed while the buffer was being created",
                         DebugString()));
   }
+  uint64_t handle = NewHandle();
+  buffers_.emplace(handle, std::move(buffer));
+  return handle;
+}
+
+uint64_t Session::NewHandle() const {
   uint64_t handle;
   do {
     handle = SecureRandomId();
-  } while (buffers_.contains(handle));
-  buffers_.emplace(handle, std::move(buffer));
+  } while (handle == 0 || buffers_.contains(handle) ||
+           executables_.contains(handle));
   return handle;
 }
 
@@ -71,6 +77,49 @@ absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
     }
   }
   for (auto& buffer : doomed) buffer->Delete();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Session::AddExecutable(
+    std::shared_ptr<runtime::Executable> executable) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s was closed while the program was being compiled", DebugString()));
+  }
+  uint64_t handle = NewHandle();
+  executables_.emplace(handle, std::move(executable));
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<runtime::Executable>> Session::LookupExecutable(
+    uint64_t handle) const {
+  pjrt::MutexLock lock(&mu_);
+  auto it = executables_.find(handle);
+  if (it == executables_.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "executable handle %#x is not an executable of this session (never "
+        "compiled, already deleted, or owned by another session)",
+        handle));
+  }
+  return it->second;
+}
+
+absl::Status Session::DeleteExecutable(uint64_t handle) {
+  std::shared_ptr<runtime::Executable> doomed;
+  {
+    pjrt::MutexLock lock(&mu_);
+    auto it = executables_.find(handle);
+    if (it == executables_.end()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "executable handle %#x is not an executable of this session (never "
+          "compiled, already deleted, or owned by another session)",
+          handle));
+    }
+    doomed = std::move(it->second);
+    executables_.erase(it);
+  }
+  // `doomed` may be the last reference: destroy it outside the lock.
   return absl::OkStatus();
 }
 
@@ -116,16 +165,20 @@ void Session::Detach(const absl::Status& why) {
 
 SessionCloseStats Session::Close(const absl::Status& why) {
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
+      executables;
   {
     pjrt::MutexLock lock(&mu_);
     closed_ = true;
     buffers.swap(buffers_);
+    executables.swap(executables_);
     if (attachment_ != nullptr) {
       attachment_->Detach(why);
       attachment_ = nullptr;
     }
   }
   SessionCloseStats stats;
+  stats.executables_freed = static_cast<int64_t>(executables.size());
   for (auto& [handle, buffer] : buffers) {
     if (!buffer->IsDeleted()) {
       stats.buffers_freed++;
@@ -144,6 +197,7 @@ SessionSummary Session::Summarize(absl::Time now) const {
   summary.peer = peer_;
   summary.attached = attachment_ != nullptr;
   summary.buffer_count = static_cast<int64_t>(buffers_.size());
+  summary.executable_count = static_cast<int64_t>(executables_.size());
   for (const auto& [handle, buffer] : buffers_) {
     summary.bytes += buffer->size_bytes();
   }
@@ -158,6 +212,11 @@ SessionSummary Session::Summarize(absl::Time now) const {
 int64_t Session::buffer_count() const {
   pjrt::MutexLock lock(&mu_);
   return static_cast<int64_t>(buffers_.size());
+}
+
+int64_t Session::executable_count() const {
+  pjrt::MutexLock lock(&mu_);
+  return static_cast<int64_t>(executables_.size());
 }
 
 }  // namespace pjrt::daemon

@@ -1,9 +1,10 @@
-// Session: the owner of a client's buffers, and its lease.
+// Session: the owner of a client's buffers and executables, and its lease.
 //
-// Every buffer a client creates is registered in exactly one session under an
-// unguessable handle; closing the session deletes them all. Handles are only
-// meaningful within their session: a handle of another session is "not
-// found", exactly like one that never existed.
+// Every buffer and executable a client creates is registered in exactly one
+// session under an unguessable handle; closing the session drops them all.
+// Handles are only meaningful within their session: a handle of another
+// session is "not found", exactly like one that never existed. Buffer and
+// executable handles are drawn from one space, so a handle names one thing.
 //
 // Thread-safe.
 #ifndef PJRT_DAEMON_SESSION_H_
@@ -18,10 +19,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "base/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "runtime/buffer.h"
+#include "runtime/executable.h"
 
 namespace pjrt::daemon {
 
@@ -38,6 +40,7 @@ class SessionAttachment {
 struct SessionCloseStats {
   int64_t buffers_freed = 0;
   int64_t bytes_freed = 0;
+  int64_t executables_freed = 0;
 };
 
 struct SessionSummary {
@@ -47,6 +50,7 @@ struct SessionSummary {
   bool attached = false;
   int64_t buffer_count = 0;
   int64_t bytes = 0;
+  int64_t executable_count = 0;
   absl::Duration age;
   // Zero while attached.
   absl::Duration lease_remaining;
@@ -79,6 +83,20 @@ class Session {
   // returns NOT_FOUND naming it.
   absl::Status DeleteBuffers(absl::Span<const uint64_t> handles);
 
+  // Registers `executable` (which may be shared with the compile cache and
+  // other sessions) and returns its new handle. FAILED_PRECONDITION if the
+  // session has closed meanwhile.
+  absl::StatusOr<uint64_t> AddExecutable(
+      std::shared_ptr<runtime::Executable> executable);
+
+  // NOT_FOUND unless `handle` names an executable of this session.
+  absl::StatusOr<std::shared_ptr<runtime::Executable>> LookupExecutable(
+      uint64_t handle) const;
+
+  // Forgets the executable named; NOT_FOUND if the handle is unknown. Runs
+  // already enqueued are not affected.
+  absl::Status DeleteExecutable(uint64_t handle);
+
   // Renews the lease.
   void Touch(absl::Time now);
   // True if the lease ran out before `now` and no attachment holds it.
@@ -93,14 +111,18 @@ class Session {
   // Detaches the current attachment, if any, telling it `why`.
   void Detach(const absl::Status& why);
 
-  // Deletes every buffer, detaches, and refuses new buffers from now on.
-  // Returns what was freed. Idempotent.
+  // Deletes every buffer, drops every executable, detaches, and refuses new
+  // buffers and executables from now on. Returns what was freed. Idempotent.
   SessionCloseStats Close(const absl::Status& why);
 
   SessionSummary Summarize(absl::Time now) const;
   int64_t buffer_count() const;
+  int64_t executable_count() const;
 
  private:
+  // A handle unused by any buffer or executable of the session.
+  uint64_t NewHandle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const uint64_t id_;
   const uint64_t public_id_;
   const std::string client_name_;
@@ -114,6 +136,8 @@ class Session {
   SessionAttachment* attachment_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers_
       ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
+      executables_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pjrt::daemon

@@ -149,6 +149,7 @@ grpc::ServerUnaryReactor* SessionService::CloseSession(
   if (!stats.ok()) return Reply(context, stats.status());
   response->set_buffers_freed(stats->buffers_freed);
   response->set_bytes_freed(stats->bytes_freed);
+  response->set_executables_freed(stats->executables_freed);
   return Reply(context, absl::OkStatus());
 }
 
@@ -182,6 +183,7 @@ grpc::ServerUnaryReactor* SessionService::ListSessions(
     info->set_attached(summary.attached);
     info->set_buffer_count(summary.buffer_count);
     info->set_bytes(summary.bytes);
+    info->set_executable_count(summary.executable_count);
     info->set_age_seconds(absl::ToDoubleSeconds(summary.age));
     info->set_lease_remaining_seconds(
         absl::ToDoubleSeconds(summary.lease_remaining));

@@ -68,10 +68,10 @@ absl::StatusOr<SessionCloseStats> SessionTable::Close(
     sessions_.erase(it);
   }
   SessionCloseStats stats = session->Close(why);
-  spdlog::info("{} closed ({}): freed {} buffers, {} bytes",
+  spdlog::info("{} closed ({}): freed {} buffers, {} bytes, {} executables",
                session->DebugString(),
                why.ok() ? absl::string_view("by its client") : why.message(),
-               stats.buffers_freed, stats.bytes_freed);
+               stats.buffers_freed, stats.bytes_freed, stats.executables_freed);
   return stats;
 }
 
@@ -137,6 +137,15 @@ int64_t SessionTable::buffer_count() const {
   pjrt::MutexLock lock(&mu_);
   int64_t count = 0;
   for (const auto& [id, session] : sessions_) count += session->buffer_count();
+  return count;
+}
+
+int64_t SessionTable::executable_count() const {
+  pjrt::MutexLock lock(&mu_);
+  int64_t count = 0;
+  for (const auto& [id, session] : sessions_) {
+    count += session->executable_count();
+  }
   return count;
 }
 

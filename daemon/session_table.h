@@ -63,6 +63,8 @@ class SessionTable {
   int size() const;
   // Buffers over all sessions.
   int64_t buffer_count() const;
+  // Executable handles over all sessions.
+  int64_t executable_count() const;
 
  private:
   const SessionTableOptions options_;

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/mutex.h"
 #include "base/version.h"
 #include "grpcpp/create_channel.h"
@@ -17,6 +19,8 @@ namespace {
 
 // Default deadline for control calls.
 constexpr absl::Duration kCallTimeout = absl::Seconds(60);
+// Deadline for Compile: a large program may take a while.
+constexpr absl::Duration kCompileTimeout = absl::Minutes(30);
 
 void SetDeadline(grpc::ClientContext* context,
                  absl::Duration timeout = kCallTimeout) {
@@ -61,7 +65,8 @@ Client::Client(std::string address, std::shared_ptr<grpc::Channel> channel)
       channel_(std::move(channel)),
       server_(v1::Server::NewStub(channel_)),
       sessions_(v1::Sessions::NewStub(channel_)),
-      buffers_(v1::Buffers::NewStub(channel_)) {}
+      buffers_(v1::Buffers::NewStub(channel_)),
+      executables_(v1::Executables::NewStub(channel_)) {}
 
 absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
     const ConnectOptions& options) {
@@ -259,6 +264,160 @@ absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
       state_->client->buffers_stub().DescribeBuffer(&context, request, &info);
   if (!status.ok()) return ToAbslStatus(status);
   return Buffer(state_, std::move(info));
+}
+
+absl::StatusOr<Executable> Session::Compile(const std::string& hlo_text) {
+  v1::CompileRequest request;
+  request.set_session_id(state_->id);
+  request.set_hlo_text(hlo_text);
+  v1::CompileResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, kCompileTimeout);
+  grpc::Status status =
+      state_->client->executables_stub().Compile(&context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return Executable(state_, std::move(response));
+}
+
+Executable::~Executable() {
+  if (valid()) Delete().IgnoreError();
+}
+
+Executable::Executable(Executable&& other) noexcept
+    : state_(std::move(other.state_)), info_(std::move(other.info_)) {
+  other.info_.Clear();
+}
+
+Executable& Executable::operator=(Executable&& other) noexcept {
+  if (this != &other) {
+    if (valid()) Delete().IgnoreError();
+    state_ = std::move(other.state_);
+    info_ = std::move(other.info_);
+    other.info_.Clear();
+  }
+  return *this;
+}
+
+absl::StatusOr<std::vector<Buffer>> Executable::Execute(
+    absl::Span<const Buffer* const> arguments, int device_id,
+    int64_t launch_id) const {
+  if (!valid()) {
+    return absl::FailedPreconditionError("executable is not valid");
+  }
+  v1::ExecuteRequest request;
+  request.set_session_id(state_->id);
+  request.set_executable_handle(handle());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const Buffer* argument = arguments[i];
+    if (argument == nullptr || !argument->valid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "argument %d is %s; pass a valid buffer of this session", i,
+          argument == nullptr ? "null"
+                              : "an invalid (moved or deleted) "
+                                "buffer"));
+    }
+    request.add_argument_handles(argument->handle());
+  }
+  request.set_device_id(device_id);
+  request.set_launch_id(launch_id);
+  v1::ExecuteResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status =
+      state_->client->executables_stub().Execute(&context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  std::vector<Buffer> results;
+  results.reserve(response.results_size());
+  for (v1::BufferInfo& info : *response.mutable_results()) {
+    results.push_back(Buffer(state_, std::move(info)));
+  }
+  return results;
+}
+
+absl::Status Executable::Delete() {
+  if (!valid()) return absl::OkStatus();
+  std::shared_ptr<SessionState> state = std::move(state_);
+  uint64_t handle = info_.executable_handle();
+  info_.Clear();
+  // A closed session has already dropped the executable.
+  if (state->IsClosed()) return absl::OkStatus();
+  v1::DeleteExecutableRequest request;
+  request.set_session_id(state->id);
+  request.set_executable_handle(handle);
+  v1::DeleteExecutableResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  return ToAbslStatus(state->client->executables_stub().DeleteExecutable(
+      &context, request, &response));
+}
+
+uint64_t Executable::Release() {
+  uint64_t handle = info_.executable_handle();
+  state_.reset();
+  info_.Clear();
+  return handle;
+}
+
+std::string DTypeName(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_PRED:
+      return "pred";
+    case v1::DTYPE_S8:
+      return "s8";
+    case v1::DTYPE_S16:
+      return "s16";
+    case v1::DTYPE_S32:
+      return "s32";
+    case v1::DTYPE_S64:
+      return "s64";
+    case v1::DTYPE_U8:
+      return "u8";
+    case v1::DTYPE_U16:
+      return "u16";
+    case v1::DTYPE_U32:
+      return "u32";
+    case v1::DTYPE_U64:
+      return "u64";
+    case v1::DTYPE_F16:
+      return "f16";
+    case v1::DTYPE_BF16:
+      return "bf16";
+    case v1::DTYPE_F32:
+      return "f32";
+    case v1::DTYPE_F64:
+      return "f64";
+    default:
+      return absl::StrFormat("dtype#%d", static_cast<int>(dtype));
+  }
+}
+
+int DTypeByteWidth(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_PRED:
+    case v1::DTYPE_S8:
+    case v1::DTYPE_U8:
+      return 1;
+    case v1::DTYPE_S16:
+    case v1::DTYPE_U16:
+    case v1::DTYPE_F16:
+    case v1::DTYPE_BF16:
+      return 2;
+    case v1::DTYPE_S32:
+    case v1::DTYPE_U32:
+    case v1::DTYPE_F32:
+      return 4;
+    case v1::DTYPE_S64:
+    case v1::DTYPE_U64:
+    case v1::DTYPE_F64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+std::string ShapeToString(const v1::ArrayShape& shape) {
+  return absl::StrCat(DTypeName(shape.dtype()), "[",
+                      absl::StrJoin(shape.dims(), ","), "]");
 }
 
 Buffer::~Buffer() {

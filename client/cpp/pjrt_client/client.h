@@ -1,19 +1,23 @@
 // The C++ client of pjrtd.
 //
-//   auto client = pjrt_client::Client::Connect({.address = "unix:///tmp/p.sock"});
-//   auto session = (*client)->OpenSession("my-tool");
+//   auto client = pjrt_client::Client::Connect({.address =
+//   "unix:///tmp/p.sock"}); auto session = (*client)->OpenSession("my-tool");
 //   std::vector<float> x = {1, 2, 3};
 //   auto buffer = (*session)->Upload(pjrt::v1::DTYPE_F32, {3}, AsBytes(x), 0);
 //   auto bytes = buffer->Download();   // 12 bytes, row-major
+//   auto executable = (*session)->Compile(hlo_text);
+//   auto results = executable->Execute({&*buffer}, /*device_id=*/0);
 //
 // Ownership: a Session closes itself (freeing everything it owns on the
-// daemon) when destroyed; a Buffer deletes itself when destroyed. A Buffer may
-// outlive its Session object; it is then already gone on the daemon and its
-// destructor does nothing.
+// daemon) when destroyed; a Buffer deletes itself, and an Executable drops
+// itself, when destroyed. Buffers and Executables may outlive their Session
+// object; they are then already gone on the daemon and their destructors do
+// nothing.
 //
 // Thread-safety: Client and Session may be used from several threads at once.
-// A Buffer is a handle; using one Buffer object from several threads needs
-// external synchronisation, as for any value type.
+// Buffer and Executable are handles; using one such object from several
+// threads needs external synchronisation, as for any value type (Execute is
+// const and may be called concurrently).
 #ifndef PJRT_CLIENT_CPP_CLIENT_H_
 #define PJRT_CLIENT_CPP_CLIENT_H_
 
@@ -28,6 +32,7 @@
 #include "absl/types/span.h"
 #include "grpcpp/channel.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
+#include "pjrt/v1/executable.grpc.pb.h"
 #include "pjrt/v1/server.grpc.pb.h"
 #include "pjrt/v1/session.grpc.pb.h"
 
@@ -63,6 +68,7 @@ struct SessionOptions {
 
 class Session;
 class Buffer;
+class Executable;
 
 class Client : public std::enable_shared_from_this<Client> {
  public:
@@ -89,6 +95,7 @@ class Client : public std::enable_shared_from_this<Client> {
   pjrt::v1::Server::Stub& server_stub() { return *server_; }
   pjrt::v1::Sessions::Stub& sessions_stub() { return *sessions_; }
   pjrt::v1::Buffers::Stub& buffers_stub() { return *buffers_; }
+  pjrt::v1::Executables::Stub& executables_stub() { return *executables_; }
 
  private:
   Client(std::string address, std::shared_ptr<grpc::Channel> channel);
@@ -98,6 +105,7 @@ class Client : public std::enable_shared_from_this<Client> {
   std::unique_ptr<pjrt::v1::Server::Stub> server_;
   std::unique_ptr<pjrt::v1::Sessions::Stub> sessions_;
   std::unique_ptr<pjrt::v1::Buffers::Stub> buffers_;
+  std::unique_ptr<pjrt::v1::Executables::Stub> executables_;
   pjrt::v1::ServerInfo info_;
 };
 
@@ -124,6 +132,12 @@ class Session {
 
   // Takes ownership of a buffer of this session known by handle.
   absl::StatusOr<Buffer> Adopt(uint64_t handle);
+
+  // Compiles HLO text (as XLA or jax...as_text(dialect="hlo") prints it).
+  // The daemon caches programs, so compiling one again is cheap. Errors keep
+  // the daemon's code and message: INVALID_ARGUMENT with line, column and a
+  // caret for bad text, UNIMPLEMENTED naming an unsupported op and its line.
+  absl::StatusOr<Executable> Compile(const std::string& hlo_text);
 
   absl::Status KeepAlive();
 
@@ -174,12 +188,85 @@ class Buffer {
 
  private:
   friend class Session;
+  friend class Executable;
   Buffer(std::shared_ptr<SessionState> state, pjrt::v1::BufferInfo info)
       : state_(std::move(state)), info_(std::move(info)) {}
 
   std::shared_ptr<SessionState> state_;
   pjrt::v1::BufferInfo info_;
 };
+
+// A compiled program of a session.
+class Executable {
+ public:
+  Executable() = default;
+  // Drops the executable on the daemon (errors are ignored; use Delete() to
+  // see them).
+  ~Executable();
+  Executable(Executable&& other) noexcept;
+  Executable& operator=(Executable&& other) noexcept;
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  bool valid() const {
+    return state_ != nullptr && info_.executable_handle() != 0;
+  }
+  uint64_t handle() const { return info_.executable_handle(); }
+  // The HloModule's name.
+  const std::string& name() const { return info_.name(); }
+  const google::protobuf::RepeatedPtrField<pjrt::v1::ArrayShape>&
+  parameter_shapes() const {
+    return info_.parameter_shapes();
+  }
+  // One per result: a tuple root's elements, flattened in order.
+  const google::protobuf::RepeatedPtrField<pjrt::v1::ArrayShape>&
+  result_shapes() const {
+    return info_.result_shapes();
+  }
+  bool result_is_tuple() const { return info_.result_is_tuple(); }
+  // Time the daemon spent compiling (or waiting for a compile) for this call.
+  absl::Duration compile_time() const {
+    return absl::Seconds(info_.compile_seconds());
+  }
+  // True when the daemon did not compile the program for this call.
+  bool cache_hit() const { return info_.cache_hit(); }
+  // Hex SHA-256 of the program and options.
+  const std::string& fingerprint() const { return info_.fingerprint(); }
+  // As returned by Compile.
+  const pjrt::v1::CompileResponse& info() const { return info_; }
+
+  // Enqueues one run on device `device_id` with one buffer per parameter
+  // (all on that device) and returns the result buffers at once; they become
+  // ready when the run finishes, and errors of the run are bound to them.
+  // INVALID_ARGUMENT names the argument for wrong arity, shape, dtype or
+  // device; NOT_FOUND for unknown handles.
+  absl::StatusOr<std::vector<Buffer>> Execute(
+      absl::Span<const Buffer* const> arguments, int device_id,
+      int64_t launch_id = 0) const;
+
+  // Drops the executable on the daemon now (runs already enqueued finish);
+  // the object becomes invalid.
+  absl::Status Delete();
+  // Gives up ownership without deleting; returns the handle.
+  uint64_t Release();
+
+ private:
+  friend class Session;
+  Executable(std::shared_ptr<SessionState> state,
+             pjrt::v1::CompileResponse info)
+      : state_(std::move(state)), info_(std::move(info)) {}
+
+  std::shared_ptr<SessionState> state_;
+  pjrt::v1::CompileResponse info_;
+};
+
+// "f32[2,3]", "pred[]": a shape as HLO spells it.
+std::string ShapeToString(const pjrt::v1::ArrayShape& shape);
+// "f32", "bf16", ...: an element type as HLO spells it ("dtype#N" if
+// unknown).
+std::string DTypeName(pjrt::v1::DType dtype);
+// Bytes per element (1 for pred); 0 if unknown.
+int DTypeByteWidth(pjrt::v1::DType dtype);
 
 // Views a contiguous container's bytes: AsBytes(std::vector<float>{...}).
 template <typename Container>

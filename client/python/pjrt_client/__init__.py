@@ -10,16 +10,20 @@ Quick start::
         x = client.put(np.arange(6, dtype=np.float32).reshape(2, 3), device=0)
         print(x.shape, x.dtype, x.device)
         print(x.to_numpy())
+        program = client.compile(hlo_text)  # as XLA or JAX prints it
+        (y,) = program.execute([x])
+        print(y.to_numpy())
 
-Every buffer belongs to the client's session on the daemon; closing the
-client frees them all. Errors are :class:`Error` subclasses named after the
-gRPC status code (``InvalidArgumentError``, ``NotFoundError``, ...), with the
-daemon's message intact.
+Every buffer and executable belongs to the client's session on the daemon;
+closing the client frees them all. Errors are :class:`Error` subclasses
+named after the gRPC status code (``InvalidArgumentError``,
+``NotFoundError``, ...), with the daemon's message intact.
 """
 
 from pjrt_client._client import (ADDRESS_ENV_VAR, CHUNK_BYTES,
-                                 DEFAULT_ADDRESS, PROTOCOL_VERSION, Buffer,
-                                 Client, Device, connect, resolve_address)
+                                 DEFAULT_ADDRESS, PROTOCOL_VERSION,
+                                 ArrayShape, Buffer, Client, Device,
+                                 Executable, connect, resolve_address)
 from pjrt_client._errors import (AbortedError, AlreadyExistsError,
                                  CancelledError, DataLossError,
                                  DeadlineExceededError, Error,
@@ -32,7 +36,8 @@ from pjrt_client._errors import (AbortedError, AlreadyExistsError,
 
 __all__ = [
     "ADDRESS_ENV_VAR", "CHUNK_BYTES", "DEFAULT_ADDRESS", "PROTOCOL_VERSION",
-    "Buffer", "Client", "Device", "connect", "resolve_address",
+    "ArrayShape", "Buffer", "Client", "Device", "Executable", "connect",
+    "resolve_address",
     "Error", "AbortedError", "AlreadyExistsError", "CancelledError",
     "DataLossError", "DeadlineExceededError", "FailedPreconditionError",
     "InternalError", "InvalidArgumentError", "NotFoundError",

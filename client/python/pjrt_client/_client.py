@@ -1,4 +1,4 @@
-"""Client, Device and Buffer: the Python face of pjrtd."""
+"""Client, Device, Buffer and Executable: the Python face of pjrtd."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pjrt_client._errors import (Error, FailedPreconditionError,
                                  InvalidArgumentError, UnavailableError,
                                  from_rpc_error)
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
+                                        executable_pb2, executable_pb2_grpc,
                                         server_pb2, server_pb2_grpc,
                                         session_pb2, session_pb2_grpc,
                                         types_pb2)
@@ -24,12 +25,14 @@ from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
 DEFAULT_ADDRESS = "unix:///run/pjrtd/pjrtd.sock"
 #: Environment variable that overrides :data:`DEFAULT_ADDRESS`.
 ADDRESS_ENV_VAR = "PJRTD_ADDRESS"
-#: pjrt.v1 protocol revision this client speaks.
-PROTOCOL_VERSION = 1
+#: pjrt.v1 protocol revision this client speaks (2: executables).
+PROTOCOL_VERSION = 2
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 
 _CALL_TIMEOUT = 60.0
+# A large program may take a while to compile.
+_COMPILE_TIMEOUT = 1800.0
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
     ("grpc.keepalive_time_ms", 30000),
@@ -77,6 +80,7 @@ class _Session:
                  attach: bool) -> None:
         self._sessions = session_pb2_grpc.SessionsStub(channel)
         self.buffers = buffer_pb2_grpc.BuffersStub(channel)
+        self.executables = executable_pb2_grpc.ExecutablesStub(channel)
         response = _call(self._sessions.OpenSession,
                          session_pb2.OpenSessionRequest(
                              client_name=client_name,
@@ -127,6 +131,19 @@ def _delete_quietly(session: _Session, handle: int) -> None:
         session.buffers.DeleteBuffers(
             buffer_pb2.DeleteBuffersRequest(session_id=session.id,
                                             handles=[handle]),
+            timeout=_CALL_TIMEOUT)
+    except Exception:  # noqa: BLE001 - a finalizer must not raise
+        pass
+
+
+def _delete_executable_quietly(session: _Session, handle: int) -> None:
+    """Drops the executable of a garbage-collected Executable object."""
+    if session.closed:
+        return
+    try:
+        session.executables.DeleteExecutable(
+            executable_pb2.DeleteExecutableRequest(session_id=session.id,
+                                                   executable_handle=handle),
             timeout=_CALL_TIMEOUT)
     except Exception:  # noqa: BLE001 - a finalizer must not raise
         pass
@@ -321,6 +338,216 @@ def _chunks(header: buffer_pb2.UploadHeader,
             chunk=bytes(data[offset:offset + CHUNK_BYTES]))
 
 
+@dataclasses.dataclass(frozen=True)
+class ArrayShape:
+    """Element type and dimensions of a program's parameter or result.
+
+    Unpacks as a pair: ``dtype, shape = executable.parameter_shapes[0]``.
+
+    Attributes:
+        dtype: the element type as HLO spells it (``'f32'``, ``'bf16'``...).
+        shape: the dimensions, row-major.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The numpy dtype of arrays of this type (see Buffer.dtype)."""
+        return _dtypes.numpy_dtype(_dtypes.wire_from_name(self.dtype))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.dtype, self.shape))
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+def _array_shape(proto: types_pb2.ArrayShape) -> ArrayShape:
+    return ArrayShape(_dtypes.wire_name(proto.dtype), tuple(proto.dims))
+
+
+class Executable:
+    """A compiled HLO program of the client's session.
+
+    Create one with :meth:`Client.compile`. It is dropped on the daemon when
+    :meth:`delete` is called, when a ``with`` block using it ends, when it is
+    garbage-collected, or when its client closes; runs already enqueued
+    finish regardless.
+    """
+
+    def __init__(self, client: "Client",
+                 response: executable_pb2.CompileResponse) -> None:
+        self._client = client
+        self._session = client._session
+        self._handle: int = response.executable_handle
+        self._name: str = response.name
+        self._parameter_shapes = [_array_shape(s)
+                                  for s in response.parameter_shapes]
+        self._result_shapes = [_array_shape(s) for s in response.result_shapes]
+        self._result_is_tuple: bool = response.result_is_tuple
+        self._compile_seconds: float = response.compile_seconds
+        self._cache_hit: bool = response.cache_hit
+        self._fingerprint: str = response.fingerprint
+        self._deleted = False
+        self._finalizer = weakref.finalize(self, _delete_executable_quietly,
+                                           self._session, self._handle)
+        self._finalizer.atexit = False
+
+    @property
+    def handle(self) -> int:
+        """The daemon's handle for the executable (unique in the session)."""
+        return self._handle
+
+    @property
+    def name(self) -> str:
+        """The HloModule's name, e.g. ``'jit_train_step'``."""
+        return self._name
+
+    @property
+    def parameter_shapes(self) -> list[ArrayShape]:
+        """One :class:`ArrayShape` per parameter, in order."""
+        return list(self._parameter_shapes)
+
+    @property
+    def result_shapes(self) -> list[ArrayShape]:
+        """One :class:`ArrayShape` per result (a tuple root's elements,
+        flattened in order)."""
+        return list(self._result_shapes)
+
+    @property
+    def result_is_tuple(self) -> bool:
+        """True when the program's root is a tuple of the results."""
+        return self._result_is_tuple
+
+    @property
+    def compile_seconds(self) -> float:
+        """Seconds the daemon spent compiling (or waiting for a compile of
+        the same program) for this call; near zero on a cache hit."""
+        return self._compile_seconds
+
+    @property
+    def cache_hit(self) -> bool:
+        """True when the daemon had the program compiled already."""
+        return self._cache_hit
+
+    @property
+    def fingerprint(self) -> str:
+        """Hex SHA-256 of the program text and options (the cache key)."""
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        params = ", ".join(str(s) for s in self._parameter_shapes)
+        results = ", ".join(str(s) for s in self._result_shapes)
+        if self._result_is_tuple:
+            results = f"({results})"
+        state = "deleted" if self._deleted else f"handle={self._handle:#x}"
+        return f"Executable({self._name}: ({params}) -> {results}, {state})"
+
+    def _argument(self, index: int, value: Any, device_id: int,
+                  temporaries: list[Buffer]) -> int:
+        """The handle of argument ``index``, uploading host data first."""
+        if isinstance(value, Buffer):
+            value._check_alive()
+            return value.handle
+        expected = (self._parameter_shapes[index]
+                    if index < len(self._parameter_shapes) else None)
+        array = value if isinstance(value, np.ndarray) else None
+        if array is None:
+            # Python scalars and lists take the parameter's type.
+            dtype = None
+            if expected is not None and expected.dtype != "bf16":
+                dtype = expected.numpy_dtype
+            array = np.asarray(value, dtype=dtype)
+        bf16 = False
+        if expected is not None and expected.dtype == "bf16":
+            if array.dtype.kind == "f" and array.dtype != _dtypes.BFLOAT16:
+                array = _dtypes.float_to_bf16_bits(array)
+            bf16 = array.dtype == np.uint16
+        buffer = self._client.put(array, device=device_id, bf16=bf16)
+        temporaries.append(buffer)
+        return buffer.handle
+
+    def execute(self, args: Sequence[Any],
+                device: Device | int | None = None) -> list[Buffer]:
+        """Enqueues one run and returns one new Buffer per result at once.
+
+        Args:
+            args: one argument per parameter: a :class:`Buffer` of this
+                client (on ``device``), or host data (a numpy array, scalar
+                or list), which is uploaded to ``device`` first. For a bf16
+                parameter, host data may be uint16 bit patterns or floats
+                (rounded to nearest even).
+            device: where to run; default: the device of the first Buffer
+                argument, else device 0.
+
+        The results become ready when the run finishes; an error during the
+        run is raised by whoever reads them (``to_numpy``,
+        ``block_until_ready``).
+
+        Raises:
+            InvalidArgumentError: wrong number of arguments, or an argument
+                of the wrong shape, dtype or device (the message names it).
+            NotFoundError: an argument that is not a buffer of this client.
+            FailedPreconditionError: a deleted executable or argument.
+        """
+        if self._deleted:
+            raise FailedPreconditionError(
+                f"executable {self._name} ({self._handle:#x}) was deleted; "
+                f"compile the program again")
+        args = list(args)
+        if device is None:
+            device_id = next((a._device_id for a in args
+                              if isinstance(a, Buffer)), 0)
+        else:
+            device_id = _device_id(device)
+        temporaries: list[Buffer] = []
+        try:
+            handles = [self._argument(i, a, device_id, temporaries)
+                       for i, a in enumerate(args)]
+            response = _call(self._session.executables.Execute,
+                             executable_pb2.ExecuteRequest(
+                                 session_id=self._session.id,
+                                 executable_handle=self._handle,
+                                 argument_handles=handles,
+                                 device_id=device_id))
+        finally:
+            # The run holds its own references to uploaded arguments.
+            for buffer in temporaries:
+                buffer.delete()
+        return [Buffer(self._client, info) for info in response.results]
+
+    def __call__(self, *args: Any, device: Device | int | None = None
+                 ) -> list[Buffer]:
+        """Same as :meth:`execute` with the arguments spread out."""
+        return self.execute(args, device=device)
+
+    def delete(self) -> None:
+        """Drops the executable on the daemon now. Idempotent."""
+        if self._deleted:
+            return
+        self._deleted = True
+        self._finalizer.detach()
+        if self._session.closed:
+            return
+        _call(self._session.executables.DeleteExecutable,
+              executable_pb2.DeleteExecutableRequest(
+                  session_id=self._session.id,
+                  executable_handle=self._handle))
+
+    @property
+    def is_deleted(self) -> bool:
+        """True after :meth:`delete` (on this object)."""
+        return self._deleted
+
+    def __enter__(self) -> "Executable":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+
 class Client:
     """A connection to pjrtd, with the session that owns its buffers.
 
@@ -433,6 +660,15 @@ class Client:
             } for d in s.devices],
             "session_count": s.session_count,
             "buffer_count": s.buffer_count,
+            "executable_count": s.executable_count,
+            "compile_cache": {
+                "entries": s.compile_cache.entries,
+                "capacity": s.compile_cache.capacity,
+                "hits": s.compile_cache.hits,
+                "compiles": s.compile_cache.compiles,
+                "failures": s.compile_cache.failures,
+                "evictions": s.compile_cache.evictions,
+            },
         }
 
     def ping(self) -> None:
@@ -482,6 +718,35 @@ class Client:
                      buffer_pb2.DescribeBufferRequest(
                          session_id=self._session.id, handle=handle))
         return Buffer(self, info)
+
+    # --- programs ------------------------------------------------------------
+
+    def compile(self, hlo_text: str | bytes) -> Executable:
+        """Compiles an HLO program for this daemon's devices.
+
+        ``hlo_text`` is HLO text as XLA's ``HloModule::ToString()`` or
+        ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` prints it. The
+        daemon caches compiled programs: compiling the same text again (from
+        any client) is cheap, and :attr:`Executable.cache_hit` says so.
+
+        Raises:
+            InvalidArgumentError: the text does not parse or verify; the
+                message has the line, the column and a caret.
+            UnimplementedError: an op the compiler does not support (named,
+                with its line).
+        """
+        if self._session.closed:
+            raise FailedPreconditionError("the client is closed")
+        if isinstance(hlo_text, bytes):
+            hlo_text = hlo_text.decode("utf-8")
+        if not isinstance(hlo_text, str):
+            raise TypeError(f"hlo_text must be str or bytes, not "
+                            f"{type(hlo_text).__name__}")
+        response = _call(self._session.executables.Compile,
+                         executable_pb2.CompileRequest(
+                             session_id=self._session.id, hlo_text=hlo_text),
+                         timeout=_COMPILE_TIMEOUT)
+        return Executable(self, response)
 
     def delete(self, buffers: Sequence[Buffer]) -> None:
         """Deletes several buffers in one call (all or none)."""

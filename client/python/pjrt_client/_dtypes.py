@@ -88,6 +88,36 @@ def numpy_dtype(wire: int) -> np.dtype:
     return _WIRE_TO_NUMPY[wire]
 
 
+def wire_from_name(name: str) -> int:
+    """The wire type HLO spells ``name`` ('f32', 'bf16', ...)."""
+    for wire, spelling in _WIRE_NAMES.items():
+        if spelling == name:
+            return wire
+    raise ValueError(f"unknown element type {name!r}; expected one of "
+                     f"{', '.join(_WIRE_NAMES.values())}")
+
+
 def wire_name(wire: int) -> str:
     """HLO name of a wire type: 'f32', 'bf16', ..."""
     return _WIRE_NAMES.get(wire, f"dtype#{wire}")
+
+
+def float_to_bf16_bits(values: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) of ``values``, rounded to nearest even.
+
+    NaN stays a quiet NaN of the same sign; values beyond the bfloat16 range
+    become infinities, as XLA's convert does.
+    """
+    f = np.array(values, dtype=np.float32, order="C")  # keeps 0-d arrays
+    bits = f.view(np.uint32).astype(np.uint64)
+    one, sixteen = np.uint64(1), np.uint64(16)
+    rounded = (bits + np.uint64(0x7FFF) + ((bits >> sixteen) & one)) >> sixteen
+    quiet_nan = (bits >> sixteen) | np.uint64(0x40)
+    return np.array(np.where(np.isnan(f), quiet_nan, rounded),
+                    dtype=np.uint16)
+
+
+def bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
+    """float32 values of bfloat16 bit patterns (exact)."""
+    wide = np.array(bits, dtype=np.uint16).astype(np.uint32)
+    return np.array(wide << np.uint32(16), dtype=np.uint32).view(np.float32)

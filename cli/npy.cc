@@ -1,0 +1,378 @@
+#include "cli/npy.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace pjrt::cli {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+
+struct TypeInfo {
+  v1::DType dtype;
+  char kind;  // NumPy's kind letter: b, i, u, f
+  int width;
+};
+
+constexpr TypeInfo kTypes[] = {
+    {v1::DTYPE_PRED, 'b', 1}, {v1::DTYPE_S8, 'i', 1},  {v1::DTYPE_S16, 'i', 2},
+    {v1::DTYPE_S32, 'i', 4},  {v1::DTYPE_S64, 'i', 8}, {v1::DTYPE_U8, 'u', 1},
+    {v1::DTYPE_U16, 'u', 2},  {v1::DTYPE_U32, 'u', 4}, {v1::DTYPE_U64, 'u', 8},
+    {v1::DTYPE_F16, 'f', 2},  {v1::DTYPE_F32, 'f', 4}, {v1::DTYPE_F64, 'f', 8},
+};
+
+const TypeInfo* FindType(v1::DType dtype) {
+  for (const TypeInfo& t : kTypes) {
+    if (t.dtype == dtype) return &t;
+  }
+  return nullptr;
+}
+
+std::string DTypeLabel(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_PRED:
+      return "pred";
+    case v1::DTYPE_S8:
+      return "s8";
+    case v1::DTYPE_S16:
+      return "s16";
+    case v1::DTYPE_S32:
+      return "s32";
+    case v1::DTYPE_S64:
+      return "s64";
+    case v1::DTYPE_U8:
+      return "u8";
+    case v1::DTYPE_U16:
+      return "u16";
+    case v1::DTYPE_U32:
+      return "u32";
+    case v1::DTYPE_U64:
+      return "u64";
+    case v1::DTYPE_F16:
+      return "f16";
+    case v1::DTYPE_BF16:
+      return "bf16";
+    case v1::DTYPE_F32:
+      return "f32";
+    case v1::DTYPE_F64:
+      return "f64";
+    default:
+      return absl::StrCat("dtype#", static_cast<int>(dtype));
+  }
+}
+
+// The value of `key` in the header dict "{'descr': '<f4', 'fortran_order':
+// False, 'shape': (2, 3), }", as written (quotes and parentheses kept).
+std::optional<std::string> DictValue(absl::string_view header,
+                                     absl::string_view key) {
+  std::string quoted = absl::StrCat("'", key, "'");
+  size_t at = header.find(quoted);
+  if (at == absl::string_view::npos) {
+    quoted = absl::StrCat("\"", key, "\"");
+    at = header.find(quoted);
+    if (at == absl::string_view::npos) return std::nullopt;
+  }
+  absl::string_view rest = header.substr(at + quoted.size());
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (!absl::ConsumePrefix(&rest, ":")) return std::nullopt;
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (rest.empty()) return std::nullopt;
+  size_t end;
+  if (rest[0] == '\'' || rest[0] == '"') {
+    end = rest.find(rest[0], 1);
+    if (end == absl::string_view::npos) return std::nullopt;
+    ++end;
+  } else if (rest[0] == '(' || rest[0] == '[') {
+    end = rest.find(rest[0] == '(' ? ')' : ']');
+    if (end == absl::string_view::npos) return std::nullopt;
+    ++end;
+  } else {
+    end = std::min(rest.find(','), rest.find('}'));
+    if (end == absl::string_view::npos) end = rest.size();
+  }
+  return std::string(absl::StripAsciiWhitespace(rest.substr(0, end)));
+}
+
+// Reverses the byte order of each `width`-byte element.
+void SwapBytes(std::vector<uint8_t>& data, int width) {
+  for (size_t i = 0; i + width <= data.size(); i += width) {
+    std::reverse(data.begin() + i, data.begin() + i + width);
+  }
+}
+
+// Fortran (column-major) order to C (row-major) order.
+std::vector<uint8_t> FortranToC(const std::vector<uint8_t>& in,
+                                const std::vector<int64_t>& dims, int width) {
+  std::vector<uint8_t> out(in.size());
+  const int rank = static_cast<int>(dims.size());
+  int64_t count = static_cast<int64_t>(in.size()) / width;
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t c = 0; c < count; ++c) {
+    // `index` is the row-major position c; find its column-major offset.
+    int64_t f = 0, stride = 1;
+    for (int d = 0; d < rank; ++d) {
+      f += index[d] * stride;
+      stride *= dims[d];
+    }
+    std::memcpy(out.data() + c * width, in.data() + f * width, width);
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++index[d] < dims[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t HostArray::element_count() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string NpyDescr(v1::DType dtype) {
+  if (dtype == v1::DTYPE_BF16) return "<u2";
+  const TypeInfo* t = FindType(dtype);
+  if (t == nullptr) return "";
+  return absl::StrFormat("%c%c%d", t->width == 1 ? '|' : '<', t->kind,
+                         t->width);
+}
+
+absl::StatusOr<HostArray> ReadNpy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrFormat("cannot open %s: %s", path, std::strerror(errno)));
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is not a usable .npy file: %s", path, why));
+  };
+  if (bytes.size() < kMagicSize + 4 ||
+      bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+    return bad(
+        "it does not start with the .npy magic \\x93NUMPY (save it "
+        "with numpy.save)");
+  }
+  const int major = static_cast<uint8_t>(bytes[6]);
+  size_t header_len, header_start;
+  if (major == 1) {
+    header_len = static_cast<uint8_t>(bytes[8]) |
+                 (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    header_start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return bad("its header is cut off");
+    header_len = 0;
+    for (int i = 0; i < 4; ++i) {
+      header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i]))
+                    << (8 * i);
+    }
+    header_start = 12;
+  } else {
+    return bad(
+        absl::StrFormat("format version %d is unknown (1 to 3 are "
+                        "read)",
+                        major));
+  }
+  if (bytes.size() < header_start + header_len) {
+    return bad("its header is cut off");
+  }
+  absl::string_view header(bytes.data() + header_start, header_len);
+
+  auto descr = DictValue(header, "descr");
+  auto fortran = DictValue(header, "fortran_order");
+  auto shape = DictValue(header, "shape");
+  if (!descr || !fortran || !shape) {
+    return bad(
+        absl::StrFormat("its header lacks descr, fortran_order or "
+                        "shape: %s",
+                        absl::StripAsciiWhitespace(header)));
+  }
+  if (descr->size() < 2 || (*descr)[0] != (*descr)[descr->size() - 1] ||
+      ((*descr)[0] != '\'' && (*descr)[0] != '"')) {
+    return bad(
+        absl::StrFormat("dtype %s is a structured dtype; only plain "
+                        "numeric and bool arrays are read",
+                        *descr));
+  }
+  std::string d = descr->substr(1, descr->size() - 2);
+  char order = '<';
+  if (!d.empty() &&
+      (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) {
+    order = d[0];
+    d = d.substr(1);
+  }
+  if (d == "?") d = "b1";
+  const TypeInfo* type = nullptr;
+  int width = 0;
+  if (d.size() >= 2 && absl::SimpleAtoi(d.substr(1), &width)) {
+    for (const TypeInfo& t : kTypes) {
+      if (t.kind == d[0] && t.width == width) type = &t;
+    }
+  }
+  if (type == nullptr) {
+    return bad(absl::StrFormat(
+        "dtype '%s' is not supported; use bool, int8..int64, uint8..uint64, "
+        "float16, float32 or float64 (bf16 as uint16 bit patterns or "
+        "float32)",
+        descr->substr(1, descr->size() - 2)));
+  }
+
+  HostArray array;
+  array.dtype = type->dtype;
+  absl::string_view dims_text = *shape;
+  if (!absl::ConsumePrefix(&dims_text, "(") ||
+      !absl::ConsumeSuffix(&dims_text, ")")) {
+    return bad(absl::StrFormat("shape %s is not a tuple", *shape));
+  }
+  for (absl::string_view part : absl::StrSplit(dims_text, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (part.empty()) continue;
+    absl::ConsumeSuffix(&part, "L");  // Python 2 longs
+    int64_t dim;
+    if (!absl::SimpleAtoi(part, &dim) || dim < 0) {
+      return bad(
+          absl::StrFormat("shape %s has a bad dimension '%s'", *shape, part));
+    }
+    array.dims.push_back(dim);
+  }
+  const int64_t count = array.element_count();
+  const size_t data_start = header_start + header_len;
+  const size_t want = static_cast<size_t>(count) * type->width;
+  if (bytes.size() - data_start < want) {
+    return bad(absl::StrFormat(
+        "%s needs %d bytes of data; the file has %d",
+        descr->substr(1, descr->size() - 2) + absl::StrCat(*shape), want,
+        bytes.size() - data_start));
+  }
+  array.data.assign(bytes.begin() + data_start,
+                    bytes.begin() + data_start + want);
+  if (order == '>' && type->width > 1) SwapBytes(array.data, type->width);
+  if (*fortran == "True" && array.dims.size() > 1) {
+    array.data = FortranToC(array.data, array.dims, type->width);
+  }
+  if (type->dtype == v1::DTYPE_PRED) {
+    for (uint8_t& b : array.data) b = b != 0;
+  }
+  return array;
+}
+
+absl::Status WriteNpy(const std::string& path, const HostArray& array) {
+  std::string descr = NpyDescr(array.dtype);
+  if (descr.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot write %s: dtype %d has no .npy equivalent",
+                        path, static_cast<int>(array.dtype)));
+  }
+  std::string shape = "(";
+  for (int64_t d : array.dims) absl::StrAppend(&shape, d, ", ");
+  if (array.dims.size() > 1) shape.resize(shape.size() - 2);   // "(2, 3)"
+  if (array.dims.size() == 1) shape.resize(shape.size() - 1);  // "(2,)"
+  shape += ")";
+  std::string header = absl::StrFormat(
+      "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+  // Magic (6) + version (2) + length (2) + header + '\n', padded with spaces
+  // to a multiple of 64 bytes, as NumPy writes it.
+  size_t total = kMagicSize + 2 + 2 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot write %s: %s", path, std::strerror(errno)));
+  }
+  out.write(kMagic, kMagicSize);
+  const char version[2] = {1, 0};
+  out.write(version, 2);
+  const char length[2] = {static_cast<char>(header.size() & 0xff),
+                          static_cast<char>(header.size() >> 8)};
+  out.write(length, 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(array.data.data()),
+            static_cast<std::streamsize>(array.data.size()));
+  out.close();
+  if (!out) {
+    return absl::DataLossError(
+        absl::StrFormat("writing %s failed: %s", path, std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+uint16_t FloatToBfloat16(float value) {
+  uint32_t bits = std::bit_cast<uint32_t>(value);
+  if (std::isnan(value)) {
+    return static_cast<uint16_t>((bits >> 16) | 0x0040);  // quiet
+  }
+  // Round to nearest, ties to even, on the 16 bits that are dropped.
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float Bfloat16ToFloat(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = (bits >> 15) & 1;
+  const int exponent = (bits >> 10) & 0x1f;
+  const uint32_t mantissa = bits & 0x3ff;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa == 0 ? INFINITY : NAN;
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
+  if (array.dtype == want) return array;
+  if (want == v1::DTYPE_BF16 && array.dtype == v1::DTYPE_U16) {
+    array.dtype = v1::DTYPE_BF16;  // bit patterns
+    return array;
+  }
+  if (want == v1::DTYPE_BF16 && array.dtype == v1::DTYPE_F32) {
+    HostArray out;
+    out.dtype = v1::DTYPE_BF16;
+    out.dims = array.dims;
+    const int64_t n = array.element_count();
+    out.data.resize(n * 2);
+    for (int64_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, array.data.data() + 4 * i, 4);
+      uint16_t b = FloatToBfloat16(f);
+      std::memcpy(out.data.data() + 2 * i, &b, 2);
+    }
+    return out;
+  }
+  std::string hint;
+  if (want == v1::DTYPE_BF16) {
+    hint = "; give bf16 values as uint16 bit patterns or as float32";
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("the file holds %s, the parameter is %s%s",
+                      DTypeLabel(array.dtype), DTypeLabel(want), hint));
+}
+
+}  // namespace pjrt::cli

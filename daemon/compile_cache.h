@@ -1,0 +1,193 @@
+// CompileCache: the daemon-wide cache of compiled programs, shared by every
+// session.
+//
+// Keyed by the full program text and the serialized compile options (never
+// by a hash alone, so two programs can never be confused); the SHA-256
+// fingerprint of that key is what clients and logs see. Bounded: once more
+// than `capacity` programs are held, the least recently used one is dropped
+// (sessions that hold its executable keep it alive; only the cache forgets
+// it). Two concurrent requests for the same program compile it once: the
+// second waits for the first and shares its result. A failed compile is not
+// cached: every waiter gets its error, and the next request tries again.
+//
+// A class template so that it can be tested without a compiler; the daemon
+// uses CompileCache<runtime::Executable>.
+//
+// Thread-safe. `compile` runs without the cache's lock held, so different
+// programs compile in parallel.
+#ifndef PJRT_DAEMON_COMPILE_CACHE_H_
+#define PJRT_DAEMON_COMPILE_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+
+namespace pjrt::daemon {
+
+// Programs a daemon's cache holds by default.
+inline constexpr int kDefaultCompileCacheCapacity = 64;
+
+// The cache key for `program_text` compiled with options serialized as
+// `options_bytes`: unambiguous (the options are length-prefixed).
+std::string CompileCacheKey(absl::string_view program_text,
+                            absl::string_view options_bytes);
+
+// Lower-case hex SHA-256 of `key` (64 characters).
+std::string Fingerprint(absl::string_view key);
+
+struct CompileCacheStats {
+  int entries = 0;
+  int capacity = 0;
+  // Requests answered by a cached program or by joining a compile under way.
+  int64_t hits = 0;
+  // Compiles run, and how many of them failed.
+  int64_t compiles = 0;
+  int64_t failures = 0;
+  int64_t evictions = 0;
+};
+
+template <typename Value>
+class CompileCache {
+ public:
+  struct Result {
+    std::shared_ptr<Value> value;
+    // False only for the request that ran the compile.
+    bool cache_hit = false;
+    std::string fingerprint;
+    // Time this request spent compiling or waiting for a compile.
+    absl::Duration elapsed;
+  };
+
+  // REQUIRES: capacity >= 1.
+  explicit CompileCache(int capacity = kDefaultCompileCacheCapacity)
+      : capacity_(capacity) {}
+  CompileCache(const CompileCache&) = delete;
+  CompileCache& operator=(const CompileCache&) = delete;
+
+  // The cached value for `key`, or the result of `compile()` (run by this
+  // request, or by a concurrent one for the same key). Errors of `compile`
+  // are returned unchanged.
+  absl::StatusOr<Result> GetOrCompile(
+      absl::string_view key,
+      absl::FunctionRef<absl::StatusOr<std::shared_ptr<Value>>()> compile);
+
+  CompileCacheStats stats() const;
+
+ private:
+  struct Entry {
+    explicit Entry(std::string k) : key(std::move(k)) {}
+    const std::string key;
+    // Guarded by the cache's mutex.
+    bool done = false;
+    absl::Status status;
+    std::shared_ptr<Value> value;
+  };
+  using EntryList = std::list<std::shared_ptr<Entry>>;
+
+  // Drops least recently used finished entries beyond the capacity.
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int capacity_;
+  mutable pjrt::Mutex mu_;
+  // Most recently used first. Compiles under way are in the list too, but
+  // are neither counted against the capacity nor evicted.
+  EntryList lru_ ABSL_GUARDED_BY(mu_);
+  // Keys point into the entries' own `key`, which outlive their index slot.
+  absl::flat_hash_map<absl::string_view, typename EntryList::iterator> index_
+      ABSL_GUARDED_BY(mu_);
+  int finished_ ABSL_GUARDED_BY(mu_) = 0;
+  CompileCacheStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// --- implementation --------------------------------------------------------
+
+template <typename Value>
+absl::StatusOr<typename CompileCache<Value>::Result>
+CompileCache<Value>::GetOrCompile(
+    absl::string_view key,
+    absl::FunctionRef<absl::StatusOr<std::shared_ptr<Value>>()> compile) {
+  const absl::Time start = absl::Now();
+  Result result;
+  result.fingerprint = Fingerprint(key);
+  std::shared_ptr<Entry> entry;
+  {
+    pjrt::MutexLock lock(&mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      entry = *it->second;
+      lru_.splice(lru_.begin(), lru_, it->second);
+      ++stats_.hits;
+      Entry* e = entry.get();
+      mu_.Await([e]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return e->done; });
+      if (!entry->status.ok()) return entry->status;
+      result.value = entry->value;
+      result.cache_hit = true;
+      result.elapsed = absl::Now() - start;
+      return result;
+    }
+    entry = std::make_shared<Entry>(std::string(key));
+    lru_.push_front(entry);
+    index_.emplace(absl::string_view(entry->key), lru_.begin());
+    ++stats_.compiles;
+  }
+
+  absl::StatusOr<std::shared_ptr<Value>> compiled = compile();
+  if (compiled.ok() && *compiled == nullptr) {
+    compiled = absl::InternalError("the compiler returned no program");
+  }
+
+  pjrt::MutexLock lock(&mu_);
+  // The entry is still indexed: only finished entries are ever removed.
+  auto it = index_.find(absl::string_view(entry->key));
+  entry->done = true;
+  if (!compiled.ok()) {
+    entry->status = compiled.status();
+    ++stats_.failures;
+    lru_.erase(it->second);
+    index_.erase(it);
+    return compiled.status();
+  }
+  entry->value = *compiled;
+  ++finished_;
+  EvictLocked();
+  result.value = std::move(*compiled);
+  result.elapsed = absl::Now() - start;
+  return result;
+}
+
+template <typename Value>
+void CompileCache<Value>::EvictLocked() {
+  auto it = lru_.end();
+  while (finished_ > capacity_ && it != lru_.begin()) {
+    --it;
+    if (!(*it)->done) continue;
+    index_.erase(absl::string_view((*it)->key));
+    it = lru_.erase(it);
+    --finished_;
+    ++stats_.evictions;
+  }
+}
+
+template <typename Value>
+CompileCacheStats CompileCache<Value>::stats() const {
+  pjrt::MutexLock lock(&mu_);
+  CompileCacheStats stats = stats_;
+  stats.entries = finished_;
+  stats.capacity = capacity_;
+  return stats;
+}
+
+}  // namespace pjrt::daemon
+
+#endif  // PJRT_DAEMON_COMPILE_CACHE_H_

@@ -1,0 +1,614 @@
+// Integration tests of the executable path: a real pjrtd, the C++ client and
+// pjrtctl compile/run, over a unix socket and over TCP.
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "cli/npy.h"
+#include "client/cpp/pjrt_client/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/process.h"
+
+namespace pjrt::testing {
+namespace {
+
+namespace v1 = ::pjrt::v1;
+using ::nlohmann::json;
+
+// f32[n] + f32[n], named `name` so that each test has a program of its own in
+// the daemon-wide cache.
+std::string AddProgram(const std::string& name, int n = 4) {
+  return absl::StrReplaceAll(
+      R"(HloModule @NAME@, entry_computation_layout={(f32[@N@]{0}, f32[@N@]{0})->f32[@N@]{0}}
+
+ENTRY main.4 {
+  Arg_0.1 = f32[@N@]{0} parameter(0)
+  Arg_1.2 = f32[@N@]{0} parameter(1)
+  ROOT add.3 = f32[@N@]{0} add(Arg_0.1, Arg_1.2)
+}
+)",
+      {{"@NAME@", name}, {"@N@", absl::StrCat(n)}});
+}
+
+// (x * 2, x - 1, sum(x)) for x: s32[2,3]: a tuple root with three results.
+constexpr char kTupleProgram[] = R"(HloModule tuple_results
+
+region_add {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+
+ENTRY main {
+  x = s32[2,3] parameter(0)
+  two = s32[] constant(2)
+  one = s32[] constant(1)
+  zero = s32[] constant(0)
+  twos = s32[2,3] broadcast(two), dimensions={}
+  ones = s32[2,3] broadcast(one), dimensions={}
+  doubled = s32[2,3] multiply(x, twos)
+  less = s32[2,3] subtract(x, ones)
+  total = s32[] reduce(x, zero), dimensions={0,1}, to_apply=region_add
+  ROOT t = (s32[2,3], s32[2,3], s32[]) tuple(doubled, less, total)
+}
+)";
+
+template <typename T>
+std::vector<T> FromBytes(const std::vector<uint8_t>& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+class ExecutableTest : public ::testing::TestWithParam<int> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    auto daemon = DaemonProcess::Start(
+        PJRTD_PATH,
+        {"--platform", "host", "--host-devices", "3", "--memory-limit", "1GiB",
+         "--listen", "unix://" + dir_->path() + "/pjrtd.sock", "--listen",
+         "127.0.0.1:0"},
+        dir_->path());
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+  }
+
+  static void TearDownTestSuite() {
+    if (daemon_ != nullptr) {
+      auto code = daemon_->Stop();
+      EXPECT_TRUE(code.ok() && *code == 0)
+          << "pjrtd did not exit cleanly: " << code.status() << "\n"
+          << daemon_->Log();
+      delete daemon_;
+      daemon_ = nullptr;
+    }
+    delete dir_;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(daemon_, nullptr);
+    auto client = pjrt_client::Client::Connect({.address = address()});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *client;
+    session_ = OpenSession("executable_test");
+  }
+
+  void TearDown() override {
+    session_.reset();
+    ExpectHealthy();
+  }
+
+  std::unique_ptr<pjrt_client::Session> OpenSession(const std::string& name) {
+    auto session = client_->OpenSession({.client_name = name});
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? *std::move(session) : nullptr;
+  }
+
+  const std::string& address() const {
+    return daemon_->addresses()[GetParam()];
+  }
+
+  // A name unique to this test and transport.
+  std::string UniqueName(const std::string& base) const {
+    return absl::StrCat(base, "_", GetParam() == 0 ? "unix" : "tcp");
+  }
+
+  void ExpectHealthy() {
+    auto channel =
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = stub->Check(
+        &context, grpc::health::v1::HealthCheckRequest(), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+
+  v1::Stats Stats() {
+    auto stats = client_->Stats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? *stats : v1::Stats();
+  }
+
+  pjrt_client::Buffer UploadF32(const std::vector<float>& values,
+                                int device = 0) {
+    auto buffer =
+        session_->Upload(v1::DTYPE_F32, {static_cast<int64_t>(values.size())},
+                         pjrt_client::AsBytes(values), device);
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    return buffer.ok() ? *std::move(buffer) : pjrt_client::Buffer();
+  }
+
+  CommandResult Pjrtctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {PJRTCTL_PATH, "--address", address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    std::string path = dir_->path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  static TempDir* dir_;
+  static DaemonProcess* daemon_;
+  std::shared_ptr<pjrt_client::Client> client_;
+  std::unique_ptr<pjrt_client::Session> session_;
+};
+
+TempDir* ExecutableTest::dir_ = nullptr;
+DaemonProcess* ExecutableTest::daemon_ = nullptr;
+
+INSTANTIATE_TEST_SUITE_P(Transports, ExecutableTest, ::testing::Values(0, 1),
+                         [](const auto& info) {
+                           return info.param == 0 ? "Unix" : "Tcp";
+                         });
+
+// --- compile -----------------------------------------------------------------
+
+TEST_P(ExecutableTest, CompileReturnsTheSignature) {
+  auto executable = session_->Compile(AddProgram(UniqueName("signature"), 5));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  EXPECT_EQ(executable->name(), UniqueName("signature"));
+  ASSERT_EQ(executable->parameter_shapes().size(), 2);
+  EXPECT_EQ(pjrt_client::ShapeToString(executable->parameter_shapes()[0]),
+            "f32[5]");
+  ASSERT_EQ(executable->result_shapes().size(), 1);
+  EXPECT_EQ(pjrt_client::ShapeToString(executable->result_shapes()[0]),
+            "f32[5]");
+  EXPECT_FALSE(executable->result_is_tuple());
+  EXPECT_FALSE(executable->cache_hit());
+  EXPECT_GT(executable->compile_time(), absl::ZeroDuration());
+  EXPECT_EQ(executable->fingerprint().size(), 64u);
+  EXPECT_NE(executable->handle(), 0u);
+}
+
+TEST_P(ExecutableTest, SecondCompileFromAnotherSessionIsACacheHit) {
+  const std::string program = AddProgram(UniqueName("cached"));
+  const int64_t compiles_before = Stats().compile_cache().compiles();
+  auto first = session_->Compile(program);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->cache_hit());
+
+  auto other = OpenSession("other");
+  auto second = other->Compile(program);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->cache_hit());
+  EXPECT_EQ(second->fingerprint(), first->fingerprint());
+  EXPECT_NE(second->handle(), first->handle());
+  EXPECT_EQ(Stats().compile_cache().compiles(), compiles_before + 1);
+
+  // A different program is a different entry.
+  auto third = other->Compile(AddProgram(UniqueName("cached"), 8));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_FALSE(third->cache_hit());
+  EXPECT_NE(third->fingerprint(), first->fingerprint());
+}
+
+TEST_P(ExecutableTest, ConcurrentCompilesOfOneProgramCompileOnce) {
+  const std::string program = AddProgram(UniqueName("concurrent"), 16);
+  const int64_t compiles_before = Stats().compile_cache().compiles();
+  constexpr int kThreads = 8;
+  std::vector<std::unique_ptr<pjrt_client::Session>> sessions;
+  for (int i = 0; i < kThreads; ++i) sessions.push_back(OpenSession("c"));
+  std::vector<std::thread> threads;
+  std::atomic<int> misses{0}, failures{0};
+  std::vector<std::string> fingerprints(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto executable = sessions[i]->Compile(program);
+      if (!executable.ok()) {
+        ++failures;
+        return;
+      }
+      if (!executable->cache_hit()) ++misses;
+      fingerprints[i] = executable->fingerprint();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(misses, 1);
+  EXPECT_EQ(Stats().compile_cache().compiles(), compiles_before + 1);
+  for (const std::string& f : fingerprints) EXPECT_EQ(f, fingerprints[0]);
+}
+
+TEST_P(ExecutableTest, CompileErrorsKeepTheirCodeAndFullMessage) {
+  auto syntax = session_->Compile(
+      "HloModule broken\n\nENTRY main {\n  p = f32[2] parameter(0)\n"
+      "  ROOT r = f32[2] add(p, p\n}\n");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_EQ(syntax.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(syntax.status().message().find("line 6"), std::string::npos)
+      << syntax.status();
+  EXPECT_NE(syntax.status().message().find("^"), std::string::npos)
+      << syntax.status();
+
+  auto unknown = session_->Compile(
+      "HloModule m\n\nENTRY main {\n  p = f32[2] parameter(0)\n"
+      "  ROOT r = f32[2] frobnicate(p)\n}\n");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(unknown.status().message().find("frobnicate"), std::string::npos)
+      << unknown.status();
+  EXPECT_NE(unknown.status().message().find("line 5"), std::string::npos)
+      << unknown.status();
+
+  auto empty = session_->Compile("  \n");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("hlo_text is empty"),
+            std::string::npos);
+  ExpectHealthy();
+}
+
+// --- execute -----------------------------------------------------------------
+
+TEST_P(ExecutableTest, ExecuteRoundTrip) {
+  auto executable = session_->Compile(AddProgram(UniqueName("round_trip")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  pjrt_client::Buffer a = UploadF32({1, 2, 3, 4}, 1);
+  pjrt_client::Buffer b = UploadF32({10, 20, 30, 40}, 1);
+  auto results = executable->Execute({&a, &b}, 1);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 1u);
+  const pjrt_client::Buffer& sum = (*results)[0];
+  EXPECT_EQ(sum.dtype(), v1::DTYPE_F32);
+  EXPECT_EQ(sum.dims(), std::vector<int64_t>({4}));
+  EXPECT_EQ(sum.device_id(), 1);
+  auto bytes = sum.Download();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(FromBytes<float>(*bytes), std::vector<float>({11, 22, 33, 44}));
+}
+
+TEST_P(ExecutableTest, ATupleRootGivesOneBufferPerElement) {
+  auto executable = session_->Compile(kTupleProgram);
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  EXPECT_TRUE(executable->result_is_tuple());
+  ASSERT_EQ(executable->result_shapes().size(), 3);
+  std::vector<int32_t> x = {1, 2, 3, 4, 5, 6};
+  auto input =
+      session_->Upload(v1::DTYPE_S32, {2, 3}, pjrt_client::AsBytes(x), 0);
+  ASSERT_TRUE(input.ok()) << input.status();
+  auto results = executable->Execute({&*input}, 0);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_EQ(FromBytes<int32_t>(*(*results)[0].Download()),
+            std::vector<int32_t>({2, 4, 6, 8, 10, 12}));
+  EXPECT_EQ(FromBytes<int32_t>(*(*results)[1].Download()),
+            std::vector<int32_t>({0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ((*results)[2].dims(), std::vector<int64_t>());
+  EXPECT_EQ(FromBytes<int32_t>(*(*results)[2].Download()),
+            std::vector<int32_t>({21}));
+}
+
+TEST_P(ExecutableTest, RunsChainWithoutWaitingForEachOther) {
+  // y = y + y, 20 times, each run taking the previous run's result before it
+  // is ready: only the final download waits.
+  auto executable = session_->Compile(AddProgram(UniqueName("chain")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  pjrt_client::Buffer y = UploadF32({1, -1, 0.5, 3});
+  for (int i = 0; i < 20; ++i) {
+    auto next = executable->Execute({&y, &y}, 0);
+    ASSERT_TRUE(next.ok()) << next.status();
+    y = std::move((*next)[0]);
+  }
+  auto bytes = y.Download();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const float scale = 1 << 20;
+  EXPECT_EQ(FromBytes<float>(*bytes),
+            std::vector<float>({scale, -scale, scale / 2, 3 * scale}));
+}
+
+TEST_P(ExecutableTest, BadArgumentsAreInvalidArgumentNamingTheArgument) {
+  auto executable = session_->Compile(AddProgram(UniqueName("bad_args")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  pjrt_client::Buffer a = UploadF32({1, 2, 3, 4});
+  pjrt_client::Buffer short_one = UploadF32({1, 2, 3});
+  pjrt_client::Buffer elsewhere = UploadF32({1, 2, 3, 4}, 2);
+  std::vector<int32_t> ints = {1, 2, 3, 4};
+  auto wrong_dtype =
+      session_->Upload(v1::DTYPE_S32, {4}, pjrt_client::AsBytes(ints), 0);
+  ASSERT_TRUE(wrong_dtype.ok());
+
+  struct Case {
+    std::vector<const pjrt_client::Buffer*> args;
+    std::vector<std::string> expected;
+  };
+  const Case cases[] = {
+      {{&a}, {"2", "1"}},          // arity: takes 2, got 1
+      {{&a, &a, &a}, {"2", "3"}},  // arity: takes 2, got 3
+      {{&a, &short_one}, {"argument 1", "f32[3]", "f32[4]"}},
+      {{&*wrong_dtype, &a}, {"argument 0", "s32", "f32"}},
+      {{&a, &elsewhere}, {"argument 1", "host:2", "host:0"}},
+  };
+  for (const Case& c : cases) {
+    auto results = executable->Execute(c.args, 0);
+    ASSERT_FALSE(results.ok());
+    EXPECT_EQ(results.status().code(), absl::StatusCode::kInvalidArgument)
+        << results.status();
+    for (const std::string& word : c.expected) {
+      EXPECT_NE(results.status().message().find(word), std::string::npos)
+          << "'" << word << "' missing from: " << results.status();
+    }
+  }
+  auto no_device = executable->Execute({&a, &a}, 7);
+  ASSERT_FALSE(no_device.ok());
+  EXPECT_EQ(no_device.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_device.status().message().find("device 7"), std::string::npos)
+      << no_device.status();
+  ExpectHealthy();
+}
+
+TEST_P(ExecutableTest, UnknownAndForeignHandlesAreIndistinguishable) {
+  auto executable = session_->Compile(AddProgram(UniqueName("foreign")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  pjrt_client::Buffer a = UploadF32({1, 2, 3, 4});
+
+  auto run = [&](uint64_t session_id, uint64_t executable_handle,
+                 std::vector<uint64_t> args) {
+    v1::ExecuteRequest request;
+    request.set_session_id(session_id);
+    request.set_executable_handle(executable_handle);
+    for (uint64_t h : args) request.add_argument_handles(h);
+    v1::ExecuteResponse response;
+    grpc::ClientContext context;
+    return client_->executables_stub().Execute(&context, request, &response);
+  };
+  auto other = OpenSession("other");
+  grpc::Status foreign =
+      run(other->id(), executable->handle(), {});  // another session's
+  grpc::Status unknown = run(session_->id(), 0x1234, {a.handle(), a.handle()});
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(absl::StrReplaceAll(
+                foreign.error_message(),
+                {{absl::StrFormat("%#x", executable->handle()), "H"}}),
+            absl::StrReplaceAll(unknown.error_message(), {{"0x1234", "H"}}));
+
+  // An argument of another session is NOT_FOUND too, naming the argument.
+  pjrt_client::Buffer theirs = [&] {
+    std::vector<float> v = {1, 2, 3, 4};
+    return *other->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(v), 0);
+  }();
+  grpc::Status foreign_arg =
+      run(session_->id(), executable->handle(), {a.handle(), theirs.handle()});
+  EXPECT_EQ(foreign_arg.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(foreign_arg.error_message().find("argument 1"), std::string::npos)
+      << foreign_arg.error_message();
+
+  // Deleting another session's executable fails the same way and leaves it.
+  v1::DeleteExecutableRequest request;
+  request.set_session_id(other->id());
+  request.set_executable_handle(executable->handle());
+  v1::DeleteExecutableResponse response;
+  grpc::ClientContext context;
+  EXPECT_EQ(client_->executables_stub()
+                .DeleteExecutable(&context, request, &response)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(executable->Execute({&a, &a}, 0).ok());
+}
+
+TEST_P(ExecutableTest, DeletedExecutableIsNotFound) {
+  auto executable = session_->Compile(AddProgram(UniqueName("deleted")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  pjrt_client::Buffer a = UploadF32({1, 2, 3, 4});
+  uint64_t handle = executable->handle();
+  const int64_t before = Stats().executable_count();
+  ASSERT_TRUE(executable->Delete().ok());
+  EXPECT_EQ(Stats().executable_count(), before - 1);
+  v1::ExecuteRequest request;
+  request.set_session_id(session_->id());
+  request.set_executable_handle(handle);
+  request.add_argument_handles(a.handle());
+  request.add_argument_handles(a.handle());
+  v1::ExecuteResponse response;
+  grpc::ClientContext context;
+  grpc::Status status =
+      client_->executables_stub().Execute(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("not an executable of this session"),
+            std::string::npos)
+      << status.error_message();
+}
+
+TEST_P(ExecutableTest, ClosingTheSessionDropsItsExecutablesAndResults) {
+  const int64_t executables_before = Stats().executable_count();
+  const int64_t buffers_before = Stats().buffer_count();
+  {
+    auto session = OpenSession("closing");
+    auto executable = session->Compile(AddProgram(UniqueName("closing")));
+    ASSERT_TRUE(executable.ok()) << executable.status();
+    std::vector<float> v = {1, 2, 3, 4};
+    auto a = session->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(v), 0);
+    ASSERT_TRUE(a.ok());
+    auto results = executable->Execute({&*a, &*a}, 0);
+    ASSERT_TRUE(results.ok()) << results.status();
+    EXPECT_EQ(Stats().executable_count(), executables_before + 1);
+    EXPECT_EQ(Stats().buffer_count(), buffers_before + 2);
+    // Keep the handles alive in the client: only closing frees them.
+    executable->Release();
+    a->Release();
+    for (auto& r : *results) r.Release();
+  }
+  EXPECT_EQ(Stats().executable_count(), executables_before);
+  EXPECT_EQ(Stats().buffer_count(), buffers_before);
+}
+
+// --- pjrtctl
+// -------------------------------------------------------------------
+
+TEST_P(ExecutableTest, PjrtctlCompilePrintsTheSignatureInBothModes) {
+  std::string path = WriteFile(UniqueName("cli_add") + ".hlo",
+                               AddProgram(UniqueName("cli_add")));
+  CommandResult table = Pjrtctl({"compile", path});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(UniqueName("cli_add")), std::string::npos);
+  EXPECT_NE(table.out.find("parameter"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("f32[4]"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("cache hit:    no"), std::string::npos) << table.out;
+
+  CommandResult doc = Pjrtctl({"compile", path, "--json"});
+  ASSERT_EQ(doc.exit_code, 0) << doc.err;
+  json j = json::parse(doc.out);
+  EXPECT_EQ(j["name"], UniqueName("cli_add"));
+  EXPECT_EQ(j["parameters"].size(), 2u);
+  EXPECT_EQ(j["parameters"][0]["shape"], "f32[4]");
+  EXPECT_EQ(j["results"][0]["dims"], json::array({4}));
+  EXPECT_EQ(j["cache_hit"], true);  // the table run compiled it
+  EXPECT_EQ(j["fingerprint"].get<std::string>().size(), 64u);
+}
+
+TEST_P(ExecutableTest, PjrtctlCompileErrorExitsOneWithLineAndCaret) {
+  std::string path =
+      WriteFile("broken.hlo",
+                "HloModule broken\n\nENTRY main {\n  p = f32[2] parameter(0)\n"
+                "  ROOT r = f32[3] add(p, p)\n}\n");
+  CommandResult table = Pjrtctl({"compile", path});
+  EXPECT_EQ(table.exit_code, 1);
+  EXPECT_NE(table.err.find("INVALID_ARGUMENT"), std::string::npos) << table.err;
+  EXPECT_NE(table.err.find("line 5"), std::string::npos) << table.err;
+  EXPECT_NE(table.err.find("^"), std::string::npos) << table.err;
+
+  CommandResult doc = Pjrtctl({"--json", "compile", path});
+  EXPECT_EQ(doc.exit_code, 1);
+  json j = json::parse(doc.out);
+  EXPECT_EQ(j["error"]["code"], "INVALID_ARGUMENT");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("line 5"),
+            std::string::npos);
+
+  CommandResult missing = Pjrtctl({"compile", dir_->path() + "/nope.hlo"});
+  EXPECT_EQ(missing.exit_code, 2);
+}
+
+TEST_P(ExecutableTest, PjrtctlRunWritesOneNpyPerResultInBothModes) {
+  std::string hlo = WriteFile("tuple.hlo", kTupleProgram);
+  cli::HostArray x;
+  x.dtype = v1::DTYPE_S32;
+  x.dims = {2, 3};
+  std::vector<int32_t> values = {1, 2, 3, 4, 5, 6};
+  x.data.assign(reinterpret_cast<uint8_t*>(values.data()),
+                reinterpret_cast<uint8_t*>(values.data()) + 24);
+  std::string input = dir_->path() + "/x.npy";
+  ASSERT_TRUE(cli::WriteNpy(input, x).ok());
+  std::string out_dir = dir_->path() + "/" + UniqueName("run_out");
+
+  CommandResult table = Pjrtctl(
+      {"run", hlo, "--input", input, "--output-dir", out_dir, "--repeat", "3"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("runs:         3: min"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("out2.npy"), std::string::npos) << table.out;
+  auto doubled = cli::ReadNpy(out_dir + "/out0.npy");
+  ASSERT_TRUE(doubled.ok()) << doubled.status();
+  EXPECT_EQ(FromBytes<int32_t>(doubled->data),
+            std::vector<int32_t>({2, 4, 6, 8, 10, 12}));
+  auto total = cli::ReadNpy(out_dir + "/out2.npy");
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_TRUE(total->dims.empty());
+  EXPECT_EQ(FromBytes<int32_t>(total->data), std::vector<int32_t>({21}));
+
+  CommandResult doc = Pjrtctl({"run", hlo, "--input", input, "--json",
+                               "--device", "2", "--repeat", "4"});
+  ASSERT_EQ(doc.exit_code, 0) << doc.err;
+  json j = json::parse(doc.out);
+  EXPECT_EQ(j["name"], "tuple_results");
+  EXPECT_EQ(j["device"], 2);
+  EXPECT_EQ(j["run_seconds"]["all"].size(), 4u);
+  EXPECT_LE(j["run_seconds"]["min"].get<double>(),
+            j["run_seconds"]["median"].get<double>());
+  EXPECT_LE(j["run_seconds"]["median"].get<double>(),
+            j["run_seconds"]["max"].get<double>());
+  ASSERT_EQ(j["outputs"].size(), 3u);
+  EXPECT_EQ(j["outputs"][2]["shape"], "s32[]");
+  EXPECT_EQ(j["outputs"][2]["file"], nullptr);
+}
+
+TEST_P(ExecutableTest, PjrtctlRunRejectsMismatchedInputsAsUsageErrors) {
+  std::string hlo = WriteFile(UniqueName("mismatch") + ".hlo",
+                              AddProgram(UniqueName("mismatch")));
+  cli::HostArray three;
+  three.dtype = v1::DTYPE_F32;
+  three.dims = {3};
+  three.data.resize(12);
+  std::string short_input = dir_->path() + "/three.npy";
+  ASSERT_TRUE(cli::WriteNpy(short_input, three).ok());
+  cli::HostArray four = three;
+  four.dims = {4};
+  four.data.resize(16);
+  std::string good_input = dir_->path() + "/four.npy";
+  ASSERT_TRUE(cli::WriteNpy(good_input, four).ok());
+  cli::HostArray doubles = four;
+  doubles.dtype = v1::DTYPE_F64;
+  doubles.data.resize(32);
+  std::string f64_input = dir_->path() + "/four_f64.npy";
+  ASSERT_TRUE(cli::WriteNpy(f64_input, doubles).ok());
+
+  CommandResult count = Pjrtctl({"run", hlo, "--input", good_input});
+  EXPECT_EQ(count.exit_code, 2);
+  EXPECT_NE(count.err.find("takes 2 parameter(s) (f32[4], f32[4]); got 1"),
+            std::string::npos)
+      << count.err;
+
+  CommandResult shape =
+      Pjrtctl({"run", hlo, "--input", good_input, "--input", short_input});
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_NE(shape.err.find("input 1 (" + short_input +
+                           ") is f32[3]; "
+                           "parameter 1 of " +
+                           UniqueName("mismatch") + " is f32[4]"),
+            std::string::npos)
+      << shape.err;
+
+  CommandResult dtype = Pjrtctl(
+      {"--json", "run", hlo, "--input", f64_input, "--input", good_input});
+  EXPECT_EQ(dtype.exit_code, 2);
+  json j = json::parse(dtype.out);
+  EXPECT_EQ(j["error"]["code"], "INVALID_ARGUMENT");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find(
+                "the file holds f64, the parameter is f32"),
+            std::string::npos);
+
+  CommandResult help = Pjrtctl({"run", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Example: pjrtctl run"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pjrt::testing

@@ -1,0 +1,179 @@
+"""A JAX-style MLP training step (tests/data/mlp_train_step.hlo, written as
+``jax.jit(train_step).lower(...).as_text(dialect="hlo")`` prints it) run
+through the Python client and through ``pjrtctl run``, against the same step
+written in numpy.
+
+The step: two dense layers with relu, softmax cross-entropy against one-hot
+labels, backpropagation written out, and SGD with a learning rate of 0.01.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import pjrt_client
+from conftest import PJRTCTL, REPO
+
+HLO = REPO / "tests" / "data" / "mlp_train_step.hlo"
+LEARNING_RATE = 0.01
+BATCH, IN, HIDDEN, OUT = 64, 784, 128, 10
+
+# Tolerances. The program computes in float32 and the reference in float64
+# from the same float32 inputs, so the results differ by float32 rounding
+# (about 6e-8 relative per operation, accumulated over sums of up to 784
+# products in a different order): 1e-5 relative is a hundred times that.
+# Elements whose value is near zero (a bias element and its small update
+# nearly cancelling) have no meaningful relative error; below 1e-7 in
+# absolute terms (ten times float32's epsilon times the O(0.01) size of the
+# parameters) a difference is rounding noise.
+RTOL = 1e-5
+ATOL = 1e-7
+
+
+def make_inputs(seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((IN, HIDDEN)) / np.sqrt(IN)).astype(np.float32)
+    b1 = (0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)
+    w2 = (rng.standard_normal((HIDDEN, OUT)) / np.sqrt(HIDDEN)).astype(
+        np.float32)
+    b2 = (0.1 * rng.standard_normal(OUT)).astype(np.float32)
+    x = rng.standard_normal((BATCH, IN)).astype(np.float32)
+    labels = rng.integers(0, OUT, size=BATCH).astype(np.int32)
+    return [w1, b1, w2, b2, x, labels]
+
+
+def train_step_reference(w1, b1, w2, b2, x, labels):
+    """The step in float64 numpy: (new w1, b1, w2, b2), loss, and the
+    hidden pre-activations (to check that none sits on relu's kink)."""
+    w1, b1, w2, b2, x = (a.astype(np.float64) for a in (w1, b1, w2, b2, x))
+    z1 = x @ w1 + b1
+    h = np.maximum(z1, 0)
+    logits = h @ w2 + b2
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    s = e.sum(axis=1, keepdims=True)
+    logp = shifted - np.log(s)
+    onehot = (labels[:, None] == np.arange(OUT)[None, :]).astype(np.float64)
+    loss = -np.mean(np.sum(onehot * logp, axis=1))
+    # Backpropagation.
+    dlogp = -onehot / BATCH
+    dlogits = dlogp - (e / s) * dlogp.sum(axis=1, keepdims=True)
+    db2 = dlogits.sum(axis=0)
+    dw2 = h.T @ dlogits
+    dh = dlogits @ w2.T
+    dz1 = np.where(z1 > 0, dh, 0.0)
+    db1 = dz1.sum(axis=0)
+    dw1 = x.T @ dz1
+    new = [w1 - LEARNING_RATE * dw1, b1 - LEARNING_RATE * db1,
+           w2 - LEARNING_RATE * dw2, b2 - LEARNING_RATE * db2]
+    return new, loss, z1
+
+
+def check_step(outputs: list[np.ndarray], inputs: list[np.ndarray]) -> None:
+    new, loss, z1 = train_step_reference(*inputs)
+    # float32 and float64 must agree on which hidden units are active.
+    assert np.abs(z1).min() > 1e-4, "the inputs put a unit on relu's kink"
+    names = ["w1", "b1", "w2", "b2"]
+    for name, got, want, old in zip(names, outputs[:4], new, inputs[:4]):
+        assert got.dtype == np.float32 and got.shape == old.shape, name
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL,
+                                   err_msg=f"new {name}")
+        # The update itself (the gradient) is right, not just the
+        # parameter it is added to: the parameter dominates the sum.
+        np.testing.assert_allclose(old - got, old - want, rtol=2e-3,
+                                   atol=1e-8, err_msg=f"update of {name}")
+    assert outputs[4].shape == () and outputs[4].dtype == np.float32
+    np.testing.assert_allclose(outputs[4], loss, rtol=RTOL, err_msg="loss")
+
+
+@pytest.fixture(scope="module")
+def mlp_client(daemon):
+    with pjrt_client.connect(daemon.addresses[0],
+                             client_name="test_mlp") as c:
+        yield c
+
+
+def test_signature_is_the_train_step(mlp_client):
+    executable = mlp_client.compile(HLO.read_text())
+    assert executable.name == "jit_train_step"
+    assert [str(s) for s in executable.parameter_shapes] == [
+        "f32[784,128]", "f32[128]", "f32[128,10]", "f32[10]", "f32[64,784]",
+        "s32[64]"]
+    assert [str(s) for s in executable.result_shapes] == [
+        "f32[784,128]", "f32[128]", "f32[128,10]", "f32[10]", "f32[]"]
+    assert executable.result_is_tuple
+
+
+def test_train_step_through_python_matches_numpy(mlp_client):
+    inputs = make_inputs(seed=1)
+    executable = mlp_client.compile(HLO.read_text())
+    outputs = [b.to_numpy() for b in executable.execute(inputs)]
+    check_step(outputs, inputs)
+
+
+def test_three_chained_steps_lower_the_loss(mlp_client):
+    # Each step takes the previous step's parameters as buffers, without a
+    # round trip through the host.
+    inputs = make_inputs(seed=2)
+    executable = mlp_client.compile(HLO.read_text())
+    assert executable.cache_hit  # compiled by the tests above
+    params = [mlp_client.put(a, device=1) for a in inputs[:4]]
+    data = [mlp_client.put(a, device=1) for a in inputs[4:]]
+    host = list(inputs)
+    losses = []
+    for _ in range(3):
+        outputs = executable.execute(params + data)
+        params = outputs[:4]
+        losses.append(float(outputs[4].to_numpy()))
+        new, loss, _ = train_step_reference(*host)
+        host = [a.astype(np.float32) for a in new] + host[4:]
+        np.testing.assert_allclose(losses[-1], loss, rtol=RTOL)
+    assert losses[2] < losses[1] < losses[0]
+    for got, want in zip(params, host[:4]):
+        np.testing.assert_allclose(got.to_numpy(), want, rtol=RTOL,
+                                   atol=ATOL)
+
+
+def test_train_step_through_pjrtctl_matches_numpy(daemon, tmp_path):
+    inputs = make_inputs(seed=3)
+    names = ["w1", "b1", "w2", "b2", "x", "labels"]
+    args = []
+    for name, array in zip(names, inputs):
+        path = tmp_path / f"{name}.npy"
+        np.save(path, array)
+        args += ["--input", str(path)]
+    out_dir = tmp_path / "out"
+    result = subprocess.run(
+        [str(PJRTCTL), "--address", daemon.addresses[1], "--json", "run",
+         str(HLO), *args, "--output-dir", str(out_dir), "--repeat", "2"],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr + result.stdout
+    doc = json.loads(result.stdout)
+    assert doc["name"] == "jit_train_step"
+    assert doc["repeat"] == 2 and len(doc["run_seconds"]["all"]) == 2
+    files = [o["file"] for o in doc["outputs"]]
+    assert files == [str(out_dir / f"out{i}.npy") for i in range(5)]
+    outputs = [np.load(pathlib.Path(f)) for f in files]
+    check_step(outputs, inputs)
+
+
+def test_pjrtctl_table_output_names_every_result(daemon, tmp_path):
+    inputs = make_inputs(seed=4)
+    args = []
+    for i, array in enumerate(inputs):
+        np.save(tmp_path / f"in{i}.npy", array)
+        args += ["--input", str(tmp_path / f"in{i}.npy")]
+    result = subprocess.run(
+        [str(PJRTCTL), "--address", daemon.addresses[0], "run", str(HLO),
+         *args], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "jit_train_step" in result.stdout
+    for shape in ["f32[784,128]", "f32[128]", "f32[128,10]", "f32[10]",
+                  "f32[]"]:
+        assert shape in result.stdout
+    assert "runs:" in result.stdout and "median" in result.stdout
