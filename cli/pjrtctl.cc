@@ -191,7 +191,14 @@ int RunStats(const GlobalOptions& g) {
   }
   table.Print(std::cout);
   std::cout << "\nsessions: " << stats->session_count()
-            << "  buffers: " << stats->buffer_count() << "\n";
+            << "  buffers: " << stats->buffer_count()
+            << "  executables: " << stats->executable_count() << "\n";
+  const v1::CompileCacheStats& cache = stats->compile_cache();
+  std::cout << absl::StrFormat(
+      "compile cache: %d of %d programs, %d hits, %d compiles (%d failed), "
+      "%d evictions\n",
+      cache.entries(), cache.capacity(), cache.hits(), cache.compiles(),
+      cache.failures(), cache.evictions());
   return kExitOk;
 }
 
@@ -206,16 +213,16 @@ int RunSessions(const GlobalOptions& g) {
     std::cout << json{{"sessions", list}}.dump(2) << "\n";
     return kExitOk;
   }
-  Table table({"ID", "CLIENT", "PEER", "ATTACHED", "BUFFERS", "BYTES", "AGE",
-               "LEASE LEFT"});
+  Table table({"ID", "CLIENT", "PEER", "ATTACHED", "BUFFERS", "BYTES",
+               "EXECUTABLES", "AGE", "LEASE LEFT"});
   for (const auto& s : *sessions) {
     table.AddRow({absl::StrCat(s.public_id()), s.client_name(), s.peer(),
                   Yes(s.attached()), absl::StrCat(s.buffer_count()),
-                  FormatByteSize(s.bytes()),
+                  FormatByteSize(s.bytes()), absl::StrCat(s.executable_count()),
                   absl::StrFormat("%.0fs", s.age_seconds()),
-                  s.attached() ? "-"
-                               : absl::StrFormat("%.0fs",
-                                                 s.lease_remaining_seconds())});
+                  s.attached()
+                      ? "-"
+                      : absl::StrFormat("%.0fs", s.lease_remaining_seconds())});
   }
   table.Print(std::cout);
   return kExitOk;

@@ -495,6 +495,35 @@ TEST_P(ExecutableTest, PjrtctlCompilePrintsTheSignatureInBothModes) {
   EXPECT_EQ(j["fingerprint"].get<std::string>().size(), 64u);
 }
 
+TEST_P(ExecutableTest, PjrtctlStatsAndSessionsCountExecutables) {
+  auto executable = session_->Compile(AddProgram(UniqueName("counted")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  CommandResult stats = Pjrtctl({"stats"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE(stats.out.find("executables: "), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("compile cache: "), std::string::npos) << stats.out;
+  CommandResult doc = Pjrtctl({"stats", "--json"});
+  ASSERT_EQ(doc.exit_code, 0) << doc.err;
+  json j = json::parse(doc.out);
+  EXPECT_GE(j["executable_count"].get<int64_t>(), 1);
+  EXPECT_EQ(j["compile_cache"]["capacity"], 64);
+  EXPECT_GE(j["compile_cache"]["compiles"].get<int64_t>(), 1);
+
+  CommandResult sessions = Pjrtctl({"sessions", "--json"});
+  ASSERT_EQ(sessions.exit_code, 0) << sessions.err;
+  bool found = false;
+  json listing = json::parse(sessions.out);
+  for (const json& s : listing["sessions"]) {
+    if (s["public_id"] == session_->public_id()) {
+      EXPECT_EQ(s["executable_count"], 1);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << sessions.out;
+  CommandResult table = Pjrtctl({"sessions"});
+  EXPECT_NE(table.out.find("EXECUTABLES"), std::string::npos) << table.out;
+}
+
 TEST_P(ExecutableTest, PjrtctlCompileErrorExitsOneWithLineAndCaret) {
   std::string path =
       WriteFile("broken.hlo",
