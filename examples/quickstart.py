@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""pjrtd quick start: list devices, upload arrays, read them back.
+"""pjrtd quick start: list devices, upload arrays, read them back, compile
+and run a program.
 
 Run against a daemon with ``PJRTD_ADDRESS=unix:///path/to.sock`` (``make
 demo`` starts one for you).
@@ -8,6 +9,21 @@ demo`` starts one for you).
 import numpy as np
 
 import pjrt_client
+
+
+RELU_PLUS_ONE = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->\
+f32[4]{0}}
+
+ENTRY main.6 {
+  Arg_0.1 = f32[4]{0} parameter(0)
+  constant.2 = f32[] constant(0)
+  broadcast.3 = f32[4]{0} broadcast(constant.2), dimensions={}
+  maximum.4 = f32[4]{0} maximum(Arg_0.1, broadcast.3)
+  constant.5 = f32[] constant(1)
+  broadcast.6 = f32[4]{0} broadcast(constant.5), dimensions={}
+  ROOT add.7 = f32[4]{0} add(maximum.4, broadcast.6)
+}
+"""
 
 
 def main() -> None:
@@ -42,9 +58,20 @@ def main() -> None:
         print(f"copied 4 MiB from {big.device} to {copy.device}: "
               f"sum {copy.to_numpy().sum():.0f}")
 
+        # An HLO program, as jax.jit(f).lower(x).as_text(dialect="hlo")
+        # prints it: relu(x) + 1.
+        program = client.compile(RELU_PLUS_ONE)
+        print(f"compiled {program!r} in {program.compile_seconds:.4f}s "
+              f"(cache hit: {program.cache_hit})")
+        x = client.put(np.array([-2.0, -0.5, 0.0, 1.5], dtype=np.float32),
+                       device=devices[0])
+        (y,) = program.execute([x])
+        print(f"relu(x) + 1 of {x.to_numpy()} is {y.to_numpy()}")
+        assert np.array_equal(y.to_numpy(), [1.0, 1.0, 1.0, 2.5])
+
         used = [d["bytes_in_use"] for d in client.stats()["devices"]]
         print(f"bytes in use per device: {used}")
-    print("closed the session; the daemon freed its buffers")
+    print("closed the session; the daemon freed its buffers and executables")
 
 
 if __name__ == "__main__":
