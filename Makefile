@@ -4,7 +4,7 @@
 #   make test    install what is missing, build, run every test
 #
 # Other targets: deps, build, test-cpp, test-python, lint, test-sanitize,
-# install, format, clean.
+# bench, install, format, clean.
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -12,7 +12,7 @@ CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps build demo test test-cpp test-python lint test-sanitize install format clean
+.PHONY: all deps build demo test test-cpp test-python lint test-sanitize bench install format clean
 
 all: build
 
@@ -39,10 +39,13 @@ test-python:
 	  $(PYTHON) -m pytest -q tests/python
 
 lint:
-	flake8 client/python tests/python examples
+	flake8 client/python tests/python examples bench
 
 test-sanitize: deps
 	scripts/test-sanitize $(JOBS)
+
+bench: build
+	@scripts/bench $(BUILD_DIR)
 
 install: build
 	cmake --install $(BUILD_DIR)

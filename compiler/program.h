@@ -16,6 +16,10 @@
 namespace pjrt::compiler {
 
 // The memory and identity of one run.
+namespace host {
+class CollectiveHub;
+}  // namespace host
+
 struct RunContext {
   // One pointer per entry parameter (array parameters; see Program).
   absl::Span<void* const> arguments;
@@ -26,6 +30,11 @@ struct RunContext {
   uint64_t prng_seed = 0;
   int64_t replica_id = 0;
   int64_t partition_id = 0;
+  int64_t num_replicas = 1;
+  int64_t num_partitions = 1;
+  // The launch's rendezvous for collectives (shared by every participant);
+  // nullptr when the program runs alone.
+  host::CollectiveHub* collectives = nullptr;
 };
 
 class Program {

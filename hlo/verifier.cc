@@ -691,6 +691,12 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(CheckStartIndices(inst, 2, in.rank()));
         return ExpectShape(inst, in);
       }
+      case Opcode::kAllReduce:
+      case Opcode::kAllGather:
+      case Opcode::kReduceScatter:
+      case Opcode::kAllToAll:
+      case Opcode::kCollectivePermute:
+        return CheckCollective(inst);
       case Opcode::kReplicaId:
       case Opcode::kPartitionId:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
@@ -744,6 +750,72 @@ class Verifier {
                                  i, args[i]->shape().ToString(), i, callee.name(),
                                  callee.parameters()[i]->shape().ToString()));
       }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckCollective(const Instruction& inst) {
+    const Attributes& a = inst.attributes();
+    if (inst.operand_count() < 1) {
+      return Invalid(inst, absl::StrFormat("%s needs an operand", inst.opcode_name()));
+    }
+    PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+    if (a.use_global_device_ids && !a.channel_id.has_value()) {
+      return Invalid(inst, "use_global_device_ids=true needs a channel_id");
+    }
+    const Shape& in = inst.operand(0)->shape();
+    if (inst.opcode() == Opcode::kAllReduce) {
+      std::vector<Shape> shapes;
+      for (const Instruction* o : inst.operands()) shapes.push_back(o->shape());
+      if (inst.called_computations().size() != 1) {
+        return Invalid(inst, "all-reduce needs a computation (to_apply=)");
+      }
+      return ExpectShape(inst, shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes));
+    }
+    if (inst.operand_count() != 1) {
+      return Unimplemented(inst, absl::StrFormat(
+                                     "%s of several operands is not supported",
+                                     inst.opcode_name()));
+    }
+    if (inst.opcode() == Opcode::kCollectivePermute) {
+      return ExpectShape(inst, in);
+    }
+    if (a.dimensions.size() != 1 || a.dimensions[0] < 0 ||
+        a.dimensions[0] >= in.rank()) {
+      return inst.opcode() == Opcode::kAllToAll && a.dimensions.empty()
+                 ? Unimplemented(inst, "all-to-all without dimensions= (the tuple "
+                                       "form) is not supported")
+                 : Invalid(inst, absl::StrFormat(
+                                     "%s needs dimensions={d} with d a dimension "
+                                     "of %s",
+                                     inst.opcode_name(), in.ToString()));
+    }
+    const int64_t d = a.dimensions[0];
+    const Shape& out = inst.shape();
+    bool ok = out.IsArray() && out.element_type() == in.element_type() &&
+              out.rank() == in.rank();
+    for (int i = 0; ok && i < in.rank(); ++i) {
+      if (i == d) {
+        if (inst.opcode() == Opcode::kAllGather) {
+          ok = in.dimensions(d) > 0 && out.dimensions(d) % in.dimensions(d) == 0;
+        } else if (inst.opcode() == Opcode::kReduceScatter) {
+          ok = out.dimensions(d) > 0 && in.dimensions(d) % out.dimensions(d) == 0;
+        } else {
+          ok = out.dimensions(d) == in.dimensions(d);
+        }
+      } else {
+        ok = out.dimensions(i) == in.dimensions(i);
+      }
+    }
+    if (!ok) {
+      return Invalid(inst, absl::StrFormat(
+                               "%s of %s along dimension %d cannot produce %s",
+                               inst.opcode_name(), in.ToString(), d,
+                               out.ToString()));
+    }
+    if (inst.opcode() == Opcode::kReduceScatter &&
+        inst.called_computations().size() != 1) {
+      return Invalid(inst, "reduce-scatter needs a computation (to_apply=)");
     }
     return absl::OkStatus();
   }

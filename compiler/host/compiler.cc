@@ -92,6 +92,11 @@ Kind KindOf(Opcode op) {
     case Opcode::kConcatenate:
     case Opcode::kDynamicSlice:
     case Opcode::kDynamicUpdateSlice:
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
       return Kind::kOpaque;
     default:
       return Kind::kElementwise;
@@ -188,7 +193,8 @@ std::optional<ExprOp> SimpleReducer(const Computation& region) {
 
 class Lowering {
  public:
-  explicit Lowering(const hlo::Module& module) : module_(module) {}
+  Lowering(const hlo::Module& module, const HostCompileOptions& options)
+      : module_(module), options_(options) {}
 
   absl::StatusOr<std::unique_ptr<HostProgram>> Run();
 
@@ -245,6 +251,7 @@ class Lowering {
   absl::Status EmitPad(int node);
   absl::Status EmitConcatenate(int node);
   absl::Status EmitDynamicSlice(int node, bool update);
+  absl::Status EmitCollective(int node);
   absl::Status EmitResults();
   void PlanScratch();
   absl::StatusOr<std::vector<int>> BuildRegion(const Computation& region,
@@ -258,6 +265,7 @@ class Lowering {
   }
 
   const hlo::Module& module_;
+  const HostCompileOptions options_;
   std::unique_ptr<HostProgram> program_ = std::make_unique<HostProgram>();
   std::vector<Node> nodes_;
   std::vector<int> results_;
@@ -315,11 +323,11 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
     operands.push_back(operand(i).node);
   }
   if (inst.shape().IsTuple()) {
-    // Variadic reduce: one node per output.
-    if (inst.opcode() != Opcode::kReduce) {
+    // Variadic reduce and all-reduce: one node per output.
+    if (inst.opcode() != Opcode::kReduce && inst.opcode() != Opcode::kAllReduce) {
       return absl::UnimplementedError(absl::StrFormat(
           "line %d: %%%s produces a tuple, which the host compiler supports "
-          "only for reduce",
+          "only for reduce and all-reduce",
           inst.line(), inst.name()));
     }
     Value v;
@@ -401,6 +409,11 @@ void Lowering::DecideMaterialization() {
         case Opcode::kConcatenate:
         case Opcode::kDynamicSlice:
         case Opcode::kDynamicUpdateSlice:
+        case Opcode::kAllReduce:
+        case Opcode::kAllGather:
+        case Opcode::kReduceScatter:
+        case Opcode::kAllToAll:
+        case Opcode::kCollectivePermute:
           needs_buffer = true;
           break;
         case Opcode::kReduce:
@@ -960,6 +973,58 @@ absl::Status Lowering::EmitDynamicSlice(int node, bool update) {
   return absl::OkStatus();
 }
 
+absl::Status Lowering::EmitCollective(int node) {
+  const Node& n = nodes_[node];
+  const Instruction& inst = *n.inst;
+  const hlo::Attributes& a = inst.attributes();
+  CollectiveStep step;
+  switch (inst.opcode()) {
+    case Opcode::kAllReduce: step.kind = CollectiveStep::Kind::kAllReduce; break;
+    case Opcode::kAllGather: step.kind = CollectiveStep::Kind::kAllGather; break;
+    case Opcode::kReduceScatter: step.kind = CollectiveStep::Kind::kReduceScatter; break;
+    case Opcode::kAllToAll: step.kind = CollectiveStep::Kind::kAllToAll; break;
+    default: step.kind = CollectiveStep::Kind::kCollectivePermute; break;
+  }
+  if (inst.opcode() == Opcode::kCollectivePermute) {
+    step.mode = a.channel_id.has_value() ? CollectiveStep::Mode::kCrossPartition
+                                         : CollectiveStep::Mode::kCrossReplica;
+  } else if (!a.channel_id.has_value()) {
+    step.mode = CollectiveStep::Mode::kCrossReplica;
+  } else if (a.use_global_device_ids) {
+    step.mode = CollectiveStep::Mode::kFlattenedId;
+  } else {
+    step.mode = CollectiveStep::Mode::kCrossReplicaAndPartition;
+  }
+  step.key = absl::StrCat(node);
+  step.name = inst.Describe();
+  step.replica_groups = a.replica_groups;
+  step.source_target_pairs = a.source_target_pairs;
+  if (!a.dimensions.empty()) step.dimension = a.dimensions[0];
+  const Shape& in = nodes_[n.operands[0]].shape;
+  step.input_dims.assign(in.dimensions().begin(), in.dimensions().end());
+  step.output_dims.assign(n.shape.dimensions().begin(), n.shape.dimensions().end());
+  for (int operand : n.operands) {
+    step.inputs.push_back(SlotOf(operand));
+    step.types.push_back(TypeOf(operand));
+  }
+  for (size_t k = node; k < nodes_.size(); ++k) {
+    if (nodes_[k].first_output == node) step.outputs.push_back(nodes_[k].slot);
+  }
+  if (step.kind == CollectiveStep::Kind::kAllReduce ||
+      step.kind == CollectiveStep::Kind::kReduceScatter) {
+    std::optional<ExprOp> op = SimpleReducer(*inst.called_computations()[0]);
+    if (!op.has_value()) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "line %d: %%%s reduces with computation %s; the host platform's "
+          "collectives support add, multiply, maximum, minimum, and, or",
+          inst.line(), inst.name(), inst.called_computations()[0]->name()));
+    }
+    step.op = *op;
+  }
+  program_->steps.push_back(std::move(step));
+  return absl::OkStatus();
+}
+
 absl::Status Lowering::Emit(int node) {
   Node& n = nodes_[node];
   if (!n.materialize) return absl::OkStatus();
@@ -990,16 +1055,19 @@ absl::Status Lowering::Emit(int node) {
     default:
       break;
   }
-  if (inst.opcode() == Opcode::kReduce && n.first_output != node) {
+  const bool multi_output =
+      inst.opcode() == Opcode::kReduce || inst.opcode() == Opcode::kAllReduce;
+  if (multi_output && n.first_output != node) {
     return absl::OkStatus();  // emitted with output 0
   }
-  if (inst.opcode() == Opcode::kReduce) {
+  if (multi_output) {
     for (size_t k = node; k < nodes_.size(); ++k) {
       if (nodes_[k].first_output == node) {
         nodes_[k].slot = NewSlot(BufferSlot::Kind::kScratch, nodes_[k].shape);
       }
     }
-    return EmitReduce(node);
+    return inst.opcode() == Opcode::kReduce ? EmitReduce(node)
+                                            : EmitCollective(node);
   }
   n.slot = NewSlot(BufferSlot::Kind::kScratch, n.shape);
   switch (inst.opcode()) {
@@ -1013,16 +1081,147 @@ absl::Status Lowering::Emit(int node) {
       return EmitDynamicSlice(node, /*update=*/false);
     case Opcode::kDynamicUpdateSlice:
       return EmitDynamicSlice(node, /*update=*/true);
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+      return EmitCollective(node);
     default:
       return EmitLoop(node);
   }
 }
 
+// True if step `s` reads slot `slot` (directly or through a view) other than
+// through contiguous loop inputs, or if any later step touches it.
+bool UnsafeToOverwrite(const HostProgram& program, int slot, size_t s) {
+  const auto base = [&](int x) {
+    while (x >= 0 && program.slots[x].kind == BufferSlot::Kind::kView) {
+      x = static_cast<int>(program.slots[x].index);
+    }
+    return x;
+  };
+  const auto reads = [&](const Step& step, bool allow_contiguous) {
+    bool found = false;
+    std::visit(
+        [&](const auto& st) {
+          using S = std::decay_t<decltype(st)>;
+          const auto check = [&](int x) { found = found || base(x) == slot; };
+          if constexpr (std::is_same_v<S, LoopStep>) {
+            for (const LoopInput& in : st.inputs) {
+              if (in.kind == LoopInput::Kind::kBuffer && base(in.slot) == slot &&
+                  !(allow_contiguous && in.contiguous)) {
+                found = true;
+              }
+            }
+          } else if constexpr (std::is_same_v<S, DotStep>) {
+            check(st.lhs); check(st.rhs);
+          } else if constexpr (std::is_same_v<S, ReduceStep>) {
+            check(st.input); check(st.init);
+          } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
+            for (int x : st.inputs) check(x);
+            for (int x : st.inits) check(x);
+          } else if constexpr (std::is_same_v<S, CopyStep>) {
+            check(st.src);
+          } else if constexpr (std::is_same_v<S, FillStep>) {
+            check(st.value);
+          } else if constexpr (std::is_same_v<S, CollectiveStep>) {
+            for (int x : st.inputs) check(x);
+          } else {
+            check(st.src);
+            for (int x : st.start_slots) check(x);
+          }
+        },
+        step);
+    return found;
+  };
+  if (reads(program.steps[s], /*allow_contiguous=*/true)) return true;
+  for (size_t k = s + 1; k < program.steps.size(); ++k) {
+    if (reads(program.steps[k], /*allow_contiguous=*/false)) return true;
+  }
+  return false;
+}
+
+// The index of the step that writes `slot` (a loop, or another kind), or -1.
+int WriterOf(const HostProgram& program, int slot, bool* is_loop) {
+  for (int i = static_cast<int>(program.steps.size()) - 1; i >= 0; --i) {
+    bool writes = false;
+    std::visit(
+        [&](const auto& st) {
+          using S = std::decay_t<decltype(st)>;
+          if constexpr (std::is_same_v<S, LoopStep>) {
+            writes = st.output_slot == slot;
+          } else if constexpr (std::is_same_v<S, DotStep>) {
+            writes = st.out == slot;
+          } else if constexpr (std::is_same_v<S, ReduceStep>) {
+            writes = st.out == slot;
+          } else if constexpr (std::is_same_v<S, GenericReduceStep> ||
+                               std::is_same_v<S, CollectiveStep>) {
+            for (int x : st.outputs_or_outs()) writes = writes || x == slot;
+          } else {
+            writes = st.dst == slot;
+          }
+        },
+        program.steps[i]);
+    if (writes) {
+      *is_loop = std::holds_alternative<LoopStep>(program.steps[i]);
+      return i;
+    }
+  }
+  return -1;
+}
+
 absl::Status Lowering::EmitResults() {
   std::vector<bool> claimed(program_->slots.size(), false);
+  // Results that may share memory with a parameter (donation).
+  std::vector<int> aliased_param(results_.size(), -1);
+  for (const auto& [result, param] : options_.aliases) {
+    if (result >= 0 && result < static_cast<int>(results_.size())) {
+      aliased_param[result] = param;
+    }
+  }
+  // Copies that read parameters run before copies into aliased results.
+  std::vector<CopyStep> early, late;
+  const auto copy_to = [&](int src, int dst, const Shape& shape) {
+    CopyStep copy;
+    copy.src = src;
+    copy.dst = dst;
+    copy.element_bytes = hlo::ByteWidth(shape.element_type());
+    copy.dims = {shape.ElementCount()};
+    copy.src_map.strides = {1};
+    copy.dst_map.strides = {1};
+    return copy;
+  };
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
     BufferSlot& slot = program_->slots[n.slot];
+    if (aliased_param[i] >= 0) {
+      int param_slot = -1;
+      for (size_t k = 0; k < program_->slots.size(); ++k) {
+        const BufferSlot& b = program_->slots[k];
+        if (b.kind == BufferSlot::Kind::kParameter && b.index == aliased_param[i]) {
+          param_slot = static_cast<int>(k);
+        }
+      }
+      bool is_loop = false;
+      int writer = slot.kind == BufferSlot::Kind::kScratch && !claimed[n.slot]
+                       ? WriterOf(*program_, n.slot, &is_loop)
+                       : -1;
+      if (writer >= 0 && is_loop &&
+          (param_slot < 0 || !UnsafeToOverwrite(*program_, param_slot, writer))) {
+        // The loop reads the parameter element by element before writing
+        // the same element, and nothing reads it afterwards.
+        slot.kind = BufferSlot::Kind::kResult;
+        slot.index = static_cast<int64_t>(i);
+        claimed[n.slot] = true;
+        continue;
+      }
+      // Otherwise compute elsewhere and copy in at the very end (the copy
+      // is skipped at run time when source and destination coincide).
+      int result = NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
+      claimed.push_back(true);
+      late.push_back(copy_to(n.slot, result, n.shape));
+      continue;
+    }
     if (slot.kind == BufferSlot::Kind::kScratch && !claimed[n.slot]) {
       // The step that computes it writes straight into the result.
       slot.kind = BufferSlot::Kind::kResult;
@@ -1032,15 +1231,10 @@ absl::Status Lowering::EmitResults() {
     }
     int result = NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
     claimed.push_back(true);
-    CopyStep copy;
-    copy.src = n.slot;
-    copy.dst = result;
-    copy.element_bytes = hlo::ByteWidth(n.shape.element_type());
-    copy.dims = {n.shape.ElementCount()};
-    copy.src_map.strides = {1};
-    copy.dst_map.strides = {1};
-    program_->steps.push_back(std::move(copy));
+    early.push_back(copy_to(n.slot, result, n.shape));
   }
+  for (CopyStep& c : early) program_->steps.push_back(std::move(c));
+  for (CopyStep& c : late) program_->steps.push_back(std::move(c));
   return absl::OkStatus();
 }
 
@@ -1079,6 +1273,9 @@ void Lowering::PlanScratch() {
             touch(s.src, i); touch(s.dst, i);
           } else if constexpr (std::is_same_v<S, FillStep>) {
             touch(s.value, i); touch(s.dst, i);
+          } else if constexpr (std::is_same_v<S, CollectiveStep>) {
+            for (int x : s.inputs) touch(x, i);
+            for (int x : s.outputs) touch(x, i);
           } else {
             touch(s.src, i); touch(s.dst, i);
             for (int x : s.start_slots) touch(x, i);
@@ -1127,21 +1324,25 @@ void Lowering::PlanScratch() {
 absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
   const Computation& entry = *module_.entry();
   std::vector<Value> args;
+  // One program parameter per array leaf of the entry's parameters.
+  std::function<Value(const Instruction*, const Shape&)> leaves =
+      [&](const Instruction* p, const Shape& shape) {
+        Value v;
+        if (shape.IsTuple()) {
+          for (const Shape& element : shape.tuple_shapes()) {
+            v.elements.push_back(leaves(p, element));
+          }
+          return v;
+        }
+        v.node = NewNode(p, shape, {});
+        nodes_[v.node].parameter_number =
+            static_cast<int>(program_->parameter_shapes_.size());
+        nodes_[v.node].first_output = v.node;
+        program_->parameter_shapes_.push_back(shape);
+        return v;
+      };
   for (const Instruction* p : entry.parameters()) {
-    if (!p->shape().IsArray()) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "line %d: parameter %d (%%%s) is %s; the host compiler takes array "
-          "parameters only so far",
-          p->line(), p->attributes().parameter_number, p->name(),
-          p->shape().ToString()));
-    }
-    program_->parameter_shapes_.push_back(p->shape());
-    Value v;
-    v.node = NewNode(p, p->shape(), {});
-    nodes_[v.node].parameter_number =
-        static_cast<int>(p->attributes().parameter_number);
-    nodes_[v.node].first_output = v.node;
-    args.push_back(v);
+    args.push_back(leaves(p, p->shape()));
   }
   PJRT_ASSIGN_OR_RETURN(Value root, LowerComputation(entry, args));
   // Flatten the root into results.
@@ -1168,8 +1369,8 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
-    const hlo::Module& module) {
-  return Lowering(module).Run();
+    const hlo::Module& module, const HostCompileOptions& options) {
+  return Lowering(module, options).Run();
 }
 
 }  // namespace pjrt::compiler::host

@@ -13,6 +13,8 @@
 #define PJRT_COMPILER_HOST_COMPILER_H_
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/host/host_program.h"
@@ -20,10 +22,19 @@
 
 namespace pjrt::compiler::host {
 
-// REQUIRES: `module` passed hlo::VerifyModule. Errors are UNIMPLEMENTED for
-// what the host compiler cannot do yet (e.g. tupled parameters).
+struct HostCompileOptions {
+  // (result index, parameter index) pairs, in the program's flattened
+  // numbering (tuple parameters and results flattened in order): the
+  // runtime may pass the same memory for both (a donated input reused for an
+  // output). The program stays correct either way.
+  std::vector<std::pair<int, int>> aliases;
+};
+
+// REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are
+// flattened: the program takes one argument per array leaf. Errors are
+// UNIMPLEMENTED for what the host compiler cannot do yet.
 absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
-    const hlo::Module& module);
+    const hlo::Module& module, const HostCompileOptions& options = {});
 
 }  // namespace pjrt::compiler::host
 

@@ -33,14 +33,45 @@ bool IsHalfType(PrimitiveType t) {
   return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16;
 }
 
+// f16 and bf16 bits from float: round to nearest even, and NaNs keep their
+// payload (Eigen's conversions quieten them to one canonical NaN, which
+// would break bit-exact bitcast-converts).
+inline uint16_t HalfBits(float f) {
+  if (f != f) {
+    const uint32_t b = std::bit_cast<uint32_t>(f);
+    uint16_t mantissa = static_cast<uint16_t>((b >> 13) & 0x3FF);
+    if (mantissa == 0) mantissa = 0x200;
+    return static_cast<uint16_t>(((b >> 16) & 0x8000) | 0x7C00 | mantissa);
+  }
+  return std::bit_cast<uint16_t>(Eigen::half(f));
+}
+inline uint16_t Bfloat16Bits(float f) {
+  if (f != f) {
+    const uint32_t b = std::bit_cast<uint32_t>(f);
+    uint16_t bits = static_cast<uint16_t>(b >> 16);
+    if ((bits & 0x7F) == 0) bits |= 0x40;
+    return bits;
+  }
+  return std::bit_cast<uint16_t>(Eigen::bfloat16(f));
+}
+// Exact (NaN payloads included).
+inline float HalfValue(uint16_t bits) {
+  return static_cast<float>(std::bit_cast<Eigen::half>(bits));
+}
+inline float Bfloat16Value(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
 // Rounds float values to the precision of f16/bf16 (the value XLA would
-// store after the op).
+// store after the op). NaNs are left as they are.
 void RoundToType(PrimitiveType type, float* v, int64_t n) {
   if (type == PrimitiveType::kF16) {
-    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(Eigen::half(v[i]));
+    for (int64_t i = 0; i < n; ++i) {
+      if (v[i] == v[i]) v[i] = static_cast<float>(Eigen::half(v[i]));
+    }
   } else if (type == PrimitiveType::kBf16) {
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = static_cast<float>(Eigen::bfloat16(v[i]));
+      if (v[i] == v[i]) v[i] = static_cast<float>(Eigen::bfloat16(v[i]));
     }
   }
 }
@@ -154,12 +185,8 @@ D ConvertValue(S s, bool to_pred) {
 // Storage bits of a value of `type` held in compute representation.
 template <typename T>
 uint64_t StorageBits(PrimitiveType type, T v) {
-  if (type == PrimitiveType::kF16) {
-    return std::bit_cast<uint16_t>(Eigen::half(static_cast<float>(v)));
-  }
-  if (type == PrimitiveType::kBf16) {
-    return std::bit_cast<uint16_t>(Eigen::bfloat16(static_cast<float>(v)));
-  }
+  if (type == PrimitiveType::kF16) return HalfBits(static_cast<float>(v));
+  if (type == PrimitiveType::kBf16) return Bfloat16Bits(static_cast<float>(v));
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   return bits;
@@ -168,12 +195,10 @@ uint64_t StorageBits(PrimitiveType type, T v) {
 template <typename T>
 T FromStorageBits(PrimitiveType type, uint64_t bits) {
   if (type == PrimitiveType::kF16) {
-    return static_cast<T>(static_cast<float>(
-        std::bit_cast<Eigen::half>(static_cast<uint16_t>(bits))));
+    return static_cast<T>(HalfValue(static_cast<uint16_t>(bits)));
   }
   if (type == PrimitiveType::kBf16) {
-    return static_cast<T>(static_cast<float>(
-        std::bit_cast<Eigen::bfloat16>(static_cast<uint16_t>(bits))));
+    return static_cast<T>(Bfloat16Value(static_cast<uint16_t>(bits)));
   }
   T v;
   std::memcpy(&v, &bits, sizeof(T));
@@ -198,13 +223,21 @@ void Unary(const ExprNode& node, const T* a, T* out, int64_t n) {
       case ExprOp::kExpm1: y = x.expm1(); return;
       case ExprOp::kLog: y = x.log(); return;
       case ExprOp::kLog1p: y = x.log1p(); return;
-      case ExprOp::kSqrt: y = x.sqrt(); return;
-      case ExprOp::kRsqrt: y = x.rsqrt(); return;
+      // Correctly rounded (Eigen's fast-math sqrt is not); vectorises to
+      // the hardware square root.
+      case ExprOp::kSqrt:
+        for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(a[i]);
+        return;
+      case ExprOp::kRsqrt:
+        for (int64_t i = 0; i < n; ++i) out[i] = T(1) / std::sqrt(a[i]);
+        return;
       case ExprOp::kCbrt:
         for (int64_t i = 0; i < n; ++i) out[i] = std::cbrt(a[i]);
         return;
       case ExprOp::kTanh: y = x.tanh(); return;
-      case ExprOp::kLogistic: y = x.logistic(); return;
+      // 1 / (1 + exp(-x)) keeps its relative accuracy for negative x,
+      // where Eigen's float approximation does not.
+      case ExprOp::kLogistic: y = T(1) / (T(1) + (-x).exp()); return;
       case ExprOp::kSin: y = x.sin(); return;
       case ExprOp::kCos: y = x.cos(); return;
       case ExprOp::kTan:
@@ -530,13 +563,13 @@ void* BlockScratch::Slot(int i) {
 
 void StorageToCompute(PrimitiveType type, const void* src, void* dst, int64_t n) {
   if (type == PrimitiveType::kF16) {
-    const Eigen::half* s = static_cast<const Eigen::half*>(src);
+    const uint16_t* s = static_cast<const uint16_t*>(src);
     float* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+    for (int64_t i = 0; i < n; ++i) d[i] = HalfValue(s[i]);
   } else if (type == PrimitiveType::kBf16) {
-    const Eigen::bfloat16* s = static_cast<const Eigen::bfloat16*>(src);
+    const uint16_t* s = static_cast<const uint16_t*>(src);
     float* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+    for (int64_t i = 0; i < n; ++i) d[i] = Bfloat16Value(s[i]);
   } else {
     std::memcpy(dst, src, n * hlo::ByteWidth(type));
   }
@@ -545,12 +578,12 @@ void StorageToCompute(PrimitiveType type, const void* src, void* dst, int64_t n)
 void ComputeToStorage(PrimitiveType type, const void* src, void* dst, int64_t n) {
   if (type == PrimitiveType::kF16) {
     const float* s = static_cast<const float*>(src);
-    Eigen::half* d = static_cast<Eigen::half*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = Eigen::half(s[i]);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = HalfBits(s[i]);
   } else if (type == PrimitiveType::kBf16) {
     const float* s = static_cast<const float*>(src);
-    Eigen::bfloat16* d = static_cast<Eigen::bfloat16*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = Eigen::bfloat16(s[i]);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Bfloat16Bits(s[i]);
   } else {
     std::memcpy(dst, src, n * hlo::ByteWidth(type));
   }

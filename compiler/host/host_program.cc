@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "compiler/host/collectives.h"
 #include "compiler/host/thread_pool.h"
 #include "compiler/host/types.h"
 
@@ -517,6 +519,10 @@ void RunCopy(const CopyStep& s, absl::Span<void* const> a) {
   const int64_t rows = total / row;
   const char* src = static_cast<const char*>(a[s.src]);
   char* dst = static_cast<char*>(a[s.dst]);
+  if (src == dst && s.src_map.offset == s.dst_map.offset &&
+      s.src_map.strides == s.dst_map.strides) {
+    return;
+  }
   const int bytes = s.element_bytes;
   ThreadPool::Get().ParallelFor(rows, 1.0 * row, [&](int64_t first, int64_t last) {
     Walker ws(s.dims, s.src_map.strides, s.src_map.offset, first * row);
@@ -571,6 +577,229 @@ void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a) {
   RunCopy(copy, a);
 }
 
+// --- collectives -------------------------------------------------------------
+
+// The flattened ids of the participants of `step` that include this run, in
+// group order, and this run's index among them.
+absl::Status CollectiveGroup(const CollectiveStep& step, const RunContext& c,
+                             std::vector<int64_t>* group, int* index) {
+  const int64_t R = c.num_replicas, P = c.num_partitions;
+  const int64_t r = c.replica_id, p = c.partition_id;
+  const int64_t me = r * P + p;
+  group->clear();
+  const auto find = [&](int64_t id, int64_t count) -> const std::vector<int64_t>* {
+    if (step.replica_groups.empty()) return nullptr;
+    for (const auto& g : step.replica_groups) {
+      if (std::find(g.begin(), g.end(), id) != g.end()) return &g;
+    }
+    (void)count;
+    return nullptr;
+  };
+  const auto all = [](int64_t n) {
+    std::vector<int64_t> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = i;
+    return v;
+  };
+  std::vector<int64_t> ids;
+  switch (step.mode) {
+    case CollectiveStep::Mode::kCrossReplica:
+    case CollectiveStep::Mode::kCrossReplicaAndPartition: {
+      const std::vector<int64_t>* g = find(r, R);
+      if (g == nullptr && !step.replica_groups.empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: replica %d is in none of its replica_groups", step.name, r));
+      }
+      std::vector<int64_t> replicas = g != nullptr ? *g : all(R);
+      for (int64_t x : replicas) {
+        if (x < 0 || x >= R) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: replica_groups names replica %d but the launch has %d", step.name,
+              x, R));
+        }
+        if (step.mode == CollectiveStep::Mode::kCrossReplica) {
+          ids.push_back(x * P + p);
+        } else {
+          for (int64_t q = 0; q < P; ++q) ids.push_back(x * P + q);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Mode::kFlattenedId: {
+      const std::vector<int64_t>* g = find(me, R * P);
+      if (g == nullptr && !step.replica_groups.empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: device %d (replica %d partition %d) is in none of its "
+            "replica_groups",
+            step.name, me, r, p));
+      }
+      ids = g != nullptr ? *g : all(R * P);
+      break;
+    }
+    case CollectiveStep::Mode::kCrossPartition:
+      for (int64_t q = 0; q < P; ++q) ids.push_back(r * P + q);
+      break;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == me) *index = static_cast<int>(i);
+  }
+  *group = std::move(ids);
+  return absl::OkStatus();
+}
+
+template <hlo::PrimitiveType PT>
+void CombineInto(ExprOp op, void* acc_storage, const void* in_storage, int64_t n) {
+  using S = typename TypeTraits<PT>::Storage;
+  using C = typename TypeTraits<PT>::Compute;
+  S* acc = static_cast<S*>(acc_storage);
+  const S* in = static_cast<const S*>(in_storage);
+  for (int64_t i = 0; i < n; ++i) {
+    acc[i] = static_cast<S>(Combine(op, C(Load(acc, i)), C(Load(in, i))));
+  }
+}
+
+// acc[0..n) = acc op in, elementwise, for `type`.
+void Accumulate(hlo::PrimitiveType type, ExprOp op, void* acc, const void* in,
+                int64_t n) {
+  DispatchType(type, [&](auto pt) { CombineInto<decltype(pt)::value>(op, acc, in, n); });
+}
+
+absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
+                                  const std::vector<int64_t>& group, int me,
+                                  int operand, const void* input, void* output) {
+  const hlo::PrimitiveType type = s.types[operand];
+  const int bytes = hlo::ByteWidth(type);
+  const int n = static_cast<int>(group.size());
+  const int64_t in_elements = Product(s.input_dims);
+  const int rank = static_cast<int>(s.input_dims.size());
+  // Elements of one slab along `dimension` and after it, and slabs before.
+  int64_t outer = 1, after = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (d < s.dimension) outer *= s.input_dims[d];
+    if (d > s.dimension) after *= s.input_dims[d];
+  }
+  const int64_t dim = rank > 0 ? s.input_dims[s.dimension] : 1;
+  if (s.kind == CollectiveStep::Kind::kAllGather &&
+      (rank == 0 || s.output_dims[s.dimension] != dim * n)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s gathers %d participants, but its result dimension %d is %d, not "
+        "%d x %d",
+        s.name, n, s.dimension, rank ? s.output_dims[s.dimension] : 0, n, dim));
+  }
+  if ((s.kind == CollectiveStep::Kind::kReduceScatter ||
+       s.kind == CollectiveStep::Kind::kAllToAll) &&
+      (rank == 0 || dim % n != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s splits dimension %d (size %d) among %d participants; it must "
+        "divide evenly",
+        s.name, s.dimension, rank ? dim : 0, n));
+  }
+  if (s.kind == CollectiveStep::Kind::kReduceScatter &&
+      s.output_dims[s.dimension] != dim / n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s scatters among %d participants, but its result dimension %d is %d, "
+        "not %d / %d",
+        s.name, n, s.dimension, s.output_dims[s.dimension], dim, n));
+  }
+  std::vector<CollectiveHub::Member> members;
+  const std::string key = absl::StrCat(s.key, "/", operand, "/", absl::StrJoin(group, ","));
+  if (n == 1) {
+    members.push_back({input, output});
+  } else {
+    if (c.collectives == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s needs %d participants, but this run is not part of a "
+          "multi-device launch",
+          s.name, n));
+    }
+    PJRT_ASSIGN_OR_RETURN(members, c.collectives->Arrive(key, group, me, {input, output}));
+  }
+  const auto at = [bytes](const void* base, int64_t element) {
+    return static_cast<const char*>(base) + element * bytes;
+  };
+  const auto at_mut = [bytes](void* base, int64_t element) {
+    return static_cast<char*>(base) + element * bytes;
+  };
+  switch (s.kind) {
+    case CollectiveStep::Kind::kAllReduce: {
+      // This member reduces its chunk of every input and writes it to
+      // every output.
+      const int64_t begin = in_elements * me / n, end = in_elements * (me + 1) / n;
+      const int64_t len = end - begin;
+      if (len > 0) {
+        std::memcpy(at_mut(output, begin), at(members[0].input, begin), len * bytes);
+        for (int q = 1; q < n; ++q) {
+          Accumulate(type, s.op, at_mut(output, begin), at(members[q].input, begin), len);
+        }
+        for (int q = 0; q < n; ++q) {
+          if (q != me) std::memcpy(at_mut(members[q].output, begin), at(output, begin), len * bytes);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Kind::kAllGather: {
+      const int64_t slab = dim * after;
+      for (int q = 0; q < n; ++q) {
+        for (int64_t o = 0; o < outer; ++o) {
+          std::memcpy(at_mut(members[q].output, (o * n + me) * slab),
+                      at(input, o * slab), slab * bytes);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Kind::kReduceScatter: {
+      const int64_t slab = dim / n * after;
+      for (int64_t o = 0; o < outer; ++o) {
+        void* dst = at_mut(output, o * slab);
+        std::memcpy(dst, at(members[0].input, (o * n + me) * slab), slab * bytes);
+        for (int q = 1; q < n; ++q) {
+          Accumulate(type, s.op, dst, at(members[q].input, (o * n + me) * slab), slab);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Kind::kAllToAll: {
+      const int64_t slab = dim / n * after;
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int q = 0; q < n; ++q) {
+          std::memcpy(at_mut(output, (o * n + q) * slab),
+                      at(members[q].input, (o * n + me) * slab), slab * bytes);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Kind::kCollectivePermute: {
+      int source = -1;
+      for (const auto& [from, to] : s.source_target_pairs) {
+        if (to == me) source = static_cast<int>(from);
+      }
+      if (source >= 0 && source < n) {
+        std::memcpy(output, members[source].input, in_elements * bytes);
+      } else {
+        std::memset(output, 0, in_elements * bytes);
+      }
+      break;
+    }
+  }
+  if (n == 1) return absl::OkStatus();
+  return c.collectives->Depart(key, group, me);
+}
+
+absl::Status RunCollective(const CollectiveStep& s, const RunContext& c,
+                           absl::Span<void* const> a) {
+  std::vector<int64_t> group;
+  int me = -1;
+  PJRT_RETURN_IF_ERROR(CollectiveGroup(s, c, &group, &me));
+  if (me < 0) {
+    return absl::InternalError(absl::StrFormat("%s: this run is not in its own group",
+                                               s.name));
+  }
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    PJRT_RETURN_IF_ERROR(RunCollectiveOperand(s, c, group, me, static_cast<int>(i),
+                                              a[s.inputs[i]], a[s.outputs[i]]));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status HostProgram::Run(const RunContext& context) const {
@@ -604,9 +833,13 @@ absl::Status HostProgram::Run(const RunContext& context) const {
     }
   }
   for (const Step& step : steps) {
+    absl::Status status;
     std::visit(
         [&](const auto& s) {
           using S = std::decay_t<decltype(s)>;
+          if constexpr (std::is_same_v<S, CollectiveStep>) {
+            status = RunCollective(s, context, addresses);
+          }
           if constexpr (std::is_same_v<S, LoopStep>) RunLoop(s, addresses);
           if constexpr (std::is_same_v<S, DotStep>) RunDot(s, addresses);
           if constexpr (std::is_same_v<S, ReduceStep>) RunReduce(s, addresses);
@@ -616,6 +849,14 @@ absl::Status HostProgram::Run(const RunContext& context) const {
           if constexpr (std::is_same_v<S, DynamicSliceStep>) RunDynamicSlice(s, addresses);
         },
         step);
+    if (!status.ok()) {
+      if (context.collectives != nullptr) {
+        context.collectives->Fail(
+            context.replica_id * context.num_partitions + context.partition_id,
+            status);
+      }
+      return status;
+    }
   }
   return absl::OkStatus();
 }
@@ -652,6 +893,8 @@ std::string HostProgram::ToString() const {
                                   absl::StrJoin(s.dims, ","), s.src, s.dst);
           } else if constexpr (std::is_same_v<S, FillStep>) {
             absl::StrAppendFormat(&out, "fill %d -> slot %d\n", s.count, s.dst);
+          } else if constexpr (std::is_same_v<S, CollectiveStep>) {
+            absl::StrAppendFormat(&out, "collective %s\n", s.name);
           } else {
             absl::StrAppendFormat(&out, "%s slot %d -> %d\n",
                                   s.update ? "dynamic-update-slice" : "dynamic-slice",

@@ -94,13 +94,16 @@ struct ReduceStep {
 // then the N input values (inputs 0..2N-1) and produces N outputs.
 struct GenericReduceStep {
   std::vector<int> inputs, inits, outs;
+  const std::vector<int>& outputs_or_outs() const { return outs; }
   std::vector<hlo::PrimitiveType> types;
   Expression region;
   int64_t outer = 1, reduced = 1, inner = 1;
 };
 
 // dst[dst_map(idx)] = src[src_map(idx)] for every idx over dims; elements
-// of `element_bytes` bytes.
+// of `element_bytes` bytes. Does nothing when source and destination are
+// the same memory with the same maps (a donated buffer already holding the
+// result).
 struct CopyStep {
   int src = -1, dst = -1;
   int element_bytes = 4;
@@ -130,8 +133,43 @@ struct DynamicSliceStep {
   std::vector<hlo::PrimitiveType> start_types;
 };
 
+// A collective with the other participants of the launch (see
+// collectives.h). Operands and results are arrays; a variadic all-reduce has
+// several of each.
+struct CollectiveStep {
+  enum class Kind {
+    kAllReduce,
+    kAllGather,
+    kReduceScatter,
+    kAllToAll,
+    kCollectivePermute,
+  };
+  // How replica_groups name participants (XLA's group modes).
+  enum class Mode {
+    kCrossReplica,              // replica ids, within the partition
+    kCrossReplicaAndPartition,  // replica ids, with all their partitions
+    kFlattenedId,               // replica * num_partitions + partition
+    kCrossPartition,            // partition ids, within the replica
+  };
+  Kind kind = Kind::kAllReduce;
+  Mode mode = Mode::kCrossReplica;
+  // Unique within the program; the rendezvous key.
+  std::string key;
+  // "%all-reduce.3 (line 12)", for messages.
+  std::string name;
+  std::vector<int> inputs, outputs;
+  const std::vector<int>& outputs_or_outs() const { return outputs; }
+  std::vector<hlo::PrimitiveType> types;
+  std::vector<int64_t> input_dims;  // of each operand (all the same)
+  std::vector<int64_t> output_dims;
+  int64_t dimension = 0;
+  ExprOp op = ExprOp::kAdd;
+  std::vector<std::vector<int64_t>> replica_groups;
+  std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
+};
+
 using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
-                          CopyStep, FillStep, DynamicSliceStep>;
+                          CopyStep, FillStep, DynamicSliceStep, CollectiveStep>;
 
 class HostProgram : public Program {
  public:

@@ -30,21 +30,7 @@ ULPS = 4
 # Compiler bugs these tests found, reported to the compiler's owner. The
 # marks are strict: once a bug is fixed its test passes, pytest reports
 # XPASS as a failure, and the entry must go.
-KNOWN_COMPILER_BUGS = {
-    ("float_unary", "sqrt", "f32"):
-        "sqrt is not correctly rounded: sqrt(2.0) is 1 ulp high",
-    ("float_unary", "sqrt", "f64"):
-        "sqrt is not correctly rounded: sqrt(2.0) is 1 ulp low, sqrt(12) "
-        "2 ulps high",
-    ("float_unary", "logistic", "f32"):
-        "logistic f32 has absolute, not relative, accuracy: logistic(-10) "
-        "is 4.5399931e-05 instead of 4.5397869e-05",
-    **{("bitcast", a, b): "f16 values lose their NaN payload (0xFE01 "
-       "becomes 0xFE00, 0x7CFC becomes 0x7E00): f16 data passes through a "
-       "float conversion"
-       for a, b in [("s16", "f16"), ("u16", "f16"), ("f16", "s16"),
-                    ("f16", "f16"), ("bf16", "f16")]},
-}
+KNOWN_COMPILER_BUGS: dict = {}
 
 
 def cases(test: str, combinations) -> list:
