@@ -212,6 +212,9 @@ class Lowering {
     int output_index = 0;
     int first_output = -1;
     int parameter_number = -1;
+    // A dot computing the transpose of its HLO result (operands swapped),
+    // so that a transpose of it is a view.
+    bool dot_swapped = false;
   };
 
   // A value of HLO: an array node, or a tuple of values.
@@ -237,6 +240,9 @@ class Lowering {
               std::vector<int> operands);
 
   void DecideMaterialization();
+  // transpose(dot(a, b)) of matrices -> dot(b, a): the product comes out in
+  // the layout its consumers read, instead of being read strided.
+  void FoldTransposedDots();
   int NewSlot(BufferSlot::Kind kind, const Shape& shape, int64_t index = 0);
   absl::Status Emit(int node);
   absl::StatusOr<int> Build(LoopBuilder& lb, int node, const Transform& t);
@@ -370,6 +376,37 @@ absl::StatusOr<Lowering::Value> Lowering::LowerComputation(
     stack.pop_back();
   }
   return done.at(computation.root());
+}
+
+void Lowering::FoldTransposedDots() {
+  std::vector<std::vector<int>> users(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (int o : nodes_[i].operands) {
+      if (users[o].empty() || users[o].back() != static_cast<int>(i)) {
+        users[o].push_back(static_cast<int>(i));
+      }
+    }
+  }
+  std::vector<bool> is_result(nodes_.size(), false);
+  for (int r : results_) is_result[r] = true;
+  for (size_t t = 0; t < nodes_.size(); ++t) {
+    Node& transpose = nodes_[t];
+    if (transpose.inst->opcode() != Opcode::kTranspose || transpose.shape.rank() != 2 ||
+        transpose.inst->attributes().dimensions != std::vector<int64_t>{1, 0}) {
+      continue;
+    }
+    const int d = transpose.operands[0];
+    Node& dot = nodes_[d];
+    if (dot.inst->opcode() != Opcode::kDot || dot.dot_swapped || is_result[d] ||
+        users[d].size() != 1 ||
+        !dot.inst->attributes().dot_dimension_numbers.lhs_batch_dimensions.empty()) {
+      continue;
+    }
+    std::swap(dot.operands[0], dot.operands[1]);
+    dot.dot_swapped = true;
+    dot.shape = transpose.shape;
+    transpose.kind = Kind::kReshape;  // now a view of the dot's result
+  }
 }
 
 void Lowering::DecideMaterialization() {
@@ -595,7 +632,11 @@ absl::StatusOr<int> Lowering::EmitPermuted(int node, const std::vector<int64_t>&
 
 absl::Status Lowering::EmitDot(int node) {
   Node& n = nodes_[node];
-  const hlo::DotDimensionNumbers& d = n.inst->attributes().dot_dimension_numbers;
+  hlo::DotDimensionNumbers d = n.inst->attributes().dot_dimension_numbers;
+  if (n.dot_swapped) {
+    std::swap(d.lhs_batch_dimensions, d.rhs_batch_dimensions);
+    std::swap(d.lhs_contracting_dimensions, d.rhs_contracting_dimensions);
+  }
   const PrimitiveType out_type = n.shape.element_type();
   PrimitiveType type = PrimitiveType::kS64;
   if (out_type == PrimitiveType::kF64) {
@@ -1357,6 +1398,7 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
   flatten(root);
   for (int r : results_) program_->result_shapes_.push_back(nodes_[r].shape);
 
+  FoldTransposedDots();
   DecideMaterialization();
   for (size_t i = 0; i < nodes_.size(); ++i) {
     PJRT_RETURN_IF_ERROR(Emit(static_cast<int>(i)));

@@ -1,13 +1,22 @@
 #include "compiler/host/thread_pool.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 namespace pjrt::compiler::host {
 
 ThreadPool& ThreadPool::Get() {
-  static ThreadPool* pool = new ThreadPool(
-      std::max(1u, std::thread::hardware_concurrency()));
+  static ThreadPool* pool = [] {
+    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // PJRT_HOST_THREADS overrides the size (for experiments and for
+    // machines shared with other work).
+    if (const char* env = std::getenv("PJRT_HOST_THREADS")) {
+      int n = std::atoi(env);
+      if (n >= 1 && n <= 1024) threads = n;
+    }
+    return new ThreadPool(threads);
+  }();
   return *pool;
 }
 
@@ -17,8 +26,9 @@ ThreadPool::ThreadPool(int threads)
 void ThreadPool::ParallelFor(int64_t n, double cycles_per_item,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  // Below ~50k cycles of work, threading costs more than it saves.
-  if (pool_.NumThreads() <= 1 || n * cycles_per_item < 5e4) {
+  // Below ~200k cycles of work (tens of microseconds), waking another
+  // thread costs more than it saves.
+  if (pool_.NumThreads() <= 1 || n * cycles_per_item < 2e5) {
     fn(0, n);
     return;
   }

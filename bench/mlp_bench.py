@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The MLP training step (tests/data/mlp_train_step.hlo) through pjrtd
+against the same step in numpy, both in float32, both timed in this run.
+
+pjrtd's time is one Execute with the parameters resident on the device,
+until the new parameters are ready; numpy's is the same step on arrays in
+memory. Prints {"benchmarks": [metric]}; ratio > 1 means pjrtd is faster.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import time
+
+import numpy as np
+
+import pjrt_client
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+HLO = REPO / "tests" / "data" / "mlp_train_step.hlo"
+LR = np.float32(0.01)
+BATCH, IN, HIDDEN, OUT = 64, 784, 128, 10
+
+
+def inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [
+        (rng.standard_normal((IN, HIDDEN)) / 28).astype(np.float32),
+        (0.1 * rng.standard_normal(HIDDEN)).astype(np.float32),
+        (rng.standard_normal((HIDDEN, OUT)) / 12).astype(np.float32),
+        (0.1 * rng.standard_normal(OUT)).astype(np.float32),
+        rng.standard_normal((BATCH, IN)).astype(np.float32),
+        rng.integers(0, OUT, size=BATCH).astype(np.int32),
+    ]
+
+
+def numpy_step(w1, b1, w2, b2, x, labels):
+    z1 = x @ w1 + b1
+    h = np.maximum(z1, 0)
+    logits = h @ w2 + b2
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    s = e.sum(axis=1, keepdims=True)
+    logp = shifted - np.log(s)
+    onehot = (labels[:, None] == np.arange(OUT)[None, :]).astype(np.float32)
+    loss = -np.mean(np.sum(onehot * logp, axis=1))
+    dlogp = -onehot / BATCH
+    dlogits = dlogp - (e / s) * dlogp.sum(axis=1, keepdims=True)
+    db2 = dlogits.sum(axis=0)
+    dw2 = h.T @ dlogits
+    dh = dlogits @ w2.T
+    dz1 = np.where(z1 > 0, dh, np.float32(0))
+    db1 = dz1.sum(axis=0)
+    dw1 = x.T @ dz1
+    return (w1 - LR * dw1, b1 - LR * db1, w2 - LR * dw2, b2 - LR * db2, loss)
+
+
+def median_time(fn, runs: int = 30) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    args = inputs()
+    numpy_seconds = median_time(lambda: numpy_step(*args))
+    with pjrt_client.connect(client_name="mlp_bench") as client:
+        exe = client.compile(HLO.read_text())
+        buffers = [client.put(a) for a in args]
+
+        def step():
+            for r in exe.execute(buffers):
+                r.block_until_ready()
+
+        pjrtd_seconds = median_time(step)
+    metric = {
+        "metric": "mlp_train_step_steps_per_second",
+        "unit": "steps/s",
+        "value": 1.0 / pjrtd_seconds,
+        "baseline": "numpy_same_step_float32",
+        "baseline_value": 1.0 / numpy_seconds,
+        "ratio": numpy_seconds / pjrtd_seconds,
+        "goal": 1.0,
+    }
+    print(json.dumps({"benchmarks": [metric]}))
+
+
+if __name__ == "__main__":
+    main()
