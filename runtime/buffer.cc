@@ -51,7 +51,19 @@ Buffer::Buffer(Client* client, Device* device, hlo::Shape shape,
       shape_(std::move(shape)),
       tracked_(std::move(tracked)) {}
 
-Buffer::~Buffer() { Delete(); }
+std::shared_ptr<Buffer> Buffer::MakeTuple(
+    Client* client, Device* device, std::vector<std::shared_ptr<Buffer>> elements) {
+  std::vector<hlo::Shape> shapes;
+  for (const auto& e : elements) shapes.push_back(e->shape());
+  auto tuple = std::make_shared<Buffer>(client, device, hlo::Shape::Tuple(shapes),
+                                        nullptr);
+  tuple->elements_ = std::move(elements);
+  return tuple;
+}
+
+Buffer::~Buffer() {
+  if (!is_tuple()) Delete();
+}
 
 std::string Buffer::DebugString() const {
   return absl::StrFormat("%s on %s", shape_.ToString(), device_->DebugString());
@@ -69,6 +81,11 @@ absl::Status Buffer::InvalidError() const {
 
 Buffer::ScopedHold Buffer::GetBufferWithHold(HoldType type) {
   ScopedHold hold(this, type);
+  if (is_tuple()) {
+    hold.status_ = absl::InvalidArgumentError(absl::StrFormat(
+        "buffer %s is a tuple; use its elements", DebugString()));
+    return hold;
+  }
   const int t = static_cast<int>(type);
   if (type == HoldType::kDonation) {
     // Only one thread at a time may try to donate.
@@ -149,6 +166,17 @@ int Buffer::holds(HoldType type) {
 
 absl::StatusOr<std::shared_ptr<TrackedDeviceBuffer>> Buffer::Release(
     bool wait_for_operations_to_complete) {
+  if (is_tuple()) {
+    {
+      MutexLock lock(&mu_);
+      if (tuple_deleted_) return std::shared_ptr<TrackedDeviceBuffer>();
+      tuple_deleted_ = true;
+    }
+    for (const auto& e : elements_) {
+      e->Release(wait_for_operations_to_complete).IgnoreError();
+    }
+    return std::shared_ptr<TrackedDeviceBuffer>();
+  }
   std::shared_ptr<TrackedDeviceBuffer> tracked;
   std::vector<TrackedDeviceBuffer::UsageEvent> usage_events;
   {
@@ -220,10 +248,18 @@ void Buffer::Delete() { Release(/*wait_for_operations_to_complete=*/false).Ignor
 
 bool Buffer::IsDeleted() {
   MutexLock lock(&mu_);
+  if (is_tuple()) return tuple_deleted_;
   return tracked_ == nullptr;
 }
 
 bool Buffer::IsReady() {
+  if (is_tuple()) {
+    if (IsDeleted()) return false;
+    for (const auto& e : elements_) {
+      if (!e->IsReady()) return false;
+    }
+    return true;
+  }
   std::shared_ptr<TrackedDeviceBuffer> tracked;
   {
     MutexLock lock(&mu_);
@@ -237,6 +273,15 @@ bool Buffer::IsReady() {
 }
 
 absl::Status Buffer::BlockHostUntilReady(absl::Duration timeout) {
+  if (is_tuple()) {
+    if (IsDeleted()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("buffer %s was deleted", DebugString()));
+    }
+    absl::Status status;
+    for (const auto& e : elements_) status.Update(e->BlockHostUntilReady(timeout));
+    return status;
+  }
   std::shared_ptr<TrackedDeviceBuffer> tracked;
   {
     MutexLock lock(&mu_);
@@ -261,6 +306,11 @@ absl::Status Buffer::BlockHostUntilReady(absl::Duration timeout) {
 }
 
 void Buffer::OnReady(absl::AnyInvocable<void(absl::Status) &&> callback) {
+  if (is_tuple()) {
+    // Rare: waits for each element in turn on a helper path.
+    std::move(callback)(BlockHostUntilReady());
+    return;
+  }
   std::shared_ptr<TrackedDeviceBuffer> tracked;
   absl::Status invalid;
   {
@@ -330,6 +380,11 @@ void RecordUsage(Buffer::ScopedHold hold, device::LocalDeviceState* stream_devic
 void Buffer::CopyRawToHostAsync(
     void* dst, int64_t offset, int64_t size,
     absl::AnyInvocable<void(absl::Status) &&> on_done) {
+  if (is_tuple()) {
+    std::move(on_done)(absl::InvalidArgumentError(absl::StrFormat(
+        "buffer %s is a tuple; read its elements", DebugString())));
+    return;
+  }
   if (offset < 0 || size < 0 || offset > size_bytes() ||
       size > size_bytes() - offset) {
     std::move(on_done)(absl::InvalidArgumentError(absl::StrFormat(

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -101,6 +102,17 @@ class Buffer {
 
   Buffer(Client* client, Device* device, hlo::Shape shape,
          std::shared_ptr<TrackedDeviceBuffer> tracked);
+
+  // A tuple buffer: it has no memory of its own; its elements are buffers
+  // (all on `device`). Deleting it deletes its elements.
+  static std::shared_ptr<Buffer> MakeTuple(
+      Client* client, Device* device,
+      std::vector<std::shared_ptr<Buffer>> elements);
+  bool is_tuple() const { return shape_.IsTuple(); }
+  // REQUIRES: is_tuple().
+  const std::vector<std::shared_ptr<Buffer>>& tuple_elements() const {
+    return elements_;
+  }
   // Deletes (see Delete).
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -179,6 +191,9 @@ class Buffer {
   std::shared_ptr<TrackedDeviceBuffer> tracked_ ABSL_GUARDED_BY(mu_);
   Invalidation invalidation_ ABSL_GUARDED_BY(mu_) = Invalidation::kNone;
   std::array<int, 3> holds_ ABSL_GUARDED_BY(mu_) = {0, 0, 0};
+  // Tuple buffers only.
+  std::vector<std::shared_ptr<Buffer>> elements_;
+  bool tuple_deleted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Bookkeeping after a use of `hold`'s buffer was enqueued on `stream` (of

@@ -1,15 +1,75 @@
 #include "runtime/executable.h"
 
+#include <algorithm>
+#include <functional>
+#include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/random.h"
 #include "base/status_macros.h"
+#include "compiler/host/collectives.h"
 #include "compiler/host/compiler.h"
 #include "hlo/parser.h"
 #include "hlo/verifier.h"
 #include "runtime/execute.h"
 
 namespace pjrt::runtime {
+namespace {
+
+int CountLeaves(const hlo::Shape& shape) {
+  if (!shape.IsTuple()) return 1;
+  int n = 0;
+  for (const hlo::Shape& e : shape.tuple_shapes()) n += CountLeaves(e);
+  return n;
+}
+
+// The flattened index, within `shape`'s leaves, of the leaf at `path`.
+absl::StatusOr<int> LeafIndex(const hlo::Shape& shape,
+                              absl::Span<const int64_t> path) {
+  if (path.empty()) {
+    if (shape.IsTuple()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input_output_alias names the tuple %s, not an array in it",
+          shape.ToString()));
+    }
+    return 0;
+  }
+  if (!shape.IsTuple()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "input_output_alias index {%d} names an element of %s, which is not a "
+        "tuple (an array is aliased as {})",
+        path[0], shape.ToString()));
+  }
+  if (path[0] < 0 ||
+      path[0] >= static_cast<int64_t>(shape.tuple_shapes().size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "input_output_alias index %d is out of range for %s", path[0],
+        shape.ToString()));
+  }
+  int offset = 0;
+  for (int64_t i = 0; i < path[0]; ++i) offset += CountLeaves(shape.tuple_shapes()[i]);
+  PJRT_ASSIGN_OR_RETURN(int inner, LeafIndex(shape.tuple_shapes()[path[0]], path.subspan(1)));
+  return offset + inner;
+}
+
+void FlattenTuple(Buffer* buffer, std::vector<Buffer*>* out) {
+  if (!buffer->is_tuple()) {
+    out->push_back(buffer);
+    return;
+  }
+  for (const auto& e : buffer->tuple_elements()) FlattenTuple(e.get(), out);
+}
+
+std::string Participant(int replica, int partition) {
+  return absl::StrFormat("replica %d partition %d", replica, partition);
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
     Client* client, absl::string_view hlo_text, const CompileOptions& options) {
@@ -23,65 +83,393 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
         "--platform host",
         client->platform_name()));
   }
-  PJRT_ASSIGN_OR_RETURN(auto program, compiler::host::CompileForHost(*module));
-  std::shared_ptr<Executable> executable(new Executable());
-  executable->client_ = client;
-  executable->name_ = module->name();
-  executable->parameter_shapes_ = program->parameter_shapes();
-  executable->result_shapes_ = program->result_shapes();
-  executable->result_is_tuple_ = module->entry()->root()->shape().IsTuple();
-  executable->program_ = std::move(program);
-  executable->compile_time_ = absl::Now() - start;
-  return executable;
+  std::shared_ptr<Executable> e(new Executable());
+  e->client_ = client;
+  e->name_ = module->name();
+  e->collective_timeout_ = options.collective_timeout;
+
+  // Replicas and partitions: the options, else the module header.
+  const hlo::ModuleConfig& config = module->config();
+  const auto pick = [&](int requested, int64_t header, const char* what,
+                        const char* header_name) -> absl::StatusOr<int> {
+    if (requested < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s is %d; it must be positive", what, requested));
+    }
+    bool header_given = false;
+    for (const auto& [key, value] : config.raw) header_given |= key == header_name;
+    if (requested > 0 && header_given && requested != header) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s %d disagrees with the module's %s=%d", what, requested,
+          header_name, header));
+    }
+    return requested > 0 ? requested : static_cast<int>(header);
+  };
+  PJRT_ASSIGN_OR_RETURN(e->num_replicas_,
+                        pick(options.num_replicas, config.replica_count,
+                             "the number of replicas", "replica_count"));
+  PJRT_ASSIGN_OR_RETURN(e->num_partitions_,
+                        pick(options.num_partitions, config.num_partitions,
+                             "the number of partitions", "num_partitions"));
+  const int R = e->num_replicas_, P = e->num_partitions_;
+  e->portable_ = options.portable;
+  if (e->portable_) {
+    if (R != 1 || P != 1 || !options.device_assignment.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a portable executable has one replica, one partition and no device "
+          "assignment; this one has %d replica(s), %d partition(s)%s",
+          R, P, options.device_assignment.empty() ? "" : " and an assignment"));
+    }
+  } else if (!options.device_assignment.empty()) {
+    const auto& a = options.device_assignment;
+    if (static_cast<int>(a.size()) != R) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the device assignment has %d row(s) but the program has %d "
+          "replica(s); give one row per replica",
+          a.size(), R));
+    }
+    absl::flat_hash_map<int, std::pair<int, int>> seen;
+    for (int r = 0; r < R; ++r) {
+      if (static_cast<int>(a[r].size()) != P) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "row %d of the device assignment has %d device(s) but the program "
+            "has %d partition(s)",
+            r, a[r].size(), P));
+      }
+      for (int p = 0; p < P; ++p) {
+        auto device = client->LookupDevice(a[r][p]);
+        if (!device.ok()) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "the device assignment puts %s on device %d, which does not "
+              "exist: %s",
+              Participant(r, p), a[r][p], device.status().message()));
+        }
+        auto [it, inserted] = seen.emplace(a[r][p], std::make_pair(r, p));
+        if (!inserted) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "device %d appears twice in the device assignment (%s and %s)",
+              a[r][p], Participant(it->second.first, it->second.second),
+              Participant(r, p)));
+        }
+        if ((*device)->platform_name() != client->platform_name()) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "the device assignment mixes platforms: device %d is %s, not %s",
+              a[r][p], (*device)->platform_name(), client->platform_name()));
+        }
+      }
+    }
+    e->device_assignment_ = a;
+  } else {
+    const int needed = R * P;
+    if (needed > static_cast<int>(client->devices().size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the program runs on %d devices (%d replica(s) x %d partition(s)) "
+          "but this daemon has %d; ask for fewer replicas or start pjrtd with "
+          "more devices (--host-devices)",
+          needed, R, P, client->devices().size()));
+    }
+    e->device_assignment_.assign(R, std::vector<int>(P));
+    for (int r = 0; r < R; ++r) {
+      for (int p = 0; p < P; ++p) {
+        e->device_assignment_[r][p] = client->devices()[r * P + p]->id();
+      }
+    }
+  }
+  for (const auto& row : e->device_assignment_) {
+    for (int id : row) e->addressable_devices_.push_back(*client->LookupDevice(id));
+  }
+
+  // Parameters and their leaves; donations from input_output_alias.
+  const hlo::Computation& entry = *module->entry();
+  int leaves = 0;
+  for (const hlo::Instruction* p : entry.parameters()) {
+    e->parameter_shapes_.push_back(p->shape());
+    e->leaf_begin_.push_back(leaves);
+    leaves += CountLeaves(p->shape());
+  }
+  e->result_shape_ = entry.root()->shape();
+  e->result_is_tuple_ = e->result_shape_.IsTuple();
+  compiler::host::HostCompileOptions compile_options;
+  absl::flat_hash_set<int> donated_leaves;
+  for (const hlo::InputOutputAlias& alias : config.input_output_aliases) {
+    const int param = static_cast<int>(alias.parameter_number);
+    if (param < 0 || param >= static_cast<int>(e->parameter_shapes_.size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input_output_alias names parameter %d, but the program has %d", param,
+          e->parameter_shapes_.size()));
+    }
+    if (std::find(options.non_donatable_parameters.begin(),
+                  options.non_donatable_parameters.end(),
+                  param) != options.non_donatable_parameters.end()) {
+      continue;
+    }
+    PJRT_ASSIGN_OR_RETURN(int leaf, LeafIndex(e->parameter_shapes_[param],
+                                              alias.parameter_index));
+    leaf += e->leaf_begin_[param];
+    PJRT_ASSIGN_OR_RETURN(int result, LeafIndex(e->result_shape_, alias.output_index));
+    if (!donated_leaves.insert(leaf).second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input_output_alias gives parameter %d to two outputs", param));
+    }
+    e->donations_.emplace_back(leaf, result);
+    compile_options.aliases.emplace_back(result, leaf);
+    if (std::find(e->donated_parameters_.begin(), e->donated_parameters_.end(),
+                  param) == e->donated_parameters_.end()) {
+      e->donated_parameters_.push_back(param);
+    }
+  }
+  PJRT_ASSIGN_OR_RETURN(auto program,
+                        compiler::host::CompileForHost(*module, compile_options));
+  e->result_shapes_ = program->result_shapes();
+  e->program_ = std::move(program);
+  e->compile_time_ = absl::Now() - start;
+  return e;
 }
 
 Executable::~Executable() = default;
 
 int64_t Executable::scratch_bytes() const { return program_->scratch_bytes(); }
 
-absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::Execute(
+absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
     absl::Span<Buffer* const> arguments, Device* device,
-    const ExecuteRunOptions& options) {
-  if (arguments.size() != parameter_shapes_.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "executable %s takes %d argument(s), got %d", name_,
-        parameter_shapes_.size(), arguments.size()));
+    const ExecuteRunOptions& options, const std::string& where) const {
+  const auto invalid = [&](const std::string& message) {
+    return absl::InvalidArgumentError(where + message);
+  };
+  // Each argument and the shape it must have.
+  std::vector<std::pair<Buffer*, hlo::Shape>> expected;
+  const bool one_tuple =
+      parameter_shapes_.size() == 1 && parameter_shapes_[0].IsTuple();
+  if (one_tuple && !options.arguments_are_tupled) {
+    // The runtime tuples the argument list.
+    const auto& elements = parameter_shapes_[0].tuple_shapes();
+    if (arguments.size() != elements.size()) {
+      return invalid(absl::StrFormat(
+          "executable %s takes one tuple %s: pass its %d elements as "
+          "arguments (or one tuple buffer with arguments_are_tupled), got %d "
+          "argument(s)",
+          name_, parameter_shapes_[0].ToString(), elements.size(), arguments.size()));
+    }
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      expected.emplace_back(arguments[i], elements[i]);
+    }
+  } else {
+    if (options.arguments_are_tupled && !one_tuple) {
+      return invalid(absl::StrFormat(
+          "arguments_are_tupled is set but executable %s does not take a "
+          "single tuple parameter",
+          name_));
+    }
+    if (arguments.size() != parameter_shapes_.size()) {
+      return invalid(absl::StrFormat("executable %s takes %d argument(s), got %d",
+                                     name_, parameter_shapes_.size(),
+                                     arguments.size()));
+    }
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      expected.emplace_back(arguments[i], parameter_shapes_[i]);
+    }
   }
-  std::vector<ExecuteArgument> args;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const hlo::Shape& want = parameter_shapes_[i];
-    const hlo::Shape& got = arguments[i]->shape();
-    if (got.element_type() != want.element_type()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+  std::vector<Buffer*> leaves;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    Buffer* arg = expected[i].first;
+    const hlo::Shape& want = expected[i].second;
+    if (arg == nullptr) return invalid(absl::StrFormat("argument %d is missing", i));
+    const hlo::Shape& got = arg->shape();
+    if (want.IsArray() && got.IsArray() && got.element_type() != want.element_type()) {
+      return invalid(absl::StrFormat(
           "argument %d has dtype %s, but parameter %d of %s is %s", i,
-          hlo::PrimitiveTypeName(got.element_type()), i, name_,
-          want.ToString()));
+          hlo::PrimitiveTypeName(got.element_type()), i, name_, want.ToString()));
     }
     if (got != want) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return invalid(absl::StrFormat(
           "argument %d has shape %s, but parameter %d of %s is %s", i,
           got.ToString(), i, name_, want.ToString()));
     }
-    args.push_back(ExecuteArgument{.buffer = arguments[i]});
+    if (arg->device() != device) {
+      return invalid(absl::StrFormat(
+          "argument %d is on device %s, but this run is on device %s", i,
+          arg->device()->DebugString(), device->DebugString()));
+    }
+    FlattenTuple(arg, &leaves);
   }
+  return leaves;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
+    absl::Span<Buffer* const> leaves, Device* device, int replica, int partition,
+    std::shared_ptr<compiler::host::CollectiveHub> hub,
+    const ExecuteRunOptions& options, const std::string& where) {
+  std::vector<ExecuteArgument> args;
+  for (Buffer* leaf : leaves) args.push_back(ExecuteArgument{.buffer = leaf});
   std::vector<ExecuteResult> results;
   for (const hlo::Shape& shape : result_shapes_) {
     results.push_back(ExecuteResult{.shape = shape});
   }
+  for (const auto& [leaf, result] : donations_) {
+    args[leaf].donate = true;
+    results[result].alias_argument = leaf;
+  }
   std::shared_ptr<const compiler::Program> program = program_;
-  Kernel kernel = [program](const KernelArgs& k) {
+  const int64_t R = num_replicas_, P = num_partitions_;
+  Kernel kernel = [program, replica, partition, R, P,
+                   hub](const KernelArgs& k) -> absl::Status {
     compiler::RunContext context;
     context.arguments = k.arguments;
     context.results = k.results;
     context.scratch = k.scratch;
     context.prng_seed = k.prng_seed;
+    context.replica_id = replica;
+    context.partition_id = partition;
+    context.num_replicas = R;
+    context.num_partitions = P;
+    context.collectives = hub.get();
     return program->Run(context);
   };
   ExecuteOptions execute_options;
   execute_options.launch_id = options.launch_id;
   execute_options.scratch_bytes = program_->scratch_bytes();
-  return ExecuteOnDevice(client_, device, args, results, std::move(kernel),
-                         execute_options);
+  auto outputs = ExecuteOnDevice(client_, device, args, results, std::move(kernel),
+                                 execute_options);
+  if (!outputs.ok()) {
+    absl::Status s = outputs.status();
+    if (hub != nullptr) hub->Fail(replica * P + partition, s);
+    return absl::Status(s.code(), where + std::string(s.message()));
+  }
+  return ShapeResults(*std::move(outputs), device, options);
+}
+
+std::vector<std::shared_ptr<Buffer>> Executable::ShapeResults(
+    std::vector<std::shared_ptr<Buffer>> leaves, Device* device,
+    const ExecuteRunOptions& options) const {
+  if (options.untuple_result || !result_is_tuple_) return leaves;
+  size_t next = 0;
+  std::function<std::shared_ptr<Buffer>(const hlo::Shape&)> build =
+      [&](const hlo::Shape& shape) -> std::shared_ptr<Buffer> {
+    if (!shape.IsTuple()) return leaves[next++];
+    std::vector<std::shared_ptr<Buffer>> elements;
+    for (const hlo::Shape& e : shape.tuple_shapes()) elements.push_back(build(e));
+    return Buffer::MakeTuple(client_, device, std::move(elements));
+  };
+  return {build(result_shape_)};
+}
+
+std::shared_ptr<compiler::host::CollectiveHub> Executable::HubFor(int64_t launch_id) {
+  MutexLock lock(&hubs_mu_);
+  for (auto it = hubs_.begin(); it != hubs_.end();) {
+    it = it->second.expired() ? hubs_.erase(it) : std::next(it);
+  }
+  if (auto it = hubs_.find(launch_id); it != hubs_.end()) {
+    if (auto hub = it->second.lock()) return hub;
+  }
+  auto hub = std::make_shared<compiler::host::CollectiveHub>(
+      num_replicas_, num_partitions_, collective_timeout_);
+  hubs_[launch_id] = hub;
+  return hub;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::Execute(
+    absl::Span<Buffer* const> arguments, Device* device,
+    const ExecuteRunOptions& options) {
+  if (num_replicas_ * num_partitions_ != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "executable %s runs on %d devices (%d replica(s) x %d partition(s)); "
+        "execute it replicated or sharded",
+        name_, num_replicas_ * num_partitions_, num_replicas_, num_partitions_));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
+                        FlattenArguments(arguments, device, options, ""));
+  return RunParticipant(leaves, device, 0, 0, nullptr, options, "");
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecutePortable(
+    absl::Span<Buffer* const> arguments, Device* device,
+    const ExecuteRunOptions& options) {
+  if (!portable_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "executable %s was not compiled as portable; compile it with "
+        "portable=true, or execute it replicated or sharded",
+        name_));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
+                        FlattenArguments(arguments, device, options, ""));
+  return RunParticipant(leaves, device, 0, 0, nullptr, options, "");
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecuteSharded(
+    absl::Span<Buffer* const> arguments, Device* device,
+    const ExecuteRunOptions& options) {
+  if (portable_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "executable %s is portable; execute it with ExecutePortable", name_));
+  }
+  for (int r = 0; r < num_replicas_; ++r) {
+    for (int p = 0; p < num_partitions_; ++p) {
+      if (device_assignment_[r][p] != device->id()) continue;
+      const std::string where = Participant(r, p) + ": ";
+      PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
+                            FlattenArguments(arguments, device, options, where));
+      std::shared_ptr<compiler::host::CollectiveHub> hub;
+      if (num_replicas_ * num_partitions_ > 1) hub = HubFor(options.launch_id);
+      return RunParticipant(leaves, device, r, p, std::move(hub), options, where);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "device %d is not in the device assignment of executable %s", device->id(),
+      name_));
+}
+
+absl::StatusOr<std::vector<std::vector<std::shared_ptr<Buffer>>>>
+Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
+                              const ExecuteRunOptions& options) {
+  if (portable_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "executable %s is portable; execute it with ExecutePortable", name_));
+  }
+  const int n = static_cast<int>(addressable_devices_.size());
+  if (static_cast<int>(arguments.size()) != n) {
+    std::vector<int> ids;
+    for (Device* d : addressable_devices_) ids.push_back(d->id());
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "executable %s takes one argument list per device: %d (devices %s), "
+        "got %d",
+        name_, n, absl::StrJoin(ids, ", "), arguments.size()));
+  }
+  // Check every participant before any runs.
+  std::vector<std::vector<Buffer*>> leaves(n);
+  for (int i = 0; i < n; ++i) {
+    const int r = i / num_partitions_, p = i % num_partitions_;
+    PJRT_ASSIGN_OR_RETURN(leaves[i],
+                          FlattenArguments(arguments[i], addressable_devices_[i],
+                                           options, Participant(r, p) + ": "));
+  }
+  ExecuteRunOptions run = options;
+  if (run.launch_id == 0) run.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
+  std::shared_ptr<compiler::host::CollectiveHub> hub;
+  if (n > 1) {
+    hub = std::make_shared<compiler::host::CollectiveHub>(
+        num_replicas_, num_partitions_, collective_timeout_);
+  }
+  std::vector<absl::StatusOr<std::vector<std::shared_ptr<Buffer>>>> results(
+      n, absl::UnknownError("not run"));
+  // Each device's launch from its own thread: one blocking on its compute
+  // semaphore does not hold back the others.
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      const int r = i / num_partitions_, p = i % num_partitions_;
+      results[i] = RunParticipant(leaves[i], addressable_devices_[i], r, p, hub,
+                                  run, Participant(r, p) + ": ");
+    });
+  }
+  results[0] = RunParticipant(leaves[0], addressable_devices_[0], 0, 0, hub, run,
+                              Participant(0, 0) + ": ");
+  for (auto& t : threads) t.join();
+  std::vector<std::vector<std::shared_ptr<Buffer>>> out;
+  for (int i = 0; i < n; ++i) {
+    if (!results[i].ok()) return results[i].status();
+    out.push_back(*std::move(results[i]));
+  }
+  return out;
 }
 
 }  // namespace pjrt::runtime

@@ -1,16 +1,39 @@
 // Executable: a compiled HLO program, ready to run on the client's devices.
 //
 // Compile parses the HLO text, verifies it and compiles it for the client's
-// platform. Execute enqueues one run on a device and returns the result
-// buffers at once: errors that can be seen now (arity, shapes, dtypes,
-// devices, deleted inputs) are returned; errors that happen while the
-// program runs are bound to the results.
+// platform, for a number of replicas and partitions placed on devices by a
+// device assignment (or portable: one replica, one partition, any device).
+//
+// Execution forms (as in PJRT):
+//  - ExecuteReplicated runs every replica × partition of the assignment at
+//    once, one argument list per device (replica-major), each device's run
+//    launched from its own thread; they meet at collectives.
+//  - ExecuteSharded runs only the replica/partition that maps to one device
+//    (several calls with the same launch_id form one launch).
+//  - ExecutePortable runs a portable executable on any device.
+//  - Execute(args, device) is ExecutePortable for single-device programs.
+// Each returns as soon as the work is enqueued: errors that can be seen now
+// (arity, shapes, dtypes, devices, deleted or donated inputs) are returned
+// and nothing runs; errors that happen while the program runs are bound to
+// the results. A participant that fails makes every peer waiting for it at
+// a collective fail too, within the collective timeout at the latest.
+//
+// Donation: parameters that input_output_alias aliases to outputs are
+// donated: the output reuses the argument's memory and the argument buffer
+// becomes invalid (FAILED_PRECONDITION if used again), unless listed in
+// CompileOptions::non_donatable_parameters (then they are copied).
+//
+// Tuples: a program with one tuple parameter takes the tuple's elements as
+// its argument list, or one tuple buffer with arguments_are_tupled. Results
+// are one buffer per element of a tuple root (nested tuples flattened) when
+// untuple_result is set, else one tuple buffer.
 //
 // Thread-safe; one Executable may run on several devices at once.
 #ifndef PJRT_RUNTIME_EXECUTABLE_H_
 #define PJRT_RUNTIME_EXECUTABLE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,25 +42,49 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "compiler/program.h"
 #include "hlo/shape.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
 
+namespace pjrt::compiler::host {
+class CollectiveHub;
+}  // namespace pjrt::compiler::host
+
 namespace pjrt::runtime {
 
-struct CompileOptions {};
-
-struct ExecuteRunOptions {
-  int64_t launch_id = 0;
+struct CompileOptions {
+  // 0 means the module header's replica_count / num_partitions (default 1).
+  int num_replicas = 0;
+  int num_partitions = 0;
+  // device_assignment[replica][partition] = global device id. Empty means
+  // the default: replica r, partition p on device r * num_partitions + p.
+  std::vector<std::vector<int>> device_assignment;
+  // No assignment: one replica, one partition, run on any device.
+  bool portable = false;
+  // Entry parameters that input_output_alias would donate but that must be
+  // copied instead (the caller keeps using the argument).
+  std::vector<int> non_donatable_parameters;
+  // Bound on any wait for a peer at a collective.
+  absl::Duration collective_timeout = absl::Seconds(30);
 };
 
+struct ExecuteRunOptions {
+  // Identifies one multi-device launch; 0 lets ExecuteReplicated choose.
+  int64_t launch_id = 0;
+  // The single tuple argument is given as one tuple buffer.
+  bool arguments_are_tupled = false;
+  // A tuple root comes back as one buffer per element (else one tuple
+  // buffer).
+  bool untuple_result = true;
+};
 
 class Executable {
  public:
   // Parse errors and verification errors are INVALID_ARGUMENT with line,
   // column and a caret; unsupported ops are UNIMPLEMENTED naming the op and
-  // its line.
+  // its line; a bad assignment is INVALID_ARGUMENT saying what is wrong.
   static absl::StatusOr<std::shared_ptr<Executable>> Compile(
       Client* client, absl::string_view hlo_text,
       const CompileOptions& options = {});
@@ -48,36 +95,104 @@ class Executable {
 
   // The HloModule's name.
   const std::string& name() const { return name_; }
-  // Shapes of the entry computation's parameters.
+  // Shapes of the entry computation's parameters (tuples as they are).
   const std::vector<hlo::Shape>& parameter_shapes() const {
     return parameter_shapes_;
   }
   // One shape per result: the root's, or each element of a tuple root (in
   // order, nested tuples flattened).
   const std::vector<hlo::Shape>& result_shapes() const { return result_shapes_; }
+  // The root's shape.
+  const hlo::Shape& result_shape() const { return result_shape_; }
   // True when the root is a tuple (its elements are the results).
   bool result_is_tuple() const { return result_is_tuple_; }
   absl::Duration compile_time() const { return compile_time_; }
   // Scratch memory one run needs on the device.
   int64_t scratch_bytes() const;
 
-  // Enqueues a run on `device` with one argument per parameter.
-  // INVALID_ARGUMENT names the argument for wrong arity, shape, dtype or
-  // device; FAILED_PRECONDITION for deleted or donated inputs.
+  int num_replicas() const { return num_replicas_; }
+  int num_partitions() const { return num_partitions_; }
+  bool portable() const { return portable_; }
+  // [replica][partition] -> device id; empty when portable.
+  const std::vector<std::vector<int>>& device_assignment() const {
+    return device_assignment_;
+  }
+  // The devices of the assignment, replica-major (what ExecuteReplicated
+  // takes one argument list for).
+  const std::vector<Device*>& addressable_devices() const {
+    return addressable_devices_;
+  }
+  // Entry parameters whose arguments are donated.
+  const std::vector<int>& donated_parameters() const {
+    return donated_parameters_;
+  }
+
+  // Single-device programs only: runs on `device` (any device).
   absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Execute(
+      absl::Span<Buffer* const> arguments, Device* device,
+      const ExecuteRunOptions& options = {});
+
+  // One argument list per addressable device, in addressable_devices()
+  // order; returns one result list per device in the same order. An error
+  // names the replica and partition it concerns.
+  absl::StatusOr<std::vector<std::vector<std::shared_ptr<Buffer>>>>
+  ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
+                    const ExecuteRunOptions& options = {});
+
+  // Runs only the replica/partition assigned to `device`.
+  absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteSharded(
+      absl::Span<Buffer* const> arguments, Device* device,
+      const ExecuteRunOptions& options = {});
+
+  // REQUIRES: compiled portable. Runs on `device`.
+  absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecutePortable(
       absl::Span<Buffer* const> arguments, Device* device,
       const ExecuteRunOptions& options = {});
 
  private:
   Executable() = default;
 
+  struct Launch;
+  // Checks and flattens one participant's arguments into the program's
+  // leaves; `where` prefixes messages ("replica 1 partition 0: ").
+  absl::StatusOr<std::vector<Buffer*>> FlattenArguments(
+      absl::Span<Buffer* const> arguments, Device* device,
+      const ExecuteRunOptions& options, const std::string& where) const;
+  // Enqueues one participant.
+  absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> RunParticipant(
+      absl::Span<Buffer* const> leaves, Device* device, int replica,
+      int partition, std::shared_ptr<compiler::host::CollectiveHub> hub,
+      const ExecuteRunOptions& options, const std::string& where);
+  // The hub shared by every participant of launch `launch_id`.
+  std::shared_ptr<compiler::host::CollectiveHub> HubFor(int64_t launch_id);
+  std::vector<std::shared_ptr<Buffer>> ShapeResults(
+      std::vector<std::shared_ptr<Buffer>> leaves, Device* device,
+      const ExecuteRunOptions& options) const;
+
   Client* client_ = nullptr;
   std::string name_;
   std::vector<hlo::Shape> parameter_shapes_;
   std::vector<hlo::Shape> result_shapes_;
+  hlo::Shape result_shape_;
   bool result_is_tuple_ = false;
   absl::Duration compile_time_;
   std::shared_ptr<const compiler::Program> program_;
+
+  int num_replicas_ = 1;
+  int num_partitions_ = 1;
+  bool portable_ = false;
+  absl::Duration collective_timeout_;
+  std::vector<std::vector<int>> device_assignment_;
+  std::vector<Device*> addressable_devices_;
+  std::vector<int> donated_parameters_;
+  // (leaf parameter index, flattened result index) of each donation.
+  std::vector<std::pair<int, int>> donations_;
+  // Program leaves per entry parameter.
+  std::vector<int> leaf_begin_;
+
+  Mutex hubs_mu_;
+  std::map<int64_t, std::weak_ptr<compiler::host::CollectiveHub>> hubs_
+      ABSL_GUARDED_BY(hubs_mu_);
 };
 
 }  // namespace pjrt::runtime
