@@ -261,9 +261,9 @@ struct CompiledProgram {
 
 // Reads and compiles `path`. On failure prints the error (a compile error
 // keeps the daemon's message: line, column, caret) and sets `exit_code`.
-std::optional<CompiledProgram> CompileFile(const GlobalOptions& g,
-                                           const std::string& path,
-                                           int* exit_code) {
+std::optional<CompiledProgram> CompileFile(
+    const GlobalOptions& g, const std::string& path, int* exit_code,
+    const v1::CompileOptions& options = {}) {
   auto text = ReadTextFile(path);
   if (!text.ok()) {
     *exit_code = FailUsage(g, text.status());
@@ -282,7 +282,7 @@ std::optional<CompiledProgram> CompileFile(const GlobalOptions& g,
     return std::nullopt;
   }
   program.session = *std::move(session);
-  auto executable = program.session->Compile(*text);
+  auto executable = program.session->Compile(*text, options);
   if (!executable.ok()) {
     *exit_code =
         Fail(g, absl::Status(executable.status().code(),
@@ -309,6 +309,9 @@ json SignatureJson(const std::string& path,
           {"parameters", parameters},
           {"results", results},
           {"result_is_tuple", executable.result_is_tuple()},
+          {"num_replicas", executable.num_replicas()},
+          {"num_partitions", executable.num_partitions()},
+          {"donated_parameters", executable.donated_parameters()},
           {"compile_seconds", executable.info().compile_seconds()},
           {"cache_hit", executable.cache_hit()},
           {"fingerprint", executable.fingerprint()}};
@@ -357,7 +360,11 @@ struct RunOptions {
   std::vector<std::string> inputs;
   std::string output_dir;
   int device = 0;
+  bool device_given = false;
   int repeat = 1;
+  // 0: the module header's.
+  int replicas = 0;
+  int partitions = 0;
 };
 
 // Up to `max` elements of `array`, as "[1, 2, 3, ...]".
@@ -431,7 +438,10 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
     inputs.push_back(*std::move(array));
   }
   int exit_code = kExitOk;
-  auto program = CompileFile(g, o.file, &exit_code);
+  v1::CompileOptions compile_options;
+  compile_options.set_num_replicas(o.replicas);
+  compile_options.set_num_partitions(o.partitions);
+  auto program = CompileFile(g, o.file, &exit_code, compile_options);
   if (!program) return exit_code;
   const pjrt_client::Executable& executable = program->executable;
 
@@ -450,7 +460,19 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
                shapes.empty() ? "none" : absl::StrJoin(shapes, ", "),
                inputs.size())));
   }
-  std::vector<pjrt_client::Buffer> arguments;
+  // One argument list per device: every device gets the same inputs.
+  std::vector<int> devices = executable.addressable_device_ids();
+  const bool replicated = devices.size() > 1;
+  if (replicated && o.device_given) {
+    return FailUsage(
+        g, absl::InvalidArgumentError(absl::StrFormat(
+               "%s runs %d replica(s) x %d partition(s) on devices %s; "
+               "--device applies to single-device programs only",
+               executable.name(), executable.num_replicas(),
+               executable.num_partitions(), absl::StrJoin(devices, ", "))));
+  }
+  if (!replicated) devices = {o.device};
+  std::vector<HostArray> converted_inputs;
   for (int i = 0; i < parameter_count; ++i) {
     const v1::ArrayShape& want = executable.parameter_shapes()[i];
     auto converted = ConvertToDType(std::move(inputs[i]), want.dtype());
@@ -472,34 +494,77 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
                  o.inputs[i], pjrt_client::ShapeToString(got), i,
                  executable.name(), pjrt_client::ShapeToString(want))));
     }
-    auto buffer = program->session->Upload(want.dtype(), converted->dims,
-                                           converted->data, o.device);
-    if (!buffer.ok()) {
-      return Fail(g, absl::Status(buffer.status().code(),
-                                  absl::StrFormat("uploading input %d (%s): %s",
-                                                  i, o.inputs[i],
-                                                  buffer.status().message())));
-    }
-    arguments.push_back(*std::move(buffer));
+    converted_inputs.push_back(*std::move(converted));
   }
-  std::vector<const pjrt_client::Buffer*> argument_ptrs;
-  for (const auto& b : arguments) argument_ptrs.push_back(&b);
+  const std::vector<int> donated = executable.donated_parameters();
+  std::vector<std::vector<pjrt_client::Buffer>> arguments(devices.size());
+  // Uploads fresh arguments for every device (a donated one is consumed by
+  // each run).
+  auto upload = [&](bool donated_only) -> absl::Status {
+    for (size_t d = 0; d < devices.size(); ++d) {
+      arguments[d].resize(parameter_count);
+      for (int i = 0; i < parameter_count; ++i) {
+        const bool is_donated =
+            std::find(donated.begin(), donated.end(), i) != donated.end();
+        if (donated_only && !is_donated) continue;
+        const HostArray& input = converted_inputs[i];
+        auto buffer = program->session->Upload(input.dtype, input.dims,
+                                               input.data, devices[d]);
+        if (!buffer.ok()) {
+          return absl::Status(
+              buffer.status().code(),
+              absl::StrFormat("uploading input %d (%s) to device %d: %s", i,
+                              o.inputs[i], devices[d],
+                              buffer.status().message()));
+        }
+        arguments[d][i] = *std::move(buffer);
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status uploaded = upload(false); !uploaded.ok()) {
+    return Fail(g, uploaded);
+  }
 
   // Each run is timed from the Execute call until every result is ready.
   std::vector<double> run_seconds;
-  std::vector<pjrt_client::Buffer> results;
+  std::vector<std::vector<pjrt_client::Buffer>> results;
   for (int r = 0; r < o.repeat; ++r) {
     results.clear();  // frees the previous run's results
+    if (r > 0 && !donated.empty()) {
+      if (absl::Status uploaded = upload(true); !uploaded.ok()) {
+        return Fail(g, uploaded);
+      }
+    }
+    std::vector<std::vector<const pjrt_client::Buffer*>> argument_ptrs(
+        devices.size());
+    for (size_t d = 0; d < devices.size(); ++d) {
+      for (const auto& b : arguments[d]) argument_ptrs[d].push_back(&b);
+    }
     absl::Time start = absl::Now();
-    auto run = executable.Execute(argument_ptrs, o.device);
+    absl::StatusOr<std::vector<std::vector<pjrt_client::Buffer>>> run;
+    if (replicated) {
+      run = executable.ExecuteReplicated(argument_ptrs);
+    } else {
+      auto single = executable.Execute(argument_ptrs[0], o.device);
+      if (single.ok()) {
+        run.emplace();
+        run->push_back(*std::move(single));
+      } else {
+        run = single.status();
+      }
+    }
     if (!run.ok()) return Fail(g, run.status());
-    for (const auto& result : *run) {
-      absl::Status ready = result.BlockUntilReady();
-      if (!ready.ok()) {
-        return Fail(g, absl::Status(ready.code(),
-                                    absl::StrFormat("run %d of %s failed: %s",
-                                                    r, executable.name(),
-                                                    ready.message())));
+    for (const auto& device_results : *run) {
+      for (const auto& result : device_results) {
+        absl::Status ready = result.BlockUntilReady();
+        if (!ready.ok()) {
+          return Fail(g, absl::Status(
+                             ready.code(),
+                             absl::StrFormat("run %d of %s failed: %s", r,
+                                             executable.name(),
+                                             ready.message())));
+        }
       }
     }
     run_seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
@@ -512,54 +577,76 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
           ? sorted[sorted.size() / 2]
           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
 
-  if (!o.output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.output_dir, ec);
-    if (ec) {
-      return FailUsage(g, absl::PermissionDeniedError(absl::StrFormat(
-                              "cannot create --output-dir %s: %s", o.output_dir,
-                              ec.message())));
-    }
-  }
   json result_docs = json::array();
-  Table table({"RESULT", "SHAPE", "FILE", "VALUES"});
+  std::vector<std::string> headers = {"RESULT", "SHAPE", "FILE", "VALUES"};
+  if (replicated) {
+    headers.insert(headers.begin(), {"REPLICA", "PARTITION", "DEVICE"});
+  }
+  Table table(headers);
   bool any_bf16 = false;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const pjrt_client::Buffer& result = results[i];
-    auto bytes = result.Download();
-    if (!bytes.ok()) return Fail(g, bytes.status());
-    HostArray array;
-    array.dtype = result.dtype();
-    array.dims = result.dims();
-    array.data = *std::move(bytes);
-    v1::ArrayShape shape;
-    shape.set_dtype(array.dtype);
-    for (int64_t d : array.dims) shape.add_dims(d);
-    std::string file;
-    if (!o.output_dir.empty()) {
-      file = (std::filesystem::path(o.output_dir) /
-              absl::StrFormat("out%d.npy", i))
-                 .string();
-      absl::Status written = WriteNpy(file, array);
-      if (!written.ok()) return FailUsage(g, written);
+  const int partitions = std::max(1, executable.num_partitions());
+  for (size_t d = 0; d < results.size(); ++d) {
+    const int replica = static_cast<int>(d) / partitions;
+    const int partition = static_cast<int>(d) % partitions;
+    std::filesystem::path dir = o.output_dir;
+    if (replicated && !dir.empty()) {
+      dir /= absl::StrFormat("replica%d_partition%d", replica, partition);
     }
-    const bool bf16 = array.dtype == v1::DTYPE_BF16;
-    any_bf16 |= bf16;
-    json doc = ShapeJson(shape);
-    doc["index"] = i;
-    doc["file"] = file.empty() ? json(nullptr) : json(file);
-    doc["npy_dtype"] = NpyDescr(array.dtype);
-    if (bf16) doc["note"] = "bf16 written as uint16 bit patterns ('<u2')";
-    result_docs.push_back(doc);
-    table.AddRow(
-        {absl::StrCat(i), pjrt_client::ShapeToString(shape),
-         file.empty() ? "-" : file + (bf16 ? " (bf16 bits as <u2)" : ""),
-         Preview(array)});
+    if (!dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) {
+        return FailUsage(g, absl::PermissionDeniedError(absl::StrFormat(
+                                "cannot create %s: %s", dir.string(),
+                                ec.message())));
+      }
+    }
+    for (size_t i = 0; i < results[d].size(); ++i) {
+      const pjrt_client::Buffer& result = results[d][i];
+      auto bytes = result.Download();
+      if (!bytes.ok()) return Fail(g, bytes.status());
+      HostArray array;
+      array.dtype = result.dtype();
+      array.dims = result.dims();
+      array.data = *std::move(bytes);
+      v1::ArrayShape shape;
+      shape.set_dtype(array.dtype);
+      for (int64_t dim : array.dims) shape.add_dims(dim);
+      std::string file;
+      if (!dir.empty()) {
+        file = (dir / absl::StrFormat("out%d.npy", i)).string();
+        absl::Status written = WriteNpy(file, array);
+        if (!written.ok()) return FailUsage(g, written);
+      }
+      const bool bf16 = array.dtype == v1::DTYPE_BF16;
+      any_bf16 |= bf16;
+      json doc = ShapeJson(shape);
+      doc["index"] = i;
+      if (replicated) {
+        doc["replica"] = replica;
+        doc["partition"] = partition;
+      }
+      doc["device"] = devices[d];
+      doc["file"] = file.empty() ? json(nullptr) : json(file);
+      doc["npy_dtype"] = NpyDescr(array.dtype);
+      if (bf16) doc["note"] = "bf16 written as uint16 bit patterns ('<u2')";
+      result_docs.push_back(doc);
+      std::vector<std::string> row = {
+          absl::StrCat(i), pjrt_client::ShapeToString(shape),
+          file.empty() ? "-" : file + (bf16 ? " (bf16 bits as <u2)" : ""),
+          Preview(array)};
+      if (replicated) {
+        row.insert(row.begin(), {absl::StrCat(replica),
+                                 absl::StrCat(partition),
+                                 absl::StrCat(devices[d])});
+      }
+      table.AddRow(row);
+    }
   }
 
   if (g.json) {
     json doc = SignatureJson(o.file, executable);
-    doc["device"] = o.device;
+    doc["devices"] = devices;
     doc["repeat"] = o.repeat;
     doc["run_seconds"] = {{"min", sorted.front()},
                           {"median", median},
@@ -575,7 +662,12 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
        {"compile time",
         absl::StrFormat("%s (%s)", Seconds(executable.info().compile_seconds()),
                         executable.cache_hit() ? "cache hit" : "compiled")},
-       {"device", absl::StrCat(o.device)},
+       {replicated ? "devices" : "device",
+        replicated ? absl::StrFormat("%s (%d replica(s) x %d partition(s))",
+                                     absl::StrJoin(devices, ", "),
+                                     executable.num_replicas(),
+                                     executable.num_partitions())
+                   : absl::StrCat(o.device)},
        {"runs", absl::StrFormat("%d: min %s, median %s, max %s", o.repeat,
                                 Seconds(sorted.front()), Seconds(median),
                                 Seconds(sorted.back()))}});
@@ -647,9 +739,14 @@ int Main(int argc, char** argv) {
       "in order) and write one .npy file per result (a tuple's elements\n"
       "flattened in order) as DIR/out0.npy, out1.npy, ... bf16 parameters\n"
       "take uint16 bit patterns or float32 values; bf16 results are written\n"
-      "as uint16 bit patterns.\n"
+      "as uint16 bit patterns. A program over several devices (--replicas,\n"
+      "--partitions, or replica_count= / num_partitions= in its header) runs\n"
+      "on all of them with the same inputs and writes\n"
+      "DIR/replica{r}_partition{p}/out{i}.npy.\n"
       "Example: pjrtctl run add.hlo --input a.npy --input b.npy "
-      "--output-dir out --repeat 10");
+      "--output-dir out --repeat 10\n"
+      "Example: pjrtctl run allreduce.hlo --replicas 4 --input x.npy "
+      "--output-dir out");
   run->add_option("FILE", run_options.file, "HLO text file")
       ->required()
       ->check(CLI::ExistingFile);
@@ -660,9 +757,19 @@ int Main(int argc, char** argv) {
   run->add_option("--output-dir", run_options.output_dir,
                   "Write the results here as out0.npy, out1.npy, ... "
                   "(created if missing)");
-  run->add_option("--device", run_options.device,
-                  "Global id of the device to run on (default 0)")
-      ->check(CLI::NonNegativeNumber);
+  auto* device_option =
+      run->add_option("--device", run_options.device,
+                      "Global id of the device to run a single-device "
+                      "program on (default 0)")
+          ->check(CLI::NonNegativeNumber);
+  run->add_option("--replicas", run_options.replicas,
+                  "Number of replicas (default: the module header's "
+                  "replica_count, else 1)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--partitions", run_options.partitions,
+                  "Number of partitions per replica (default: the module "
+                  "header's num_partitions, else 1)")
+      ->check(CLI::PositiveNumber);
   run->add_option("--repeat", run_options.repeat,
                   "Run N times and report min/median/max (default 1)")
       ->check(CLI::PositiveNumber);
@@ -679,7 +786,10 @@ int Main(int argc, char** argv) {
   if (stats->parsed()) return RunStats(g);
   if (sessions->parsed()) return RunSessions(g);
   if (compile->parsed()) return RunCompile(g, compile_file);
-  if (run->parsed()) return RunRun(g, run_options);
+  if (run->parsed()) {
+    run_options.device_given = device_option->count() > 0;
+    return RunRun(g, run_options);
+  }
   return kExitUsage;
 }
 

@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
@@ -113,7 +115,7 @@ grpc::Status BufferService::Upload(grpc::ServerContext* context,
     buffer->Delete();
     return ToGrpcStatus(handle.status());
   }
-  BufferInfoToProto(*handle, *buffer, response);
+  BufferInfoToProto(**session, *handle, *buffer, response);
   return grpc::Status::OK;
 }
 
@@ -123,12 +125,26 @@ grpc::Status BufferService::Download(
   auto found = Lookup(sessions_, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
+  if (buffer.is_tuple()) {
+    std::vector<std::string> elements;
+    for (const auto& element : buffer.tuple_elements()) {
+      elements.push_back(
+          absl::StrFormat("%#x", found->session->HandleOf(element.get())));
+    }
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("buffer %#x is a tuple %s; download its elements "
+                        "(handles %s) instead",
+                        request->handle(), buffer.shape().ToString(),
+                        absl::StrJoin(elements, ", ")));
+  }
   absl::Status ready =
       AwaitReady(context, buffer, absl::InfiniteDuration());
   if (!ready.ok()) return ToGrpcStatus(ready);
 
   v1::DownloadResponse response;
-  BufferInfoToProto(request->handle(), buffer, response.mutable_header());
+  BufferInfoToProto(*found->session, request->handle(), buffer,
+                    response.mutable_header());
   if (!writer->Write(response)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   }
@@ -151,7 +167,8 @@ grpc::Status BufferService::DescribeBuffer(
     v1::BufferInfo* response) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
-  BufferInfoToProto(request->handle(), *found->buffer, response);
+  BufferInfoToProto(*found->session, request->handle(), *found->buffer,
+                    response);
   return grpc::Status::OK;
 }
 
@@ -180,7 +197,8 @@ grpc::Status BufferService::BlockUntilReady(
                                : absl::Milliseconds(request->timeout_ms());
   absl::Status status = AwaitReady(context, *found->buffer, timeout);
   if (!status.ok()) return ToGrpcStatus(status);
-  BufferInfoToProto(request->handle(), *found->buffer, response);
+  BufferInfoToProto(*found->session, request->handle(), *found->buffer,
+                    response);
   return grpc::Status::OK;
 }
 
@@ -198,7 +216,7 @@ grpc::Status BufferService::CopyToDevice(grpc::ServerContext*,
     (*copy)->Delete();
     return ToGrpcStatus(handle.status());
   }
-  BufferInfoToProto(*handle, **copy, response);
+  BufferInfoToProto(*found->session, *handle, **copy, response);
   return grpc::Status::OK;
 }
 
@@ -211,13 +229,48 @@ grpc::Status BufferService::GetReadyState(
     auto buffer = (*session)->LookupBuffer(handle);
     if (!buffer.ok()) return ToGrpcStatus(buffer.status());
     v1::BufferInfo info;
-    BufferInfoToProto(handle, **buffer, &info);
+    BufferInfoToProto(**session, handle, **buffer, &info);
     v1::ReadyState* state = response->add_states();
     state->set_handle(handle);
     state->set_ready(info.ready());
     state->set_error_code(info.error_code());
     state->set_error_message(info.error_message());
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::MakeTuple(grpc::ServerContext*,
+                                      const v1::MakeTupleRequest* request,
+                                      v1::BufferInfo* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (request->handles_size() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "MakeTuple needs at least one element handle");
+  }
+  std::vector<std::shared_ptr<runtime::Buffer>> elements;
+  for (int i = 0; i < request->handles_size(); ++i) {
+    auto buffer = (*session)->LookupBuffer(request->handles(i));
+    if (!buffer.ok()) {
+      return ToGrpcStatus(absl::Status(
+          buffer.status().code(),
+          absl::StrFormat("element %d: %s", i, buffer.status().message())));
+    }
+    if (!elements.empty() && (*buffer)->device() != elements[0]->device()) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrFormat("element %d is on %s but element 0 is on %s; a "
+                          "tuple's elements must share a device",
+                          i, (*buffer)->device()->DebugString(),
+                          elements[0]->device()->DebugString()));
+    }
+    elements.push_back(*std::move(buffer));
+  }
+  runtime::Device* device = elements[0]->device();
+  auto tuple = runtime::Buffer::MakeTuple(client_, device, std::move(elements));
+  auto handle = (*session)->AddBuffer(tuple);
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  BufferInfoToProto(**session, *handle, *tuple, response);
   return grpc::Status::OK;
 }
 

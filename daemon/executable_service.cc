@@ -1,8 +1,11 @@
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/random.h"
 #include "base/log.h"
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
@@ -33,6 +36,42 @@ absl::Status WithContext(const absl::Status& status,
                       absl::StrCat(context, ": ", status.message()));
 }
 
+// Looks up every handle in `session`; `where` prefixes messages.
+absl::Status LookupArguments(
+    const Session& session,
+    const google::protobuf::RepeatedField<uint64_t>& handles,
+    absl::string_view where,
+    std::vector<std::shared_ptr<runtime::Buffer>>* keep_alive,
+    std::vector<runtime::Buffer*>* arguments) {
+  arguments->reserve(handles.size());
+  for (int i = 0; i < handles.size(); ++i) {
+    auto buffer = session.LookupBuffer(handles[i]);
+    if (!buffer.ok()) {
+      return WithContext(buffer.status(),
+                         absl::StrFormat("%sargument %d", where, i));
+    }
+    arguments->push_back(buffer->get());
+    keep_alive->push_back(*std::move(buffer));
+  }
+  return absl::OkStatus();
+}
+
+// Registers `results` in `session` and describes them in `infos`. If the
+// session closed meanwhile (freeing those registered so far), frees the rest.
+absl::Status RegisterResults(
+    Session& session, std::vector<std::shared_ptr<runtime::Buffer>>& results,
+    google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto handle = session.AddBuffer(results[i]);
+    if (!handle.ok()) {
+      for (size_t j = i; j < results.size(); ++j) results[j]->Delete();
+      return handle.status();
+    }
+    BufferInfoToProto(session, *handle, *results[i], infos->Add());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 grpc::Status ExecutableService::Compile(grpc::ServerContext*,
@@ -48,12 +87,13 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
         "HloModule::ToString() or jax.jit(f).lower(...).as_text("
         "dialect=\"hlo\"))");
   }
-  runtime::CompileOptions options = CompileOptionsFromProto(request->options());
+  auto options = CompileOptionsFromProto(request->options());
+  if (!options.ok()) return ToGrpcStatus(options.status());
   std::string key =
       CompileCacheKey(text, DeterministicBytes(request->options()));
   auto compiled = cache_->GetOrCompile(
       key, [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
-        return runtime::Executable::Compile(client_, text, options);
+        return runtime::Executable::Compile(client_, text, *options);
       });
   if (!compiled.ok()) {
     spdlog::info("{}: compile of a {}-byte program failed: {}",
@@ -66,9 +106,19 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
 
   response->set_executable_handle(*handle);
   response->set_name(executable.name());
+  std::function<void(const hlo::Shape&)> add_leaves =
+      [&](const hlo::Shape& shape) {
+        if (!shape.IsTuple()) {
+          ShapeToProto(shape, response->add_parameter_shapes());
+          return;
+        }
+        for (const hlo::Shape& e : shape.tuple_shapes()) add_leaves(e);
+      };
   for (const hlo::Shape& shape : executable.parameter_shapes()) {
-    ShapeToProto(shape, response->add_parameter_shapes());
+    add_leaves(shape);
   }
+  response->set_parameter_is_tuple(executable.parameter_shapes().size() == 1 &&
+                                   executable.parameter_shapes()[0].IsTuple());
   for (const hlo::Shape& shape : executable.result_shapes()) {
     ShapeToProto(shape, response->add_result_shapes());
   }
@@ -76,6 +126,18 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
   response->set_compile_seconds(absl::ToDoubleSeconds(compiled->elapsed));
   response->set_cache_hit(compiled->cache_hit);
   response->set_fingerprint(compiled->fingerprint);
+  response->set_num_replicas(executable.num_replicas());
+  response->set_num_partitions(executable.num_partitions());
+  response->set_portable(executable.portable());
+  for (const auto& row : executable.device_assignment()) {
+    for (int id : row) response->add_device_assignment(id);
+  }
+  for (const runtime::Device* device : executable.addressable_devices()) {
+    response->add_addressable_device_ids(device->id());
+  }
+  for (int p : executable.donated_parameters()) {
+    response->add_donated_parameters(p);
+  }
   spdlog::info(
       "{}: compiled {} in {}{} (fingerprint {:.12})", (*session)->DebugString(),
       executable.name(), absl::FormatDuration(compiled->elapsed),
@@ -97,34 +159,74 @@ grpc::Status ExecutableService::Execute(grpc::ServerContext*,
   // holds protect them while the run is in flight.
   std::vector<std::shared_ptr<runtime::Buffer>> arguments;
   std::vector<runtime::Buffer*> raw_arguments;
-  arguments.reserve(request->argument_handles_size());
-  raw_arguments.reserve(request->argument_handles_size());
-  for (int i = 0; i < request->argument_handles_size(); ++i) {
-    auto buffer = (*session)->LookupBuffer(request->argument_handles(i));
-    if (!buffer.ok()) {
-      return ToGrpcStatus(
-          WithContext(buffer.status(), absl::StrFormat("argument %d", i)));
-    }
-    raw_arguments.push_back(buffer->get());
-    arguments.push_back(*std::move(buffer));
-  }
+  absl::Status status = LookupArguments(**session, request->argument_handles(),
+                                        "", &arguments, &raw_arguments);
+  if (!status.ok()) return ToGrpcStatus(status);
 
-  runtime::ExecuteRunOptions options;
-  options.launch_id = request->launch_id();
+  runtime::ExecuteRunOptions options =
+      ExecuteOptionsFromProto(request->options());
+  if (options.launch_id == 0) options.launch_id = request->launch_id();
   // The runtime's errors name the executable, the argument and what was
   // expected.
-  auto results = (*executable)->Execute(raw_arguments, *device, options);
+  runtime::Executable& e = **executable;
+  absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results;
+  if (e.portable()) {
+    results = e.ExecutePortable(raw_arguments, *device, options);
+  } else if (e.num_replicas() * e.num_partitions() == 1) {
+    results = e.Execute(raw_arguments, *device, options);
+  } else {
+    results = e.ExecuteSharded(raw_arguments, *device, options);
+  }
   if (!results.ok()) return ToGrpcStatus(results.status());
-  for (size_t i = 0; i < results->size(); ++i) {
-    std::shared_ptr<runtime::Buffer>& result = (*results)[i];
-    auto handle = (*session)->AddBuffer(result);
-    if (!handle.ok()) {
-      // The session closed meanwhile (and freed the results registered so
-      // far); free the rest.
-      for (size_t j = i; j < results->size(); ++j) (*results)[j]->Delete();
-      return ToGrpcStatus(handle.status());
+  return ToGrpcStatus(
+      RegisterResults(**session, *results, response->mutable_results()));
+}
+
+grpc::Status ExecutableService::ExecuteReplicated(
+    grpc::ServerContext*, const v1::ExecuteReplicatedRequest* request,
+    v1::ExecuteReplicatedResponse* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  auto executable = (*session)->LookupExecutable(request->executable_handle());
+  if (!executable.ok()) return ToGrpcStatus(executable.status());
+  runtime::Executable& e = **executable;
+  const auto& devices = e.addressable_devices();
+  if (request->arguments_size() != static_cast<int>(devices.size())) {
+    std::vector<int> ids;
+    for (const runtime::Device* d : devices) ids.push_back(d->id());
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("%s runs on %d devices (ids %s); got %d argument "
+                        "lists, one per device is needed",
+                        e.name(), devices.size(), absl::StrJoin(ids, ", "),
+                        request->arguments_size()));
+  }
+  std::vector<std::shared_ptr<runtime::Buffer>> arguments;
+  std::vector<std::vector<runtime::Buffer*>> raw_arguments(devices.size());
+  for (size_t d = 0; d < devices.size(); ++d) {
+    absl::Status status = LookupArguments(
+        **session, request->arguments(static_cast<int>(d)).argument_handles(),
+        absl::StrFormat("device %d (list %d): ", devices[d]->id(), d),
+        &arguments, &raw_arguments[d]);
+    if (!status.ok()) return ToGrpcStatus(status);
+  }
+  runtime::ExecuteRunOptions options =
+      ExecuteOptionsFromProto(request->options());
+  while (options.launch_id == 0) {
+    options.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
+  }
+  auto results = e.ExecuteReplicated(raw_arguments, options);
+  if (!results.ok()) return ToGrpcStatus(results.status());
+  response->set_launch_id(options.launch_id);
+  for (size_t d = 0; d < results->size(); ++d) {
+    absl::Status status = RegisterResults(
+        **session, (*results)[d], response->add_results()->mutable_results());
+    if (!status.ok()) {
+      for (size_t rest = d + 1; rest < results->size(); ++rest) {
+        for (auto& buffer : (*results)[rest]) buffer->Delete();
+      }
+      return ToGrpcStatus(status);
     }
-    BufferInfoToProto(*handle, *result, response->add_results());
   }
   return grpc::Status::OK;
 }

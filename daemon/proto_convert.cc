@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_format.h"
+
 namespace pjrt::daemon {
 
 absl::StatusOr<hlo::Shape> ShapeFromProto(const v1::ArrayShape& proto) {
@@ -25,12 +27,20 @@ void DeviceToProto(const runtime::Device& device, v1::Device* proto) {
   proto->set_addressable(true);
 }
 
-void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
-                       v1::BufferInfo* info) {
+void BufferInfoToProto(const Session& session, uint64_t handle,
+                       runtime::Buffer& buffer, v1::BufferInfo* info) {
   info->set_handle(handle);
-  ShapeToProto(buffer.shape(), info->mutable_shape());
   info->set_device_id(buffer.device()->id());
-  info->set_size_bytes(buffer.size_bytes());
+  if (buffer.is_tuple()) {
+    info->set_is_tuple(true);
+    for (const auto& element : buffer.tuple_elements()) {
+      BufferInfoToProto(session, session.HandleOf(element.get()), *element,
+                        info->add_tuple_elements());
+    }
+  } else {
+    ShapeToProto(buffer.shape(), info->mutable_shape());
+    info->set_size_bytes(buffer.size_bytes());
+  }
   bool ready = buffer.IsReady();
   info->set_ready(ready);
   if (ready) {
@@ -42,8 +52,63 @@ void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
   }
 }
 
-runtime::CompileOptions CompileOptionsFromProto(const v1::CompileOptions&) {
-  return runtime::CompileOptions();
+absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
+    const v1::CompileOptions& proto) {
+  runtime::CompileOptions options;
+  if (proto.num_replicas() < 0 || proto.num_partitions() < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "num_replicas=%d and num_partitions=%d must not be negative (0 means "
+        "the module header's replica_count / num_partitions)",
+        proto.num_replicas(), proto.num_partitions()));
+  }
+  options.num_replicas = proto.num_replicas();
+  options.num_partitions = proto.num_partitions();
+  options.portable = proto.portable();
+  if (proto.device_assignment_size() > 0) {
+    const int replicas = proto.num_replicas();
+    const int partitions = proto.num_partitions();
+    if (replicas == 0 || partitions == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a device_assignment (here of %d devices) needs num_replicas and "
+          "num_partitions (here %d and %d) to say how it is laid out",
+          proto.device_assignment_size(), replicas, partitions));
+    }
+    if (proto.device_assignment_size() !=
+        static_cast<int64_t>(replicas) * partitions) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device_assignment has %d devices, but %d replicas x %d partitions "
+          "need %d",
+          proto.device_assignment_size(), replicas, partitions,
+          replicas * partitions));
+    }
+    options.device_assignment.assign(replicas, std::vector<int>(partitions));
+    for (int r = 0; r < replicas; ++r) {
+      for (int p = 0; p < partitions; ++p) {
+        options.device_assignment[r][p] =
+            proto.device_assignment(r * partitions + p);
+      }
+    }
+  }
+  options.non_donatable_parameters.assign(
+      proto.non_donatable_parameters().begin(),
+      proto.non_donatable_parameters().end());
+  const double timeout = proto.collective_timeout_seconds();
+  if (!(timeout >= 0) || timeout > 86400) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "collective_timeout_seconds=%g must lie in [0, 86400] (0 means 30 s)",
+        timeout));
+  }
+  if (timeout > 0) options.collective_timeout = absl::Seconds(timeout);
+  return options;
+}
+
+runtime::ExecuteRunOptions ExecuteOptionsFromProto(
+    const v1::ExecuteOptions& proto) {
+  runtime::ExecuteRunOptions options;
+  options.launch_id = proto.launch_id();
+  options.arguments_are_tupled = proto.arguments_are_tupled();
+  options.untuple_result = !proto.keep_tuple_result();
+  return options;
 }
 
 }  // namespace pjrt::daemon

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "daemon/session.h"
 #include "hlo/shape.h"
 #include "pjrt/v1/buffer.pb.h"
 #include "pjrt/v1/executable.pb.h"
@@ -22,12 +23,18 @@ void ShapeToProto(const hlo::Shape& shape, v1::ArrayShape* proto);
 
 void DeviceToProto(const runtime::Device& device, v1::Device* proto);
 
-// Fills `info` for `buffer` known by `handle`. Does not wait.
-void BufferInfoToProto(uint64_t handle, runtime::Buffer& buffer,
-                       v1::BufferInfo* info);
+// Fills `info` for `buffer` known by `handle` in `session` (which gives a
+// tuple's element handles). Does not wait.
+void BufferInfoToProto(const Session& session, uint64_t handle,
+                       runtime::Buffer& buffer, v1::BufferInfo* info);
 
-runtime::CompileOptions CompileOptionsFromProto(
+// Checks what a client may get wrong without knowing the devices:
+// INVALID_ARGUMENT naming the field. The runtime checks the rest.
+absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
     const v1::CompileOptions& proto);
+
+runtime::ExecuteRunOptions ExecuteOptionsFromProto(
+    const v1::ExecuteOptions& proto);
 
 }  // namespace pjrt::daemon
 

@@ -108,6 +108,9 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status GetReadyState(grpc::ServerContext* context,
                              const v1::GetReadyStateRequest* request,
                              v1::GetReadyStateResponse* response) override;
+  grpc::Status MakeTuple(grpc::ServerContext* context,
+                         const v1::MakeTupleRequest* request,
+                         v1::BufferInfo* response) override;
 
  private:
   runtime::Client* const client_;
@@ -128,6 +131,9 @@ class ExecutableService final : public v1::Executables::Service {
   grpc::Status Execute(grpc::ServerContext* context,
                        const v1::ExecuteRequest* request,
                        v1::ExecuteResponse* response) override;
+  grpc::Status ExecuteReplicated(
+      grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
+      v1::ExecuteReplicatedResponse* response) override;
   grpc::Status DeleteExecutable(
       grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
       v1::DeleteExecutableResponse* response) override;

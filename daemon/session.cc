@@ -30,9 +30,45 @@ absl::StatusOr<uint64_t> Session::AddBuffer(
         absl::StrFormat("%s was closed while the buffer was being created",
                         DebugString()));
   }
+  return AddBufferLocked(std::move(buffer));
+}
+
+uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
+  if (auto it = handles_.find(buffer.get()); it != handles_.end()) {
+    return it->second;
+  }
+  if (buffer->is_tuple()) {
+    for (const auto& element : buffer->tuple_elements()) {
+      AddBufferLocked(element);
+    }
+  }
   uint64_t handle = NewHandle();
+  handles_.emplace(buffer.get(), handle);
   buffers_.emplace(handle, std::move(buffer));
   return handle;
+}
+
+uint64_t Session::HandleOf(const runtime::Buffer* buffer) const {
+  pjrt::MutexLock lock(&mu_);
+  auto it = handles_.find(buffer);
+  return it == handles_.end() ? 0 : it->second;
+}
+
+void Session::EraseBufferLocked(
+    uint64_t handle, std::vector<std::shared_ptr<runtime::Buffer>>* doomed) {
+  auto it = buffers_.find(handle);
+  if (it == buffers_.end()) return;  // listed twice, or an element of one
+  std::shared_ptr<runtime::Buffer> buffer = std::move(it->second);
+  buffers_.erase(it);
+  handles_.erase(buffer.get());
+  if (buffer->is_tuple()) {
+    for (const auto& element : buffer->tuple_elements()) {
+      if (auto e = handles_.find(element.get()); e != handles_.end()) {
+        EraseBufferLocked(e->second, doomed);
+      }
+    }
+  }
+  doomed->push_back(std::move(buffer));
 }
 
 uint64_t Session::NewHandle() const {
@@ -69,12 +105,7 @@ absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
             handle));
       }
     }
-    for (uint64_t handle : handles) {
-      auto it = buffers_.find(handle);
-      if (it == buffers_.end()) continue;  // listed twice
-      doomed.push_back(std::move(it->second));
-      buffers_.erase(it);
-    }
+    for (uint64_t handle : handles) EraseBufferLocked(handle, &doomed);
   }
   for (auto& buffer : doomed) buffer->Delete();
   return absl::OkStatus();
@@ -171,6 +202,7 @@ SessionCloseStats Session::Close(const absl::Status& why) {
     pjrt::MutexLock lock(&mu_);
     closed_ = true;
     buffers.swap(buffers_);
+    handles_.clear();
     executables.swap(executables_);
     if (attachment_ != nullptr) {
       attachment_->Detach(why);
@@ -179,12 +211,18 @@ SessionCloseStats Session::Close(const absl::Status& why) {
   }
   SessionCloseStats stats;
   stats.executables_freed = static_cast<int64_t>(executables.size());
+  // Arrays first: a tuple's Delete deletes its elements, which must be
+  // counted before.
   for (auto& [handle, buffer] : buffers) {
+    if (buffer->is_tuple()) continue;
     if (!buffer->IsDeleted()) {
       stats.buffers_freed++;
       stats.bytes_freed += buffer->size_bytes();
     }
     buffer->Delete();
+  }
+  for (auto& [handle, buffer] : buffers) {
+    if (buffer->is_tuple()) buffer->Delete();
   }
   return stats;
 }

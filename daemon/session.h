@@ -71,16 +71,23 @@ class Session {
   // "session 7 (train.py)", for logs and messages; never shows the id.
   std::string DebugString() const;
 
-  // Registers `buffer` and returns its new handle. FAILED_PRECONDITION if the
-  // session has closed meanwhile (the caller then drops the buffer).
+  // Registers `buffer` and returns its new handle. A tuple's elements that
+  // are not registered yet get handles too (ElementHandle finds them).
+  // FAILED_PRECONDITION if the session has closed meanwhile (the caller then
+  // drops the buffer).
   absl::StatusOr<uint64_t> AddBuffer(std::shared_ptr<runtime::Buffer> buffer);
+
+  // The handle of a registered buffer (an element of a registered tuple), or
+  // 0 if it has none.
+  uint64_t HandleOf(const runtime::Buffer* buffer) const;
 
   // NOT_FOUND unless `handle` names a live buffer of this session.
   absl::StatusOr<std::shared_ptr<runtime::Buffer>> LookupBuffer(
       uint64_t handle) const;
 
-  // Deletes the buffers named; if any handle is unknown, deletes none and
-  // returns NOT_FOUND naming it.
+  // Deletes the buffers named (a tuple with its elements, whose handles go
+  // too); if any handle is unknown, deletes none and returns NOT_FOUND naming
+  // it.
   absl::Status DeleteBuffers(absl::Span<const uint64_t> handles);
 
   // Registers `executable` (which may be shared with the compile cache and
@@ -122,6 +129,13 @@ class Session {
  private:
   // A handle unused by any buffer or executable of the session.
   uint64_t NewHandle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unregisters `handle` and, for a tuple, its elements; appends what it
+  // unregistered to `doomed`.
+  void EraseBufferLocked(uint64_t handle,
+                         std::vector<std::shared_ptr<runtime::Buffer>>* doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t id_;
   const uint64_t public_id_;
@@ -135,6 +149,9 @@ class Session {
   absl::Time last_renewal_ ABSL_GUARDED_BY(mu_);
   SessionAttachment* attachment_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers_
+      ABSL_GUARDED_BY(mu_);
+  // The inverse of buffers_.
+  absl::flat_hash_map<const runtime::Buffer*, uint64_t> handles_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
       executables_ ABSL_GUARDED_BY(mu_);

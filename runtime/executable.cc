@@ -140,8 +140,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
         auto device = client->LookupDevice(a[r][p]);
         if (!device.ok()) {
           return absl::InvalidArgumentError(absl::StrFormat(
-              "the device assignment puts %s on device %d, which does not "
-              "exist: %s",
+              "the device assignment puts %s on device %d: %s",
               Participant(r, p), a[r][p], device.status().message()));
         }
         auto [it, inserted] = seen.emplace(a[r][p], std::make_pair(r, p));
@@ -401,6 +400,12 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecuteSharded(
   if (portable_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "executable %s is portable; execute it with ExecutePortable", name_));
+  }
+  if (num_replicas_ * num_partitions_ > 1 && options.launch_id == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "executable %s runs on %d devices; a sharded run needs a nonzero "
+        "launch_id, the same in the calls for every device of the launch",
+        name_, num_replicas_ * num_partitions_));
   }
   for (int r = 0; r < num_replicas_; ++r) {
     for (int p = 0; p < num_partitions_; ++p) {

@@ -20,7 +20,8 @@ std::string CollectiveHub::Name(int64_t id) const {
 }
 
 absl::Status CollectiveHub::WaitFor(
-    const std::string& key, absl::Span<const int64_t> group,
+    const std::string& key, absl::string_view name,
+    absl::Span<const int64_t> group,
     const std::function<bool(const Rendezvous&)>& done,
     std::vector<bool> Rendezvous::*present, const char* what) {
   const bool ok = mu_.AwaitWithTimeout(
@@ -35,15 +36,18 @@ absl::Status CollectiveHub::WaitFor(
   for (size_t i = 0; i < group.size(); ++i) {
     if (!(r.*present)[i]) missing.push_back(Name(group[i]));
   }
-  return absl::DeadlineExceededError(absl::StrFormat(
-      "collective %s: %s did not %s within %s", key,
-      missing.empty() ? "a peer" : absl::StrJoin(missing, ", "), what,
+  // Every peer still waiting gives up with the same error.
+  failure_ = absl::DeadlineExceededError(absl::StrFormat(
+      "%s: %s did not %s within %s (was every device's part of "
+      "the launch started, with the same launch_id?)",
+      name, missing.empty() ? "a peer" : absl::StrJoin(missing, ", "), what,
       absl::FormatDuration(timeout_)));
+  return failure_;
 }
 
 absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
-    const std::string& key, absl::Span<const int64_t> group, int index,
-    Member mine) {
+    const std::string& key, absl::string_view name,
+    absl::Span<const int64_t> group, int index, Member mine) {
   MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
   Rendezvous& r = rendezvous_[key];
@@ -57,13 +61,14 @@ absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
   r.arrivals++;
   const int size = static_cast<int>(group.size());
   absl::Status status = WaitFor(
-      key, group, [size](const Rendezvous& x) { return x.arrivals == size; },
+      key, name, group, [size](const Rendezvous& x) { return x.arrivals == size; },
       &Rendezvous::arrived, "arrive");
   if (!status.ok()) return status;
   return rendezvous_[key].members;
 }
 
 absl::Status CollectiveHub::Depart(const std::string& key,
+                                   absl::string_view name,
                                    absl::Span<const int64_t> group, int index) {
   MutexLock lock(&mu_);
   Rendezvous& r = rendezvous_[key];
@@ -71,7 +76,7 @@ absl::Status CollectiveHub::Depart(const std::string& key,
   r.departed[index] = true;
   const int size = static_cast<int>(group.size());
   return WaitFor(
-      key, group, [size](const Rendezvous& x) { return x.departures == size; },
+      key, name, group, [size](const Rendezvous& x) { return x.departures == size; },
       &Rendezvous::departed, "finish");
 }
 

@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/mutex.h"
@@ -53,15 +54,17 @@ class CollectiveHub {
   // Arrives at collective `key` (the same for every member of its group) as
   // member `index` of `group` (flattened ids), and returns every member's
   // buffers in group order once all have arrived. DEADLINE_EXCEEDED naming
-  // the missing members after the timeout; ABORTED if a member failed.
+  // the op (`name`, e.g. "%ar (line 7)") and the missing members after the
+  // timeout; ABORTED if a member failed.
   absl::StatusOr<std::vector<Member>> Arrive(const std::string& key,
+                                             absl::string_view name,
                                              absl::Span<const int64_t> group,
                                              int index, Member mine);
 
   // Waits until every member of the group has finished its share (called
   // once per Arrive, after the work).
-  absl::Status Depart(const std::string& key, absl::Span<const int64_t> group,
-                      int index);
+  absl::Status Depart(const std::string& key, absl::string_view name,
+                      absl::Span<const int64_t> group, int index);
 
   // Tells waiting and future members that participant `id` failed with
   // `status`.
@@ -81,7 +84,8 @@ class CollectiveHub {
 
   // Waits until `done` holds for the rendezvous of `key`; on timeout names
   // the members of `group` whose flag in `present` is still false.
-  absl::Status WaitFor(const std::string& key, absl::Span<const int64_t> group,
+  absl::Status WaitFor(const std::string& key, absl::string_view name,
+                       absl::Span<const int64_t> group,
                        const std::function<bool(const Rendezvous&)>& done,
                        std::vector<bool> Rendezvous::*present, const char* what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

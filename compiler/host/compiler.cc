@@ -1037,7 +1037,7 @@ absl::Status Lowering::EmitCollective(int node) {
     step.mode = CollectiveStep::Mode::kCrossReplicaAndPartition;
   }
   step.key = absl::StrCat(node);
-  step.name = inst.Describe();
+  step.name = absl::StrCat(inst.opcode_name(), " ", inst.Describe());
   step.replica_groups = a.replica_groups;
   step.source_target_pairs = a.source_target_pairs;
   if (!a.dimensions.empty()) step.dimension = a.dimensions[0];

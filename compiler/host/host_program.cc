@@ -748,7 +748,7 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
           "multi-device launch",
           s.name, n));
     }
-    PJRT_ASSIGN_OR_RETURN(members, c.collectives->Arrive(key, group, me, {input, output}));
+    PJRT_ASSIGN_OR_RETURN(members, c.collectives->Arrive(key, s.name, group, me, {input, output}));
   }
   const auto at = [bytes](const void* base, int64_t element) {
     return static_cast<const char*>(base) + element * bytes;
@@ -818,7 +818,7 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
     }
   }
   if (n == 1) return absl::OkStatus();
-  return c.collectives->Depart(key, group, me);
+  return c.collectives->Depart(key, s.name, group, me);
 }
 
 absl::Status RunCollective(const CollectiveStep& s, const RunContext& c,

@@ -186,12 +186,18 @@ ENTRY e {)") + kReplicaInput + R"(
 })",
                    options);
   ASSERT_NE(e, nullptr);
+  // Without a launch id the peers could not find each other.
+  EXPECT_EQ(e->ExecuteSharded({}, client_->devices()[0]).status().code(),
+            absl::StatusCode::kInvalidArgument);
   // Only replica 0 runs; replica 1 never comes.
-  auto results = e->ExecuteSharded({}, client_->devices()[0]);
+  ExecuteRunOptions run;
+  run.launch_id = 7;
+  auto results = e->ExecuteSharded({}, client_->devices()[0], run);
   ASSERT_TRUE(results.ok()) << results.status();
   absl::Status status = (*results)[0]->BlockHostUntilReady();
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-  EXPECT_NE(status.message().find("replica 1 partition 0"), absl::string_view::npos)
+  EXPECT_NE(status.message().find("all-reduce %ar (line 13): replica 1 partition 0"),
+            absl::string_view::npos)
       << status;
 }
 

@@ -266,10 +266,12 @@ absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
   return Buffer(state_, std::move(info));
 }
 
-absl::StatusOr<Executable> Session::Compile(const std::string& hlo_text) {
+absl::StatusOr<Executable> Session::Compile(
+    const std::string& hlo_text, const v1::CompileOptions& options) {
   v1::CompileRequest request;
   request.set_session_id(state_->id);
   request.set_hlo_text(hlo_text);
+  *request.mutable_options() = options;
   v1::CompileResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);
@@ -298,28 +300,47 @@ Executable& Executable::operator=(Executable&& other) noexcept {
   return *this;
 }
 
+namespace {
+
+absl::Status AddArguments(absl::Span<const Buffer* const> arguments,
+                          absl::string_view where,
+                          google::protobuf::RepeatedField<uint64_t>* handles) {
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const Buffer* argument = arguments[i];
+    if (argument == nullptr || !argument->valid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%sargument %d is %s; pass a valid buffer of this session", where, i,
+          argument == nullptr ? "null"
+                              : "an invalid (moved or deleted) buffer"));
+    }
+    handles->Add(argument->handle());
+  }
+  return absl::OkStatus();
+}
+
+void ExecuteOptionsToProto(const ExecuteOptions& options,
+                           v1::ExecuteOptions* proto) {
+  proto->set_launch_id(options.launch_id);
+  proto->set_arguments_are_tupled(options.arguments_are_tupled);
+  proto->set_keep_tuple_result(options.keep_tuple_result);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<Buffer>> Executable::Execute(
     absl::Span<const Buffer* const> arguments, int device_id,
-    int64_t launch_id) const {
+    const ExecuteOptions& options) const {
   if (!valid()) {
     return absl::FailedPreconditionError("executable is not valid");
   }
   v1::ExecuteRequest request;
   request.set_session_id(state_->id);
   request.set_executable_handle(handle());
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const Buffer* argument = arguments[i];
-    if (argument == nullptr || !argument->valid()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "argument %d is %s; pass a valid buffer of this session", i,
-          argument == nullptr ? "null"
-                              : "an invalid (moved or deleted) "
-                                "buffer"));
-    }
-    request.add_argument_handles(argument->handle());
-  }
+  absl::Status added =
+      AddArguments(arguments, "", request.mutable_argument_handles());
+  if (!added.ok()) return added;
   request.set_device_id(device_id);
-  request.set_launch_id(launch_id);
+  ExecuteOptionsToProto(options, request.mutable_options());
   v1::ExecuteResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
@@ -330,6 +351,38 @@ absl::StatusOr<std::vector<Buffer>> Executable::Execute(
   results.reserve(response.results_size());
   for (v1::BufferInfo& info : *response.mutable_results()) {
     results.push_back(Buffer(state_, std::move(info)));
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<std::vector<Buffer>>> Executable::ExecuteReplicated(
+    absl::Span<const std::vector<const Buffer*>> arguments,
+    const ExecuteOptions& options) const {
+  if (!valid()) {
+    return absl::FailedPreconditionError("executable is not valid");
+  }
+  v1::ExecuteReplicatedRequest request;
+  request.set_session_id(state_->id);
+  request.set_executable_handle(handle());
+  for (size_t d = 0; d < arguments.size(); ++d) {
+    absl::Status added =
+        AddArguments(arguments[d], absl::StrFormat("list %d: ", d),
+                     request.add_arguments()->mutable_argument_handles());
+    if (!added.ok()) return added;
+  }
+  ExecuteOptionsToProto(options, request.mutable_options());
+  v1::ExecuteReplicatedResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = state_->client->executables_stub().ExecuteReplicated(
+      &context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  std::vector<std::vector<Buffer>> results(response.results_size());
+  for (int d = 0; d < response.results_size(); ++d) {
+    for (v1::BufferInfo& info :
+         *response.mutable_results(d)->mutable_results()) {
+      results[d].push_back(Buffer(state_, std::move(info)));
+    }
   }
   return results;
 }
@@ -421,22 +474,51 @@ std::string ShapeToString(const v1::ArrayShape& shape) {
 }
 
 Buffer::~Buffer() {
-  if (valid()) Delete().IgnoreError();
+  if (valid() && owned_) Delete().IgnoreError();
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : state_(std::move(other.state_)), info_(std::move(other.info_)) {
+    : state_(std::move(other.state_)),
+      info_(std::move(other.info_)),
+      owned_(other.owned_) {
   other.info_.Clear();
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    if (valid()) Delete().IgnoreError();
+    if (valid() && owned_) Delete().IgnoreError();
     state_ = std::move(other.state_);
     info_ = std::move(other.info_);
+    owned_ = other.owned_;
     other.info_.Clear();
   }
   return *this;
+}
+
+Buffer Buffer::Element(int i) const {
+  if (!valid() || i < 0 || i >= tuple_size()) return Buffer();
+  return Buffer(state_, info_.tuple_elements(i), /*owned=*/false);
+}
+
+absl::StatusOr<Buffer> Session::MakeTuple(std::vector<Buffer> elements) {
+  v1::MakeTupleRequest request;
+  request.set_session_id(state_->id);
+  for (size_t i = 0; i < elements.size(); ++i) {
+    if (!elements[i].valid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "element %d is an invalid (moved or deleted) buffer", i));
+    }
+    request.add_handles(elements[i].handle());
+  }
+  v1::BufferInfo response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status =
+      state_->client->buffers_stub().MakeTuple(&context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  // The tuple owns them now.
+  for (Buffer& element : elements) element.Release();
+  return Buffer(state_, std::move(response));
 }
 
 std::vector<int64_t> Buffer::dims() const {

@@ -137,7 +137,16 @@ class Session {
   // The daemon caches programs, so compiling one again is cheap. Errors keep
   // the daemon's code and message: INVALID_ARGUMENT with line, column and a
   // caret for bad text, UNIMPLEMENTED naming an unsupported op and its line.
-  absl::StatusOr<Executable> Compile(const std::string& hlo_text);
+  // `options` sets replicas, partitions, the device assignment, portability
+  // and parameters that must not be donated.
+  absl::StatusOr<Executable> Compile(
+      const std::string& hlo_text,
+      const pjrt::v1::CompileOptions& options = {});
+
+  // Makes a tuple buffer of `elements` (all on one device), for a program
+  // with one tuple parameter run with arguments_are_tupled. The tuple takes
+  // ownership of the elements: deleting it deletes them.
+  absl::StatusOr<Buffer> MakeTuple(std::vector<Buffer> elements);
 
   absl::Status KeepAlive();
 
@@ -163,6 +172,12 @@ class Buffer {
 
   bool valid() const { return state_ != nullptr && info_.handle() != 0; }
   uint64_t handle() const { return info_.handle(); }
+  // A tuple buffer holds no data itself; its elements do.
+  bool is_tuple() const { return info_.is_tuple(); }
+  int tuple_size() const { return info_.tuple_elements_size(); }
+  // A view of element `i` of a tuple: usable like any buffer, but its
+  // destructor leaves the element to the tuple that owns it.
+  Buffer Element(int i) const;
   pjrt::v1::DType dtype() const { return info_.shape().dtype(); }
   std::vector<int64_t> dims() const;
   int device_id() const { return info_.device_id(); }
@@ -189,11 +204,26 @@ class Buffer {
  private:
   friend class Session;
   friend class Executable;
-  Buffer(std::shared_ptr<SessionState> state, pjrt::v1::BufferInfo info)
-      : state_(std::move(state)), info_(std::move(info)) {}
+  Buffer(std::shared_ptr<SessionState> state, pjrt::v1::BufferInfo info,
+         bool owned = true)
+      : state_(std::move(state)), info_(std::move(info)), owned_(owned) {}
 
   std::shared_ptr<SessionState> state_;
   pjrt::v1::BufferInfo info_;
+  // False for a view of a tuple's element.
+  bool owned_ = true;
+};
+
+struct ExecuteOptions {
+  // Identifies one multi-device launch: the Execute calls of every device of
+  // a sharded launch share it. 0 lets ExecuteReplicated choose one.
+  int64_t launch_id = 0;
+  // The program has one tuple parameter and the argument list is one tuple
+  // buffer (Session::MakeTuple) instead of the tuple's elements.
+  bool arguments_are_tupled = false;
+  // A tuple root comes back as one tuple buffer instead of one buffer per
+  // element.
+  bool keep_tuple_result = false;
 };
 
 // A compiled program of a session.
@@ -235,14 +265,38 @@ class Executable {
   // As returned by Compile.
   const pjrt::v1::CompileResponse& info() const { return info_; }
 
+  int num_replicas() const { return info_.num_replicas(); }
+  int num_partitions() const { return info_.num_partitions(); }
+  bool portable() const { return info_.portable(); }
+  // The devices ExecuteReplicated takes one argument list for, in order.
+  std::vector<int> addressable_device_ids() const {
+    return {info_.addressable_device_ids().begin(),
+            info_.addressable_device_ids().end()};
+  }
+  // Parameters whose arguments are donated: invalid after a run.
+  std::vector<int> donated_parameters() const {
+    return {info_.donated_parameters().begin(),
+            info_.donated_parameters().end()};
+  }
+
   // Enqueues one run on device `device_id` with one buffer per parameter
   // (all on that device) and returns the result buffers at once; they become
   // ready when the run finishes, and errors of the run are bound to them.
-  // INVALID_ARGUMENT names the argument for wrong arity, shape, dtype or
-  // device; NOT_FOUND for unknown handles.
+  // A single-device program runs on any device, a portable one on the device
+  // given; of a program over several devices only the replica and partition
+  // assigned to `device_id` runs (the other devices' calls join it through
+  // options.launch_id). INVALID_ARGUMENT names the argument for wrong arity,
+  // shape, dtype or device; NOT_FOUND for unknown handles.
   absl::StatusOr<std::vector<Buffer>> Execute(
       absl::Span<const Buffer* const> arguments, int device_id,
-      int64_t launch_id = 0) const;
+      const ExecuteOptions& options = {}) const;
+
+  // Runs every replica and partition at once: one argument list per device
+  // of addressable_device_ids(), one result list per device back. One
+  // failing replica fails the whole launch, naming it.
+  absl::StatusOr<std::vector<std::vector<Buffer>>> ExecuteReplicated(
+      absl::Span<const std::vector<const Buffer*>> arguments,
+      const ExecuteOptions& options = {}) const;
 
   // Drops the executable on the daemon now (runs already enqueued finish);
   // the object becomes invalid.

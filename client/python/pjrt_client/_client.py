@@ -26,7 +26,7 @@ DEFAULT_ADDRESS = "unix:///run/pjrtd/pjrtd.sock"
 #: Environment variable that overrides :data:`DEFAULT_ADDRESS`.
 ADDRESS_ENV_VAR = "PJRTD_ADDRESS"
 #: pjrt.v1 protocol revision this client speaks (2: executables).
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 
@@ -158,7 +158,7 @@ class Buffer:
     """
 
     def __init__(self, client: "Client", info: buffer_pb2.BufferInfo,
-                 bf16_as_uint16: bool = False) -> None:
+                 owned: bool = True) -> None:
         self._client = client
         self._session = client._session
         self._handle: int = info.handle
@@ -166,10 +166,16 @@ class Buffer:
         self._shape: tuple[int, ...] = tuple(info.shape.dims)
         self._device_id: int = info.device_id
         self._nbytes: int = info.size_bytes
+        self._is_tuple: bool = info.is_tuple
+        # A tuple owns its elements: they are views, freed with it.
+        self._elements = [Buffer(client, e, owned=False)
+                          for e in info.tuple_elements]
         self._deleted = False
         self._finalizer = weakref.finalize(self, _delete_quietly,
                                            self._session, self._handle)
         self._finalizer.atexit = False
+        if not owned:
+            self._finalizer.detach()
 
     # --- description -----------------------------------------------------
 
@@ -180,8 +186,19 @@ class Buffer:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Dimensions, row-major."""
+        """Dimensions, row-major (``()`` for a tuple)."""
         return self._shape
+
+    @property
+    def is_tuple(self) -> bool:
+        """True for a tuple buffer: its :attr:`elements` hold the data."""
+        return self._is_tuple
+
+    @property
+    def elements(self) -> list["Buffer"]:
+        """A tuple's elements (owned by the tuple: deleting it deletes
+        them); empty for an array."""
+        return list(self._elements)
 
     @property
     def ndim(self) -> int:
@@ -215,6 +232,9 @@ class Buffer:
 
     def __repr__(self) -> str:
         state = "deleted" if self._deleted else f"handle={self._handle:#x}"
+        if self._is_tuple:
+            return (f"Buffer(tuple of {len(self._elements)} on device "
+                    f"{self._device_id}, {state})")
         dims = ",".join(str(d) for d in self._shape)
         return (f"Buffer({self.dtype_name}[{dims}] on "
                 f"device {self._device_id}, {state})")
@@ -227,9 +247,12 @@ class Buffer:
                 f"buffer {self._handle:#x} was deleted on this side; it can "
                 f"no longer be used")
 
-    def to_numpy(self) -> np.ndarray:
-        """Copies the contents to a new numpy array (waits until defined)."""
+    def to_numpy(self) -> Any:
+        """Copies the contents to a new numpy array (waits until defined);
+        for a tuple, a tuple of arrays."""
         self._check_alive()
+        if self._is_tuple:
+            return tuple(e.to_numpy() for e in self._elements)
         out = bytearray(self._nbytes)
         view = memoryview(out)
         received = 0
@@ -255,6 +278,10 @@ class Buffer:
         return array.reshape(self._shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self._is_tuple:
+            raise InvalidArgumentError(
+                f"buffer {self._handle:#x} is a tuple of "
+                f"{len(self._elements)}; convert its elements")
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
 
@@ -301,6 +328,8 @@ class Buffer:
             return
         self._deleted = True
         self._finalizer.detach()
+        for e in self._elements:
+            e._deleted = True
         if self._session.closed:
             return
         _call(self._session.buffers.DeleteBuffers,
@@ -390,6 +419,16 @@ class Executable:
         self._compile_seconds: float = response.compile_seconds
         self._cache_hit: bool = response.cache_hit
         self._fingerprint: str = response.fingerprint
+        self._num_replicas: int = response.num_replicas
+        self._num_partitions: int = response.num_partitions
+        self._portable: bool = response.portable
+        p = max(1, response.num_partitions)
+        flat = list(response.device_assignment)
+        self._device_assignment = [flat[i:i + p]
+                                   for i in range(0, len(flat), p)]
+        self._addressable_device_ids = list(response.addressable_device_ids)
+        self._donated_parameters = list(response.donated_parameters)
+        self._parameter_is_tuple: bool = response.parameter_is_tuple
         self._deleted = False
         self._finalizer = weakref.finalize(self, _delete_executable_quietly,
                                            self._session, self._handle)
@@ -437,6 +476,45 @@ class Executable:
         """Hex SHA-256 of the program text and options (the cache key)."""
         return self._fingerprint
 
+    @property
+    def num_replicas(self) -> int:
+        """Replicas the program runs as (1 if portable)."""
+        return self._num_replicas
+
+    @property
+    def num_partitions(self) -> int:
+        """Partitions of each replica (1 if portable)."""
+        return self._num_partitions
+
+    @property
+    def portable(self) -> bool:
+        """True when compiled ``portable=True``: runs on any one device."""
+        return self._portable
+
+    @property
+    def device_assignment(self) -> list[list[int]]:
+        """``[replica][partition]`` -> device id; empty when portable."""
+        return [list(row) for row in self._device_assignment]
+
+    @property
+    def addressable_devices(self) -> list[Device]:
+        """The devices :meth:`execute_replicated` takes one argument list
+        for, in order (replica-major)."""
+        return [self._client.device(d) for d in self._addressable_device_ids]
+
+    @property
+    def donated_parameters(self) -> list[int]:
+        """Parameters whose argument buffers are donated to results (by the
+        module's ``input_output_alias``): invalid after a run."""
+        return list(self._donated_parameters)
+
+    @property
+    def parameter_is_tuple(self) -> bool:
+        """True when the only parameter is a tuple: pass its elements (see
+        :attr:`parameter_shapes`), or one tuple buffer with
+        ``arguments_are_tupled=True``."""
+        return self._parameter_is_tuple
+
     def __repr__(self) -> str:
         params = ", ".join(str(s) for s in self._parameter_shapes)
         results = ", ".join(str(s) for s in self._result_shapes)
@@ -469,18 +547,55 @@ class Executable:
         temporaries.append(buffer)
         return buffer.handle
 
+    def _check_alive(self) -> None:
+        if self._deleted:
+            raise FailedPreconditionError(
+                f"executable {self._name} ({self._handle:#x}) was deleted; "
+                f"compile the program again")
+
+    def _handles(self, args: Sequence[Any], device_id: int,
+                 temporaries: list[Buffer]) -> list[int]:
+        if isinstance(args, (Buffer, np.ndarray)):
+            raise TypeError("args must be a sequence with one argument per "
+                            "parameter, not a single "
+                            f"{type(args).__name__}")
+        return [self._argument(i, a, device_id, temporaries)
+                for i, a in enumerate(args)]
+
+    @staticmethod
+    def _options(launch_id: int, arguments_are_tupled: bool,
+                 untuple_result: bool) -> executable_pb2.ExecuteOptions:
+        return executable_pb2.ExecuteOptions(
+            launch_id=int(launch_id),
+            arguments_are_tupled=bool(arguments_are_tupled),
+            keep_tuple_result=not untuple_result)
+
     def execute(self, args: Sequence[Any],
-                device: Device | int | None = None) -> list[Buffer]:
-        """Enqueues one run and returns one new Buffer per result at once.
+                device: Device | int | None = None, *, launch_id: int = 0,
+                arguments_are_tupled: bool = False,
+                untuple_result: bool = True) -> list[Buffer]:
+        """Enqueues one run on one device and returns its results at once.
 
         Args:
             args: one argument per parameter: a :class:`Buffer` of this
                 client (on ``device``), or host data (a numpy array, scalar
                 or list), which is uploaded to ``device`` first. For a bf16
                 parameter, host data may be uint16 bit patterns or floats
-                (rounded to nearest even).
+                (rounded to nearest even). With ``arguments_are_tupled``,
+                one tuple buffer (see :meth:`Client.make_tuple`).
             device: where to run; default: the device of the first Buffer
-                argument, else device 0.
+                argument, else device 0. A program over several devices
+                runs only the replica and partition assigned to ``device``
+                (see :meth:`execute_sharded`).
+            launch_id: identifies one launch over several devices.
+            arguments_are_tupled: ``args`` is one tuple buffer holding the
+                elements of the program's tuple parameter.
+            untuple_result: a tuple root comes back as one buffer per
+                element (default), else as one tuple buffer.
+
+        Arguments of :attr:`donated_parameters` are donated: the result
+        reuses their memory and the argument buffer can no longer be used
+        (compile with ``non_donatable_parameters`` to keep them).
 
         The results become ready when the run finishes; an error during the
         run is raised by whoever reads them (``to_numpy``,
@@ -490,12 +605,10 @@ class Executable:
             InvalidArgumentError: wrong number of arguments, or an argument
                 of the wrong shape, dtype or device (the message names it).
             NotFoundError: an argument that is not a buffer of this client.
-            FailedPreconditionError: a deleted executable or argument.
+            FailedPreconditionError: a deleted executable, or a deleted or
+                donated argument.
         """
-        if self._deleted:
-            raise FailedPreconditionError(
-                f"executable {self._name} ({self._handle:#x}) was deleted; "
-                f"compile the program again")
+        self._check_alive()
         args = list(args)
         if device is None:
             device_id = next((a._device_id for a in args
@@ -504,19 +617,104 @@ class Executable:
             device_id = _device_id(device)
         temporaries: list[Buffer] = []
         try:
-            handles = [self._argument(i, a, device_id, temporaries)
-                       for i, a in enumerate(args)]
+            handles = self._handles(args, device_id, temporaries)
             response = _call(self._session.executables.Execute,
                              executable_pb2.ExecuteRequest(
                                  session_id=self._session.id,
                                  executable_handle=self._handle,
                                  argument_handles=handles,
-                                 device_id=device_id))
+                                 device_id=device_id,
+                                 options=self._options(
+                                     launch_id, arguments_are_tupled,
+                                     untuple_result)))
         finally:
             # The run holds its own references to uploaded arguments.
             for buffer in temporaries:
                 buffer.delete()
         return [Buffer(self._client, info) for info in response.results]
+
+    def execute_sharded(self, args: Sequence[Any], device: Device | int, *,
+                        launch_id: int, arguments_are_tupled: bool = False,
+                        untuple_result: bool = True) -> list[Buffer]:
+        """Runs only the replica and partition assigned to ``device``.
+
+        The calls for every device of :attr:`device_assignment` with the
+        same nonzero ``launch_id`` (from this or other clients, in any
+        order, from any thread) form one launch and meet at collectives; a
+        peer that never comes fails the run after the collective timeout.
+        """
+        if not launch_id:
+            raise InvalidArgumentError(
+                "execute_sharded needs a nonzero launch_id shared by the "
+                "calls of every device of the launch")
+        return self.execute(args, device, launch_id=launch_id,
+                            arguments_are_tupled=arguments_are_tupled,
+                            untuple_result=untuple_result)
+
+    def execute_portable(self, args: Sequence[Any], device: Device | int, *,
+                         arguments_are_tupled: bool = False,
+                         untuple_result: bool = True) -> list[Buffer]:
+        """Runs a portable executable (compiled ``portable=True``) on
+        ``device``."""
+        if not self._portable:
+            raise InvalidArgumentError(
+                f"executable {self._name} was compiled for devices "
+                f"{self._addressable_device_ids}, not portable; compile it "
+                f"with portable=True to run it on a device of your choice")
+        return self.execute(args, device,
+                            arguments_are_tupled=arguments_are_tupled,
+                            untuple_result=untuple_result)
+
+    def execute_replicated(self, per_device_args: Sequence[Sequence[Any]],
+                           *, launch_id: int = 0,
+                           arguments_are_tupled: bool = False,
+                           untuple_result: bool = True
+                           ) -> list[list[Buffer]]:
+        """Runs every replica and partition at once.
+
+        Args:
+            per_device_args: one argument list per device of
+                :attr:`addressable_devices`, in that order; host data is
+                uploaded to the device of its list.
+            launch_id: the launch's id (default: the daemon picks one).
+
+        Returns:
+            One result list per device, in the same order.
+
+        Raises:
+            InvalidArgumentError: a wrong number of lists, or a bad argument
+                (the message names the replica, partition and argument).
+            A run that fails on one device fails on every device: the error,
+            naming the replica and partition, is bound to every result.
+        """
+        self._check_alive()
+        lists = list(per_device_args)
+        if len(lists) != len(self._addressable_device_ids):
+            raise InvalidArgumentError(
+                f"executable {self._name} runs on devices "
+                f"{self._addressable_device_ids}; got {len(lists)} argument "
+                f"lists, one per device is needed")
+        temporaries: list[Buffer] = []
+        try:
+            arguments = [
+                executable_pb2.ArgumentList(argument_handles=self._handles(
+                    args, device_id, temporaries))
+                for args, device_id in zip(lists,
+                                           self._addressable_device_ids)
+            ]
+            response = _call(self._session.executables.ExecuteReplicated,
+                             executable_pb2.ExecuteReplicatedRequest(
+                                 session_id=self._session.id,
+                                 executable_handle=self._handle,
+                                 arguments=arguments,
+                                 options=self._options(
+                                     launch_id, arguments_are_tupled,
+                                     untuple_result)))
+        finally:
+            for buffer in temporaries:
+                buffer.delete()
+        return [[Buffer(self._client, info) for info in r.results]
+                for r in response.results]
 
     def __call__(self, *args: Any, device: Device | int | None = None
                  ) -> list[Buffer]:
@@ -721,13 +919,31 @@ class Client:
 
     # --- programs ------------------------------------------------------------
 
-    def compile(self, hlo_text: str | bytes) -> Executable:
+    def compile(self, hlo_text: str | bytes, *,
+                num_replicas: int | None = None,
+                num_partitions: int | None = None,
+                device_assignment: Any = None, portable: bool = False,
+                non_donatable_parameters: Sequence[int] = (),
+                collective_timeout: float | None = None) -> Executable:
         """Compiles an HLO program for this daemon's devices.
 
         ``hlo_text`` is HLO text as XLA's ``HloModule::ToString()`` or
         ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` prints it. The
         daemon caches compiled programs: compiling the same text again (from
         any client) is cheap, and :attr:`Executable.cache_hit` says so.
+
+        Args:
+            num_replicas, num_partitions: default: the module header's
+                ``replica_count`` / ``num_partitions`` (else 1).
+            device_assignment: ``[replica][partition]`` -> device (id or
+                :class:`Device`); default: replica r, partition p on device
+                ``r * num_partitions + p``.
+            portable: one replica, one partition, run on any device with
+                :meth:`Executable.execute_portable`.
+            non_donatable_parameters: parameters that ``input_output_alias``
+                would donate but that must be copied instead.
+            collective_timeout: seconds any collective waits for a peer
+                (default 30).
 
         Raises:
             InvalidArgumentError: the text does not parse or verify; the
@@ -742,11 +958,57 @@ class Client:
         if not isinstance(hlo_text, str):
             raise TypeError(f"hlo_text must be str or bytes, not "
                             f"{type(hlo_text).__name__}")
+        options = executable_pb2.CompileOptions(
+            num_replicas=int(num_replicas or 0),
+            num_partitions=int(num_partitions or 0),
+            portable=bool(portable),
+            non_donatable_parameters=[int(p) for p in
+                                      non_donatable_parameters],
+            collective_timeout_seconds=float(collective_timeout or 0))
+        if device_assignment is not None:
+            rows = [[_device_id(d) for d in row] for row in device_assignment]
+            widths = {len(row) for row in rows}
+            if not rows or len(widths) != 1 or 0 in widths:
+                raise InvalidArgumentError(
+                    f"device_assignment must be a non-empty [replica]"
+                    f"[partition] table of device ids, every row as long; "
+                    f"got rows of lengths {[len(r) for r in rows]}")
+            for name, given, actual in (("num_replicas", num_replicas,
+                                         len(rows)),
+                                        ("num_partitions", num_partitions,
+                                         widths.pop())):
+                if given not in (None, 0, actual):
+                    raise InvalidArgumentError(
+                        f"{name}={given} disagrees with device_assignment, "
+                        f"which has {actual}")
+            options.num_replicas = len(rows)
+            options.num_partitions = len(rows[0])
+            options.device_assignment.extend(d for row in rows for d in row)
         response = _call(self._session.executables.Compile,
                          executable_pb2.CompileRequest(
-                             session_id=self._session.id, hlo_text=hlo_text),
+                             session_id=self._session.id, hlo_text=hlo_text,
+                             options=options),
                          timeout=_COMPILE_TIMEOUT)
         return Executable(self, response)
+
+    def make_tuple(self, elements: Sequence[Buffer]) -> Buffer:
+        """A tuple buffer of ``elements`` (all on one device), to pass as
+        the single argument of a program with one tuple parameter
+        (``arguments_are_tupled=True``). The tuple takes ownership of the
+        elements: deleting it deletes them."""
+        elements = list(elements)
+        for e in elements:
+            if not isinstance(e, Buffer):
+                raise TypeError(f"tuple elements must be Buffers, not "
+                                f"{type(e).__name__}")
+            e._check_alive()
+        info = _call(self._session.buffers.MakeTuple,
+                     buffer_pb2.MakeTupleRequest(
+                         session_id=self._session.id,
+                         handles=[e.handle for e in elements]))
+        for e in elements:
+            e._finalizer.detach()
+        return Buffer(self, info)
 
     def delete(self, buffers: Sequence[Buffer]) -> None:
         """Deletes several buffers in one call (all or none)."""
