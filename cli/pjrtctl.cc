@@ -647,6 +647,7 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
   if (g.json) {
     json doc = SignatureJson(o.file, executable);
     doc["devices"] = devices;
+    if (!replicated) doc["device"] = o.device;
     doc["repeat"] = o.repeat;
     doc["run_seconds"] = {{"min", sorted.front()},
                           {"median", median},

@@ -317,6 +317,137 @@ TEST_P(ExecutableTest, ATupleRootGivesOneBufferPerElement) {
             std::vector<int32_t>({21}));
 }
 
+// --- replicas, donation, tuples --------------------------------------------
+
+// x + replica-id, summed over three replicas.
+constexpr char kReplicatedProgram[] = R"(HloModule replicated, replica_count=3
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[2] parameter(0)
+  r = u32[] replica-id()
+  rf = f32[] convert(r)
+  rb = f32[2] broadcast(rf), dimensions={}
+  y = f32[2] add(x, rb)
+  ROOT ar = f32[2] all-reduce(y), replica_groups={}, to_apply=add
+}
+)";
+
+TEST_P(ExecutableTest, ExecuteReplicatedRunsEveryReplica) {
+  v1::CompileOptions options;
+  options.set_num_replicas(3);
+  options.set_num_partitions(1);
+  for (int d : {2, 0, 1}) options.add_device_assignment(d);
+  auto executable = session_->Compile(kReplicatedProgram, options);
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  EXPECT_EQ(executable->num_replicas(), 3);
+  EXPECT_EQ(executable->addressable_device_ids(), std::vector<int>({2, 0, 1}));
+  std::vector<pjrt_client::Buffer> inputs;
+  for (int d : executable->addressable_device_ids()) {
+    inputs.push_back(UploadF32({1, 2}, d));
+  }
+  std::vector<std::vector<const pjrt_client::Buffer*>> arguments;
+  for (const auto& b : inputs) arguments.push_back({&b});
+  auto results = executable->ExecuteReplicated(arguments);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    ASSERT_EQ((*results)[r].size(), 1u);
+    EXPECT_EQ((*results)[r][0].device_id(),
+              executable->addressable_device_ids()[r]);
+    // (1 + 0) + (1 + 1) + (1 + 2), (2 + 0) + ...
+    EXPECT_EQ(FromBytes<float>(*(*results)[r][0].Download()),
+              std::vector<float>({6, 9}));
+  }
+  auto wrong = executable->ExecuteReplicated({{&inputs[0]}});
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("got 1 argument lists"),
+            std::string::npos)
+      << wrong.status();
+}
+
+TEST_P(ExecutableTest, ShardedExecuteCallsMeetByLaunchId) {
+  auto executable = session_->Compile(kReplicatedProgram);
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  std::vector<pjrt_client::Buffer> inputs;
+  for (int d = 0; d < 3; ++d) inputs.push_back(UploadF32({0, 0}, d));
+  pjrt_client::ExecuteOptions options;
+  options.launch_id = 4242 + GetParam();
+  std::vector<std::thread> threads;
+  std::vector<absl::StatusOr<std::vector<pjrt_client::Buffer>>> results(3);
+  for (int d = 0; d < 3; ++d) {
+    threads.emplace_back([&, d] {
+      results[d] = executable->Execute({&inputs[d]}, d, options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int d = 0; d < 3; ++d) {
+    ASSERT_TRUE(results[d].ok()) << results[d].status();
+    EXPECT_EQ(FromBytes<float>(*(*results[d])[0].Download()),
+              std::vector<float>({3, 3}));
+  }
+}
+
+TEST_P(ExecutableTest, DonatedArgumentsAreInvalidAfterTheRun) {
+  auto executable = session_->Compile(
+      R"(HloModule donating, input_output_alias={ {}: (0, {}, may-alias) }
+ENTRY e { x = f32[4] parameter(0)  ROOT n = f32[4] negate(x) })");
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  EXPECT_EQ(executable->donated_parameters(), std::vector<int>({0}));
+  pjrt_client::Buffer x = UploadF32({1, 2, 3, 4});
+  auto results = executable->Execute({&x}, 0);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ(FromBytes<float>(*(*results)[0].Download()),
+            std::vector<float>({-1, -2, -3, -4}));
+  auto gone = x.Download();
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(gone.status().message().find("donated"), std::string::npos)
+      << gone.status();
+}
+
+TEST_P(ExecutableTest, TupleBuffersGoInAndComeOutWhole) {
+  auto executable = session_->Compile(R"(HloModule tupled
+ENTRY e {
+  p = (f32[2], f32[2]) parameter(0)
+  a = f32[2] get-tuple-element(p), index=0
+  b = f32[2] get-tuple-element(p), index=1
+  s = f32[2] add(a, b)
+  ROOT t = (f32[2], f32[2]) tuple(s, b)
+})");
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  EXPECT_TRUE(executable->info().parameter_is_tuple());
+  EXPECT_EQ(executable->parameter_shapes().size(), 2);
+  std::vector<pjrt_client::Buffer> elements;
+  elements.push_back(UploadF32({1, 2}));
+  elements.push_back(UploadF32({10, 20}));
+  const int64_t buffers_before = Stats().buffer_count();
+  auto tuple = session_->MakeTuple(std::move(elements));
+  ASSERT_TRUE(tuple.ok()) << tuple.status();
+  EXPECT_TRUE(tuple->is_tuple());
+  EXPECT_EQ(tuple->tuple_size(), 2);
+  pjrt_client::ExecuteOptions options;
+  options.arguments_are_tupled = true;
+  options.keep_tuple_result = true;
+  auto results = executable->Execute({&*tuple}, 0, options);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 1u);
+  const pjrt_client::Buffer& whole = (*results)[0];
+  ASSERT_TRUE(whole.is_tuple());
+  EXPECT_EQ(FromBytes<float>(*whole.Element(0).Download()),
+            std::vector<float>({11, 22}));
+  EXPECT_EQ(FromBytes<float>(*whole.Element(1).Download()),
+            std::vector<float>({10, 20}));
+  auto direct = whole.Download();
+  EXPECT_EQ(direct.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(direct.status().message().find("download its elements"),
+            std::string::npos)
+      << direct.status();
+  // A tuple and its elements are registered; deleting the tuples frees all.
+  EXPECT_EQ(Stats().buffer_count(), buffers_before + 1 + 3);
+  tuple->Delete().IgnoreError();
+  results->clear();
+  EXPECT_EQ(Stats().buffer_count(), buffers_before - 2);
+}
+
 TEST_P(ExecutableTest, RunsChainWithoutWaitingForEachOther) {
   // y = y + y, 20 times, each run taking the previous run's result before it
   // is ready: only the final download waits.

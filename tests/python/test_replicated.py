@@ -463,6 +463,31 @@ ENTRY e {
     assert got == [(0, 0, 3), (0, 1, 1), (1, 0, 0), (1, 1, 2)]
 
 
+def test_all_reduce_into_donated_inputs_stays_correct(client):
+    """Each member writes its chunk of the sum into every output; with the
+    inputs donated those outputs are the peers' inputs."""
+    e = client.compile("""
+HloModule inplace, replica_count=4,
+    input_output_alias={ {}: (0, {}, may-alias) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)
+      ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[100003] parameter(0)
+  ROOT ar = f32[100003] all-reduce(x), replica_groups={}, to_apply=add
+}""")
+    assert e.donated_parameters == [0]
+    rng = np.random.default_rng(11)
+    inputs = [rng.integers(-1000, 1000, 100003).astype(np.float32)
+              for _ in range(DEVICES)]
+    buffers = [[client.put(x, device=d)] for d, x in enumerate(inputs)]
+    before = [bytes_in_use(client, d) for d in range(DEVICES)]
+    results = e.execute_replicated(buffers)
+    want = inputs[0] + inputs[1] + inputs[2] + inputs[3]
+    for d in range(DEVICES):
+        np.testing.assert_array_equal(results[d][0].to_numpy(), want)
+        assert await_bytes_in_use(client, d, before[d])
+
+
 # --- compile options
 
 AR_HLO = """
