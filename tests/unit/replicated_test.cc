@@ -432,7 +432,7 @@ ENTRY e {
       << wrong.status();
 }
 
-TEST_F(ReplicatedTest, EachExecutionGetsAFreshSeedAndReplicaIds) {
+TEST_F(ReplicatedTest, ReplicaIdsFollowTheAssignment) {
   auto e = Compile(R"(
 HloModule ids, replica_count=4
 ENTRY e { ROOT r = u32[] replica-id() })");

@@ -1,5 +1,6 @@
 // The runtime's transfers and buffers, under each allocation model.
 #include <atomic>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -267,6 +268,31 @@ TEST_P(EveryModel, AllocationBeyondTheLimitIsResourceExhausted) {
   EXPECT_NE(transfer.status().message().find("134217728 bytes"),
             absl::string_view::npos)
       << transfer.status();
+}
+
+// --- per-launch identity ----------------------------------------------------
+
+TEST_P(EveryModel, EachExecutionGetsAFreshSeedAndItsLaunchId) {
+  std::vector<uint64_t> seeds;
+  std::vector<int64_t> launch_ids;
+  for (int i = 0; i < 8; ++i) {
+    ExecuteResult result{.shape = F32(1)};
+    ExecuteOptions options;
+    options.launch_id = 100 + i;
+    auto outputs = ExecuteOnDevice(
+        client_.get(), client_->devices()[i % 2], {}, {&result, 1},
+        [&seeds, &launch_ids](const KernelArgs& k) {
+          seeds.push_back(k.prng_seed);
+          launch_ids.push_back(k.launch_id);
+          return absl::OkStatus();
+        },
+        options);
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    ASSERT_TRUE((*outputs)[0]->BlockHostUntilReady().ok());
+  }
+  ASSERT_EQ(seeds.size(), 8u);
+  EXPECT_EQ(std::set<uint64_t>(seeds.begin(), seeds.end()).size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(launch_ids[i], 100 + i);
 }
 
 // --- errors travel with data ------------------------------------------------
