@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #define EIGEN_USE_THREADS
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -20,7 +21,7 @@ class ThreadPool {
   static ThreadPool& Get();
 
   Eigen::ThreadPoolDevice& device() { return device_; }
-  int num_threads() const { return pool_.NumThreads(); }
+  int num_threads() const { return pool_->NumThreads(); }
 
   // Runs fn(begin, end) over [0, n) in parallel chunks sized by the cost of
   // one item (in CPU cycles, roughly); the calling thread takes a chunk too.
@@ -31,7 +32,11 @@ class ThreadPool {
 
  private:
   explicit ThreadPool(int threads);
-  Eigen::ThreadPool pool_;
+  // Eigen's non-blocking pool, except under ThreadSanitizer: that pool
+  // synchronizes through standalone fences, which TSan does not model, so
+  // TSan builds use a plain mutex-and-queue pool (thread_pool.cc) and
+  // report only races of our own.
+  std::unique_ptr<Eigen::ThreadPoolInterface> pool_;
   Eigen::ThreadPoolDevice device_;
 };
 
