@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/byte_size.h"
+#include "base/status_macros.h"
 #include "base/version.h"
 #include "cli/npy.h"
 #include "cli/proto_json.h"
@@ -156,17 +157,141 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
                 response.status())
           : "UNREACHABLE";
   bool healthy = state == "SERVING";
+  // A serving daemon also says which of its cluster's peers it reaches.
+  std::optional<v1::ClusterStatus> cluster;
+  if (healthy) {
+    auto client = Connect(g);
+    if (client.ok()) {
+      auto cluster_status = (*client)->ClusterStatus(absl::Seconds(2));
+      if (cluster_status.ok()) cluster = *std::move(cluster_status);
+    }
+  }
+  bool peers_ok = true;
+  if (cluster) {
+    for (const auto& task : cluster->tasks()) peers_ok &= task.reachable();
+  }
   if (g.json) {
     json doc = {{"address", address}, {"status", state}, {"healthy", healthy}};
     if (!status.ok()) doc["error"] = status.error_message();
+    if (cluster) {
+      json tasks = json::array();
+      for (const auto& task : cluster->tasks()) tasks.push_back(ProtoToJson(task));
+      doc["task_id"] = cluster->task_id();
+      doc["tasks"] = tasks;
+      doc["peers_reachable"] = peers_ok;
+    }
     std::cout << doc.dump(2) << "\n";
   } else if (status.ok()) {
     std::cout << address << ": " << state << "\n";
+    if (cluster && cluster->tasks_size() > 1) {
+      Table table({"TASK", "ADDRESS", "DEVICES", "REACHABLE", "RTT", "NOTE"});
+      for (const auto& task : cluster->tasks()) {
+        table.AddRow({absl::StrCat(task.task_id(), task.self() ? " (self)" : ""),
+                      task.address(), absl::StrCat(task.device_count()),
+                      Yes(task.reachable()),
+                      task.self() ? "-"
+                                  : absl::StrFormat("%.2f ms", task.round_trip_ms()),
+                      task.error()});
+      }
+      table.Print(std::cout);
+    }
   } else {
     std::cerr << "pjrtctl: " << address << " is not reachable: "
               << status.error_message() << "\n";
   }
-  return healthy ? kExitOk : kExitServerError;
+  // A daemon that cannot reach a peer of its cluster is not healthy either.
+  return healthy && peers_ok ? kExitOk : kExitServerError;
+}
+
+struct TransferOptions {
+  std::string file;
+  std::string from, to;
+  int from_device = -1, to_device = -1;
+  double timeout_seconds = 0;
+};
+
+// The first addressable device of the daemon behind `client`.
+absl::StatusOr<int> FirstAddressableDevice(pjrt_client::Client& client) {
+  PJRT_ASSIGN_OR_RETURN(auto devices, client.Devices());
+  for (const auto& device : devices) {
+    if (device.addressable()) return device.id();
+  }
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s has no addressable device", client.address()));
+}
+
+int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
+  auto array = ReadNpy(o.file);
+  if (!array.ok()) return FailUsage(g, array.status());
+  GlobalOptions from_g = g, to_g = g;
+  from_g.address = o.from;
+  to_g.address = o.to;
+  auto from = Connect(from_g);
+  if (!from.ok()) return Fail(g, from.status());
+  auto to = Connect(to_g);
+  if (!to.ok()) return Fail(g, to.status());
+  int from_device = o.from_device, to_device = o.to_device;
+  if (from_device < 0) {
+    auto first = FirstAddressableDevice(**from);
+    if (!first.ok()) return Fail(g, first.status());
+    from_device = *first;
+  }
+  if (to_device < 0) {
+    auto first = FirstAddressableDevice(**to);
+    if (!first.ok()) return Fail(g, first.status());
+    to_device = *first;
+  }
+  auto from_session = (*from)->OpenSession({.client_name = "pjrtctl transfer"});
+  if (!from_session.ok()) return Fail(g, from_session.status());
+  auto to_session = (*to)->OpenSession({.client_name = "pjrtctl transfer"});
+  if (!to_session.ok()) return Fail(g, to_session.status());
+
+  v1::ArrayShape shape;
+  shape.set_dtype(array->dtype);
+  for (int64_t d : array->dims) shape.add_dims(d);
+  auto receive = (*to_session)->MakeCrossHostReceiveBuffers(
+      {shape}, to_device, absl::Seconds(o.timeout_seconds));
+  if (!receive.ok()) return Fail(g, receive.status());
+  auto source = (*from_session)->Upload(array->dtype, array->dims, array->data,
+                                        from_device);
+  if (!source.ok()) return Fail(g, source.status());
+  const absl::Time start = absl::Now();
+  auto sent = source->CopyToRemoteDevice(receive->descriptors[0]);
+  if (!sent.ok()) return Fail(g, sent.status());
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  auto received = receive->buffers[0].Download();
+  if (!received.ok()) return Fail(g, received.status());
+  const bool verified = *received == array->data;
+  const double rate = seconds > 0 ? static_cast<double>(array->data.size()) / seconds : 0;
+  const int from_task = (*from)->server_info().task_id();
+  const int to_task = (*to)->server_info().task_id();
+  if (g.json) {
+    std::cout << json{{"file", o.file},
+                      {"bytes", array->data.size()},
+                      {"from_task", from_task},
+                      {"from_device", from_device},
+                      {"to_task", to_task},
+                      {"to_device", to_device},
+                      {"seconds", seconds},
+                      {"bytes_per_second", rate},
+                      {"verified", verified}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << absl::StrFormat(
+        "moved %s (%s) from task %d device %d to task %d device %d in %.3f s "
+        "(%s/s); %s\n",
+        o.file, FormatByteSize(static_cast<int64_t>(array->data.size())),
+        from_task, from_device, to_task, to_device, seconds,
+        FormatByteSize(static_cast<int64_t>(rate)),
+        verified ? "read back and verified" : "READ BACK DIFFERS");
+  }
+  if (!verified) {
+    std::cerr << "pjrtctl: the bytes read back from task " << to_task
+              << " differ from " << o.file << "\n";
+    return kExitServerError;
+  }
+  return kExitOk;
 }
 
 int RunStats(const GlobalOptions& g) {
@@ -688,7 +813,8 @@ int Main(int argc, char** argv) {
       "  pjrtctl devices\n"
       "  pjrtctl --address unix:///tmp/pjrtd.sock stats --json\n"
       "  pjrtctl health --wait 10\n"
-      "  pjrtctl run model.hlo --input x.npy --output-dir out\n",
+      "  pjrtctl run model.hlo --input x.npy --output-dir out\n"
+      "  pjrtctl transfer x.npy --from HOST0:PORT --to HOST1:PORT\n",
       "pjrtctl"};
   app.set_version_flag("--version", std::string("pjrtctl ") + kBuildVersion);
   app.require_subcommand(1);
@@ -712,8 +838,10 @@ int Main(int argc, char** argv) {
                  "Example: pjrtctl devices --json");
   double wait_seconds = 0;
   auto* health = app.add_subcommand(
-      "health", "Check that the daemon is serving (exit 0) or not (exit 1).\n"
-                "Example: pjrtctl health --wait 30");
+      "health",
+      "Check that the daemon is serving and reaches every peer of its\n"
+      "cluster (exit 0) or not (exit 1); lists the peers of a cluster.\n"
+      "Example: pjrtctl health --wait 30");
   health->add_option("--wait", wait_seconds,
                      "Wait up to SECONDS for the daemon to come up")
       ->check(CLI::NonNegativeNumber);
@@ -775,6 +903,35 @@ int Main(int argc, char** argv) {
                   "Run N times and report min/median/max (default 1)")
       ->check(CLI::PositiveNumber);
 
+  TransferOptions transfer_options;
+  auto* transfer = app.add_subcommand(
+      "transfer",
+      "Move a .npy array from a device of one task of a cluster to a device\n"
+      "of another, daemon to daemon, then read it back and verify it.\n"
+      "Example: pjrtctl transfer x.npy --from 10.0.0.1:7070 --to "
+      "10.0.0.2:7070 --to-device 5");
+  transfer->add_option("FILE", transfer_options.file, ".npy file to move")
+      ->required()
+      ->check(CLI::ExistingFile);
+  transfer->add_option("--from", transfer_options.from,
+                       "Address of the sending task's daemon (default: "
+                       "--address)");
+  transfer->add_option("--to", transfer_options.to,
+                       "Address of the receiving task's daemon")
+      ->required();
+  transfer->add_option("--from-device", transfer_options.from_device,
+                       "Global id of the sending device (default: the "
+                       "sender's first)")
+      ->check(CLI::NonNegativeNumber);
+  transfer->add_option("--to-device", transfer_options.to_device,
+                       "Global id of the receiving device (default: the "
+                       "receiver's first)")
+      ->check(CLI::NonNegativeNumber);
+  transfer->add_option("--receive-timeout", transfer_options.timeout_seconds,
+                       "Seconds the receive waits for the data (default: "
+                       "the receiver's --receive-timeout)")
+      ->check(CLI::NonNegativeNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -787,6 +944,10 @@ int Main(int argc, char** argv) {
   if (stats->parsed()) return RunStats(g);
   if (sessions->parsed()) return RunSessions(g);
   if (compile->parsed()) return RunCompile(g, compile_file);
+  if (transfer->parsed()) {
+    if (transfer_options.from.empty()) transfer_options.from = g.address;
+    return RunTransfer(g, transfer_options);
+  }
   if (run->parsed()) {
     run_options.device_given = device_option->count() > 0;
     return RunRun(g, run_options);

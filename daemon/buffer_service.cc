@@ -73,7 +73,8 @@ grpc::Status BufferService::Upload(grpc::ServerContext* context,
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto shape = ShapeFromProto(header.shape());
   if (!shape.ok()) return ToGrpcStatus(shape.status());
-  auto device = client_->LookupDevice(header.device_id());
+  auto device =
+      LookupAddressableDevice(*client_, *cluster_, header.device_id());
   if (!device.ok()) return ToGrpcStatus(device.status());
   auto transfer = client_->CreateHostToDeviceTransfer(*shape, *device);
   if (!transfer.ok()) return ToGrpcStatus(transfer.status());
@@ -207,7 +208,8 @@ grpc::Status BufferService::CopyToDevice(grpc::ServerContext*,
                                          v1::BufferInfo* response) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
-  auto device = client_->LookupDevice(request->device_id());
+  auto device =
+      LookupAddressableDevice(*client_, *cluster_, request->device_id());
   if (!device.ok()) return ToGrpcStatus(device.status());
   auto copy = found->buffer->CopyToDevice(*device);
   if (!copy.ok()) return ToGrpcStatus(copy.status());
@@ -271,6 +273,203 @@ grpc::Status BufferService::MakeTuple(grpc::ServerContext*,
   auto handle = (*session)->AddBuffer(tuple);
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   BufferInfoToProto(**session, *handle, *tuple, response);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<runtime::Device*> LookupAddressableDevice(
+    const runtime::Client& client, const Cluster& cluster, int id) {
+  auto device = client.LookupDevice(id);
+  if (device.ok() || !cluster.multi_task()) return device;
+  auto task = cluster.TaskOfDevice(id);
+  if (!task.ok()) return task.status();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "device %d belongs to task %d; this daemon is task %d and addresses "
+      "devices %d to %d (send the call to task %d's daemon)",
+      id, *task, cluster.task_id(), client.devices().front()->id(),
+      client.devices().back()->id(), *task));
+}
+
+grpc::Status BufferService::MakeCrossHostReceiveBuffers(
+    grpc::ServerContext*, const v1::MakeCrossHostReceiveBuffersRequest* request,
+    v1::MakeCrossHostReceiveBuffersResponse* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  auto device =
+      LookupAddressableDevice(*client_, *cluster_, request->device_id());
+  if (!device.ok()) return ToGrpcStatus(device.status());
+  if (request->timeout_seconds() < 0 || request->timeout_seconds() > 86400) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("timeout_seconds is %g; give 0 for the default (%s) or "
+                        "up to 86400",
+                        request->timeout_seconds(),
+                        absl::FormatDuration(default_receive_timeout_)));
+  }
+  std::vector<hlo::Shape> shapes;
+  for (int i = 0; i < request->shapes_size(); ++i) {
+    auto shape = ShapeFromProto(request->shapes(i));
+    if (!shape.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrFormat("shape %d: %s", i,
+                                          shape.status().message()));
+    }
+    shapes.push_back(*std::move(shape));
+  }
+  absl::Duration timeout = request->timeout_seconds() == 0
+                               ? default_receive_timeout_
+                               : absl::Seconds(request->timeout_seconds());
+  auto made = receives_->Make(shapes, *device, timeout);
+  if (!made.ok()) return ToGrpcStatus(made.status());
+  std::vector<uint64_t> handles;
+  for (const auto& buffer : made->buffers) {
+    auto handle = (*session)->AddBuffer(buffer);
+    if (!handle.ok()) {
+      // Dropping the rest: their receives are cancelled with the buffers.
+      for (const auto& b : made->buffers) b->Delete();
+      (*session)->DeleteBuffers(handles).IgnoreError();
+      return ToGrpcStatus(handle.status());
+    }
+    handles.push_back(*handle);
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    BufferInfoToProto(**session, handles[i], *made->buffers[i],
+                      response->add_buffers());
+    response->add_descriptors(made->descriptors[i]);
+  }
+  response->set_expires_in_seconds(absl::ToDoubleSeconds(timeout));
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::CancelCrossHostReceives(
+    grpc::ServerContext*, const v1::CancelCrossHostReceivesRequest* request,
+    v1::CancelCrossHostReceivesResponse* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
+  for (uint64_t handle : request->handles()) {
+    auto buffer = (*session)->LookupBuffer(handle);
+    if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+    buffers.push_back(*std::move(buffer));
+  }
+  response->set_cancelled(receives_->Cancel(buffers));
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::CopyToRemoteDevice(
+    grpc::ServerContext* context, const v1::CopyToRemoteDeviceRequest* request,
+    v1::CopyToRemoteDeviceResponse* response) {
+  const absl::Time start = absl::Now();
+  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  runtime::Buffer& buffer = *found->buffer;
+  if (buffer.is_tuple()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrFormat("buffer %#x is a tuple; copy its "
+                                        "elements one by one",
+                                        request->handle()));
+  }
+  if (!cluster_->multi_task()) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "this daemon is not part of a cluster (start it with --cluster); use "
+        "CopyToDevice between its own devices");
+  }
+  auto descriptor = ParseDescriptor(request->transfer_descriptor());
+  if (!descriptor.ok()) return ToGrpcStatus(descriptor.status());
+  const int task = descriptor->task_id();
+  if (task < 0 || task >= cluster_->task_count()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("the descriptor names task %d, but this cluster has "
+                        "tasks 0 to %d",
+                        task, cluster_->task_count() - 1));
+  }
+  auto shape = ShapeFromProto(descriptor->shape());
+  if (!shape.ok() || !(*shape == buffer.shape())) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("buffer %#x is %s, but the receive named by the "
+                        "descriptor is %s",
+                        request->handle(), buffer.shape().ToString(),
+                        shape.ok() ? shape->ToString() : "malformed"));
+  }
+  const absl::Time expiry =
+      absl::FromUnixMicros(descriptor->expires_unix_micros());
+  if (absl::Now() >= expiry) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrFormat("the descriptor expired %s ago; ask task %d for a new "
+                        "receive",
+                        absl::FormatDuration(absl::Trunc(absl::Now() - expiry,
+                                                         absl::Milliseconds(1))),
+                        task));
+  }
+  // The bytes must be defined before they can be sent.
+  absl::Status ready = AwaitReady(context, buffer, expiry - absl::Now());
+  if (!ready.ok()) return ToGrpcStatus(ready);
+
+  const int64_t total = buffer.size_bytes();
+  grpc::ClientContext peer;
+  cluster_->PrepareContext(&peer);
+  v1::PushTransferResponse pushed;
+  auto stream = cluster_->PeerStub(task)->PushTransfer(&peer, &pushed);
+  v1::PushTransferRequest message;
+  message.mutable_header()->set_transfer_descriptor(request->transfer_descriptor());
+  message.mutable_header()->set_sender_task_id(cluster_->task_id());
+  bool open = stream->Write(message);
+  // Where the host can read device memory, chunks come straight from it,
+  // under an external reference (the buffer cannot be donated or freed
+  // meanwhile); elsewhere through the device-to-host stream.
+  std::unique_ptr<runtime::Buffer::ExternalReference> reference;
+  if (client_->platform()->host_can_access_device_memory()) {
+    auto acquired = buffer.AcquireExternalReference();
+    if (!acquired.ok()) {
+      peer.TryCancel();
+      stream->Finish().ok();
+      return ToGrpcStatus(acquired.status());
+    }
+    reference = *std::move(acquired);
+  }
+  int64_t sent = 0;
+  absl::Status local;
+  while (open && sent < total) {
+    if (context->IsCancelled()) {
+      local = absl::CancelledError("the call was cancelled");
+      break;
+    }
+    int64_t size = std::min(kMaxChunkBytes, total - sent);
+    std::string* chunk = message.mutable_chunk();
+    if (reference != nullptr) {
+      chunk->assign(static_cast<const char*>(reference->data()) + sent,
+                    static_cast<size_t>(size));
+    } else {
+      chunk->resize(static_cast<size_t>(size));
+      local = buffer.CopyRawToHost(chunk->data(), sent, size);
+      if (!local.ok()) break;
+    }
+    open = stream->Write(message);
+    if (open) sent += size;
+  }
+  if (!local.ok()) {
+    peer.TryCancel();
+    stream->Finish().ok();
+    return ToGrpcStatus(absl::Status(
+        local.code(),
+        absl::StrFormat("copy to task %d stopped after %d of %d bytes: %s",
+                        task, sent, total, local.message())));
+  }
+  if (open) stream->WritesDone();
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    return grpc::Status(
+        status.error_code(),
+        absl::StrFormat("copy to task %d (%s) failed after %d of %d bytes: %s",
+                        task, cluster_->address(task), sent, total,
+                        status.error_message()));
+  }
+  response->set_bytes(total);
+  response->set_receiver_task_id(task);
+  response->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return grpc::Status::OK;
 }
 

@@ -15,6 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "base/byte_size.h"
+#include "base/random.h"
+#include "base/version.h"
 #include "base/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -88,35 +90,109 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
 Daemon::Daemon(const DaemonOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
-    const DaemonOptions& options) {
+    const DaemonOptions& options, std::function<bool()> stop_requested) {
   PJRT_RETURN_IF_ERROR(ValidateOptions(options));
   std::unique_ptr<Daemon> daemon(new Daemon(options));
-  PJRT_RETURN_IF_ERROR(daemon->Init());
+  if (stop_requested == nullptr) stop_requested = [] { return false; };
+  // On error, the destructor stops what Init started.
+  PJRT_RETURN_IF_ERROR(daemon->Init(stop_requested));
   return daemon;
 }
 
-absl::Status Daemon::Init() {
+absl::Status Daemon::StartPeerServer() {
+  const std::string& address = options_.cluster[options_.task_id];
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                             kPeerWindowBytes);
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(peer_service_.get());
+  peer_server_ = builder.BuildAndStart();
+  if (peer_server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "could not listen for peers on %s, this task's (%d) entry of "
+        "--cluster (address in use, or not an address of this host?)",
+        address, options_.task_id));
+  }
+  spdlog::info("task {} of {}: serving peers on {}", options_.task_id,
+               options_.cluster.size(), address);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   runtime::ClientOptions client_options;
   client_options.platform = options_.platform;
   client_options.host_device_count = options_.host_devices;
   client_options.memory_limit_bytes = options_.memory_limit_bytes;
   client_options.queue_ahead = options_.queue_ahead;
+  client_options.task_id = options_.task_id;
   if (!options_.allocation_model.empty()) {
     PJRT_ASSIGN_OR_RETURN(client_options.allocation_model,
                           device::ParseAllocationModel(options_.allocation_model));
   }
-  PJRT_ASSIGN_OR_RETURN(client_, runtime::Client::Create(client_options));
+  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Platform> platform,
+                        runtime::CreatePlatform(client_options));
+
+  // What this task tells its peers about itself.
+  v1::TaskTopology self;
+  self.set_task_id(options_.task_id);
+  self.set_build_version(kBuildVersion);
+  self.set_protocol_version_min(kProtocolVersionMin);
+  self.set_protocol_version_max(kProtocolVersionMax);
+  self.set_platform(platform->name());
+  for (int ordinal = 0; ordinal < platform->device_count(); ++ordinal) {
+    device::DeviceDescription description = platform->Describe(ordinal);
+    v1::Device* device = self.add_devices();
+    device->set_local_hardware_id(ordinal);
+    device->set_kind(description.kind);
+    device->set_memory_bytes(options_.memory_limit_bytes > 0
+                                 ? options_.memory_limit_bytes
+                                 : description.memory_bytes);
+  }
+  for (const std::string& address : options_.cluster) self.add_cluster(address);
+  self.set_incarnation(SecureRandomId());
+
+  ClusterConfig cluster_config{.task_id = options_.task_id,
+                               .addresses = options_.cluster,
+                               .form_timeout = options_.cluster_timeout};
+  if (options_.cluster.size() > 1) {
+    PJRT_ASSIGN_OR_RETURN(cluster_config.secret,
+                          ReadClusterSecret(options_.cluster_secret_file));
+  } else {
+    // A cluster of one has no peers; the peer list is only its own.
+    cluster_config.addresses.clear();
+  }
+  cluster_ = std::make_unique<Cluster>(std::move(cluster_config), self);
+  if (cluster_->multi_task()) {
+    peer_service_ = std::make_unique<PeerService>(cluster_.get());
+    PJRT_RETURN_IF_ERROR(StartPeerServer());
+    PJRT_RETURN_IF_ERROR(cluster_->Form(stop_requested));
+  }
+  client_options.first_device_id = cluster_->first_device_id(options_.task_id);
+  PJRT_ASSIGN_OR_RETURN(client_, runtime::Client::Create(client_options,
+                                                         std::move(platform)));
+  receives_ = std::make_unique<CrossHostReceives>(
+      client_.get(), options_.task_id, cluster_->incarnation());
+  if (peer_service_ != nullptr) peer_service_->SetReceives(receives_.get());
 
   sessions_ = std::make_unique<SessionTable>(SessionTableOptions{
       .default_lease = options_.default_lease, .max_lease = options_.max_lease});
   compile_cache_ = std::make_unique<ExecutableCache>();
   server_service_ = std::make_unique<ServerService>(
-      client_.get(), sessions_.get(), compile_cache_.get());
+      client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
+      compile_cache_.get());
   session_service_ = std::make_unique<SessionService>(sessions_.get());
-  buffer_service_ =
-      std::make_unique<BufferService>(client_.get(), sessions_.get());
+  buffer_service_ = std::make_unique<BufferService>(
+      client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
+      options_.receive_timeout);
   executable_service_ = std::make_unique<ExecutableService>(
-      client_.get(), sessions_.get(), compile_cache_.get());
+      client_.get(), cluster_.get(), sessions_.get(), compile_cache_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -188,6 +264,7 @@ void Daemon::ReapLoop() {
     }
     int closed = sessions_->ReapExpired();
     if (closed > 0) spdlog::info("closed {} expired session(s)", closed);
+    receives_->Reap(absl::Now());
   }
 }
 
@@ -206,6 +283,12 @@ void Daemon::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(options_.shutdown_timeout));
     server_->Wait();
+  }
+  if (peer_server_ != nullptr) {
+    // Transfers in flight end; their receive buffers get the error.
+    peer_server_->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::seconds(1));
+    peer_server_->Wait();
   }
   if (sessions_ != nullptr) {
     sessions_->Shutdown(absl::UnavailableError("pjrtd is shutting down"));

@@ -7,6 +7,7 @@
 #ifndef PJRT_DAEMON_DAEMON_H_
 #define PJRT_DAEMON_DAEMON_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
+#include "daemon/cluster.h"
+#include "daemon/cross_host.h"
 #include "daemon/options.h"
 #include "daemon/services.h"
 #include "daemon/session_table.h"
@@ -25,8 +28,12 @@ namespace pjrt::daemon {
 
 class Daemon {
  public:
+  // In a cluster, Start() first waits for every peer (see Cluster::Form);
+  // `stop_requested`, when given, is polled meanwhile and ends the wait
+  // with CANCELLED when it returns true.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(
-      const DaemonOptions& options);
+      const DaemonOptions& options,
+      std::function<bool()> stop_requested = nullptr);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -34,17 +41,23 @@ class Daemon {
   // The addresses actually listened on (port 0 resolved), in --listen order.
   const std::vector<std::string>& addresses() const { return addresses_; }
   runtime::Client& client() { return *client_; }
+  Cluster& cluster() { return *cluster_; }
 
   // Graceful shutdown; idempotent.
   void Shutdown();
 
  private:
   explicit Daemon(const DaemonOptions& options);
-  absl::Status Init();
+  absl::Status Init(const std::function<bool()>& stop_requested);
+  absl::Status StartPeerServer();
   void ReapLoop();
 
   const DaemonOptions options_;
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<runtime::Client> client_;
+  // After client_: fails its receives before the devices go.
+  std::unique_ptr<CrossHostReceives> receives_;
   std::unique_ptr<SessionTable> sessions_;
   std::unique_ptr<ExecutableCache> compile_cache_;
   std::unique_ptr<ServerService> server_service_;
@@ -52,6 +65,9 @@ class Daemon {
   std::unique_ptr<BufferService> buffer_service_;
   std::unique_ptr<ExecutableService> executable_service_;
   std::unique_ptr<grpc::Server> server_;
+  // Serves PeerService on this task's cluster address (clusters of more
+  // than one task only).
+  std::unique_ptr<grpc::Server> peer_server_;
   std::vector<std::string> addresses_;
 
   pjrt::Mutex mu_;

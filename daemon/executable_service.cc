@@ -152,7 +152,8 @@ grpc::Status ExecutableService::Execute(grpc::ServerContext*,
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto executable = (*session)->LookupExecutable(request->executable_handle());
   if (!executable.ok()) return ToGrpcStatus(executable.status());
-  auto device = client_->LookupDevice(request->device_id());
+  auto device =
+      LookupAddressableDevice(*client_, *cluster_, request->device_id());
   if (!device.ok()) return ToGrpcStatus(device.status());
 
   // The shared pointers keep the arguments alive for the call; the runtime's

@@ -62,7 +62,15 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   spdlog::info("pjrtd {} starting (pid {})", pjrt::kBuildVersion, getpid());
-  auto daemon = pjrt::daemon::Daemon::Start(options);
+  // A signal while the cluster forms ends the wait (it stays pending, and
+  // is taken below when start-up succeeded after all).
+  auto stop_requested = [] {
+    sigset_t pending;
+    sigpending(&pending);
+    return sigismember(&pending, SIGTERM) == 1 ||
+           sigismember(&pending, SIGINT) == 1;
+  };
+  auto daemon = pjrt::daemon::Daemon::Start(options, stop_requested);
   if (!daemon.ok()) {
     spdlog::error("cannot start: {}", daemon.status().message());
     sd_notifyf(0, "STATUS=failed: %s", std::string(daemon.status().message()).c_str());

@@ -1,13 +1,22 @@
 #include "absl/strings/string_view.h"
 #include "daemon/options.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "base/version.h"
@@ -119,12 +128,38 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     } else if (key == "shutdown_timeout_seconds") {
       PJRT_ASSIGN_OR_RETURN(options->shutdown_timeout,
                             SecondsValue(node, source, key));
+    } else if (key == "task_id") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");
+      options->task_id = static_cast<int>(*v);
+    } else if (key == "cluster") {
+      options->cluster.clear();
+      const toml::array* list = node.as_array();
+      if (list == nullptr) {
+        return KeyError(source, key, "a list of peer addresses, by task id");
+      }
+      for (const toml::node& item : *list) {
+        auto address = item.value<std::string>();
+        if (!address) return KeyError(source, key, "a list of addresses");
+        options->cluster.push_back(*address);
+      }
+    } else if (key == "cluster_secret_file") {
+      auto v = node.value<std::string>();
+      if (!v) return KeyError(source, key, "a file path");
+      options->cluster_secret_file = *v;
+    } else if (key == "cluster_timeout_seconds") {
+      PJRT_ASSIGN_OR_RETURN(options->cluster_timeout,
+                            SecondsValue(node, source, key));
+    } else if (key == "receive_timeout_seconds") {
+      PJRT_ASSIGN_OR_RETURN(options->receive_timeout,
+                            SecondsValue(node, source, key));
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
           "log_level, default_lease_seconds, max_lease_seconds, "
-          "shutdown_timeout_seconds",
+          "shutdown_timeout_seconds, task_id, cluster, cluster_secret_file, "
+          "cluster_timeout_seconds, receive_timeout_seconds",
           source, key));
     }
   }
@@ -171,7 +206,83 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
         absl::FormatDuration(options.default_lease),
         absl::FormatDuration(options.max_lease)));
   }
+  const int tasks = std::max<int>(1, static_cast<int>(options.cluster.size()));
+  if (options.task_id < 0 || options.task_id >= tasks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "task id %d is outside the cluster of %d task(s); give --task-id "
+        "between 0 and %d, and one --cluster address per task",
+        options.task_id, tasks, tasks - 1));
+  }
+  for (size_t i = 0; i < options.cluster.size(); ++i) {
+    const std::string& address = options.cluster[i];
+    size_t colon = address.rfind(':');
+    int port = 0;
+    if (address.empty() || absl::StartsWith(address, "unix:") ||
+        colon == std::string::npos ||
+        !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cluster address %d '%s' is not host:port with a port from 1 to "
+          "65535 (peers talk over TCP)",
+          i, address));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (options.cluster[j] == address) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "cluster address '%s' is given for both task %d and task %d",
+            address, j, i));
+      }
+    }
+    for (const std::string& listen : options.listen) {
+      if (listen == address) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "'%s' is both a --listen address and this cluster's peer "
+            "address for task %d; peers and clients need different ports",
+            address, i));
+      }
+    }
+  }
+  if (options.cluster.size() > 1 && options.cluster_secret_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a cluster of %d tasks needs --cluster-secret-file: the tasks prove "
+        "to each other that they belong together with it",
+        options.cluster.size()));
+  }
+  if (options.cluster_timeout <= absl::ZeroDuration() ||
+      options.receive_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "cluster and receive timeouts must be positive");
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadClusterSecret(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot read cluster secret file %s: %s", path, std::strerror(errno)));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cluster secret file %s is readable by others (mode %o); make it "
+        "private with chmod 600",
+        path, st.st_mode & 0777));
+  }
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot read cluster secret file %s", path));
+  }
+  std::string secret(absl::StripTrailingAsciiWhitespace(text.str()));
+  if (secret.size() < 16) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cluster secret file %s holds %d characters; use at least 16 (e.g. "
+        "head -c 32 /dev/urandom | base64 > %s)",
+        path, secret.size(), path));
+  }
+  return secret;
 }
 
 ParsedCommandLine ParseCommandLine(int argc, char** argv) {
@@ -218,6 +329,28 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
                  "trace, debug, info, warn, error, critical or off (default info)");
   app.add_option("--address-file", address_file,
                  "Write the resolved listen addresses to this file once serving");
+  int task_id = -1;
+  std::string cluster, cluster_secret_file;
+  double cluster_timeout = -1, receive_timeout = -1;
+  app.add_option("--task-id", task_id,
+                 "This daemon's task id in its cluster (default 0)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--cluster", cluster,
+                 "Peer addresses of every task, by task id, comma-separated: "
+                 "host0:port,host1:port,... This daemon serves its peers on "
+                 "the entry of its own task id.\nExample: --task-id 1 "
+                 "--cluster 10.0.0.1:7100,10.0.0.2:7100 "
+                 "--cluster-secret-file /etc/pjrtd/cluster.secret");
+  app.add_option("--cluster-secret-file", cluster_secret_file,
+                 "File with the secret every task of the cluster shares "
+                 "(mode 600, at least 16 characters)");
+  app.add_option("--cluster-timeout", cluster_timeout,
+                 "Seconds start-up waits for every peer (default 300)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--receive-timeout", receive_timeout,
+                 "Default seconds a cross-host receive waits for its data "
+                 "(default 300)")
+      ->check(CLI::PositiveNumber);
 
   try {
     app.parse(argc, argv);
@@ -251,6 +384,18 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!allocation_model.empty()) options.allocation_model = allocation_model;
   if (queue_ahead > 0) options.queue_ahead = queue_ahead;
   if (!address_file.empty()) options.address_file = address_file;
+  if (task_id >= 0) options.task_id = task_id;
+  if (!cluster.empty()) {
+    options.cluster = absl::StrSplit(cluster, ',', absl::SkipWhitespace());
+    for (std::string& address : options.cluster) {
+      address = std::string(absl::StripAsciiWhitespace(address));
+    }
+  }
+  if (!cluster_secret_file.empty()) {
+    options.cluster_secret_file = cluster_secret_file;
+  }
+  if (cluster_timeout > 0) options.cluster_timeout = absl::Seconds(cluster_timeout);
+  if (receive_timeout > 0) options.receive_timeout = absl::Seconds(receive_timeout);
   if (!memory_limit.empty()) {
     auto bytes = ParseByteSize(memory_limit);
     if (!bytes.ok()) {

@@ -39,6 +39,19 @@ struct DaemonOptions {
   // When set, the resolved listen addresses are written here, one per line,
   // once the daemon accepts calls.
   std::string address_file;
+
+  // Cluster membership. `cluster` lists the peer address (host:port) of
+  // every task, by task id; empty means a cluster of this daemon alone. The
+  // daemon serves its peers on cluster[task_id], apart from its clients.
+  int task_id = 0;
+  std::vector<std::string> cluster;
+  // File holding the secret the tasks present to each other; required when
+  // the cluster has more than one task.
+  std::string cluster_secret_file;
+  // How long start-up waits for every peer to answer its handshake.
+  absl::Duration cluster_timeout = absl::Minutes(5);
+  // How long a cross-host receive waits for its data by default.
+  absl::Duration receive_timeout = absl::Minutes(5);
 };
 
 // Result of parsing a command line: options to run with, or an exit code
@@ -59,6 +72,11 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
 
 // Checks the options together: INVALID_ARGUMENT naming the bad one.
 absl::Status ValidateOptions(const DaemonOptions& options);
+
+// Reads the cluster secret: the file's contents without trailing
+// whitespace. INVALID_ARGUMENT when the file cannot be read, is empty, or
+// can be read by others than its owner (the secret would not be one).
+absl::StatusOr<std::string> ReadClusterSecret(const std::string& path);
 
 }  // namespace pjrt::daemon
 

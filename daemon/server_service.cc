@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include "absl/strings/str_format.h"
 #include "base/version.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
@@ -15,11 +16,12 @@ grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
   response->set_platform(std::string(client_->platform_name()));
   for (const char* capability :
        {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
-        "buffers.ready_state", "executables", "stats"}) {
+        "buffers.ready_state", "executables", "stats", "cluster",
+        "buffers.cross_host"}) {
     response->add_capabilities(capability);
   }
   response->set_task_id(client_->task_id());
-  response->set_task_count(1);
+  response->set_task_count(cluster_->task_count());
   response->set_addressable_device_count(
       static_cast<int>(client_->devices().size()));
   response->set_pid(getpid());
@@ -30,9 +32,31 @@ grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
 grpc::Status ServerService::ListDevices(grpc::ServerContext*,
                                         const v1::ListDevicesRequest*,
                                         v1::ListDevicesResponse* response) {
-  for (const runtime::Device* device : client_->devices()) {
-    DeviceToProto(*device, response->add_devices());
+  if (!cluster_->multi_task()) {
+    for (const runtime::Device* device : client_->devices()) {
+      DeviceToProto(*device, response->add_devices());
+    }
+    return grpc::Status::OK;
   }
+  for (v1::Device& device : cluster_->AllDevices()) {
+    *response->add_devices() = std::move(device);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ServerService::GetClusterStatus(
+    grpc::ServerContext*, const v1::GetClusterStatusRequest* request,
+    v1::ClusterStatus* response) {
+  double seconds = request->timeout_seconds();
+  if (seconds < 0 || seconds > 60) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("timeout_seconds is %g; give 0 for 2 seconds, or up "
+                        "to 60",
+                        seconds));
+  }
+  *response = cluster_->Status(seconds == 0 ? absl::Seconds(2)
+                                            : absl::Seconds(seconds));
   return grpc::Status::OK;
 }
 
@@ -57,6 +81,8 @@ grpc::Status ServerService::GetStats(grpc::ServerContext*,
   response->set_session_count(sessions_->size());
   response->set_buffer_count(sessions_->buffer_count());
   response->set_executable_count(sessions_->executable_count());
+  response->set_cross_host_receives_pending(receives_->pending());
+  response->set_cross_host_bytes_received(receives_->bytes_received());
   CompileCacheStats cache = compile_cache_->stats();
   v1::CompileCacheStats* out = response->mutable_compile_cache();
   out->set_entries(cache.entries);

@@ -8,10 +8,15 @@
 #ifndef PJRT_DAEMON_SERVICES_H_
 #define PJRT_DAEMON_SERVICES_H_
 
+#include <atomic>
+
 #include "absl/time/time.h"
+#include "daemon/cluster.h"
 #include "daemon/compile_cache.h"
+#include "daemon/cross_host.h"
 #include "daemon/session_table.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
+#include "pjrt/v1/cluster.grpc.pb.h"
 #include "pjrt/v1/executable.grpc.pb.h"
 #include "pjrt/v1/server.grpc.pb.h"
 #include "pjrt/v1/session.grpc.pb.h"
@@ -26,11 +31,19 @@ inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
 // The daemon-wide cache of compiled programs.
 using ExecutableCache = CompileCache<runtime::Executable>;
 
+// The addressable device with global id `id`. INVALID_ARGUMENT naming the
+// id, and the task that owns it when it is another task's device.
+absl::StatusOr<runtime::Device*> LookupAddressableDevice(
+    const runtime::Client& client, const Cluster& cluster, int id);
+
 class ServerService final : public v1::Server::Service {
  public:
-  ServerService(runtime::Client* client, SessionTable* sessions,
+  ServerService(runtime::Client* client, Cluster* cluster,
+                CrossHostReceives* receives, SessionTable* sessions,
                 ExecutableCache* compile_cache)
       : client_(client),
+        cluster_(cluster),
+        receives_(receives),
         sessions_(sessions),
         compile_cache_(compile_cache),
         start_(absl::Now()) {}
@@ -47,9 +60,14 @@ class ServerService final : public v1::Server::Service {
   grpc::Status Ping(grpc::ServerContext* context,
                     const v1::PingRequest* request,
                     v1::PingResponse* response) override;
+  grpc::Status GetClusterStatus(grpc::ServerContext* context,
+                                const v1::GetClusterStatusRequest* request,
+                                v1::ClusterStatus* response) override;
 
  private:
   runtime::Client* const client_;
+  Cluster* const cluster_;
+  CrossHostReceives* const receives_;
   SessionTable* const sessions_;
   ExecutableCache* const compile_cache_;
   const absl::Time start_;
@@ -84,8 +102,14 @@ class SessionService final : public v1::Sessions::CallbackService {
 
 class BufferService final : public v1::Buffers::Service {
  public:
-  BufferService(runtime::Client* client, SessionTable* sessions)
-      : client_(client), sessions_(sessions) {}
+  BufferService(runtime::Client* client, Cluster* cluster,
+                CrossHostReceives* receives, SessionTable* sessions,
+                absl::Duration default_receive_timeout)
+      : client_(client),
+        cluster_(cluster),
+        receives_(receives),
+        sessions_(sessions),
+        default_receive_timeout_(default_receive_timeout) {}
 
   grpc::Status Upload(grpc::ServerContext* context,
                       grpc::ServerReader<v1::UploadRequest>* reader,
@@ -111,19 +135,56 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status MakeTuple(grpc::ServerContext* context,
                          const v1::MakeTupleRequest* request,
                          v1::BufferInfo* response) override;
+  grpc::Status MakeCrossHostReceiveBuffers(
+      grpc::ServerContext* context,
+      const v1::MakeCrossHostReceiveBuffersRequest* request,
+      v1::MakeCrossHostReceiveBuffersResponse* response) override;
+  grpc::Status CopyToRemoteDevice(
+      grpc::ServerContext* context,
+      const v1::CopyToRemoteDeviceRequest* request,
+      v1::CopyToRemoteDeviceResponse* response) override;
+  grpc::Status CancelCrossHostReceives(
+      grpc::ServerContext* context,
+      const v1::CancelCrossHostReceivesRequest* request,
+      v1::CancelCrossHostReceivesResponse* response) override;
 
  private:
   runtime::Client* const client_;
+  Cluster* const cluster_;
+  CrossHostReceives* const receives_;
   SessionTable* const sessions_;
+  const absl::Duration default_receive_timeout_;
+};
+
+// The daemon-to-daemon service, served on this task's cluster address.
+// Handshake works from start-up on; PushTransfer once the runtime is up
+// (SetReceives), UNAVAILABLE before.
+class PeerService final : public v1::Peer::Service {
+ public:
+  explicit PeerService(Cluster* cluster) : cluster_(cluster) {}
+
+  void SetReceives(CrossHostReceives* receives) { receives_.store(receives); }
+
+  grpc::Status Handshake(grpc::ServerContext* context,
+                         const v1::HandshakeRequest* request,
+                         v1::HandshakeResponse* response) override;
+  grpc::Status PushTransfer(
+      grpc::ServerContext* context,
+      grpc::ServerReader<v1::PushTransferRequest>* reader,
+      v1::PushTransferResponse* response) override;
+
+ private:
+  Cluster* const cluster_;
+  std::atomic<CrossHostReceives*> receives_{nullptr};
 };
 
 // Compile goes through the daemon-wide cache; executables belong to the
 // calling session like buffers. Execute returns once the run is enqueued.
 class ExecutableService final : public v1::Executables::Service {
  public:
-  ExecutableService(runtime::Client* client, SessionTable* sessions,
-                    ExecutableCache* cache)
-      : client_(client), sessions_(sessions), cache_(cache) {}
+  ExecutableService(runtime::Client* client, Cluster* cluster,
+                    SessionTable* sessions, ExecutableCache* cache)
+      : client_(client), cluster_(cluster), sessions_(sessions), cache_(cache) {}
 
   grpc::Status Compile(grpc::ServerContext* context,
                        const v1::CompileRequest* request,
@@ -140,6 +201,7 @@ class ExecutableService final : public v1::Executables::Service {
 
  private:
   runtime::Client* const client_;
+  Cluster* const cluster_;
   SessionTable* const sessions_;
   ExecutableCache* const cache_;
 };

@@ -19,6 +19,8 @@ namespace {
 // device buffer as is (vectorised kernels assume it).
 constexpr uintptr_t kZeroCopyAlignment = 64;
 
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<device::Platform>> CreatePlatform(
     const ClientOptions& options) {
   if (options.platform == "host") {
@@ -36,8 +38,6 @@ absl::StatusOr<std::unique_ptr<device::Platform>> CreatePlatform(
       "unknown platform '%s'; expected host, cuda or auto", options.platform));
 }
 
-}  // namespace
-
 Device::Device(int id, int task_id, std::string platform, std::string kind,
                std::unique_ptr<device::LocalDeviceState> state,
                int64_t memory_bytes)
@@ -54,13 +54,22 @@ std::string Device::DebugString() const {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     const ClientOptions& options) {
+  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Platform> platform,
+                        CreatePlatform(options));
+  return Create(options, std::move(platform));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(
+    const ClientOptions& options, std::unique_ptr<device::Platform> platform) {
+  if (options.first_device_id < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "first device id %d is negative", options.first_device_id));
+  }
   if (options.memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "memory limit %d is negative; use 0 for the device's memory",
         options.memory_limit_bytes));
   }
-  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Platform> platform,
-                        CreatePlatform(options));
   std::vector<std::unique_ptr<Device>> devices;
   for (int ordinal = 0; ordinal < platform->device_count(); ++ordinal) {
     device::LocalDeviceOptions device_options;
@@ -73,7 +82,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     device::DeviceDescription description = platform->Describe(ordinal);
     int64_t memory = state->allocator()->GetStats().bytes_limit;
     devices.push_back(std::make_unique<Device>(
-        ordinal, options.task_id, platform->name(), description.kind,
+        options.first_device_id + ordinal, options.task_id, platform->name(),
+        description.kind,
         std::move(state), memory));
   }
   return std::unique_ptr<Client>(

@@ -41,7 +41,16 @@ struct ClientOptions {
   int queue_ahead = 0;
   // This daemon's task id in a cluster.
   int task_id = 0;
+  // Global id of the first device; the others follow in ordinal order. In a
+  // cluster: the number of devices of the tasks before this one.
+  int first_device_id = 0;
 };
+
+// Opens the platform that `options` names (platform, host_device_count).
+// INVALID_ARGUMENT for an unknown platform, FAILED_PRECONDITION when it is
+// unavailable.
+absl::StatusOr<std::unique_ptr<device::Platform>> CreatePlatform(
+    const ClientOptions& options);
 
 // What the caller promises about the host memory it hands to
 // BufferFromHostBuffer.
@@ -95,6 +104,9 @@ class Client {
   // option (naming it), FAILED_PRECONDITION when the platform is unavailable.
   static absl::StatusOr<std::unique_ptr<Client>> Create(
       const ClientOptions& options);
+  // The same, on a platform already opened (see CreatePlatform).
+  static absl::StatusOr<std::unique_ptr<Client>> Create(
+      const ClientOptions& options, std::unique_ptr<device::Platform> platform);
 
   // Waits for every device's work to finish.
   ~Client();

@@ -101,6 +101,14 @@ absl::Status HostToDeviceTransfer::Finish() {
 }
 
 void HostToDeviceTransfer::Abort(absl::Status status) {
+  End(std::move(status), /*delete_buffer=*/true);
+}
+
+void HostToDeviceTransfer::Fail(absl::Status status) {
+  End(std::move(status), /*delete_buffer=*/false);
+}
+
+void HostToDeviceTransfer::End(absl::Status status, bool delete_buffer) {
   if (done_) return;
   done_ = true;
   if (stream_ordered_) {
@@ -110,7 +118,7 @@ void HostToDeviceTransfer::Abort(absl::Status status) {
   }
   definition_->SetError(std::move(status));
   tracked_.reset();
-  buffer_->Delete();
+  if (delete_buffer) buffer_->Delete();
 }
 
 }  // namespace pjrt::runtime

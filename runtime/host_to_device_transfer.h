@@ -44,7 +44,13 @@ class HostToDeviceTransfer {
   // Binds `status` to the buffer and deletes it. No-op once finished.
   void Abort(absl::Status status);
 
+  // Binds `status` to the buffer but leaves it alive, so that whoever reads
+  // it later gets the error (cross-host receives). No-op once finished.
+  void Fail(absl::Status status);
+
  private:
+  void End(absl::Status status, bool delete_buffer);
+
   // True when chunks may be written straight into device memory from this
   // thread (host platform, synchronous model: nothing else can be using
   // freshly allocated memory).

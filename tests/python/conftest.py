@@ -23,7 +23,8 @@ MEMORY_LIMIT = 1 << 30
 class Daemon:
     """A pjrtd child process and the addresses it listens on."""
 
-    def __init__(self, workdir: pathlib.Path, *args: str) -> None:
+    def __init__(self, workdir: pathlib.Path, *args: str,
+                 wait: bool = True) -> None:
         self.workdir = workdir
         self.address_file = workdir / "addresses"
         self.log_path = workdir / "pjrtd.log"
@@ -31,6 +32,16 @@ class Daemon:
         self.process = subprocess.Popen(
             [str(PJRTD), *args, "--address-file", str(self.address_file)],
             stdout=subprocess.DEVNULL, stderr=self._log)
+        self.addresses: list[str] = []
+        if wait:
+            self.wait_ready()
+
+    @staticmethod
+    def binary() -> pathlib.Path:
+        return PJRTD
+
+    def wait_ready(self) -> None:
+        """Waits until the daemon serves (its address file appears)."""
         deadline = time.monotonic() + 30
         # The daemon writes the file atomically once it accepts calls.
         while not self.address_file.exists():

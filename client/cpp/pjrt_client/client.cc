@@ -130,6 +130,18 @@ absl::StatusOr<v1::Stats> Client::Stats() {
   return response;
 }
 
+absl::StatusOr<v1::ClusterStatus> Client::ClusterStatus(
+    absl::Duration timeout) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::GetClusterStatusRequest request;
+  request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+  v1::ClusterStatus response;
+  grpc::Status status = server_->GetClusterStatus(&context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
 absl::StatusOr<std::vector<v1::SessionInfo>> Client::Sessions() {
   grpc::ClientContext context;
   SetDeadline(&context);
@@ -521,6 +533,28 @@ absl::StatusOr<Buffer> Session::MakeTuple(std::vector<Buffer> elements) {
   return Buffer(state_, std::move(response));
 }
 
+absl::StatusOr<Session::CrossHostReceive> Session::MakeCrossHostReceiveBuffers(
+    const std::vector<v1::ArrayShape>& shapes, int device_id,
+    absl::Duration timeout) {
+  v1::MakeCrossHostReceiveBuffersRequest request;
+  request.set_session_id(state_->id);
+  for (const v1::ArrayShape& shape : shapes) *request.add_shapes() = shape;
+  request.set_device_id(device_id);
+  request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+  v1::MakeCrossHostReceiveBuffersResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::Status status = state_->client->buffers_stub().MakeCrossHostReceiveBuffers(
+      &context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  CrossHostReceive out;
+  for (int i = 0; i < response.buffers_size(); ++i) {
+    out.buffers.push_back(Buffer(state_, response.buffers(i)));
+    out.descriptors.push_back(response.descriptors(i));
+  }
+  return out;
+}
+
 std::vector<int64_t> Buffer::dims() const {
   return std::vector<int64_t>(info_.shape().dims().begin(),
                               info_.shape().dims().end());
@@ -613,6 +647,23 @@ absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
       state_->client->buffers_stub().CopyToDevice(&context, request, &info);
   if (!status.ok()) return ToAbslStatus(status);
   return Buffer(state_, std::move(info));
+}
+
+absl::StatusOr<v1::CopyToRemoteDeviceResponse> Buffer::CopyToRemoteDevice(
+    const std::string& descriptor) const {
+  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  v1::CopyToRemoteDeviceRequest request;
+  request.set_session_id(state_->id);
+  request.set_handle(handle());
+  request.set_transfer_descriptor(descriptor);
+  v1::CopyToRemoteDeviceResponse response;
+  // As long as the transfer takes: the receive's expiry bounds the wait for
+  // the data, and the peers notice each other going away.
+  grpc::ClientContext context;
+  grpc::Status status = state_->client->buffers_stub().CopyToRemoteDevice(
+      &context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
 }
 
 absl::Status Buffer::Delete() {

@@ -86,6 +86,10 @@ class Client : public std::enable_shared_from_this<Client> {
   absl::StatusOr<pjrt::v1::Stats> Stats();
   absl::StatusOr<std::vector<pjrt::v1::SessionInfo>> Sessions();
   absl::Status Ping();
+  // The tasks of the daemon's cluster, and whether it reaches each now
+  // (waiting `timeout` per peer; zero means 2 seconds).
+  absl::StatusOr<pjrt::v1::ClusterStatus> ClusterStatus(
+      absl::Duration timeout = absl::ZeroDuration());
 
   absl::StatusOr<std::unique_ptr<Session>> OpenSession(
       const SessionOptions& options = {});
@@ -148,6 +152,17 @@ class Session {
   // ownership of the elements: deleting it deletes them.
   absl::StatusOr<Buffer> MakeTuple(std::vector<Buffer> elements);
 
+  // Receive buffers for data from another task of the cluster (not ready
+  // until it arrives) and one descriptor per buffer, to hand to that task's
+  // Buffer::CopyToRemoteDevice. Zero timeout: the daemon's default.
+  struct CrossHostReceive {
+    std::vector<Buffer> buffers;
+    std::vector<std::string> descriptors;
+  };
+  absl::StatusOr<CrossHostReceive> MakeCrossHostReceiveBuffers(
+      const std::vector<pjrt::v1::ArrayShape>& shapes, int device_id,
+      absl::Duration timeout = absl::ZeroDuration());
+
   absl::Status KeepAlive();
 
   // Closes the session: the daemon frees every buffer it owns. Idempotent.
@@ -195,6 +210,11 @@ class Buffer {
   absl::Status BlockUntilReady(
       absl::Duration timeout = absl::ZeroDuration()) const;
   absl::StatusOr<Buffer> CopyToDevice(int device_id) const;
+  // Streams the buffer to the receive buffer named by `descriptor` (from
+  // Session::MakeCrossHostReceiveBuffers on another task); returns once every
+  // byte has arrived.
+  absl::StatusOr<pjrt::v1::CopyToRemoteDeviceResponse> CopyToRemoteDevice(
+      const std::string& descriptor) const;
 
   // Deletes the buffer on the daemon now; the object becomes invalid.
   absl::Status Delete();

@@ -26,7 +26,7 @@ DEFAULT_ADDRESS = "unix:///run/pjrtd/pjrtd.sock"
 #: Environment variable that overrides :data:`DEFAULT_ADDRESS`.
 ADDRESS_ENV_VAR = "PJRTD_ADDRESS"
 #: pjrt.v1 protocol revision this client speaks (2: executables).
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 
@@ -322,6 +322,39 @@ class Buffer:
                          device_id=_device_id(device)))
         return Buffer(self._client, info)
 
+    def copy_to_remote_device(self, descriptor: bytes) -> dict[str, Any]:
+        """Sends the buffer to a receive buffer on another task.
+
+        ``descriptor`` is one of the descriptors that
+        :meth:`Client.make_cross_host_receive_buffers` returned on the
+        receiving task. This daemon waits until the buffer is defined, then
+        streams its bytes to the receiving daemon; the call returns once
+        they have all arrived. Returns ``{"bytes", "receiver_task_id",
+        "seconds"}``.
+
+        Raises:
+            InvalidArgumentError: a malformed descriptor, or one for another
+                shape.
+            PermissionDeniedError: a forged or altered descriptor.
+            FailedPreconditionError: a descriptor already used, cancelled or
+                expired.
+            UnavailableError: the receiving task cannot be reached, or went
+                away during the transfer.
+        """
+        self._check_alive()
+        if not isinstance(descriptor, (bytes, bytearray, memoryview)):
+            raise TypeError(f"descriptor must be bytes, not "
+                            f"{type(descriptor).__name__}")
+        response = _call(self._session.buffers.CopyToRemoteDevice,
+                         buffer_pb2.CopyToRemoteDeviceRequest(
+                             session_id=self._session.id,
+                             handle=self._handle,
+                             transfer_descriptor=bytes(descriptor)),
+                         timeout=None)
+        return {"bytes": response.bytes,
+                "receiver_task_id": response.receiver_task_id,
+                "seconds": response.seconds}
+
     def delete(self) -> None:
         """Frees the buffer on the daemon now. Idempotent."""
         if self._deleted:
@@ -357,6 +390,28 @@ def _device_id(device: "Device | int | None") -> int:
         return int(device)
     raise TypeError(f"device must be a Device or an int id, not "
                     f"{type(device).__name__}")
+
+
+def _shape_proto(spec: Any) -> types_pb2.ArrayShape:
+    """An ArrayShape, a ``(dtype, dims)`` pair or anything with ``dtype``
+    and ``shape`` (a numpy array, a Buffer) as a wire shape."""
+    if isinstance(spec, ArrayShape):
+        dtype, dims = spec.dtype, spec.shape
+    elif hasattr(spec, "dtype") and hasattr(spec, "shape"):
+        dtype, dims = spec.dtype, spec.shape
+    elif isinstance(spec, (tuple, list)) and len(spec) == 2:
+        dtype, dims = spec
+    else:
+        raise TypeError(f"a shape must be an ArrayShape, a (dtype, dims) "
+                        f"pair or an array; got {spec!r}")
+    try:
+        wire = _dtypes.wire_from_name(dtype) if isinstance(dtype, str) \
+            else None
+    except ValueError:
+        wire = None
+    if wire is None:
+        wire = _dtypes.wire_dtype(np.dtype(dtype))
+    return types_pb2.ArrayShape(dtype=wire, dims=[int(d) for d in dims])
 
 
 def _chunks(header: buffer_pb2.UploadHeader,
@@ -612,7 +667,9 @@ class Executable:
         args = list(args)
         if device is None:
             device_id = next((a._device_id for a in args
-                              if isinstance(a, Buffer)), 0)
+                              if isinstance(a, Buffer)), None)
+            if device_id is None:
+                device_id = self._client._default_device_id()
         else:
             device_id = _device_id(device)
         temporaries: list[Buffer] = []
@@ -782,6 +839,7 @@ class Client:
         name = client_name or f"python:{os.getpid()}"
         self._session = _Session(self._channel, name, attach)
         self._devices: list[Device] | None = None
+        self._default_device: int | None = None
 
     # --- context management ------------------------------------------------
 
@@ -841,6 +899,20 @@ class Client:
             f"device {device_id} does not exist; devices are "
             f"{[d.id for d in devices]}")
 
+    def _default_device_id(self) -> int:
+        """The first device this daemon addresses (0 unless it is a later
+        task of a cluster)."""
+        if self._default_device is None:
+            devices = self._devices if self._devices is not None \
+                else self.devices()
+            self._default_device = next(
+                (d.id for d in devices if d.addressable), 0)
+        return self._default_device
+
+    def _resolve_device(self, device: Device | int | None) -> int:
+        return self._default_device_id() if device is None \
+            else _device_id(device)
+
     def stats(self) -> dict[str, Any]:
         """Memory per device (bytes in use, peak, limit...) and counts."""
         s = _call(self._server.GetStats, server_pb2.GetStatsRequest())
@@ -859,6 +931,8 @@ class Client:
             "session_count": s.session_count,
             "buffer_count": s.buffer_count,
             "executable_count": s.executable_count,
+            "cross_host_receives_pending": s.cross_host_receives_pending,
+            "cross_host_bytes_received": s.cross_host_bytes_received,
             "compile_cache": {
                 "entries": s.compile_cache.entries,
                 "capacity": s.compile_cache.capacity,
@@ -882,7 +956,8 @@ class Client:
 
     def put(self, array: Any, device: Device | int | None = None, *,
             bf16: bool = False) -> Buffer:
-        """Uploads ``array`` to ``device`` (default: device 0).
+        """Uploads ``array`` to ``device`` (default: the daemon's first
+        device: device 0, unless the daemon is a later task of a cluster).
 
         ``array`` may be any numpy array (non-contiguous or big-endian ones
         are converted), a numpy scalar, or anything ``np.asarray`` accepts.
@@ -900,7 +975,7 @@ class Client:
         header = buffer_pb2.UploadHeader(
             session_id=self._session.id,
             shape=types_pb2.ArrayShape(dtype=wire, dims=list(a.shape)),
-            device_id=_device_id(device))
+            device_id=self._resolve_device(device))
         data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \
             memoryview(b"")
         try:
@@ -1009,6 +1084,60 @@ class Client:
         for e in elements:
             e._finalizer.detach()
         return Buffer(self, info)
+
+    # --- across tasks --------------------------------------------------------
+
+    def make_cross_host_receive_buffers(
+            self, shapes: Sequence[Any], device: Device | int | None = None,
+            *, timeout: float | None = None
+    ) -> tuple[list[Buffer], list[bytes]]:
+        """Makes buffers that another task of the cluster will fill.
+
+        Each shape is an :class:`ArrayShape`, a ``(dtype, dims)`` pair
+        (``("f32", (2, 3))`` or ``(np.float32, (2, 3))``) or an array-like
+        with ``dtype`` and ``shape``. Returns the receive buffers (not ready
+        until their data arrives) and one descriptor (opaque ``bytes``) per
+        buffer. Send each descriptor to the task that holds the data, whose
+        client calls :meth:`Buffer.copy_to_remote_device` with it. A receive
+        that gets no data within ``timeout`` seconds (default: the daemon's
+        ``--receive-timeout``) fails: reading its buffer raises
+        :class:`DeadlineExceededError`. Deleting a receive buffer, or
+        :meth:`cancel_cross_host_receives`, cancels its receive.
+        """
+        if self._session.closed:
+            raise FailedPreconditionError("the client is closed")
+        protos = [_shape_proto(s) for s in shapes]
+        response = _call(self._session.buffers.MakeCrossHostReceiveBuffers,
+                         buffer_pb2.MakeCrossHostReceiveBuffersRequest(
+                             session_id=self._session.id, shapes=protos,
+                             device_id=self._resolve_device(device),
+                             timeout_seconds=float(timeout or 0)))
+        buffers = [Buffer(self, info) for info in response.buffers]
+        return buffers, list(response.descriptors)
+
+    def cancel_cross_host_receives(self, buffers: Sequence[Buffer]) -> int:
+        """Cancels the receives of ``buffers`` that have not started; their
+        buffers then raise :class:`CancelledError` when read. Returns how
+        many were cancelled."""
+        response = _call(self._session.buffers.CancelCrossHostReceives,
+                         buffer_pb2.CancelCrossHostReceivesRequest(
+                             session_id=self._session.id,
+                             handles=[b.handle for b in buffers]))
+        return response.cancelled
+
+    def cluster_status(self, timeout: float | None = None
+                       ) -> list[dict[str, Any]]:
+        """The tasks of the daemon's cluster and whether the daemon reaches
+        each now (it calls every peer, waiting ``timeout`` seconds each,
+        default 2). One dict per task: ``task_id``, ``address``, ``self``,
+        ``reachable``, ``error``, ``device_count``, ``round_trip_ms``."""
+        status = _call(self._server.GetClusterStatus,
+                       server_pb2.GetClusterStatusRequest(
+                           timeout_seconds=float(timeout or 0)))
+        return [{"task_id": t.task_id, "address": t.address, "self": t.self,
+                 "reachable": t.reachable, "error": t.error,
+                 "device_count": t.device_count,
+                 "round_trip_ms": t.round_trip_ms} for t in status.tasks]
 
     def delete(self, buffers: Sequence[Buffer]) -> None:
         """Deletes several buffers in one call (all or none)."""
