@@ -89,6 +89,16 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
   }
   auto options = CompileOptionsFromProto(request->options());
   if (!options.ok()) return ToGrpcStatus(options.status());
+  if (cluster_->multi_task()) {
+    // An assignment may name the devices of other tasks; this task runs
+    // the part on its own.
+    for (const v1::Device& device : cluster_->AllDevices()) {
+      if (device.addressable()) continue;
+      options->remote_devices.push_back({.id = device.id(),
+                                         .task_id = device.task_id(),
+                                         .platform = device.platform()});
+    }
+  }
   std::string key =
       CompileCacheKey(text, DeterministicBytes(request->options()));
   auto compiled = cache_->GetOrCompile(

@@ -4,6 +4,7 @@
 #include <functional>
 #include <thread>
 #include <utility>
+#include <variant>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -14,6 +15,7 @@
 #include "base/status_macros.h"
 #include "compiler/host/collectives.h"
 #include "compiler/host/compiler.h"
+#include "compiler/host/host_program.h"
 #include "hlo/parser.h"
 #include "hlo/verifier.h"
 #include "runtime/execute.h"
@@ -67,6 +69,53 @@ void FlattenTuple(Buffer* buffer, std::vector<Buffer*>* out) {
 
 std::string Participant(int replica, int partition) {
   return absl::StrFormat("replica %d partition %d", replica, partition);
+}
+
+}  // namespace
+
+namespace {
+
+// Collectives between tasks are not supported yet: refuse a program whose
+// collective groups join devices of different tasks.
+absl::Status CheckCollectivesStayInTasks(
+    const compiler::Program& program,
+    const std::vector<std::vector<int>>& assignment,
+    const absl::flat_hash_map<int, int>& task_of) {
+  const auto* host = dynamic_cast<const compiler::host::HostProgram*>(&program);
+  if (host == nullptr) return absl::OkStatus();
+  const int R = static_cast<int>(assignment.size());
+  const int P = static_cast<int>(assignment[0].size());
+  for (const auto& step : host->steps) {
+    const auto* collective = std::get_if<compiler::host::CollectiveStep>(&step);
+    if (collective == nullptr) continue;
+    for (int r = 0; r < R; ++r) {
+      for (int p = 0; p < P; ++p) {
+        compiler::RunContext context;
+        context.replica_id = r;
+        context.partition_id = p;
+        context.num_replicas = R;
+        context.num_partitions = P;
+        std::vector<int64_t> group;
+        int index = 0;
+        PJRT_RETURN_IF_ERROR(compiler::host::CollectiveGroup(
+            *collective, context, &group, &index));
+        const int mine = task_of.at(assignment[r][p]);
+        for (int64_t id : group) {
+          const int device = assignment[id / P][id % P];
+          const int theirs = task_of.at(device);
+          if (theirs == mine) continue;
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s joins %s on device %d (task %d) with %s on device %d (task "
+              "%d); collectives across tasks are not supported yet: assign "
+              "the devices of each replica group to one task",
+              collective->name, Participant(r, p), assignment[r][p], mine,
+              Participant(static_cast<int>(id / P), static_cast<int>(id % P)),
+              device, theirs));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -137,11 +186,24 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
             r, a[r].size(), P));
       }
       for (int p = 0; p < P; ++p) {
+        std::string platform;
         auto device = client->LookupDevice(a[r][p]);
-        if (!device.ok()) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "the device assignment puts %s on device %d: %s",
-              Participant(r, p), a[r][p], device.status().message()));
+        if (device.ok()) {
+          platform = std::string((*device)->platform_name());
+        } else {
+          const CompileOptions::RemoteDevice* remote = nullptr;
+          for (const auto& d : options.remote_devices) {
+            if (d.id == a[r][p]) remote = &d;
+          }
+          if (remote == nullptr) {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "the device assignment puts %s on device %d: %s",
+                Participant(r, p), a[r][p],
+                options.remote_devices.empty()
+                    ? std::string(device.status().message())
+                    : "no task of the cluster has that device"));
+          }
+          platform = remote->platform;
         }
         auto [it, inserted] = seen.emplace(a[r][p], std::make_pair(r, p));
         if (!inserted) {
@@ -150,10 +212,10 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
               a[r][p], Participant(it->second.first, it->second.second),
               Participant(r, p)));
         }
-        if ((*device)->platform_name() != client->platform_name()) {
+        if (platform != client->platform_name()) {
           return absl::InvalidArgumentError(absl::StrFormat(
               "the device assignment mixes platforms: device %d is %s, not %s",
-              a[r][p], (*device)->platform_name(), client->platform_name()));
+              a[r][p], platform, client->platform_name()));
         }
       }
     }
@@ -174,9 +236,26 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
       }
     }
   }
-  for (const auto& row : e->device_assignment_) {
-    for (int id : row) e->addressable_devices_.push_back(*client->LookupDevice(id));
+  // This task runs the replicas and partitions on its own devices.
+  absl::flat_hash_map<int, int> task_of;  // device id -> task, for messages
+  for (const auto& d : options.remote_devices) task_of[d.id] = d.task_id;
+  for (int r = 0; r < R && !e->portable_; ++r) {
+    for (int p = 0; p < P; ++p) {
+      auto device = client->LookupDevice(e->device_assignment_[r][p]);
+      if (!device.ok()) continue;
+      e->addressable_devices_.push_back(*device);
+      e->addressable_participants_.emplace_back(r, p);
+      task_of[(*device)->id()] = client->task_id();
+    }
   }
+  if (!e->portable_ && e->addressable_devices_.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "no device of the assignment belongs to this task (%d); compile the "
+        "program on the tasks whose devices it names",
+        client->task_id()));
+  }
+  const bool spans_tasks =
+      !e->portable_ && static_cast<int>(e->addressable_devices_.size()) != R * P;
 
   // Parameters and their leaves; donations from input_output_alias.
   const hlo::Computation& entry = *module->entry();
@@ -219,6 +298,10 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   }
   PJRT_ASSIGN_OR_RETURN(auto program,
                         compiler::host::CompileForHost(*module, compile_options));
+  if (spans_tasks) {
+    PJRT_RETURN_IF_ERROR(
+        CheckCollectivesStayInTasks(*program, e->device_assignment_, task_of));
+  }
   e->result_shapes_ = program->result_shapes();
   e->program_ = std::move(program);
   e->compile_time_ = absl::Now() - start;
@@ -442,7 +525,7 @@ Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
   // Check every participant before any runs.
   std::vector<std::vector<Buffer*>> leaves(n);
   for (int i = 0; i < n; ++i) {
-    const int r = i / num_partitions_, p = i % num_partitions_;
+    const auto [r, p] = addressable_participants_[i];
     PJRT_ASSIGN_OR_RETURN(leaves[i],
                           FlattenArguments(arguments[i], addressable_devices_[i],
                                            options, Participant(r, p) + ": "));
@@ -461,13 +544,16 @@ Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
   std::vector<std::thread> threads;
   for (int i = 1; i < n; ++i) {
     threads.emplace_back([&, i] {
-      const int r = i / num_partitions_, p = i % num_partitions_;
+      const auto [r, p] = addressable_participants_[i];
       results[i] = RunParticipant(leaves[i], addressable_devices_[i], r, p, hub,
                                   run, Participant(r, p) + ": ");
     });
   }
-  results[0] = RunParticipant(leaves[0], addressable_devices_[0], 0, 0, hub, run,
-                              Participant(0, 0) + ": ");
+  {
+    const auto [r, p] = addressable_participants_[0];
+    results[0] = RunParticipant(leaves[0], addressable_devices_[0], r, p, hub,
+                                run, Participant(r, p) + ": ");
+  }
   for (auto& t : threads) t.join();
   std::vector<std::vector<std::shared_ptr<Buffer>>> out;
   for (int i = 0; i < n; ++i) {

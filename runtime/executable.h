@@ -68,6 +68,14 @@ struct CompileOptions {
   std::vector<int> non_donatable_parameters;
   // Bound on any wait for a peer at a collective.
   absl::Duration collective_timeout = absl::Seconds(30);
+  // Devices of the other tasks of a cluster, which an assignment may name:
+  // this task runs only the replicas and partitions on its own devices.
+  struct RemoteDevice {
+    int id = 0;
+    int task_id = 0;
+    std::string platform;
+  };
+  std::vector<RemoteDevice> remote_devices;
 };
 
 struct ExecuteRunOptions {
@@ -117,8 +125,9 @@ class Executable {
   const std::vector<std::vector<int>>& device_assignment() const {
     return device_assignment_;
   }
-  // The devices of the assignment, replica-major (what ExecuteReplicated
-  // takes one argument list for).
+  // The devices of the assignment that this task owns, replica-major (what
+  // ExecuteReplicated takes one argument list for). All of them unless the
+  // assignment spans the tasks of a cluster.
   const std::vector<Device*>& addressable_devices() const {
     return addressable_devices_;
   }
@@ -184,6 +193,8 @@ class Executable {
   absl::Duration collective_timeout_;
   std::vector<std::vector<int>> device_assignment_;
   std::vector<Device*> addressable_devices_;
+  // (replica, partition) of each addressable device.
+  std::vector<std::pair<int, int>> addressable_participants_;
   std::vector<int> donated_parameters_;
   // (leaf parameter index, flattened result index) of each donation.
   std::vector<std::pair<int, int>> donations_;

@@ -616,6 +616,8 @@ void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a) {
 
 // --- collectives -------------------------------------------------------------
 
+}  // namespace
+
 // The flattened ids of the participants of `step` that include this run, in
 // group order, and this run's index among them.
 absl::Status CollectiveGroup(const CollectiveStep& step, const RunContext& c,
@@ -682,6 +684,8 @@ absl::Status CollectiveGroup(const CollectiveStep& step, const RunContext& c,
   *group = std::move(ids);
   return absl::OkStatus();
 }
+
+namespace {
 
 // The op is a template argument so that the loop has no branch on it (and
 // vectorizes).

@@ -168,6 +168,15 @@ struct CollectiveStep {
   std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
 };
 
+// The flattened ids (replica * num_partitions + partition) of the
+// participants of `step` that include the run of `context` (replica_id,
+// partition_id, num_replicas, num_partitions), in group order, and that
+// run's index among them. INVALID_ARGUMENT when replica_groups leave the
+// run out or name a replica the launch does not have.
+absl::Status CollectiveGroup(const CollectiveStep& step,
+                             const RunContext& context,
+                             std::vector<int64_t>* group, int* index);
+
 using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
                           CopyStep, FillStep, DynamicSliceStep, CollectiveStep>;
 

@@ -621,3 +621,83 @@ def test_pjrtctl_transfer_moves_and_verifies_an_npy(cluster, tmp_path):
     doc = json.loads(out.stdout)
     assert doc["verified"] is True and doc["bytes"] == x.nbytes
     assert (doc["from_task"], doc["to_task"]) == (2, 0)
+
+
+# --- programs over the devices of several tasks ------------------------------
+
+SHIFT_BY_REPLICA = """HloModule shift_by_replica, replica_count=2
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  id = u32[] replica-id()
+  f = f32[] convert(id)
+  b = f32[4] broadcast(f), dimensions={}
+  ROOT y = f32[4] add(x, b)
+}
+"""
+
+GROUP_SUM = """HloModule group_sum, replica_count=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[3] parameter(0)
+  ROOT y = f32[3] all-reduce(x), replica_groups=GROUPS, to_apply=add
+}
+"""
+
+
+def test_each_task_runs_its_part_of_a_multi_task_program(clients):
+    x = np.arange(4, dtype=np.float32)
+    assignment = [[1], [3]]  # replica 0 on task 0, replica 1 on task 2
+    outputs = {}
+    for task, replica in ((0, 0), (2, 1)):
+        exe = clients[task].compile(SHIFT_BY_REPLICA,
+                                    device_assignment=assignment)
+        assert exe.device_assignment == assignment
+        assert [d.id for d in exe.addressable_devices] == [assignment[
+            replica][0]]
+        (out,), = exe.execute_replicated([[x]])
+        assert out.device.id == assignment[replica][0]
+        outputs[replica] = out.to_numpy()
+    np.testing.assert_array_equal(outputs[0], x)
+    np.testing.assert_array_equal(outputs[1], x + 1)
+
+
+def test_a_task_without_a_device_of_the_assignment_cannot_compile(clients):
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="no device of the assignment belongs to this "
+                             "task"):
+        clients[1].compile(SHIFT_BY_REPLICA, device_assignment=[[0], [3]])
+
+
+def test_an_assignment_naming_a_device_no_task_has_is_refused(clients):
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="no task of the cluster has that device"):
+        clients[0].compile(SHIFT_BY_REPLICA, device_assignment=[[0], [17]])
+
+
+def test_collectives_across_tasks_are_refused_at_compile_time(clients):
+    program = GROUP_SUM.replace("GROUPS", "{{0,1,2,3}}")
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match=r"all-reduce.*\(task 0\).*\(task 2\).*across "
+                             r"tasks are not supported"):
+        clients[0].compile(program, device_assignment=[[0], [1], [3], [4]])
+
+
+def test_collectives_within_each_task_run(clients):
+    program = GROUP_SUM.replace("GROUPS", "{{0,1},{2,3}}")
+    assignment = [[0], [1], [3], [4]]
+    x = [np.full(3, r + 1, np.float32) for r in range(4)]
+    exe0 = clients[0].compile(program, device_assignment=assignment)
+    exe2 = clients[2].compile(program, device_assignment=assignment)
+    out0 = exe0.execute_replicated([[x[0]], [x[1]]])
+    out2 = exe2.execute_replicated([[x[2]], [x[3]]])
+    for (out,) in out0:
+        np.testing.assert_array_equal(out.to_numpy(), np.full(3, 3.0))
+    for (out,) in out2:
+        np.testing.assert_array_equal(out.to_numpy(), np.full(3, 7.0))

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Task-to-task transfer bandwidth over loopback against a raw TCP stream of
+the same bytes, both measured in this run.
+
+Starts a cluster of two pjrtd tasks on 127.0.0.1. pjrtd's time is one
+CopyToRemoteDevice of a 256 MiB buffer already on task 0's device into a
+receive buffer made on task 1, until every byte has arrived; the baseline
+is the same bytes sent over one loopback TCP connection from a bytes object
+into a preallocated buffer (recv_into). Prints {"benchmarks": [metric]};
+ratio = pjrtd's bandwidth / raw TCP's (goal >= 0.5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+import pjrt_client
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+BUILD = pathlib.Path(os.environ.get("PJRT_BUILD_DIR", REPO / "build"))
+SIZE = 256 << 20
+RUNS = 5
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def raw_tcp_seconds(data: bytes) -> float:
+    """One transfer of `data` over a fresh loopback connection."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    sink = bytearray(len(data))
+    done = threading.Event()
+
+    def receive() -> None:
+        conn, _ = server.accept()
+        view = memoryview(sink)
+        got = 0
+        while got < len(sink):
+            n = conn.recv_into(view[got:], len(sink) - got)
+            if n == 0:
+                break
+            got += n
+        conn.sendall(b"k")
+        conn.close()
+        done.set()
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    client = socket.create_connection(server.getsockname())
+    start = time.perf_counter()
+    client.sendall(data)
+    client.recv(1)  # the receiver has every byte
+    seconds = time.perf_counter() - start
+    client.close()
+    thread.join()
+    server.close()
+    assert done.is_set() and sink[:64] == data[:64]
+    return seconds
+
+
+def main() -> int:
+    data = np.random.default_rng(0).integers(0, 256, SIZE, dtype=np.uint8)
+    raw = statistics.median(raw_tcp_seconds(data.tobytes())
+                            for _ in range(RUNS))
+    with tempfile.TemporaryDirectory(prefix="pjrt-bench-cluster.") as tmp:
+        root = pathlib.Path(tmp)
+        secret = root / "secret"
+        secret.write_text("bench-cluster-secret-0123456789\n")
+        secret.chmod(0o600)
+        peers = ",".join(f"127.0.0.1:{p}" for p in free_ports(2))
+        daemons = []
+        for task in range(2):
+            daemons.append(subprocess.Popen(
+                [str(BUILD / "bin" / "pjrtd"), "--platform", "host",
+                 "--listen", f"unix://{root}/task{task}.sock",
+                 "--address-file", str(root / f"task{task}.addr"),
+                 "--task-id", str(task), "--cluster", peers,
+                 "--cluster-secret-file", str(secret),
+                 "--log-level", "warn"]))
+        try:
+            deadline = time.monotonic() + 60
+            for task in range(2):
+                while not (root / f"task{task}.addr").exists():
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the cluster did not start")
+                    time.sleep(0.01)
+            sender = pjrt_client.connect(f"unix://{root}/task0.sock")
+            receiver = pjrt_client.connect(f"unix://{root}/task1.sock")
+            source = sender.put(data, device=0)
+            times = []
+            for i in range(RUNS + 1):
+                (r,), (d,) = receiver.make_cross_host_receive_buffers(
+                    [data], device=1)
+                start = time.perf_counter()
+                source.copy_to_remote_device(d)
+                r.block_until_ready()
+                if i > 0:  # the first run sets up the peer connection
+                    times.append(time.perf_counter() - start)
+                if i == RUNS:
+                    assert np.array_equal(r.to_numpy(), data)
+                r.delete()
+            pjrtd = statistics.median(times)
+            sender.close()
+            receiver.close()
+        finally:
+            for d in daemons:
+                d.send_signal(signal.SIGTERM)
+                d.wait(timeout=30)
+    metric = {
+        "metric": "task_to_task_transfer_256MiB_loopback_GBps",
+        "unit": "GB/s",
+        "value": SIZE / pjrtd / 1e9,
+        "baseline": "raw TCP stream of the same bytes over loopback",
+        "baseline_value": SIZE / raw / 1e9,
+        "ratio": raw / pjrtd,
+        "goal": 0.5,
+    }
+    print(json.dumps({"benchmarks": [metric]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
