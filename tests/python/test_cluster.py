@@ -525,7 +525,7 @@ def test_a_peer_with_the_wrong_secret_is_refused(tmp_path):
             "--platform", "host", "--listen", f"unix://{d}/pjrtd.sock",
             "--task-id", str(task), "--cluster", ",".join(peers),
             "--cluster-secret-file", str(write_secret(d / "s", secret)),
-            "--cluster-timeout", "20"]))
+            "--cluster-timeout", "8"]))
     codes = [p.wait(timeout=60) for p in procs]
     logs = [(tmp_path / f"task{t}" / "pjrtd.log").read_text()
             for t in range(2)]
@@ -533,6 +533,31 @@ def test_a_peer_with_the_wrong_secret_is_refused(tmp_path):
     assert codes == [1, 1], logs
     assert any("wrong cluster secret" in log and "refused this task" in log
                for log in logs), logs
+
+
+def test_a_peer_that_comes_up_later_is_waited_for(tmp_path):
+    peers = ",".join(f"127.0.0.1:{p}" for p in free_ports(2))
+    daemons = []
+    for task in range(2):
+        d = tmp_path / f"task{task}"
+        d.mkdir()
+        daemons.append(Daemon(
+            d, "--platform", "host", "--listen", f"unix://{d}/pjrtd.sock",
+            "--task-id", str(task), "--cluster", peers,
+            "--cluster-secret-file",
+            str(write_secret(d / "s", "same-secret-0123456789")),
+            wait=False))
+        if task == 0:
+            # Task 0 retries task 1 (not started yet) with backoff.
+            wait_for(lambda: "waiting for task 1" in
+                     daemons[0].log_path.read_text(), "task 0 to wait")
+            assert not daemons[0].address_file.exists()
+    for daemon in daemons:
+        daemon.wait_ready()
+    with pjrt_client.connect(daemons[0].addresses[0]) as c:
+        assert [d.id for d in c.devices()] == [0, 1]
+    for daemon in daemons:
+        assert daemon.stop() == 0
 
 
 def test_tasks_that_disagree_on_the_cluster_are_refused(tmp_path):

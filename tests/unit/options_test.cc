@@ -1,5 +1,9 @@
 #include "daemon/options.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -100,6 +104,89 @@ TEST(ApplyConfigText, TheExampleConfigInDeployIsValid) {
   EXPECT_TRUE(ValidateOptions(options).ok());
   EXPECT_EQ(options.listen,
             std::vector<std::string>({"unix:///run/pjrtd/pjrtd.sock"}));
+}
+
+}  // namespace
+}  // namespace pjrt::daemon
+
+namespace pjrt::daemon {
+namespace {
+
+TEST(ClusterOptions, ConfigKeysAreRead) {
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText(R"(
+task_id = 1
+cluster = ["10.0.0.1:7100", "10.0.0.2:7100"]
+cluster_secret_file = "/etc/pjrtd/cluster.secret"
+cluster_timeout_seconds = 12
+receive_timeout_seconds = 3.5
+)", "t.toml", &options);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(options.task_id, 1);
+  EXPECT_EQ(options.cluster,
+            std::vector<std::string>({"10.0.0.1:7100", "10.0.0.2:7100"}));
+  EXPECT_EQ(options.cluster_secret_file, "/etc/pjrtd/cluster.secret");
+  EXPECT_EQ(options.cluster_timeout, absl::Seconds(12));
+  EXPECT_EQ(options.receive_timeout, absl::Seconds(3.5));
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST(ClusterOptions, BadMembershipIsNamed) {
+  const auto message = [](DaemonOptions options) {
+    return std::string(ValidateOptions(options).message());
+  };
+  DaemonOptions options;
+  options.cluster = {"a:1", "b:2"};
+  options.cluster_secret_file = "s";
+  options.task_id = 2;
+  EXPECT_NE(message(options).find("task id 2 is outside the cluster of 2"),
+            std::string::npos);
+  options.task_id = 0;
+  options.cluster_secret_file.clear();
+  EXPECT_NE(message(options).find("needs --cluster-secret-file"),
+            std::string::npos);
+  options.cluster_secret_file = "s";
+  options.cluster = {"a:1", "a:1"};
+  EXPECT_NE(message(options).find("given for both task 0 and task 1"),
+            std::string::npos);
+  options.cluster = {"a:1", "b"};
+  EXPECT_NE(message(options).find("cluster address 1 'b' is not host:port"),
+            std::string::npos);
+  options.cluster = {"a:1", "b:2"};
+  options.listen = {"a:1"};
+  EXPECT_NE(message(options).find("peers and clients need different ports"),
+            std::string::npos);
+  // A cluster of one needs no secret.
+  options = DaemonOptions();
+  options.cluster = {"a:1"};
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST(ClusterSecret, MustBePrivateAndLongEnough) {
+  char dir[] = "/tmp/pjrt-secret-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/secret";
+  {
+    std::ofstream(path) << "0123456789abcdef-secret\n";
+  }
+  chmod(path.c_str(), 0600);
+  auto secret = ReadClusterSecret(path);
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(*secret, "0123456789abcdef-secret");  // trailing newline dropped
+  chmod(path.c_str(), 0644);
+  EXPECT_NE(ReadClusterSecret(path).status().message().find(
+                "readable by others"),
+            absl::string_view::npos);
+  {
+    std::ofstream(path) << "short\n";
+  }
+  chmod(path.c_str(), 0600);
+  EXPECT_NE(ReadClusterSecret(path).status().message().find("at least 16"),
+            absl::string_view::npos);
+  EXPECT_EQ(ReadClusterSecret(path + ".missing").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
