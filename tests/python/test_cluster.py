@@ -9,6 +9,7 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -726,3 +727,18 @@ def test_collectives_within_each_task_run(clients):
         np.testing.assert_array_equal(out.to_numpy(), np.full(3, 3.0))
     for (out,) in out2:
         np.testing.assert_array_equal(out.to_numpy(), np.full(3, 7.0))
+
+
+def test_the_readmes_cluster_example_runs_as_written(cluster):
+    readme = (pathlib.Path(__file__).resolve().parents[2] /
+              "README.md").read_text()
+    blocks = readme.split("```python\n")[1:]
+    example = next(b.split("```")[0] for b in blocks
+                   if "make_cross_host_receive_buffers" in b)
+    # hostB's device 4 is task 2's; hostA's device 0 is task 0's.
+    example = example.replace("hostB:7070", cluster.address(2)).replace(
+        "hostA:7070", cluster.address(0))
+    result = subprocess.run([sys.executable, "-c", example],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(float(1024 * 1024))
