@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "daemon/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -143,6 +144,29 @@ absl::Status Cluster::CheckHandshake(const v1::HandshakeRequest& request) const 
         caller.protocol_version_min(), caller.protocol_version_max(),
         config_.task_id, self_.build_version(), self_.protocol_version_min(),
         self_.protocol_version_max()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::AcceptHandshake(const v1::HandshakeRequest& request) {
+  PJRT_RETURN_IF_ERROR(CheckHandshake(request));
+  const v1::TaskTopology& caller = request.caller();
+  pjrt::MutexLock lock(&mu_);
+  const int task = caller.task_id();
+  if (!known_[task]) return absl::OkStatus();
+  v1::TaskTopology& known = tasks_[task];
+  if (known.devices_size() != caller.devices_size() ||
+      known.platform() != caller.platform()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "task %d comes back with %d %s device(s), but the cluster formed with "
+        "%d %s device(s) there, and every task's device ids depend on it; "
+        "restart it as it was, or restart every task",
+        task, caller.devices_size(), caller.platform(), known.devices_size(),
+        known.platform()));
+  }
+  if (known.incarnation() != caller.incarnation()) {
+    spdlog::info("task {} restarted (new incarnation)", task);
+    known.set_incarnation(caller.incarnation());
   }
   return absl::OkStatus();
 }

@@ -89,6 +89,11 @@ class Cluster {
   // Checks a caller's handshake against this task: its cluster list, the
   // task id it expected here, and the protocol versions.
   absl::Status CheckHandshake(const v1::HandshakeRequest& request) const;
+  // CheckHandshake, and then what a known task may not change: a task that
+  // restarts must come back with as many devices as it had when the
+  // cluster formed (every task's global ids depend on it). Records the
+  // caller's new incarnation.
+  absl::Status AcceptHandshake(const v1::HandshakeRequest& request);
 
   // Calls every peer now (Handshake, `timeout` each) and reports which
   // answer.

@@ -11,7 +11,7 @@ grpc::Status PeerService::Handshake(grpc::ServerContext* context,
                                     const v1::HandshakeRequest* request,
                                     v1::HandshakeResponse* response) {
   absl::Status status = cluster_->CheckSecret(*context);
-  if (status.ok()) status = cluster_->CheckHandshake(*request);
+  if (status.ok()) status = cluster_->AcceptHandshake(*request);
   if (!status.ok()) {
     spdlog::warn("refused the handshake of {}: {}", context->peer(),
                  status.message());

@@ -52,6 +52,7 @@ class Cluster:
                  extra: list[list[str]] | None = None) -> None:
         self.peers = [f"127.0.0.1:{p}" for p in free_ports(len(devices))]
         self.daemons: list[Daemon] = []
+        self.args: list[list[str]] = []
         secrets = secrets or ["cluster-secret-0123456789"] * len(devices)
         for task, count in enumerate(devices):
             d = workdir / f"task{task}"
@@ -63,9 +64,24 @@ class Cluster:
                     "--task-id", str(task), "--cluster", ",".join(self.peers),
                     "--cluster-secret-file", str(secret),
                     *(extra[task] if extra else [])]
+            self.args.append(args)
             self.daemons.append(Daemon(d, *args, wait=False))
         for daemon in self.daemons:
             daemon.wait_ready()
+
+    def restart(self, task: int, *replace: str) -> Daemon:
+        """Starts task `task` again (its old process must be gone), with
+        the flags in `replace` (flag, value, flag, value...) set anew."""
+        args = list(self.args[task])
+        for flag, value in zip(replace[::2], replace[1::2]):
+            if flag in args:
+                args[args.index(flag) + 1] = value
+            else:
+                args += [flag, value]
+        old = self.daemons[task]
+        old.address_file.unlink(missing_ok=True)
+        self.daemons[task] = Daemon(old.workdir, *args, wait=False)
+        return self.daemons[task]
 
     def address(self, task: int) -> str:
         return self.daemons[task].addresses[0]
@@ -506,6 +522,38 @@ def test_an_unreachable_receiver_fails_the_send(pair):
                            match=r"copy to task 1 \(127\.0\.0\.1:\d+\)"):
             b.copy_to_remote_device(d)
     sender.close()
+
+
+def test_a_restarted_task_rejoins_and_its_old_descriptors_are_refused(pair):
+    sender = pjrt_client.connect(pair.address(0))
+    receiver = pjrt_client.connect(pair.address(1))
+    (_,), (old_descriptor,) = receiver.make_cross_host_receive_buffers(
+        [("f32", (4,))], device=1)
+    receiver.close()
+    assert pair.daemons[1].stop() == 0
+    restarted = pair.restart(1)
+    restarted.wait_ready()
+    receiver = pjrt_client.connect(restarted.addresses[0])
+    assert [d.id for d in receiver.devices() if d.addressable] == [1]
+    with sender.put(np.arange(4, dtype=np.float32)) as b:
+        with pytest.raises(pjrt_client.FailedPreconditionError,
+                           match="earlier run of task 1"):
+            b.copy_to_remote_device(old_descriptor)
+        (r,), (d,) = receiver.make_cross_host_receive_buffers(
+            [("f32", (4,))], device=1)
+        b.copy_to_remote_device(d)
+    np.testing.assert_array_equal(r.to_numpy(), np.arange(4))
+    receiver.close()
+    sender.close()
+
+
+def test_a_task_that_comes_back_with_other_devices_is_refused(pair):
+    assert pair.daemons[1].stop() == 0
+    restarted = pair.restart(1, "--host-devices", "3", "--cluster-timeout",
+                             "5")
+    assert restarted.process.wait(timeout=60) == 1
+    log = restarted.log_path.read_text()
+    assert "comes back with 3 host device(s)" in log, log
 
 
 def start_failing(workdir: pathlib.Path, args: list[str]
