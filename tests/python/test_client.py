@@ -240,3 +240,25 @@ def test_vanished_process_has_its_memory_returned(address, client):
     finally:
         child.kill()
         child.wait()
+
+
+def test_to_numpy_async_overlaps_reads_and_keeps_errors(client):
+    arrays = [np.full((256, 256), i, np.float32) for i in range(6)]
+    buffers = [client.put(a) for a in arrays]
+    futures = [b.to_numpy_async() for b in buffers]
+    for a, f in zip(arrays, futures):
+        np.testing.assert_array_equal(f.result(timeout=60), a)
+    gone = client.put(np.zeros(3, np.float32))
+    future = gone.to_numpy_async()
+    future.result(timeout=60)
+    gone.delete()
+    with pytest.raises(pjrt_client.FailedPreconditionError):
+        gone.to_numpy_async()
+
+
+def test_to_numpy_async_reports_the_error_bound_to_the_buffer(address):
+    with pjrt_client.connect(address) as c:
+        (r,), _ = c.make_cross_host_receive_buffers([("f32", (4,))])
+        assert c.cancel_cross_host_receives([r]) == 1
+        with pytest.raises(pjrt_client.CancelledError, match="cancelled"):
+            r.to_numpy_async().result(timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import threading
@@ -276,6 +277,18 @@ class Buffer:
                         f"{received} of {self._nbytes} bytes")
         array = np.frombuffer(out, dtype=self.dtype)
         return array.reshape(self._shape)
+
+    def to_numpy_async(self) -> "concurrent.futures.Future[Any]":
+        """Starts reading the contents in the background and returns at
+        once; the future's ``result()`` is what :meth:`to_numpy` returns
+        (or raises its error). Reads of several buffers then overlap with
+        each other and with the caller's work::
+
+            futures = [b.to_numpy_async() for b in buffers]
+            arrays = [f.result() for f in futures]
+        """
+        self._check_alive()
+        return self._client._background().submit(self.to_numpy)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if self._is_tuple:
@@ -840,14 +853,31 @@ class Client:
         self._session = _Session(self._channel, name, attach)
         self._devices: list[Device] | None = None
         self._default_device: int | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     # --- context management ------------------------------------------------
 
     def close(self) -> None:
-        """Closes the session (freeing its buffers) and the connection."""
+        """Closes the session (freeing its buffers) and the connection.
+        Background reads still running finish first."""
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
         if self._session is not None:
             self._session.close()
         self._channel.close()
+
+    def _background(self) -> concurrent.futures.ThreadPoolExecutor:
+        """Threads for asynchronous reads, made on first use."""
+        with self._executor_lock:
+            if self._session.closed:
+                raise FailedPreconditionError("the client is closed")
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=4, thread_name_prefix="pjrt-client")
+            return self._executor
 
     def __enter__(self) -> "Client":
         return self
