@@ -53,6 +53,8 @@ struct SessionState {
 
   pjrt::Mutex mu;
   bool closed ABSL_GUARDED_BY(mu) = false;
+  // Kept sessions are not closed when their Session object goes.
+  bool kept ABSL_GUARDED_BY(mu) = false;
 
   bool IsClosed() {
     pjrt::MutexLock lock(&mu);
@@ -201,7 +203,36 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
 Session::Session(std::shared_ptr<SessionState> state)
     : state_(std::move(state)) {}
 
-Session::~Session() { Close().IgnoreError(); }
+Session::~Session() {
+  {
+    pjrt::MutexLock lock(&state_->mu);
+    if (state_->kept) return;
+  }
+  Close().IgnoreError();
+}
+
+absl::Status Session::Keep() {
+  if (state_->attach_reader != nullptr) {
+    return absl::FailedPreconditionError(
+        "an attached session ends with its connection and cannot be kept; "
+        "open it with attach = false and a lease");
+  }
+  pjrt::MutexLock lock(&state_->mu);
+  state_->kept = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Client::ResumeSession(
+    uint64_t session_id) {
+  auto state = std::make_shared<SessionState>();
+  state->client = shared_from_this();
+  state->id = session_id;
+  state->kept = true;
+  std::unique_ptr<Session> session(new Session(state));
+  absl::Status alive = session->KeepAlive();
+  if (!alive.ok()) return alive;
+  return session;
+}
 
 uint64_t Session::id() const { return state_->id; }
 uint64_t Session::public_id() const { return state_->public_id; }

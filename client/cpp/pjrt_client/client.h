@@ -93,6 +93,10 @@ class Client : public std::enable_shared_from_this<Client> {
 
   absl::StatusOr<std::unique_ptr<Session>> OpenSession(
       const SessionOptions& options = {});
+  // A session opened earlier and kept (Session::Keep), by its id. The
+  // returned object leaves the session open when it goes; NOT_FOUND if the
+  // session is gone (closed, or its lease ran out).
+  absl::StatusOr<std::unique_ptr<Session>> ResumeSession(uint64_t session_id);
 
   // The underlying channel and stubs, for calls this class does not wrap.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
@@ -164,6 +168,12 @@ class Session {
       absl::Duration timeout = absl::ZeroDuration());
 
   absl::Status KeepAlive();
+
+  // Leaves the session open on the daemon when this object goes: it lives
+  // until its lease runs out or someone closes it, and ResumeSession(id())
+  // reaches it again. FAILED_PRECONDITION for an attached session (those
+  // end with their connection).
+  absl::Status Keep();
 
   // Closes the session: the daemon frees every buffer it owns. Idempotent.
   absl::Status Close();

@@ -1,0 +1,108 @@
+"""pjrtctl against the test daemon: commands whose state outlives one call
+(put and get within a kept session), checked against the daemon's state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import pjrt_client
+from conftest import PJRTCTL
+
+
+def ctl(address: str, *args: str, json_output: bool = True
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(PJRTCTL), "--address", address,
+         *(["--json"] if json_output else []), *args],
+        capture_output=True, text=True, timeout=60)
+
+
+def kept_sessions(address: str) -> dict[int, dict]:
+    """pjrtctl's kept sessions, by public id (`pjrtctl sessions --json`)."""
+    listing = json.loads(ctl(address, "sessions").stdout)["sessions"]
+    return {s["public_id"]: s for s in listing
+            if s["client_name"] == "pjrtctl" and not s["attached"]}
+
+
+def test_put_keep_then_get_round_trips_and_stays(daemon, tmp_path):
+    address = daemon.addresses[0]
+    before = kept_sessions(address)
+    x = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    np.save(tmp_path / "x.npy", x)
+    put = ctl(address, "put", str(tmp_path / "x.npy"), "--keep",
+              "--device", "1")
+    assert put.returncode == 0, put.stderr
+    doc = json.loads(put.stdout)
+    assert doc["kept"] is True and doc["device"] == 1
+    assert (doc["dtype"], doc["dims"], doc["bytes"]) == ("s16", [2, 3, 4],
+                                                         48)
+    token, handle = doc["session"], doc["handle"]
+
+    got = ctl(address, "get", handle, "--session", token, "-o",
+              str(tmp_path / "y.npy"))
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["shape"] == "s16[2,3,4]"
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), x)
+
+    # A second put joins the same session; both buffers are there.
+    np.save(tmp_path / "z.npy", np.ones(5, np.float32))
+    again = ctl(address, "put", str(tmp_path / "z.npy"), "--session", token)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["session"] == token
+    new = [s for i, s in kept_sessions(address).items() if i not in before]
+    assert len(new) == 1 and new[0]["buffer_count"] == 2, new
+
+    # The same, as tables.
+    text = ctl(address, "get", handle, "--session", token, "-o",
+               str(tmp_path / "w.npy"), json_output=False)
+    assert text.returncode == 0 and "wrote" in text.stdout
+    assert handle in text.stdout
+
+
+def test_put_without_keep_frees_the_buffer(daemon, tmp_path):
+    address = daemon.addresses[0]
+    np.save(tmp_path / "x.npy", np.zeros(1000, np.float64))
+    with pjrt_client.connect(address) as c:
+        before = c.stats()["buffer_count"]
+        put = ctl(address, "put", str(tmp_path / "x.npy"),
+                  json_output=False)
+        assert put.returncode == 0, put.stderr
+        assert "pass --keep" in put.stdout
+        assert c.stats()["buffer_count"] == before
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["get", "0x12", "--session", "0xzz", "-o", "out.npy"], 2,
+     "is not a hexadecimal token"),
+    (["get", "nothex", "--session", "0x1", "-o", "out.npy"], 2,
+     "handle 'nothex'"),
+    (["get", "0x12", "--session", "0x1234", "-o", "out.npy"], 1,
+     "session 0x1234"),
+])
+def test_get_errors_say_what_is_wrong(daemon, tmp_path, args, code, message):
+    result = ctl(daemon.addresses[0], *args, json_output=False)
+    assert result.returncode == code
+    assert message in result.stderr
+
+
+def test_get_of_an_unknown_handle_is_not_found(daemon, tmp_path):
+    address = daemon.addresses[0]
+    np.save(tmp_path / "x.npy", np.zeros(3, np.float32))
+    token = json.loads(ctl(address, "put", str(tmp_path / "x.npy"),
+                           "--keep").stdout)["session"]
+    result = ctl(address, "get", "0x12", "--session", token, "-o",
+                 str(tmp_path / "y.npy"))
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["error"]["code"] == "NOT_FOUND"
+
+
+def test_keep_and_session_together_are_a_usage_error(daemon, tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros(3, np.float32))
+    result = ctl(daemon.addresses[0], "put", str(tmp_path / "x.npy"),
+                 "--keep", "--session", "0x1", json_output=False)
+    assert result.returncode == 2
+    assert "give one of them" in result.stderr
