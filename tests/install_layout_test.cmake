@@ -14,7 +14,8 @@ foreach(path
     lib/sysusers.d/pjrtd.conf
     lib/pjrtd/python/pjrt_client/__init__.py
     lib/pjrtd/python/pjrt_client/_proto/pjrt/v1/buffer_pb2.py
-    share/doc/pjrtd/README.md)
+    share/doc/pjrtd/README.md
+    share/bash-completion/completions/pjrtctl)
   if(NOT EXISTS ${PREFIX}/${path})
     message(FATAL_ERROR "missing from the installation: ${path}")
   endif()

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import subprocess
 
 import numpy as np
 import pytest
 
 import pjrt_client
-from conftest import PJRTCTL
+from conftest import PJRTCTL, REPO
 
 
 def ctl(address: str, *args: str, json_output: bool = True
@@ -106,3 +108,57 @@ def test_keep_and_session_together_are_a_usage_error(daemon, tmp_path):
                  "--keep", "--session", "0x1", json_output=False)
     assert result.returncode == 2
     assert "give one of them" in result.stderr
+
+
+# --- bash completion ---------------------------------------------------------
+
+COMPLETION = REPO / "cli" / "pjrtctl.bash"
+
+
+def complete(words: list[str], cwd: pathlib.Path | None = None) -> list[str]:
+    """What the completion offers for the last of `words`."""
+    script = (f"source {COMPLETION}\n"
+              f"COMP_WORDS=({' '.join(repr(w) for w in words)})\n"
+              f"COMP_CWORD={len(words) - 1}\n"
+              "_pjrtctl\n"
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    out = subprocess.run(["bash", "--norc", "-c", script], cwd=cwd,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return sorted(w for w in out.stdout.split("\n") if w)
+
+
+def help_text(*args: str) -> str:
+    out = subprocess.run([str(PJRTCTL), *args, "--help"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    return out.stdout
+
+
+def test_completion_knows_every_command():
+    text = help_text()
+    commands = re.findall(r"^  ([a-z]+) {2,}", text.split("Subcommands:")[1],
+                          re.MULTILINE)
+    assert "transfer" in commands and "put" in commands
+    assert set(complete(["pjrtctl", ""])) >= set(commands)
+    assert complete(["pjrtctl", "tr"]) == ["transfer"]
+    assert complete(["pjrtctl", "--json", "de"]) == ["devices"]
+
+
+def test_completion_knows_every_flag_of_every_command():
+    text = help_text()
+    commands = re.findall(r"^  ([a-z]+) {2,}", text.split("Subcommands:")[1],
+                          re.MULTILINE)
+    for command in commands:
+        flags = set(re.findall(r"(--[a-z][a-z-]*)", help_text(command)))
+        offered = set(complete(["pjrtctl", command, "--"]))
+        assert flags <= offered, (command, flags - offered)
+
+
+def test_completion_offers_the_files_a_command_takes(tmp_path):
+    for name in ("a.npy", "b.hlo", "c.txt"):
+        (tmp_path / name).write_text("")
+    assert complete(["pjrtctl", "put", ""], cwd=tmp_path) == ["a.npy"]
+    assert complete(["pjrtctl", "run", ""], cwd=tmp_path) == ["b.hlo"]
+    assert complete(["pjrtctl", "run", "b.hlo", "--input", ""],
+                    cwd=tmp_path) == ["a.npy"]
