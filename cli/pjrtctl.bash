@@ -13,7 +13,7 @@ _pjrtctl() {
     cword=$COMP_CWORD
   fi
 
-  local commands="info devices health stats sessions compile run put get transfer"
+  local commands="info devices health stats sessions compile run put get transfer bench"
   local global="--address --json --timeout --help --version"
 
   # The command is the first word that is not a global flag or its value.
@@ -37,7 +37,8 @@ _pjrtctl() {
       COMPREPLY=($(compgen -d -- "$cur"))
       return ;;
     --timeout | --wait | --device | --replicas | --partitions | --repeat | \
-      --session | --lease | --from-device | --to-device | --receive-timeout)
+      --session | --lease | --from-device | --to-device | --receive-timeout | \
+      --size | --calls | --transfers)
       return ;;
   esac
 
@@ -60,6 +61,7 @@ _pjrtctl() {
       [[ $cur != -* ]] &&
         COMPREPLY=($(compgen -f -X '!*.npy' -- "$cur") $(compgen -d -- "$cur")) ;;
     get) flags="-o --output --session" ;;
+    bench) flags="--size --calls --transfers --device" ;;
     transfer)
       flags="--from --to --from-device --to-device --receive-timeout"
       [[ $cur != -* ]] &&

@@ -359,6 +359,140 @@ int RunGet(const GlobalOptions& g, const PutGetOptions& o) {
   return kExitOk;
 }
 
+// --- bench ----------------------------------------------------------------------
+
+struct BenchOptions {
+  int64_t size_bytes = 64 << 20;
+  int calls = 200;
+  int transfers = 5;
+  int device = -1;
+};
+
+constexpr char kBenchProgram[] = R"(HloModule pjrtctl_bench
+ENTRY main {
+  x = f32[4] parameter(0)
+  one = f32[] constant(1)
+  ones = f32[4] broadcast(one), dimensions={}
+  ROOT y = f32[4] add(x, ones)
+}
+)";
+
+struct Spread {
+  double min = 0, median = 0, max = 0;
+};
+
+Spread SpreadOf(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return {values.front(), values[values.size() / 2], values.back()};
+}
+
+int RunBench(const GlobalOptions& g, const BenchOptions& o) {
+  auto client = Connect(g);
+  if (!client.ok()) return Fail(g, client.status());
+  int device = o.device;
+  if (device < 0) {
+    auto first = FirstAddressableDevice(**client);
+    if (!first.ok()) return Fail(g, first.status());
+    device = *first;
+  }
+  auto session = (*client)->OpenSession({.client_name = "pjrtctl bench"});
+  if (!session.ok()) return Fail(g, session.status());
+  const auto elapsed = [](absl::Time start) {
+    return absl::ToDoubleSeconds(absl::Now() - start);
+  };
+
+  // Empty calls.
+  std::vector<double> ping;
+  for (int i = 0; i < o.calls; ++i) {
+    absl::Time start = absl::Now();
+    absl::Status status = (*client)->Ping();
+    if (!status.ok()) return Fail(g, status);
+    ping.push_back(elapsed(start) * 1e6);
+  }
+
+  // Upload and download of the same array.
+  std::vector<uint8_t> data(static_cast<size_t>(o.size_bytes));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131);
+  std::vector<double> up, down;
+  std::vector<uint8_t> back(data.size());
+  for (int i = 0; i < o.transfers; ++i) {
+    absl::Time start = absl::Now();
+    auto buffer = (*session)->Upload(v1::DTYPE_U8, {o.size_bytes}, data, device);
+    if (!buffer.ok()) return Fail(g, buffer.status());
+    up.push_back(static_cast<double>(o.size_bytes) / elapsed(start));
+    start = absl::Now();
+    absl::Status status = buffer->DownloadInto(absl::MakeSpan(back));
+    if (!status.ok()) return Fail(g, status);
+    down.push_back(static_cast<double>(o.size_bytes) / elapsed(start));
+    if (back != data) {
+      return Fail(g, absl::DataLossError(
+                         "the downloaded bytes differ from the uploaded ones"));
+    }
+  }
+
+  // Execute round trip of a tiny program: enqueue, then wait for its result.
+  auto executable = (*session)->Compile(kBenchProgram);
+  if (!executable.ok()) return Fail(g, executable.status());
+  const std::vector<float> x = {1, 2, 3, 4};
+  auto input = (*session)->Upload(
+      v1::DTYPE_F32, {4},
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(x.data()), 16),
+      device);
+  if (!input.ok()) return Fail(g, input.status());
+  std::vector<double> execute;
+  for (int i = 0; i < o.calls; ++i) {
+    absl::Time start = absl::Now();
+    const pjrt_client::Buffer* args[] = {&*input};
+    auto results = executable->Execute(args, device);
+    if (!results.ok()) return Fail(g, results.status());
+    absl::Status status = (*results)[0].BlockUntilReady();
+    if (!status.ok()) return Fail(g, status);
+    execute.push_back(elapsed(start) * 1e6);
+  }
+
+  struct Row {
+    const char* name;
+    const char* unit;
+    Spread spread;
+  };
+  const Row rows[] = {
+      {"empty_call", "us", SpreadOf(ping)},
+      {"upload", "bytes/s", SpreadOf(up)},
+      {"download", "bytes/s", SpreadOf(down)},
+      {"execute_round_trip", "us", SpreadOf(execute)},
+  };
+  if (g.json) {
+    json doc = {{"address", (*client)->address()},
+                {"device", device},
+                {"transfer_bytes", o.size_bytes},
+                {"calls", o.calls},
+                {"transfers", o.transfers}};
+    for (const Row& row : rows) {
+      doc[row.name] = {{"unit", row.unit},
+                       {"min", row.spread.min},
+                       {"median", row.spread.median},
+                       {"max", row.spread.max}};
+    }
+    std::cout << doc.dump(2) << "\n";
+    return kExitOk;
+  }
+  const auto format = [](const Row& row, double value) {
+    if (std::string(row.unit) == "us") return absl::StrFormat("%.1f us", value);
+    return FormatByteSize(static_cast<int64_t>(value)) + "/s";
+  };
+  std::cout << absl::StrFormat(
+      "%s, device %d: %d empty calls and executions, %d transfers of %s\n",
+      (*client)->address(), device, o.calls, o.transfers,
+      FormatByteSize(o.size_bytes));
+  Table table({"METRIC", "MIN", "MEDIAN", "MAX"});
+  for (const Row& row : rows) {
+    table.AddRow({row.name, format(row, row.spread.min),
+                  format(row, row.spread.median), format(row, row.spread.max)});
+  }
+  table.Print(std::cout);
+  return kExitOk;
+}
+
 struct TransferOptions {
   std::string file;
   std::string from, to;
@@ -971,6 +1105,7 @@ int Main(int argc, char** argv) {
       "  pjrtctl health --wait 10\n"
       "  pjrtctl run model.hlo --input x.npy --output-dir out\n"
       "  pjrtctl put x.npy --keep\n"
+      "  pjrtctl bench --json\n"
       "  pjrtctl transfer x.npy --from HOST0:PORT --to HOST1:PORT\n",
       "pjrtctl"};
   app.set_version_flag("--version", std::string("pjrtctl ") + kBuildVersion);
@@ -1060,6 +1195,26 @@ int Main(int argc, char** argv) {
                   "Run N times and report min/median/max (default 1)")
       ->check(CLI::PositiveNumber);
 
+  BenchOptions bench_options;
+  std::string bench_size;
+  auto* bench = app.add_subcommand(
+      "bench",
+      "Measure the daemon from here: empty-call latency, upload and download\n"
+      "bandwidth, and the round trip of a tiny execution; each as min,\n"
+      "median and max.\n"
+      "Example: pjrtctl bench --size 256MiB --json");
+  bench->add_option("--size", bench_size,
+                    "Bytes per upload and download, e.g. 64MiB (the default)");
+  bench->add_option("--calls", bench_options.calls,
+                    "Empty calls and executions to time (default 200)")
+      ->check(CLI::Range(1, 1000000));
+  bench->add_option("--transfers", bench_options.transfers,
+                    "Uploads and downloads to time (default 5)")
+      ->check(CLI::Range(1, 10000));
+  bench->add_option("--device", bench_options.device,
+                    "Global id of the device (default: the daemon's first)")
+      ->check(CLI::NonNegativeNumber);
+
   PutGetOptions put_options, get_options;
   auto* put = app.add_subcommand(
       "put",
@@ -1135,6 +1290,19 @@ int Main(int argc, char** argv) {
   if (stats->parsed()) return RunStats(g);
   if (sessions->parsed()) return RunSessions(g);
   if (compile->parsed()) return RunCompile(g, compile_file);
+  if (bench->parsed()) {
+    if (!bench_size.empty()) {
+      auto bytes = ParseByteSize(bench_size);
+      if (!bytes.ok() || *bytes <= 0) {
+        return FailUsage(g, absl::InvalidArgumentError(absl::StrFormat(
+                                "--size '%s' is not a positive byte count "
+                                "such as 64MiB",
+                                bench_size)));
+      }
+      bench_options.size_bytes = *bytes;
+    }
+    return RunBench(g, bench_options);
+  }
   if (put->parsed()) return RunPut(g, put_options);
   if (get->parsed()) return RunGet(g, get_options);
   if (transfer->parsed()) {

@@ -162,3 +162,37 @@ def test_completion_offers_the_files_a_command_takes(tmp_path):
     assert complete(["pjrtctl", "run", ""], cwd=tmp_path) == ["b.hlo"]
     assert complete(["pjrtctl", "run", "b.hlo", "--input", ""],
                     cwd=tmp_path) == ["a.npy"]
+
+
+# --- bench -------------------------------------------------------------------
+
+
+def test_bench_reports_min_median_max_of_each_measure(daemon):
+    address = daemon.addresses[0]
+    with pjrt_client.connect(address) as c:
+        sessions = c.stats()["session_count"]
+        result = ctl(address, "bench", "--size", "1MiB", "--calls", "20",
+                     "--transfers", "2")
+        assert result.returncode == 0, result.stderr
+        doc = json.loads(result.stdout)
+        assert (doc["transfer_bytes"], doc["calls"]) == (1 << 20, 20)
+        for name, unit in [("empty_call", "us"), ("upload", "bytes/s"),
+                           ("download", "bytes/s"),
+                           ("execute_round_trip", "us")]:
+            m = doc[name]
+            assert m["unit"] == unit
+            assert 0 < m["min"] <= m["median"] <= m["max"], (name, m)
+        # It cleans up after itself.
+        assert c.stats()["session_count"] == sessions
+    table = ctl(address, "bench", "--size", "64KiB", "--calls", "5",
+                "--transfers", "1", json_output=False)
+    assert table.returncode == 0, table.stderr
+    for name in ("empty_call", "upload", "download", "execute_round_trip"):
+        assert name in table.stdout
+
+
+def test_bench_refuses_a_bad_size(daemon):
+    result = ctl(daemon.addresses[0], "bench", "--size", "lots",
+                 json_output=False)
+    assert result.returncode == 2
+    assert "--size 'lots'" in result.stderr
