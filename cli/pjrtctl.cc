@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -207,6 +209,65 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
 absl::StatusOr<int> FirstAddressableDevice(pjrt_client::Client& client);
 json ShapeJson(const v1::ArrayShape& shape);
 
+// --- progress ---------------------------------------------------------------
+
+// Bytes and rate of a long transfer, redrawn in place on a terminal. Shown
+// only when stdout is a terminal, the output is not JSON, and the transfer
+// is larger than 64 MiB.
+class ProgressBar {
+ public:
+  static constexpr int64_t kMinBytes = int64_t{64} << 20;
+
+  ProgressBar(const GlobalOptions& g, std::string label, int64_t total)
+      : label_(std::move(label)),
+        total_(total),
+        enabled_(!g.json && total > kMinBytes && isatty(STDOUT_FILENO) == 1),
+        start_(absl::Now()) {}
+  ~ProgressBar() { Finish(); }
+
+  pjrt_client::Progress callback() {
+    return [this](int64_t done, int64_t) { Update(done); };
+  }
+
+  void Update(int64_t done) {
+    if (!enabled_ || finished_) return;
+    const absl::Time now = absl::Now();
+    if (done < total_ && now - last_draw_ < absl::Milliseconds(100)) return;
+    last_draw_ = now;
+    Draw(done, now);
+  }
+
+  // Draws the final state and ends the line.
+  void Finish() {
+    if (!enabled_ || finished_) return;
+    finished_ = true;
+    std::cout << "\n" << std::flush;
+  }
+
+ private:
+  void Draw(int64_t done, absl::Time now) {
+    constexpr int kWidth = 30;
+    const double fraction =
+        total_ > 0 ? static_cast<double>(done) / static_cast<double>(total_) : 1;
+    const int filled = static_cast<int>(fraction * kWidth);
+    const double seconds = std::max(1e-6, absl::ToDoubleSeconds(now - start_));
+    std::cout << absl::StrFormat(
+                     "\r%s [%s%s] %3.0f%% %s / %s %s/s", label_,
+                     std::string(filled, '#'), std::string(kWidth - filled, '.'),
+                     100 * fraction, FormatByteSize(done),
+                     FormatByteSize(total_),
+                     FormatByteSize(static_cast<int64_t>(done / seconds)))
+              << std::flush;
+  }
+
+  const std::string label_;
+  const int64_t total_;
+  const bool enabled_;
+  const absl::Time start_;
+  absl::Time last_draw_ = absl::InfinitePast();
+  bool finished_ = false;
+};
+
 // --- put and get ------------------------------------------------------------
 
 struct PutGetOptions {
@@ -287,7 +348,12 @@ int RunPut(const GlobalOptions& g, const PutGetOptions& o) {
     if (!first.ok()) return Fail(g, first.status());
     device = *first;
   }
-  auto buffer = (*session)->Upload(array->dtype, array->dims, array->data, device);
+  absl::StatusOr<pjrt_client::Buffer> buffer;
+  {
+    ProgressBar bar(g, "upload", static_cast<int64_t>(array->data.size()));
+    buffer = (*session)->Upload(array->dtype, array->dims, array->data, device,
+                                bar.callback());
+  }
   if (!buffer.ok()) return Fail(g, buffer.status());
   const bool kept = o.keep || !o.session.empty();
   if (o.keep) {
@@ -332,7 +398,11 @@ int RunGet(const GlobalOptions& g, const PutGetOptions& o) {
   if (!session.ok()) return Fail(g, session.status());
   auto buffer = (*session)->Adopt(*handle);
   if (!buffer.ok()) return Fail(g, buffer.status());
-  auto data = buffer->Download();
+  absl::StatusOr<std::vector<uint8_t>> data;
+  {
+    ProgressBar bar(g, "download", buffer->size_bytes());
+    data = buffer->Download(bar.callback());
+  }
   // The buffer stays in the session.
   const v1::BufferInfo info = buffer->info();
   buffer->Release();
@@ -542,14 +612,44 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   auto receive = (*to_session)->MakeCrossHostReceiveBuffers(
       {shape}, to_device, absl::Seconds(o.timeout_seconds));
   if (!receive.ok()) return Fail(g, receive.status());
-  auto source = (*from_session)->Upload(array->dtype, array->dims, array->data,
-                                        from_device);
+  const int64_t total = static_cast<int64_t>(array->data.size());
+  absl::StatusOr<pjrt_client::Buffer> source;
+  {
+    ProgressBar bar(g, "upload  ", total);
+    source = (*from_session)->Upload(array->dtype, array->dims, array->data,
+                                     from_device, bar.callback());
+  }
   if (!source.ok()) return Fail(g, source.status());
   const absl::Time start = absl::Now();
-  auto sent = source->CopyToRemoteDevice(receive->descriptors[0]);
+  absl::StatusOr<v1::CopyToRemoteDeviceResponse> sent;
+  {
+    // Task to task: the receiving daemon counts the bytes as they arrive.
+    ProgressBar bar(g, "transfer", total);
+    auto before = (*to)->Stats();
+    std::atomic<bool> done{false};
+    std::thread watcher([&] {
+      if (!before.ok()) return;
+      while (!done.load()) {
+        auto now = (*to)->Stats();
+        if (now.ok()) {
+          bar.Update(std::min(total, now->cross_host_bytes_received() -
+                                         before->cross_host_bytes_received()));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    sent = source->CopyToRemoteDevice(receive->descriptors[0]);
+    done.store(true);
+    watcher.join();
+    if (sent.ok()) bar.Update(total);
+  }
   if (!sent.ok()) return Fail(g, sent.status());
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  auto received = receive->buffers[0].Download();
+  absl::StatusOr<std::vector<uint8_t>> received;
+  {
+    ProgressBar bar(g, "verify  ", total);
+    received = receive->buffers[0].Download(bar.callback());
+  }
   if (!received.ok()) return Fail(g, received.status());
   const bool verified = *received == array->data;
   const double rate = seconds > 0 ? static_cast<double>(array->data.size()) / seconds : 0;

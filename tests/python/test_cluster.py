@@ -790,3 +790,17 @@ def test_the_readmes_cluster_example_runs_as_written(cluster):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(float(1024 * 1024))
+
+
+def test_pjrtctl_transfer_shows_progress_on_a_terminal(cluster, tmp_path):
+    from test_pjrtctl import run_in_pty
+    path = tmp_path / "big.npy"
+    np.save(path, np.arange(64 << 20, dtype=np.float32))  # 256 MiB
+    code, out = run_in_pty([str(PJRTCTL), "transfer", str(path),
+                            "--from", cluster.address(0),
+                            "--to", cluster.address(1)])
+    assert code == 0, out
+    for stage in ("upload", "transfer", "verify"):
+        drawn = [p for p in out.split("\r") if p.startswith(stage)]
+        assert drawn and "100%" in drawn[-1], (stage, out[-2000:])
+    assert "read back and verified" in out

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import pty
 import re
 import subprocess
 
@@ -196,3 +198,58 @@ def test_bench_refuses_a_bad_size(daemon):
                  json_output=False)
     assert result.returncode == 2
     assert "--size 'lots'" in result.stderr
+
+
+# --- progress on a terminal ------------------------------------------------
+
+
+def run_in_pty(argv: list[str]) -> tuple[int, str]:
+    """Runs argv with its stdout on a pseudo-terminal; returns the exit
+    status and everything it wrote there."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=slave, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    code = proc.wait(timeout=120)
+    return code, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def big_npy(tmp_path_factory) -> pathlib.Path:
+    path = tmp_path_factory.mktemp("big") / "big.npy"
+    np.save(path, np.ones(256 << 20, np.uint8))
+    return path
+
+
+def test_a_large_put_shows_a_progress_bar_on_a_terminal(daemon, big_npy):
+    code, out = run_in_pty([str(PJRTCTL), "--address", daemon.addresses[0],
+                            "put", str(big_npy)])
+    assert code == 0, out
+    assert "\rupload [" in out
+    # The terminal turns "\n" into "\r\n"; the bar's last drawing is the
+    # last segment that shows it.
+    final = [part for part in out.split("\r") if "upload [" in part][-1]
+    assert "#" * 30 in final
+    assert "100%" in final and "256 MiB / 256 MiB" in final, final
+    assert re.search(r"[\d.]+ [KMG]?i?B/s", final), final
+    assert "uploaded" in out
+
+
+def test_no_progress_bar_in_a_pipe_or_for_small_arrays(daemon, big_npy,
+                                                       tmp_path):
+    piped = ctl(daemon.addresses[0], "put", str(big_npy), json_output=False)
+    assert piped.returncode == 0 and "\r" not in piped.stdout
+    np.save(tmp_path / "small.npy", np.ones(1 << 20, np.uint8))
+    code, out = run_in_pty([str(PJRTCTL), "--address", daemon.addresses[0],
+                            "put", str(tmp_path / "small.npy")])
+    assert code == 0 and "\r" not in out.replace("\r\n", "\n"), out

@@ -272,7 +272,7 @@ absl::Status Session::KeepAlive() {
 absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
                                        absl::Span<const int64_t> dims,
                                        absl::Span<const uint8_t> data,
-                                       int device_id) {
+                                       int device_id, const Progress& progress) {
   grpc::ClientContext context;
   v1::BufferInfo info;
   auto writer = state_->client->buffers_stub().Upload(&context, &info);
@@ -287,6 +287,10 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
     size_t size = std::min<size_t>(kChunkBytes, data.size() - offset);
     request.set_chunk(data.data() + offset, size);
     ok = writer->Write(request);
+    if (ok && progress) {
+      progress(static_cast<int64_t>(offset + size),
+               static_cast<int64_t>(data.size()));
+    }
   }
   // A failed write means the daemon has already answered (with an error);
   // Finish returns it.
@@ -591,14 +595,16 @@ std::vector<int64_t> Buffer::dims() const {
                               info_.shape().dims().end());
 }
 
-absl::StatusOr<std::vector<uint8_t>> Buffer::Download() const {
+absl::StatusOr<std::vector<uint8_t>> Buffer::Download(
+    const Progress& progress) const {
   std::vector<uint8_t> out(static_cast<size_t>(size_bytes()));
-  absl::Status status = DownloadInto(absl::MakeSpan(out));
+  absl::Status status = DownloadInto(absl::MakeSpan(out), progress);
   if (!status.ok()) return status;
   return out;
 }
 
-absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out) const {
+absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
+                                  const Progress& progress) const {
   if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
   if (static_cast<int64_t>(out.size()) != size_bytes()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -623,6 +629,9 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out) const {
     }
     std::memcpy(out.data() + received, chunk.data(), chunk.size());
     received += chunk.size();
+    if (progress) {
+      progress(static_cast<int64_t>(received), static_cast<int64_t>(out.size()));
+    }
   }
   grpc::Status status = reader->Finish();
   if (overflow) {

@@ -22,6 +22,7 @@
 #define PJRT_CLIENT_CPP_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,10 @@ struct SessionOptions {
 class Session;
 class Buffer;
 class Executable;
+
+// Called after each chunk of an upload or download with the bytes moved so
+// far and the total (for progress displays).
+using Progress = std::function<void(int64_t done, int64_t total)>;
 
 class Client : public std::enable_shared_from_this<Client> {
  public:
@@ -136,7 +141,8 @@ class Session {
   // dtype × dims) to device `device_id`.
   absl::StatusOr<Buffer> Upload(pjrt::v1::DType dtype,
                                 absl::Span<const int64_t> dims,
-                                absl::Span<const uint8_t> data, int device_id);
+                                absl::Span<const uint8_t> data, int device_id,
+                                const Progress& progress = nullptr);
 
   // Takes ownership of a buffer of this session known by handle.
   absl::StatusOr<Buffer> Adopt(uint64_t handle);
@@ -211,9 +217,11 @@ class Buffer {
   const pjrt::v1::BufferInfo& info() const { return info_; }
 
   // Reads the whole array (waits until it is defined).
-  absl::StatusOr<std::vector<uint8_t>> Download() const;
+  absl::StatusOr<std::vector<uint8_t>> Download(
+      const Progress& progress = nullptr) const;
   // Same, into `out`, which must be exactly size_bytes() long.
-  absl::Status DownloadInto(absl::Span<uint8_t> out) const;
+  absl::Status DownloadInto(absl::Span<uint8_t> out,
+                            const Progress& progress = nullptr) const;
 
   absl::StatusOr<pjrt::v1::BufferInfo> Describe() const;
   // Zero timeout waits without a bound.
