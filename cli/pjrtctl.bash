@@ -30,6 +30,9 @@ _pjrtctl() {
     --address | --from | --to)
       COMPREPLY=($(compgen -W "unix://" -- "$cur"))
       return ;;
+    --admin-token-file)
+      COMPREPLY=($(compgen -f -- "$cur"))
+      return ;;
     --input | -o | --output)
       COMPREPLY=($(compgen -f -X '!*.npy' -- "$cur") $(compgen -d -- "$cur"))
       return ;;
@@ -38,7 +41,7 @@ _pjrtctl() {
       return ;;
     --timeout | --wait | --device | --replicas | --partitions | --repeat | \
       --session | --lease | --from-device | --to-device | --receive-timeout | \
-      --size | --calls | --transfers)
+      --size | --calls | --transfers | --close)
       return ;;
   esac
 
@@ -48,6 +51,7 @@ _pjrtctl() {
       COMPREPLY=($(compgen -W "$commands $global" -- "$cur"))
       return ;;
     health) flags="--wait" ;;
+    sessions) flags="--close --admin-token-file" ;;
     compile)
       flags=""
       [[ $cur != -* ]] &&

@@ -717,6 +717,46 @@ int RunStats(const GlobalOptions& g) {
   return kExitOk;
 }
 
+constexpr char kDefaultAdminTokenFile[] = "/run/pjrtd/admin.token";
+
+int RunCloseSession(const GlobalOptions& g, int64_t public_id,
+                    const std::string& token_file) {
+  std::ifstream in(token_file);
+  std::string token;
+  std::getline(in, token);
+  if (!in && token.empty()) {
+    return Fail(g, absl::PermissionDeniedError(absl::StrFormat(
+                       "cannot read the admin token file %s: %s (closing "
+                       "another client's session needs the token the daemon "
+                       "wrote there: run as root or as the daemon's user, or "
+                       "pass --admin-token-file)",
+                       token_file, std::strerror(errno))));
+  }
+  auto client = Connect(g);
+  if (!client.ok()) return Fail(g, client.status());
+  v1::CloseSessionAsAdminRequest request;
+  request.set_public_id(static_cast<uint64_t>(public_id));
+  request.set_admin_token(token);
+  v1::CloseSessionResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() +
+                                          absl::Seconds(g.timeout_seconds)));
+  grpc::Status status =
+      (*client)->sessions_stub().CloseSessionAsAdmin(&context, request, &response);
+  if (!status.ok()) return Fail(g, pjrt_client::ToAbslStatus(status));
+  if (g.json) {
+    json doc = ProtoToJson(response);
+    doc["closed"] = public_id;
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << absl::StrFormat(
+        "closed session %d: freed %d buffers (%s) and %d executables\n",
+        public_id, response.buffers_freed(),
+        FormatByteSize(response.bytes_freed()), response.executables_freed());
+  }
+  return kExitOk;
+}
+
 int RunSessions(const GlobalOptions& g) {
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
@@ -1241,7 +1281,21 @@ int Main(int argc, char** argv) {
       "stats", "Show memory use per device, sessions and buffers.\n"
                "Example: pjrtctl stats");
   auto* sessions = app.add_subcommand(
-      "sessions", "List the daemon's sessions.\nExample: pjrtctl sessions");
+      "sessions",
+      "List the daemon's sessions; with --close, close one (an admin's\n"
+      "call: it needs the token of the daemon's --admin-token-file).\n"
+      "Example: pjrtctl sessions\n"
+      "Example: sudo pjrtctl sessions --close 7");
+  int64_t close_session = 0;
+  std::string admin_token_file = kDefaultAdminTokenFile;
+  sessions->add_option("--close", close_session,
+                       "Close the session with this ID (as listed), freeing "
+                       "what it owns")
+      ->check(CLI::PositiveNumber);
+  sessions->add_option("--admin-token-file", admin_token_file,
+                       absl::StrFormat("The daemon's admin token file "
+                                       "(default %s)",
+                                       kDefaultAdminTokenFile));
 
   std::string compile_file;
   auto* compile = app.add_subcommand(
@@ -1388,7 +1442,12 @@ int Main(int argc, char** argv) {
   if (devices->parsed()) return RunDevices(g);
   if (health->parsed()) return RunHealth(g, wait_seconds);
   if (stats->parsed()) return RunStats(g);
-  if (sessions->parsed()) return RunSessions(g);
+  if (sessions->parsed()) {
+    if (close_session > 0) {
+      return RunCloseSession(g, close_session, admin_token_file);
+    }
+    return RunSessions(g);
+  }
   if (compile->parsed()) return RunCompile(g, compile_file);
   if (bench->parsed()) {
     if (!bench_size.empty()) {

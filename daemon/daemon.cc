@@ -1,6 +1,7 @@
 #include "absl/strings/string_view.h"
 #include "daemon/daemon.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -36,6 +37,28 @@ std::optional<std::string> UnixSocketPath(const std::string& address) {
   if (!absl::ConsumePrefix(&rest, "unix:")) return std::nullopt;
   if (absl::StartsWith(rest, "//")) rest.remove_prefix(2);
   return std::string(rest);
+}
+
+// Writes `token` to `path`, readable by the daemon's user only, replacing
+// what was there (a file left by an earlier run) in one step.
+absl::Status WriteAdminToken(const std::string& path, const std::string& token) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot write the admin token file %s: %s", path, std::strerror(errno)));
+  }
+  bool ok = fchmod(fd, 0600) == 0 &&
+            write(fd, token.data(), token.size()) ==
+                static_cast<ssize_t>(token.size()) &&
+            write(fd, "\n", 1) == 1;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot write the admin token file %s: %s", path, std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -187,7 +210,14 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
       compile_cache_.get());
-  session_service_ = std::make_unique<SessionService>(sessions_.get());
+  std::string admin_token;
+  if (!options_.admin_token_file.empty()) {
+    admin_token = absl::StrFormat("%016x%016x", SecureRandomId(),
+                                  SecureRandomId());
+    PJRT_RETURN_IF_ERROR(WriteAdminToken(options_.admin_token_file, admin_token));
+  }
+  session_service_ =
+      std::make_unique<SessionService>(sessions_.get(), std::move(admin_token));
   buffer_service_ = std::make_unique<BufferService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
       options_.receive_timeout);
@@ -295,6 +325,9 @@ void Daemon::Shutdown() {
   }
   for (const std::string& address : addresses_) {
     if (auto path = UnixSocketPath(address)) unlink(path->c_str());
+  }
+  if (!options_.admin_token_file.empty() && session_service_ != nullptr) {
+    unlink(options_.admin_token_file.c_str());
   }
   spdlog::info("shutdown complete");
 }

@@ -128,6 +128,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     } else if (key == "shutdown_timeout_seconds") {
       PJRT_ASSIGN_OR_RETURN(options->shutdown_timeout,
                             SecondsValue(node, source, key));
+    } else if (key == "admin_token_file") {
+      auto v = node.value<std::string>();
+      if (!v) return KeyError(source, key, "a file path");
+      options->admin_token_file = *v;
     } else if (key == "task_id") {
       auto v = node.value<int64_t>();
       if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");
@@ -158,7 +162,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
           "log_level, default_lease_seconds, max_lease_seconds, "
-          "shutdown_timeout_seconds, task_id, cluster, cluster_secret_file, "
+          "shutdown_timeout_seconds, admin_token_file, task_id, cluster, "
+          "cluster_secret_file, "
           "cluster_timeout_seconds, receive_timeout_seconds",
           source, key));
     }
@@ -329,6 +334,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
                  "trace, debug, info, warn, error, critical or off (default info)");
   app.add_option("--address-file", address_file,
                  "Write the resolved listen addresses to this file once serving");
+  std::string admin_token_file;
+  app.add_option("--admin-token-file", admin_token_file,
+                 "Write an admin token here (mode 600) that lets whoever can "
+                 "read it close other clients' sessions (pjrtctl sessions "
+                 "--close); off by default");
   int task_id = -1;
   std::string cluster, cluster_secret_file;
   double cluster_timeout = -1, receive_timeout = -1;
@@ -384,6 +394,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!allocation_model.empty()) options.allocation_model = allocation_model;
   if (queue_ahead > 0) options.queue_ahead = queue_ahead;
   if (!address_file.empty()) options.address_file = address_file;
+  if (!admin_token_file.empty()) options.admin_token_file = admin_token_file;
   if (task_id >= 0) options.task_id = task_id;
   if (!cluster.empty()) {
     options.cluster = absl::StrSplit(cluster, ',', absl::SkipWhitespace());

@@ -40,6 +40,11 @@ struct DaemonOptions {
   // once the daemon accepts calls.
   std::string address_file;
 
+  // When set, the daemon writes a fresh random admin token here (mode 600)
+  // at start-up and removes it at shutdown; whoever can read it may close
+  // other clients' sessions (pjrtctl sessions --close).
+  std::string admin_token_file;
+
   // Cluster membership. `cluster` lists the peer address (host:port) of
   // every task, by task id; empty means a cluster of this daemon alone. The
   // daemon serves its peers on cluster[task_id], apart from its clients.

@@ -75,7 +75,9 @@ class ServerService final : public v1::Server::Service {
 
 class SessionService final : public v1::Sessions::CallbackService {
  public:
-  explicit SessionService(SessionTable* sessions) : sessions_(sessions) {}
+  // `admin_token` empty: CloseSessionAsAdmin is refused.
+  SessionService(SessionTable* sessions, std::string admin_token)
+      : sessions_(sessions), admin_token_(std::move(admin_token)) {}
 
   grpc::ServerUnaryReactor* OpenSession(
       grpc::CallbackServerContext* context,
@@ -95,9 +97,14 @@ class SessionService final : public v1::Sessions::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::ListSessionsRequest* request,
       v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* CloseSessionAsAdmin(
+      grpc::CallbackServerContext* context,
+      const v1::CloseSessionAsAdminRequest* request,
+      v1::CloseSessionResponse* response) override;
 
  private:
   SessionTable* const sessions_;
+  const std::string admin_token_;
 };
 
 class BufferService final : public v1::Buffers::Service {

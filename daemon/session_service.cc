@@ -1,3 +1,5 @@
+#include <openssl/crypto.h>
+
 #include <optional>
 
 #include "absl/strings/str_format.h"
@@ -146,6 +148,39 @@ grpc::ServerUnaryReactor* SessionService::CloseSession(
     v1::CloseSessionResponse* response) {
   auto stats = sessions_->Close(request->session_id(),
                                 absl::OkStatus());
+  if (!stats.ok()) return Reply(context, stats.status());
+  response->set_buffers_freed(stats->buffers_freed);
+  response->set_bytes_freed(stats->bytes_freed);
+  response->set_executables_freed(stats->executables_freed);
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdmin(
+    grpc::CallbackServerContext* context,
+    const v1::CloseSessionAsAdminRequest* request,
+    v1::CloseSessionResponse* response) {
+  if (admin_token_.empty()) {
+    return Reply(context,
+                 absl::PermissionDeniedError(
+                     "admin calls are off: start pjrtd with "
+                     "--admin-token-file to allow them"));
+  }
+  const std::string& given = request->admin_token();
+  if (given.size() != admin_token_.size() ||
+      CRYPTO_memcmp(given.data(), admin_token_.data(), given.size()) != 0) {
+    spdlog::warn("refused an admin close of session {} from {}: wrong admin "
+                 "token",
+                 request->public_id(), context->peer());
+    return Reply(context,
+                 absl::PermissionDeniedError(
+                     "wrong admin token: read it from the daemon's "
+                     "--admin-token-file (readable by the daemon's user and "
+                     "root)"));
+  }
+  auto stats = sessions_->CloseByPublicId(
+      request->public_id(),
+      absl::CancelledError(
+          absl::StrFormat("closed by an administrator from %s", context->peer())));
   if (!stats.ok()) return Reply(context, stats.status());
   response->set_buffers_freed(stats->buffers_freed);
   response->set_bytes_freed(stats->bytes_freed);

@@ -75,6 +75,22 @@ absl::StatusOr<SessionCloseStats> SessionTable::Close(
   return stats;
 }
 
+absl::StatusOr<SessionCloseStats> SessionTable::CloseByPublicId(
+    uint64_t public_id, const absl::Status& why) {
+  uint64_t id = 0;
+  {
+    pjrt::MutexLock lock(&mu_);
+    for (const auto& [key, session] : sessions_) {
+      if (session->public_id() == public_id) id = key;
+    }
+  }
+  if (id == 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no open session has id %d (see `pjrtctl sessions`)", public_id));
+  }
+  return Close(id, why);
+}
+
 int SessionTable::ReapExpired() {
   absl::Time now = clock_();
   std::vector<uint64_t> expired;

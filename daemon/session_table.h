@@ -46,6 +46,10 @@ class SessionTable {
   absl::StatusOr<std::shared_ptr<Session>> Lookup(uint64_t id);
 
   // Closes session `id`, freeing all it owns. NOT_FOUND if not open.
+  // Close() of the session with this public id; NOT_FOUND naming it if
+  // there is none.
+  absl::StatusOr<SessionCloseStats> CloseByPublicId(uint64_t public_id,
+                                                    const absl::Status& why);
   absl::StatusOr<SessionCloseStats> Close(uint64_t id,
                                           const absl::Status& why);
 

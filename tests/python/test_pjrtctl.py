@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pjrt_client
-from conftest import PJRTCTL, REPO
+from conftest import PJRTCTL, REPO, Daemon
 
 
 def ctl(address: str, *args: str, json_output: bool = True
@@ -253,3 +253,80 @@ def test_no_progress_bar_in_a_pipe_or_for_small_arrays(daemon, big_npy,
     code, out = run_in_pty([str(PJRTCTL), "--address", daemon.addresses[0],
                             "put", str(tmp_path / "small.npy")])
     assert code == 0 and "\r" not in out.replace("\r\n", "\n"), out
+
+
+# --- closing another client's session -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def admin_daemon(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("admin")
+    d = Daemon(workdir, "--platform", "host", "--listen",
+               f"unix://{workdir}/pjrtd.sock", "--admin-token-file",
+               str(workdir / "admin.token"))
+    yield d
+    assert d.stop() == 0
+    # The token goes with the daemon.
+    assert not (workdir / "admin.token").exists()
+
+
+def test_the_admin_token_file_is_private(admin_daemon):
+    path = admin_daemon.workdir / "admin.token"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert len(path.read_text().strip()) == 32
+
+
+def test_an_admin_closes_another_clients_session(admin_daemon):
+    address = admin_daemon.addresses[0]
+    victim = pjrt_client.connect(address, client_name="victim")
+    b = victim.put(np.ones(1000, np.float32))
+    public_id = victim.session_id
+    result = ctl(address, "sessions", "--close", str(public_id),
+                 "--admin-token-file", str(admin_daemon.workdir /
+                                           "admin.token"))
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["closed"] == public_id
+    assert int(doc["buffers_freed"]) == 1
+    assert int(doc["bytes_freed"]) == 4000
+    listing = json.loads(ctl(address, "sessions").stdout)["sessions"]
+    assert public_id not in [s["public_id"] for s in listing]
+    with pytest.raises(pjrt_client.Error, match="not open"):
+        b.to_numpy()
+    victim.close()
+
+
+def test_a_wrong_or_missing_admin_token_is_refused(admin_daemon, tmp_path):
+    address = admin_daemon.addresses[0]
+    with pjrt_client.connect(address) as c:
+        wrong = tmp_path / "wrong.token"
+        wrong.write_text("0" * 32)
+        result = ctl(address, "sessions", "--close", str(c.session_id),
+                     "--admin-token-file", str(wrong))
+        assert result.returncode == 1
+        assert json.loads(result.stdout)["error"]["code"] == \
+            "PERMISSION_DENIED"
+        result = ctl(address, "sessions", "--close", str(c.session_id),
+                     "--admin-token-file", str(tmp_path / "missing"),
+                     json_output=False)
+        assert result.returncode == 1
+        assert "cannot read the admin token file" in result.stderr
+        c.ping()  # still open
+
+
+def test_closing_an_unknown_session_is_not_found(admin_daemon):
+    result = ctl(admin_daemon.addresses[0], "sessions", "--close", "99999",
+                 "--admin-token-file",
+                 str(admin_daemon.workdir / "admin.token"),
+                 json_output=False)
+    assert result.returncode == 1
+    assert "no open session has id 99999" in result.stderr
+
+
+def test_admin_calls_are_off_without_a_token_file(daemon, tmp_path):
+    token = tmp_path / "t"
+    token.write_text("0" * 32)
+    result = ctl(daemon.addresses[0], "sessions", "--close", "1",
+                 "--admin-token-file", str(token), json_output=False)
+    assert result.returncode == 1
+    assert "admin calls are off" in result.stderr
