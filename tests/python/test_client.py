@@ -262,3 +262,40 @@ def test_to_numpy_async_reports_the_error_bound_to_the_buffer(address):
         assert c.cancel_cross_host_receives([r]) == 1
         with pytest.raises(pjrt_client.CancelledError, match="cancelled"):
             r.to_numpy_async().result(timeout=60)
+
+
+def test_every_public_name_has_a_docstring_and_type_hints():
+    import inspect
+    missing = []
+    for name in pjrt_client.__all__:
+        obj = getattr(pjrt_client, name)
+        if not inspect.isclass(obj) and not callable(obj):
+            continue  # constants
+        if not (obj.__doc__ or "").strip():
+            missing.append(name)
+        if not inspect.isclass(obj) or issubclass(obj, BaseException):
+            continue
+        for attr, member in vars(obj).items():
+            if attr.startswith("_"):
+                continue
+            function = member.fget if isinstance(member, property) else member
+            if not callable(function):
+                continue
+            if not (function.__doc__ or "").strip():
+                missing.append(f"{name}.{attr}")
+            signature = inspect.signature(function)
+            if signature.return_annotation is inspect.Signature.empty:
+                missing.append(f"{name}.{attr} returns no type")
+            for p in list(signature.parameters.values())[1:]:
+                if p.annotation is inspect.Parameter.empty:
+                    missing.append(f"{name}.{attr}({p.name}) has no type")
+    assert not missing, missing
+    manual = pydoc_text()
+    for section in ("connect", "Client", "Buffer", "Executable",
+                    "make_cross_host_receive_buffers", "to_numpy_async"):
+        assert section in manual
+
+
+def pydoc_text() -> str:
+    import pydoc
+    return pydoc.render_doc(pjrt_client, renderer=pydoc.plaintext)
