@@ -330,3 +330,108 @@ def test_admin_calls_are_off_without_a_token_file(daemon, tmp_path):
                  "--admin-token-file", str(token), json_output=False)
     assert result.returncode == 1
     assert "admin calls are off" in result.stderr
+
+
+# --- every command, both output modes ----------------------------------------
+
+ADD_HLO = """HloModule add
+ENTRY main {
+  x = f32[3] parameter(0)
+  ROOT y = f32[3] add(x, x)
+}
+"""
+
+
+def command_args(name: str, tmp: pathlib.Path, address: str) -> list[str]:
+    """Arguments that make `name` do real work against the test daemon."""
+    (tmp / "add.hlo").write_text(ADD_HLO)
+    np.save(tmp / "v.npy", np.arange(3, dtype=np.float32))
+    if name == "get":
+        put = json.loads(ctl(address, "put", str(tmp / "v.npy"),
+                             "--keep").stdout)
+        return ["get", put["handle"], "--session", put["session"], "-o",
+                str(tmp / "got.npy")]
+    return {
+        "info": ["info"], "devices": ["devices"], "health": ["health"],
+        "stats": ["stats"], "sessions": ["sessions"],
+        "compile": ["compile", str(tmp / "add.hlo")],
+        "run": ["run", str(tmp / "add.hlo"), "--input", str(tmp / "v.npy"),
+                "--output-dir", str(tmp / "out")],
+        "put": ["put", str(tmp / "v.npy")],
+        "bench": ["bench", "--size", "4KiB", "--calls", "3",
+                  "--transfers", "1"],
+    }[name]
+
+
+def check_json(name: str, doc: dict, client: pjrt_client.Client,
+               tmp: pathlib.Path) -> None:
+    """The command's JSON agrees with what the daemon says directly."""
+    if name == "info":
+        info = client.info()
+        for key in ("build_version", "platform", "task_id", "task_count",
+                    "pid", "protocol_version_max"):
+            assert doc[key] == info[key], key
+    elif name == "devices":
+        assert [(d["id"], d["kind"], d["memory_bytes"]) for d in
+                doc["devices"]] == [(d.id, d.kind, d.memory_bytes)
+                                    for d in client.devices()]
+    elif name == "health":
+        assert doc["healthy"] is True and doc["status"] == "SERVING"
+        assert [t["task_id"] for t in doc["tasks"]] == [0]
+    elif name == "stats":
+        stats = client.stats()
+        assert [d["device_id"] for d in doc["devices"]] == \
+            [d["device_id"] for d in stats["devices"]]
+        assert [d["bytes_limit"] for d in doc["devices"]] == \
+            [d["bytes_limit"] for d in stats["devices"]]
+        assert doc["compile_cache"]["capacity"] == \
+            stats["compile_cache"]["capacity"]
+    elif name == "sessions":
+        assert client.session_id in [s["public_id"] for s in doc["sessions"]]
+    elif name == "compile":
+        exe = client.compile(ADD_HLO)
+        assert doc["fingerprint"] == exe.fingerprint
+        assert doc["results"][0]["shape"] == "f32[3]"
+    elif name == "run":
+        out = np.load(doc["outputs"][0]["file"])
+        np.testing.assert_array_equal(out, 2 * np.arange(3))
+    elif name == "put":
+        assert doc["kept"] is False and doc["shape"] == "f32[3]"
+    elif name == "get":
+        np.testing.assert_array_equal(np.load(tmp / "got.npy"),
+                                      np.arange(3))
+        assert doc["shape"] == "f32[3]"
+    elif name == "bench":
+        assert doc["transfer_bytes"] == 4096
+    else:
+        raise AssertionError(f"no check for {name}")
+
+
+# `transfer` needs a cluster: tests/python/test_cluster.py runs it.
+LOCAL_COMMANDS = ["info", "devices", "health", "stats", "sessions",
+                  "compile", "run", "put", "get", "bench"]
+
+
+def test_the_list_covers_every_command():
+    text = help_text().split("Subcommands:")[1]
+    commands = set(re.findall(r"^  ([a-z]+) {2,}", text, re.MULTILINE))
+    assert commands == set(LOCAL_COMMANDS) | {"transfer"}
+
+
+@pytest.mark.parametrize("name", LOCAL_COMMANDS)
+def test_every_command_in_both_output_modes(daemon, tmp_path, name):
+    address = daemon.addresses[0]
+    with pjrt_client.connect(address) as client:
+        result = ctl(address, *command_args(name, tmp_path, address))
+        assert result.returncode == 0, result.stderr
+        check_json(name, json.loads(result.stdout), client, tmp_path)
+        text = ctl(address, *command_args(name, tmp_path, address),
+                   json_output=False)
+        assert text.returncode == 0, text.stderr
+        assert text.stdout.strip() and not text.stdout.lstrip(
+            ).startswith("{")
+
+
+@pytest.mark.parametrize("name", LOCAL_COMMANDS + ["transfer"])
+def test_every_command_has_help_with_an_example(name):
+    assert "Example: pjrtctl " + name in help_text(name)
