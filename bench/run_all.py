@@ -38,6 +38,7 @@ def main() -> int:
         daemon = subprocess.Popen(
             [str(build / "bin" / "pjrtd"), "--platform", "host",
              "--listen", f"unix://{tmp}/pjrtd.sock",
+             "--listen", "127.0.0.1:0",
              "--address-file", str(address_file), "--log-level", "warn"])
         try:
             deadline = time.monotonic() + 30
@@ -45,7 +46,10 @@ def main() -> int:
                 if daemon.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("pjrtd did not start")
                 time.sleep(0.01)
-            env = dict(os.environ, PJRTD_ADDRESS=f"unix://{tmp}/pjrtd.sock")
+            addresses = address_file.read_text().split()
+            env = dict(os.environ, PJRTD_ADDRESS=addresses[0],
+                       PJRTD_TCP_ADDRESS=addresses[1],
+                       PJRT_BUILD_DIR=str(build.resolve()))
             here = pathlib.Path(__file__).parent
             for script in sorted(here.glob("*_bench.py")):
                 metrics += run_json([sys.executable, str(script)], env=env)
