@@ -500,7 +500,8 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
     }
   }
 
-  // Execute round trip of a tiny program: enqueue, then wait for its result.
+  // Execute round trip of a tiny program: one call that returns once the
+  // result is ready.
   auto executable = (*session)->Compile(kBenchProgram);
   if (!executable.ok()) return Fail(g, executable.status());
   const std::vector<float> x = {1, 2, 3, 4};
@@ -513,11 +514,18 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   for (int i = 0; i < o.calls; ++i) {
     absl::Time start = absl::Now();
     const pjrt_client::Buffer* args[] = {&*input};
-    auto results = executable->Execute(args, device);
+    auto results =
+        executable->Execute(args, device, {.wait_until_ready = true});
     if (!results.ok()) return Fail(g, results.status());
-    absl::Status status = (*results)[0].BlockUntilReady();
-    if (!status.ok()) return Fail(g, status);
     execute.push_back(elapsed(start) * 1e6);
+    if (!(*results)[0].info().ready() ||
+        !(*results)[0].info().error_message().empty()) {
+      return Fail(g, absl::InternalError(absl::StrFormat(
+                         "the bench program's result came back %s",
+                         (*results)[0].info().error_message().empty()
+                             ? "not ready"
+                             : (*results)[0].info().error_message())));
+    }
   }
 
   struct Row {

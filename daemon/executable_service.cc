@@ -58,6 +58,30 @@ absl::Status LookupArguments(
 
 // Registers `results` in `session` and describes them in `infos`. If the
 // session closed meanwhile (freeing those registered so far), frees the rest.
+// Waits until every result (every element of a tuple) is ready, or the call
+// is cancelled. A failed run is not an error here: its error is bound to the
+// results, and their descriptions say so.
+void AwaitResults(grpc::ServerContext* context,
+                  const std::vector<std::shared_ptr<runtime::Buffer>>& results) {
+  std::vector<runtime::Buffer*> leaves;
+  for (const auto& result : results) {
+    if (result->is_tuple()) {
+      for (const auto& element : result->tuple_elements()) {
+        leaves.push_back(element.get());
+      }
+    } else {
+      leaves.push_back(result.get());
+    }
+  }
+  for (runtime::Buffer* leaf : leaves) {
+    while (absl::IsDeadlineExceeded(
+               leaf->BlockHostUntilReady(absl::Milliseconds(100))) &&
+           !leaf->IsReady()) {
+      if (context->IsCancelled()) return;
+    }
+  }
+}
+
 absl::Status RegisterResults(
     Session& session, std::vector<std::shared_ptr<runtime::Buffer>>& results,
     google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
@@ -155,7 +179,7 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ExecutableService::Execute(grpc::ServerContext*,
+grpc::Status ExecutableService::Execute(grpc::ServerContext* context,
                                         const v1::ExecuteRequest* request,
                                         v1::ExecuteResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
@@ -189,6 +213,7 @@ grpc::Status ExecutableService::Execute(grpc::ServerContext*,
     results = e.ExecuteSharded(raw_arguments, *device, options);
   }
   if (!results.ok()) return ToGrpcStatus(results.status());
+  if (request->options().wait_until_ready()) AwaitResults(context, *results);
   return ToGrpcStatus(
       RegisterResults(**session, *results, response->mutable_results()));
 }

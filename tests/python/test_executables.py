@@ -323,3 +323,12 @@ def test_readme_python_example_runs(daemon):
     assert "Executable(jit_scale: (f32[2,3], f32[]) -> f32[2,3]" in \
         result.stdout
     assert "[[ 0. 10. 20.]\n [30. 40. 50.]]" in result.stdout
+
+
+def test_execute_with_wait_returns_ready_results(client):
+    exe = client.compile(ADD)
+    x = client.put(np.arange(3, dtype=np.float32))
+    (r,) = exe.execute([x, x], wait=True)
+    info = r.describe()
+    assert info.ready and not info.error_message
+    np.testing.assert_array_equal(r.to_numpy(), [0, 2, 4])

@@ -370,6 +370,7 @@ void ExecuteOptionsToProto(const ExecuteOptions& options,
   proto->set_launch_id(options.launch_id);
   proto->set_arguments_are_tupled(options.arguments_are_tupled);
   proto->set_keep_tuple_result(options.keep_tuple_result);
+  proto->set_wait_until_ready(options.wait_until_ready);
 }
 
 }  // namespace

@@ -262,6 +262,10 @@ struct ExecuteOptions {
   // A tuple root comes back as one tuple buffer instead of one buffer per
   // element.
   bool keep_tuple_result = false;
+  // Execute returns only once the results are ready (one round trip for a
+  // run whose results are read at once); errors of the run stay bound to
+  // the results.
+  bool wait_until_ready = false;
 };
 
 // A compiled program of a session.

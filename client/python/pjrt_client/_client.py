@@ -632,16 +632,19 @@ class Executable:
 
     @staticmethod
     def _options(launch_id: int, arguments_are_tupled: bool,
-                 untuple_result: bool) -> executable_pb2.ExecuteOptions:
+                 untuple_result: bool, wait: bool = False
+                 ) -> executable_pb2.ExecuteOptions:
         return executable_pb2.ExecuteOptions(
             launch_id=int(launch_id),
             arguments_are_tupled=bool(arguments_are_tupled),
-            keep_tuple_result=not untuple_result)
+            keep_tuple_result=not untuple_result,
+            wait_until_ready=bool(wait))
 
     def execute(self, args: Sequence[Any],
                 device: Device | int | None = None, *, launch_id: int = 0,
                 arguments_are_tupled: bool = False,
-                untuple_result: bool = True) -> list[Buffer]:
+                untuple_result: bool = True,
+                wait: bool = False) -> list[Buffer]:
         """Enqueues one run on one device and returns its results at once.
 
         Args:
@@ -660,6 +663,9 @@ class Executable:
                 elements of the program's tuple parameter.
             untuple_result: a tuple root comes back as one buffer per
                 element (default), else as one tuple buffer.
+            wait: return only once the results are ready: one round trip
+                for a run whose results are read at once (an error of the
+                run is still raised by whoever reads them).
 
         Arguments of :attr:`donated_parameters` are donated: the result
         reuses their memory and the argument buffer can no longer be used
@@ -696,7 +702,7 @@ class Executable:
                                  device_id=device_id,
                                  options=self._options(
                                      launch_id, arguments_are_tupled,
-                                     untuple_result)))
+                                     untuple_result, wait)))
         finally:
             # The run holds its own references to uploaded arguments.
             for buffer in temporaries:
