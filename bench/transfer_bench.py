@@ -16,67 +16,21 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 import pjrt_client
+from loopback import free_ports, raw_tcp_seconds
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("PJRT_BUILD_DIR", REPO / "build"))
 SIZE = 256 << 20
 RUNS = 5
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def raw_tcp_seconds(data: bytes) -> float:
-    """One transfer of `data` over a fresh loopback connection."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    sink = bytearray(len(data))
-    done = threading.Event()
-
-    def receive() -> None:
-        conn, _ = server.accept()
-        view = memoryview(sink)
-        got = 0
-        while got < len(sink):
-            n = conn.recv_into(view[got:], len(sink) - got)
-            if n == 0:
-                break
-            got += n
-        conn.sendall(b"k")
-        conn.close()
-        done.set()
-
-    thread = threading.Thread(target=receive)
-    thread.start()
-    client = socket.create_connection(server.getsockname())
-    start = time.perf_counter()
-    client.sendall(data)
-    client.recv(1)  # the receiver has every byte
-    seconds = time.perf_counter() - start
-    client.close()
-    thread.join()
-    server.close()
-    assert done.is_set() and sink[:64] == data[:64]
-    return seconds
 
 
 def main() -> int:

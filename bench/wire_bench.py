@@ -17,50 +17,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
 import sys
-import threading
-import time
+
+from loopback import raw_tcp_seconds
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("PJRT_BUILD_DIR", REPO / "build"))
 SIZE = 256 << 20
 RUNS = 5
-
-
-def raw_tcp_seconds(data: bytes) -> float:
-    """One transfer of `data` over a fresh loopback connection, until the
-    receiver has every byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    sink = bytearray(len(data))
-
-    def receive() -> None:
-        conn, _ = server.accept()
-        view = memoryview(sink)
-        got = 0
-        while got < len(sink):
-            n = conn.recv_into(view[got:], len(sink) - got)
-            if n == 0:
-                break
-            got += n
-        conn.sendall(b"k")
-        conn.close()
-
-    thread = threading.Thread(target=receive)
-    thread.start()
-    client = socket.create_connection(server.getsockname())
-    start = time.perf_counter()
-    client.sendall(data)
-    client.recv(1)
-    seconds = time.perf_counter() - start
-    client.close()
-    thread.join()
-    server.close()
-    return seconds
 
 
 def main() -> int:

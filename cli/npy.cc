@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "client/cpp/pjrt_client/client.h"
 
 namespace pjrt::cli {
 namespace {
@@ -42,39 +43,6 @@ const TypeInfo* FindType(v1::DType dtype) {
     if (t.dtype == dtype) return &t;
   }
   return nullptr;
-}
-
-std::string DTypeLabel(v1::DType dtype) {
-  switch (dtype) {
-    case v1::DTYPE_PRED:
-      return "pred";
-    case v1::DTYPE_S8:
-      return "s8";
-    case v1::DTYPE_S16:
-      return "s16";
-    case v1::DTYPE_S32:
-      return "s32";
-    case v1::DTYPE_S64:
-      return "s64";
-    case v1::DTYPE_U8:
-      return "u8";
-    case v1::DTYPE_U16:
-      return "u16";
-    case v1::DTYPE_U32:
-      return "u32";
-    case v1::DTYPE_U64:
-      return "u64";
-    case v1::DTYPE_F16:
-      return "f16";
-    case v1::DTYPE_BF16:
-      return "bf16";
-    case v1::DTYPE_F32:
-      return "f32";
-    case v1::DTYPE_F64:
-      return "f64";
-    default:
-      return absl::StrCat("dtype#", static_cast<int>(dtype));
-  }
 }
 
 // The value of `key` in the header dict "{'descr': '<f4', 'fortran_order':
@@ -372,7 +340,8 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("the file holds %s, the parameter is %s%s",
-                      DTypeLabel(array.dtype), DTypeLabel(want), hint));
+                      pjrt_client::DTypeName(array.dtype),
+                      pjrt_client::DTypeName(want), hint));
 }
 
 }  // namespace pjrt::cli

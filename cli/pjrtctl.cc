@@ -206,7 +206,7 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
   return healthy && peers_ok ? kExitOk : kExitServerError;
 }
 
-absl::StatusOr<int> FirstAddressableDevice(pjrt_client::Client& client);
+absl::StatusOr<int> DeviceOrFirst(pjrt_client::Client& client, int requested);
 json ShapeJson(const v1::ArrayShape& shape);
 
 // --- progress ---------------------------------------------------------------
@@ -342,12 +342,9 @@ int RunPut(const GlobalOptions& g, const PutGetOptions& o) {
   if (!client.ok()) return Fail(g, client.status());
   auto session = PutGetSession(**client, o);
   if (!session.ok()) return Fail(g, session.status());
-  int device = o.device;
-  if (device < 0) {
-    auto first = FirstAddressableDevice(**client);
-    if (!first.ok()) return Fail(g, first.status());
-    device = *first;
-  }
+  auto resolved = DeviceOrFirst(**client, o.device);
+  if (!resolved.ok()) return Fail(g, resolved.status());
+  const int device = *resolved;
   absl::StatusOr<pjrt_client::Buffer> buffer;
   {
     ProgressBar bar(g, "upload", static_cast<int64_t>(array->data.size()));
@@ -459,12 +456,9 @@ Spread SpreadOf(std::vector<double> values) {
 int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
-  int device = o.device;
-  if (device < 0) {
-    auto first = FirstAddressableDevice(**client);
-    if (!first.ok()) return Fail(g, first.status());
-    device = *first;
-  }
+  auto resolved = DeviceOrFirst(**client, o.device);
+  if (!resolved.ok()) return Fail(g, resolved.status());
+  const int device = *resolved;
   auto session = (*client)->OpenSession({.client_name = "pjrtctl bench"});
   if (!session.ok()) return Fail(g, session.status());
   const auto elapsed = [](absl::Time start) {
@@ -578,8 +572,10 @@ struct TransferOptions {
   double timeout_seconds = 0;
 };
 
-// The first addressable device of the daemon behind `client`.
-absl::StatusOr<int> FirstAddressableDevice(pjrt_client::Client& client) {
+// `requested` if it is a device id (>= 0), else the first addressable
+// device of the daemon behind `client`.
+absl::StatusOr<int> DeviceOrFirst(pjrt_client::Client& client, int requested) {
+  if (requested >= 0) return requested;
   PJRT_ASSIGN_OR_RETURN(auto devices, client.Devices());
   for (const auto& device : devices) {
     if (device.addressable()) return device.id();
@@ -598,17 +594,11 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   if (!from.ok()) return Fail(g, from.status());
   auto to = Connect(to_g);
   if (!to.ok()) return Fail(g, to.status());
-  int from_device = o.from_device, to_device = o.to_device;
-  if (from_device < 0) {
-    auto first = FirstAddressableDevice(**from);
-    if (!first.ok()) return Fail(g, first.status());
-    from_device = *first;
-  }
-  if (to_device < 0) {
-    auto first = FirstAddressableDevice(**to);
-    if (!first.ok()) return Fail(g, first.status());
-    to_device = *first;
-  }
+  auto resolved_from = DeviceOrFirst(**from, o.from_device);
+  if (!resolved_from.ok()) return Fail(g, resolved_from.status());
+  auto resolved_to = DeviceOrFirst(**to, o.to_device);
+  if (!resolved_to.ok()) return Fail(g, resolved_to.status());
+  const int from_device = *resolved_from, to_device = *resolved_to;
   auto from_session = (*from)->OpenSession({.client_name = "pjrtctl transfer"});
   if (!from_session.ok()) return Fail(g, from_session.status());
   auto to_session = (*to)->OpenSession({.client_name = "pjrtctl transfer"});

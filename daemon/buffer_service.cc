@@ -19,8 +19,20 @@ namespace {
 // thread.
 constexpr absl::Duration kCancellationPollInterval = absl::Milliseconds(100);
 
-// Waits for `buffer` to be ready within `timeout`, giving up early when
-// `context` is cancelled.
+struct SessionBuffer {
+  std::shared_ptr<Session> session;
+  std::shared_ptr<runtime::Buffer> buffer;
+};
+
+absl::StatusOr<SessionBuffer> Lookup(SessionTable* sessions,
+                                     uint64_t session_id, uint64_t handle) {
+  PJRT_ASSIGN_OR_RETURN(auto session, sessions->Lookup(session_id));
+  PJRT_ASSIGN_OR_RETURN(auto buffer, session->LookupBuffer(handle));
+  return SessionBuffer{std::move(session), std::move(buffer)};
+}
+
+}  // namespace
+
 absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
                         absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
@@ -39,20 +51,6 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
     }
   }
 }
-
-struct SessionBuffer {
-  std::shared_ptr<Session> session;
-  std::shared_ptr<runtime::Buffer> buffer;
-};
-
-absl::StatusOr<SessionBuffer> Lookup(SessionTable* sessions,
-                                     uint64_t session_id, uint64_t handle) {
-  PJRT_ASSIGN_OR_RETURN(auto session, sessions->Lookup(session_id));
-  PJRT_ASSIGN_OR_RETURN(auto buffer, session->LookupBuffer(handle));
-  return SessionBuffer{std::move(session), std::move(buffer)};
-}
-
-}  // namespace
 
 grpc::Status BufferService::Upload(grpc::ServerContext* context,
                                    grpc::ServerReader<v1::UploadRequest>* reader,

@@ -56,8 +56,6 @@ absl::Status LookupArguments(
   return absl::OkStatus();
 }
 
-// Registers `results` in `session` and describes them in `infos`. If the
-// session closed meanwhile (freeing those registered so far), frees the rest.
 // Waits until every result (every element of a tuple) is ready, or the call
 // is cancelled. A failed run is not an error here: its error is bound to the
 // results, and their descriptions say so.
@@ -74,14 +72,15 @@ void AwaitResults(grpc::ServerContext* context,
     }
   }
   for (runtime::Buffer* leaf : leaves) {
-    while (absl::IsDeadlineExceeded(
-               leaf->BlockHostUntilReady(absl::Milliseconds(100))) &&
-           !leaf->IsReady()) {
-      if (context->IsCancelled()) return;
-    }
+    // A failed run's error stays bound to the leaf; only a cancelled call
+    // stops the wait.
+    AwaitReady(context, *leaf, absl::InfiniteDuration()).IgnoreError();
+    if (context->IsCancelled()) return;
   }
 }
 
+// Registers `results` in `session` and describes them in `infos`. If the
+// session closed meanwhile (freeing those registered so far), frees the rest.
 absl::Status RegisterResults(
     Session& session, std::vector<std::shared_ptr<runtime::Buffer>>& results,
     google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {

@@ -31,6 +31,12 @@ inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
 // The daemon-wide cache of compiled programs.
 using ExecutableCache = CompileCache<runtime::Executable>;
 
+// Waits for `buffer` to be ready within `timeout` and returns its status
+// (see runtime::Buffer::BlockHostUntilReady), giving up early with
+// CANCELLED when `context` is cancelled (checked every 100 ms).
+absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
+                        absl::Duration timeout);
+
 // The addressable device with global id `id`. INVALID_ARGUMENT naming the
 // id, and the task that owns it when it is another task's device.
 absl::StatusOr<runtime::Device*> LookupAddressableDevice(

@@ -494,9 +494,15 @@ def test_a_sender_that_goes_away_never_makes_the_receive_ready(pair):
     x = np.ones(256 << 20, np.uint8)
     (r,), (d,) = receiver.make_cross_host_receive_buffers([x], device=1)
     b = sender.put(x, device=0)
-    thread = threading.Thread(
-        target=lambda: pytest.raises(pjrt_client.Error,
-                                     b.copy_to_remote_device, d))
+    outcome: dict[str, BaseException] = {}
+
+    def copy() -> None:
+        try:
+            b.copy_to_remote_device(d)
+        except BaseException as e:  # noqa: B902 - checked below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=copy)
     thread.start()
     wait_for(lambda: receiver.stats()["cross_host_bytes_received"] > 0,
              "the transfer to start")
@@ -507,6 +513,9 @@ def test_a_sender_that_goes_away_never_makes_the_receive_ready(pair):
                        match=r"stopped after \d+ of 268435456 bytes"):
         r.to_numpy()
     thread.join(timeout=60)
+    # The sender's own call failed too (its daemon is gone).
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), pjrt_client.Error), outcome
     # The receiver stays healthy.
     assert receiver.stats()["cross_host_receives_pending"] == 0
     with receiver.put(np.arange(3)) as c:
