@@ -65,7 +65,7 @@ _pjrtctl() {
       [[ $cur != -* ]] &&
         COMPREPLY=($(compgen -f -X '!*.npy' -- "$cur") $(compgen -d -- "$cur")) ;;
     get) flags="-o --output --session" ;;
-    bench) flags="--size --calls --transfers --device" ;;
+    bench) flags="--size --calls --transfers --steps --device" ;;
     transfer)
       flags="--from --to --from-device --to-device --receive-timeout"
       [[ $cur != -* ]] &&

@@ -22,6 +22,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "base/byte_size.h"
 #include "base/status_macros.h"
@@ -69,9 +70,11 @@ int FailUsage(const GlobalOptions& g, const absl::Status& status) {
 }
 
 absl::StatusOr<std::shared_ptr<pjrt_client::Client>> Connect(
-    const GlobalOptions& g) {
+    const GlobalOptions& g, bool shared_memory = true) {
   return pjrt_client::Client::Connect(
-      {.address = g.address, .timeout = absl::Seconds(g.timeout_seconds)});
+      {.address = g.address,
+       .timeout = absl::Seconds(g.timeout_seconds),
+       .shared_memory = shared_memory});
 }
 
 std::string Yes(bool b) { return b ? "yes" : "no"; }
@@ -432,6 +435,7 @@ struct BenchOptions {
   int64_t size_bytes = 64 << 20;
   int calls = 200;
   int transfers = 5;
+  int steps = 10000;
   int device = -1;
 };
 
@@ -454,7 +458,9 @@ Spread SpreadOf(std::vector<double> values) {
 }
 
 int RunBench(const GlobalOptions& g, const BenchOptions& o) {
-  auto client = Connect(g);
+  // The stream rows need a client that never uses shared memory; the
+  // shared-memory rows use regions directly.
+  auto client = Connect(g, /*shared_memory=*/false);
   if (!client.ok()) return Fail(g, client.status());
   auto resolved = DeviceOrFirst(**client, o.device);
   if (!resolved.ok()) return Fail(g, resolved.status());
@@ -494,6 +500,40 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
     }
   }
 
+  // The same bytes through a shared-memory region, when the daemon is on
+  // this host: the array already lives in the region (as a loader would
+  // write it), the daemon copies it to and from the device buffer.
+  std::vector<double> shm_up, shm_down;
+  std::string shm_skipped;
+  {
+    auto region = (*session)->CreateRegion(2 * o.size_bytes, "pjrtctl-bench");
+    if (!region.ok()) {
+      shm_skipped = std::string(region.status().message());
+    } else {
+      uint8_t* in = region->data();
+      uint8_t* out = region->data() + o.size_bytes;
+      std::memcpy(in, data.data(), data.size());
+      std::memset(out, 0, data.size());
+      for (int i = 0; i < o.transfers; ++i) {
+        absl::Time start = absl::Now();
+        auto buffer = (*session)->UploadFromRegion(
+            *region, 0, v1::DTYPE_U8, {o.size_bytes}, device);
+        if (!buffer.ok()) return Fail(g, buffer.status());
+        shm_up.push_back(static_cast<double>(o.size_bytes) / elapsed(start));
+        start = absl::Now();
+        absl::Status status = buffer->DownloadToRegion(*region, o.size_bytes);
+        if (!status.ok()) return Fail(g, status);
+        shm_down.push_back(static_cast<double>(o.size_bytes) /
+                           elapsed(start));
+        if (std::memcmp(out, data.data(), data.size()) != 0) {
+          return Fail(g, absl::DataLossError(
+                             "the bytes downloaded through shared memory "
+                             "differ from the uploaded ones"));
+        }
+      }
+    }
+  }
+
   // Execute round trip of a tiny program: one call that returns once the
   // result is ready.
   auto executable = (*session)->Compile(kBenchProgram);
@@ -522,23 +562,70 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
     }
   }
 
+  // A loop of dependent steps (each run's result is the next one's
+  // argument): one Execute call per step, then the same steps pipelined.
+  const auto run_loop = [&](bool pipelined) -> absl::StatusOr<double> {
+    PJRT_ASSIGN_OR_RETURN(
+        pjrt_client::Buffer value,
+        (*session)->Upload(
+            v1::DTYPE_F32, {4},
+            absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(x.data()), 16),
+            device));
+    absl::Time start = absl::Now();
+    for (int i = 0; i < o.steps; ++i) {
+      const pjrt_client::Buffer* args[] = {&value};
+      PJRT_ASSIGN_OR_RETURN(std::vector<pjrt_client::Buffer> results,
+                            pipelined
+                                ? executable->ExecutePipelined(args, device)
+                                : executable->Execute(args, device));
+      value = std::move(results[0]);
+    }
+    std::vector<float> last(4);
+    PJRT_RETURN_IF_ERROR(value.DownloadInto(
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(last.data()), 16)));
+    double seconds = elapsed(start);
+    for (int k = 0; k < 4; ++k) {
+      if (last[k] != x[k] + static_cast<float>(o.steps)) {
+        return absl::InternalError(absl::StrFormat(
+            "after %d %s steps element %d is %g; expected %g", o.steps,
+            pipelined ? "pipelined" : "synchronous", k, last[k],
+            x[k] + static_cast<float>(o.steps)));
+      }
+    }
+    return o.steps / seconds;
+  };
+  auto sync_rate = run_loop(false);
+  if (!sync_rate.ok()) return Fail(g, sync_rate.status());
+  auto pipelined_rate = run_loop(true);
+  if (!pipelined_rate.ok()) return Fail(g, pipelined_rate.status());
+
   struct Row {
     const char* name;
     const char* unit;
     Spread spread;
   };
-  const Row rows[] = {
+  std::vector<Row> rows = {
       {"empty_call", "us", SpreadOf(ping)},
       {"upload", "bytes/s", SpreadOf(up)},
       {"download", "bytes/s", SpreadOf(down)},
       {"execute_round_trip", "us", SpreadOf(execute)},
+      {"loop_synchronous", "steps/s",
+       {*sync_rate, *sync_rate, *sync_rate}},
+      {"loop_pipelined", "steps/s",
+       {*pipelined_rate, *pipelined_rate, *pipelined_rate}},
   };
+  if (!shm_up.empty()) {
+    rows.push_back({"upload_shared_memory", "bytes/s", SpreadOf(shm_up)});
+    rows.push_back({"download_shared_memory", "bytes/s", SpreadOf(shm_down)});
+  }
   if (g.json) {
     json doc = {{"address", (*client)->address()},
                 {"device", device},
                 {"transfer_bytes", o.size_bytes},
                 {"calls", o.calls},
-                {"transfers", o.transfers}};
+                {"transfers", o.transfers},
+                {"steps", o.steps}};
+    if (!shm_skipped.empty()) doc["shared_memory_skipped"] = shm_skipped;
     for (const Row& row : rows) {
       doc[row.name] = {{"unit", row.unit},
                        {"min", row.spread.min},
@@ -550,12 +637,19 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   }
   const auto format = [](const Row& row, double value) {
     if (std::string(row.unit) == "us") return absl::StrFormat("%.1f us", value);
+    if (std::string(row.unit) == "steps/s") {
+      return absl::StrFormat("%.0f steps/s", value);
+    }
     return FormatByteSize(static_cast<int64_t>(value)) + "/s";
   };
   std::cout << absl::StrFormat(
-      "%s, device %d: %d empty calls and executions, %d transfers of %s\n",
+      "%s, device %d: %d empty calls and executions, %d transfers of %s, "
+      "loops of %d steps\n",
       (*client)->address(), device, o.calls, o.transfers,
-      FormatByteSize(o.size_bytes));
+      FormatByteSize(o.size_bytes), o.steps);
+  if (!shm_skipped.empty()) {
+    std::cout << "shared memory not measured: " << shm_skipped << "\n";
+  }
   Table table({"METRIC", "MIN", "MEDIAN", "MAX"});
   for (const Row& row : rows) {
     table.AddRow({row.name, format(row, row.spread.min),
@@ -1352,8 +1446,10 @@ int Main(int argc, char** argv) {
   auto* bench = app.add_subcommand(
       "bench",
       "Measure the daemon from here: empty-call latency, upload and download\n"
-      "bandwidth, and the round trip of a tiny execution; each as min,\n"
-      "median and max.\n"
+      "bandwidth over the stream and (daemon on this host) through shared\n"
+      "memory, the round trip of a tiny execution, each as min, median and\n"
+      "max; and the rate of a loop of dependent steps, one call per step\n"
+      "against pipelined.\n"
       "Example: pjrtctl bench --size 256MiB --json");
   bench->add_option("--size", bench_size,
                     "Bytes per upload and download, e.g. 64MiB (the default)");
@@ -1363,6 +1459,9 @@ int Main(int argc, char** argv) {
   bench->add_option("--transfers", bench_options.transfers,
                     "Uploads and downloads to time (default 5)")
       ->check(CLI::Range(1, 10000));
+  bench->add_option("--steps", bench_options.steps,
+                    "Steps of each dependent loop (default 10000)")
+      ->check(CLI::Range(1, 10000000));
   bench->add_option("--device", bench_options.device,
                     "Global id of the device (default: the daemon's first)")
       ->check(CLI::NonNegativeNumber);
@@ -1476,4 +1575,9 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace pjrt::cli
 
-int main(int argc, char** argv) { return pjrt::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // See daemon/main.cc: Debian's abseil checks every gRPC lock for
+  // deadlock cycles unless told not to.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return pjrt::cli::Main(argc, argv);
+}

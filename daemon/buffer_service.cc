@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "base/status_macros.h"
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
@@ -468,6 +469,105 @@ grpc::Status BufferService::CopyToRemoteDevice(
   response->set_bytes(total);
   response->set_receiver_task_id(task);
   response->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::UploadFromRegion(
+    grpc::ServerContext*, const v1::UploadFromRegionRequest* request,
+    v1::BufferInfo* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  auto region = (*session)->LookupRegion(request->region_handle());
+  if (!region.ok()) return ToGrpcStatus(region.status());
+  auto shape = ShapeFromProto(request->shape());
+  if (!shape.ok()) return ToGrpcStatus(shape.status());
+  auto device =
+      LookupAddressableDevice(*client_, *cluster_, request->device_id());
+  if (!device.ok()) return ToGrpcStatus(device.status());
+  auto slice = (*region)->Slice(request->offset(), shape->ByteSize());
+  if (!slice.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrFormat(
+        "upload of %s from region %#x: %s", shape->ToString(),
+        request->region_handle(), slice.status().message())));
+  }
+  // Zero copy makes the slice the buffer's memory; it then stays in use
+  // until the buffer lets go of it. Otherwise the slice is in use until the
+  // copy is done, and the reply waits for that.
+  const bool aliased =
+      request->zero_copy() && client_->platform()->host_can_access_device_memory() &&
+      reinterpret_cast<uintptr_t>(*slice) % runtime::kZeroCopyAlignment == 0;
+  auto copied = std::make_shared<absl::Notification>();
+  auto buffer = client_->BufferFromHostBuffer(
+      *slice, *shape,
+      aliased ? runtime::HostBufferSemantics::kZeroCopy
+              : runtime::HostBufferSemantics::kImmutableUntilTransferCompletes,
+      [use = (*region)->Acquire(), copied]() mutable {
+        use = Region::Use();
+        copied->Notify();
+      },
+      *device);
+  if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+  if (!aliased) copied->WaitForNotification();
+  auto handle = (*session)->AddBuffer(*buffer);
+  if (!handle.ok()) {
+    (*buffer)->Delete();
+    return ToGrpcStatus(handle.status());
+  }
+  BufferInfoToProto(**session, *handle, **buffer, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::DownloadToRegion(
+    grpc::ServerContext* context, const v1::DownloadToRegionRequest* request,
+    v1::BufferInfo* response) {
+  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  auto region = found->session->LookupRegion(request->region_handle());
+  if (!region.ok()) return ToGrpcStatus(region.status());
+  runtime::Buffer& buffer = *found->buffer;
+  if (buffer.is_tuple()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("buffer %#x is a tuple %s; download its elements "
+                        "instead",
+                        request->handle(), buffer.shape().ToString()));
+  }
+  auto slice = (*region)->Slice(request->offset(), buffer.size_bytes());
+  if (!slice.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrFormat(
+        "download of buffer %#x (%s) into region %#x: %s", request->handle(),
+        buffer.shape().ToString(), request->region_handle(),
+        slice.status().message())));
+  }
+  Region::Use use = (*region)->Acquire();
+  absl::Status ready = AwaitReady(context, buffer, absl::InfiniteDuration());
+  if (!ready.ok()) return ToGrpcStatus(ready);
+  absl::Status status = buffer.CopyRawToHost(*slice, 0, buffer.size_bytes());
+  if (!status.ok()) return ToGrpcStatus(status);
+  BufferInfoToProto(*found->session, request->handle(), buffer, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::UnregisterRegion(
+    grpc::ServerContext*, const v1::UnregisterRegionRequest* request,
+    v1::UnregisterRegionResponse*) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  return ToGrpcStatus((*session)->UnregisterRegion(request->region_handle()));
+}
+
+grpc::Status BufferService::ListRegions(grpc::ServerContext*,
+                                        const v1::ListRegionsRequest* request,
+                                        v1::ListRegionsResponse* response) {
+  auto session = sessions_->Lookup(request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  for (const auto& [handle, region] : (*session)->Regions()) {
+    v1::RegionInfo* info = response->add_regions();
+    info->set_region_handle(handle);
+    info->set_size_bytes(region->size());
+    info->set_name(region->name());
+    info->set_uses(region->uses());
+  }
   return grpc::Status::OK;
 }
 

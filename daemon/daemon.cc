@@ -153,7 +153,14 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   client_options.platform = options_.platform;
   client_options.host_device_count = options_.host_devices;
   client_options.memory_limit_bytes = options_.memory_limit_bytes;
-  client_options.queue_ahead = options_.queue_ahead;
+  // The runtime paces the synchronous model at one execution in flight, as
+  // an in-process client would. A daemon's clients pipeline dependent steps
+  // over the wire (ExecuteStream), and at one in flight every step would
+  // wait for the one before it to finish, so the daemon lets every model
+  // queue ahead by default (the pacing is not needed for correctness).
+  client_options.queue_ahead = options_.queue_ahead > 0
+                                   ? options_.queue_ahead
+                                   : device::LocalDeviceState::kDefaultQueueAhead;
   client_options.task_id = options_.task_id;
   if (!options_.allocation_model.empty()) {
     PJRT_ASSIGN_OR_RETURN(client_options.allocation_model,
@@ -207,9 +214,17 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   sessions_ = std::make_unique<SessionTable>(SessionTableOptions{
       .default_lease = options_.default_lease, .max_lease = options_.max_lease});
   compile_cache_ = std::make_unique<ExecutableCache>();
+  std::string region_socket;
+  if (options_.shared_memory) {
+    region_server_ = std::make_unique<RegionServer>(sessions_.get());
+    // Abstract, so nothing is left on disk, and unique to this run.
+    PJRT_RETURN_IF_ERROR(region_server_->Start(
+        absl::StrFormat("@pjrtd-regions-%d-%016x", getpid(), SecureRandomId())));
+    region_socket = region_server_->address();
+  }
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
-      compile_cache_.get());
+      compile_cache_.get(), region_socket);
   std::string admin_token;
   if (!options_.admin_token_file.empty()) {
     admin_token = absl::StrFormat("%016x%016x", SecureRandomId(),
@@ -314,6 +329,7 @@ void Daemon::Shutdown() {
                       absl::ToChronoSeconds(options_.shutdown_timeout));
     server_->Wait();
   }
+  if (region_server_ != nullptr) region_server_->Stop();
   if (peer_server_ != nullptr) {
     // Transfers in flight end; their receive buffers get the error.
     peer_server_->Shutdown(std::chrono::system_clock::now() +

@@ -21,6 +21,7 @@
 #include "daemon/options.h"
 #include "daemon/services.h"
 #include "daemon/session_table.h"
+#include "daemon/shared_memory.h"
 #include "grpcpp/server.h"
 #include "runtime/client.h"
 
@@ -59,6 +60,7 @@ class Daemon {
   // After client_: fails its receives before the devices go.
   std::unique_ptr<CrossHostReceives> receives_;
   std::unique_ptr<SessionTable> sessions_;
+  std::unique_ptr<RegionServer> region_server_;
   std::unique_ptr<ExecutableCache> compile_cache_;
   std::unique_ptr<ServerService> server_service_;
   std::unique_ptr<SessionService> session_service_;

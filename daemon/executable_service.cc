@@ -1,4 +1,6 @@
 #include <functional>
+#include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -7,7 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "base/random.h"
 #include "base/log.h"
+#include "base/mutex.h"
+#include "base/status_macros.h"
 #include "daemon/grpc_status.h"
+#include "device/worker_thread.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -178,43 +183,155 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ExecutableService::Execute(grpc::ServerContext* context,
-                                        const v1::ExecuteRequest* request,
-                                        v1::ExecuteResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
-  auto executable = (*session)->LookupExecutable(request->executable_handle());
-  if (!executable.ok()) return ToGrpcStatus(executable.status());
-  auto device =
-      LookupAddressableDevice(*client_, *cluster_, request->device_id());
-  if (!device.ok()) return ToGrpcStatus(device.status());
+absl::Status ExecutableService::ExecuteOne(
+    grpc::ServerContext* context, const v1::ExecuteRequest& request,
+    bool inline_idle,
+    google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
+  PJRT_ASSIGN_OR_RETURN(auto session, sessions_->Lookup(request.session_id()));
+  PJRT_ASSIGN_OR_RETURN(
+      auto executable, session->LookupExecutable(request.executable_handle()));
+  PJRT_ASSIGN_OR_RETURN(
+      runtime::Device * device,
+      LookupAddressableDevice(*client_, *cluster_, request.device_id()));
+  runtime::Executable& e = *executable;
+  const auto& result_handles = request.result_handles();
+  if (!result_handles.empty()) {
+    if (request.options().keep_tuple_result()) {
+      return absl::InvalidArgumentError(
+          "result_handles name one buffer per result; they cannot be used "
+          "with keep_tuple_result");
+    }
+    if (result_handles.size() != static_cast<int>(e.result_shapes().size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s has %d results; got %d result_handles", e.name(),
+          e.result_shapes().size(), result_handles.size()));
+    }
+    PJRT_RETURN_IF_ERROR(session->CheckNewHandles(result_handles));
+  }
 
   // The shared pointers keep the arguments alive for the call; the runtime's
   // holds protect them while the run is in flight.
   std::vector<std::shared_ptr<runtime::Buffer>> arguments;
   std::vector<runtime::Buffer*> raw_arguments;
-  absl::Status status = LookupArguments(**session, request->argument_handles(),
-                                        "", &arguments, &raw_arguments);
-  if (!status.ok()) return ToGrpcStatus(status);
+  PJRT_RETURN_IF_ERROR(LookupArguments(*session, request.argument_handles(),
+                                       "", &arguments, &raw_arguments));
 
   runtime::ExecuteRunOptions options =
-      ExecuteOptionsFromProto(request->options());
-  if (options.launch_id == 0) options.launch_id = request->launch_id();
+      ExecuteOptionsFromProto(request.options());
+  if (options.launch_id == 0) options.launch_id = request.launch_id();
+  // A caller that waits for the results anyway, or that streams its steps
+  // (its next request cannot start before this one is enqueued), gains
+  // from running the work on this thread while the device is idle.
+  std::optional<device::WorkerThread::InlineScope> inline_scope;
+  if (request.options().wait_until_ready() || inline_idle) {
+    inline_scope.emplace();
+  }
   // The runtime's errors name the executable, the argument and what was
   // expected.
-  runtime::Executable& e = **executable;
   absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results;
   if (e.portable()) {
-    results = e.ExecutePortable(raw_arguments, *device, options);
+    results = e.ExecutePortable(raw_arguments, device, options);
   } else if (e.num_replicas() * e.num_partitions() == 1) {
-    results = e.Execute(raw_arguments, *device, options);
+    results = e.Execute(raw_arguments, device, options);
   } else {
-    results = e.ExecuteSharded(raw_arguments, *device, options);
+    results = e.ExecuteSharded(raw_arguments, device, options);
   }
-  if (!results.ok()) return ToGrpcStatus(results.status());
-  if (request->options().wait_until_ready()) AwaitResults(context, *results);
+  if (!results.ok()) return results.status();
+  if (request.options().wait_until_ready()) AwaitResults(context, *results);
+  if (result_handles.empty()) {
+    return RegisterResults(*session, *results, infos);
+  }
+  absl::Status status =
+      session->AddBuffersWithHandles(result_handles, *results);
+  if (!status.ok()) {
+    for (const auto& result : *results) result->Delete();
+    return status;
+  }
+  for (size_t i = 0; i < results->size(); ++i) {
+    BufferInfoToProto(*session, result_handles[static_cast<int>(i)],
+                      *(*results)[i], infos->Add());
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status ExecutableService::Execute(grpc::ServerContext* context,
+                                        const v1::ExecuteRequest* request,
+                                        v1::ExecuteResponse* response) {
   return ToGrpcStatus(
-      RegisterResults(**session, *results, response->mutable_results()));
+      ExecuteOne(context, *request, /*inline_idle=*/false,
+                 response->mutable_results()));
+}
+
+grpc::Status ExecutableService::ExecuteStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
+        stream) {
+  // Replies go out from a second thread, so that running request k+1 does
+  // not wait for the reply to request k; one reply covers every request
+  // run since the previous one.
+  pjrt::Mutex mu;
+  int64_t done = -1;     // the last request run
+  int64_t replied = -1;  // the last request acknowledged
+  bool reading = true;
+  bool writable = true;
+  std::thread writer([&] {
+    v1::ExecuteStreamResponse response;
+    for (;;) {
+      int64_t sequence;
+      {
+        pjrt::MutexLock lock(&mu);
+        auto work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+          return done > replied || !reading;
+        };
+        mu.Await(work);
+        if (done == replied) return;  // finished and all acknowledged
+        sequence = done;
+      }
+      response.set_sequence(sequence);
+      bool ok = stream->Write(response);
+      pjrt::MutexLock lock(&mu);
+      replied = sequence;
+      if (!ok) {
+        writable = false;
+        return;
+      }
+    }
+  });
+  absl::Status failure;
+  v1::ExecuteRequest request;
+  google::protobuf::RepeatedPtrField<v1::BufferInfo> infos;
+  for (int64_t sequence = 0; stream->Read(&request); ++sequence) {
+    absl::Status status;
+    if (request.result_handles().empty()) {
+      status = absl::InvalidArgumentError(
+          "a streamed Execute must carry result_handles (one per result), "
+          "so that later requests can name its results");
+    } else {
+      infos.Clear();
+      status = ExecuteOne(context, request, /*inline_idle=*/true, &infos);
+    }
+    if (!status.ok()) {
+      failure = absl::Status(status.code(),
+                             absl::StrFormat("stream request %d: %s", sequence,
+                                             status.message()));
+      break;
+    }
+    pjrt::MutexLock lock(&mu);
+    done = sequence;
+    if (!writable) break;
+  }
+  bool client_gone;
+  {
+    pjrt::MutexLock lock(&mu);
+    reading = false;
+    client_gone = !writable;
+  }
+  writer.join();
+  if (!failure.ok()) return ToGrpcStatus(failure);
+  if (client_gone) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status ExecutableService::ExecuteReplicated(

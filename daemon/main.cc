@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "base/version.h"
 #include "daemon/daemon.h"
@@ -45,6 +46,11 @@ bool WriteAddressFile(const std::string& path,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // gRPC locks absl::Mutexes on every call; Debian's abseil checks each
+  // lock for deadlock cycles unless told not to, which costs microseconds
+  // per call. Our own locks are checked by the thread-safety annotations
+  // and the sanitizer builds instead.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   pjrt::daemon::ParsedCommandLine parsed =
       pjrt::daemon::ParseCommandLine(argc, argv);
   if (parsed.exit_code.has_value()) return *parsed.exit_code;

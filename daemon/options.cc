@@ -132,6 +132,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       auto v = node.value<std::string>();
       if (!v) return KeyError(source, key, "a file path");
       options->admin_token_file = *v;
+    } else if (key == "shared_memory") {
+      auto v = node.value<bool>();
+      if (!v) return KeyError(source, key, "true or false");
+      options->shared_memory = *v;
     } else if (key == "task_id") {
       auto v = node.value<int64_t>();
       if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");
@@ -162,7 +166,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
           "log_level, default_lease_seconds, max_lease_seconds, "
-          "shutdown_timeout_seconds, admin_token_file, task_id, cluster, "
+          "shutdown_timeout_seconds, admin_token_file, shared_memory, task_id, "
+          "cluster, "
           "cluster_secret_file, "
           "cluster_timeout_seconds, receive_timeout_seconds",
           source, key));
@@ -328,7 +333,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
           {"synchronous", "compute-synchronized", "asynchronous"}));
   app.add_option("--queue-ahead", queue_ahead,
                  "Executions the host may enqueue ahead of each device "
-                 "(default 32; 1 under the synchronous model)")
+                 "(default 32)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error, critical or off (default info)");
@@ -339,6 +344,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
                  "Write an admin token here (mode 600) that lets whoever can "
                  "read it close other clients' sessions (pjrtctl sessions "
                  "--close); off by default");
+  bool no_shared_memory = false;
+  app.add_flag("--no-shared-memory", no_shared_memory,
+               "Refuse shared-memory regions: local clients then stream "
+               "their data like remote ones");
   int task_id = -1;
   std::string cluster, cluster_secret_file;
   double cluster_timeout = -1, receive_timeout = -1;
@@ -395,6 +404,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (queue_ahead > 0) options.queue_ahead = queue_ahead;
   if (!address_file.empty()) options.address_file = address_file;
   if (!admin_token_file.empty()) options.admin_token_file = admin_token_file;
+  if (no_shared_memory) options.shared_memory = false;
   if (task_id >= 0) options.task_id = task_id;
   if (!cluster.empty()) {
     options.cluster = absl::StrSplit(cluster, ',', absl::SkipWhitespace());

@@ -45,6 +45,10 @@ struct DaemonOptions {
   // other clients' sessions (pjrtctl sessions --close).
   std::string admin_token_file;
 
+  // Whether clients on this host may register shared-memory regions (over
+  // an abstract unix socket named in ServerInfo.region_socket).
+  bool shared_memory = true;
+
   // Cluster membership. `cluster` lists the peer address (host:port) of
   // every task, by task id; empty means a cluster of this daemon alone. The
   // daemon serves its peers on cluster[task_id], apart from its clients.

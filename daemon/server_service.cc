@@ -17,8 +17,12 @@ grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
   for (const char* capability :
        {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
         "buffers.ready_state", "executables", "stats", "cluster",
-        "buffers.cross_host"}) {
+        "buffers.cross_host", "executables.stream"}) {
     response->add_capabilities(capability);
+  }
+  if (!region_socket_.empty()) {
+    response->add_capabilities("buffers.shared_memory");
+    response->set_region_socket(region_socket_);
   }
   response->set_task_id(client_->task_id());
   response->set_task_count(cluster_->task_count());

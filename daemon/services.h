@@ -46,12 +46,13 @@ class ServerService final : public v1::Server::Service {
  public:
   ServerService(runtime::Client* client, Cluster* cluster,
                 CrossHostReceives* receives, SessionTable* sessions,
-                ExecutableCache* compile_cache)
+                ExecutableCache* compile_cache, std::string region_socket)
       : client_(client),
         cluster_(cluster),
         receives_(receives),
         sessions_(sessions),
         compile_cache_(compile_cache),
+        region_socket_(std::move(region_socket)),
         start_(absl::Now()) {}
 
   grpc::Status GetServerInfo(grpc::ServerContext* context,
@@ -76,6 +77,8 @@ class ServerService final : public v1::Server::Service {
   CrossHostReceives* const receives_;
   SessionTable* const sessions_;
   ExecutableCache* const compile_cache_;
+  // Empty when shared memory is off.
+  const std::string region_socket_;
   const absl::Time start_;
 };
 
@@ -160,6 +163,18 @@ class BufferService final : public v1::Buffers::Service {
       grpc::ServerContext* context,
       const v1::CancelCrossHostReceivesRequest* request,
       v1::CancelCrossHostReceivesResponse* response) override;
+  grpc::Status UploadFromRegion(grpc::ServerContext* context,
+                                const v1::UploadFromRegionRequest* request,
+                                v1::BufferInfo* response) override;
+  grpc::Status DownloadToRegion(grpc::ServerContext* context,
+                                const v1::DownloadToRegionRequest* request,
+                                v1::BufferInfo* response) override;
+  grpc::Status UnregisterRegion(
+      grpc::ServerContext* context, const v1::UnregisterRegionRequest* request,
+      v1::UnregisterRegionResponse* response) override;
+  grpc::Status ListRegions(grpc::ServerContext* context,
+                           const v1::ListRegionsRequest* request,
+                           v1::ListRegionsResponse* response) override;
 
  private:
   runtime::Client* const client_;
@@ -205,6 +220,10 @@ class ExecutableService final : public v1::Executables::Service {
   grpc::Status Execute(grpc::ServerContext* context,
                        const v1::ExecuteRequest* request,
                        v1::ExecuteResponse* response) override;
+  grpc::Status ExecuteStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
+          stream) override;
   grpc::Status ExecuteReplicated(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
       v1::ExecuteReplicatedResponse* response) override;
@@ -213,6 +232,14 @@ class ExecutableService final : public v1::Executables::Service {
       v1::DeleteExecutableResponse* response) override;
 
  private:
+  // Execute's work: runs `request` and describes its results in `infos`.
+  // `inline_idle`: run the work on this thread when the device is idle
+  // (see device::WorkerThread::InlineScope).
+  absl::Status ExecuteOne(
+      grpc::ServerContext* context, const v1::ExecuteRequest& request,
+      bool inline_idle,
+      google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos);
+
   runtime::Client* const client_;
   Cluster* const cluster_;
   SessionTable* const sessions_;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/random.h"
+#include "base/status_macros.h"
 
 namespace pjrt::daemon {
 
@@ -48,6 +49,66 @@ uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
   return handle;
 }
 
+absl::Status Session::CheckNewHandles(
+    absl::Span<const uint64_t> handles) const {
+  pjrt::MutexLock lock(&mu_);
+  return CheckNewHandlesLocked(handles);
+}
+
+absl::Status Session::CheckNewHandlesLocked(
+    absl::Span<const uint64_t> handles) const {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    uint64_t handle = handles[i];
+    if (handle == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "result handle %d is 0; result handles must be nonzero", i));
+    }
+    if (HandleInUse(handle)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "result handle %d (%#x) is already in use in this session; draw "
+          "result handles at random",
+          i, handle));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (handles[j] == handle) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "result handles %d and %d are both %#x; each result needs its "
+            "own",
+            j, i, handle));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::AddBuffersWithHandles(
+    absl::Span<const uint64_t> handles,
+    absl::Span<const std::shared_ptr<runtime::Buffer>> buffers) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s was closed while the results were being created", DebugString()));
+  }
+  if (handles.size() != buffers.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d result handles given for %d results", handles.size(),
+        buffers.size()));
+  }
+  for (const auto& buffer : buffers) {
+    if (buffer->is_tuple()) {
+      return absl::InvalidArgumentError(
+          "client-chosen result handles cannot name a tuple result; run "
+          "without keep_tuple_result");
+    }
+  }
+  PJRT_RETURN_IF_ERROR(CheckNewHandlesLocked(handles));
+  for (size_t i = 0; i < handles.size(); ++i) {
+    handles_.emplace(buffers[i].get(), handles[i]);
+    buffers_.emplace(handles[i], buffers[i]);
+  }
+  return absl::OkStatus();
+}
+
 uint64_t Session::HandleOf(const runtime::Buffer* buffer) const {
   pjrt::MutexLock lock(&mu_);
   auto it = handles_.find(buffer);
@@ -75,9 +136,70 @@ uint64_t Session::NewHandle() const {
   uint64_t handle;
   do {
     handle = SecureRandomId();
-  } while (handle == 0 || buffers_.contains(handle) ||
-           executables_.contains(handle));
+  } while (handle == 0 || HandleInUse(handle));
   return handle;
+}
+
+bool Session::HandleInUse(uint64_t handle) const {
+  return buffers_.contains(handle) || executables_.contains(handle) ||
+         regions_.contains(handle);
+}
+
+absl::StatusOr<uint64_t> Session::AddRegion(std::shared_ptr<Region> region) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is closed", DebugString()));
+  }
+  uint64_t handle = NewHandle();
+  regions_.emplace(handle, std::move(region));
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> Session::LookupRegion(
+    uint64_t handle) const {
+  pjrt::MutexLock lock(&mu_);
+  auto it = regions_.find(handle);
+  if (it == regions_.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "region handle %#x is not a region of this session (never "
+        "registered, already unregistered, or owned by another session)",
+        handle));
+  }
+  return it->second;
+}
+
+absl::Status Session::UnregisterRegion(uint64_t handle) {
+  std::shared_ptr<Region> region;
+  {
+    pjrt::MutexLock lock(&mu_);
+    auto it = regions_.find(handle);
+    if (it == regions_.end()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "region handle %#x is not a region of this session", handle));
+    }
+    int64_t uses = it->second->uses();
+    if (uses > 0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "region %#x is in use by %d transfer(s) or zero-copy buffer(s); "
+          "wait for the transfers and delete those buffers first",
+          handle, uses));
+    }
+    region = std::move(it->second);
+    regions_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<uint64_t, std::shared_ptr<Region>>> Session::Regions()
+    const {
+  pjrt::MutexLock lock(&mu_);
+  return {regions_.begin(), regions_.end()};
+}
+
+int Session::region_count() const {
+  pjrt::MutexLock lock(&mu_);
+  return static_cast<int>(regions_.size());
 }
 
 absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
@@ -198,12 +320,14 @@ SessionCloseStats Session::Close(const absl::Status& why) {
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers;
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
       executables;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions;
   {
     pjrt::MutexLock lock(&mu_);
     closed_ = true;
     buffers.swap(buffers_);
     handles_.clear();
     executables.swap(executables_);
+    regions.swap(regions_);
     if (attachment_ != nullptr) {
       attachment_->Detach(why);
       attachment_ = nullptr;
@@ -211,6 +335,7 @@ SessionCloseStats Session::Close(const absl::Status& why) {
   }
   SessionCloseStats stats;
   stats.executables_freed = static_cast<int64_t>(executables.size());
+  stats.regions_freed = static_cast<int64_t>(regions.size());
   // Arrays first: a tuple's Delete deletes its elements, which must be
   // counted before.
   for (auto& [handle, buffer] : buffers) {

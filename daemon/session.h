@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/mutex.h"
+#include "daemon/shared_memory.h"
 #include "runtime/buffer.h"
 #include "runtime/executable.h"
 
@@ -41,6 +42,7 @@ struct SessionCloseStats {
   int64_t buffers_freed = 0;
   int64_t bytes_freed = 0;
   int64_t executables_freed = 0;
+  int64_t regions_freed = 0;
 };
 
 struct SessionSummary {
@@ -77,6 +79,17 @@ class Session {
   // drops the buffer).
   absl::StatusOr<uint64_t> AddBuffer(std::shared_ptr<runtime::Buffer> buffer);
 
+  // OK when `handles` could name new buffers: INVALID_ARGUMENT naming the
+  // handle when one is zero, given twice, or already in use in the session.
+  absl::Status CheckNewHandles(absl::Span<const uint64_t> handles) const;
+
+  // Registers the results of one run under handles the client chose (one
+  // per buffer), after the checks of CheckNewHandles (on failure none is
+  // registered); FAILED_PRECONDITION if the session has closed.
+  absl::Status AddBuffersWithHandles(
+      absl::Span<const uint64_t> handles,
+      absl::Span<const std::shared_ptr<runtime::Buffer>> buffers);
+
   // The handle of a registered buffer (an element of a registered tuple), or
   // 0 if it has none.
   uint64_t HandleOf(const runtime::Buffer* buffer) const;
@@ -104,6 +117,18 @@ class Session {
   // already enqueued are not affected.
   absl::Status DeleteExecutable(uint64_t handle);
 
+  // Registers a shared-memory region and returns its new handle.
+  // FAILED_PRECONDITION if the session has closed.
+  absl::StatusOr<uint64_t> AddRegion(std::shared_ptr<Region> region);
+  // NOT_FOUND unless `handle` names a region of this session.
+  absl::StatusOr<std::shared_ptr<Region>> LookupRegion(uint64_t handle) const;
+  // Forgets a region. NOT_FOUND for an unknown handle; FAILED_PRECONDITION
+  // naming the count while transfers or zero-copy buffers use it.
+  absl::Status UnregisterRegion(uint64_t handle);
+  // Handles and regions, in no particular order.
+  std::vector<std::pair<uint64_t, std::shared_ptr<Region>>> Regions() const;
+  int region_count() const;
+
   // Renews the lease.
   void Touch(absl::Time now);
   // True if the lease ran out before `now` and no attachment holds it.
@@ -118,8 +143,9 @@ class Session {
   // Detaches the current attachment, if any, telling it `why`.
   void Detach(const absl::Status& why);
 
-  // Deletes every buffer, drops every executable, detaches, and refuses new
-  // buffers and executables from now on. Returns what was freed. Idempotent.
+  // Deletes every buffer, drops every executable and region, detaches, and
+  // refuses new buffers, executables and regions from now on (a region
+  // stays mapped until the last transfer or zero-copy buffer using it ends). Returns what was freed. Idempotent.
   SessionCloseStats Close(const absl::Status& why);
 
   SessionSummary Summarize(absl::Time now) const;
@@ -129,6 +155,9 @@ class Session {
  private:
   // A handle unused by any buffer or executable of the session.
   uint64_t NewHandle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HandleInUse(uint64_t handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckNewHandlesLocked(absl::Span<const uint64_t> handles) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unregisters `handle` and, for a tuple, its elements; appends what it
@@ -155,6 +184,8 @@ class Session {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
       executables_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pjrt::daemon

@@ -5,6 +5,15 @@
 #include <utility>
 
 namespace pjrt::device {
+namespace {
+
+// InlineScopes alive on this thread.
+thread_local int inline_depth = 0;
+
+}  // namespace
+
+WorkerThread::InlineScope::InlineScope() { ++inline_depth; }
+WorkerThread::InlineScope::~InlineScope() { --inline_depth; }
 
 WorkerThread::WorkerThread(std::string name) : name_(std::move(name)) {
   thread_ = std::thread([this] { Run(); });
@@ -21,8 +30,20 @@ WorkerThread::~WorkerThread() {
 }
 
 void WorkerThread::Schedule(absl::AnyInvocable<void() &&> fn) {
+  {
+    MutexLock lock(&mu_);
+    if (inline_depth == 0 || !queue_.empty() || running_ > 0 || stopping_ ||
+        std::this_thread::get_id() == thread_.get_id()) {
+      queue_.push_back(std::move(fn));
+      return;
+    }
+    // Idle: run it here. running_ keeps the worker (and other inline
+    // callers) off until it is done, so the order holds.
+    running_ = 1;
+  }
+  std::move(fn)();
   MutexLock lock(&mu_);
-  queue_.push_back(std::move(fn));
+  running_ = 0;
 }
 
 int64_t WorkerThread::pending() const {
@@ -36,7 +57,8 @@ void WorkerThread::Run() {
     {
       MutexLock lock(&mu_);
       mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || !queue_.empty();
+        return (stopping_ && running_ == 0) ||
+               (!queue_.empty() && running_ == 0);
       });
       if (queue_.empty()) return;  // stopping, and drained
       fn = std::move(queue_.front());

@@ -17,7 +17,6 @@ namespace {
 
 // A zero-copy host array must be aligned at least this much to become a
 // device buffer as is (vectorised kernels assume it).
-constexpr uintptr_t kZeroCopyAlignment = 64;
 
 }  // namespace
 

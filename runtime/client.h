@@ -52,6 +52,9 @@ struct ClientOptions {
 absl::StatusOr<std::unique_ptr<device::Platform>> CreatePlatform(
     const ClientOptions& options);
 
+// The alignment a host array needs for kZeroCopy to alias it.
+inline constexpr uintptr_t kZeroCopyAlignment = 64;
+
 // What the caller promises about the host memory it hands to
 // BufferFromHostBuffer.
 enum class HostBufferSemantics {

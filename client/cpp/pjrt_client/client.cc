@@ -2,12 +2,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/mutex.h"
+#include "client/cpp/pjrt_client/internal.h"
 #include "base/version.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -17,15 +19,8 @@ namespace v1 = ::pjrt::v1;
 
 namespace {
 
-// Default deadline for control calls.
-constexpr absl::Duration kCallTimeout = absl::Seconds(60);
 // Deadline for Compile: a large program may take a while.
 constexpr absl::Duration kCompileTimeout = absl::Minutes(30);
-
-void SetDeadline(grpc::ClientContext* context,
-                 absl::Duration timeout = kCallTimeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
 
 }  // namespace
 
@@ -41,26 +36,6 @@ std::string ResolveAddress(const std::string& address) {
   if (env != nullptr && *env != '\0') return env;
   return kDefaultAddress;
 }
-
-struct SessionState {
-  std::shared_ptr<Client> client;
-  uint64_t id = 0;
-  uint64_t public_id = 0;
-
-  // The Attach call; its context is cancelled at close.
-  grpc::ClientContext attach_context;
-  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> attach_reader;
-
-  pjrt::Mutex mu;
-  bool closed ABSL_GUARDED_BY(mu) = false;
-  // Kept sessions are not closed when their Session object goes.
-  bool kept ABSL_GUARDED_BY(mu) = false;
-
-  bool IsClosed() {
-    pjrt::MutexLock lock(&mu);
-    return closed;
-  }
-};
 
 Client::Client(std::string address, std::shared_ptr<grpc::Channel> channel)
     : address_(std::move(address)),
@@ -89,6 +64,7 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
         kAddressEnvVar));
   }
   std::shared_ptr<Client> client(new Client(address, channel));
+  client->shared_memory_ = options.shared_memory;
   grpc::ClientContext context;
   SetDeadline(&context, options.timeout);
   grpc::Status status = client->server_->GetServerInfo(
@@ -204,9 +180,14 @@ Session::Session(std::shared_ptr<SessionState> state)
     : state_(std::move(state)) {}
 
 Session::~Session() {
+  bool kept;
   {
     pjrt::MutexLock lock(&state_->mu);
-    if (state_->kept) return;
+    kept = state_->kept;
+  }
+  if (kept) {
+    state_->Shutdown();
+    return;
   }
   Close().IgnoreError();
 }
@@ -242,6 +223,11 @@ absl::Status Session::Close() {
   {
     pjrt::MutexLock lock(&state_->mu);
     if (state_->closed) return absl::OkStatus();
+  }
+  // Runs sent first; then nothing is left to wait for.
+  state_->Shutdown();
+  {
+    pjrt::MutexLock lock(&state_->mu);
     state_->closed = true;
   }
   v1::CloseSessionRequest request;
@@ -273,6 +259,20 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
                                        absl::Span<const int64_t> dims,
                                        absl::Span<const uint8_t> data,
                                        int device_id, const Progress& progress) {
+  if (static_cast<int64_t>(data.size()) >= kSharedMemoryThreshold) {
+    if (std::optional<Mapping> staging =
+            state_->TakeStaging(static_cast<int64_t>(data.size()))) {
+      std::memcpy(staging->data, data.data(), data.size());
+      auto buffer = UploadFromHandle(staging->handle, 0, dtype, dims,
+                                     device_id, /*zero_copy=*/false);
+      state_->GiveBackStaging(*staging);
+      if (buffer.ok() && progress) {
+        progress(static_cast<int64_t>(data.size()),
+                 static_cast<int64_t>(data.size()));
+      }
+      return buffer;
+    }
+  }
   grpc::ClientContext context;
   v1::BufferInfo info;
   auto writer = state_->client->buffers_stub().Upload(&context, &info);
@@ -365,6 +365,8 @@ absl::Status AddArguments(absl::Span<const Buffer* const> arguments,
   return absl::OkStatus();
 }
 
+
+
 void ExecuteOptionsToProto(const ExecuteOptions& options,
                            v1::ExecuteOptions* proto) {
   proto->set_launch_id(options.launch_id);
@@ -387,6 +389,11 @@ absl::StatusOr<std::vector<Buffer>> Executable::Execute(
   absl::Status added =
       AddArguments(arguments, "", request.mutable_argument_handles());
   if (!added.ok()) return added;
+  // A plain Execute must not overtake pipelined runs making its arguments.
+  for (const Buffer* argument : arguments) {
+    absl::Status synced = argument->Sync();
+    if (!synced.ok()) return synced;
+  }
   request.set_device_id(device_id);
   ExecuteOptionsToProto(options, request.mutable_options());
   v1::ExecuteResponse response;
@@ -417,6 +424,10 @@ absl::StatusOr<std::vector<std::vector<Buffer>>> Executable::ExecuteReplicated(
         AddArguments(arguments[d], absl::StrFormat("list %d: ", d),
                      request.add_arguments()->mutable_argument_handles());
     if (!added.ok()) return added;
+    for (const Buffer* argument : arguments[d]) {
+      absl::Status synced = argument->Sync();
+      if (!synced.ok()) return synced;
+    }
   }
   ExecuteOptionsToProto(options, request.mutable_options());
   v1::ExecuteReplicatedResponse response;
@@ -528,7 +539,8 @@ Buffer::~Buffer() {
 Buffer::Buffer(Buffer&& other) noexcept
     : state_(std::move(other.state_)),
       info_(std::move(other.info_)),
-      owned_(other.owned_) {
+      owned_(other.owned_),
+      pending_sequence_(std::exchange(other.pending_sequence_, -1)) {
   other.info_.Clear();
 }
 
@@ -538,6 +550,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     state_ = std::move(other.state_);
     info_ = std::move(other.info_);
     owned_ = other.owned_;
+    pending_sequence_ = std::exchange(other.pending_sequence_, -1);
     other.info_.Clear();
   }
   return *this;
@@ -556,6 +569,8 @@ absl::StatusOr<Buffer> Session::MakeTuple(std::vector<Buffer> elements) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "element %d is an invalid (moved or deleted) buffer", i));
     }
+    absl::Status synced = elements[i].Sync();
+    if (!synced.ok()) return synced;
     request.add_handles(elements[i].handle());
   }
   v1::BufferInfo response;
@@ -606,11 +621,21 @@ absl::StatusOr<std::vector<uint8_t>> Buffer::Download(
 
 absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
                                   const Progress& progress) const {
-  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  absl::Status synced = Sync();
+  if (!synced.ok()) return synced;
   if (static_cast<int64_t>(out.size()) != size_bytes()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "destination holds %d bytes; buffer %#x has %d", out.size(), handle(),
         size_bytes()));
+  }
+  if (size_bytes() >= kSharedMemoryThreshold && !is_tuple()) {
+    if (std::optional<Mapping> staging = state_->TakeStaging(size_bytes())) {
+      absl::Status status = DownloadToHandle(staging->handle, 0);
+      if (status.ok()) std::memcpy(out.data(), staging->data, out.size());
+      state_->GiveBackStaging(*staging);
+      if (status.ok() && progress) progress(size_bytes(), size_bytes());
+      return status;
+    }
   }
   v1::DownloadRequest request;
   request.set_session_id(state_->id);
@@ -650,7 +675,8 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
 }
 
 absl::StatusOr<v1::BufferInfo> Buffer::Describe() const {
-  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  absl::Status synced = Sync();
+  if (!synced.ok()) return synced;
   v1::DescribeBufferRequest request;
   request.set_session_id(state_->id);
   request.set_handle(handle());
@@ -664,7 +690,8 @@ absl::StatusOr<v1::BufferInfo> Buffer::Describe() const {
 }
 
 absl::Status Buffer::BlockUntilReady(absl::Duration timeout) const {
-  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  absl::Status synced = Sync();
+  if (!synced.ok()) return synced;
   v1::BlockUntilReadyRequest request;
   request.set_session_id(state_->id);
   request.set_handle(handle());
@@ -676,7 +703,8 @@ absl::Status Buffer::BlockUntilReady(absl::Duration timeout) const {
 }
 
 absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
-  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  absl::Status synced = Sync();
+  if (!synced.ok()) return synced;
   v1::CopyToDeviceRequest request;
   request.set_session_id(state_->id);
   request.set_handle(handle());
@@ -692,7 +720,8 @@ absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
 
 absl::StatusOr<v1::CopyToRemoteDeviceResponse> Buffer::CopyToRemoteDevice(
     const std::string& descriptor) const {
-  if (!valid()) return absl::FailedPreconditionError("buffer is not valid");
+  absl::Status synced = Sync();
+  if (!synced.ok()) return synced;
   v1::CopyToRemoteDeviceRequest request;
   request.set_session_id(state_->id);
   request.set_handle(handle());
@@ -714,6 +743,16 @@ absl::Status Buffer::Delete() {
   info_.Clear();
   // A closed session has already freed the buffer.
   if (state->IsClosed()) return absl::OkStatus();
+  bool pipelined;
+  {
+    pjrt::MutexLock lock(&state->mu);
+    pipelined = state->pipeline != nullptr;
+  }
+  if (pipelined) {
+    // Pipelined runs may be in flight: leave it to the pipeline.
+    state->DeleteWhenUnused(handle);
+    return absl::OkStatus();
+  }
   v1::DeleteBuffersRequest request;
   request.set_session_id(state->id);
   request.add_handles(handle);

@@ -55,7 +55,14 @@ struct ConnectOptions {
   std::string address;
   // How long Connect waits for the daemon to answer.
   absl::Duration timeout = absl::Seconds(10);
+  // Move arrays of kSharedMemoryThreshold bytes or more through shared
+  // memory when the daemon is on this host (it offers a region socket and
+  // the socket is reachable); otherwise, or when false, stream them.
+  bool shared_memory = true;
 };
+
+// Arrays smaller than this are streamed even when shared memory works.
+inline constexpr int64_t kSharedMemoryThreshold = int64_t{1} << 20;
 
 struct SessionOptions {
   // Shown in `pjrtctl sessions` and the daemon's log.
@@ -70,6 +77,40 @@ struct SessionOptions {
 class Session;
 class Buffer;
 class Executable;
+struct PipelineState;
+struct SessionState;
+
+// Memory shared with the daemon (a sealed memfd mapped on both sides),
+// registered in a session: Session::UploadFromRegion and
+// Buffer::DownloadToRegion move bytes through it without a socket. Made by
+// Session::CreateRegion; unregistered (and unmapped here) when destroyed.
+class Region {
+ public:
+  Region() = default;
+  ~Region();
+  Region(Region&& other) noexcept;
+  Region& operator=(Region&& other) noexcept;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  bool valid() const { return data_ != nullptr; }
+  uint64_t handle() const { return handle_; }
+  uint8_t* data() const { return data_; }
+  int64_t size() const { return size_; }
+
+  // Unregisters the region now. FAILED_PRECONDITION while a transfer or a
+  // zero-copy buffer uses it; the object stays valid then.
+  absl::Status Unregister();
+
+ private:
+  friend class Session;
+  void Unmap();
+
+  std::shared_ptr<SessionState> state_;
+  uint64_t handle_ = 0;
+  uint8_t* data_ = nullptr;
+  int64_t size_ = 0;
+};
 
 // Called after each chunk of an upload or download with the bytes moved so
 // far and the total (for progress displays).
@@ -111,8 +152,11 @@ class Client : public std::enable_shared_from_this<Client> {
   pjrt::v1::Executables::Stub& executables_stub() { return *executables_; }
 
  private:
+  friend class Session;
   Client(std::string address, std::shared_ptr<grpc::Channel> channel);
 
+  friend struct SessionState;
+  bool shared_memory_ = true;
   const std::string address_;
   const std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pjrt::v1::Server::Stub> server_;
@@ -124,7 +168,6 @@ class Client : public std::enable_shared_from_this<Client> {
 
 // Shared between a Session and its Buffers, so that a Buffer knows whether
 // its session is still open.
-struct SessionState;
 
 class Session {
  public:
@@ -143,6 +186,27 @@ class Session {
                                 absl::Span<const int64_t> dims,
                                 absl::Span<const uint8_t> data, int device_id,
                                 const Progress& progress = nullptr);
+
+  // Shared memory of `size` bytes registered with the daemon.
+  // UNAVAILABLE when the daemon has shared memory off or is on another
+  // host.
+  absl::StatusOr<Region> CreateRegion(int64_t size,
+                                      const std::string& name = "pjrt-region");
+  // A buffer of region.data()[offset, offset + the array's bytes). The
+  // daemon copies them before it replies; with `zero_copy` (host platform,
+  // 64-byte aligned offset) the slice becomes the buffer itself and must
+  // stay unchanged while the buffer lives.
+  absl::StatusOr<Buffer> UploadFromRegion(const Region& region, int64_t offset,
+                                          pjrt::v1::DType dtype,
+                                          absl::Span<const int64_t> dims,
+                                          int device_id,
+                                          bool zero_copy = false);
+  // Whether large uploads and downloads go through shared memory.
+  bool uses_shared_memory() const;
+
+  // Waits until every pipelined run (Executable::ExecutePipelined) sent so
+  // far has run; returns the first error among them.
+  absl::Status Synchronize();
 
   // Takes ownership of a buffer of this session known by handle.
   absl::StatusOr<Buffer> Adopt(uint64_t handle);
@@ -187,6 +251,10 @@ class Session {
  private:
   friend class Client;
   explicit Session(std::shared_ptr<SessionState> state);
+  absl::StatusOr<Buffer> UploadFromHandle(uint64_t region, int64_t offset,
+                                          pjrt::v1::DType dtype,
+                                          absl::Span<const int64_t> dims,
+                                          int device_id, bool zero_copy);
   std::shared_ptr<SessionState> state_;
 };
 
@@ -216,12 +284,17 @@ class Buffer {
   // As returned when the buffer was created.
   const pjrt::v1::BufferInfo& info() const { return info_; }
 
-  // Reads the whole array (waits until it is defined).
+  // Reads the whole array (waits until it is defined). Large arrays come
+  // through shared memory when the daemon is local.
   absl::StatusOr<std::vector<uint8_t>> Download(
       const Progress& progress = nullptr) const;
   // Same, into `out`, which must be exactly size_bytes() long.
   absl::Status DownloadInto(absl::Span<uint8_t> out,
                             const Progress& progress = nullptr) const;
+
+  // Waits until the array is defined and has the daemon copy it into
+  // region.data() + offset.
+  absl::Status DownloadToRegion(const Region& region, int64_t offset) const;
 
   absl::StatusOr<pjrt::v1::BufferInfo> Describe() const;
   // Zero timeout waits without a bound.
@@ -245,11 +318,18 @@ class Buffer {
   Buffer(std::shared_ptr<SessionState> state, pjrt::v1::BufferInfo info,
          bool owned = true)
       : state_(std::move(state)), info_(std::move(info)), owned_(owned) {}
+  // Checks the buffer is valid and, for a result of a pipelined run, waits
+  // until the daemon has run it (returning the run's error).
+  absl::Status Sync() const;
+  absl::Status DownloadToHandle(uint64_t region, int64_t offset) const;
 
   std::shared_ptr<SessionState> state_;
   pjrt::v1::BufferInfo info_;
   // False for a view of a tuple's element.
   bool owned_ = true;
+  // The pipelined run that makes the buffer, until it is known to have run;
+  // -1 otherwise.
+  mutable int64_t pending_sequence_ = -1;
 };
 
 struct ExecuteOptions {
@@ -330,6 +410,18 @@ class Executable {
   // options.launch_id). INVALID_ARGUMENT names the argument for wrong arity,
   // shape, dtype or device; NOT_FOUND for unknown handles.
   absl::StatusOr<std::vector<Buffer>> Execute(
+      absl::Span<const Buffer* const> arguments, int device_id,
+      const ExecuteOptions& options = {}) const;
+
+  // Sends the run on the session's ordered execution stream and returns
+  // the results at once, without waiting for any reply: a loop of
+  // dependent steps (each feeding the next) costs no round trip per step.
+  // Result handles are chosen here. An error, including one the daemon
+  // finds in the request, is returned by the first call that reads a
+  // result of that run or a later one (Download, BlockUntilReady, ...),
+  // by Session::Synchronize, and by the next ExecutePipelined. Tuple
+  // results come back as one buffer per element.
+  absl::StatusOr<std::vector<Buffer>> ExecutePipelined(
       absl::Span<const Buffer* const> arguments, int device_id,
       const ExecuteOptions& options = {}) const;
 

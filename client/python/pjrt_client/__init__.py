@@ -24,6 +24,7 @@ from pjrt_client._client import (ADDRESS_ENV_VAR, CHUNK_BYTES,
                                  DEFAULT_ADDRESS, PROTOCOL_VERSION,
                                  ArrayShape, Buffer, Client, Device,
                                  Executable, connect, resolve_address)
+from pjrt_client._shm import Region
 from pjrt_client._errors import (AbortedError, AlreadyExistsError,
                                  CancelledError, DataLossError,
                                  DeadlineExceededError, Error,
@@ -36,7 +37,8 @@ from pjrt_client._errors import (AbortedError, AlreadyExistsError,
 
 __all__ = [
     "ADDRESS_ENV_VAR", "CHUNK_BYTES", "DEFAULT_ADDRESS", "PROTOCOL_VERSION",
-    "ArrayShape", "Buffer", "Client", "Device", "Executable", "connect",
+    "ArrayShape", "Buffer", "Client", "Device", "Executable", "Region",
+    "connect",
     "resolve_address",
     "Error", "AbortedError", "AlreadyExistsError", "CancelledError",
     "DataLossError", "DeadlineExceededError", "FailedPreconditionError",

@@ -13,6 +13,8 @@ import grpc
 import numpy as np
 
 from pjrt_client import _dtypes
+from pjrt_client._shm import SHM_THRESHOLD, Region, StagingPool
+from pjrt_client._stream import ExecuteStream
 from pjrt_client._errors import (Error, FailedPreconditionError,
                                  InvalidArgumentError, UnavailableError,
                                  from_rpc_error)
@@ -27,7 +29,7 @@ DEFAULT_ADDRESS = "unix:///run/pjrtd/pjrtd.sock"
 #: Environment variable that overrides :data:`DEFAULT_ADDRESS`.
 ADDRESS_ENV_VAR = "PJRTD_ADDRESS"
 #: pjrt.v1 protocol revision this client speaks (2: executables).
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 
@@ -159,9 +161,13 @@ class Buffer:
     """
 
     def __init__(self, client: "Client", info: buffer_pb2.BufferInfo,
-                 owned: bool = True) -> None:
+                 owned: bool = True,
+                 pending: tuple[ExecuteStream, int] | None = None) -> None:
         self._client = client
         self._session = client._session
+        # Made by a pipelined run the daemon may not have reached yet: calls
+        # naming the buffer first wait for it (and raise its error).
+        self._pending = pending
         self._handle: int = info.handle
         self._dtype_wire: int = info.shape.dtype
         self._shape: tuple[int, ...] = tuple(info.shape.dims)
@@ -172,8 +178,12 @@ class Buffer:
         self._elements = [Buffer(client, e, owned=False)
                           for e in info.tuple_elements]
         self._deleted = False
-        self._finalizer = weakref.finalize(self, _delete_quietly,
-                                           self._session, self._handle)
+        if pending is not None:
+            self._finalizer = weakref.finalize(
+                self, pending[0].defer_delete, pending[1], self._handle)
+        else:
+            self._finalizer = weakref.finalize(self, _delete_quietly,
+                                               self._session, self._handle)
         self._finalizer.atexit = False
         if not owned:
             self._finalizer.detach()
@@ -248,12 +258,71 @@ class Buffer:
                 f"buffer {self._handle:#x} was deleted on this side; it can "
                 f"no longer be used")
 
-    def to_numpy(self) -> Any:
-        """Copies the contents to a new numpy array (waits until defined);
-        for a tuple, a tuple of arrays."""
+    def _sync(self) -> None:
+        """Checks the buffer is usable and, for a result of a pipelined
+        run, waits until the daemon has run it (raising the run's error)."""
         self._check_alive()
+        if self._pending is not None:
+            stream, sequence = self._pending
+            stream.wait(sequence)
+            self._pending = None
+
+    def to_numpy(self, out: np.ndarray | None = None) -> Any:
+        """Copies the contents to a new numpy array (waits until defined);
+        for a tuple, a tuple of arrays.
+
+        ``out``: an existing C-contiguous array of the buffer's shape and
+        dtype to fill instead (returned). When it lies in a shared-memory
+        :class:`Region` of this client, the daemon writes straight into it.
+        """
+        self._sync()
         if self._is_tuple:
+            if out is not None:
+                raise InvalidArgumentError(
+                    "out= takes an array; a tuple buffer has several")
             return tuple(e.to_numpy() for e in self._elements)
+        if out is not None:
+            return self._download_into(out)
+        staging = self._client._staging.take(self._nbytes) \
+            if self._nbytes >= SHM_THRESHOLD else None
+        if staging is not None:
+            try:
+                self._download_to_region(staging, 0)
+                array = np.empty(self._shape, dtype=self.dtype)
+                np.copyto(array.reshape(-1).view(np.uint8),
+                          staging._bytes[:self._nbytes])
+                return array
+            finally:
+                self._client._staging.give_back(staging)
+        out_bytes = self._stream_download()
+        array = np.frombuffer(out_bytes, dtype=self.dtype)
+        return array.reshape(self._shape)
+
+    def _download_to_region(self, region: Region, offset: int) -> None:
+        _call(self._session.buffers.DownloadToRegion,
+              buffer_pb2.DownloadToRegionRequest(
+                  session_id=self._session.id, handle=self._handle,
+                  region_handle=region.handle, offset=offset),
+              timeout=None)
+
+    def _download_into(self, out: np.ndarray) -> np.ndarray:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy array, not "
+                            f"{type(out).__name__}")
+        if out.shape != self._shape or out.dtype != self.dtype or \
+                not out.flags.c_contiguous or not out.flags.writeable:
+            raise InvalidArgumentError(
+                f"out must be a writable C-contiguous {self.dtype}"
+                f"{list(self._shape)} array; got {out.dtype}"
+                f"{list(out.shape)}")
+        found = self._client._region_of(out)
+        if found is not None:
+            self._download_to_region(*found)
+            return out
+        np.copyto(out, self.to_numpy())
+        return out
+
+    def _stream_download(self) -> bytearray:
         out = bytearray(self._nbytes)
         view = memoryview(out)
         received = 0
@@ -275,8 +344,7 @@ class Buffer:
         if received != self._nbytes:
             raise Error(f"download of buffer {self._handle:#x} ended after "
                         f"{received} of {self._nbytes} bytes")
-        array = np.frombuffer(out, dtype=self.dtype)
-        return array.reshape(self._shape)
+        return out
 
     def to_numpy_async(self) -> "concurrent.futures.Future[Any]":
         """Starts reading the contents in the background and returns at
@@ -304,7 +372,7 @@ class Buffer:
         Raises the error bound to the buffer if its producer failed, or
         :class:`DeadlineExceededError` after ``timeout`` seconds.
         """
-        self._check_alive()
+        self._sync()
         timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         _call(self._session.buffers.BlockUntilReady,
               buffer_pb2.BlockUntilReadyRequest(session_id=self._session.id,
@@ -319,7 +387,7 @@ class Buffer:
 
     def describe(self) -> buffer_pb2.BufferInfo:
         """The daemon's view of the buffer (shape, device, ready, error)."""
-        self._check_alive()
+        self._sync()
         return _call(self._session.buffers.DescribeBuffer,
                      buffer_pb2.DescribeBufferRequest(
                          session_id=self._session.id, handle=self._handle))
@@ -328,7 +396,7 @@ class Buffer:
 
     def copy_to(self, device: "Device | int") -> "Buffer":
         """Copies the buffer to another device of the daemon."""
-        self._check_alive()
+        self._sync()
         info = _call(self._session.buffers.CopyToDevice,
                      buffer_pb2.CopyToDeviceRequest(
                          session_id=self._session.id, handle=self._handle,
@@ -354,7 +422,7 @@ class Buffer:
             UnavailableError: the receiving task cannot be reached, or went
                 away during the transfer.
         """
-        self._check_alive()
+        self._sync()
         if not isinstance(descriptor, (bytes, bytearray, memoryview)):
             raise TypeError(f"descriptor must be bytes, not "
                             f"{type(descriptor).__name__}")
@@ -371,6 +439,17 @@ class Buffer:
     def delete(self) -> None:
         """Frees the buffer on the daemon now. Idempotent."""
         if self._deleted:
+            return
+        stream = self._pending[0] if self._pending is not None \
+            else self._client._stream
+        if stream is not None and not stream.is_done(stream.last_sent):
+            # A pipelined run sent earlier may use the buffer: delete it
+            # once the daemon has run everything sent so far.
+            self._deleted = True
+            self._finalizer.detach()
+            for e in self._elements:
+                e._deleted = True
+            stream.defer_delete(stream.last_sent, self._handle)
             return
         self._deleted = True
         self._finalizer.detach()
@@ -483,6 +562,7 @@ class Executable:
         self._parameter_shapes = [_array_shape(s)
                                   for s in response.parameter_shapes]
         self._result_shapes = [_array_shape(s) for s in response.result_shapes]
+        self._result_protos = list(response.result_shapes)
         self._result_is_tuple: bool = response.result_is_tuple
         self._compile_seconds: float = response.compile_seconds
         self._cache_hit: bool = response.cache_hit
@@ -592,10 +672,16 @@ class Executable:
         return f"Executable({self._name}: ({params}) -> {results}, {state})"
 
     def _argument(self, index: int, value: Any, device_id: int,
-                  temporaries: list[Buffer]) -> int:
+                  temporaries: list[Buffer],
+                  pipelined_on: ExecuteStream | None = None) -> int:
         """The handle of argument ``index``, uploading host data first."""
         if isinstance(value, Buffer):
-            value._check_alive()
+            if pipelined_on is not None and value._pending is not None and \
+                    value._pending[0] is pipelined_on:
+                # The stream runs in order: no need to wait.
+                value._check_alive()
+            else:
+                value._sync()
             return value.handle
         expected = (self._parameter_shapes[index]
                     if index < len(self._parameter_shapes) else None)
@@ -622,12 +708,13 @@ class Executable:
                 f"compile the program again")
 
     def _handles(self, args: Sequence[Any], device_id: int,
-                 temporaries: list[Buffer]) -> list[int]:
+                 temporaries: list[Buffer],
+                 pipelined_on: ExecuteStream | None = None) -> list[int]:
         if isinstance(args, (Buffer, np.ndarray)):
             raise TypeError("args must be a sequence with one argument per "
                             "parameter, not a single "
                             f"{type(args).__name__}")
-        return [self._argument(i, a, device_id, temporaries)
+        return [self._argument(i, a, device_id, temporaries, pipelined_on)
                 for i, a in enumerate(args)]
 
     @staticmethod
@@ -644,7 +731,7 @@ class Executable:
                 device: Device | int | None = None, *, launch_id: int = 0,
                 arguments_are_tupled: bool = False,
                 untuple_result: bool = True,
-                wait: bool = False) -> list[Buffer]:
+                wait: bool = False, pipelined: bool = False) -> list[Buffer]:
         """Enqueues one run on one device and returns its results at once.
 
         Args:
@@ -666,6 +753,14 @@ class Executable:
             wait: return only once the results are ready: one round trip
                 for a run whose results are read at once (an error of the
                 run is still raised by whoever reads them).
+            pipelined: return without waiting for the daemon at all: the
+                run goes out on the client's ordered execution stream with
+                result handles chosen here, so a loop of dependent steps
+                (each feeding the next) costs no round trip per step. Any
+                error, including one the daemon finds in the request
+                (a wrong argument, say), is raised by the first read of a
+                result of that run or a later one (``to_numpy``,
+                ``block_until_ready``...), and by the next pipelined run.
 
         Arguments of :attr:`donated_parameters` are donated: the result
         reuses their memory and the argument buffer can no longer be used
@@ -691,6 +786,14 @@ class Executable:
                 device_id = self._client._default_device_id()
         else:
             device_id = _device_id(device)
+        if pipelined:
+            if wait or not untuple_result:
+                raise InvalidArgumentError(
+                    "pipelined runs return one buffer per result without "
+                    "waiting; they cannot be combined with wait=True or "
+                    "untuple_result=False")
+            return self._execute_pipelined(args, device_id, launch_id,
+                                           arguments_are_tupled)
         temporaries: list[Buffer] = []
         try:
             handles = self._handles(args, device_id, temporaries)
@@ -708,6 +811,40 @@ class Executable:
             for buffer in temporaries:
                 buffer.delete()
         return [Buffer(self._client, info) for info in response.results]
+
+    def _execute_pipelined(self, args: list[Any], device_id: int,
+                           launch_id: int,
+                           arguments_are_tupled: bool) -> list[Buffer]:
+        stream = self._client._execute_stream()
+        temporaries: list[Buffer] = []
+        handles = self._handles(args, device_id, temporaries,
+                                pipelined_on=stream)
+        result_handles = [int.from_bytes(os.urandom(8), "little") | 1
+                          for _ in self._result_protos]
+        sequence = stream.send(
+            executable_pb2.ExecuteRequest(
+                session_id=self._session.id, executable_handle=self._handle,
+                argument_handles=handles, device_id=device_id,
+                options=self._options(launch_id, arguments_are_tupled, True),
+                result_handles=result_handles),
+            holds=[a for a in args if isinstance(a, Buffer)])
+        for buffer in temporaries:
+            # Deleted once the run holds them.
+            buffer._finalizer.detach()
+            buffer._deleted = True
+            stream.defer_delete(sequence, buffer.handle)
+        results = []
+        for handle, shape in zip(result_handles, self._result_protos):
+            size = 2 if shape.dtype == types_pb2.DTYPE_BF16 else \
+                _dtypes.numpy_dtype(shape.dtype).itemsize
+            for d in shape.dims:
+                size *= d
+            info = buffer_pb2.BufferInfo(handle=handle, shape=shape,
+                                         device_id=device_id,
+                                         size_bytes=size)
+            results.append(Buffer(self._client, info,
+                                  pending=(stream, sequence)))
+        return results
 
     def execute_sharded(self, args: Sequence[Any], device: Device | int, *,
                         launch_id: int, arguments_are_tupled: bool = False,
@@ -831,7 +968,8 @@ class Client:
     """
 
     def __init__(self, address: str | None = None, timeout: float = 10.0,
-                 client_name: str | None = None, attach: bool = True) -> None:
+                 client_name: str | None = None, attach: bool = True,
+                 shared_memory: bool = True) -> None:
         self.address = resolve_address(address)
         self._channel = grpc.insecure_channel(self.address,
                                               options=_CHANNEL_OPTIONS)
@@ -861,6 +999,12 @@ class Client:
         self._default_device: int | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        if not shared_memory:
+            self._info.region_socket = ""
+        self._staging = StagingPool(self)
+        self._regions: weakref.WeakSet[Region] = weakref.WeakSet()
+        self._stream: ExecuteStream | None = None
+        self._stream_lock = threading.Lock()
 
     # --- context management ------------------------------------------------
 
@@ -871,6 +1015,10 @@ class Client:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
+        with self._stream_lock:
+            stream, self._stream = self._stream, None
+        if stream is not None and not self._session.closed:
+            stream.close()
         if self._session is not None:
             self._session.close()
         self._channel.close()
@@ -984,6 +1132,71 @@ class Client:
         _call(self._server.Ping, server_pb2.PingRequest())
 
     @property
+    def uses_shared_memory(self) -> bool:
+        """Whether large transfers go through shared memory: the daemon
+        offers it and, once tried, its region socket was reachable (it is
+        not from another host)."""
+        return self._staging.usable
+
+    # --- pipelined runs ---------------------------------------------------
+
+    def _execute_stream(self) -> ExecuteStream:
+        """The ordered stream for pipelined runs, opened on first use.
+        Raises (once) the error that ended the previous one."""
+        with self._stream_lock:
+            if self._session.closed:
+                raise FailedPreconditionError("the client is closed")
+            stream = self._stream
+            if stream is not None and stream.failed:
+                self._stream = None
+                stream.send(executable_pb2.ExecuteRequest())  # raises
+            if self._stream is None:
+                self._stream = ExecuteStream(self._session)
+            return self._stream
+
+    def synchronize(self) -> None:
+        """Waits until every pipelined run sent so far has run; raises the
+        first error among them."""
+        with self._stream_lock:
+            stream = self._stream
+        if stream is None:
+            return
+        stream.wait(stream._sent - 1)
+
+    # --- shared memory ----------------------------------------------------
+
+    def create_region(self, nbytes: int, name: str | None = None) -> Region:
+        """Shared memory of ``nbytes`` bytes, registered with the daemon
+        (clients on the daemon's host only). Make arrays in it with
+        :meth:`Region.array`; :meth:`put` of such an array, and
+        :meth:`Buffer.to_numpy` with ``out=`` one, skip the socket.
+
+        Raises:
+            UnavailableError: the daemon has shared memory turned off, or is
+                on another host.
+            InvalidArgumentError: a size that is not positive.
+        """
+        region = Region(self, int(nbytes), name or "pjrt-region")
+        self._regions.add(region)
+        return region
+
+    def regions(self) -> list[dict[str, Any]]:
+        """The session's regions on the daemon: handle, size, name and how
+        many transfers or zero-copy buffers use each now."""
+        response = _call(self._session.buffers.ListRegions,
+                         buffer_pb2.ListRegionsRequest(
+                             session_id=self._session.id))
+        return [{"handle": r.region_handle, "nbytes": r.size_bytes,
+                 "name": r.name, "uses": r.uses} for r in response.regions]
+
+    def _region_of(self, array: np.ndarray) -> tuple[Region, int] | None:
+        for region in list(self._regions):
+            offset = region.offset_of(array)
+            if offset is not None:
+                return region, offset
+        return None
+
+    @property
     def session_id(self) -> int:
         """Public number of this client's session (as `pjrtctl sessions`)."""
         return self._session.public_id
@@ -991,13 +1204,20 @@ class Client:
     # --- buffers -------------------------------------------------------------
 
     def put(self, array: Any, device: Device | int | None = None, *,
-            bf16: bool = False) -> Buffer:
+            bf16: bool = False, zero_copy: bool = False) -> Buffer:
         """Uploads ``array`` to ``device`` (default: the daemon's first
         device: device 0, unless the daemon is a later task of a cluster).
 
         ``array`` may be any numpy array (non-contiguous or big-endian ones
         are converted), a numpy scalar, or anything ``np.asarray`` accepts.
         ``bf16=True`` uploads uint16 data as bfloat16 bit patterns.
+
+        On the daemon's host, arrays of 1 MiB or more travel through shared
+        memory (a staging region; see :attr:`uses_shared_memory`); an array
+        made in a :class:`Region` of this client goes without that copy.
+        ``zero_copy=True`` (for such an array, on the host platform, at a
+        64-byte aligned offset) makes the region's bytes the buffer itself:
+        leave them unchanged while the buffer lives.
         """
         if self._session.closed:
             raise FailedPreconditionError("the client is closed")
@@ -1008,10 +1228,28 @@ class Client:
                                         and np.little_endian is False):
             a = a.astype(a.dtype.newbyteorder("<"))
         a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
-        header = buffer_pb2.UploadHeader(
-            session_id=self._session.id,
-            shape=types_pb2.ArrayShape(dtype=wire, dims=list(a.shape)),
-            device_id=self._resolve_device(device))
+        device_id = self._resolve_device(device)
+        shape = types_pb2.ArrayShape(dtype=wire, dims=list(a.shape))
+        found = self._region_of(a) if a.nbytes else None
+        if found is None and zero_copy:
+            raise InvalidArgumentError(
+                "zero_copy=True needs an array made in a Region of this "
+                "client (Client.create_region, Region.array)")
+        if found is not None:
+            return self._put_from_region(found[0], found[1], shape,
+                                         device_id, zero_copy)
+        if a.nbytes >= SHM_THRESHOLD:
+            staging = self._staging.take(a.nbytes)
+            if staging is not None:
+                try:
+                    np.copyto(staging._bytes[:a.nbytes],
+                              a.reshape(-1).view(np.uint8))
+                    return self._put_from_region(staging, 0, shape,
+                                                 device_id, False)
+                finally:
+                    self._staging.give_back(staging)
+        header = buffer_pb2.UploadHeader(session_id=self._session.id,
+                                         shape=shape, device_id=device_id)
         data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \
             memoryview(b"")
         try:
@@ -1019,6 +1257,18 @@ class Client:
                                                 timeout=None)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+        return Buffer(self, info)
+
+    def _put_from_region(self, region: Region, offset: int,
+                         shape: types_pb2.ArrayShape, device_id: int,
+                         zero_copy: bool) -> Buffer:
+        info = _call(self._session.buffers.UploadFromRegion,
+                     buffer_pb2.UploadFromRegionRequest(
+                         session_id=self._session.id,
+                         region_handle=region.handle, offset=offset,
+                         shape=shape, device_id=device_id,
+                         zero_copy=zero_copy),
+                     timeout=None)
         return Buffer(self, info)
 
     def buffer(self, handle: int) -> Buffer:
@@ -1187,7 +1437,8 @@ class Client:
 
 
 def connect(address: str | None = None, timeout: float = 10.0, *,
-            client_name: str | None = None) -> Client:
+            client_name: str | None = None,
+            shared_memory: bool = True) -> Client:
     """Connects to pjrtd and opens a session.
 
     Args:
@@ -1195,9 +1446,12 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
             ``$PJRTD_ADDRESS``, then ``unix:///run/pjrtd/pjrtd.sock``.
         timeout: seconds to wait for the daemon to answer.
         client_name: shown by ``pjrtctl sessions`` (default ``python:PID``).
+        shared_memory: move large arrays through shared memory when the
+            daemon is on this host (default); False always streams.
 
     Raises:
         UnavailableError: nothing answered at the address.
         FailedPreconditionError: the daemon speaks another protocol revision.
     """
-    return Client(address, timeout=timeout, client_name=client_name)
+    return Client(address, timeout=timeout, client_name=client_name,
+                  shared_memory=shared_memory)

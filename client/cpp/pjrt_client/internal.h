@@ -1,0 +1,106 @@
+// What the client's classes share, not part of its interface.
+#ifndef PJRT_CLIENT_CPP_INTERNAL_H_
+#define PJRT_CLIENT_CPP_INTERNAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "base/mutex.h"
+#include "client/cpp/pjrt_client/client.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace pjrt_client {
+
+// Default deadline for control calls.
+inline constexpr absl::Duration kCallTimeout = absl::Seconds(60);
+
+inline void SetDeadline(grpc::ClientContext* context,
+                        absl::Duration timeout = kCallTimeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+// A memfd mapped here and registered with the daemon.
+struct Mapping {
+  uint64_t handle = 0;
+  uint8_t* data = nullptr;
+  int64_t size = 0;
+};
+
+// Creates, seals, maps and registers a memfd of `size` bytes. UNAVAILABLE
+// when the daemon's region socket cannot be reached (another host), the
+// daemon's error when it refuses.
+absl::StatusOr<Mapping> CreateMapping(const std::string& socket_name,
+                                      uint64_t session_id, int64_t size,
+                                      const std::string& name);
+void Unmap(const Mapping& mapping);
+
+// The ordered ExecuteStream of a session, for pipelined runs.
+struct PipelineState {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<pjrt::v1::ExecuteRequest,
+                                           pjrt::v1::ExecuteStreamResponse>>
+      stream;
+  std::thread reader;
+
+  pjrt::Mutex mu;
+  int64_t sent ABSL_GUARDED_BY(mu) = 0;
+  int64_t acked ABSL_GUARDED_BY(mu) = -1;
+  bool ended ABSL_GUARDED_BY(mu) = false;
+  // Why the stream ended early (the first failing request's error).
+  absl::Status error ABSL_GUARDED_BY(mu);
+  // Buffers deleted while runs that may use them were in flight:
+  // (the last request sent at the time, handle).
+  std::vector<std::pair<int64_t, uint64_t>> deferred ABSL_GUARDED_BY(mu);
+};
+
+struct SessionState {
+  std::shared_ptr<Client> client;
+  uint64_t id = 0;
+  uint64_t public_id = 0;
+
+  // The Attach call; its context is cancelled at close.
+  grpc::ClientContext attach_context;
+  std::unique_ptr<grpc::ClientReader<pjrt::v1::SessionEvent>> attach_reader;
+
+  pjrt::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  // Kept sessions are not closed when their Session object goes.
+  bool kept ABSL_GUARDED_BY(mu) = false;
+  // Whether shared memory works with this daemon: unknown until tried.
+  enum class Shm { kUntried, kWorks, kUnusable };
+  Shm shm ABSL_GUARDED_BY(mu) = Shm::kUntried;
+  // Staging regions not in use.
+  std::vector<Mapping> staging ABSL_GUARDED_BY(mu);
+  std::shared_ptr<PipelineState> pipeline ABSL_GUARDED_BY(mu);
+
+  bool IsClosed() {
+    pjrt::MutexLock lock(&mu);
+    return closed;
+  }
+
+  // A staging region of at least `size` bytes for the caller alone, or
+  // nullopt when shared memory is not to be used.
+  std::optional<Mapping> TakeStaging(int64_t size);
+  void GiveBackStaging(Mapping mapping);
+  // Ends the pipeline (waiting for runs sent) and unmaps staging regions.
+  void Shutdown();
+
+  // Deletes `handles` on the daemon now (errors ignored).
+  void DeleteNow(const std::vector<uint64_t>& handles);
+  // Deletes `handle` now or, while pipelined runs are in flight, once
+  // they have run.
+  void DeleteWhenUnused(uint64_t handle);
+  // Waits until pipelined request `sequence` has run.
+  absl::Status WaitForPipelined(int64_t sequence);
+};
+
+}  // namespace pjrt_client
+
+#endif  // PJRT_CLIENT_CPP_INTERNAL_H_

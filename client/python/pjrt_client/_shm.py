@@ -1,0 +1,221 @@
+"""Shared-memory regions: the fast path for clients on the daemon's host."""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import socket
+import threading
+from typing import Any
+
+import numpy as np
+
+import grpc
+
+from pjrt_client._errors import (Error, InvalidArgumentError, UnavailableError,
+                                 error_for_code)
+from pjrt_client._proto.pjrt.v1 import buffer_pb2
+
+# Arrays smaller than this go over the stream even when shared memory
+# works: one message costs less than a copy into the staging region.
+SHM_THRESHOLD = 1 << 20
+# Staging regions are at least this large, so that most arrays fit the
+# first one made.
+_STAGING_MIN = 64 << 20
+# Staging regions kept for reuse.
+_STAGING_KEEP = 4
+# Alignment of arrays made in a region (the daemon's zero-copy alignment).
+ALIGNMENT = 64
+
+
+def _socket_address(name: str) -> str:
+    # A leading '@' names an abstract socket.
+    return "\0" + name[1:] if name.startswith("@") else name
+
+
+def register_memfd(socket_name: str, session_id: int, fd: int, size: int,
+                   name: str) -> int:
+    """Hands ``fd`` to the daemon's region socket; returns the handle.
+
+    Raises OSError when the socket cannot be reached (the daemon is on
+    another host, or in another network namespace), and the daemon's error
+    when it refuses the region.
+    """
+    request = buffer_pb2.RegisterRegionRequest(session_id=session_id,
+                                               size_bytes=size, name=name)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(10)
+        s.connect(_socket_address(socket_name))
+        socket.send_fds(s, [request.SerializeToString()], [fd])
+        reply = s.recv(4096)
+    response = buffer_pb2.RegisterRegionResponse.FromString(reply)
+    if response.region_handle == 0:
+        code = next((c for c in grpc.StatusCode
+                     if c.value[0] == response.error_code),
+                    grpc.StatusCode.UNKNOWN)
+        raise error_for_code(code, response.error_message)
+    return response.region_handle
+
+
+class Region:
+    """Memory shared with the daemon, registered in the client's session.
+
+    Made by :meth:`Client.create_region`. Arrays made with :meth:`array`
+    live in it; :meth:`Client.put` of such an array and
+    :meth:`Buffer.to_numpy` with ``out=`` such an array move the bytes
+    through the shared memory, with one copy on the daemon (none with
+    ``put(..., zero_copy=True)`` on the host platform).
+
+    The region is unregistered by :meth:`unregister`, and with the client's
+    session. Its memory stays valid while arrays made from it exist.
+    """
+
+    def __init__(self, client: Any, size: int, name: str) -> None:
+        if size <= 0:
+            raise InvalidArgumentError(
+                f"a region needs a positive size; got {size}")
+        socket_name = client._info.region_socket
+        if not socket_name:
+            raise UnavailableError(
+                f"pjrtd at {client.address} does not accept shared-memory "
+                f"regions (it runs with --no-shared-memory, or is older)")
+        fd = os.memfd_create(name or "pjrt-region",
+                             os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                        | fcntl.F_SEAL_SEAL)
+            self._mmap = mmap.mmap(fd, size)
+            try:
+                self._handle = register_memfd(socket_name, client._session.id,
+                                              fd, size, name)
+            except OSError as e:
+                self._mmap.close()
+                raise UnavailableError(
+                    f"cannot reach pjrtd's region socket {socket_name!r} "
+                    f"({e.strerror or e}); the daemon is not on this host "
+                    f"(or not in this network namespace)") from None
+        finally:
+            os.close(fd)
+        self._client = client
+        self._session = client._session
+        self._size = size
+        self._name = name
+        self._bytes = np.frombuffer(self._mmap, dtype=np.uint8)
+        self._base = self._bytes.ctypes.data
+        self._unregistered = False
+
+    @property
+    def handle(self) -> int:
+        """The region's handle in the session."""
+        return self._handle
+
+    @property
+    def nbytes(self) -> int:
+        """The region's size in bytes."""
+        return self._size
+
+    @property
+    def name(self) -> str:
+        """The name given at creation (shown by :meth:`Client.regions`)."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return (f"Region({self._name!r}, {self._size} bytes, "
+                f"handle={self._handle:#x})")
+
+    def array(self, shape: Any, dtype: Any, offset: int = 0) -> np.ndarray:
+        """A numpy array of ``shape`` and ``dtype`` over the region's bytes
+        from ``offset`` (which should be a multiple of 64 for zero copy)."""
+        dtype = np.dtype(dtype)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = count * dtype.itemsize
+        if offset < 0 or offset + nbytes > self._size:
+            raise InvalidArgumentError(
+                f"an array of {nbytes} bytes at offset {offset} does not "
+                f"fit the region of {self._size} bytes")
+        return self._bytes[offset:offset + nbytes].view(dtype).reshape(shape)
+
+    def offset_of(self, array: np.ndarray) -> int | None:
+        """Where a C-contiguous ``array`` lies in the region, or None if it
+        does not lie wholly inside."""
+        if self._unregistered or not array.flags.c_contiguous:
+            return None
+        address = array.ctypes.data
+        if address < self._base or \
+                address + array.nbytes > self._base + self._size:
+            return None
+        return address - self._base
+
+    def unregister(self) -> None:
+        """Forgets the region on the daemon. Idempotent.
+
+        Raises:
+            FailedPreconditionError: a transfer or a zero-copy buffer still
+                uses the region (delete those buffers first).
+        """
+        if self._unregistered or self._session.closed:
+            self._unregistered = True
+            return
+        from pjrt_client._client import _call
+        _call(self._session.buffers.UnregisterRegion,
+              buffer_pb2.UnregisterRegionRequest(session_id=self._session.id,
+                                                 region_handle=self._handle))
+        self._unregistered = True
+
+    @property
+    def is_registered(self) -> bool:
+        """False after :meth:`unregister` or once the client closed."""
+        return not self._unregistered and not self._session.closed
+
+
+class StagingPool:
+    """Regions a client copies ordinary arrays through, made on demand."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._free: list[Region] = []
+        # None: not tried yet; False: shared memory does not work here.
+        self._works: bool | None = None if client._info.region_socket \
+            else False
+
+    @property
+    def usable(self) -> bool:
+        return self._works is not False
+
+    def take(self, nbytes: int) -> Region | None:
+        """A region of at least ``nbytes`` for the caller alone, or None
+        when shared memory does not work with this daemon."""
+        if self._works is False:
+            return None
+        with self._lock:
+            for i, region in enumerate(self._free):
+                if region.nbytes >= nbytes:
+                    return self._free.pop(i)
+        size = max(_STAGING_MIN, (nbytes + (1 << 20) - 1) & ~((1 << 20) - 1))
+        try:
+            region = Region(self._client, size, "pjrt-staging")
+        except UnavailableError:
+            self._works = False
+            return None
+        except Error:
+            # The daemon refused it (e.g. too many regions): stream instead.
+            return None
+        self._works = True
+        # Touch every page now, not during the first transfer.
+        region._bytes[::mmap.PAGESIZE] = 0
+        return region
+
+    def give_back(self, region: Region) -> None:
+        with self._lock:
+            if len(self._free) < _STAGING_KEEP and region.is_registered:
+                self._free.append(region)
+                return
+        try:
+            region.unregister()
+        except Error:
+            pass
