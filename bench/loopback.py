@@ -1,5 +1,5 @@
 """Loopback helpers shared by the benchmarks: free ports, and the raw TCP
-baseline that the transfer benchmarks compare against."""
+baselines that the wire benchmarks compare against."""
 
 from __future__ import annotations
 
@@ -52,3 +52,33 @@ def raw_tcp_seconds(data: bytes) -> float:
     server.close()
     assert sink[:64] == data[:64]
     return seconds
+
+
+def raw_tcp_round_trip_seconds(count: int) -> list[float]:
+    """`count` one-byte request/reply exchanges over one loopback TCP
+    connection (TCP_NODELAY), each timed on its own."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while conn.recv(1):
+            conn.sendall(b"r")
+        conn.close()
+
+    thread = threading.Thread(target=echo)
+    thread.start()
+    client = socket.create_connection(server.getsockname())
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        client.sendall(b"q")
+        client.recv(1)
+        times.append(time.perf_counter() - start)
+    client.close()
+    thread.join()
+    server.close()
+    return times

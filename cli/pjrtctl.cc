@@ -503,7 +503,7 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   // The same bytes through a shared-memory region, when the daemon is on
   // this host: the array already lives in the region (as a loader would
   // write it), the daemon copies it to and from the device buffer.
-  std::vector<double> shm_up, shm_down;
+  std::vector<double> shm_up, shm_down, memcpy_rate;
   std::string shm_skipped;
   {
     auto region = (*session)->CreateRegion(2 * o.size_bytes, "pjrtctl-bench");
@@ -513,6 +513,14 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
       uint8_t* in = region->data();
       uint8_t* out = region->data() + o.size_bytes;
       std::memcpy(in, data.data(), data.size());
+      std::memset(out, 0, data.size());
+      // The baseline: memcpy of the same bytes between the same pages.
+      for (int i = 0; i < o.transfers; ++i) {
+        absl::Time start = absl::Now();
+        std::memcpy(out, in, data.size());
+        memcpy_rate.push_back(static_cast<double>(o.size_bytes) /
+                              elapsed(start));
+      }
       std::memset(out, 0, data.size());
       for (int i = 0; i < o.transfers; ++i) {
         absl::Time start = absl::Now();
@@ -617,6 +625,7 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   if (!shm_up.empty()) {
     rows.push_back({"upload_shared_memory", "bytes/s", SpreadOf(shm_up)});
     rows.push_back({"download_shared_memory", "bytes/s", SpreadOf(shm_down)});
+    rows.push_back({"memcpy", "bytes/s", SpreadOf(memcpy_rate)});
   }
   if (g.json) {
     json doc = {{"address", (*client)->address()},
@@ -1447,9 +1456,9 @@ int Main(int argc, char** argv) {
       "bench",
       "Measure the daemon from here: empty-call latency, upload and download\n"
       "bandwidth over the stream and (daemon on this host) through shared\n"
-      "memory, the round trip of a tiny execution, each as min, median and\n"
-      "max; and the rate of a loop of dependent steps, one call per step\n"
-      "against pipelined.\n"
+      "memory (and memcpy of the same bytes), the round trip of a tiny\n"
+      "execution, each as min, median and max; and the rate of a loop of\n"
+      "dependent steps, one call per step against pipelined.\n"
       "Example: pjrtctl bench --size 256MiB --json");
   bench->add_option("--size", bench_size,
                     "Bytes per upload and download, e.g. 64MiB (the default)");

@@ -87,6 +87,9 @@ grpc::Status ServerService::GetStats(grpc::ServerContext*,
   response->set_executable_count(sessions_->executable_count());
   response->set_cross_host_receives_pending(receives_->pending());
   response->set_cross_host_bytes_received(receives_->bytes_received());
+  auto [region_count, region_bytes] = sessions_->region_totals();
+  response->set_region_count(region_count);
+  response->set_region_bytes(region_bytes);
   CompileCacheStats cache = compile_cache_->stats();
   v1::CompileCacheStats* out = response->mutable_compile_cache();
   out->set_entries(cache.entries);

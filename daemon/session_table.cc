@@ -156,6 +156,18 @@ int64_t SessionTable::buffer_count() const {
   return count;
 }
 
+std::pair<int64_t, int64_t> SessionTable::region_totals() const {
+  pjrt::MutexLock lock(&mu_);
+  std::pair<int64_t, int64_t> totals{0, 0};
+  for (const auto& [id, session] : sessions_) {
+    for (const auto& [handle, region] : session->Regions()) {
+      totals.first++;
+      totals.second += region->size();
+    }
+  }
+  return totals;
+}
+
 int64_t SessionTable::executable_count() const {
   pjrt::MutexLock lock(&mu_);
   int64_t count = 0;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ class SessionTable {
   int size() const;
   // Buffers over all sessions.
   int64_t buffer_count() const;
+  // Regions over all sessions, and their bytes.
+  std::pair<int64_t, int64_t> region_totals() const;
   // Executable handles over all sessions.
   int64_t executable_count() const;
 

@@ -1117,6 +1117,8 @@ class Client:
             "executable_count": s.executable_count,
             "cross_host_receives_pending": s.cross_host_receives_pending,
             "cross_host_bytes_received": s.cross_host_bytes_received,
+            "region_count": s.region_count,
+            "region_bytes": s.region_bytes,
             "compile_cache": {
                 "entries": s.compile_cache.entries,
                 "capacity": s.compile_cache.capacity,

@@ -134,7 +134,14 @@ class ExecuteStream:
                     self._cond.notify_all()
                     if len(self._deferred) >= _DELETE_BATCH:
                         batch = self._take_deletable()
-                    released = self._holds.pop(response.sequence, None)
+                    # One reply acknowledges every request up to its
+                    # sequence number.
+                    released = []
+                    while self._holds:
+                        first = next(iter(self._holds))
+                        if first > response.sequence:
+                            break
+                        released.append(self._holds.pop(first))
                 # Dropping the holds may delete buffers: outside the lock.
                 del released
                 if batch:

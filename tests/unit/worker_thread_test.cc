@@ -1,0 +1,129 @@
+#include "device/worker_thread.h"
+
+#include <atomic>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace pjrt::device {
+namespace {
+
+TEST(WorkerThreadTest, RunsClosuresInOrderOnItsThread) {
+  WorkerThread worker("test-worker");
+  std::vector<int> order;
+  std::thread::id ran_on;
+  absl::Notification done;
+  for (int i = 0; i < 100; ++i) {
+    worker.Schedule([&order, i] { order.push_back(i); });
+  }
+  worker.Schedule([&] {
+    ran_on = std::this_thread::get_id();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST(WorkerThreadTest, InlineScopeRunsOnTheCallerWhenIdle) {
+  WorkerThread worker("test-worker");
+  std::thread::id ran_on;
+  {
+    WorkerThread::InlineScope scope;
+    worker.Schedule([&] { ran_on = std::this_thread::get_id(); });
+    // Ran before Schedule returned.
+    EXPECT_EQ(ran_on, std::this_thread::get_id());
+    EXPECT_EQ(worker.pending(), 0);
+  }
+  // Without the scope it goes to the worker again.
+  absl::Notification done;
+  worker.Schedule([&] {
+    ran_on = std::this_thread::get_id();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+}
+
+TEST(WorkerThreadTest, InlineScopeQueuesBehindBusyWorkAndKeepsOrder) {
+  WorkerThread worker("test-worker");
+  absl::Notification release, started;
+  std::vector<int> order;
+  worker.Schedule([&] {
+    started.Notify();
+    release.WaitForNotification();
+    order.push_back(0);
+  });
+  started.WaitForNotification();
+  std::thread::id ran_on;
+  {
+    WorkerThread::InlineScope scope;
+    // The worker is busy: this one must wait its turn, on the worker.
+    worker.Schedule([&] {
+      order.push_back(1);
+      ran_on = std::this_thread::get_id();
+    });
+    EXPECT_EQ(worker.pending(), 2);
+  }
+  release.Notify();
+  absl::Notification done;
+  worker.Schedule([&] { done.Notify(); });
+  done.WaitForNotification();
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+}
+
+TEST(WorkerThreadTest, WorkScheduledDuringAnInlineClosureRunsAfterIt) {
+  WorkerThread worker("test-worker");
+  std::vector<int> order;
+  absl::Notification done;
+  {
+    WorkerThread::InlineScope scope;
+    worker.Schedule([&] {
+      order.push_back(0);
+      // Nested: queued (the inline closure counts as running), so it runs
+      // after this one on the worker.
+      worker.Schedule([&] {
+        order.push_back(2);
+        done.Notify();
+      });
+      order.push_back(1);
+    });
+  }
+  done.WaitForNotification();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(WorkerThreadTest, InlineAndQueuedClosuresFromManyThreadsNeverOverlap) {
+  WorkerThread worker("test-worker");
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> ran{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        std::optional<WorkerThread::InlineScope> scope;
+        if ((i + t) % 2 == 0) scope.emplace();
+        worker.Schedule([&] {
+          if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+          ran.fetch_add(1);
+          inside.fetch_sub(1);
+        });
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  absl::Notification done;
+  worker.Schedule([&] { done.Notify(); });
+  done.WaitForNotification();
+  EXPECT_EQ(ran.load(), 2000);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+}  // namespace
+}  // namespace pjrt::device
