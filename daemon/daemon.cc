@@ -323,8 +323,10 @@ void Daemon::Shutdown() {
   if (reaper_.joinable()) reaper_.join();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
-    // Attach streams would otherwise hold the server open until the deadline.
+    // Attach and execution streams would otherwise hold the server open
+    // until the deadline.
     sessions_->DetachAll(absl::UnavailableError("pjrtd is shutting down"));
+    executable_service_->EndStreams();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoSeconds(options_.shutdown_timeout));
     server_->Wait();

@@ -264,6 +264,22 @@ grpc::Status ExecutableService::ExecuteStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
         stream) {
+  {
+    pjrt::MutexLock lock(&streams_mu_);
+    if (streams_ended_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "pjrtd is shutting down");
+    }
+    streams_.insert(context);
+  }
+  struct Unlist {
+    ExecutableService* service;
+    grpc::ServerContext* context;
+    ~Unlist() {
+      pjrt::MutexLock lock(&service->streams_mu_);
+      service->streams_.erase(context);
+    }
+  } unlist{this, context};
   // Replies go out from a second thread, so that running request k+1 does
   // not wait for the reply to request k; one reply covers every request
   // run since the previous one.
@@ -330,6 +346,12 @@ grpc::Status ExecutableService::ExecuteStream(
     return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   }
   return grpc::Status::OK;
+}
+
+void ExecutableService::EndStreams() {
+  pjrt::MutexLock lock(&streams_mu_);
+  streams_ended_ = true;
+  for (grpc::ServerContext* context : streams_) context->TryCancel();
 }
 
 grpc::Status ExecutableService::ExecuteReplicated(

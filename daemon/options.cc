@@ -133,9 +133,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       if (!v) return KeyError(source, key, "a file path");
       options->admin_token_file = *v;
     } else if (key == "shared_memory") {
-      auto v = node.value<bool>();
-      if (!v) return KeyError(source, key, "true or false");
-      options->shared_memory = *v;
+      // Exactly a boolean: toml++ would also read 0 or 1 as one.
+      const toml::value<bool>* v = node.as_boolean();
+      if (v == nullptr) return KeyError(source, key, "true or false");
+      options->shared_memory = v->get();
     } else if (key == "task_id") {
       auto v = node.value<int64_t>();
       if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");

@@ -10,7 +10,9 @@
 
 #include <atomic>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "daemon/cluster.h"
 #include "daemon/compile_cache.h"
 #include "daemon/cross_host.h"
@@ -231,6 +233,11 @@ class ExecutableService final : public v1::Executables::Service {
       grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
       v1::DeleteExecutableResponse* response) override;
 
+  // Ends every open ExecuteStream (the requests already read still run)
+  // and refuses new ones: a stream stays open as long as its client likes,
+  // which would otherwise hold a graceful shutdown until its deadline.
+  void EndStreams();
+
  private:
   // Execute's work: runs `request` and describes its results in `infos`.
   // `inline_idle`: run the work on this thread when the device is idle
@@ -244,6 +251,11 @@ class ExecutableService final : public v1::Executables::Service {
   Cluster* const cluster_;
   SessionTable* const sessions_;
   ExecutableCache* const cache_;
+
+  pjrt::Mutex streams_mu_;
+  bool streams_ended_ ABSL_GUARDED_BY(streams_mu_) = false;
+  absl::flat_hash_set<grpc::ServerContext*> streams_
+      ABSL_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace pjrt::daemon

@@ -11,6 +11,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -468,6 +469,24 @@ def test_a_streamed_request_without_result_handles_ends_the_stream(local):
         list(call)
     assert "stream request 0: a streamed Execute must carry result_handles" \
         in str(info.value)
+
+
+def test_an_open_execution_stream_does_not_hold_up_shutdown(tmp_path):
+    config = tmp_path / "pjrtd.toml"
+    config.write_text("shutdown_timeout_seconds = 60\n")
+    d = Daemon(tmp_path, "--platform", "host", "--config", str(config),
+               "--listen", f"unix://{tmp_path}/p.sock")
+    c = pjrt_client.connect(d.addresses[0])
+    step = c.compile(ADD_ONE)
+    (x,) = step.execute([np.zeros(4, np.float32)], pipelined=True)
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))
+    start = time.monotonic()
+    assert d.stop() == 0
+    assert time.monotonic() - start < 20  # not the 60 s deadline
+    with pytest.raises(pjrt_client.Error):
+        step.execute([x], pipelined=True)
+        c.synchronize()
+    c.close()
 
 
 def test_pjrtctl_bench_measures_the_fast_paths(daemon):

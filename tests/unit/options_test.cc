@@ -191,3 +191,28 @@ TEST(ClusterSecret, MustBePrivateAndLongEnough) {
 
 }  // namespace
 }  // namespace pjrt::daemon
+
+namespace pjrt::daemon {
+namespace {
+
+TEST(SharedMemoryOption, OnByDefaultAndTurnedOffByConfigOrFlag) {
+  EXPECT_TRUE(DaemonOptions().shared_memory);
+  DaemonOptions options;
+  ASSERT_TRUE(ApplyConfigText("shared_memory = false", "t.toml", &options).ok());
+  EXPECT_FALSE(options.shared_memory);
+  absl::Status wrong = ApplyConfigText("shared_memory = 1", "t.toml", &options);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("shared_memory"), absl::string_view::npos);
+  EXPECT_NE(wrong.message().find("true or false"), absl::string_view::npos);
+
+  std::vector<std::string> args = {"pjrtd", "--no-shared-memory"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ParsedCommandLine parsed =
+      ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  ASSERT_FALSE(parsed.exit_code.has_value());
+  EXPECT_FALSE(parsed.options.shared_memory);
+}
+
+}  // namespace
+}  // namespace pjrt::daemon

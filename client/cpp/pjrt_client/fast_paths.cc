@@ -179,14 +179,16 @@ std::optional<Mapping> SessionState::TakeStaging(int64_t size) {
   int64_t mib = int64_t{1} << 20;
   int64_t want = std::max(kStagingMinBytes, (size + mib - 1) / mib * mib);
   auto mapping = CreateMapping(socket, id, want, "pjrt-staging");
-  pjrt::MutexLock lock(&mu);
-  if (!mapping.ok()) {
-    // Unreachable: another host. Refused (say, too many regions): stream
-    // this one and try again next time.
-    if (absl::IsUnavailable(mapping.status())) shm = Shm::kUnusable;
-    return std::nullopt;
+  {
+    pjrt::MutexLock lock(&mu);
+    if (!mapping.ok()) {
+      // Unreachable: another host. Refused (say, too many regions): stream
+      // this one and try again next time.
+      if (absl::IsUnavailable(mapping.status())) shm = Shm::kUnusable;
+      return std::nullopt;
+    }
+    shm = Shm::kWorks;
   }
-  shm = Shm::kWorks;
   // Fault the pages in now rather than during the first transfer.
   long page = sysconf(_SC_PAGESIZE);
   for (int64_t i = 0; i < mapping->size; i += page) mapping->data[i] = 0;

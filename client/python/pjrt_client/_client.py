@@ -1149,9 +1149,10 @@ class Client:
             if self._session.closed:
                 raise FailedPreconditionError("the client is closed")
             stream = self._stream
-            if stream is not None and stream.failed:
+            if stream is not None and stream.ended:
                 self._stream = None
-                stream.send(executable_pb2.ExecuteRequest())  # raises
+                if stream.error is not None:
+                    raise stream.error
             if self._stream is None:
                 self._stream = ExecuteStream(self._session)
             return self._stream
@@ -1163,7 +1164,7 @@ class Client:
             stream = self._stream
         if stream is None:
             return
-        stream.wait(stream._sent - 1)
+        stream.wait(stream.last_sent)
 
     # --- shared memory ----------------------------------------------------
 

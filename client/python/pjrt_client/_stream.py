@@ -48,8 +48,13 @@ class ExecuteStream:
             yield request
 
     @property
-    def failed(self) -> bool:
-        return self._error is not None
+    def error(self) -> Error | None:
+        """Why the stream ended early, if it did."""
+        return self._error
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
 
     def send(self, request: executable_pb2.ExecuteRequest,
              holds: list[Any] | None = None) -> int:
