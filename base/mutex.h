@@ -6,15 +6,18 @@
 // TSan builds could not see the happens-before edges they create. std::mutex
 // and std::condition_variable go through pthreads, which TSan understands.
 //
-// Await(cond) blocks until `cond()` holds. Every Unlock() wakes the waiters so
-// that they re-check their conditions, as absl::Mutex does; conditions must
-// depend only on state guarded by this mutex.
+// Await(cond) blocks until `cond()` holds. As with absl::Mutex, Unlock()
+// evaluates the conditions of the threads waiting and wakes them only when
+// one of them holds, so a thread that waits for work is not woken by every
+// other user of the mutex; conditions must therefore depend only on state
+// guarded by this mutex (and be cheap and free of side effects).
 #ifndef PJRT_BASE_MUTEX_H_
 #define PJRT_BASE_MUTEX_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
@@ -28,11 +31,17 @@ class ABSL_LOCKABLE Mutex {
   Mutex& operator=(const Mutex&) = delete;
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  // Wakes waiters before unlocking: a waiter cannot return (and perhaps
-  // destroy this mutex with the object around it) until it has the lock
-  // again, so the notification never touches a destroyed condition variable.
+  // Wakes the waiters, if a condition holds, before unlocking: a waiter
+  // cannot return (and perhaps destroy this mutex with the object around
+  // it) until it has the lock again, so the notification never touches a
+  // destroyed condition variable.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    cv_.notify_all();
+    for (Waiter* w = waiters_; w != nullptr; w = w->next) {
+      if (w->holds(w->cond)) {
+        cv_.notify_all();
+        break;
+      }
+    }
     mu_.unlock();
   }
 
@@ -40,15 +49,16 @@ class ABSL_LOCKABLE Mutex {
   // guarded by this mutex.
   template <typename Condition>
   void Await(Condition cond) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    cv_.wait(lock, cond);
-    lock.release();
+    AwaitWithTimeout(std::move(cond), absl::InfiniteDuration());
   }
 
   // As Await, giving up after `timeout`. Returns cond()'s final value.
   template <typename Condition>
   bool AwaitWithTimeout(Condition cond, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    if (cond()) return true;
+    Waiter waiter{&Holds<Condition>, &cond, waiters_};
+    waiters_ = &waiter;
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     bool result;
     if (timeout == absl::InfiniteDuration()) {
@@ -61,12 +71,31 @@ class ABSL_LOCKABLE Mutex {
           cond);
     }
     lock.release();
+    for (Waiter** w = &waiters_; *w != nullptr; w = &(*w)->next) {
+      if (*w == &waiter) {
+        *w = waiter.next;
+        break;
+      }
+    }
     return result;
   }
 
  private:
+  // A thread blocked in Await, with its condition; a list on its stack.
+  struct Waiter {
+    bool (*holds)(void* cond);
+    void* cond;
+    Waiter* next;
+  };
+  template <typename Condition>
+  static bool Holds(void* cond) {
+    return (*static_cast<Condition*>(cond))();
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
+  // Guarded by mu_.
+  Waiter* waiters_ = nullptr;
 };
 
 class ABSL_SCOPED_LOCKABLE MutexLock {
