@@ -1,7 +1,7 @@
 #include <functional>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +12,9 @@
 #include "base/mutex.h"
 #include "base/status_macros.h"
 #include "daemon/grpc_status.h"
-#include "device/worker_thread.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
+#include "device/worker_thread.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
