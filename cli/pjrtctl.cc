@@ -471,15 +471,6 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
     return absl::ToDoubleSeconds(absl::Now() - start);
   };
 
-  // Empty calls.
-  std::vector<double> ping;
-  for (int i = 0; i < o.calls; ++i) {
-    absl::Time start = absl::Now();
-    absl::Status status = (*client)->Ping();
-    if (!status.ok()) return Fail(g, status);
-    ping.push_back(elapsed(start) * 1e6);
-  }
-
   // Upload and download of the same array.
   std::vector<uint8_t> data(static_cast<size_t>(o.size_bytes));
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131);
@@ -552,9 +543,15 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(x.data()), 16),
       device);
   if (!input.ok()) return Fail(g, input.status());
-  std::vector<double> execute;
+  // Empty calls and executions alternate, so that both see the same
+  // conditions on a machine whose speed drifts.
+  std::vector<double> ping, execute;
   for (int i = 0; i < o.calls; ++i) {
     absl::Time start = absl::Now();
+    absl::Status pinged = (*client)->Ping();
+    if (!pinged.ok()) return Fail(g, pinged);
+    ping.push_back(elapsed(start) * 1e6);
+    start = absl::Now();
     const pjrt_client::Buffer* args[] = {&*input};
     auto results =
         executable->Execute(args, device, {.wait_until_ready = true});
