@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/cancellation.h"
 #include "hlo/shape.h"
 
 namespace pjrt::compiler {
@@ -35,6 +36,10 @@ struct RunContext {
   // The launch's rendezvous for collectives (shared by every participant);
   // nullptr when the program runs alone.
   host::CollectiveHub* collectives = nullptr;
+  // When cancelled, the run stops within milliseconds (between blocks of
+  // work, and in any wait for a peer) and fails with the reason. May be
+  // null.
+  const Cancellation* cancellation = nullptr;
 };
 
 class Program {
@@ -43,11 +48,16 @@ class Program {
 
   // Runs the program to completion on the calling thread (it may use a
   // thread pool internally). Errors are the run's own (e.g. a collective
-  // timing out); inputs have been checked before.
+  // timing out, or the run being cancelled); inputs have been checked
+  // before.
   virtual absl::Status Run(const RunContext& context) const = 0;
 
   // Device memory one run needs for intermediate values.
   virtual int64_t scratch_bytes() const = 0;
+
+  // Host memory the compiled program itself holds (code, constants),
+  // roughly: what a cache of programs should count.
+  virtual int64_t host_memory_bytes() const = 0;
 
   // Shapes of the entry parameters and of the results (a tuple root's
   // elements, nested tuples flattened in order).

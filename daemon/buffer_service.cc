@@ -5,12 +5,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "base/cancellation.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
 #include "runtime/host_to_device_transfer.h"
-#include "base/log.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -18,7 +19,8 @@ namespace {
 // How often a handler blocked on a buffer checks that its call is still
 // wanted, so that a cancelled call or a shutting-down daemon frees the
 // thread.
-constexpr absl::Duration kCancellationPollInterval = absl::Milliseconds(100);
+constexpr absl::Duration kCancellationPollInterval =
+    Cancellation::kPollInterval;
 
 struct SessionBuffer {
   std::shared_ptr<Session> session;
@@ -34,8 +36,33 @@ absl::StatusOr<SessionBuffer> Lookup(SessionTable* sessions,
 
 }  // namespace
 
+std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
+                                               const Session& session) {
+  const auto call_deadline = context->deadline();
+  absl::Time deadline = absl::InfiniteFuture();
+  if (call_deadline != std::chrono::system_clock::time_point::max()) {
+    deadline = absl::FromChrono(call_deadline);
+  }
+  return std::make_shared<Cancellation>(
+      session.cancellation(), deadline, [context]() -> absl::Status {
+        if (!context->IsCancelled()) return absl::OkStatus();
+        return absl::CancelledError(
+            "the call was cancelled (by its client, its deadline, or the "
+            "daemon shutting down)");
+      });
+}
+
+absl::StatusOr<Session::WaitingCall> MaybeStartWaitingCall(
+    Session& session, absl::Span<runtime::Buffer* const> buffers) {
+  for (runtime::Buffer* buffer : buffers) {
+    if (buffer->UseWouldBlock()) return session.StartWaitingCall();
+  }
+  return Session::WaitingCall();
+}
+
 absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
-                        absl::Duration timeout) {
+                        absl::Duration timeout,
+                        const Cancellation* session_cancellation) {
   absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     absl::Duration slice =
@@ -45,6 +72,8 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
     if (context->IsCancelled()) {
       return absl::CancelledError("the call was cancelled");
     }
+    absl::Status cancelled = CheckCancelled(session_cancellation);
+    if (!cancelled.ok()) return cancelled;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "buffer %s was not ready within %s", buffer.DebugString(),
@@ -53,9 +82,9 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
   }
 }
 
-grpc::Status BufferService::Upload(grpc::ServerContext* context,
-                                   grpc::ServerReader<v1::UploadRequest>* reader,
-                                   v1::BufferInfo* response) {
+grpc::Status BufferService::UploadImpl(
+    grpc::ServerContext* context, grpc::ServerReader<v1::UploadRequest>* reader,
+    v1::BufferInfo* response) {
   v1::UploadRequest request;
   if (!reader->Read(&request)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -119,7 +148,7 @@ grpc::Status BufferService::Upload(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::Download(
+grpc::Status BufferService::DownloadImpl(
     grpc::ServerContext* context, const v1::DownloadRequest* request,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
@@ -138,8 +167,8 @@ grpc::Status BufferService::Download(
                         request->handle(), buffer.shape().ToString(),
                         absl::StrJoin(elements, ", ")));
   }
-  absl::Status ready =
-      AwaitReady(context, buffer, absl::InfiniteDuration());
+  absl::Status ready = AwaitReady(context, buffer, absl::InfiniteDuration(),
+                                  found->session->cancellation().get());
   if (!ready.ok()) return ToGrpcStatus(ready);
 
   v1::DownloadResponse response;
@@ -162,7 +191,7 @@ grpc::Status BufferService::Download(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::DescribeBuffer(
+grpc::Status BufferService::DescribeBufferImpl(
     grpc::ServerContext*, const v1::DescribeBufferRequest* request,
     v1::BufferInfo* response) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
@@ -172,7 +201,7 @@ grpc::Status BufferService::DescribeBuffer(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::DeleteBuffers(
+grpc::Status BufferService::DeleteBuffersImpl(
     grpc::ServerContext*, const v1::DeleteBuffersRequest* request,
     v1::DeleteBuffersResponse*) {
   auto session = sessions_->Lookup(request->session_id());
@@ -180,7 +209,7 @@ grpc::Status BufferService::DeleteBuffers(
   return ToGrpcStatus((*session)->DeleteBuffers(request->handles()));
 }
 
-grpc::Status BufferService::BlockUntilReady(
+grpc::Status BufferService::BlockUntilReadyImpl(
     grpc::ServerContext* context, const v1::BlockUntilReadyRequest* request,
     v1::BufferInfo* response) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
@@ -195,22 +224,28 @@ grpc::Status BufferService::BlockUntilReady(
   absl::Duration timeout = request->timeout_ms() == 0
                                ? absl::InfiniteDuration()
                                : absl::Milliseconds(request->timeout_ms());
-  absl::Status status = AwaitReady(context, *found->buffer, timeout);
+  absl::Status status = AwaitReady(context, *found->buffer, timeout,
+                                   found->session->cancellation().get());
   if (!status.ok()) return ToGrpcStatus(status);
   BufferInfoToProto(*found->session, request->handle(), *found->buffer,
                     response);
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::CopyToDevice(grpc::ServerContext*,
-                                         const v1::CopyToDeviceRequest* request,
-                                         v1::BufferInfo* response) {
+grpc::Status BufferService::CopyToDeviceImpl(
+    grpc::ServerContext* context, const v1::CopyToDeviceRequest* request,
+    v1::BufferInfo* response) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
   if (!device.ok()) return ToGrpcStatus(device.status());
-  auto copy = found->buffer->CopyToDevice(*device);
+  runtime::Buffer* source = found->buffer.get();
+  auto waiting = MaybeStartWaitingCall(*found->session, {&source, 1});
+  if (!waiting.ok()) return ToGrpcStatus(waiting.status());
+  std::shared_ptr<Cancellation> cancellation =
+      CallCancellation(context, *found->session);
+  auto copy = found->buffer->CopyToDevice(*device, cancellation.get());
   if (!copy.ok()) return ToGrpcStatus(copy.status());
   auto handle = found->session->AddBuffer(*copy);
   if (!handle.ok()) {
@@ -221,11 +256,17 @@ grpc::Status BufferService::CopyToDevice(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::GetReadyState(
+grpc::Status BufferService::GetReadyStateImpl(
     grpc::ServerContext*, const v1::GetReadyStateRequest* request,
     v1::GetReadyStateResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
+  if (request->handles_size() > kMaxReadyStateHandles) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("GetReadyState names %d handles; at most %d per call",
+                        request->handles_size(), kMaxReadyStateHandles));
+  }
   for (uint64_t handle : request->handles()) {
     auto buffer = (*session)->LookupBuffer(handle);
     if (!buffer.ok()) return ToGrpcStatus(buffer.status());
@@ -240,9 +281,9 @@ grpc::Status BufferService::GetReadyState(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::MakeTuple(grpc::ServerContext*,
-                                      const v1::MakeTupleRequest* request,
-                                      v1::BufferInfo* response) {
+grpc::Status BufferService::MakeTupleImpl(grpc::ServerContext*,
+                                          const v1::MakeTupleRequest* request,
+                                          v1::BufferInfo* response) {
   auto session = sessions_->Lookup(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   if (request->handles_size() == 0) {
@@ -267,6 +308,14 @@ grpc::Status BufferService::MakeTuple(grpc::ServerContext*,
     }
     elements.push_back(*std::move(buffer));
   }
+  // Tuples of tuples grow fast: check the limits on the would-be shape
+  // (which shares its elements' shapes, so costs one entry per element).
+  std::vector<hlo::Shape> shapes;
+  shapes.reserve(elements.size());
+  for (const auto& e : elements) shapes.push_back(e->shape());
+  absl::Status limits =
+      hlo::CheckShapeLimits(hlo::Shape::Tuple(std::move(shapes)));
+  if (!limits.ok()) return ToGrpcStatus(limits);
   runtime::Device* device = elements[0]->device();
   auto tuple = runtime::Buffer::MakeTuple(client_, device, std::move(elements));
   auto handle = (*session)->AddBuffer(tuple);
@@ -288,7 +337,7 @@ absl::StatusOr<runtime::Device*> LookupAddressableDevice(
       client.devices().back()->id(), *task));
 }
 
-grpc::Status BufferService::MakeCrossHostReceiveBuffers(
+grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
     grpc::ServerContext*, const v1::MakeCrossHostReceiveBuffersRequest* request,
     v1::MakeCrossHostReceiveBuffersResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
@@ -296,13 +345,21 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffers(
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
   if (!device.ok()) return ToGrpcStatus(device.status());
-  if (request->timeout_seconds() < 0 || request->timeout_seconds() > 86400) {
+  const double max_seconds = absl::ToDoubleSeconds(max_receive_timeout_);
+  // NaN fails the comparison too.
+  if (!(request->timeout_seconds() >= 0 &&
+        request->timeout_seconds() <= max_seconds)) {
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrFormat("timeout_seconds is %g; give 0 for the default (%s) or "
-                        "up to 86400",
+                        "up to %g (the daemon's max_receive_timeout_seconds)",
                         request->timeout_seconds(),
-                        absl::FormatDuration(default_receive_timeout_)));
+                        absl::FormatDuration(default_receive_timeout_),
+                        max_seconds));
+  }
+  {
+    absl::Status room = (*session)->CheckRoom(request->shapes_size());
+    if (!room.ok()) return ToGrpcStatus(room);
   }
   std::vector<hlo::Shape> shapes;
   for (int i = 0; i < request->shapes_size(); ++i) {
@@ -339,7 +396,7 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffers(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::CancelCrossHostReceives(
+grpc::Status BufferService::CancelCrossHostReceivesImpl(
     grpc::ServerContext*, const v1::CancelCrossHostReceivesRequest* request,
     v1::CancelCrossHostReceivesResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
@@ -354,7 +411,7 @@ grpc::Status BufferService::CancelCrossHostReceives(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::CopyToRemoteDevice(
+grpc::Status BufferService::CopyToRemoteDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToRemoteDeviceRequest* request,
     v1::CopyToRemoteDeviceResponse* response) {
   const absl::Time start = absl::Now();
@@ -404,7 +461,8 @@ grpc::Status BufferService::CopyToRemoteDevice(
                         task));
   }
   // The bytes must be defined before they can be sent.
-  absl::Status ready = AwaitReady(context, buffer, expiry - absl::Now());
+  absl::Status ready = AwaitReady(context, buffer, expiry - absl::Now(),
+                                  found->session->cancellation().get());
   if (!ready.ok()) return ToGrpcStatus(ready);
 
   const int64_t total = buffer.size_bytes();
@@ -472,7 +530,7 @@ grpc::Status BufferService::CopyToRemoteDevice(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::UploadFromRegion(
+grpc::Status BufferService::UploadFromRegionImpl(
     grpc::ServerContext*, const v1::UploadFromRegionRequest* request,
     v1::BufferInfo* response) {
   auto session = sessions_->Lookup(request->session_id());
@@ -517,7 +575,7 @@ grpc::Status BufferService::UploadFromRegion(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::DownloadToRegion(
+grpc::Status BufferService::DownloadToRegionImpl(
     grpc::ServerContext* context, const v1::DownloadToRegionRequest* request,
     v1::BufferInfo* response) {
   auto found = Lookup(sessions_, request->session_id(), request->handle());
@@ -540,7 +598,8 @@ grpc::Status BufferService::DownloadToRegion(
         slice.status().message())));
   }
   Region::Use use = (*region)->Acquire();
-  absl::Status ready = AwaitReady(context, buffer, absl::InfiniteDuration());
+  absl::Status ready = AwaitReady(context, buffer, absl::InfiniteDuration(),
+                                  found->session->cancellation().get());
   if (!ready.ok()) return ToGrpcStatus(ready);
   absl::Status status = buffer.CopyRawToHost(*slice, 0, buffer.size_bytes());
   if (!status.ok()) return ToGrpcStatus(status);
@@ -548,7 +607,7 @@ grpc::Status BufferService::DownloadToRegion(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::UnregisterRegion(
+grpc::Status BufferService::UnregisterRegionImpl(
     grpc::ServerContext*, const v1::UnregisterRegionRequest* request,
     v1::UnregisterRegionResponse*) {
   auto session = sessions_->Lookup(request->session_id());
@@ -556,9 +615,9 @@ grpc::Status BufferService::UnregisterRegion(
   return ToGrpcStatus((*session)->UnregisterRegion(request->region_handle()));
 }
 
-grpc::Status BufferService::ListRegions(grpc::ServerContext*,
-                                        const v1::ListRegionsRequest* request,
-                                        v1::ListRegionsResponse* response) {
+grpc::Status BufferService::ListRegionsImpl(
+    grpc::ServerContext*, const v1::ListRegionsRequest* request,
+    v1::ListRegionsResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   for (const auto& [handle, region] : (*session)->Regions()) {

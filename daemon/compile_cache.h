@@ -3,12 +3,15 @@
 //
 // Keyed by the full program text and the serialized compile options (never
 // by a hash alone, so two programs can never be confused); the SHA-256
-// fingerprint of that key is what clients and logs see. Bounded: once more
-// than `capacity` programs are held, the least recently used one is dropped
-// (sessions that hold its executable keep it alive; only the cache forgets
-// it). Two concurrent requests for the same program compile it once: the
-// second waits for the first and shares its result. A failed compile is not
-// cached: every waiter gets its error, and the next request tries again.
+// fingerprint of that key is what clients and logs see. Bounded by count
+// and by bytes (the key, which holds the program text, plus the compiled
+// value's own estimate): beyond either, the least recently used programs
+// are dropped (sessions that hold their executables keep them alive; only
+// the cache forgets them), and a program larger than the whole byte budget
+// is compiled but not kept. Two concurrent requests for the same program
+// compile it once: the second waits for the first and shares its result. A
+// failed compile is not cached: every waiter gets its error, and the next
+// request tries again.
 //
 // A class template so that it can be tested without a compiler; the daemon
 // uses CompileCache<runtime::Executable>.
@@ -19,6 +22,7 @@
 #define PJRT_DAEMON_COMPILE_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -46,9 +50,14 @@ std::string CompileCacheKey(absl::string_view program_text,
 // Lower-case hex SHA-256 of `key` (64 characters).
 std::string Fingerprint(absl::string_view key);
 
+// Bytes a daemon's cache holds by default.
+inline constexpr int64_t kDefaultCompileCacheBytes = int64_t{1} << 30;
+
 struct CompileCacheStats {
   int entries = 0;
   int capacity = 0;
+  int64_t bytes = 0;
+  int64_t capacity_bytes = 0;
   // Requests answered by a cached program or by joining a compile under way.
   int64_t hits = 0;
   // Compiles run, and how many of them failed.
@@ -69,9 +78,14 @@ class CompileCache {
     absl::Duration elapsed;
   };
 
-  // REQUIRES: capacity >= 1.
-  explicit CompileCache(int capacity = kDefaultCompileCacheCapacity)
-      : capacity_(capacity) {}
+  // `size_of` estimates the memory a compiled value holds (besides the key).
+  // REQUIRES: capacity >= 0, capacity_bytes >= 0.
+  explicit CompileCache(int capacity = kDefaultCompileCacheCapacity,
+                        int64_t capacity_bytes = kDefaultCompileCacheBytes,
+                        std::function<int64_t(const Value&)> size_of = nullptr)
+      : capacity_(capacity),
+        capacity_bytes_(capacity_bytes),
+        size_of_(std::move(size_of)) {}
   CompileCache(const CompileCache&) = delete;
   CompileCache& operator=(const CompileCache&) = delete;
 
@@ -92,13 +106,16 @@ class CompileCache {
     bool done = false;
     absl::Status status;
     std::shared_ptr<Value> value;
+    int64_t bytes = 0;
   };
   using EntryList = std::list<std::shared_ptr<Entry>>;
 
-  // Drops least recently used finished entries beyond the capacity.
+  // Drops least recently used finished entries beyond the capacities.
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int capacity_;
+  const int64_t capacity_bytes_;
+  const std::function<int64_t(const Value&)> size_of_;
   mutable pjrt::Mutex mu_;
   // Most recently used first. Compiles under way are in the list too, but
   // are neither counted against the capacity nor evicted.
@@ -107,6 +124,7 @@ class CompileCache {
   absl::flat_hash_map<absl::string_view, typename EntryList::iterator> index_
       ABSL_GUARDED_BY(mu_);
   int finished_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   CompileCacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -159,8 +177,19 @@ CompileCache<Value>::GetOrCompile(
     return compiled.status();
   }
   entry->value = *compiled;
-  ++finished_;
-  EvictLocked();
+  entry->bytes = static_cast<int64_t>(entry->key.size()) +
+                 (size_of_ != nullptr ? size_of_(**compiled) : 0);
+  if (entry->bytes > capacity_bytes_ || capacity_ == 0) {
+    // Too large to keep: this request (and those that joined it) get the
+    // program, the cache forgets it.
+    lru_.erase(it->second);
+    index_.erase(it);
+    ++stats_.evictions;
+  } else {
+    ++finished_;
+    bytes_ += entry->bytes;
+    EvictLocked();
+  }
   result.value = std::move(*compiled);
   result.elapsed = absl::Now() - start;
   return result;
@@ -169,9 +198,11 @@ CompileCache<Value>::GetOrCompile(
 template <typename Value>
 void CompileCache<Value>::EvictLocked() {
   auto it = lru_.end();
-  while (finished_ > capacity_ && it != lru_.begin()) {
+  while ((finished_ > capacity_ || bytes_ > capacity_bytes_) &&
+         it != lru_.begin()) {
     --it;
     if (!(*it)->done) continue;
+    bytes_ -= (*it)->bytes;
     index_.erase(absl::string_view((*it)->key));
     it = lru_.erase(it);
     --finished_;
@@ -185,6 +216,8 @@ CompileCacheStats CompileCache<Value>::stats() const {
   CompileCacheStats stats = stats_;
   stats.entries = finished_;
   stats.capacity = capacity_;
+  stats.bytes = bytes_;
+  stats.capacity_bytes = capacity_bytes_;
   return stats;
 }
 

@@ -1,7 +1,7 @@
-#include "absl/strings/string_view.h"
 #include "daemon/daemon.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,20 +9,23 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "base/byte_size.h"
+#include "base/log.h"
 #include "base/random.h"
-#include "base/version.h"
 #include "base/status_macros.h"
+#include "base/version.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "base/log.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -110,7 +113,15 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-Daemon::Daemon(const DaemonOptions& options) : options_(options) {}
+Daemon::Daemon(const DaemonOptions& options)
+    : options_(options), cancellation_(std::make_shared<Cancellation>()) {}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return int64_t{1} << 34;  // 16 GiB
+  return static_cast<int64_t>(pages) * page_size;
+}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const DaemonOptions& options, std::function<bool()> stop_requested) {
@@ -211,16 +222,56 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       client_.get(), options_.task_id, cluster_->incarnation());
   if (peer_service_ != nullptr) peer_service_->SetReceives(receives_.get());
 
-  sessions_ = std::make_unique<SessionTable>(SessionTableOptions{
-      .default_lease = options_.default_lease, .max_lease = options_.max_lease});
-  compile_cache_ = std::make_unique<ExecutableCache>();
+  const DaemonLimits& limits = options_.limits;
+  // Region byte limits of 0 mean the host's physical memory.
+  const int64_t physical = PhysicalMemoryBytes();
+  SessionLimits session_limits{
+      .max_handles = limits.max_handles_per_session,
+      .max_waiting_calls = limits.max_waiting_calls_per_session,
+      .max_regions = limits.max_regions_per_session,
+      .max_region_bytes = limits.max_region_bytes_per_session > 0
+                              ? limits.max_region_bytes_per_session
+                              : physical};
+  sessions_ = std::make_unique<SessionTable>(
+      SessionTableOptions{.default_lease = options_.default_lease,
+                          .max_lease = options_.max_lease,
+                          .max_sessions = limits.max_sessions,
+                          .session_limits = session_limits,
+                          .cancellation = cancellation_});
+  compile_cache_ = std::make_unique<ExecutableCache>(
+      limits.compile_cache_entries, limits.compile_cache_bytes,
+      [](const runtime::Executable& e) { return e.host_memory_bytes(); });
+  // The region socket: beside the first unix socket clients connect to,
+  // with its permissions (so that only who may use the daemon may register
+  // regions); abstract, and unique to this run, when there is none.
   std::string region_socket;
+  std::optional<std::string> main_socket;
   if (options_.shared_memory) {
-    region_server_ = std::make_unique<RegionServer>(sessions_.get());
-    // Abstract, so nothing is left on disk, and unique to this run.
-    PJRT_RETURN_IF_ERROR(region_server_->Start(
-        absl::StrFormat("@pjrtd-regions-%d-%016x", getpid(), SecureRandomId())));
-    region_socket = region_server_->address();
+    for (const std::string& address : options_.listen) {
+      if (auto path = UnixSocketPath(address)) {
+        main_socket = *path;
+        break;
+      }
+    }
+    sockaddr_un probe{};
+    if (main_socket.has_value() &&
+        main_socket->size() + 9 <= sizeof(probe.sun_path) - 1) {
+      region_socket = *main_socket + ".regions";
+      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(region_socket));
+    } else {
+      main_socket.reset();
+      region_socket = absl::StrFormat("@pjrtd-regions-%d-%016x", getpid(),
+                                      SecureRandomId());
+    }
+    region_server_ = std::make_unique<RegionServer>(
+        sessions_.get(),
+        RegionServerOptions{
+            .max_connections_per_peer = limits.max_region_connections_per_peer,
+            .max_connections = limits.max_region_connections,
+            .max_regions = limits.max_regions,
+            .max_region_bytes = limits.max_region_bytes > 0
+                                    ? limits.max_region_bytes
+                                    : physical});
   }
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
@@ -235,9 +286,10 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       std::make_unique<SessionService>(sessions_.get(), std::move(admin_token));
   buffer_service_ = std::make_unique<BufferService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
-      options_.receive_timeout);
+      options_.receive_timeout, limits.max_receive_timeout);
   executable_service_ = std::make_unique<ExecutableService>(
-      client_.get(), cluster_.get(), sessions_.get(), compile_cache_.get());
+      client_.get(), cluster_.get(), sessions_.get(), compile_cache_.get(),
+      limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -285,6 +337,14 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     host = host.substr(0, colon);
     addresses_.push_back(absl::StrFormat("%s:%d", host, ports[i]));
   }
+  if (region_server_ != nullptr) {
+    std::optional<unsigned> mode;
+    struct stat st;
+    if (main_socket.has_value() && stat(main_socket->c_str(), &st) == 0) {
+      mode = st.st_mode & 07777;
+    }
+    PJRT_RETURN_IF_ERROR(region_server_->Start(region_socket, mode));
+  }
   reaper_ = std::thread([this] { ReapLoop(); });
   device::LocalDeviceState* first = client_->devices()[0]->local_device_state();
   spdlog::info(
@@ -299,17 +359,36 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
 }
 
 void Daemon::ReapLoop() {
+  int trim_ticks = 0;
   for (;;) {
     {
       pjrt::MutexLock lock(&mu_);
-      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_;
+      auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return reaper_stopping_;
       };
-      if (mu_.AwaitWithTimeout(stopping, absl::Seconds(1))) return;
+      if (mu_.AwaitWithTimeout(stopped, absl::Seconds(1))) return;
     }
-    int closed = sessions_->ReapExpired();
-    if (closed > 0) spdlog::info("closed {} expired session(s)", closed);
-    receives_->Reap(absl::Now());
+    try {
+      int closed = sessions_->ReapExpired();
+      if (closed > 0) spdlog::info("closed {} expired session(s)", closed);
+      receives_->Reap(absl::Now());
+      // Sessions free what they held into malloc's arenas; hand the free
+      // pages back to the system, so that the daemon's memory returns to
+      // its baseline after a client goes (a few MiB stay as malloc's
+      // reserve).
+      // Frees ordered after a closed session's last uses land a little
+      // later: trim on a few ticks after each close.
+      if (sessions_->TakeSessionsClosed()) trim_ticks = 3;
+      if (trim_ticks > 0) {
+        --trim_ticks;
+        malloc_trim(0);
+      }
+    } catch (...) {
+      spdlog::error("reaper: {}",
+                    StatusFromException("reaping expired "
+                                        "sessions",
+                                        std::current_exception()));
+    }
   }
 }
 
@@ -320,17 +399,54 @@ void Daemon::Shutdown() {
     stopping_ = true;
   }
   spdlog::info("shutting down: refusing new calls, finishing calls in flight");
-  if (reaper_.joinable()) reaper_.join();
+  const absl::Time deadline = absl::Now() + options_.shutdown_timeout;
+  // Once the grace period is over, whatever still runs or waits is
+  // cancelled: executions stop (their results get the reason), waits for
+  // collective peers, cross-host data and devices end. The reaper keeps
+  // expiring receives until then.
+  std::thread watchdog([this, deadline] {
+    pjrt::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_done_;
+    };
+    if (!mu_.AwaitWithTimeout(done, deadline - absl::Now())) {
+      spdlog::warn(
+          "shutdown: the grace period ({}) is over; cancelling "
+          "what still runs",
+          absl::FormatDuration(options_.shutdown_timeout));
+      cancellation_->Cancel(absl::UnavailableError(
+          "pjrtd is shutting down; the run was cancelled"));
+    }
+  });
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     // Attach and execution streams would otherwise hold the server open
     // until the deadline.
     sessions_->DetachAll(absl::UnavailableError("pjrtd is shutting down"));
     executable_service_->EndStreams();
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoSeconds(options_.shutdown_timeout));
+    server_->Shutdown(absl::ToChronoTime(deadline));
     server_->Wait();
   }
+  // Executions already enqueued may finish within what is left of the
+  // grace period; then the watchdog cancels them.
+  if (client_ != nullptr) {
+    for (runtime::Device* device : client_->devices()) {
+      device::LocalDeviceState* local = device->local_device_state();
+      auto event = local->AllocateAndRecordEvent(local->compute_stream());
+      if (event.ok())
+        (*event)->WaitFor(
+            std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    }
+  }
+  {
+    pjrt::MutexLock lock(&mu_);
+    reaper_stopping_ = true;
+    shutdown_done_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
+  watchdog.join();
+  // Nothing may wait any longer.
+  cancellation_->Cancel(absl::UnavailableError("pjrtd is shutting down"));
   if (region_server_ != nullptr) region_server_->Stop();
   if (peer_server_ != nullptr) {
     // Transfers in flight end; their receive buffers get the error.

@@ -2,8 +2,9 @@
 // server and its listeners, and the lease reaper.
 //
 // Start() returns once every listener accepts calls. Shutdown() is graceful:
-// it refuses new calls, ends Attach streams, lets calls in flight finish (up
-// to the shutdown timeout), then frees every session's buffers.
+// it refuses new calls, ends Attach streams, lets calls and executions in
+// flight finish up to the shutdown timeout, cancels whatever still runs or
+// waits after that, then frees every session's buffers.
 #ifndef PJRT_DAEMON_DAEMON_H_
 #define PJRT_DAEMON_DAEMON_H_
 
@@ -15,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "base/cancellation.h"
 #include "base/mutex.h"
 #include "daemon/cluster.h"
 #include "daemon/cross_host.h"
@@ -72,10 +74,19 @@ class Daemon {
   std::unique_ptr<grpc::Server> peer_server_;
   std::vector<std::string> addresses_;
 
+  // The parent of every session's cancellation: cancelled when a shutdown's
+  // grace period is over.
+  const std::shared_ptr<Cancellation> cancellation_;
+
   pjrt::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool reaper_stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };
+
+// The host's physical memory in bytes.
+int64_t PhysicalMemoryBytes();
 
 // Prepares a unix socket path for listening: the folder must exist, and a
 // socket file left by a daemon that is gone is removed. FAILED_PRECONDITION

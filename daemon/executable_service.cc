@@ -7,10 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "base/random.h"
 #include "base/log.h"
 #include "base/mutex.h"
+#include "base/random.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
@@ -65,7 +66,8 @@ absl::Status LookupArguments(
 // is cancelled. A failed run is not an error here: its error is bound to the
 // results, and their descriptions say so.
 void AwaitResults(grpc::ServerContext* context,
-                  const std::vector<std::shared_ptr<runtime::Buffer>>& results) {
+                  const std::vector<std::shared_ptr<runtime::Buffer>>& results,
+                  const Cancellation* session_cancellation) {
   std::vector<runtime::Buffer*> leaves;
   for (const auto& result : results) {
     if (result->is_tuple()) {
@@ -79,8 +81,9 @@ void AwaitResults(grpc::ServerContext* context,
   for (runtime::Buffer* leaf : leaves) {
     // A failed run's error stays bound to the leaf; only a cancelled call
     // stops the wait.
-    AwaitReady(context, *leaf, absl::InfiniteDuration()).IgnoreError();
-    if (context->IsCancelled()) return;
+    AwaitReady(context, *leaf, absl::InfiniteDuration(), session_cancellation)
+        .IgnoreError();
+    if (context->IsCancelled() || IsCancelled(session_cancellation)) return;
   }
 }
 
@@ -102,12 +105,19 @@ absl::Status RegisterResults(
 
 }  // namespace
 
-grpc::Status ExecutableService::Compile(grpc::ServerContext*,
-                                        const v1::CompileRequest* request,
-                                        v1::CompileResponse* response) {
+grpc::Status ExecutableService::CompileImpl(grpc::ServerContext*,
+                                            const v1::CompileRequest* request,
+                                            v1::CompileResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   const std::string& text = request->hlo_text();
+  if (static_cast<int64_t>(text.size()) > limits_.max_program_bytes) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("hlo_text has %d bytes; programs may have at most %d "
+                        "(the daemon's max_program_bytes)",
+                        text.size(), limits_.max_program_bytes));
+  }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
@@ -115,7 +125,8 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
         "HloModule::ToString() or jax.jit(f).lower(...).as_text("
         "dialect=\"hlo\"))");
   }
-  auto options = CompileOptionsFromProto(request->options());
+  auto options = CompileOptionsFromProto(request->options(),
+                                         limits_.max_collective_timeout);
   if (!options.ok()) return ToGrpcStatus(options.status());
   if (cluster_->multi_task()) {
     // An assignment may name the devices of other tasks; this task runs
@@ -135,7 +146,8 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
       });
   if (!compiled.ok()) {
     spdlog::info("{}: compile of a {}-byte program failed: {}",
-                 (*session)->DebugString(), text.size(), compiled.status());
+                 (*session)->DebugString(), text.size(),
+                 EscapeForLog(compiled.status().ToString(), 512));
     return ToGrpcStatus(compiled.status());
   }
   const runtime::Executable& executable = *compiled->value;
@@ -176,10 +188,11 @@ grpc::Status ExecutableService::Compile(grpc::ServerContext*,
   for (int p : executable.donated_parameters()) {
     response->add_donated_parameters(p);
   }
-  spdlog::info(
-      "{}: compiled {} in {}{} (fingerprint {:.12})", (*session)->DebugString(),
-      executable.name(), absl::FormatDuration(compiled->elapsed),
-      compiled->cache_hit ? ", from the cache" : "", compiled->fingerprint);
+  spdlog::info("{}: compiled {} in {}{} (fingerprint {:.12})",
+               (*session)->DebugString(), EscapeForLog(executable.name(), 128),
+               absl::FormatDuration(compiled->elapsed),
+               compiled->cache_hit ? ", from the cache" : "",
+               compiled->fingerprint);
   return grpc::Status::OK;
 }
 
@@ -219,6 +232,13 @@ absl::Status ExecutableService::ExecuteOne(
   runtime::ExecuteRunOptions options =
       ExecuteOptionsFromProto(request.options());
   if (options.launch_id == 0) options.launch_id = request.launch_id();
+  // The session's runs stop when it closes, and its launches are its own.
+  options.cancellation = session->cancellation();
+  options.launch_scope = session->public_id();
+  PJRT_ASSIGN_OR_RETURN(Session::WaitingCall waiting,
+                        MaybeStartWaitingCall(*session, raw_arguments));
+  std::shared_ptr<Cancellation> call = CallCancellation(context, *session);
+  options.wait_cancellation = call.get();
   // A caller that waits for the results anyway, or that streams its steps
   // (the next request cannot start before this one is enqueued), gains from
   // running the work on this thread while the device is idle: two thread
@@ -238,7 +258,9 @@ absl::Status ExecutableService::ExecuteOne(
     results = e.ExecuteSharded(raw_arguments, device, options);
   }
   if (!results.ok()) return results.status();
-  if (request.options().wait_until_ready()) AwaitResults(context, *results);
+  if (request.options().wait_until_ready()) {
+    AwaitResults(context, *results, session->cancellation().get());
+  }
   if (result_handles.empty()) {
     return RegisterResults(*session, *results, infos);
   }
@@ -255,15 +277,15 @@ absl::Status ExecutableService::ExecuteOne(
   return absl::OkStatus();
 }
 
-grpc::Status ExecutableService::Execute(grpc::ServerContext* context,
-                                        const v1::ExecuteRequest* request,
-                                        v1::ExecuteResponse* response) {
+grpc::Status ExecutableService::ExecuteImpl(grpc::ServerContext* context,
+                                            const v1::ExecuteRequest* request,
+                                            v1::ExecuteResponse* response) {
   return ToGrpcStatus(
       ExecuteOne(context, *request, /*inline_idle=*/false,
                  response->mutable_results()));
 }
 
-grpc::Status ExecutableService::ExecuteStream(
+grpc::Status ExecutableService::ExecuteStreamImpl(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
         stream) {
@@ -357,8 +379,8 @@ void ExecutableService::EndStreams() {
   for (grpc::ServerContext* context : streams_) context->TryCancel();
 }
 
-grpc::Status ExecutableService::ExecuteReplicated(
-    grpc::ServerContext*, const v1::ExecuteReplicatedRequest* request,
+grpc::Status ExecutableService::ExecuteReplicatedImpl(
+    grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
     v1::ExecuteReplicatedResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
@@ -390,6 +412,16 @@ grpc::Status ExecutableService::ExecuteReplicated(
   while (options.launch_id == 0) {
     options.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
   }
+  options.cancellation = (*session)->cancellation();
+  options.launch_scope = (*session)->public_id();
+  std::vector<runtime::Buffer*> all_arguments;
+  for (const auto& list : raw_arguments) {
+    all_arguments.insert(all_arguments.end(), list.begin(), list.end());
+  }
+  auto waiting = MaybeStartWaitingCall(**session, all_arguments);
+  if (!waiting.ok()) return ToGrpcStatus(waiting.status());
+  std::shared_ptr<Cancellation> call = CallCancellation(context, **session);
+  options.wait_cancellation = call.get();
   auto results = e.ExecuteReplicated(raw_arguments, options);
   if (!results.ok()) return ToGrpcStatus(results.status());
   response->set_launch_id(options.launch_id);
@@ -406,7 +438,7 @@ grpc::Status ExecutableService::ExecuteReplicated(
   return grpc::Status::OK;
 }
 
-grpc::Status ExecutableService::DeleteExecutable(
+grpc::Status ExecutableService::DeleteExecutableImpl(
     grpc::ServerContext*, const v1::DeleteExecutableRequest* request,
     v1::DeleteExecutableResponse*) {
   auto session = sessions_->Lookup(request->session_id());

@@ -1,4 +1,5 @@
 // pjrtd: the device daemon. See docs/architecture.md and `pjrtd --help`.
+#include <malloc.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
@@ -7,13 +8,13 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "base/version.h"
 #include "daemon/daemon.h"
 #include "daemon/options.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
-#include "base/log.h"
 
 namespace {
 
@@ -51,6 +52,12 @@ int main(int argc, char** argv) {
   // per call. Our own locks are checked by the thread-safety annotations
   // and the sanitizer builds instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Blocks of 4 MiB and more come straight from the kernel and go back to
+  // it when freed. Left to itself, glibc raises this threshold each time
+  // such a block is freed, after which a large temporary (the parse of a
+  // big program) lands in a heap and fragments it, and the daemon's memory
+  // stays high after the client that caused it is gone.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
   pjrt::daemon::ParsedCommandLine parsed =
       pjrt::daemon::ParseCommandLine(argc, argv);
   if (parsed.exit_code.has_value()) return *parsed.exit_code;

@@ -1,24 +1,25 @@
-#include "absl/strings/string_view.h"
 #include "daemon/options.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <iostream>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "base/byte_size.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "base/version.h"
 #include "device/platform.h"
 #include "toml++/toml.h"
@@ -57,10 +58,80 @@ absl::StatusOr<absl::Duration> SecondsValue(const toml::node& node,
                                             absl::string_view source,
                                             absl::string_view key) {
   if (auto v = node.value<double>()) {
-    if (*v < 0) return KeyError(source, key, "a non-negative number of seconds");
+    // NaN and infinities are refused too.
+    if (!(*v >= 0 && *v <= 1e9)) {
+      return KeyError(source, key, "a number of seconds from 0 to 1e9");
+    }
     return absl::Seconds(*v);
   }
   return KeyError(source, key, "a number of seconds");
+}
+
+// An integer in [min, max].
+absl::StatusOr<int64_t> IntValue(const toml::node& node,
+                                 absl::string_view source,
+                                 absl::string_view key, int64_t min,
+                                 int64_t max) {
+  auto v = node.value<int64_t>();
+  if (!v || *v < min || *v > max) {
+    return KeyError(source, key,
+                    absl::StrFormat("an integer from %d to %d", min, max));
+  }
+  return *v;
+}
+
+// The limits' TOML keys (see docs/limits.md).
+absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
+                                   const toml::node& node,
+                                   absl::string_view source,
+                                   DaemonLimits* limits) {
+  constexpr int64_t kMaxCount = int64_t{1} << 30;
+  if (key == "max_sessions") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_sessions,
+                          IntValue(node, source, key, 1, kMaxCount));
+  } else if (key == "max_handles_per_session") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_handles_per_session,
+                          IntValue(node, source, key, 1, int64_t{1} << 40));
+  } else if (key == "max_waiting_calls_per_session") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_waiting_calls_per_session,
+                          IntValue(node, source, key, 1, 1 << 16));
+  } else if (key == "max_regions_per_session") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_regions_per_session,
+                          IntValue(node, source, key, 0, 1 << 16));
+  } else if (key == "max_regions") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_regions,
+                          IntValue(node, source, key, 0, 1 << 20));
+  } else if (key == "max_region_bytes_per_session") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_region_bytes_per_session,
+                          ByteSizeValue(node, source, key));
+  } else if (key == "max_region_bytes") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_region_bytes,
+                          ByteSizeValue(node, source, key));
+  } else if (key == "max_region_connections_per_peer") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_region_connections_per_peer,
+                          IntValue(node, source, key, 1, 1 << 16));
+  } else if (key == "max_region_connections") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_region_connections,
+                          IntValue(node, source, key, 1, 1 << 16));
+  } else if (key == "max_program_bytes") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_program_bytes,
+                          ByteSizeValue(node, source, key));
+  } else if (key == "compile_cache_entries") {
+    PJRT_ASSIGN_OR_RETURN(limits->compile_cache_entries,
+                          IntValue(node, source, key, 0, 1 << 20));
+  } else if (key == "compile_cache_bytes") {
+    PJRT_ASSIGN_OR_RETURN(limits->compile_cache_bytes,
+                          ByteSizeValue(node, source, key));
+  } else if (key == "max_collective_timeout_seconds") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_collective_timeout,
+                          SecondsValue(node, source, key));
+  } else if (key == "max_receive_timeout_seconds") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_receive_timeout,
+                          SecondsValue(node, source, key));
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -98,9 +169,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       if (!v) return KeyError(source, key, "\"host\", \"cuda\" or \"auto\"");
       options->platform = *v;
     } else if (key == "host_devices") {
-      auto v = node.value<int64_t>();
-      if (!v) return KeyError(source, key, "an integer");
-      options->host_devices = static_cast<int>(*v);
+      PJRT_ASSIGN_OR_RETURN(options->host_devices,
+                            IntValue(node, source, key, 1, 256));
     } else if (key == "memory_limit") {
       PJRT_ASSIGN_OR_RETURN(options->memory_limit_bytes,
                             ByteSizeValue(node, source, key));
@@ -113,9 +183,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       }
       options->allocation_model = *v;
     } else if (key == "queue_ahead") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");
-      options->queue_ahead = static_cast<int>(*v);
+      PJRT_ASSIGN_OR_RETURN(options->queue_ahead,
+                            IntValue(node, source, key, 0, 100000));
     } else if (key == "log_level") {
       auto v = node.value<std::string>();
       if (!v) return KeyError(source, key, "a log level such as \"info\"");
@@ -138,9 +207,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       if (v == nullptr) return KeyError(source, key, "true or false");
       options->shared_memory = v->get();
     } else if (key == "task_id") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0) return KeyError(source, key, "a non-negative integer");
-      options->task_id = static_cast<int>(*v);
+      PJRT_ASSIGN_OR_RETURN(options->task_id,
+                            IntValue(node, source, key, 0, 65535));
     } else if (key == "cluster") {
       options->cluster.clear();
       const toml::array* list = node.as_array();
@@ -163,15 +231,23 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       PJRT_ASSIGN_OR_RETURN(options->receive_timeout,
                             SecondsValue(node, source, key));
     } else {
+      PJRT_ASSIGN_OR_RETURN(bool known,
+                            ApplyLimitKey(key, node, source, &options->limits));
+      if (known) continue;
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
           "log_level, default_lease_seconds, max_lease_seconds, "
           "shutdown_timeout_seconds, admin_token_file, shared_memory, task_id, "
-          "cluster, "
-          "cluster_secret_file, "
-          "cluster_timeout_seconds, receive_timeout_seconds",
-          source, key));
+          "cluster, cluster_secret_file, cluster_timeout_seconds, "
+          "receive_timeout_seconds, and the limits of docs/limits.md "
+          "(max_sessions, max_handles_per_session, "
+          "max_waiting_calls_per_session, max_regions_per_session, "
+          "max_regions, max_region_bytes_per_session, max_region_bytes, "
+          "max_region_connections_per_peer, max_region_connections, "
+          "max_program_bytes, compile_cache_entries, compile_cache_bytes, "
+          "max_collective_timeout_seconds, max_receive_timeout_seconds)",
+          source, EscapeForLog(key, 64)));
     }
   }
   return absl::OkStatus();
@@ -263,6 +339,27 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
       options.receive_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "cluster and receive timeouts must be positive");
+  }
+  if (options.host_devices < 1 || options.host_devices > 256) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "host_devices is %d; it must lie in [1, 256]", options.host_devices));
+  }
+  const DaemonLimits& limits = options.limits;
+  if (limits.max_collective_timeout <= absl::ZeroDuration() ||
+      limits.max_receive_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "max_collective_timeout_seconds and max_receive_timeout_seconds must "
+        "be positive");
+  }
+  if (options.receive_timeout > limits.max_receive_timeout) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the default receive timeout (%s) exceeds max_receive_timeout_seconds "
+        "(%s)",
+        absl::FormatDuration(options.receive_timeout),
+        absl::FormatDuration(limits.max_receive_timeout)));
+  }
+  if (limits.max_program_bytes <= 0) {
+    return absl::InvalidArgumentError("max_program_bytes must be positive");
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,42 @@ namespace pjrt::daemon {
 
 inline constexpr char kDefaultListenAddress[] = "unix:///run/pjrtd/pjrtd.sock";
 
+// What one client may cost the daemon outside device memory
+// (--memory-limit), so that no client can exhaust the daemon's own memory,
+// threads or descriptors. Every limit is documented in docs/limits.md with
+// its TOML key; a request beyond one is RESOURCE_EXHAUSTED (INVALID_ARGUMENT
+// for a value out of range) naming the limit.
+struct DaemonLimits {
+  // Sessions open at once.
+  int max_sessions = 1024;
+  // Buffers, executables and regions one session may hold at once.
+  int64_t max_handles_per_session = int64_t{1} << 20;
+  // Calls of one session that may wait at once for inputs whose contents
+  // have not arrived (cross-host receives) or that another call is
+  // donating; each such call holds a thread.
+  int max_waiting_calls_per_session = 64;
+  // Shared-memory regions: per session and in all, by count and bytes.
+  // 0 bytes means the host's physical memory.
+  int max_regions_per_session = 256;
+  int max_regions = 4096;
+  int64_t max_region_bytes_per_session = 0;
+  int64_t max_region_bytes = 0;
+  // Connections the region socket serves at once, per client process and in
+  // all.
+  int max_region_connections_per_peer = 8;
+  int max_region_connections = 256;
+  // Size of one program's text.
+  int64_t max_program_bytes = int64_t{32} << 20;
+  // The compile cache, by entries and by bytes (program text and compiled
+  // code, estimated).
+  int compile_cache_entries = 64;
+  int64_t compile_cache_bytes = int64_t{1} << 30;
+  // Longest collective timeout a program may ask for.
+  absl::Duration max_collective_timeout = absl::Minutes(5);
+  // Longest timeout a cross-host receive may ask for.
+  absl::Duration max_receive_timeout = absl::Hours(24);
+};
+
 struct DaemonOptions {
   // `unix:///path` or `host:port` (port 0 picks a free port).
   std::vector<std::string> listen = {kDefaultListenAddress};
@@ -61,6 +97,8 @@ struct DaemonOptions {
   absl::Duration cluster_timeout = absl::Minutes(5);
   // How long a cross-host receive waits for its data by default.
   absl::Duration receive_timeout = absl::Minutes(5);
+
+  DaemonLimits limits;
 };
 
 // Result of parsing a command line: options to run with, or an exit code

@@ -7,9 +7,9 @@
 
 namespace pjrt::daemon {
 
-grpc::Status PeerService::Handshake(grpc::ServerContext* context,
-                                    const v1::HandshakeRequest* request,
-                                    v1::HandshakeResponse* response) {
+grpc::Status PeerService::HandshakeImpl(grpc::ServerContext* context,
+                                        const v1::HandshakeRequest* request,
+                                        v1::HandshakeResponse* response) {
   absl::Status status = cluster_->CheckSecret(*context);
   if (status.ok()) status = cluster_->AcceptHandshake(*request);
   if (!status.ok()) {
@@ -21,7 +21,7 @@ grpc::Status PeerService::Handshake(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::PushTransfer(
+grpc::Status PeerService::PushTransferImpl(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PushTransferRequest>* reader,
     v1::PushTransferResponse* response) {

@@ -1,8 +1,11 @@
 #include "daemon/proto_convert.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "base/text.h"
+#include "hlo/ir.h"
 
 namespace pjrt::daemon {
 
@@ -47,19 +50,22 @@ void BufferInfoToProto(const Session& session, uint64_t handle,
     absl::Status status = buffer.BlockHostUntilReady(absl::ZeroDuration());
     if (!status.ok()) {
       info->set_error_code(static_cast<int>(status.code()));
-      info->set_error_message(std::string(status.message()));
+      info->set_error_message(
+          Excerpt(status.message(), kMaxBufferInfoErrorBytes));
     }
   }
 }
 
 absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
-    const v1::CompileOptions& proto) {
+    const v1::CompileOptions& proto, absl::Duration max_collective_timeout) {
   runtime::CompileOptions options;
-  if (proto.num_replicas() < 0 || proto.num_partitions() < 0) {
+  if (proto.num_replicas() < 0 || proto.num_partitions() < 0 ||
+      proto.num_replicas() > hlo::kMaxProgramDevices ||
+      proto.num_partitions() > hlo::kMaxProgramDevices) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "num_replicas=%d and num_partitions=%d must not be negative (0 means "
+        "num_replicas=%d and num_partitions=%d must lie in [0, %d] (0 means "
         "the module header's replica_count / num_partitions)",
-        proto.num_replicas(), proto.num_partitions()));
+        proto.num_replicas(), proto.num_partitions(), hlo::kMaxProgramDevices));
   }
   options.num_replicas = proto.num_replicas();
   options.num_partitions = proto.num_partitions();
@@ -79,7 +85,7 @@ absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
           "device_assignment has %d devices, but %d replicas x %d partitions "
           "need %d",
           proto.device_assignment_size(), replicas, partitions,
-          replicas * partitions));
+          static_cast<int64_t>(replicas) * partitions));
     }
     options.device_assignment.assign(replicas, std::vector<int>(partitions));
     for (int r = 0; r < replicas; ++r) {
@@ -93,12 +99,22 @@ absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
       proto.non_donatable_parameters().begin(),
       proto.non_donatable_parameters().end());
   const double timeout = proto.collective_timeout_seconds();
-  if (!(timeout >= 0) || timeout > 86400) {
+  const double max = absl::ToDoubleSeconds(max_collective_timeout);
+  // NaN fails the comparison too.
+  if (!(timeout >= 0 && timeout <= max)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "collective_timeout_seconds=%g must lie in [0, 86400] (0 means 30 s)",
-        timeout));
+        "collective_timeout_seconds=%g must lie in [0, %g] (0 means %s; the "
+        "daemon's max_collective_timeout_seconds is %g)",
+        timeout, max,
+        absl::FormatDuration(
+            std::min(runtime::CompileOptions().collective_timeout,
+                     max_collective_timeout)),
+        max));
   }
-  if (timeout > 0) options.collective_timeout = absl::Seconds(timeout);
+  options.collective_timeout =
+      timeout > 0
+          ? absl::Seconds(timeout)
+          : std::min(options.collective_timeout, max_collective_timeout);
   return options;
 }
 

@@ -23,15 +23,20 @@ void ShapeToProto(const hlo::Shape& shape, v1::ArrayShape* proto);
 
 void DeviceToProto(const runtime::Device& device, v1::Device* proto);
 
+// Longest error message a BufferInfo carries (the whole message comes with
+// BlockUntilReady or Download); a tuple's description repeats it per element.
+inline constexpr size_t kMaxBufferInfoErrorBytes = 1024;
+
 // Fills `info` for `buffer` known by `handle` in `session` (which gives a
 // tuple's element handles). Does not wait.
 void BufferInfoToProto(const Session& session, uint64_t handle,
                        runtime::Buffer& buffer, v1::BufferInfo* info);
 
 // Checks what a client may get wrong without knowing the devices:
-// INVALID_ARGUMENT naming the field. The runtime checks the rest.
+// INVALID_ARGUMENT naming the field. The runtime checks the rest. A
+// collective timeout above `max_collective_timeout` is refused.
 absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
-    const v1::CompileOptions& proto);
+    const v1::CompileOptions& proto, absl::Duration max_collective_timeout);
 
 runtime::ExecuteRunOptions ExecuteOptionsFromProto(
     const v1::ExecuteOptions& proto);

@@ -7,9 +7,9 @@
 
 namespace pjrt::daemon {
 
-grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
-                                          const v1::GetServerInfoRequest*,
-                                          v1::ServerInfo* response) {
+grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
+                                              const v1::GetServerInfoRequest*,
+                                              v1::ServerInfo* response) {
   response->set_build_version(kBuildVersion);
   response->set_protocol_version_min(kProtocolVersionMin);
   response->set_protocol_version_max(kProtocolVersionMax);
@@ -33,9 +33,9 @@ grpc::Status ServerService::GetServerInfo(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::ListDevices(grpc::ServerContext*,
-                                        const v1::ListDevicesRequest*,
-                                        v1::ListDevicesResponse* response) {
+grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext*,
+                                            const v1::ListDevicesRequest*,
+                                            v1::ListDevicesResponse* response) {
   if (!cluster_->multi_task()) {
     for (const runtime::Device* device : client_->devices()) {
       DeviceToProto(*device, response->add_devices());
@@ -48,11 +48,12 @@ grpc::Status ServerService::ListDevices(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::GetClusterStatus(
+grpc::Status ServerService::GetClusterStatusImpl(
     grpc::ServerContext*, const v1::GetClusterStatusRequest* request,
     v1::ClusterStatus* response) {
   double seconds = request->timeout_seconds();
-  if (seconds < 0 || seconds > 60) {
+  // NaN fails the comparison too.
+  if (!(seconds >= 0 && seconds <= 60)) {
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrFormat("timeout_seconds is %g; give 0 for 2 seconds, or up "
@@ -64,9 +65,9 @@ grpc::Status ServerService::GetClusterStatus(
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::GetStats(grpc::ServerContext*,
-                                     const v1::GetStatsRequest*,
-                                     v1::Stats* response) {
+grpc::Status ServerService::GetStatsImpl(grpc::ServerContext*,
+                                         const v1::GetStatsRequest*,
+                                         v1::Stats* response) {
   for (const runtime::Device* device : client_->devices()) {
     device::AllocatorStats stats = device->allocator()->GetStats();
     v1::DeviceStats* out = response->add_devices();
@@ -101,8 +102,9 @@ grpc::Status ServerService::GetStats(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::Ping(grpc::ServerContext*, const v1::PingRequest*,
-                                 v1::PingResponse*) {
+grpc::Status ServerService::PingImpl(grpc::ServerContext*,
+                                     const v1::PingRequest*,
+                                     v1::PingResponse*) {
   return grpc::Status::OK;
 }
 

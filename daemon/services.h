@@ -12,10 +12,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "base/cancellation.h"
 #include "base/mutex.h"
 #include "daemon/cluster.h"
 #include "daemon/compile_cache.h"
 #include "daemon/cross_host.h"
+#include "daemon/grpc_status.h"
+#include "daemon/options.h"
 #include "daemon/session_table.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
 #include "pjrt/v1/cluster.grpc.pb.h"
@@ -35,9 +38,22 @@ using ExecutableCache = CompileCache<runtime::Executable>;
 
 // Waits for `buffer` to be ready within `timeout` and returns its status
 // (see runtime::Buffer::BlockHostUntilReady), giving up early with
-// CANCELLED when `context` is cancelled (checked every 100 ms).
+// CANCELLED when `context` is cancelled, or with the reason when
+// `session_cancellation` (may be null) is (checked every 50 ms).
 absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
-                        absl::Duration timeout);
+                        absl::Duration timeout,
+                        const Cancellation* session_cancellation = nullptr);
+
+// For the waits of one call of `session`: cancelled when the session is,
+// when the call's deadline passes, and when its client cancels it.
+std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
+                                               const Session& session);
+
+// If using any of `buffers` now would block (an input whose contents have
+// not arrived, or one being donated), a waiting-call slot of `session`
+// (RESOURCE_EXHAUSTED when none is free); otherwise an empty one.
+absl::StatusOr<Session::WaitingCall> MaybeStartWaitingCall(
+    Session& session, absl::Span<runtime::Buffer* const> buffers);
 
 // The addressable device with global id `id`. INVALID_ARGUMENT naming the
 // id, and the task that owns it when it is another task's device.
@@ -59,21 +75,55 @@ class ServerService final : public v1::Server::Service {
 
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
-                             v1::ServerInfo* response) override;
+                             v1::ServerInfo* response) override {
+    return Guarded("Server.GetServerInfo", [&] {
+      return GetServerInfoImpl(context, request, response);
+    });
+  }
   grpc::Status ListDevices(grpc::ServerContext* context,
                            const v1::ListDevicesRequest* request,
-                           v1::ListDevicesResponse* response) override;
+                           v1::ListDevicesResponse* response) override {
+    return Guarded("Server.ListDevices",
+                   [&] { return ListDevicesImpl(context, request, response); });
+  }
   grpc::Status GetStats(grpc::ServerContext* context,
                         const v1::GetStatsRequest* request,
-                        v1::Stats* response) override;
+                        v1::Stats* response) override {
+    return Guarded("Server.GetStats",
+                   [&] { return GetStatsImpl(context, request, response); });
+  }
   grpc::Status Ping(grpc::ServerContext* context,
                     const v1::PingRequest* request,
-                    v1::PingResponse* response) override;
+                    v1::PingResponse* response) override {
+    return Guarded("Server.Ping",
+                   [&] { return PingImpl(context, request, response); });
+  }
   grpc::Status GetClusterStatus(grpc::ServerContext* context,
                                 const v1::GetClusterStatusRequest* request,
-                                v1::ClusterStatus* response) override;
+                                v1::ClusterStatus* response) override {
+    return Guarded("Server.GetClusterStatus", [&] {
+      return GetClusterStatusImpl(context, request, response);
+    });
+  }
 
  private:
+  // The handlers, run by the overrides above inside Guarded.
+  grpc::Status GetServerInfoImpl(grpc::ServerContext* context,
+                                 const v1::GetServerInfoRequest* request,
+                                 v1::ServerInfo* response);
+  grpc::Status ListDevicesImpl(grpc::ServerContext* context,
+                               const v1::ListDevicesRequest* request,
+                               v1::ListDevicesResponse* response);
+  grpc::Status GetStatsImpl(grpc::ServerContext* context,
+                            const v1::GetStatsRequest* request,
+                            v1::Stats* response);
+  grpc::Status PingImpl(grpc::ServerContext* context,
+                        const v1::PingRequest* request,
+                        v1::PingResponse* response);
+  grpc::Status GetClusterStatusImpl(grpc::ServerContext* context,
+                                    const v1::GetClusterStatusRequest* request,
+                                    v1::ClusterStatus* response);
+
   runtime::Client* const client_;
   Cluster* const cluster_;
   CrossHostReceives* const receives_;
@@ -114,76 +164,210 @@ class SessionService final : public v1::Sessions::CallbackService {
       v1::CloseSessionResponse* response) override;
 
  private:
+  // The handlers, run by the overrides inside a guard (session_service.cc).
+  grpc::ServerUnaryReactor* OpenSessionImpl(
+      grpc::CallbackServerContext* context,
+      const v1::OpenSessionRequest* request, v1::OpenSessionResponse* response);
+  grpc::ServerUnaryReactor* KeepAliveImpl(grpc::CallbackServerContext* context,
+                                          const v1::KeepAliveRequest* request,
+                                          v1::KeepAliveResponse* response);
+  grpc::ServerUnaryReactor* CloseSessionImpl(
+      grpc::CallbackServerContext* context,
+      const v1::CloseSessionRequest* request,
+      v1::CloseSessionResponse* response);
+  grpc::ServerWriteReactor<v1::SessionEvent>* AttachImpl(
+      grpc::CallbackServerContext* context, const v1::AttachRequest* request);
+  grpc::ServerUnaryReactor* ListSessionsImpl(
+      grpc::CallbackServerContext* context,
+      const v1::ListSessionsRequest* request,
+      v1::ListSessionsResponse* response);
+  grpc::ServerUnaryReactor* CloseSessionAsAdminImpl(
+      grpc::CallbackServerContext* context,
+      const v1::CloseSessionAsAdminRequest* request,
+      v1::CloseSessionResponse* response);
+
   SessionTable* const sessions_;
   const std::string admin_token_;
 };
+
+// Most handles GetReadyState answers for in one call.
+inline constexpr int kMaxReadyStateHandles = 16384;
 
 class BufferService final : public v1::Buffers::Service {
  public:
   BufferService(runtime::Client* client, Cluster* cluster,
                 CrossHostReceives* receives, SessionTable* sessions,
-                absl::Duration default_receive_timeout)
+                absl::Duration default_receive_timeout,
+                absl::Duration max_receive_timeout)
       : client_(client),
         cluster_(cluster),
         receives_(receives),
         sessions_(sessions),
-        default_receive_timeout_(default_receive_timeout) {}
+        default_receive_timeout_(default_receive_timeout),
+        max_receive_timeout_(max_receive_timeout) {}
 
   grpc::Status Upload(grpc::ServerContext* context,
                       grpc::ServerReader<v1::UploadRequest>* reader,
-                      v1::BufferInfo* response) override;
-  grpc::Status Download(grpc::ServerContext* context,
-                        const v1::DownloadRequest* request,
-                        grpc::ServerWriter<v1::DownloadResponse>* writer) override;
+                      v1::BufferInfo* response) override {
+    return Guarded("Buffers.Upload",
+                   [&] { return UploadImpl(context, reader, response); });
+  }
+  grpc::Status Download(
+      grpc::ServerContext* context, const v1::DownloadRequest* request,
+      grpc::ServerWriter<v1::DownloadResponse>* writer) override {
+    return Guarded("Buffers.Download",
+                   [&] { return DownloadImpl(context, request, writer); });
+  }
   grpc::Status DescribeBuffer(grpc::ServerContext* context,
                               const v1::DescribeBufferRequest* request,
-                              v1::BufferInfo* response) override;
+                              v1::BufferInfo* response) override {
+    return Guarded("Buffers.DescribeBuffer", [&] {
+      return DescribeBufferImpl(context, request, response);
+    });
+  }
   grpc::Status DeleteBuffers(grpc::ServerContext* context,
                              const v1::DeleteBuffersRequest* request,
-                             v1::DeleteBuffersResponse* response) override;
+                             v1::DeleteBuffersResponse* response) override {
+    return Guarded("Buffers.DeleteBuffers", [&] {
+      return DeleteBuffersImpl(context, request, response);
+    });
+  }
   grpc::Status BlockUntilReady(grpc::ServerContext* context,
                                const v1::BlockUntilReadyRequest* request,
-                               v1::BufferInfo* response) override;
+                               v1::BufferInfo* response) override {
+    return Guarded("Buffers.BlockUntilReady", [&] {
+      return BlockUntilReadyImpl(context, request, response);
+    });
+  }
   grpc::Status CopyToDevice(grpc::ServerContext* context,
                             const v1::CopyToDeviceRequest* request,
-                            v1::BufferInfo* response) override;
+                            v1::BufferInfo* response) override {
+    return Guarded("Buffers.CopyToDevice", [&] {
+      return CopyToDeviceImpl(context, request, response);
+    });
+  }
   grpc::Status GetReadyState(grpc::ServerContext* context,
                              const v1::GetReadyStateRequest* request,
-                             v1::GetReadyStateResponse* response) override;
+                             v1::GetReadyStateResponse* response) override {
+    return Guarded("Buffers.GetReadyState", [&] {
+      return GetReadyStateImpl(context, request, response);
+    });
+  }
   grpc::Status MakeTuple(grpc::ServerContext* context,
                          const v1::MakeTupleRequest* request,
-                         v1::BufferInfo* response) override;
+                         v1::BufferInfo* response) override {
+    return Guarded("Buffers.MakeTuple",
+                   [&] { return MakeTupleImpl(context, request, response); });
+  }
   grpc::Status MakeCrossHostReceiveBuffers(
       grpc::ServerContext* context,
       const v1::MakeCrossHostReceiveBuffersRequest* request,
-      v1::MakeCrossHostReceiveBuffersResponse* response) override;
+      v1::MakeCrossHostReceiveBuffersResponse* response) override {
+    return Guarded("Buffers.MakeCrossHostReceiveBuffers", [&] {
+      return MakeCrossHostReceiveBuffersImpl(context, request, response);
+    });
+  }
   grpc::Status CopyToRemoteDevice(
       grpc::ServerContext* context,
       const v1::CopyToRemoteDeviceRequest* request,
-      v1::CopyToRemoteDeviceResponse* response) override;
+      v1::CopyToRemoteDeviceResponse* response) override {
+    return Guarded("Buffers.CopyToRemoteDevice", [&] {
+      return CopyToRemoteDeviceImpl(context, request, response);
+    });
+  }
   grpc::Status CancelCrossHostReceives(
       grpc::ServerContext* context,
       const v1::CancelCrossHostReceivesRequest* request,
-      v1::CancelCrossHostReceivesResponse* response) override;
+      v1::CancelCrossHostReceivesResponse* response) override {
+    return Guarded("Buffers.CancelCrossHostReceives", [&] {
+      return CancelCrossHostReceivesImpl(context, request, response);
+    });
+  }
   grpc::Status UploadFromRegion(grpc::ServerContext* context,
                                 const v1::UploadFromRegionRequest* request,
-                                v1::BufferInfo* response) override;
+                                v1::BufferInfo* response) override {
+    return Guarded("Buffers.UploadFromRegion", [&] {
+      return UploadFromRegionImpl(context, request, response);
+    });
+  }
   grpc::Status DownloadToRegion(grpc::ServerContext* context,
                                 const v1::DownloadToRegionRequest* request,
-                                v1::BufferInfo* response) override;
+                                v1::BufferInfo* response) override {
+    return Guarded("Buffers.DownloadToRegion", [&] {
+      return DownloadToRegionImpl(context, request, response);
+    });
+  }
   grpc::Status UnregisterRegion(
       grpc::ServerContext* context, const v1::UnregisterRegionRequest* request,
-      v1::UnregisterRegionResponse* response) override;
+      v1::UnregisterRegionResponse* response) override {
+    return Guarded("Buffers.UnregisterRegion", [&] {
+      return UnregisterRegionImpl(context, request, response);
+    });
+  }
   grpc::Status ListRegions(grpc::ServerContext* context,
                            const v1::ListRegionsRequest* request,
-                           v1::ListRegionsResponse* response) override;
+                           v1::ListRegionsResponse* response) override {
+    return Guarded("Buffers.ListRegions",
+                   [&] { return ListRegionsImpl(context, request, response); });
+  }
 
  private:
+  // The handlers, run by the overrides above inside Guarded.
+  grpc::Status UploadImpl(grpc::ServerContext* context,
+                          grpc::ServerReader<v1::UploadRequest>* reader,
+                          v1::BufferInfo* response);
+  grpc::Status DownloadImpl(grpc::ServerContext* context,
+                            const v1::DownloadRequest* request,
+                            grpc::ServerWriter<v1::DownloadResponse>* writer);
+  grpc::Status DescribeBufferImpl(grpc::ServerContext* context,
+                                  const v1::DescribeBufferRequest* request,
+                                  v1::BufferInfo* response);
+  grpc::Status DeleteBuffersImpl(grpc::ServerContext* context,
+                                 const v1::DeleteBuffersRequest* request,
+                                 v1::DeleteBuffersResponse* response);
+  grpc::Status BlockUntilReadyImpl(grpc::ServerContext* context,
+                                   const v1::BlockUntilReadyRequest* request,
+                                   v1::BufferInfo* response);
+  grpc::Status CopyToDeviceImpl(grpc::ServerContext* context,
+                                const v1::CopyToDeviceRequest* request,
+                                v1::BufferInfo* response);
+  grpc::Status GetReadyStateImpl(grpc::ServerContext* context,
+                                 const v1::GetReadyStateRequest* request,
+                                 v1::GetReadyStateResponse* response);
+  grpc::Status MakeTupleImpl(grpc::ServerContext* context,
+                             const v1::MakeTupleRequest* request,
+                             v1::BufferInfo* response);
+  grpc::Status MakeCrossHostReceiveBuffersImpl(
+      grpc::ServerContext* context,
+      const v1::MakeCrossHostReceiveBuffersRequest* request,
+      v1::MakeCrossHostReceiveBuffersResponse* response);
+  grpc::Status CopyToRemoteDeviceImpl(
+      grpc::ServerContext* context,
+      const v1::CopyToRemoteDeviceRequest* request,
+      v1::CopyToRemoteDeviceResponse* response);
+  grpc::Status CancelCrossHostReceivesImpl(
+      grpc::ServerContext* context,
+      const v1::CancelCrossHostReceivesRequest* request,
+      v1::CancelCrossHostReceivesResponse* response);
+  grpc::Status UploadFromRegionImpl(grpc::ServerContext* context,
+                                    const v1::UploadFromRegionRequest* request,
+                                    v1::BufferInfo* response);
+  grpc::Status DownloadToRegionImpl(grpc::ServerContext* context,
+                                    const v1::DownloadToRegionRequest* request,
+                                    v1::BufferInfo* response);
+  grpc::Status UnregisterRegionImpl(grpc::ServerContext* context,
+                                    const v1::UnregisterRegionRequest* request,
+                                    v1::UnregisterRegionResponse* response);
+  grpc::Status ListRegionsImpl(grpc::ServerContext* context,
+                               const v1::ListRegionsRequest* request,
+                               v1::ListRegionsResponse* response);
+
   runtime::Client* const client_;
   Cluster* const cluster_;
   CrossHostReceives* const receives_;
   SessionTable* const sessions_;
   const absl::Duration default_receive_timeout_;
+  const absl::Duration max_receive_timeout_;
 };
 
 // The daemon-to-daemon service, served on this task's cluster address.
@@ -197,13 +381,27 @@ class PeerService final : public v1::Peer::Service {
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const v1::HandshakeRequest* request,
-                         v1::HandshakeResponse* response) override;
-  grpc::Status PushTransfer(
-      grpc::ServerContext* context,
-      grpc::ServerReader<v1::PushTransferRequest>* reader,
-      v1::PushTransferResponse* response) override;
+                         v1::HandshakeResponse* response) override {
+    return Guarded("Peer.Handshake",
+                   [&] { return HandshakeImpl(context, request, response); });
+  }
+  grpc::Status PushTransfer(grpc::ServerContext* context,
+                            grpc::ServerReader<v1::PushTransferRequest>* reader,
+                            v1::PushTransferResponse* response) override {
+    return Guarded("Peer.PushTransfer",
+                   [&] { return PushTransferImpl(context, reader, response); });
+  }
 
  private:
+  // The handlers, run by the overrides above inside Guarded.
+  grpc::Status HandshakeImpl(grpc::ServerContext* context,
+                             const v1::HandshakeRequest* request,
+                             v1::HandshakeResponse* response);
+  grpc::Status PushTransferImpl(
+      grpc::ServerContext* context,
+      grpc::ServerReader<v1::PushTransferRequest>* reader,
+      v1::PushTransferResponse* response);
+
   Cluster* const cluster_;
   std::atomic<CrossHostReceives*> receives_{nullptr};
 };
@@ -213,25 +411,47 @@ class PeerService final : public v1::Peer::Service {
 class ExecutableService final : public v1::Executables::Service {
  public:
   ExecutableService(runtime::Client* client, Cluster* cluster,
-                    SessionTable* sessions, ExecutableCache* cache)
-      : client_(client), cluster_(cluster), sessions_(sessions), cache_(cache) {}
+                    SessionTable* sessions, ExecutableCache* cache,
+                    const DaemonLimits& limits)
+      : client_(client),
+        cluster_(cluster),
+        sessions_(sessions),
+        cache_(cache),
+        limits_(limits) {}
 
   grpc::Status Compile(grpc::ServerContext* context,
                        const v1::CompileRequest* request,
-                       v1::CompileResponse* response) override;
+                       v1::CompileResponse* response) override {
+    return Guarded("Executables.Compile",
+                   [&] { return CompileImpl(context, request, response); });
+  }
   grpc::Status Execute(grpc::ServerContext* context,
                        const v1::ExecuteRequest* request,
-                       v1::ExecuteResponse* response) override;
+                       v1::ExecuteResponse* response) override {
+    return Guarded("Executables.Execute",
+                   [&] { return ExecuteImpl(context, request, response); });
+  }
   grpc::Status ExecuteStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
-          stream) override;
+          stream) override {
+    return Guarded("Executables.ExecuteStream",
+                   [&] { return ExecuteStreamImpl(context, stream); });
+  }
   grpc::Status ExecuteReplicated(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
-      v1::ExecuteReplicatedResponse* response) override;
+      v1::ExecuteReplicatedResponse* response) override {
+    return Guarded("Executables.ExecuteReplicated", [&] {
+      return ExecuteReplicatedImpl(context, request, response);
+    });
+  }
   grpc::Status DeleteExecutable(
       grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
-      v1::DeleteExecutableResponse* response) override;
+      v1::DeleteExecutableResponse* response) override {
+    return Guarded("Executables.DeleteExecutable", [&] {
+      return DeleteExecutableImpl(context, request, response);
+    });
+  }
 
   // Ends every open ExecuteStream (the requests already read still run)
   // and refuses new ones: a stream stays open as long as its client likes,
@@ -239,6 +459,24 @@ class ExecutableService final : public v1::Executables::Service {
   void EndStreams();
 
  private:
+  // The handlers, run by the overrides above inside Guarded.
+  grpc::Status CompileImpl(grpc::ServerContext* context,
+                           const v1::CompileRequest* request,
+                           v1::CompileResponse* response);
+  grpc::Status ExecuteImpl(grpc::ServerContext* context,
+                           const v1::ExecuteRequest* request,
+                           v1::ExecuteResponse* response);
+  grpc::Status ExecuteStreamImpl(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
+          stream);
+  grpc::Status ExecuteReplicatedImpl(
+      grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
+      v1::ExecuteReplicatedResponse* response);
+  grpc::Status DeleteExecutableImpl(grpc::ServerContext* context,
+                                    const v1::DeleteExecutableRequest* request,
+                                    v1::DeleteExecutableResponse* response);
+
   // Execute's work: runs `request` and describes its results in `infos`.
   // `inline_idle`: run the work on this thread when the device is idle
   // (see device::WorkerThread::InlineScope).
@@ -251,6 +489,7 @@ class ExecutableService final : public v1::Executables::Service {
   Cluster* const cluster_;
   SessionTable* const sessions_;
   ExecutableCache* const cache_;
+  const DaemonLimits limits_;
 
   pjrt::Mutex streams_mu_;
   bool streams_ended_ ABSL_GUARDED_BY(streams_mu_) = false;

@@ -5,22 +5,76 @@
 #include "absl/strings/str_format.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 
 namespace pjrt::daemon {
 
 Session::Session(uint64_t id, uint64_t public_id, std::string client_name,
-                 std::string peer, absl::Duration lease, absl::Time now)
+                 std::string peer, absl::Duration lease, absl::Time now,
+                 SessionLimits limits,
+                 std::shared_ptr<const Cancellation> parent_cancellation)
     : id_(id),
       public_id_(public_id),
       client_name_(std::move(client_name)),
       peer_(std::move(peer)),
       lease_(lease),
       created_(now),
+      limits_(limits),
+      cancellation_(
+          std::make_shared<Cancellation>(std::move(parent_cancellation))),
       last_renewal_(now) {}
 
 std::string Session::DebugString() const {
   if (client_name_.empty()) return absl::StrFormat("session %d", public_id_);
-  return absl::StrFormat("session %d (%s)", public_id_, client_name_);
+  return absl::StrFormat("session %d (%s)", public_id_,
+                         EscapeForLog(client_name_, 64));
+}
+
+Session::WaitingCall::~WaitingCall() {
+  if (session_ == nullptr) return;
+  pjrt::MutexLock lock(&session_->mu_);
+  session_->waiting_calls_--;
+}
+
+absl::StatusOr<Session::WaitingCall> Session::StartWaitingCall() {
+  pjrt::MutexLock lock(&mu_);
+  if (waiting_calls_ >= limits_.max_waiting_calls) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s already has %d calls waiting for inputs whose contents have not "
+        "arrived (cross-host receives) or that another call is donating, "
+        "the most a session may (max_waiting_calls_per_session); wait for "
+        "them to finish",
+        DebugString(), limits_.max_waiting_calls));
+  }
+  waiting_calls_++;
+  return WaitingCall(this);
+}
+
+absl::Status Session::CheckRoom(int64_t more) const {
+  pjrt::MutexLock lock(&mu_);
+  return CheckRoomLocked(more);
+}
+
+absl::Status Session::CheckRoomLocked(int64_t more) const {
+  if (handle_count() + more > limits_.max_handles) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s holds %d buffers, executables and regions; %d more would exceed "
+        "the %d a session may hold (max_handles_per_session); delete some "
+        "first",
+        DebugString(), handle_count(), more, limits_.max_handles));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Session::NewHandlesFor(const runtime::Buffer& buffer) const {
+  if (handles_.contains(&buffer)) return 0;
+  int64_t count = 1;
+  if (buffer.is_tuple()) {
+    for (const auto& element : buffer.tuple_elements()) {
+      count += NewHandlesFor(*element);
+    }
+  }
+  return count;
 }
 
 absl::StatusOr<uint64_t> Session::AddBuffer(
@@ -31,6 +85,7 @@ absl::StatusOr<uint64_t> Session::AddBuffer(
         absl::StrFormat("%s was closed while the buffer was being created",
                         DebugString()));
   }
+  PJRT_RETURN_IF_ERROR(CheckRoomLocked(NewHandlesFor(*buffer)));
   return AddBufferLocked(std::move(buffer));
 }
 
@@ -45,6 +100,7 @@ uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
   }
   uint64_t handle = NewHandle();
   handles_.emplace(buffer.get(), handle);
+  bytes_ += buffer->size_bytes();
   buffers_.emplace(handle, std::move(buffer));
   return handle;
 }
@@ -102,8 +158,10 @@ absl::Status Session::AddBuffersWithHandles(
     }
   }
   PJRT_RETURN_IF_ERROR(CheckNewHandlesLocked(handles));
+  PJRT_RETURN_IF_ERROR(CheckRoomLocked(static_cast<int64_t>(handles.size())));
   for (size_t i = 0; i < handles.size(); ++i) {
     handles_.emplace(buffers[i].get(), handles[i]);
+    bytes_ += buffers[i]->size_bytes();
     buffers_.emplace(handles[i], buffers[i]);
   }
   return absl::OkStatus();
@@ -122,6 +180,7 @@ void Session::EraseBufferLocked(
   std::shared_ptr<runtime::Buffer> buffer = std::move(it->second);
   buffers_.erase(it);
   handles_.erase(buffer.get());
+  bytes_ -= buffer->size_bytes();
   if (buffer->is_tuple()) {
     for (const auto& element : buffer->tuple_elements()) {
       if (auto e = handles_.find(element.get()); e != handles_.end()) {
@@ -151,7 +210,23 @@ absl::StatusOr<uint64_t> Session::AddRegion(std::shared_ptr<Region> region) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s is closed", DebugString()));
   }
+  if (static_cast<int64_t>(regions_.size()) >= limits_.max_regions) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s already holds %d regions, the most a session may "
+                        "(max_regions_per_session); unregister one first",
+                        DebugString(), regions_.size()));
+  }
+  if (limits_.max_region_bytes > 0 &&
+      region->size() > limits_.max_region_bytes - region_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s holds regions of %d bytes; %d more would exceed the %d bytes a "
+        "session may register (max_region_bytes_per_session)",
+        DebugString(), region_bytes_, region->size(),
+        limits_.max_region_bytes));
+  }
+  PJRT_RETURN_IF_ERROR(CheckRoomLocked(1));
   uint64_t handle = NewHandle();
+  region_bytes_ += region->size();
   regions_.emplace(handle, std::move(region));
   return handle;
 }
@@ -186,6 +261,7 @@ absl::Status Session::UnregisterRegion(uint64_t handle) {
           handle, uses));
     }
     region = std::move(it->second);
+    region_bytes_ -= region->size();
     regions_.erase(it);
   }
   return absl::OkStatus();
@@ -240,6 +316,7 @@ absl::StatusOr<uint64_t> Session::AddExecutable(
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s was closed while the program was being compiled", DebugString()));
   }
+  PJRT_RETURN_IF_ERROR(CheckRoomLocked(1));
   uint64_t handle = NewHandle();
   executables_.emplace(handle, std::move(executable));
   return handle;
@@ -317,6 +394,14 @@ void Session::Detach(const absl::Status& why) {
 }
 
 SessionCloseStats Session::Close(const absl::Status& why) {
+  // First stop what runs and waits for the session: a waiting call holds
+  // its arguments, which the deletes below would otherwise wait for.
+  cancellation_->Cancel(
+      why.ok() ? absl::CancelledError(
+                     absl::StrFormat("%s was closed", DebugString()))
+               : absl::Status(why.code(),
+                              absl::StrFormat("%s was closed: %s",
+                                              DebugString(), why.message())));
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers;
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
       executables;
@@ -326,6 +411,8 @@ SessionCloseStats Session::Close(const absl::Status& why) {
     closed_ = true;
     buffers.swap(buffers_);
     handles_.clear();
+    bytes_ = 0;
+    region_bytes_ = 0;
     executables.swap(executables_);
     regions.swap(regions_);
     if (attachment_ != nullptr) {
@@ -361,9 +448,7 @@ SessionSummary Session::Summarize(absl::Time now) const {
   summary.attached = attachment_ != nullptr;
   summary.buffer_count = static_cast<int64_t>(buffers_.size());
   summary.executable_count = static_cast<int64_t>(executables_.size());
-  for (const auto& [handle, buffer] : buffers_) {
-    summary.bytes += buffer->size_bytes();
-  }
+  summary.bytes = bytes_;
   summary.age = now - created_;
   summary.lease_remaining =
       summary.attached ? absl::ZeroDuration()

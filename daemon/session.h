@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/cancellation.h"
 #include "base/mutex.h"
 #include "daemon/shared_memory.h"
 #include "runtime/buffer.h"
@@ -58,10 +60,23 @@ struct SessionSummary {
   absl::Duration lease_remaining;
 };
 
+// What one session may hold (see DaemonLimits).
+struct SessionLimits {
+  int64_t max_handles = int64_t{1} << 20;
+  int max_waiting_calls = 64;
+  int max_regions = 256;
+  // 0: no limit.
+  int64_t max_region_bytes = 0;
+};
+
 class Session {
  public:
+  // `parent_cancellation` (may be null): cancelling it cancels the
+  // session's runs and waits too (the daemon's, at shutdown).
   Session(uint64_t id, uint64_t public_id, std::string client_name,
-          std::string peer, absl::Duration lease, absl::Time now);
+          std::string peer, absl::Duration lease, absl::Time now,
+          SessionLimits limits = {},
+          std::shared_ptr<const Cancellation> parent_cancellation = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -70,14 +85,46 @@ class Session {
   const std::string& client_name() const { return client_name_; }
   absl::Duration lease() const { return lease_; }
 
-  // "session 7 (train.py)", for logs and messages; never shows the id.
+  // "session 7 (train.py)", for logs and messages; never shows the id. The
+  // client's name is escaped and cut short (it is client text).
   std::string DebugString() const;
+
+  // Cancelled when the session closes (with the reason): the session's
+  // executions stop and its calls' waits end.
+  const std::shared_ptr<Cancellation>& cancellation() const {
+    return cancellation_;
+  }
+
+  // A call that may wait for inputs not defined yet (see
+  // SessionLimits::max_waiting_calls) holds one of these while it waits.
+  class WaitingCall {
+   public:
+    WaitingCall() = default;
+    explicit WaitingCall(Session* session) : session_(session) {}
+    WaitingCall(WaitingCall&& other) noexcept
+        : session_(std::exchange(other.session_, nullptr)) {}
+    WaitingCall& operator=(WaitingCall&&) = delete;
+    WaitingCall(const WaitingCall&) = delete;
+    WaitingCall& operator=(const WaitingCall&) = delete;
+    ~WaitingCall();
+
+   private:
+    Session* session_ = nullptr;
+  };
+  // RESOURCE_EXHAUSTED naming the limit when max_waiting_calls calls of the
+  // session already wait.
+  absl::StatusOr<WaitingCall> StartWaitingCall();
 
   // Registers `buffer` and returns its new handle. A tuple's elements that
   // are not registered yet get handles too (ElementHandle finds them).
   // FAILED_PRECONDITION if the session has closed meanwhile (the caller then
-  // drops the buffer).
+  // drops the buffer); RESOURCE_EXHAUSTED if the session would hold more
+  // than max_handles handles. Every Add* below checks the same limit.
   absl::StatusOr<uint64_t> AddBuffer(std::shared_ptr<runtime::Buffer> buffer);
+
+  // RESOURCE_EXHAUSTED unless `more` new handles fit under the session's
+  // limit now.
+  absl::Status CheckRoom(int64_t more) const;
 
   // OK when `handles` could name new buffers: INVALID_ARGUMENT naming the
   // handle when one is zero, given twice, or already in use in the session.
@@ -118,7 +165,8 @@ class Session {
   absl::Status DeleteExecutable(uint64_t handle);
 
   // Registers a shared-memory region and returns its new handle.
-  // FAILED_PRECONDITION if the session has closed.
+  // FAILED_PRECONDITION if the session has closed; RESOURCE_EXHAUSTED if it
+  // would hold more regions, or more region bytes, than its limits allow.
   absl::StatusOr<uint64_t> AddRegion(std::shared_ptr<Region> region);
   // NOT_FOUND unless `handle` names a region of this session.
   absl::StatusOr<std::shared_ptr<Region>> LookupRegion(uint64_t handle) const;
@@ -143,9 +191,10 @@ class Session {
   // Detaches the current attachment, if any, telling it `why`.
   void Detach(const absl::Status& why);
 
-  // Deletes every buffer, drops every executable and region, detaches, and
-  // refuses new buffers, executables and regions from now on (a region
-  // stays mapped until the last transfer or zero-copy buffer using it ends). Returns what was freed. Idempotent.
+  // Cancels the session's runs and waits, deletes every buffer, drops every
+  // executable and region, detaches, and refuses new buffers, executables
+  // and regions from now on (a region stays mapped until the last transfer
+  // or zero-copy buffer using it ends). Returns what was freed. Idempotent.
   SessionCloseStats Close(const absl::Status& why);
 
   SessionSummary Summarize(absl::Time now) const;
@@ -160,6 +209,17 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Handles registering `buffer` would add (itself and its unregistered
+  // tuple elements).
+  int64_t NewHandlesFor(const runtime::Buffer& buffer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED unless `more` handles fit under the limit.
+  absl::Status CheckRoomLocked(int64_t more) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t handle_count() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int64_t>(buffers_.size() + executables_.size() +
+                                regions_.size());
+  }
   // Unregisters `handle` and, for a tuple, its elements; appends what it
   // unregistered to `doomed`.
   void EraseBufferLocked(uint64_t handle,
@@ -172,6 +232,8 @@ class Session {
   const std::string peer_;
   const absl::Duration lease_;
   const absl::Time created_;
+  const SessionLimits limits_;
+  const std::shared_ptr<Cancellation> cancellation_;
 
   mutable pjrt::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -186,6 +248,10 @@ class Session {
       executables_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions_
       ABSL_GUARDED_BY(mu_);
+  // Bytes of the registered arrays, and of the registered regions.
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t region_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pjrt::daemon

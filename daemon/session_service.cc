@@ -1,12 +1,15 @@
 #include <openssl/crypto.h>
 
+#include <exception>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/log.h"
+#include "base/text.h"
 #include "base/version.h"
 #include "daemon/grpc_status.h"
 #include "daemon/services.h"
-#include "base/log.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -105,9 +108,19 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 };
 
+// An Attach that failed at once: a reactor is still needed to report the
+// error.
+class FailedAttach final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+ public:
+  explicit FailedAttach(const absl::Status& status) {
+    Finish(ToGrpcStatus(status));
+  }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
-grpc::ServerUnaryReactor* SessionService::OpenSession(
+grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
     grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request,
     v1::OpenSessionResponse* response) {
   unsigned version = request->protocol_version();
@@ -128,11 +141,12 @@ grpc::ServerUnaryReactor* SessionService::OpenSession(
   response->set_public_id((*session)->public_id());
   response->set_lease_seconds(static_cast<uint32_t>(
       absl::ToInt64Seconds((*session)->lease())));
-  spdlog::info("{} opened from {}", (*session)->DebugString(), context->peer());
+  spdlog::info("{} opened from {}", (*session)->DebugString(),
+               EscapeForLog(context->peer()));
   return Reply(context, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* SessionService::KeepAlive(
+grpc::ServerUnaryReactor* SessionService::KeepAliveImpl(
     grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
     v1::KeepAliveResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
@@ -142,7 +156,7 @@ grpc::ServerUnaryReactor* SessionService::KeepAlive(
   return Reply(context, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* SessionService::CloseSession(
+grpc::ServerUnaryReactor* SessionService::CloseSessionImpl(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionRequest* request,
     v1::CloseSessionResponse* response) {
@@ -155,7 +169,7 @@ grpc::ServerUnaryReactor* SessionService::CloseSession(
   return Reply(context, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdmin(
+grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionAsAdminRequest* request,
     v1::CloseSessionResponse* response) {
@@ -168,9 +182,10 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdmin(
   const std::string& given = request->admin_token();
   if (given.size() != admin_token_.size() ||
       CRYPTO_memcmp(given.data(), admin_token_.data(), given.size()) != 0) {
-    spdlog::warn("refused an admin close of session {} from {}: wrong admin "
-                 "token",
-                 request->public_id(), context->peer());
+    spdlog::warn(
+        "refused an admin close of session {} from {}: wrong admin "
+        "token",
+        request->public_id(), EscapeForLog(context->peer()));
     return Reply(context,
                  absl::PermissionDeniedError(
                      "wrong admin token: read it from the daemon's "
@@ -188,26 +203,16 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdmin(
   return Reply(context, absl::OkStatus());
 }
 
-grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::Attach(
+grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::AttachImpl(
     grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
   auto session = sessions_->Lookup(request->session_id());
-  if (!session.ok()) {
-    // A reactor is still needed to report the error.
-    class Failed final : public grpc::ServerWriteReactor<v1::SessionEvent> {
-     public:
-      explicit Failed(const absl::Status& status) {
-        Finish(ToGrpcStatus(status));
-      }
-      void OnDone() override { delete this; }
-    };
-    return new Failed(session.status());
-  }
+  if (!session.ok()) return new FailedAttach(session.status());
   auto* reactor = new AttachReactor(sessions_, *std::move(session));
   reactor->Start();
   return reactor;
 }
 
-grpc::ServerUnaryReactor* SessionService::ListSessions(
+grpc::ServerUnaryReactor* SessionService::ListSessionsImpl(
     grpc::CallbackServerContext* context, const v1::ListSessionsRequest*,
     v1::ListSessionsResponse* response) {
   for (const SessionSummary& summary : sessions_->List()) {
@@ -224,6 +229,81 @@ grpc::ServerUnaryReactor* SessionService::ListSessions(
         absl::ToDoubleSeconds(summary.lease_remaining));
   }
   return Reply(context, absl::OkStatus());
+}
+
+// The overrides: each runs its handler and turns an exception into an error
+// for that call alone.
+
+namespace {
+
+template <typename Handler>
+grpc::ServerUnaryReactor* GuardedUnary(grpc::CallbackServerContext* context,
+                                       absl::string_view rpc,
+                                       Handler&& handler) {
+  try {
+    return std::forward<Handler>(handler)();
+  } catch (...) {
+    absl::Status status = StatusFromException(rpc, std::current_exception());
+    spdlog::error("{}", status);
+    return Reply(context, status);
+  }
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SessionService::OpenSession(
+    grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request,
+    v1::OpenSessionResponse* response) {
+  return GuardedUnary(context, "Sessions.OpenSession", [&] {
+    return OpenSessionImpl(context, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* SessionService::KeepAlive(
+    grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
+    v1::KeepAliveResponse* response) {
+  return GuardedUnary(context, "Sessions.KeepAlive", [&] {
+    return KeepAliveImpl(context, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* SessionService::CloseSession(
+    grpc::CallbackServerContext* context,
+    const v1::CloseSessionRequest* request,
+    v1::CloseSessionResponse* response) {
+  return GuardedUnary(context, "Sessions.CloseSession", [&] {
+    return CloseSessionImpl(context, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdmin(
+    grpc::CallbackServerContext* context,
+    const v1::CloseSessionAsAdminRequest* request,
+    v1::CloseSessionResponse* response) {
+  return GuardedUnary(context, "Sessions.CloseSessionAsAdmin", [&] {
+    return CloseSessionAsAdminImpl(context, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* SessionService::ListSessions(
+    grpc::CallbackServerContext* context,
+    const v1::ListSessionsRequest* request,
+    v1::ListSessionsResponse* response) {
+  return GuardedUnary(context, "Sessions.ListSessions", [&] {
+    return ListSessionsImpl(context, request, response);
+  });
+}
+
+grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::Attach(
+    grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
+  try {
+    return AttachImpl(context, request);
+  } catch (...) {
+    absl::Status status =
+        StatusFromException("Sessions.Attach", std::current_exception());
+    spdlog::error("{}", status);
+    return new FailedAttach(status);
+  }
 }
 
 }  // namespace pjrt::daemon

@@ -4,8 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "base/random.h"
 #include "base/log.h"
+#include "base/random.h"
+#include "base/text.h"
 
 namespace pjrt::daemon {
 
@@ -19,6 +20,11 @@ SessionTable::~SessionTable() {
 
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
     std::string client_name, std::string peer, absl::Duration lease) {
+  if (client_name.size() > kMaxClientNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("client_name has %d bytes; at most %d are allowed",
+                        client_name.size(), kMaxClientNameBytes));
+  }
   if (lease <= absl::ZeroDuration()) lease = options_.default_lease;
   lease = std::min(lease, options_.max_lease);
   pjrt::MutexLock lock(&mu_);
@@ -26,13 +32,19 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
     return absl::UnavailableError(
         "the daemon is shutting down and accepts no new sessions");
   }
+  if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%d sessions are open, the most this daemon allows (max_sessions); "
+        "close one, or let idle ones expire",
+        sessions_.size()));
+  }
   uint64_t id;
   do {
     id = SecureRandomId();
   } while (sessions_.contains(id));
   auto session = std::make_shared<Session>(
       id, next_public_id_.fetch_add(1), std::move(client_name), std::move(peer),
-      lease, clock_());
+      lease, clock_(), options_.session_limits, options_.cancellation);
   sessions_.emplace(id, session);
   return session;
 }
@@ -68,10 +80,12 @@ absl::StatusOr<SessionCloseStats> SessionTable::Close(
     sessions_.erase(it);
   }
   SessionCloseStats stats = session->Close(why);
-  spdlog::info("{} closed ({}): freed {} buffers, {} bytes, {} executables",
-               session->DebugString(),
-               why.ok() ? absl::string_view("by its client") : why.message(),
-               stats.buffers_freed, stats.bytes_freed, stats.executables_freed);
+  spdlog::info(
+      "{} closed ({}): freed {} buffers, {} bytes, {} executables",
+      session->DebugString(),
+      why.ok() ? std::string("by its client") : EscapeForLog(why.message()),
+      stats.buffers_freed, stats.bytes_freed, stats.executables_freed);
+  closed_since_trim_.fetch_add(1);
   return stats;
 }
 

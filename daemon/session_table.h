@@ -22,9 +22,19 @@
 
 namespace pjrt::daemon {
 
+// Longest client name a session may have.
+inline constexpr size_t kMaxClientNameBytes = 256;
+
 struct SessionTableOptions {
   absl::Duration default_lease = absl::Seconds(60);
   absl::Duration max_lease = absl::Hours(24);
+  // Sessions open at once.
+  int max_sessions = 1024;
+  // What each session may hold.
+  SessionLimits session_limits;
+  // The parent of every session's cancellation (the daemon's, cancelled at
+  // shutdown); may be null.
+  std::shared_ptr<const Cancellation> cancellation;
 };
 
 class SessionTable {
@@ -37,7 +47,9 @@ class SessionTable {
   SessionTable& operator=(const SessionTable&) = delete;
 
   // Opens a session. `lease` of zero means the default; longer than the
-  // maximum is clamped. UNAVAILABLE once Shutdown() has been called.
+  // maximum is clamped. UNAVAILABLE once Shutdown() has been called;
+  // INVALID_ARGUMENT for a client name longer than kMaxClientNameBytes;
+  // RESOURCE_EXHAUSTED when max_sessions are open.
   absl::StatusOr<std::shared_ptr<Session>> Open(std::string client_name,
                                                 std::string peer,
                                                 absl::Duration lease);
@@ -72,11 +84,15 @@ class SessionTable {
   std::pair<int64_t, int64_t> region_totals() const;
   // Executable handles over all sessions.
   int64_t executable_count() const;
+  // True if a session closed since the last call (the daemon then hands
+  // the memory freed back to the system).
+  bool TakeSessionsClosed() { return closed_since_trim_.exchange(0) > 0; }
 
  private:
   const SessionTableOptions options_;
   const std::function<absl::Time()> clock_;
   std::atomic<uint64_t> next_public_id_{1};
+  std::atomic<int64_t> closed_since_trim_{0};
 
   mutable pjrt::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

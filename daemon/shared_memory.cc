@@ -1,17 +1,27 @@
 #include "daemon/shared_memory.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <new>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/log.h"
+#include "base/text.h"
+#include "daemon/grpc_status.h"
 #include "daemon/session_table.h"
 #include "pjrt/v1/buffer.pb.h"
 
@@ -22,18 +32,57 @@ namespace {
 constexpr size_t kMaxRequestBytes = 4096;
 // How long one connection may take to send its request.
 constexpr int kReceiveTimeoutSeconds = 2;
-// Regions one session may hold at once.
-constexpr int kMaxRegionsPerSession = 256;
 
 std::string ErrnoText() { return std::strerror(errno); }
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Region>> Region::Map(int fd, int64_t size,
-                                                    std::string name) {
+absl::Status RegionBudget::Reserve(int64_t bytes) {
+  MutexLock lock(&mu_);
+  if (regions_ >= max_regions_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the daemon already maps %d shared-memory regions, the most it "
+        "allows (max_regions); try again once clients unregister some",
+        regions_));
+  }
+  if (max_bytes_ > 0 && bytes > max_bytes_ - bytes_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the daemon already maps %d bytes of shared-memory regions; %d more "
+        "would exceed the %d it allows (max_region_bytes)",
+        bytes_, bytes, max_bytes_));
+  }
+  regions_++;
+  bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void RegionBudget::Release(int64_t bytes) {
+  MutexLock lock(&mu_);
+  regions_--;
+  bytes_ -= bytes;
+}
+
+int64_t RegionBudget::regions() const {
+  MutexLock lock(&mu_);
+  return regions_;
+}
+
+int64_t RegionBudget::bytes() const {
+  MutexLock lock(&mu_);
+  return bytes_;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> Region::Map(
+    int fd, int64_t size, std::string name,
+    std::shared_ptr<RegionBudget> budget) {
   if (size <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size_bytes is %d; it must be positive", size));
+  }
+  if (name.size() > kMaxRegionNameBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the region's name has %d bytes; at most %d are allowed", name.size(),
+        kMaxRegionNameBytes));
   }
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0) {
@@ -59,17 +108,30 @@ absl::StatusOr<std::shared_ptr<Region>> Region::Map(int fd, int64_t size,
         "region size_bytes is %d but its memfd holds only %d bytes", size,
         static_cast<int64_t>(st.st_size)));
   }
+  if (budget != nullptr) {
+    absl::Status reserved = budget->Reserve(size);
+    if (!reserved.ok()) return reserved;
+  }
   void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE,
                     MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot map the region's %d bytes: %s", size, ErrnoText()));
+    const int error = errno;
+    if (budget != nullptr) budget->Release(size);
+    return error == ENOMEM ? absl::ResourceExhaustedError(absl::StrFormat(
+                                 "cannot map the region's %d bytes: %s", size,
+                                 std::strerror(error)))
+                           : absl::InvalidArgumentError(absl::StrFormat(
+                                 "cannot map the region's %d bytes: %s", size,
+                                 std::strerror(error)));
   }
-  return std::shared_ptr<Region>(
-      new Region(static_cast<uint8_t*>(data), size, std::move(name)));
+  return std::shared_ptr<Region>(new Region(
+      static_cast<uint8_t*>(data), size, std::move(name), std::move(budget)));
 }
 
-Region::~Region() { munmap(data_, static_cast<size_t>(size_)); }
+Region::~Region() {
+  munmap(data_, static_cast<size_t>(size_));
+  if (budget_ != nullptr) budget_->Release(size_);
+}
 
 absl::StatusOr<uint8_t*> Region::Slice(int64_t offset, int64_t bytes) const {
   if (offset < 0 || bytes < 0 || offset > size_ || bytes > size_ - offset) {
@@ -96,9 +158,23 @@ Region::Use& Region::Use::operator=(Use&& other) noexcept {
   return *this;
 }
 
+// One connection being served: who it is, and until when it may take to
+// send its request.
+struct RegionServer::Connection {
+  pid_t pid = 0;
+  absl::Time deadline;
+};
+
+RegionServer::RegionServer(SessionTable* sessions, RegionServerOptions options)
+    : sessions_(sessions),
+      options_(options),
+      budget_(std::make_shared<RegionBudget>(options.max_regions,
+                                             options.max_region_bytes)) {}
+
 RegionServer::~RegionServer() { Stop(); }
 
-absl::Status RegionServer::Start(const std::string& address) {
+absl::Status RegionServer::Start(const std::string& address,
+                                 std::optional<unsigned> mode) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (address.empty() || address.size() >= sizeof(addr.sun_path)) {
@@ -115,54 +191,149 @@ absl::Status RegionServer::Start(const std::string& address) {
     unlink(address.c_str());
     length += 1;
   }
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     return absl::InternalError("cannot create the region socket: " +
                                ErrnoText());
   }
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), length) != 0 ||
+      (mode.has_value() && address[0] != '@' &&
+       chmod(address.c_str(), *mode) != 0) ||
       listen(fd, 64) != 0) {
     std::string why = ErrnoText();
     close(fd);
     return absl::UnavailableError(absl::StrFormat(
         "cannot listen for shared-memory regions on %s: %s", address, why));
   }
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event listen_event{.events = EPOLLIN, .data = {.fd = fd}};
+  epoll_event wake_event{.events = EPOLLIN, .data = {.fd = wake_fd_}};
+  if (wake_fd_ < 0 || epoll_fd_ < 0 ||
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &listen_event) != 0 ||
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake_event) != 0) {
+    std::string why = ErrnoText();
+    close(fd);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    wake_fd_ = epoll_fd_ = -1;
+    return absl::InternalError("cannot set up the region socket: " + why);
+  }
   listen_fd_ = fd;
   address_ = address;
-  thread_ = std::thread([this] { AcceptLoop(); });
+  thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
 
 void RegionServer::Stop() {
   if (listen_fd_ < 0) return;
   stopping_.store(true);
-  shutdown(listen_fd_, SHUT_RDWR);
+  uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+    spdlog::error("region socket: cannot wake the server: {}", ErrnoText());
+  }
   if (thread_.joinable()) thread_.join();
   close(listen_fd_);
-  listen_fd_ = -1;
+  close(wake_fd_);
+  close(epoll_fd_);
+  listen_fd_ = wake_fd_ = epoll_fd_ = -1;
   if (!address_.empty() && address_[0] != '@') unlink(address_.c_str());
 }
 
-void RegionServer::AcceptLoop() {
+void RegionServer::Loop() {
+  // Timeouts: how long one connection may take to send its request.
+  constexpr absl::Duration kRequestTimeout =
+      absl::Seconds(kReceiveTimeoutSeconds);
+  absl::flat_hash_map<int, Connection> connections;
+  absl::flat_hash_map<pid_t, int> per_peer;
+  const auto drop = [&](int fd) {
+    auto it = connections.find(fd);
+    if (it == connections.end()) return;
+    if (--per_peer[it->second.pid] == 0) per_peer.erase(it->second.pid);
+    connections.erase(it);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    close(fd);
+  };
+  epoll_event events[64];
   while (!stopping_.load()) {
-    int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (!stopping_.load()) {
-        spdlog::error("region socket: accept failed: {}", ErrnoText());
-      }
-      return;
+    // Wake up for the earliest deadline.
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& [fd, c] : connections) next = std::min(next, c.deadline);
+    int timeout_ms = -1;
+    if (next != absl::InfiniteFuture()) {
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          absl::ToInt64Milliseconds(next - absl::Now()) + 1, 0, 60000));
     }
-    Serve(connection);
-    close(connection);
+    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("region socket: epoll_wait failed: {}", ErrnoText());
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wake_fd_) continue;
+      if (fd == listen_fd_) {
+        // Take every pending connection; refuse (close) those over a bound
+        // at once, so that none waits in the backlog.
+        for (;;) {
+          int c = accept4(listen_fd_, nullptr, nullptr,
+                          SOCK_CLOEXEC | SOCK_NONBLOCK);
+          if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK && !stopping_.load()) {
+              spdlog::warn("region socket: accept failed: {}", ErrnoText());
+            }
+            break;
+          }
+          ucred peer{};
+          socklen_t size = sizeof(peer);
+          getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &size);
+          if (static_cast<int>(connections.size()) >=
+                  options_.max_connections ||
+              per_peer[peer.pid] >= options_.max_connections_per_peer) {
+            if (per_peer[peer.pid] == 0) per_peer.erase(peer.pid);
+            spdlog::debug(
+                "region socket: refused a connection of pid {} ({} "
+                "open in all)",
+                peer.pid, connections.size());
+            close(c);
+            continue;
+          }
+          epoll_event event{.events = EPOLLIN | EPOLLRDHUP, .data = {.fd = c}};
+          if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c, &event) != 0) {
+            close(c);
+            continue;
+          }
+          per_peer[peer.pid]++;
+          connections[c] = Connection{peer.pid, absl::Now() + kRequestTimeout};
+        }
+        continue;
+      }
+      if (!connections.contains(fd)) continue;
+      bool done = true;
+      try {
+        done = Serve(fd);
+      } catch (...) {
+        spdlog::error(
+            "region socket: {}",
+            StatusFromException("RegisterRegion", std::current_exception()));
+      }
+      if (done) drop(fd);
+    }
+    // Connections that sent nothing in time go.
+    const absl::Time now = absl::Now();
+    std::vector<int> expired;
+    for (const auto& [fd, c] : connections) {
+      if (c.deadline <= now) expired.push_back(fd);
+    }
+    for (int fd : expired) drop(fd);
   }
+  std::vector<int> open;
+  for (const auto& [fd, c] : connections) open.push_back(fd);
+  for (int fd : open) drop(fd);
 }
 
-void RegionServer::Serve(int connection) {
-  timeval timeout{.tv_sec = kReceiveTimeoutSeconds, .tv_usec = 0};
-  setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-
+bool RegionServer::Serve(int connection) {
   char payload[kMaxRequestBytes];
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
   iovec iov{.iov_base = payload, .iov_len = sizeof(payload)};
@@ -171,7 +342,9 @@ void RegionServer::Serve(int connection) {
   message.msg_iovlen = 1;
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
-  ssize_t received = recvmsg(connection, &message, MSG_CMSG_CLOEXEC);
+  ssize_t received =
+      recvmsg(connection, &message, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
 
   // Every descriptor that came along is ours to close.
   std::vector<int> fds;
@@ -187,17 +360,33 @@ void RegionServer::Serve(int connection) {
       }
     }
   }
+  struct CloseAll {
+    std::vector<int>& fds;
+    ~CloseAll() {
+      for (int fd : fds) close(fd);
+    }
+  } close_all{fds};
+  if (received == 0 && fds.empty()) return true;  // the client hung up
+  std::string reply = Answer(payload, received, message.msg_flags, fds);
+  if (send(connection, reply.data(), reply.size(),
+           MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    spdlog::debug("region socket: could not reply: {}", ErrnoText());
+  }
+  return true;
+}
 
+std::string RegionServer::Answer(const char* payload, ssize_t received,
+                                 int flags, const std::vector<int>& fds) {
   v1::RegisterRegionResponse response;
-  auto refuse = [&](absl::Status status) {
+  auto refuse = [&](const absl::Status& status) {
     response.set_error_code(static_cast<int>(status.code()));
-    response.set_error_message(std::string(status.message()));
+    response.set_error_message(Excerpt(status.message(), kMaxMessageBytes));
   };
   v1::RegisterRegionRequest request;
   if (received < 0) {
     refuse(absl::InvalidArgumentError("no registration request received: " +
                                       ErrnoText()));
-  } else if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+  } else if ((flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
     refuse(absl::InvalidArgumentError(absl::StrFormat(
         "a registration is one message of at most %d bytes with one file "
         "descriptor; this one was longer",
@@ -214,13 +403,13 @@ void RegionServer::Serve(int connection) {
     auto session = sessions_->Lookup(request.session_id());
     if (!session.ok()) {
       refuse(session.status());
-    } else if ((*session)->region_count() >= kMaxRegionsPerSession) {
-      refuse(absl::ResourceExhaustedError(absl::StrFormat(
-          "%s already holds %d regions, the most a session may; unregister "
-          "one first",
-          (*session)->DebugString(), kMaxRegionsPerSession)));
     } else {
-      auto region = Region::Map(fds[0], request.size_bytes(), request.name());
+      // The session's own limits are checked before anything is mapped,
+      // and again, atomically, when the region is added.
+      absl::Status room = (*session)->CheckRoom(1);
+      auto region = room.ok() ? Region::Map(fds[0], request.size_bytes(),
+                                            request.name(), budget_)
+                              : absl::StatusOr<std::shared_ptr<Region>>(room);
       if (!region.ok()) {
         refuse(region.status());
       } else {
@@ -236,11 +425,7 @@ void RegionServer::Serve(int connection) {
       }
     }
   }
-  for (int fd : fds) close(fd);
-  std::string reply = response.SerializeAsString();
-  if (send(connection, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) {
-    spdlog::debug("region socket: could not reply: {}", ErrnoText());
-  }
+  return response.SerializeAsString();
 }
 
 }  // namespace pjrt::daemon

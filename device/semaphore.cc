@@ -19,6 +19,20 @@ void Semaphore::Acquire(int64_t amount) {
   peak_ = std::max(peak_, in_use_);
 }
 
+bool Semaphore::AcquireFor(int64_t amount, absl::Duration timeout) {
+  MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return in_use_ + amount <= capacity_;
+          },
+          timeout)) {
+    return false;
+  }
+  in_use_ += amount;
+  peak_ = std::max(peak_, in_use_);
+  return true;
+}
+
 Semaphore::ScopedReservation Semaphore::ScopedAcquire(int64_t amount) {
   Acquire(amount);
   return ScopedReservation(this, amount);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
 
 namespace pjrt::device {
@@ -37,6 +38,8 @@ class Semaphore {
   // Blocks until `amount` units are free, then takes them.
   // REQUIRES: 1 <= amount <= capacity().
   void Acquire(int64_t amount);
+  // As Acquire, giving up after `timeout`; returns whether it took them.
+  bool AcquireFor(int64_t amount, absl::Duration timeout);
   ScopedReservation ScopedAcquire(int64_t amount);
   void Release(int64_t amount);
 

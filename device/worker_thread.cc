@@ -15,6 +15,11 @@ thread_local int inline_depth = 0;
 WorkerThread::InlineScope::InlineScope() { ++inline_depth; }
 WorkerThread::InlineScope::~InlineScope() { --inline_depth; }
 
+WorkerThread::NoInlineScope::NoInlineScope() : saved_(inline_depth) {
+  inline_depth = 0;
+}
+WorkerThread::NoInlineScope::~NoInlineScope() { inline_depth = saved_; }
+
 WorkerThread::WorkerThread(std::string name) : name_(std::move(name)) {
   thread_ = std::thread([this] { Run(); });
   std::string short_name = name_.substr(0, 15);

@@ -39,6 +39,19 @@ class WorkerThread {
     InlineScope& operator=(const InlineScope&) = delete;
   };
 
+  // Turns inline running off on this thread while it lives (for work that
+  // may wait for other threads' calls, such as a collective's peers).
+  class NoInlineScope {
+   public:
+    NoInlineScope();
+    ~NoInlineScope();
+    NoInlineScope(const NoInlineScope&) = delete;
+    NoInlineScope& operator=(const NoInlineScope&) = delete;
+
+   private:
+    int saved_;
+  };
+
   // Closures scheduled and not yet finished.
   int64_t pending() const;
 

@@ -202,6 +202,10 @@ struct InputOutputAlias {
   bool must_alias = false;  // "must-alias"; default "may-alias"
 };
 
+// Most replicas, partitions, and replicas x partitions a program may have
+// (the devices one launch can span).
+inline constexpr int64_t kMaxProgramDevices = int64_t{1} << 16;
+
 struct ModuleConfig {
   int64_t replica_count = 1;
   int64_t num_partitions = 1;

@@ -70,9 +70,36 @@ std::string FormatErrorAt(absl::string_view text, int line, int column,
       }
     }
   }
-  absl::StrAppend(&out, source_line, "\n");
+  // A long line (a big constant on one line) is shown as a window around
+  // the column, so that a message never quotes more than a few hundred
+  // bytes of the program.
+  constexpr int kContext = 100;
+  int first = 0;
+  std::string lead;
+  if (column - 1 > kContext) {
+    first = column - 1 - kContext;
+    // Do not start inside a UTF-8 sequence.
+    while (static_cast<size_t>(first) < source_line.size() &&
+           (static_cast<unsigned char>(source_line[first]) & 0xC0) == 0x80) {
+      ++first;
+    }
+    lead = "...";
+  }
+  absl::string_view shown = source_line.substr(
+      std::min(source_line.size(), static_cast<size_t>(first)));
+  std::string trail;
+  if (shown.size() > static_cast<size_t>(2 * kContext)) {
+    size_t cut = 2 * kContext;
+    while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    shown = shown.substr(0, cut);
+    trail = "...";
+  }
+  absl::StrAppend(&out, lead, shown, trail, "\n");
   // Tabs are repeated so that the caret lines up however tabs are shown.
-  for (int i = 0; i + 1 < column; ++i) {
+  out.append(lead.size(), ' ');
+  for (int i = first; i + 1 < column; ++i) {
     bool tab =
         static_cast<size_t>(i) < source_line.size() && source_line[i] == '\t';
     out.push_back(tab ? '\t' : ' ');
@@ -85,8 +112,9 @@ namespace {
 
 // Deepest nesting of tuple shapes, literals or nested instructions accepted.
 constexpr int kMaxNesting = 512;
-// Most replica ids an iota replica group list may expand to.
-constexpr int64_t kMaxIotaReplicaIds = int64_t{1} << 24;
+// Most replica ids an iota replica group list may expand to: every device of
+// a launch.
+constexpr int64_t kMaxIotaReplicaIds = kMaxProgramDevices;
 
 // What an instruction says, before names are resolved and the Instruction is
 // built.
@@ -579,16 +607,23 @@ absl::Status Parser::ParseShapeInto(Shape* shape, bool empty_layout_ok) {
     PJRT_ASSIGN_OR_RETURN(*shape, ParseArrayShape(empty_layout_ok));
     return absl::OkStatus();
   }
+  const Token& open = tokens_[pos_ - 1];
   // Elements are parsed in place: no Shape temporaries in this frame.
-  *shape = Shape::Tuple({});
-  std::vector<Shape>* elements = shape->mutable_tuple_shapes();
-  if (TryConsume(TokenKind::kRParen)) return absl::OkStatus();
-  while (true) {
-    elements->emplace_back();
-    PJRT_RETURN_IF_ERROR(ParseShapeInto(&elements->back(), true));
-    if (TryConsume(TokenKind::kComma)) continue;
-    return Expect(TokenKind::kRParen, "',' or ')' in a tuple shape");
+  std::vector<Shape> elements;
+  if (!TryConsume(TokenKind::kRParen)) {
+    while (true) {
+      elements.emplace_back();
+      PJRT_RETURN_IF_ERROR(ParseShapeInto(&elements.back(), true));
+      if (TryConsume(TokenKind::kComma)) continue;
+      PJRT_RETURN_IF_ERROR(
+          Expect(TokenKind::kRParen, "',' or ')' in a tuple shape"));
+      break;
+    }
   }
+  *shape = Shape::Tuple(std::move(elements));
+  absl::Status limits = CheckShapeLimits(*shape);
+  if (!limits.ok()) return ErrorAt(open, limits.message());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Shape> Parser::ParseArrayShape(bool empty_layout_ok) {
@@ -640,6 +675,14 @@ absl::StatusOr<Shape> Parser::ParseArrayShape(bool empty_layout_ok) {
                    absl::StrCat(type_token.text, " shapes have no dimensions"));
   }
   Shape shape(*type, std::move(dims));
+  {
+    // Limits before anything is sized from the shape ("?" counts as 0).
+    std::vector<int64_t> sizes(shape.dimensions().begin(),
+                               shape.dimensions().end());
+    for (int64_t& d : sizes) d = std::max<int64_t>(d, 0);
+    absl::Status limits = CheckShapeLimits(Shape(*type, std::move(sizes)));
+    if (!limits.ok()) return ErrorAt(type_token, limits.message());
+  }
   if (any_dynamic) shape.set_dynamic_dimensions(std::move(dynamic));
   if (At(TokenKind::kLBrace) &&
       (At(TokenKind::kInt, 1) || At(TokenKind::kColon, 1) ||
@@ -737,10 +780,10 @@ absl::Status Parser::ParseHeaderAttribute(Module* module) {
   if (name == "replica_count" || name == "num_partitions") {
     const Token& value_token = Peek();
     PJRT_ASSIGN_OR_RETURN(int64_t value, ParseInt64(name));
-    if (value < 1) {
-      return ErrorAt(
-          value_token,
-          absl::StrFormat("%s is %d; it must be at least 1", name, value));
+    if (value < 1 || value > kMaxProgramDevices) {
+      return ErrorAt(value_token,
+                     absl::StrFormat("%s is %d; it must lie in [1, %d]", name,
+                                     value, kMaxProgramDevices));
     }
     (name == "replica_count" ? config->replica_count : config->num_partitions) =
         value;
@@ -1151,66 +1194,83 @@ absl::Status Parser::FinishComputation(ComputationState* state,
   return absl::OkStatus();
 }
 
-// Gives a shape to instructions written without one, from their operands.
+// Gives a shape to instructions written without one, from their operands,
+// in dependency order (operands may be written after their users), so that
+// the work is linear in the number of instructions.
 absl::Status Parser::InferShapes(ComputationState* state) {
   std::vector<Draft>& drafts = state->drafts;
-  bool progress = true;
-  bool missing = true;
-  while (progress && missing) {
-    progress = false;
-    missing = false;
-    for (Draft& draft : drafts) {
-      if (draft.shape.has_value()) continue;
-      const auto operand_shape = [&](size_t i) -> const Shape* {
-        if (i >= draft.operands.size()) return nullptr;
-        const Draft& operand = drafts[draft.operands[i].draft];
-        return operand.shape.has_value() ? &*operand.shape : nullptr;
-      };
-      bool all_known = true;
-      for (size_t i = 0; i < draft.operands.size(); ++i) {
-        all_known &= operand_shape(i) != nullptr;
-      }
-      std::optional<Shape> inferred;
-      if (all_known) {
-        switch (ShapeRuleFor(draft.opcode)) {
-          case ShapeRule::kSameAsOperand0:
-            if (const Shape* s = operand_shape(0)) inferred = *s;
-            break;
-          case ShapeRule::kSameAsOperand1:
-            if (const Shape* s = operand_shape(1)) inferred = *s;
-            break;
-          case ShapeRule::kPredOfOperand0:
-            if (const Shape* s = operand_shape(0); s && !s->IsTuple()) {
-              std::vector<int64_t> dims(s->dimensions().begin(),
-                                        s->dimensions().end());
-              inferred = Shape(PrimitiveType::kPred, std::move(dims));
-            }
-            break;
-          case ShapeRule::kNone:
-            if (draft.opcode == Opcode::kTuple) {
-              std::vector<Shape> elements;
-              for (size_t i = 0; i < draft.operands.size(); ++i) {
-                elements.push_back(*operand_shape(i));
-              }
-              inferred = Shape::Tuple(std::move(elements));
-            } else if (draft.opcode == Opcode::kGetTupleElement &&
-                       draft.attributes.has("index")) {
-              const Shape* s = operand_shape(0);
-              int64_t index = draft.attributes.tuple_index;
-              if (s && s->IsTuple() && index >= 0 &&
-                  index < static_cast<int64_t>(s->tuple_shapes().size())) {
-                inferred = s->tuple_shapes()[index];
-              }
-            }
-            break;
+  // Infers `draft`'s shape if its operands' shapes are known.
+  const auto infer = [&](Draft& draft) -> absl::Status {
+    const auto operand_shape = [&](size_t i) -> const Shape* {
+      if (i >= draft.operands.size()) return nullptr;
+      const Draft& operand = drafts[draft.operands[i].draft];
+      return operand.shape.has_value() ? &*operand.shape : nullptr;
+    };
+    for (size_t i = 0; i < draft.operands.size(); ++i) {
+      if (operand_shape(i) == nullptr) return absl::OkStatus();
+    }
+    std::optional<Shape> inferred;
+    switch (ShapeRuleFor(draft.opcode)) {
+      case ShapeRule::kSameAsOperand0:
+        if (const Shape* s = operand_shape(0)) inferred = *s;
+        break;
+      case ShapeRule::kSameAsOperand1:
+        if (const Shape* s = operand_shape(1)) inferred = *s;
+        break;
+      case ShapeRule::kPredOfOperand0:
+        if (const Shape* s = operand_shape(0); s && !s->IsTuple()) {
+          std::vector<int64_t> dims(s->dimensions().begin(),
+                                    s->dimensions().end());
+          inferred = Shape(PrimitiveType::kPred, std::move(dims));
         }
+        break;
+      case ShapeRule::kNone:
+        if (draft.opcode == Opcode::kTuple) {
+          std::vector<Shape> elements;
+          for (size_t i = 0; i < draft.operands.size(); ++i) {
+            elements.push_back(*operand_shape(i));
+          }
+          inferred = Shape::Tuple(std::move(elements));
+          // Tuples of tuples grow fast; stop before anything walks them.
+          absl::Status limits = CheckShapeLimits(*inferred);
+          if (!limits.ok()) {
+            return ErrorAt(
+                draft.line, draft.column,
+                absl::StrCat(DisplayName(draft), ": ", limits.message()));
+          }
+        } else if (draft.opcode == Opcode::kGetTupleElement &&
+                   draft.attributes.has("index")) {
+          const Shape* s = operand_shape(0);
+          int64_t index = draft.attributes.tuple_index;
+          if (s && s->IsTuple() && index >= 0 &&
+              index < static_cast<int64_t>(s->tuple_shapes().size())) {
+            inferred = s->tuple_shapes()[index];
+          }
+        }
+        break;
+    }
+    draft.shape = std::move(inferred);
+    return absl::OkStatus();
+  };
+  // Iterative post-order over the operands still without a shape.
+  std::vector<uint8_t> visited(drafts.size(), 0);
+  for (size_t start = 0; start < drafts.size(); ++start) {
+    if (drafts[start].shape.has_value() || visited[start]) continue;
+    visited[start] = 1;
+    std::vector<std::pair<int, size_t>> stack = {{static_cast<int>(start), 0}};
+    while (!stack.empty()) {
+      const int d = stack.back().first;
+      const size_t next = stack.back().second++;
+      if (next < drafts[d].operands.size()) {
+        const int o = drafts[d].operands[next].draft;
+        if (!drafts[o].shape.has_value() && !visited[o]) {
+          visited[o] = 1;
+          stack.push_back({o, 0});
+        }
+        continue;
       }
-      if (inferred.has_value()) {
-        draft.shape = std::move(inferred);
-        progress = true;
-      } else {
-        missing = true;
-      }
+      PJRT_RETURN_IF_ERROR(infer(drafts[d]));
+      stack.pop_back();
     }
   }
   for (const Draft& draft : drafts) {

@@ -1,9 +1,18 @@
 // Shape: an array (element type and dimensions, row-major) or a tuple of
-// shapes. Value type; cheap to copy for the ranks seen in practice.
+// shapes. Value type; cheap to copy for the ranks seen in practice. A tuple's
+// elements are shared, immutable, between copies: copying a tuple shape, or
+// making a tuple of tuples, costs one pointer per element whatever the
+// tuple's size, so a client cannot grow the daemon's memory by nesting.
+//
+// Limits. Every shape that comes from a client (HLO text, uploads,
+// descriptors, MakeTuple) is checked with CheckShapeLimits before anything is
+// compiled or allocated for it, so that element counts, byte sizes, strides
+// and offsets computed from it cannot overflow int64.
 #ifndef PJRT_HLO_SHAPE_H_
 #define PJRT_HLO_SHAPE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +26,13 @@ namespace pjrt::hlo {
 
 // Largest rank accepted from a client.
 inline constexpr int kMaxRank = 64;
+// Largest dimension size, element count and byte size of an array (2^56
+// bytes = 64 PiB, far beyond any device). Sums and products of a few such
+// values still fit in int64.
+inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 56;
+// Deepest nesting of tuples, and most arrays (leaves) in one tuple.
+inline constexpr int kMaxTupleDepth = 32;
+inline constexpr int64_t kMaxTupleLeaves = 16384;
 
 class Shape {
  public:
@@ -28,6 +44,7 @@ class Shape {
   // from a client.
   Shape(PrimitiveType type, std::vector<int64_t> dims);
 
+  // A tuple of `elements`. Does not check limits (see CheckShapeLimits).
   static Shape Tuple(std::vector<Shape> elements);
 
   // True for arrays of a type pjrtd computes with.
@@ -39,8 +56,12 @@ class Shape {
   absl::Span<const int64_t> dimensions() const { return dims_; }
   int64_t dimensions(int i) const { return dims_[i]; }
   int rank() const { return static_cast<int>(dims_.size()); }
-  const std::vector<Shape>& tuple_shapes() const { return tuple_; }
-  std::vector<Shape>* mutable_tuple_shapes() { return &tuple_; }
+  const std::vector<Shape>& tuple_shapes() const;
+  // Arrays in the shape: 1 for an array, the sum over the elements for a
+  // tuple (saturating at INT64_MAX). O(1).
+  int64_t leaf_count() const;
+  // 0 for an array, 1 + the deepest element's for a tuple. O(1).
+  int tuple_depth() const;
 
   // Layout as written in HLO text (minor-to-major dimension order), if any.
   // Layouts do not take part in equality: pjrtd's arrays are row-major, and
@@ -55,30 +76,40 @@ class Shape {
     dynamic_ = std::move(dynamic);
   }
 
-  // Number of elements of an array shape (1 for a scalar).
+  // Number of elements of an array shape (1 for a scalar), saturating at
+  // INT64_MAX.
   int64_t ElementCount() const;
-  // Bytes of an array shape's dense row-major data; 0 for a tuple.
+  // Bytes of an array shape's dense row-major data (saturating); 0 for a
+  // tuple.
   int64_t ByteSize() const;
 
   // HLO spelling: "f32[2,3]", "pred[]", "(f32[2], s32[])".
   std::string ToString() const;
 
-  friend bool operator==(const Shape& a, const Shape& b) {
-    return a.type_ == b.type_ && a.dims_ == b.dims_ && a.tuple_ == b.tuple_;
-  }
+  friend bool operator==(const Shape& a, const Shape& b);
   friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
 
  private:
+  struct TupleData;
+
   PrimitiveType type_ = PrimitiveType::kInvalid;
   std::vector<int64_t> dims_;
-  std::vector<Shape> tuple_;
+  // Tuples only; shared by copies, never modified once built.
+  std::shared_ptr<const TupleData> tuple_;
   std::optional<std::vector<int64_t>> layout_;
   std::vector<bool> dynamic_;
 };
 
-// Validates an array shape that comes from outside: a known array type, rank
-// at most kMaxRank, no negative dimension, and a byte size that fits in
-// int64. Errors are INVALID_ARGUMENT naming the offending value.
+// OK if `shape` is within the limits above: an array of rank at most
+// kMaxRank whose dimensions are >= 0 and whose dimension sizes, element
+// count and byte size are at most kMaxArrayBytes (token and opaque scalars
+// pass); a tuple at most kMaxTupleDepth deep with at most kMaxTupleLeaves
+// arrays. Tuple elements are assumed checked (shapes are built bottom-up).
+// INVALID_ARGUMENT naming the shape, the value and the limit otherwise.
+absl::Status CheckShapeLimits(const Shape& shape);
+
+// Validates an array shape that comes from outside: a known array type and
+// CheckShapeLimits. Errors are INVALID_ARGUMENT naming the offending value.
 absl::StatusOr<Shape> MakeArrayShape(PrimitiveType type,
                                      absl::Span<const int64_t> dims);
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "hlo/parser.h"
 
 namespace pjrt::hlo {
@@ -68,37 +69,90 @@ class Verifier {
     return Fail(inst, absl::StatusCode::kUnimplemented, message);
   }
 
-  // Collects the computations reachable from the entry, refusing recursion.
+  // Collects the computations reachable from the entry, refusing recursion,
+  // calls nested deeper than kMaxCallDepth, and programs that would grow
+  // beyond kMaxInlinedInstructions once every call is inlined (a computation
+  // calling the next one twice, 40 times over, is tiny as text). Iterative:
+  // the call graph comes from the client.
   absl::Status CheckCallGraph() {
-    absl::flat_hash_map<const Computation*, int> state;  // 1 active, 2 done
-    std::vector<const Computation*> path;
-    std::function<absl::Status(const Computation*)> visit =
-        [&](const Computation* c) -> absl::Status {
-      int& s = state[c];
-      if (s == 2) return absl::OkStatus();
-      if (s == 1) {
-        std::vector<std::string> names;
-        auto it = std::find(path.begin(), path.end(), c);
-        for (; it != path.end(); ++it) names.push_back((*it)->name());
-        names.push_back(c->name());
-        return absl::InvalidArgumentError(FormatErrorAt(
-            text_, c->line(), 1,
-            absl::StrCat("computation ", c->name(),
-                         " calls itself: ", absl::StrJoin(names, " -> "))));
+    // 1 while on the path, 2 once done.
+    absl::flat_hash_map<const Computation*, int> state;
+    // Instructions of a computation with its callees inlined (saturating),
+    // and the depth of calls below it.
+    absl::flat_hash_map<const Computation*, int64_t> inlined;
+    absl::flat_hash_map<const Computation*, int> depth;
+    struct Frame {
+      const Computation* computation;
+      size_t instruction = 0;
+      size_t callee = 0;
+    };
+    std::vector<Frame> path = {{module_.entry()}};
+    state[module_.entry()] = 1;
+    while (!path.empty()) {
+      Frame& frame = path.back();
+      const Computation* c = frame.computation;
+      const auto& instructions = c->instructions();
+      if (frame.instruction < instructions.size()) {
+        const auto& callees =
+            instructions[frame.instruction]->called_computations();
+        if (frame.callee >= callees.size()) {
+          ++frame.instruction;
+          frame.callee = 0;
+          continue;
+        }
+        const Computation* callee = callees[frame.callee++];
+        int& s = state[callee];
+        if (s == 2) continue;
+        if (s == 1) {
+          std::vector<std::string> names;
+          bool on = false;
+          for (const Frame& f : path) {
+            on = on || f.computation == callee;
+            if (on) names.push_back(f.computation->name());
+          }
+          names.push_back(callee->name());
+          return absl::InvalidArgumentError(FormatErrorAt(
+              text_, callee->line(), 1,
+              absl::StrCat("computation ", callee->name(), " calls itself: ",
+                           Excerpt(absl::StrJoin(names, " -> "), 1024))));
+        }
+        if (path.size() > static_cast<size_t>(kMaxCallDepth)) {
+          const Instruction& call = *instructions[frame.instruction];
+          return Invalid(call,
+                         absl::StrFormat("calls nest more than %d computations "
+                                         "deep (from the entry down to %s)",
+                                         kMaxCallDepth, callee->name()));
+        }
+        s = 1;
+        path.push_back({callee});
+        continue;
       }
-      s = 1;
-      path.push_back(c);
-      for (const auto& inst : c->instructions()) {
+      // Every callee is done: sum up.
+      int64_t total = static_cast<int64_t>(instructions.size());
+      int deepest = 0;
+      for (const auto& inst : instructions) {
         for (const Computation* callee : inst->called_computations()) {
-          PJRT_RETURN_IF_ERROR(visit(callee));
+          total =
+              std::min(total + inlined[callee], kMaxInlinedInstructions + 1);
+          deepest = std::max(deepest, depth[callee] + 1);
         }
       }
-      path.pop_back();
+      if (total > kMaxInlinedInstructions) {
+        return absl::InvalidArgumentError(FormatErrorAt(
+            text_, c->line(), 1,
+            absl::StrFormat("computation %s holds more than %d instructions "
+                            "once the computations it calls are inlined; "
+                            "pjrtd compiles at most %d",
+                            c->name(), kMaxInlinedInstructions,
+                            kMaxInlinedInstructions)));
+      }
+      inlined[c] = total;
+      depth[c] = deepest;
       state[c] = 2;
       reachable_.push_back(c);
-      return absl::OkStatus();
-    };
-    return visit(module_.entry());
+      path.pop_back();
+    }
+    return absl::OkStatus();
   }
 
   absl::Status CheckCycles(const Computation& c) {
@@ -145,6 +199,12 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(CheckTypes(inst, s));
       }
       return absl::OkStatus();
+    }
+    if (!shape.dynamic_dimensions().empty()) {
+      return Unimplemented(
+          inst, absl::StrFormat("%s has dynamic dimensions (<=N or ?), which "
+                                "pjrtd does not support",
+                                Excerpt(shape.ToString(), 200)));
     }
     if (!IsArrayType(shape.element_type())) {
       return Unimplemented(
@@ -495,11 +555,13 @@ class Verifier {
       case Opcode::kRoundNearestEven:
         return CheckElementwise(inst, 1, IsFloatingPoint, "floating-point");
       case Opcode::kReducePrecision:
-        if (a.exponent_bits < 1 || a.mantissa_bits < 0) {
-          return Invalid(inst, absl::StrFormat(
-                                   "exponent_bits=%d and mantissa_bits=%d are "
-                                   "invalid (need >= 1 and >= 0)",
-                                   a.exponent_bits, a.mantissa_bits));
+        if (a.exponent_bits < 1 || a.mantissa_bits < 0 ||
+            a.exponent_bits > INT32_MAX || a.mantissa_bits > INT32_MAX) {
+          return Invalid(
+              inst, absl::StrFormat("exponent_bits=%d and mantissa_bits=%d are "
+                                    "invalid (need >= 1 and >= 0, and 32-bit "
+                                    "integers)",
+                                    a.exponent_bits, a.mantissa_bits));
         }
         return CheckElementwise(inst, 1, IsFloatingPoint, "floating-point");
       case Opcode::kIsFinite: {
@@ -570,7 +632,8 @@ class Verifier {
                                      s.start, s.limit, s.stride, i,
                                      in.dimensions(i)));
           }
-          dims.push_back((s.limit - s.start + s.stride - 1) / s.stride);
+          const int64_t span = s.limit - s.start;  // >= 0, checked above
+          dims.push_back(span / s.stride + (span % s.stride != 0 ? 1 : 0));
         }
         return ExpectShape(inst, Shape(in.element_type(), dims));
       }
@@ -604,7 +667,13 @@ class Verifier {
                                      "(%s) for concatenation along dimension %d",
                                      i, s.ToString(), first.ToString(), d));
           }
-          dims[d] += s.dimensions(d);
+          if (__builtin_add_overflow(dims[d], s.dimensions(d), &dims[d]) ||
+              dims[d] > kMaxArrayBytes) {
+            return Invalid(
+                inst, absl::StrFormat("concatenating along dimension %d gives "
+                                      "a dimension larger than %d",
+                                      d, kMaxArrayBytes));
+          }
         }
         return ExpectShape(inst, Shape(first.element_type(), dims));
       }
@@ -630,13 +699,24 @@ class Verifier {
         for (int i = 0; i < in.rank(); ++i) {
           const PadDimension& p = a.padding[i];
           int64_t d = in.dimensions(i);
-          int64_t size =
-              p.low + p.high + d + std::max<int64_t>(d - 1, 0) * p.interior;
-          if (p.interior < 0 || size < 0) {
-            return Invalid(inst, absl::StrFormat(
-                                     "padding %d_%d_%d of dimension %d (size "
-                                     "%d) is invalid",
-                                     p.low, p.high, p.interior, i, d));
+          // low + high + d + (d - 1) * interior, refusing overflow.
+          int64_t size = 0;
+          bool overflow = p.interior < 0 || p.interior > kMaxArrayBytes ||
+                          __builtin_mul_overflow(std::max<int64_t>(d - 1, 0),
+                                                 p.interior, &size) ||
+                          __builtin_add_overflow(size, d, &size) ||
+                          __builtin_add_overflow(size, p.low, &size) ||
+                          __builtin_add_overflow(size, p.high, &size);
+          if (overflow || size < 0 || size > kMaxArrayBytes ||
+              p.low < -kMaxArrayBytes || p.low > kMaxArrayBytes ||
+              p.high < -kMaxArrayBytes || p.high > kMaxArrayBytes) {
+            return Invalid(
+                inst, absl::StrFormat("padding %d_%d_%d of dimension %d (size "
+                                      "%d) is invalid: interior must be >= 0, "
+                                      "the padded size >= 0, and each of them "
+                                      "at most %d (2^56) in magnitude",
+                                      p.low, p.high, p.interior, i, d,
+                                      kMaxArrayBytes));
           }
           dims.push_back(size);
         }

@@ -10,11 +10,18 @@
 #ifndef PJRT_HLO_VERIFIER_H_
 #define PJRT_HLO_VERIFIER_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "hlo/ir.h"
 
 namespace pjrt::hlo {
+
+// Deepest nesting of calls (computations calling computations), and most
+// instructions a program may hold once every call is inlined.
+inline constexpr int kMaxCallDepth = 64;
+inline constexpr int64_t kMaxInlinedInstructions = int64_t{1} << 20;
 
 // `text` is the program the module was parsed from (for the caret display).
 absl::Status VerifyModule(const Module& module, absl::string_view text);

@@ -79,17 +79,31 @@ absl::Status Buffer::InvalidError() const {
       absl::StrFormat("buffer %s was deleted", DebugString()));
 }
 
-Buffer::ScopedHold Buffer::GetBufferWithHold(HoldType type) {
+Buffer::ScopedHold Buffer::GetBufferWithHold(HoldType type,
+                                             const Cancellation* cancellation) {
   ScopedHold hold(this, type);
   if (is_tuple()) {
     hold.status_ = absl::InvalidArgumentError(absl::StrFormat(
         "buffer %s is a tuple; use its elements", DebugString()));
     return hold;
   }
+  // Waits may be long (another call that holds the buffer waits for data
+  // from outside): in slices, giving up once `cancellation` is cancelled.
+  const auto cancelled = [&](absl::string_view waiting_for) {
+    absl::Status status = CheckCancelled(cancellation);
+    if (status.ok()) return false;
+    hold.status_ = absl::Status(
+        status.code(),
+        absl::StrFormat("gave up waiting for %s of buffer %s: %s", waiting_for,
+                        DebugString(), status.message()));
+    return true;
+  };
   const int t = static_cast<int>(type);
   if (type == HoldType::kDonation) {
     // Only one thread at a time may try to donate.
-    donation_semaphore_.Acquire(1);
+    while (!donation_semaphore_.AcquireFor(1, Cancellation::kPollInterval)) {
+      if (cancelled("another donation")) return hold;
+    }
     MutexLock lock(&mu_);
     if (tracked_ == nullptr) {
       hold.status_ = InvalidError();
@@ -102,9 +116,16 @@ Buffer::ScopedHold Buffer::GetBufferWithHold(HoldType type) {
       ++holds_[t];
       // No usage hold can be added while the donation hold exists, so this
       // wait ends once the current ones are converted or dropped.
-      mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      const auto drained = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return holds_[static_cast<int>(HoldType::kUsage)] == 0;
-      });
+      };
+      while (!mu_.AwaitWithTimeout(drained, Cancellation::kPollInterval)) {
+        if (cancelled("the readers")) {
+          --holds_[t];
+          donation_semaphore_.Release(1);
+          return hold;
+        }
+      }
       hold.buffer_ = tracked_;
       return hold;
     }
@@ -112,9 +133,12 @@ Buffer::ScopedHold Buffer::GetBufferWithHold(HoldType type) {
     return hold;
   }
   MutexLock lock(&mu_);
-  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const auto no_donation = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return holds_[static_cast<int>(HoldType::kDonation)] == 0;
-  });
+  };
+  while (!mu_.AwaitWithTimeout(no_donation, Cancellation::kPollInterval)) {
+    if (cancelled("a donation")) return hold;
+  }
   if (tracked_ == nullptr) {
     hold.status_ = InvalidError();
     return hold;
@@ -270,6 +294,26 @@ bool Buffer::IsReady() {
     if (!e->IsComplete()) return false;
   }
   return true;
+}
+
+bool Buffer::UseWouldBlock() {
+  if (is_tuple()) {
+    for (const auto& e : elements_) {
+      if (e->UseWouldBlock()) return true;
+    }
+    return false;
+  }
+  std::shared_ptr<TrackedDeviceBuffer> tracked;
+  {
+    MutexLock lock(&mu_);
+    if (holds_[static_cast<int>(HoldType::kDonation)] > 0) return true;
+    tracked = tracked_;
+  }
+  if (tracked == nullptr) return false;
+  for (const auto& e : tracked->definition_events()) {
+    if (!e->IsSequenced()) return true;
+  }
+  return false;
 }
 
 absl::Status Buffer::BlockHostUntilReady(absl::Duration timeout) {
@@ -451,8 +495,8 @@ absl::Status Buffer::CopyRawToHost(void* dst, int64_t offset, int64_t size) {
 }
 
 absl::StatusOr<std::shared_ptr<Buffer>> Buffer::CopyToDevice(
-    Device* dst_device) {
-  ScopedHold hold = GetBufferWithHold(HoldType::kUsage);
+    Device* dst_device, const Cancellation* cancellation) {
+  ScopedHold hold = GetBufferWithHold(HoldType::kUsage, cancellation);
   if (!hold.ok()) return hold.status();
   device::LocalDeviceState* src = device_->local_device_state();
   device::LocalDeviceState* dst = dst_device->local_device_state();
@@ -466,7 +510,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::CopyToDevice(
   }
   auto definition = std::make_shared<BufferSequencingEvent>();
   for (const auto& source_definition : hold.buffer()->definition_events()) {
-    PJRT_RETURN_IF_ERROR(source_definition->WaitForEventOnStream(stream));
+    PJRT_RETURN_IF_ERROR(
+        source_definition->WaitForEventOnStream(stream, cancellation));
     definition->AddDependency(source_definition);
   }
   absl::Status status =

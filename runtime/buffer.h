@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/cancellation.h"
 #include "base/mutex.h"
 #include "device/semaphore.h"
 #include "hlo/shape.h"
@@ -127,8 +128,12 @@ class Buffer {
   std::string DebugString() const;
 
   // Takes a hold of `type`; check ok() on the result. Donation holds may
-  // block (one donation at a time; usage holds must drain).
-  ScopedHold GetBufferWithHold(HoldType type);
+  // block (one donation at a time; usage holds must drain), and any hold
+  // waits while a donation is being decided; every such wait gives up with
+  // the cancellation's reason once `cancellation` (may be null) is
+  // cancelled.
+  ScopedHold GetBufferWithHold(HoldType type,
+                               const Cancellation* cancellation = nullptr);
 
   absl::StatusOr<std::unique_ptr<ExternalReference>> AcquireExternalReference();
 
@@ -155,8 +160,17 @@ class Buffer {
   absl::Status CopyRawToHost(void* dst, int64_t offset, int64_t size);
 
   // Copies the buffer to `dst_device` (possibly its own device) on the
-  // source device's device-to-device stream. Returns at once.
-  absl::StatusOr<std::shared_ptr<Buffer>> CopyToDevice(Device* dst_device);
+  // source device's device-to-device stream. Returns once enqueued: at once,
+  // unless the contents come from a producer that has not enqueued yet (a
+  // cross-host receive); that wait gives up once `cancellation` (may be
+  // null) is cancelled.
+  absl::StatusOr<std::shared_ptr<Buffer>> CopyToDevice(
+      Device* dst_device, const Cancellation* cancellation = nullptr);
+
+  // True if using the buffer now would block: a definition event is not
+  // sequenced yet (its producer waits for data from outside), or a donation
+  // of it is being decided. For tuples, true if any element's would.
+  bool UseWouldBlock();
 
   // Releases the buffer's memory (ordered after its uses). Idempotent.
   void Delete();

@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
 namespace pjrt::runtime {
 
 std::shared_ptr<BufferSequencingEvent> BufferSequencingEvent::CreateDefined() {
@@ -76,11 +79,28 @@ bool BufferSequencingEvent::DefinedOn(device::Stream* stream) const {
   return sequenced_ && !error_before_enqueue_ && stream_ == stream;
 }
 
-absl::Status BufferSequencingEvent::WaitForEventOnStream(device::Stream* stream) {
+absl::Status BufferSequencingEvent::WaitForEventOnStream(
+    device::Stream* stream, const Cancellation* cancellation) {
   std::shared_ptr<device::Event> event;
   {
     MutexLock lock(&mu_);
-    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sequenced_; });
+    const auto sequenced = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return sequenced_;
+    };
+    if (cancellation == nullptr) {
+      mu_.Await(sequenced);
+    } else {
+      while (!mu_.AwaitWithTimeout(sequenced, Cancellation::kPollInterval)) {
+        absl::Status cancelled = cancellation->Check();
+        if (!cancelled.ok()) {
+          return absl::Status(
+              cancelled.code(),
+              absl::StrCat("gave up waiting for an input whose contents have "
+                           "not arrived yet: ",
+                           cancelled.message()));
+        }
+      }
+    }
     if (error_before_enqueue_) return producer_status_;
     if (stream_ == stream) return absl::OkStatus();  // same queue: ordered
     event = event_;
@@ -113,19 +133,33 @@ absl::Status BufferSequencingEvent::BlockHostUntilComplete(
 }
 
 absl::Status BufferSequencingEvent::status() const {
-  absl::Status status;
-  std::vector<std::shared_ptr<BufferSequencingEvent>> dependencies;
-  {
-    MutexLock lock(&mu_);
-    if (final_status_.has_value()) return *final_status_;
-    status = producer_status_;
-    dependencies = dependencies_;
+  // The first error in pre-order: our producer's, then each dependency's
+  // (its producer's, then its dependencies'...). Iterative, visiting each
+  // event once: chains of dependencies can be long.
+  std::vector<std::shared_ptr<const BufferSequencingEvent>> pending;
+  absl::flat_hash_set<const BufferSequencingEvent*> seen;
+  std::shared_ptr<const BufferSequencingEvent> keep;  // keeps `next` alive
+  const BufferSequencingEvent* next = this;
+  while (true) {
+    std::vector<std::shared_ptr<BufferSequencingEvent>> dependencies;
+    {
+      MutexLock lock(&next->mu_);
+      if (next->final_status_.has_value()) {
+        if (!next->final_status_->ok()) return *next->final_status_;
+      } else if (!next->producer_status_.ok()) {
+        return next->producer_status_;
+      } else {
+        dependencies = next->dependencies_;
+      }
+    }
+    for (auto it = dependencies.rbegin(); it != dependencies.rend(); ++it) {
+      if (seen.insert(it->get()).second) pending.push_back(*it);
+    }
+    if (pending.empty()) return absl::OkStatus();
+    keep = std::move(pending.back());
+    pending.pop_back();
+    next = keep.get();
   }
-  for (const auto& dependency : dependencies) {
-    if (!status.ok()) break;
-    status = dependency->status();
-  }
-  return status;
 }
 
 void BufferSequencingEvent::OnComplete() {

@@ -26,6 +26,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/cancellation.h"
 #include "base/mutex.h"
 #include "device/event.h"
 #include "device/stream.h"
@@ -74,8 +75,12 @@ class BufferSequencingEvent
 
   // Blocks until the producer has enqueued (or failed), then makes `stream`
   // wait for its work. Returns the error bound before enqueuing, if any; the
-  // error of a producer that fails later is seen through status().
-  absl::Status WaitForEventOnStream(device::Stream* stream);
+  // error of a producer that fails later is seen through status(). Gives up
+  // with the cancellation's reason if `cancellation` (may be null) is
+  // cancelled while waiting: a producer may wait for data from outside (a
+  // cross-host receive) for a long time.
+  absl::Status WaitForEventOnStream(device::Stream* stream,
+                                    const Cancellation* cancellation = nullptr);
 
   // Blocks until complete, for at most `timeout`; returns status(), or
   // DEADLINE_EXCEEDED (naming nothing: the caller knows what it waited for).

@@ -141,12 +141,14 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   const hlo::ModuleConfig& config = module->config();
   const auto pick = [&](int requested, int64_t header, const char* what,
                         const char* header_name) -> absl::StatusOr<int> {
-    if (requested < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s is %d; it must be positive", what, requested));
+    if (requested < 0 || requested > hlo::kMaxProgramDevices) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is %d; it must lie in [1, %d] (or 0 for the module's %s)", what,
+          requested, hlo::kMaxProgramDevices, header_name));
     }
     bool header_given = false;
-    for (const auto& [key, value] : config.raw) header_given |= key == header_name;
+    for (const auto& [key, value] : config.raw)
+      header_given |= key == header_name;
     if (requested > 0 && header_given && requested != header) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s %d disagrees with the module's %s=%d", what, requested,
@@ -161,6 +163,14 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
                         pick(options.num_partitions, config.num_partitions,
                              "the number of partitions", "num_partitions"));
   const int R = e->num_replicas_, P = e->num_partitions_;
+  // Each is at most kMaxProgramDevices; so must their product be, before
+  // anything is sized by it.
+  if (int64_t{R} * P > hlo::kMaxProgramDevices) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d replica(s) x %d partition(s) = %d devices; a program may span at "
+        "most %d",
+        R, P, int64_t{R} * P, hlo::kMaxProgramDevices));
+  }
   e->portable_ = options.portable;
   if (e->portable_) {
     if (R != 1 || P != 1 || !options.device_assignment.empty()) {
@@ -298,9 +308,14 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   }
   PJRT_ASSIGN_OR_RETURN(auto program,
                         compiler::host::CompileForHost(*module, compile_options));
+  PJRT_RETURN_IF_ERROR(compiler::host::CheckCollectives(*program, R, P));
   if (spans_tasks) {
     PJRT_RETURN_IF_ERROR(
         CheckCollectivesStayInTasks(*program, e->device_assignment_, task_of));
+  }
+  for (const compiler::host::Step& step : program->steps) {
+    e->has_collectives_ |=
+        std::holds_alternative<compiler::host::CollectiveStep>(step);
   }
   e->result_shapes_ = program->result_shapes();
   e->program_ = std::move(program);
@@ -311,6 +326,10 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
 Executable::~Executable() = default;
 
 int64_t Executable::scratch_bytes() const { return program_->scratch_bytes(); }
+
+int64_t Executable::host_memory_bytes() const {
+  return static_cast<int64_t>(sizeof(*this)) + program_->host_memory_bytes();
+}
 
 absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
     absl::Span<Buffer* const> arguments, Device* device,
@@ -393,6 +412,13 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
   }
   std::shared_ptr<const compiler::Program> program = program_;
   const int64_t R = num_replicas_, P = num_partitions_;
+  if (hub != nullptr) {
+    // Refuses a second start of one part of the launch.
+    absl::Status joined = hub->Join(replica * P + partition);
+    if (!joined.ok()) {
+      return absl::Status(joined.code(), where + std::string(joined.message()));
+    }
+  }
   Kernel kernel = [program, replica, partition, R, P,
                    hub](const KernelArgs& k) -> absl::Status {
     compiler::RunContext context;
@@ -405,11 +431,15 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
     context.num_replicas = R;
     context.num_partitions = P;
     context.collectives = hub.get();
+    context.cancellation = k.cancellation;
     return program->Run(context);
   };
   ExecuteOptions execute_options;
   execute_options.launch_id = options.launch_id;
   execute_options.scratch_bytes = program_->scratch_bytes();
+  execute_options.cancellation = options.cancellation;
+  execute_options.wait_cancellation = options.wait_cancellation;
+  execute_options.own_stream = has_collectives_ && R * P > 1;
   auto outputs = ExecuteOnDevice(client_, device, args, results, std::move(kernel),
                                  execute_options);
   if (!outputs.ok()) {
@@ -435,17 +465,19 @@ std::vector<std::shared_ptr<Buffer>> Executable::ShapeResults(
   return {build(result_shape_)};
 }
 
-std::shared_ptr<compiler::host::CollectiveHub> Executable::HubFor(int64_t launch_id) {
+std::shared_ptr<compiler::host::CollectiveHub> Executable::HubFor(
+    uint64_t scope, int64_t launch_id) {
   MutexLock lock(&hubs_mu_);
   for (auto it = hubs_.begin(); it != hubs_.end();) {
     it = it->second.expired() ? hubs_.erase(it) : std::next(it);
   }
-  if (auto it = hubs_.find(launch_id); it != hubs_.end()) {
+  const std::pair<uint64_t, int64_t> key{scope, launch_id};
+  if (auto it = hubs_.find(key); it != hubs_.end()) {
     if (auto hub = it->second.lock()) return hub;
   }
   auto hub = std::make_shared<compiler::host::CollectiveHub>(
       num_replicas_, num_partitions_, collective_timeout_);
-  hubs_[launch_id] = hub;
+  hubs_[key] = hub;
   return hub;
 }
 
@@ -497,7 +529,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecuteSharded(
       PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
                             FlattenArguments(arguments, device, options, where));
       std::shared_ptr<compiler::host::CollectiveHub> hub;
-      if (num_replicas_ * num_partitions_ > 1) hub = HubFor(options.launch_id);
+      if (num_replicas_ * num_partitions_ > 1) {
+        hub = HubFor(options.launch_scope, options.launch_id);
+      }
       return RunParticipant(leaves, device, r, p, std::move(hub), options, where);
     }
   }

@@ -36,12 +36,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/cancellation.h"
 #include "base/mutex.h"
 #include "compiler/program.h"
 #include "hlo/shape.h"
@@ -81,6 +83,17 @@ struct CompileOptions {
 struct ExecuteRunOptions {
   // Identifies one multi-device launch; 0 lets ExecuteReplicated choose.
   int64_t launch_id = 0;
+  // Sharded calls join one launch only when they agree on (launch_scope,
+  // launch_id): the daemon gives each session its own scope, so that a
+  // session can never join (read or write the buffers of) another session's
+  // launch, even when both share the executable through the compile cache.
+  uint64_t launch_scope = 0;
+  // The runs stop once this is cancelled, and their results get the
+  // reason; may be null (the daemon passes the session's).
+  std::shared_ptr<const Cancellation> cancellation;
+  // The call's own waits give up once this is cancelled (see
+  // ExecuteOptions::wait_cancellation); may be null.
+  const Cancellation* wait_cancellation = nullptr;
   // The single tuple argument is given as one tuple buffer.
   bool arguments_are_tupled = false;
   // A tuple root comes back as one buffer per element (else one tuple
@@ -117,6 +130,8 @@ class Executable {
   absl::Duration compile_time() const { return compile_time_; }
   // Scratch memory one run needs on the device.
   int64_t scratch_bytes() const;
+  // Host memory the compiled program holds, roughly (for caches).
+  int64_t host_memory_bytes() const;
 
   int num_replicas() const { return num_replicas_; }
   int num_partitions() const { return num_partitions_; }
@@ -172,8 +187,9 @@ class Executable {
       absl::Span<Buffer* const> leaves, Device* device, int replica,
       int partition, std::shared_ptr<compiler::host::CollectiveHub> hub,
       const ExecuteRunOptions& options, const std::string& where);
-  // The hub shared by every participant of launch `launch_id`.
-  std::shared_ptr<compiler::host::CollectiveHub> HubFor(int64_t launch_id);
+  // The hub shared by every participant of launch `launch_id` of `scope`.
+  std::shared_ptr<compiler::host::CollectiveHub> HubFor(uint64_t scope,
+                                                        int64_t launch_id);
   std::vector<std::shared_ptr<Buffer>> ShapeResults(
       std::vector<std::shared_ptr<Buffer>> leaves, Device* device,
       const ExecuteRunOptions& options) const;
@@ -201,9 +217,15 @@ class Executable {
   // Program leaves per entry parameter.
   std::vector<int> leaf_begin_;
 
+  // Whether the program meets peers at collectives (then each participant
+  // runs on a stream of its own; see ExecuteOptions::own_stream).
+  bool has_collectives_ = false;
+
   Mutex hubs_mu_;
-  std::map<int64_t, std::weak_ptr<compiler::host::CollectiveHub>> hubs_
-      ABSL_GUARDED_BY(hubs_mu_);
+  // By (launch_scope, launch_id).
+  std::map<std::pair<uint64_t, int64_t>,
+           std::weak_ptr<compiler::host::CollectiveHub>>
+      hubs_ ABSL_GUARDED_BY(hubs_mu_);
 };
 
 }  // namespace pjrt::runtime

@@ -1,17 +1,36 @@
 #include "runtime/execute.h"
 
+#include <exception>
+#include <new>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "device/worker_thread.h"
 
 namespace pjrt::runtime {
 
 using device::AllocationModel;
 
 namespace {
+
+// Runs `kernel`, turning an exception into a status: a kernel runs on a
+// stream's thread, where an escaping exception would end the daemon.
+absl::Status RunKernel(Kernel kernel, const KernelArgs& args) {
+  try {
+    return std::move(kernel)(args);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "the execution ran out of host memory for its working data");
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("the execution failed with an exception: ", e.what()));
+  }
+}
 
 absl::Status CheckArguments(Device* device,
                             absl::Span<const ExecuteArgument> arguments,
@@ -66,7 +85,25 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     const ExecuteOptions& options) {
   PJRT_RETURN_IF_ERROR(CheckArguments(device, arguments, results));
   device::LocalDeviceState* local = device->local_device_state();
-  device::Stream* compute = local->compute_stream();
+  const Cancellation* wait = options.wait_cancellation;
+  // The stream the kernel runs on: the compute stream, or one of its own
+  // (returned to the pool once the kernel is done).
+  std::unique_ptr<device::Stream> own_stream;
+  std::optional<device::WorkerThread::NoInlineScope> no_inline;
+  if (options.own_stream) {
+    PJRT_ASSIGN_OR_RETURN(own_stream, local->BorrowStreamFromPool());
+    // Its kernel may wait for peers that this very thread launches next.
+    no_inline.emplace();
+  }
+  struct ReturnStream {
+    device::LocalDeviceState* local;
+    std::unique_ptr<device::Stream>* stream;
+    ~ReturnStream() {
+      if (*stream != nullptr) local->ReturnStreamToPool(std::move(*stream));
+    }
+  } return_stream{local, &own_stream};
+  device::Stream* compute =
+      own_stream != nullptr ? own_stream.get() : local->compute_stream();
 
   // Holds: donation for donated arguments, usage for the rest.
   std::vector<Buffer::ScopedHold> holds;
@@ -74,7 +111,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
     holds.push_back(arguments[i].buffer->GetBufferWithHold(
         arguments[i].donate ? Buffer::HoldType::kDonation
-                            : Buffer::HoldType::kUsage));
+                            : Buffer::HoldType::kUsage,
+        wait));
     if (!holds.back().ok()) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "argument %d: %s", i, holds.back().status().message()));
@@ -87,7 +125,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
     const auto& tracked = holds[i].buffer();
     for (const auto& event : tracked->definition_events()) {
-      absl::Status status = event->WaitForEventOnStream(compute);
+      absl::Status status = event->WaitForEventOnStream(compute, wait);
       if (!status.ok()) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "argument %d (%s) has no valid contents: %s", i,
@@ -97,14 +135,30 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     }
     if (arguments[i].donate) {
       for (const auto& usage : tracked->usage_events()) {
-        PJRT_RETURN_IF_ERROR(usage.event->WaitForEventOnStream(compute));
+        PJRT_RETURN_IF_ERROR(usage.event->WaitForEventOnStream(compute, wait));
       }
     }
   }
 
   // Pacing: how far the host may run ahead of the device.
-  auto reservation = std::make_shared<device::Semaphore::ScopedReservation>(
-      local->compute_semaphore().ScopedAcquire(1));
+  device::Semaphore& semaphore = local->compute_semaphore();
+  while (!semaphore.AcquireFor(1, Cancellation::kPollInterval)) {
+    absl::Status cancelled = CheckCancelled(wait);
+    if (!cancelled.ok()) {
+      return absl::Status(
+          cancelled.code(),
+          absl::StrCat("gave up waiting for the device to take more work: ",
+                       cancelled.message()));
+    }
+  }
+  auto reservation =
+      std::make_shared<device::Semaphore::ScopedReservation>(&semaphore, 1);
+  // Under the compute-synchronized model fresh memory may still be in use
+  // by the compute stream (its previous owner's last use).
+  if (own_stream != nullptr &&
+      local->allocation_model() == AllocationModel::kComputeSynchronized) {
+    PJRT_RETURN_IF_ERROR(local->ThenWaitFor(compute, local->compute_stream()));
+  }
 
   // Result memory: fresh, or the donated argument's.
   std::vector<DeviceMemory> fresh(results.size());
@@ -136,14 +190,15 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     absl::Status status = compute->EnqueueHostFunction(
         [kernel = std::move(kernel), argument_pointers, result_pointers,
          compute, seed, launch_id = options.launch_id, scratch_pointer,
-         definition]() mutable {
+         definition, cancellation = options.cancellation]() mutable {
           KernelArgs args{.arguments = argument_pointers,
                           .results = result_pointers,
                           .stream = compute,
                           .prng_seed = seed,
                           .launch_id = launch_id,
-                          .scratch = scratch_pointer};
-          absl::Status s = std::move(kernel)(args);
+                          .scratch = scratch_pointer,
+                          .cancellation = cancellation.get()};
+          absl::Status s = RunKernel(std::move(kernel), args);
           if (!s.ok()) definition->SetProducerStatus(std::move(s));
         });
     if (!status.ok()) {
@@ -156,8 +211,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                     .stream = compute,
                     .prng_seed = seed,
                     .launch_id = options.launch_id,
-                    .scratch = scratch_pointer};
-    absl::Status status = std::move(kernel)(args);
+                    .scratch = scratch_pointer,
+                    .cancellation = options.cancellation.get()};
+    absl::Status status = RunKernel(std::move(kernel), args);
     if (!status.ok()) {
       // Part of the work may be enqueued; let it finish before the memory
       // it uses can go.
@@ -189,9 +245,12 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                                                results[r].shape,
                                                std::move(tracked)));
   }
-  if (local->allocation_model() == AllocationModel::kSynchronous) {
+  if (local->allocation_model() == AllocationModel::kSynchronous ||
+      own_stream != nullptr) {
     // Under the synchronous model memory is freed only after its last use,
-    // and the kernel writing the results is one.
+    // and the kernel writing the results is one. A stream of its own is
+    // not the one the other models order frees by: keep the results, as
+    // the arguments below, until the kernel is done.
     local->ThenRelease(compute, std::move(output_tracked)).IgnoreError();
   }
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
@@ -201,12 +260,23 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
       holds[i].ConfirmDonation();
     } else {
       RecordUsage(std::move(holds[i]), local, compute, definition,
-                  /*prefer_to_retain_reference=*/false);
+                  /*prefer_to_retain_reference=*/own_stream != nullptr);
     }
   }
   local->ThenRelease(compute, std::move(reservation)).IgnoreError();
   if (scratch.owns_memory()) {
     local->ThenRelease(compute, std::move(scratch)).IgnoreError();
+  }
+  if (own_stream != nullptr) {
+    // Back to the pool once its work is done.
+    device::Stream* raw = own_stream.release();
+    absl::Status status = local->ThenExecuteOnCallbackThread(raw, [raw, local] {
+      local->ReturnStreamToPool(std::unique_ptr<device::Stream>(raw));
+    });
+    if (!status.ok()) {
+      raw->BlockHostUntilDone().IgnoreError();
+      local->ReturnStreamToPool(std::unique_ptr<device::Stream>(raw));
+    }
   }
   return outputs;
 }

@@ -17,6 +17,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/cancellation.h"
 #include "device/stream.h"
 #include "hlo/shape.h"
 #include "runtime/buffer.h"
@@ -38,13 +39,16 @@ struct KernelArgs {
   // ExecuteOptions::scratch_bytes of device memory for the kernel's
   // intermediate values, 64-byte aligned (nullptr when none was asked for).
   void* scratch = nullptr;
+  // ExecuteOptions::cancellation (may be null): the kernel should stop
+  // soon once it is cancelled, and return its reason.
+  const Cancellation* cancellation = nullptr;
 };
 
 // The device work of one execution. On a platform whose host can access
 // device memory it runs on the compute stream's thread, once the arguments
-// are defined, and an error it returns is bound to every result. On other
-// platforms it runs on the launching thread and enqueues its work on
-// `args.stream`; an error then fails the call.
+// are defined, and an error it returns (or an exception it throws) is bound
+// to every result. On other platforms it runs on the launching thread and
+// enqueues its work on `args.stream`; an error then fails the call.
 using Kernel = absl::AnyInvocable<absl::Status(const KernelArgs&) &&>;
 
 struct ExecuteArgument {
@@ -61,6 +65,19 @@ struct ExecuteResult {
 
 struct ExecuteOptions {
   int64_t launch_id = 0;
+  // The run stops once this is cancelled (its results get the reason); may
+  // be null. Kept alive by the run.
+  std::shared_ptr<const Cancellation> cancellation;
+  // Waits of the call itself (for arguments whose producer has not enqueued
+  // yet, for a donation to be decided, for the compute semaphore) give up
+  // with this one's reason once it is cancelled; may be null. Only used
+  // during the call.
+  const Cancellation* wait_cancellation = nullptr;
+  // Run on a stream of its own, borrowed from the device's pool, instead of
+  // the compute stream: for programs that wait for peers at collectives, so
+  // that a participant waiting for a peer that has not started does not
+  // hold up the device's other work.
+  bool own_stream = false;
   // Device memory the kernel needs besides its results, allocated for the
   // run (counted in the device's statistics, RESOURCE_EXHAUSTED if it does
   // not fit) and freed once the kernel is done.
@@ -71,7 +88,8 @@ struct ExecuteOptions {
 // Errors detected now: INVALID_ARGUMENT (an argument on another device, a
 // buffer donated while also passed again, a bad alias), FAILED_PRECONDITION
 // (a deleted or donated argument, or one whose producer failed),
-// RESOURCE_EXHAUSTED (result memory). May block on the compute semaphore.
+// RESOURCE_EXHAUSTED (result memory), or the wait cancellation's reason. May
+// block on the compute semaphore and on arguments not yet enqueued.
 absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     Client* client, Device* device, absl::Span<const ExecuteArgument> arguments,
     absl::Span<const ExecuteResult> results, Kernel kernel,

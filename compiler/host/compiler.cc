@@ -33,6 +33,16 @@ std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> dims) {
   return strides;
 }
 
+// Two's-complement arithmetic without undefined behaviour on overflow.
+int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) +
+                              static_cast<uint64_t>(b));
+}
+int64_t WrapMultiply(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) *
+                              static_cast<uint64_t>(b));
+}
+
 // Maps a loop's multi-index (rank L) to a node's multi-index (rank r):
 // node[j] = offset[j] + sum_i coef[j][i] * loop[i].
 struct Transform {
@@ -164,8 +174,11 @@ void SetNodeAttributes(const Instruction& inst, ExprNode* node) {
   const hlo::Attributes& a = inst.attributes();
   node->direction = a.comparison_direction;
   node->total_order = a.comparison_type == hlo::ComparisonType::kTotalOrder;
-  node->exponent_bits = static_cast<int>(a.exponent_bits);
-  node->mantissa_bits = static_cast<int>(a.mantissa_bits);
+  // More bits than any type has change nothing (the verifier bounds them).
+  node->exponent_bits =
+      static_cast<int>(std::min<int64_t>(a.exponent_bits, 64));
+  node->mantissa_bits =
+      static_cast<int>(std::min<int64_t>(a.mantissa_bits, 64));
 }
 
 // The single binary op of a reducer region (add, multiply, maximum, minimum,
@@ -190,6 +203,9 @@ std::optional<ExprOp> SimpleReducer(const Computation& region) {
     default: return std::nullopt;
   }
 }
+
+// Longest chain of element-wise and re-indexing ops fused into one loop.
+constexpr int kMaxFusedDepth = 128;
 
 class Lowering {
  public:
@@ -240,6 +256,9 @@ class Lowering {
               std::vector<int> operands);
 
   void DecideMaterialization();
+  // Part of DecideMaterialization: bounds the size and depth of every fused
+  // loop's expression (see kMaxFusedDepth).
+  void LimitFusion();
   // transpose(dot(a, b)) of matrices -> dot(b, a): the product comes out in
   // the layout its consumers read, instead of being read strided.
   void FoldTransposedDots();
@@ -259,11 +278,23 @@ class Lowering {
   absl::Status EmitDynamicSlice(int node, bool update);
   absl::Status EmitCollective(int node);
   absl::Status EmitResults();
-  void PlanScratch();
+  // Places scratch slots by liveness. RESOURCE_EXHAUSTED if one run's
+  // scratch would exceed the largest array (hlo::kMaxArrayBytes).
+  absl::Status PlanScratch();
   absl::StatusOr<std::vector<int>> BuildRegion(const Computation& region,
                                                Expression* expr,
                                                std::vector<int> params);
 
+  // One past the last output node of multi-output `node` (its outputs are
+  // the nodes made right after it, in order).
+  int OutputsEnd(int node) const {
+    int end = node + 1;
+    while (end < static_cast<int>(nodes_.size()) &&
+           nodes_[end].first_output == node) {
+      ++end;
+    }
+    return end;
+  }
   // A slot whose contents are node's (materialized) value.
   int SlotOf(int node) const { return nodes_[node].slot; }
   PrimitiveType TypeOf(int node) const {
@@ -467,6 +498,55 @@ void Lowering::DecideMaterialization() {
       if (needs_buffer) operand.materialize = true;
     }
   }
+  LimitFusion();
+}
+
+void Lowering::LimitFusion() {
+  // An element-wise value read at more than one place of a loop, through
+  // re-indexing nodes (a slice and a reverse of it, say), would be computed
+  // once per place, and chains of such diamonds double the work at every
+  // level. Count, for each node, the places it is read from (through
+  // re-indexings that are not materialized), and materialize element-wise
+  // values read from more than one. Users come after their operands.
+  std::vector<std::vector<int>> users(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    std::vector<int> distinct = nodes_[i].operands;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()),
+                   distinct.end());
+    for (int o : distinct) users[o].push_back(static_cast<int>(i));
+  }
+  std::vector<int64_t> reads(nodes_.size(), 0);
+  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+    int64_t count = 0;
+    for (int u : users[i]) {
+      const Node& user = nodes_[u];
+      const int64_t through =
+          user.kind == Kind::kIndex && !user.materialize ? reads[u] : 1;
+      count = std::min<int64_t>(count + through, int64_t{1} << 40);
+    }
+    reads[i] = count;
+    Node& n = nodes_[i];
+    if (n.kind == Kind::kElementwise && count > 1) n.materialize = true;
+  }
+  // A fused expression is evaluated by recursion over its operands; cut
+  // chains longer than kMaxFusedDepth into loops of their own, so that a
+  // long chain of element-wise ops neither overflows the compiler's stack
+  // nor builds one enormous loop body.
+  std::vector<int> depth(nodes_.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    if (n.kind != Kind::kElementwise && n.kind != Kind::kIndex) continue;
+    int d = 0;
+    for (int o : n.operands) {
+      if (!nodes_[o].materialize) d = std::max(d, depth[o]);
+    }
+    depth[i] = d + 1;
+    if (depth[i] >= kMaxFusedDepth) {
+      n.materialize = true;
+      depth[i] = 0;
+    }
+  }
 }
 
 int Lowering::NewSlot(BufferSlot::Kind kind, const Shape& shape, int64_t index) {
@@ -488,10 +568,14 @@ int Lowering::LeafInput(LoopBuilder& lb, int node, const Transform& t) {
   std::vector<int64_t> strides = RowMajorStrides(n.shape.dimensions());
   const int loop_rank = static_cast<int>(lb.step.dims.size());
   input.map.strides.assign(loop_rank, 0);
+  // Wrapping arithmetic: a valid program stays far from overflow, and
+  // HostProgram::CheckBounds refuses any map that reaches outside its slot.
   for (size_t j = 0; j < strides.size(); ++j) {
-    input.map.offset += t.offset[j] * strides[j];
+    input.map.offset =
+        WrapAdd(input.map.offset, WrapMultiply(t.offset[j], strides[j]));
     for (int i = 0; i < loop_rank; ++i) {
-      input.map.strides[i] += t.coef[j][i] * strides[j];
+      input.map.strides[i] =
+          WrapAdd(input.map.strides[i], WrapMultiply(t.coef[j][i], strides[j]));
     }
   }
   input.contiguous =
@@ -549,8 +633,10 @@ absl::StatusOr<int> Lowering::Build(LoopBuilder& lb, int node, const Transform& 
       case Opcode::kSlice:
         for (int d = 0; d < in_rank; ++d) {
           const hlo::SliceDimension& s = a.slice[d];
-          u.offset[d] = s.start + s.stride * t.offset[d];
-          for (int i = 0; i < loop_rank; ++i) u.coef[d][i] = s.stride * t.coef[d][i];
+          u.offset[d] = WrapAdd(s.start, WrapMultiply(s.stride, t.offset[d]));
+          for (int i = 0; i < loop_rank; ++i) {
+            u.coef[d][i] = WrapMultiply(s.stride, t.coef[d][i]);
+          }
         }
         break;
       default: {  // reverse
@@ -561,6 +647,14 @@ absl::StatusOr<int> Lowering::Build(LoopBuilder& lb, int node, const Transform& 
         }
         break;
       }
+    }
+    // The index of a loop dimension of size 1 is always 0: its coefficient
+    // does not matter, and keeping it 0 keeps every coefficient bounded by
+    // the index ranges it really spans (strides of nested slices would
+    // otherwise multiply up).
+    for (int i = 0; i < loop_rank; ++i) {
+      if (lb.step.dims[i] > 1) continue;
+      for (auto& row : u.coef) row[i] = 0;
     }
     PJRT_ASSIGN_OR_RETURN(result, Build(lb, n.operands[0], u));
   } else if (n.kind == Kind::kElementwise) {
@@ -914,9 +1008,8 @@ absl::Status Lowering::EmitReduce(int node) {
   for (int o : outs) step.region.AddOutput(o);
   step.region.Finalize();
   // The outputs are this node and its siblings.
-  for (size_t k = 0; k < nodes_.size(); ++k) {
-    if (nodes_[k].first_output == node) step.outs.push_back(nodes_[k].slot);
-  }
+  for (int k = node; k < OutputsEnd(node); ++k)
+    step.outs.push_back(nodes_[k].slot);
   program_->steps.push_back(std::move(step));
   return absl::OkStatus();
 }
@@ -1047,10 +1140,10 @@ absl::Status Lowering::EmitCollective(int node) {
   for (int operand : n.operands) {
     step.inputs.push_back(SlotOf(operand));
     step.types.push_back(TypeOf(operand));
+    step.operand_elements.push_back(nodes_[operand].shape.ElementCount());
   }
-  for (size_t k = node; k < nodes_.size(); ++k) {
-    if (nodes_[k].first_output == node) step.outputs.push_back(nodes_[k].slot);
-  }
+  for (int k = node; k < OutputsEnd(node); ++k)
+    step.outputs.push_back(nodes_[k].slot);
   if (step.kind == CollectiveStep::Kind::kAllReduce ||
       step.kind == CollectiveStep::Kind::kReduceScatter) {
     std::optional<ExprOp> op = SimpleReducer(*inst.called_computations()[0]);
@@ -1102,10 +1195,8 @@ absl::Status Lowering::Emit(int node) {
     return absl::OkStatus();  // emitted with output 0
   }
   if (multi_output) {
-    for (size_t k = node; k < nodes_.size(); ++k) {
-      if (nodes_[k].first_output == node) {
-        nodes_[k].slot = NewSlot(BufferSlot::Kind::kScratch, nodes_[k].shape);
-      }
+    for (int k = node; k < OutputsEnd(node); ++k) {
+      nodes_[k].slot = NewSlot(BufferSlot::Kind::kScratch, nodes_[k].shape);
     }
     return inst.opcode() == Opcode::kReduce ? EmitReduce(node)
                                             : EmitCollective(node);
@@ -1132,83 +1223,104 @@ absl::Status Lowering::Emit(int node) {
   }
 }
 
-// True if step `s` reads slot `slot` (directly or through a view) other than
-// through contiguous loop inputs, or if any later step touches it.
-bool UnsafeToOverwrite(const HostProgram& program, int slot, size_t s) {
-  const auto base = [&](int x) {
-    while (x >= 0 && program.slots[x].kind == BufferSlot::Kind::kView) {
-      x = static_cast<int>(program.slots[x].index);
-    }
-    return x;
-  };
-  const auto reads = [&](const Step& step, bool allow_contiguous) {
-    bool found = false;
+// Who reads and writes each slot, for deciding where donated results may
+// be computed in place. Built once per program: O(steps + slots).
+struct SlotUses {
+  // Per base slot (views resolved): the last step that reads it (-1: none).
+  std::vector<int> last_reader;
+  // Per slot: the last step that writes it (-1: none), and whether that
+  // step is a loop.
+  std::vector<int> writer;
+  std::vector<bool> writer_is_loop;
+};
+
+int BaseSlot(const HostProgram& program, int x) {
+  while (x >= 0 && program.slots[x].kind == BufferSlot::Kind::kView) {
+    x = static_cast<int>(program.slots[x].index);
+  }
+  return x;
+}
+
+// Calls read(slot, contiguous_loop_input) for every slot `step` reads.
+template <typename F>
+void ForEachRead(const Step& step, F read) {
+  std::visit(
+      [&](const auto& st) {
+        using S = std::decay_t<decltype(st)>;
+        if constexpr (std::is_same_v<S, LoopStep>) {
+          for (const LoopInput& in : st.inputs) {
+            if (in.kind == LoopInput::Kind::kBuffer)
+              read(in.slot, in.contiguous);
+          }
+        } else if constexpr (std::is_same_v<S, DotStep>) {
+          read(st.lhs, false);
+          read(st.rhs, false);
+        } else if constexpr (std::is_same_v<S, ReduceStep>) {
+          read(st.input, false);
+          read(st.init, false);
+        } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
+          for (int x : st.inputs) read(x, false);
+          for (int x : st.inits) read(x, false);
+        } else if constexpr (std::is_same_v<S, CopyStep>) {
+          read(st.src, false);
+        } else if constexpr (std::is_same_v<S, FillStep>) {
+          read(st.value, false);
+        } else if constexpr (std::is_same_v<S, CollectiveStep>) {
+          for (int x : st.inputs) read(x, false);
+        } else {
+          read(st.src, false);
+          for (int x : st.start_slots) read(x, false);
+        }
+      },
+      step);
+}
+
+SlotUses FindSlotUses(const HostProgram& program) {
+  SlotUses uses;
+  uses.last_reader.assign(program.slots.size(), -1);
+  uses.writer.assign(program.slots.size(), -1);
+  uses.writer_is_loop.assign(program.slots.size(), false);
+  for (int i = 0; i < static_cast<int>(program.steps.size()); ++i) {
+    const Step& step = program.steps[i];
+    ForEachRead(step, [&](int slot, bool) {
+      const int base = BaseSlot(program, slot);
+      if (base >= 0) uses.last_reader[base] = i;
+    });
+    const auto wrote = [&](int slot) {
+      if (slot < 0) return;
+      uses.writer[slot] = i;
+      uses.writer_is_loop[slot] = std::holds_alternative<LoopStep>(step);
+    };
     std::visit(
         [&](const auto& st) {
           using S = std::decay_t<decltype(st)>;
-          const auto check = [&](int x) { found = found || base(x) == slot; };
           if constexpr (std::is_same_v<S, LoopStep>) {
-            for (const LoopInput& in : st.inputs) {
-              if (in.kind == LoopInput::Kind::kBuffer && base(in.slot) == slot &&
-                  !(allow_contiguous && in.contiguous)) {
-                found = true;
-              }
-            }
-          } else if constexpr (std::is_same_v<S, DotStep>) {
-            check(st.lhs); check(st.rhs);
-          } else if constexpr (std::is_same_v<S, ReduceStep>) {
-            check(st.input); check(st.init);
-          } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
-            for (int x : st.inputs) check(x);
-            for (int x : st.inits) check(x);
-          } else if constexpr (std::is_same_v<S, CopyStep>) {
-            check(st.src);
-          } else if constexpr (std::is_same_v<S, FillStep>) {
-            check(st.value);
-          } else if constexpr (std::is_same_v<S, CollectiveStep>) {
-            for (int x : st.inputs) check(x);
+            wrote(st.output_slot);
+          } else if constexpr (std::is_same_v<S, DotStep> ||
+                               std::is_same_v<S, ReduceStep>) {
+            wrote(st.out);
+          } else if constexpr (std::is_same_v<S, GenericReduceStep> ||
+                               std::is_same_v<S, CollectiveStep>) {
+            for (int x : st.outputs_or_outs()) wrote(x);
           } else {
-            check(st.src);
-            for (int x : st.start_slots) check(x);
+            wrote(st.dst);
           }
         },
         step);
-    return found;
-  };
-  if (reads(program.steps[s], /*allow_contiguous=*/true)) return true;
-  for (size_t k = s + 1; k < program.steps.size(); ++k) {
-    if (reads(program.steps[k], /*allow_contiguous=*/false)) return true;
   }
-  return false;
+  return uses;
 }
 
-// The index of the step that writes `slot` (a loop, or another kind), or -1.
-int WriterOf(const HostProgram& program, int slot, bool* is_loop) {
-  for (int i = static_cast<int>(program.steps.size()) - 1; i >= 0; --i) {
-    bool writes = false;
-    std::visit(
-        [&](const auto& st) {
-          using S = std::decay_t<decltype(st)>;
-          if constexpr (std::is_same_v<S, LoopStep>) {
-            writes = st.output_slot == slot;
-          } else if constexpr (std::is_same_v<S, DotStep>) {
-            writes = st.out == slot;
-          } else if constexpr (std::is_same_v<S, ReduceStep>) {
-            writes = st.out == slot;
-          } else if constexpr (std::is_same_v<S, GenericReduceStep> ||
-                               std::is_same_v<S, CollectiveStep>) {
-            for (int x : st.outputs_or_outs()) writes = writes || x == slot;
-          } else {
-            writes = st.dst == slot;
-          }
-        },
-        program.steps[i]);
-    if (writes) {
-      *is_loop = std::holds_alternative<LoopStep>(program.steps[i]);
-      return i;
-    }
-  }
-  return -1;
+// True if step `s` reads base slot `slot` other than through contiguous
+// loop inputs, or if any later step reads it.
+bool UnsafeToOverwrite(const HostProgram& program, const SlotUses& uses,
+                       int slot, int s) {
+  if (uses.last_reader[slot] > s) return true;
+  bool unsafe = false;
+  ForEachRead(program.steps[s], [&](int x, bool contiguous) {
+    if (BaseSlot(program, x) == slot && !contiguous) unsafe = true;
+  });
+  return unsafe;
 }
 
 absl::Status Lowering::EmitResults() {
@@ -1219,6 +1331,16 @@ absl::Status Lowering::EmitResults() {
     if (result >= 0 && result < static_cast<int>(results_.size())) {
       aliased_param[result] = param;
     }
+  }
+  const SlotUses uses = FindSlotUses(*program_);
+  std::vector<int> slot_of_parameter;
+  for (size_t k = 0; k < program_->slots.size(); ++k) {
+    const BufferSlot& b = program_->slots[k];
+    if (b.kind != BufferSlot::Kind::kParameter) continue;
+    if (slot_of_parameter.size() <= static_cast<size_t>(b.index)) {
+      slot_of_parameter.resize(b.index + 1, -1);
+    }
+    slot_of_parameter[b.index] = static_cast<int>(k);
   }
   // Copies that read parameters run before copies into aliased results.
   std::vector<CopyStep> early, late;
@@ -1236,19 +1358,17 @@ absl::Status Lowering::EmitResults() {
     const Node& n = nodes_[results_[i]];
     BufferSlot& slot = program_->slots[n.slot];
     if (aliased_param[i] >= 0) {
-      int param_slot = -1;
-      for (size_t k = 0; k < program_->slots.size(); ++k) {
-        const BufferSlot& b = program_->slots[k];
-        if (b.kind == BufferSlot::Kind::kParameter && b.index == aliased_param[i]) {
-          param_slot = static_cast<int>(k);
-        }
-      }
-      bool is_loop = false;
-      int writer = slot.kind == BufferSlot::Kind::kScratch && !claimed[n.slot]
-                       ? WriterOf(*program_, n.slot, &is_loop)
-                       : -1;
+      const int param_slot =
+          static_cast<size_t>(aliased_param[i]) < slot_of_parameter.size()
+              ? slot_of_parameter[aliased_param[i]]
+              : -1;
+      const bool scratch =
+          slot.kind == BufferSlot::Kind::kScratch && !claimed[n.slot];
+      const int writer = scratch ? uses.writer[n.slot] : -1;
+      const bool is_loop = scratch && uses.writer_is_loop[n.slot];
       if (writer >= 0 && is_loop &&
-          (param_slot < 0 || !UnsafeToOverwrite(*program_, param_slot, writer))) {
+          (param_slot < 0 ||
+           !UnsafeToOverwrite(*program_, uses, param_slot, writer))) {
         // The loop reads the parameter element by element before writing
         // the same element, and nothing reads it afterwards.
         slot.kind = BufferSlot::Kind::kResult;
@@ -1279,7 +1399,7 @@ absl::Status Lowering::EmitResults() {
   return absl::OkStatus();
 }
 
-void Lowering::PlanScratch() {
+absl::Status Lowering::PlanScratch() {
   std::vector<BufferSlot>& slots = program_->slots;
   const auto base = [&](int s) {
     while (slots[s].kind == BufferSlot::Kind::kView) s = static_cast<int>(slots[s].index);
@@ -1358,8 +1478,14 @@ void Lowering::PlanScratch() {
     slots[s].offset = offset;
     live.push_back({offset, size, std::max(last[s], start)});
     top = std::max(top, offset + size);
+    if (top > hlo::kMaxArrayBytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the program needs more than %d bytes of scratch memory per run",
+          hlo::kMaxArrayBytes));
+    }
   }
   program_->scratch_bytes_ = top;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
@@ -1404,7 +1530,10 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
     PJRT_RETURN_IF_ERROR(Emit(static_cast<int>(i)));
   }
   PJRT_RETURN_IF_ERROR(EmitResults());
-  PlanScratch();
+  PJRT_RETURN_IF_ERROR(PlanScratch());
+  // Every access of every step must stay inside its buffer: the last line
+  // of defence between a compiler bug and another session's memory.
+  PJRT_RETURN_IF_ERROR(program_->CheckBounds());
   return std::move(program_);
 }
 

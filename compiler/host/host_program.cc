@@ -1,5 +1,7 @@
 #include "compiler/host/host_program.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,11 +9,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include <immintrin.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/cancellation.h"
 #include "base/status_macros.h"
 #include "compiler/host/collectives.h"
 #include "compiler/host/thread_pool.h"
@@ -64,6 +65,13 @@ class Walker {
   int64_t idx_[kMaxRank] = {};
   int64_t offset_ = 0;
 };
+
+// True once the run is cancelled (its session closed, the daemon stops).
+// Checked once per block of work, so that a long step stops within
+// milliseconds.
+bool Stopped(const Cancellation* cancellation) {
+  return cancellation != nullptr && cancellation->IsCancelled();
+}
 
 int64_t Product(absl::Span<const int64_t> dims) {
   int64_t n = 1;
@@ -194,7 +202,8 @@ void StoreBlock(void* dst, const void* src, int64_t bytes, bool streaming) {
   std::memcpy(dst, src, bytes);
 }
 
-void RunLoop(const LoopStep& step, absl::Span<void* const> addresses) {
+void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
+             const Cancellation* cancellation) {
   const int64_t total = Product(step.dims);
   if (total == 0) return;
   const int64_t blocks = (total + kBlockElements - 1) / kBlockElements;
@@ -215,6 +224,7 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses) {
           in = many.data();
         }
         for (int64_t b = first; b < last; ++b) {
+          if (Stopped(cancellation)) break;
           const int64_t begin = b * kBlockElements;
           const int64_t n = std::min(kBlockElements, total - begin);
           for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -271,7 +281,8 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses) {
 // C^T = B^T A^T over the same memory: Eigen 3.4's AVX-512 kernels are ten
 // times slower with row-major right-hand sides than with column-major ones.
 template <typename T>
-void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out) {
+void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
+                 const Cancellation* cancellation) {
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   using ConstMap = Eigen::Map<const Matrix>;
   using Map = Eigen::Map<Matrix>;
@@ -308,7 +319,10 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out) {
   const double flops = 2.0 * s.m * s.n * std::max<int64_t>(s.k, 1);
   if (s.batch > 1) {
     pool.ParallelFor(s.batch, flops / 4, [&](int64_t first, int64_t last) {
-      for (int64_t b = first; b < last; ++b) block(b, 0, s.m, 0, s.n);
+      for (int64_t b = first; b < last; ++b) {
+        if (Stopped(cancellation)) return;
+        block(b, 0, s.m, 0, s.n);
+      }
     });
     return;
   }
@@ -316,34 +330,45 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out) {
   // the other operand once), none for small products.
   const bool by_rows = s.m >= s.n;
   const int64_t extent = by_rows ? s.m : s.n;
-  const int64_t pieces =
+  int64_t pieces =
       flops < 3e7 ? 1
-                  : std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), extent / 16));
-  pool.ParallelFor(pieces, flops / pieces / 4, [&](int64_t first, int64_t last) {
-    const int64_t lo = extent * first / pieces, hi = extent * last / pieces;
-    if (by_rows) {
-      block(0, lo, hi, 0, s.n);
-    } else {
-      block(0, 0, s.m, lo, hi);
-    }
-  });
+                  : std::max<int64_t>(
+                        1, std::min<int64_t>(pool.num_threads(), extent / 16));
+  // A huge product is cut further, into pieces of about 2 GFLOP (tens of
+  // milliseconds), so that a cancelled run stops soon.
+  pieces = std::max<int64_t>(
+      pieces, std::min<int64_t>(extent, static_cast<int64_t>(flops / 2e9)));
+  pool.ParallelFor(pieces, flops / pieces / 4,
+                   [&](int64_t first, int64_t last) {
+                     for (int64_t piece = first; piece < last; ++piece) {
+                       if (Stopped(cancellation)) return;
+                       const int64_t lo = extent * piece / pieces,
+                                     hi = extent * (piece + 1) / pieces;
+                       if (by_rows) {
+                         block(0, lo, hi, 0, s.n);
+                       } else {
+                         block(0, 0, s.m, lo, hi);
+                       }
+                     }
+                   });
 }
 
-void RunDot(const DotStep& s, absl::Span<void* const> a) {
+void RunDot(const DotStep& s, absl::Span<void* const> a,
+            const Cancellation* cancellation) {
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
   switch (s.type) {
     case hlo::PrimitiveType::kF32:
       return RunDotTyped(s, static_cast<const float*>(a[s.lhs]),
                          static_cast<const float*>(a[s.rhs]),
-                         static_cast<float*>(a[s.out]));
+                         static_cast<float*>(a[s.out]), cancellation);
     case hlo::PrimitiveType::kF64:
       return RunDotTyped(s, static_cast<const double*>(a[s.lhs]),
                          static_cast<const double*>(a[s.rhs]),
-                         static_cast<double*>(a[s.out]));
+                         static_cast<double*>(a[s.out]), cancellation);
     default:
       return RunDotTyped(s, static_cast<const int64_t*>(a[s.lhs]),
                          static_cast<const int64_t*>(a[s.rhs]),
-                         static_cast<int64_t*>(a[s.out]));
+                         static_cast<int64_t*>(a[s.out]), cancellation);
   }
 }
 
@@ -402,7 +427,8 @@ auto Load(const S* p, int64_t i) {
 }
 
 template <hlo::PrimitiveType PT>
-void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a) {
+void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
+                    const Cancellation* cancellation) {
   using S = typename TypeTraits<PT>::Storage;
   using C = typename TypeTraits<PT>::Compute;
   const S* in = static_cast<const S*>(a[s.input]);
@@ -414,6 +440,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a) {
   if (I == 1 && s.outer < 2 * pool.num_threads() && R >= 65536) {
     // Few long rows: split each row across threads, then combine.
     for (int64_t o = 0; o < s.outer; ++o) {
+      if (Stopped(cancellation)) return;
       const int64_t chunks = 8 * pool.num_threads();
       std::vector<C> partial(chunks, init);
       pool.ParallelFor(chunks, 2.0 * R / chunks, [&](int64_t f, int64_t l) {
@@ -433,6 +460,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a) {
   if (I == 1) {
     pool.ParallelFor(s.outer, 2.0 * R, [&](int64_t f, int64_t l) {
       for (int64_t o = f; o < l; ++o) {
+        if (Stopped(cancellation)) return;
         const S* row = in + o * R;
         // Eight accumulators: independent chains vectorise and sum floats
         // more accurately than one.
@@ -458,6 +486,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a) {
                    [&](int64_t f, int64_t l) {
                      std::vector<C> acc(chunk);
                      for (int64_t w = f; w < l; ++w) {
+                       if (Stopped(cancellation)) return;
                        int64_t o = w / chunks_per_row;
                        int64_t i0 = (w % chunks_per_row) * chunk;
                        int64_t len = std::min(chunk, I - i0);
@@ -473,12 +502,16 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a) {
                    });
 }
 
-void RunReduce(const ReduceStep& s, absl::Span<void* const> a) {
+void RunReduce(const ReduceStep& s, absl::Span<void* const> a,
+               const Cancellation* cancellation) {
   if (s.outer * s.inner == 0) return;
-  DispatchType(s.type, [&](auto pt) { RunReduceTyped<decltype(pt)::value>(s, a); });
+  DispatchType(s.type, [&](auto pt) {
+    RunReduceTyped<decltype(pt)::value>(s, a, cancellation);
+  });
 }
 
-void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a) {
+void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a,
+                      const Cancellation* cancellation) {
   const int n = static_cast<int>(s.inputs.size());
   const int64_t positions = s.outer * s.inner;
   if (positions == 0) return;
@@ -498,6 +531,7 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a) {
         std::vector<const void*> inputs(2 * n);
         std::vector<const void*> outputs(n);
         for (int64_t b = first; b < last; ++b) {
+          if (Stopped(cancellation)) return;
           const int64_t begin = b * kBlockElements;
           const int64_t len = std::min(kBlockElements, positions - begin);
           for (int j = 0; j < n; ++j) {
@@ -548,7 +582,8 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a) {
 
 // --- data movement -----------------------------------------------------------
 
-void RunCopy(const CopyStep& s, absl::Span<void* const> a) {
+void RunCopy(const CopyStep& s, absl::Span<void* const> a,
+             const Cancellation* cancellation) {
   const int64_t total = Product(s.dims);
   if (total == 0) return;
   const int rank = static_cast<int>(s.dims.size());
@@ -565,6 +600,7 @@ void RunCopy(const CopyStep& s, absl::Span<void* const> a) {
     Walker ws(s.dims, s.src_map.strides, s.src_map.offset, first * row);
     Walker wd(s.dims, s.dst_map.strides, s.dst_map.offset, first * row);
     for (int64_t r = first; r < last; ++r) {
+      if ((r - first) % 256 == 0 && Stopped(cancellation)) return;
       StridedCopyBytes(bytes, src + ws.offset() * bytes, ws.inner_stride(),
                        dst + wd.offset() * bytes, wd.inner_stride(), row);
       ws.Advance(row);
@@ -587,7 +623,8 @@ int64_t ReadIndex(hlo::PrimitiveType type, const void* p) {
   return v;
 }
 
-void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a) {
+void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a,
+                     const Cancellation* cancellation) {
   const int rank = static_cast<int>(s.array_dims.size());
   std::vector<int64_t> strides(rank, 1);
   for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * s.array_dims[d + 1];
@@ -611,7 +648,7 @@ void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a) {
     copy.src_map = {offset, strides};
     copy.dst_map = {0, contiguous};
   }
-  RunCopy(copy, a);
+  RunCopy(copy, a, cancellation);
 }
 
 // --- collectives -------------------------------------------------------------
@@ -687,6 +724,122 @@ absl::Status CollectiveGroup(const CollectiveStep& step, const RunContext& c,
 
 namespace {
 
+// The sizes of the groups `step` forms among `count` ids (replica ids or
+// flattened ids), after checking that its replica_groups cover [0, count)
+// exactly once; empty groups mean one group of everyone.
+absl::StatusOr<std::vector<int64_t>> PartitionSizes(const CollectiveStep& step,
+                                                    int64_t count,
+                                                    const char* what) {
+  if (step.replica_groups.empty()) return std::vector<int64_t>{count};
+  std::vector<bool> seen(static_cast<size_t>(count), false);
+  std::vector<int64_t> sizes;
+  int64_t covered = 0;
+  for (const auto& g : step.replica_groups) {
+    if (g.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: replica_groups has an empty group", step.name));
+    }
+    for (int64_t id : g) {
+      if (id < 0 || id >= count) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: replica_groups names %s %d, but the launch has %d (ids 0 to "
+            "%d)",
+            step.name, what, id, count, count - 1));
+      }
+      if (seen[id]) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: replica_groups names %s %d more than once",
+                            step.name, what, id));
+      }
+      seen[id] = true;
+      ++covered;
+    }
+    sizes.push_back(static_cast<int64_t>(g.size()));
+  }
+  if (covered != count) {
+    for (int64_t id = 0; id < count; ++id) {
+      if (!seen[id]) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: replica_groups leaves out %s %d; every one of the launch's "
+            "%d must be in exactly one group",
+            step.name, what, id, count));
+      }
+    }
+  }
+  return sizes;
+}
+
+}  // namespace
+
+absl::Status CheckCollectives(const HostProgram& program, int64_t num_replicas,
+                              int64_t num_partitions) {
+  const int64_t R = num_replicas, P = num_partitions;
+  for (const Step& any : program.steps) {
+    const auto* step = std::get_if<CollectiveStep>(&any);
+    if (step == nullptr) continue;
+    const CollectiveStep& s = *step;
+    std::vector<int64_t> sizes;
+    switch (s.mode) {
+      case CollectiveStep::Mode::kCrossReplica: {
+        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, R, "replica"));
+        break;
+      }
+      case CollectiveStep::Mode::kCrossReplicaAndPartition: {
+        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, R, "replica"));
+        for (int64_t& n : sizes) n *= P;
+        break;
+      }
+      case CollectiveStep::Mode::kFlattenedId: {
+        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, R * P, "device"));
+        break;
+      }
+      case CollectiveStep::Mode::kCrossPartition:
+        sizes = {P};
+        break;
+    }
+    const int rank = static_cast<int>(s.input_dims.size());
+    for (int64_t n : sizes) {
+      if (s.kind == CollectiveStep::Kind::kCollectivePermute) {
+        std::vector<bool> source(n, false), target(n, false);
+        for (const auto& [from, to] : s.source_target_pairs) {
+          if (from < 0 || from >= n || to < 0 || to >= n) {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s: source_target_pairs has {%d,%d}, but its groups have %d "
+                "members (ids 0 to %d)",
+                s.name, from, to, n, n - 1));
+          }
+          if (source[from] || target[to]) {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s: source_target_pairs names %d twice as a %s", s.name,
+                source[from] ? from : to, source[from] ? "source" : "target"));
+          }
+          source[from] = target[to] = true;
+        }
+        continue;
+      }
+      if (s.kind == CollectiveStep::Kind::kAllReduce) continue;
+      const int64_t dim = rank > 0 ? s.input_dims[s.dimension] : 0;
+      const int64_t out = rank > 0 ? s.output_dims[s.dimension] : 0;
+      bool fits = rank > 0;
+      if (fits && s.kind == CollectiveStep::Kind::kAllGather) {
+        fits = dim > 0 ? out % dim == 0 && out / dim == n : out == 0;
+      } else if (fits) {
+        fits = dim % n == 0 &&
+               (s.kind == CollectiveStep::Kind::kAllToAll || out == dim / n);
+      }
+      if (!fits) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: dimension %d of its operand (%d) and of its result (%d) do "
+            "not fit a group of %d participants",
+            s.name, s.dimension, dim, out, n));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 // The op is a template argument so that the loop has no branch on it (and
 // vectorizes).
 template <hlo::PrimitiveType PT, ExprOp kOp>
@@ -728,7 +881,8 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
   const hlo::PrimitiveType type = s.types[operand];
   const int bytes = hlo::ByteWidth(type);
   const int n = static_cast<int>(group.size());
-  const int64_t in_elements = Product(s.input_dims);
+  // Operands of a variadic all-reduce differ in size.
+  const int64_t in_elements = s.operand_elements[operand];
   const int rank = static_cast<int>(s.input_dims.size());
   // Elements of one slab along `dimension` and after it, and slabs before.
   int64_t outer = 1, after = 1;
@@ -761,6 +915,11 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
   }
   std::vector<CollectiveHub::Member> members;
   const std::string key = absl::StrCat(s.key, "/", operand, "/", absl::StrJoin(group, ","));
+  // Allocated before the rendezvous: once it is committed, nothing may fail
+  // before Depart.
+  const int64_t block_elements =
+      std::max<int64_t>(1, kCollectiveBlockBytes / bytes);
+  std::vector<char> block(static_cast<size_t>(block_elements * bytes));
   if (n == 1) {
     members.push_back({input, output});
   } else {
@@ -770,7 +929,9 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
           "multi-device launch",
           s.name, n));
     }
-    PJRT_ASSIGN_OR_RETURN(members, c.collectives->Arrive(key, s.name, group, me, {input, output}));
+    PJRT_ASSIGN_OR_RETURN(
+        members, c.collectives->Arrive(key, s.name, group, me, {input, output},
+                                       c.cancellation));
   }
   const auto at = [bytes](const void* base, int64_t element) {
     return static_cast<const char*>(base) + element * bytes;
@@ -786,11 +947,8 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
       // input and output byte of the chunk moves once. The sums go through
       // `block` because an output may share memory with its input (a
       // donated argument), which only this member reads in this chunk.
-      const int64_t begin = in_elements * me / n, end = in_elements * (me + 1) / n;
-      const int64_t block_elements = std::max<int64_t>(1, kCollectiveBlockBytes / bytes);
-      std::vector<char> block(
-          static_cast<size_t>(std::min(block_elements, std::max<int64_t>(end - begin, 0)) *
-                              bytes));
+      const int64_t begin = in_elements * me / n,
+                    end = in_elements * (me + 1) / n;
       for (int64_t b = begin; b < end; b += block_elements) {
         const int64_t len = std::min(block_elements, end - b);
         std::memcpy(block.data(), at(members[0].input, b), len * bytes);
@@ -847,8 +1005,8 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
       break;
     }
   }
-  if (n == 1) return absl::OkStatus();
-  return c.collectives->Depart(key, s.name, group, me);
+  if (n > 1) c.collectives->Depart(key);
+  return absl::OkStatus();
 }
 
 absl::Status RunCollective(const CollectiveStep& s, const RunContext& c,
@@ -924,25 +1082,39 @@ absl::Status HostProgram::Run(const RunContext& context) const {
   }
   // PJRT_HOST_PROFILE=1 prints each step's time to stderr (for developers).
   static const bool profile = std::getenv("PJRT_HOST_PROFILE") != nullptr;
+  const Cancellation* cancellation = context.cancellation;
   for (const Step& step : steps) {
     const auto start = profile ? std::chrono::steady_clock::now()
                                : std::chrono::steady_clock::time_point();
-    absl::Status status;
+    absl::Status status = CheckCancelled(cancellation);
     std::visit(
         [&](const auto& s) {
           using S = std::decay_t<decltype(s)>;
+          if (!status.ok()) return;
           if constexpr (std::is_same_v<S, CollectiveStep>) {
             status = RunCollective(s, context, addresses);
           }
-          if constexpr (std::is_same_v<S, LoopStep>) RunLoop(s, addresses);
-          if constexpr (std::is_same_v<S, DotStep>) RunDot(s, addresses);
-          if constexpr (std::is_same_v<S, ReduceStep>) RunReduce(s, addresses);
-          if constexpr (std::is_same_v<S, GenericReduceStep>) RunGenericReduce(s, addresses);
-          if constexpr (std::is_same_v<S, CopyStep>) RunCopy(s, addresses);
+          if constexpr (std::is_same_v<S, LoopStep>)
+            RunLoop(s, addresses, cancellation);
+          if constexpr (std::is_same_v<S, DotStep>)
+            RunDot(s, addresses, cancellation);
+          if constexpr (std::is_same_v<S, ReduceStep>) {
+            RunReduce(s, addresses, cancellation);
+          }
+          if constexpr (std::is_same_v<S, GenericReduceStep>) {
+            RunGenericReduce(s, addresses, cancellation);
+          }
+          if constexpr (std::is_same_v<S, CopyStep>)
+            RunCopy(s, addresses, cancellation);
           if constexpr (std::is_same_v<S, FillStep>) RunFill(s, addresses);
-          if constexpr (std::is_same_v<S, DynamicSliceStep>) RunDynamicSlice(s, addresses);
+          if constexpr (std::is_same_v<S, DynamicSliceStep>) {
+            RunDynamicSlice(s, addresses, cancellation);
+          }
         },
         step);
+    // A step cut short by cancellation leaves its output unfinished: the
+    // run fails with the reason.
+    if (status.ok()) status = CheckCancelled(cancellation);
     if (profile) {
       std::fprintf(stderr, "%9.1f us  step %zu: %s",
                    std::chrono::duration<double, std::micro>(
@@ -961,6 +1133,303 @@ absl::Status HostProgram::Run(const RunContext& context) const {
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+using Wide = __int128;
+
+// Checks element ranges of one program against its slots.
+class BoundsChecker {
+ public:
+  explicit BoundsChecker(const HostProgram& program) : program_(program) {}
+
+  // Elements of `element_bytes` in slot `slot`, or an error if the slot
+  // index is invalid.
+  absl::StatusOr<Wide> Capacity(int slot, int element_bytes) const {
+    if (slot < 0 || slot >= static_cast<int>(program_.slots.size())) {
+      return absl::InternalError(absl::StrFormat(
+          "step %d names slot %d, which does not exist", step_, slot));
+    }
+    if (element_bytes <= 0) {
+      return absl::InternalError(absl::StrFormat(
+          "step %d reads elements of %d bytes", step_, element_bytes));
+    }
+    return Wide{program_.slots[slot].bytes} / element_bytes;
+  }
+
+  // [offset + min, offset + max] over `dims` of an affine map must lie in
+  // [0, capacity).
+  absl::Status CheckMap(int slot, int element_bytes, const AffineMap& map,
+                        absl::Span<const int64_t> dims,
+                        const char* what) const {
+    if (map.strides.size() != dims.size()) {
+      return Fail(slot, what, "a map whose rank differs from its loop's");
+    }
+    Wide lo = map.offset, hi = map.offset;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d] == 0) return absl::OkStatus();  // touches nothing
+      const Wide reach = Wide{map.strides[d]} * (dims[d] - 1);
+      if (reach < 0)
+        lo += reach;
+      else
+        hi += reach;
+    }
+    return CheckRange(slot, element_bytes, lo, hi, what);
+  }
+
+  // Elements [0, count) of the slot.
+  absl::Status CheckDense(int slot, int element_bytes, Wide count,
+                          const char* what) const {
+    if (count == 0) return absl::OkStatus();
+    return CheckRange(slot, element_bytes, 0, count - 1, what);
+  }
+
+  absl::Status CheckRange(int slot, int element_bytes, Wide lo, Wide hi,
+                          const char* what) const {
+    PJRT_ASSIGN_OR_RETURN(Wide capacity, Capacity(slot, element_bytes));
+    if (lo < 0 || hi >= capacity) {
+      return Fail(
+          slot, what,
+          absl::StrFormat("elements [%d, %d] of a slot of %d elements",
+                          static_cast<int64_t>(lo), static_cast<int64_t>(hi),
+                          static_cast<int64_t>(capacity)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Fail(int slot, const char* what,
+                    const std::string& detail) const {
+    return absl::InternalError(absl::StrFormat(
+        "compiler error: step %d (%s) would touch %s: %s (slot %d); the "
+        "program "
+        "is refused",
+        step_, what, detail, program_.slots[slot].shape.ToString(), slot));
+  }
+
+  void set_step(int step) { step_ = step; }
+
+ private:
+  const HostProgram& program_;
+  int step_ = 0;
+};
+
+Wide WideProduct(absl::Span<const int64_t> dims) {
+  Wide n = 1;
+  for (int64_t d : dims) {
+    n *= d;
+    if (n == 0) return 0;
+    if (n > (Wide{1} << 100)) return Wide{1} << 100;  // far past any slot
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::Status HostProgram::CheckBounds() const {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const BufferSlot& slot = slots[i];
+    if (slot.bytes < 0 || slot.bytes > hlo::kMaxArrayBytes) {
+      return absl::InternalError(
+          absl::StrFormat("slot %d has %d bytes", i, slot.bytes));
+    }
+    switch (slot.kind) {
+      case BufferSlot::Kind::kScratch:
+        if (slot.offset < 0 || slot.offset + slot.bytes > scratch_bytes_) {
+          return absl::InternalError(absl::StrFormat(
+              "scratch slot %d ([%d, +%d)) lies outside the %d scratch bytes",
+              i, slot.offset, slot.bytes, scratch_bytes_));
+        }
+        break;
+      case BufferSlot::Kind::kConstant:
+        if (slot.index < 0 ||
+            slot.index >= static_cast<int64_t>(constants.size()) ||
+            static_cast<int64_t>(constants[slot.index].size() * 8) <
+                slot.bytes) {
+          return absl::InternalError(absl::StrFormat(
+              "constant slot %d has no data of %d bytes", i, slot.bytes));
+        }
+        break;
+      case BufferSlot::Kind::kView:
+        if (slot.index < 0 || slot.index >= static_cast<int64_t>(i) ||
+            slots[slot.index].bytes < slot.bytes) {
+          return absl::InternalError(
+              absl::StrFormat("view slot %d (%d bytes) does not fit in slot %d",
+                              i, slot.bytes, slot.index));
+        }
+        break;
+      case BufferSlot::Kind::kParameter:
+        if (slot.index < 0 ||
+            slot.index >= static_cast<int64_t>(parameter_shapes_.size()) ||
+            parameter_shapes_[slot.index].ByteSize() != slot.bytes) {
+          return absl::InternalError(absl::StrFormat(
+              "parameter slot %d does not match parameter %d", i, slot.index));
+        }
+        break;
+      case BufferSlot::Kind::kResult:
+        if (slot.index < 0 ||
+            slot.index >= static_cast<int64_t>(result_shapes_.size()) ||
+            result_shapes_[slot.index].ByteSize() != slot.bytes) {
+          return absl::InternalError(absl::StrFormat(
+              "result slot %d does not match result %d", i, slot.index));
+        }
+        break;
+      case BufferSlot::Kind::kReplicaId:
+      case BufferSlot::Kind::kPartitionId:
+        if (slot.bytes > 4) {
+          return absl::InternalError(
+              absl::StrFormat("id slot %d is %d bytes", i, slot.bytes));
+        }
+        break;
+    }
+  }
+  BoundsChecker c(*this);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    c.set_step(static_cast<int>(i));
+    absl::Status status;
+    std::visit(
+        [&](const auto& s) {
+          using S = std::decay_t<decltype(s)>;
+          if constexpr (std::is_same_v<S, LoopStep>) {
+            const Wide total = WideProduct(s.dims);
+            if (total == 0) return;
+            status.Update(c.CheckDense(s.output_slot,
+                                       hlo::ByteWidth(s.output_type), total,
+                                       "loop output"));
+            for (const LoopInput& in : s.inputs) {
+              if (in.kind != LoopInput::Kind::kBuffer) continue;
+              status.Update(c.CheckMap(in.slot, hlo::ByteWidth(in.type), in.map,
+                                       s.dims, "loop input"));
+            }
+          } else if constexpr (std::is_same_v<S, DotStep>) {
+            if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+            const int bytes = hlo::ByteWidth(s.type);
+            status.Update(c.CheckDense(s.lhs, bytes, Wide{s.batch} * s.m * s.k,
+                                       "dot lhs"));
+            status.Update(c.CheckDense(s.rhs, bytes, Wide{s.batch} * s.k * s.n,
+                                       "dot rhs"));
+            status.Update(c.CheckDense(s.out, bytes, Wide{s.batch} * s.m * s.n,
+                                       "dot out"));
+          } else if constexpr (std::is_same_v<S, ReduceStep>) {
+            if (Wide{s.outer} * s.inner == 0) return;
+            const int bytes = hlo::ByteWidth(s.type);
+            status.Update(c.CheckDense(s.input, bytes,
+                                       Wide{s.outer} * s.reduced * s.inner,
+                                       "reduce input"));
+            status.Update(c.CheckDense(s.init, bytes, 1, "reduce init"));
+            status.Update(c.CheckDense(s.out, bytes, Wide{s.outer} * s.inner,
+                                       "reduce out"));
+          } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
+            if (Wide{s.outer} * s.inner == 0) return;
+            if (s.inputs.size() != s.types.size() ||
+                s.inits.size() != s.types.size() ||
+                s.outs.size() != s.types.size()) {
+              status.Update(absl::InternalError(
+                  "a reduce step's lists differ in length"));
+              return;
+            }
+            for (size_t j = 0; j < s.types.size(); ++j) {
+              const int bytes = hlo::ByteWidth(s.types[j]);
+              status.Update(c.CheckDense(s.inputs[j], bytes,
+                                         Wide{s.outer} * s.reduced * s.inner,
+                                         "reduce input"));
+              status.Update(c.CheckDense(s.inits[j], bytes, 1, "reduce init"));
+              status.Update(c.CheckDense(
+                  s.outs[j], bytes, Wide{s.outer} * s.inner, "reduce out"));
+            }
+          } else if constexpr (std::is_same_v<S, CopyStep>) {
+            if (WideProduct(s.dims) == 0) return;
+            status.Update(c.CheckMap(s.src, s.element_bytes, s.src_map, s.dims,
+                                     "copy source"));
+            status.Update(c.CheckMap(s.dst, s.element_bytes, s.dst_map, s.dims,
+                                     "copy destination"));
+          } else if constexpr (std::is_same_v<S, FillStep>) {
+            if (s.count == 0) return;
+            status.Update(
+                c.CheckDense(s.value, s.element_bytes, 1, "fill value"));
+            status.Update(
+                c.CheckDense(s.dst, s.element_bytes, s.count, "fill"));
+          } else if constexpr (std::is_same_v<S, DynamicSliceStep>) {
+            const size_t rank = s.array_dims.size();
+            if (s.sizes.size() != rank || s.start_slots.size() != rank ||
+                s.start_types.size() != rank) {
+              status.Update(absl::InternalError(
+                  "a dynamic slice's lists differ in rank"));
+              return;
+            }
+            for (size_t d = 0; d < rank; ++d) {
+              // The start is clamped to [0, array - size] at run time.
+              if (s.sizes[d] < 0 || s.sizes[d] > s.array_dims[d]) {
+                status.Update(absl::InternalError(absl::StrFormat(
+                    "step %d: a window of %d in a dimension of %d", i,
+                    s.sizes[d], s.array_dims[d])));
+                return;
+              }
+              status.Update(c.CheckDense(s.start_slots[d],
+                                         hlo::ByteWidth(s.start_types[d]), 1,
+                                         "start index"));
+            }
+            const Wide array = WideProduct(s.array_dims);
+            const Wide window = WideProduct(s.sizes);
+            status.Update(c.CheckDense(s.update ? s.dst : s.src,
+                                       s.element_bytes, array,
+                                       "dynamic slice array"));
+            status.Update(c.CheckDense(s.update ? s.src : s.dst,
+                                       s.element_bytes, window,
+                                       "dynamic slice window"));
+          } else if constexpr (std::is_same_v<S, CollectiveStep>) {
+            if (s.inputs.size() != s.types.size() ||
+                s.outputs.size() != s.types.size() ||
+                s.operand_elements.size() != s.types.size() ||
+                (s.types.size() > 1 &&
+                 s.kind != CollectiveStep::Kind::kAllReduce) ||
+                s.types.empty()) {
+              status.Update(
+                  absl::InternalError("a collective's lists differ in length"));
+              return;
+            }
+            if (s.operand_elements[0] != WideProduct(s.input_dims)) {
+              status.Update(
+                  absl::InternalError("a collective's operand sizes disagree"));
+              return;
+            }
+            for (size_t j = 0; j < s.types.size(); ++j) {
+              const int bytes = hlo::ByteWidth(s.types[j]);
+              // An all-reduce's (and a permute's) results have its operands'
+              // shapes; the others' have output_dims.
+              const bool same =
+                  s.kind == CollectiveStep::Kind::kAllReduce ||
+                  s.kind == CollectiveStep::Kind::kCollectivePermute;
+              status.Update(c.CheckDense(s.inputs[j], bytes,
+                                         s.operand_elements[j],
+                                         "collective input"));
+              status.Update(c.CheckDense(s.outputs[j], bytes,
+                                         same ? Wide{s.operand_elements[j]}
+                                              : WideProduct(s.output_dims),
+                                         "collective output"));
+            }
+          }
+        },
+        steps[i]);
+    PJRT_RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
+}
+
+int64_t HostProgram::host_memory_bytes() const {
+  int64_t bytes =
+      static_cast<int64_t>(sizeof(*this) + slots.size() * sizeof(BufferSlot) +
+                           steps.size() * sizeof(Step));
+  for (const auto& c : constants) bytes += static_cast<int64_t>(c.size() * 8);
+  for (const Step& step : steps) {
+    if (const auto* loop = std::get_if<LoopStep>(&step)) {
+      bytes += static_cast<int64_t>(loop->expr.size() * sizeof(ExprNode) +
+                                    loop->inputs.size() * sizeof(LoopInput));
+    } else if (const auto* reduce = std::get_if<GenericReduceStep>(&step)) {
+      bytes += static_cast<int64_t>(reduce->region.size() * sizeof(ExprNode));
+    }
+  }
+  return bytes;
 }
 
 std::string HostProgram::ToString() const {

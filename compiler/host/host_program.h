@@ -160,8 +160,12 @@ struct CollectiveStep {
   std::vector<int> inputs, outputs;
   const std::vector<int>& outputs_or_outs() const { return outputs; }
   std::vector<hlo::PrimitiveType> types;
-  std::vector<int64_t> input_dims;  // of each operand (all the same)
+  // Dimensions of operand 0 and result 0 (the only ones, except for a
+  // variadic all-reduce, whose operand i and result i have the shape of
+  // operand i: its element count is operand_elements[i]).
+  std::vector<int64_t> input_dims;
   std::vector<int64_t> output_dims;
+  std::vector<int64_t> operand_elements;
   int64_t dimension = 0;
   ExprOp op = ExprOp::kAdd;
   std::vector<std::vector<int64_t>> replica_groups;
@@ -177,6 +181,18 @@ absl::Status CollectiveGroup(const CollectiveStep& step,
                              const RunContext& context,
                              std::vector<int64_t>* group, int* index);
 
+// Checks at compile time that every collective of `program` is well formed
+// for a launch of `num_replicas` x `num_partitions`: replica_groups name
+// each participant exactly once (no duplicates, nothing out of range,
+// nobody left out), source_target_pairs name members of the group at most
+// once as source and once as target, and every group size fits the op's
+// shapes (an all-gather's result is the group size times its operand along
+// the dimension; reduce-scatter and all-to-all split it evenly).
+// INVALID_ARGUMENT naming the op and the value otherwise.
+class HostProgram;
+absl::Status CheckCollectives(const HostProgram& program, int64_t num_replicas,
+                              int64_t num_partitions);
+
 using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
                           CopyStep, FillStep, DynamicSliceStep, CollectiveStep>;
 
@@ -184,6 +200,7 @@ class HostProgram : public Program {
  public:
   absl::Status Run(const RunContext& context) const override;
   int64_t scratch_bytes() const override { return scratch_bytes_; }
+  int64_t host_memory_bytes() const override;
   const std::vector<hlo::Shape>& parameter_shapes() const override {
     return parameter_shapes_;
   }
@@ -202,6 +219,13 @@ class HostProgram : public Program {
 
   // A readable listing of slots and steps, for debugging and tests.
   std::string ToString() const;
+
+  // OK if every step reads and writes only inside its slots: each affine
+  // map's extreme offsets, each window and each dense range lies within the
+  // slot's bytes, and scratch slots lie within scratch_bytes(). INTERNAL
+  // naming the step and slot otherwise (a compiler bug, refused at compile
+  // time rather than run).
+  absl::Status CheckBounds() const;
 };
 
 }  // namespace pjrt::compiler::host

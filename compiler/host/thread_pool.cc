@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -119,15 +120,29 @@ void ThreadPool::ParallelFor(int64_t n, double cycles_per_item,
     fn(0, n);
     return;
   }
+  // An exception (std::bad_alloc, say) must not escape a pool thread, which
+  // would end the process: the first one is rethrown here, once every chunk
+  // is done with `fn` and the barrier on this frame.
+  std::mutex error_mu;
+  std::exception_ptr error;
+  const auto run = [&](int64_t begin, int64_t end) {
+    try {
+      fn(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (error == nullptr) error = std::current_exception();
+    }
+  };
   Eigen::Barrier barrier(static_cast<unsigned>(chunks - 1));
   for (int64_t c = 1; c < chunks; ++c) {
-    pool_->Schedule([&fn, &barrier, c, chunks, n] {
-      fn(n * c / chunks, n * (c + 1) / chunks);
+    pool_->Schedule([&run, &barrier, c, chunks, n] {
+      run(n * c / chunks, n * (c + 1) / chunks);
       barrier.Notify();
     });
   }
-  fn(0, n / chunks);
+  run(0, n / chunks);
   barrier.Wait();
+  if (error != nullptr) std::rethrow_exception(error);
 }
 
 }  // namespace pjrt::compiler::host

@@ -25,8 +25,9 @@ class ThreadPool {
 
   // Runs fn(begin, end) over [0, n) in parallel chunks sized by the cost of
   // one item (in CPU cycles, roughly); the calling thread takes a chunk too.
-  // Small loops run inline. REQUIRES: not called from a pool thread (the
-  // caller blocks until every chunk is done).
+  // Small loops run inline. An exception thrown by `fn` on any thread is
+  // rethrown here once every chunk has finished. REQUIRES: not called from
+  // a pool thread (the caller blocks until every chunk is done).
   void ParallelFor(int64_t n, double cycles_per_item,
                    const std::function<void(int64_t, int64_t)>& fn);
 

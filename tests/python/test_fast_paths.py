@@ -9,6 +9,7 @@ import gc
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -50,9 +51,16 @@ def local(daemon: Daemon):
 # --- regions -------------------------------------------------------------
 
 
-def test_the_daemon_offers_a_region_socket(local):
+def test_the_daemon_offers_a_region_socket_beside_its_own(local, daemon):
     assert "buffers.shared_memory" in local.info()["capabilities"]
-    assert local._info.region_socket.startswith("@pjrtd-regions-")
+    # A path socket next to the main one, with its permissions: who may not
+    # reach the daemon may not register regions either.
+    main = daemon.addresses[0].removeprefix("unix://")
+    assert local._info.region_socket == main + ".regions"
+    region_socket = os.stat(local._info.region_socket)
+    assert stat.S_ISSOCK(region_socket.st_mode)
+    assert stat.S_IMODE(region_socket.st_mode) == \
+        stat.S_IMODE(os.stat(main).st_mode)
 
 
 @pytest.mark.parametrize("zero_copy", [False, True])
@@ -245,7 +253,7 @@ def test_a_registration_without_a_descriptor_is_refused(local):
     request = buffer_pb2.RegisterRegionRequest(session_id=local._session.id,
                                                size_bytes=MIB)
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-        s.connect("\0" + local._info.region_socket[1:])
+        s.connect(_shm._socket_address(local._info.region_socket))
         s.send(request.SerializeToString())
         reply = buffer_pb2.RegisterRegionResponse.FromString(s.recv(4096))
     assert reply.region_handle == 0
@@ -315,15 +323,17 @@ with pjrt_client.connect(sys.argv[1]) as c:
 @pytest.mark.skipif(shutil.which("unshare") is None
                     or subprocess.run(["unshare", "-rn", "true"]).returncode
                     != 0, reason="cannot make a network namespace here")
-def test_a_client_in_another_network_namespace_streams(daemon):
+def test_a_client_in_another_network_namespace_shares_memory(daemon):
     # The unix socket path reaches the daemon from another network
-    # namespace; its abstract region socket does not, as from another host.
+    # namespace, and so does the region socket beside it: the client is on
+    # the same host, and shares memory with the daemon. (An abstract socket,
+    # used when the daemon has no unix socket, would not be reachable.)
     result = subprocess.run(
         ["unshare", "-rn", sys.executable, "-c", REMOTE_CLIENT,
          daemon.addresses[0]],
         capture_output=True, text=True, timeout=120, env=os.environ)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "streamed"
+    assert result.stdout.strip() == "shared"
 
 
 def test_the_cpp_client_moves_a_npy_through_shared_memory(daemon, tmp_path):

@@ -168,6 +168,34 @@ TEST(CompileCacheTest, EvictsTheLeastRecentlyUsedProgramBeyondCapacity) {
   EXPECT_NE(b->value, b_again->value);
 }
 
+TEST(CompileCacheTest, IsBoundedByBytesAsWellAsByCount) {
+  // Each program counts its key plus 1000 bytes of "compiled code".
+  Cache cache(100, 3500, [](const Program&) { return int64_t{1000}; });
+  Compiler compiler;
+  const std::string big(99, 'x');  // keys of 100 bytes
+  for (char c : std::string("abcd")) {
+    ASSERT_TRUE(Get(cache, compiler, big + c).ok());
+  }
+  CompileCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.entries, 3);  // 3 x 1100 bytes fit in 3500, 4 do not
+  EXPECT_EQ(stats.bytes, 3300);
+  EXPECT_EQ(stats.capacity_bytes, 3500);
+  EXPECT_EQ(stats.evictions, 1);
+  EXPECT_FALSE(Get(cache, compiler, big + "a")->cache_hit);  // the oldest went
+}
+
+TEST(CompileCacheTest, AProgramLargerThanTheBudgetIsCompiledButNotKept) {
+  Cache cache(100, 500, [](const Program&) { return int64_t{1000}; });
+  Compiler compiler;
+  auto first = Get(cache, compiler, "huge");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->value->text, "huge");
+  EXPECT_EQ(cache.stats().entries, 0);
+  EXPECT_EQ(cache.stats().bytes, 0);
+  EXPECT_FALSE(Get(cache, compiler, "huge")->cache_hit);
+  EXPECT_EQ(compiler.calls, 2);
+}
+
 TEST(CompileCacheTest, ManyThreadsManyProgramsStayConsistent) {
   Cache cache(8);
   Compiler compiler;

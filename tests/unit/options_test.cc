@@ -41,6 +41,62 @@ shutdown_timeout_seconds = 5
   EXPECT_TRUE(ValidateOptions(options).ok());
 }
 
+TEST(ApplyConfigText, ReadsEveryLimit) {
+  DaemonOptions options;
+  absl::Status status = ApplyConfigText(R"(
+max_sessions = 5
+max_handles_per_session = 1000
+max_waiting_calls_per_session = 3
+max_regions_per_session = 4
+max_regions = 40
+max_region_bytes_per_session = "1GiB"
+max_region_bytes = "4GiB"
+max_region_connections_per_peer = 2
+max_region_connections = 20
+max_program_bytes = "1MiB"
+compile_cache_entries = 8
+compile_cache_bytes = "64MiB"
+max_collective_timeout_seconds = 60
+max_receive_timeout_seconds = 600
+)",
+                                        "test.toml", &options);
+  ASSERT_TRUE(status.ok()) << status;
+  const DaemonLimits& l = options.limits;
+  EXPECT_EQ(l.max_sessions, 5);
+  EXPECT_EQ(l.max_handles_per_session, 1000);
+  EXPECT_EQ(l.max_waiting_calls_per_session, 3);
+  EXPECT_EQ(l.max_regions_per_session, 4);
+  EXPECT_EQ(l.max_regions, 40);
+  EXPECT_EQ(l.max_region_bytes_per_session, int64_t{1} << 30);
+  EXPECT_EQ(l.max_region_bytes, int64_t{4} << 30);
+  EXPECT_EQ(l.max_region_connections_per_peer, 2);
+  EXPECT_EQ(l.max_region_connections, 20);
+  EXPECT_EQ(l.max_program_bytes, 1 << 20);
+  EXPECT_EQ(l.compile_cache_entries, 8);
+  EXPECT_EQ(l.compile_cache_bytes, 64 << 20);
+  EXPECT_EQ(l.max_collective_timeout, absl::Seconds(60));
+  EXPECT_EQ(l.max_receive_timeout, absl::Seconds(600));
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST(ApplyConfigText, OutOfRangeNumbersAreRefusedNotTruncated) {
+  for (const char* text :
+       {"host_devices = 4294967297", "host_devices = 0", "queue_ahead = -1",
+        "max_sessions = 0", "task_id = 4294967296",
+        "shutdown_timeout_seconds = nan", "receive_timeout_seconds = inf",
+        "max_collective_timeout_seconds = -1"}) {
+    DaemonOptions options;
+    absl::Status status = ApplyConfigText(text, "t.toml", &options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+  DaemonOptions options;
+  ASSERT_TRUE(
+      ApplyConfigText("max_receive_timeout_seconds = 10", "t", &options).ok());
+  // The default receive timeout (300 s) may not exceed the maximum.
+  EXPECT_EQ(ValidateOptions(options).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ApplyConfigText, MemoryLimitMayBeAnInteger) {
   DaemonOptions options;
   ASSERT_TRUE(ApplyConfigText("memory_limit = 1000", "t", &options).ok());

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "base/cancellation.h"
 #include "gtest/gtest.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
@@ -180,6 +181,89 @@ TEST_F(SessionTableTest, ListShowsSessionsWithoutTheirSecretIds) {
   EXPECT_EQ(list[0].public_id, a->public_id());
   EXPECT_NE(list[0].public_id, a->id());
   EXPECT_EQ(list[0].bytes, 16);
+}
+
+TEST_F(SessionTableTest, ClientNamesAreBoundedAndEscapedInMessages) {
+  auto session = table_.Open(std::string(kMaxClientNameBytes + 1, 'x'), "p",
+                             absl::ZeroDuration());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(session.status().message().find("257 bytes"),
+            absl::string_view::npos)
+      << session.status();
+  // A newline in a name cannot forge a log line.
+  session = table_.Open("evil\n[info] forged", "p", absl::ZeroDuration());
+  ASSERT_TRUE(session.ok());
+  EXPECT_EQ((*session)->DebugString().find('\n'), std::string::npos);
+  EXPECT_NE((*session)->DebugString().find("evil\\n[info] forged"),
+            std::string::npos)
+      << (*session)->DebugString();
+}
+
+TEST(SessionTableLimits, SessionsBeyondTheLimitAreRefused) {
+  SessionTable table(SessionTableOptions{.max_sessions = 2});
+  auto a = table.Open("a", "p", absl::ZeroDuration());
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(table.Open("b", "p", absl::ZeroDuration()).ok());
+  auto c = table.Open("c", "p", absl::ZeroDuration());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("max_sessions"), absl::string_view::npos);
+  ASSERT_TRUE(table.Close((*a)->id(), absl::OkStatus()).ok());
+  EXPECT_TRUE(table.Open("c", "p", absl::ZeroDuration()).ok());
+}
+
+TEST(SessionTableLimits, SessionsAreCancelledWithTheirParentAndWhenClosed) {
+  auto daemon = std::make_shared<Cancellation>();
+  SessionTable table(SessionTableOptions{.cancellation = daemon});
+  auto a = table.Open("a", "p", absl::ZeroDuration());
+  auto b = table.Open("b", "p", absl::ZeroDuration());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::shared_ptr<Cancellation> a_cancel = (*a)->cancellation();
+  ASSERT_TRUE(table.Close((*a)->id(), absl::OkStatus()).ok());
+  EXPECT_EQ(a_cancel->Check().code(), absl::StatusCode::kCancelled);
+  EXPECT_NE(a_cancel->Check().message().find("was closed"),
+            absl::string_view::npos);
+  EXPECT_FALSE((*b)->cancellation()->IsCancelled());
+  daemon->Cancel(absl::UnavailableError("shutting down"));
+  EXPECT_EQ((*b)->cancellation()->Check().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SessionTableTest, HandlesBeyondTheSessionLimitAreRefused) {
+  Session session(1, 1, "s", "p", absl::Seconds(10), absl::Now(),
+                  SessionLimits{.max_handles = 3});
+  ASSERT_TRUE(session.AddBuffer(MakeBuffer(1)).ok());
+  auto a = MakeBuffer(1), b = MakeBuffer(1);
+  // A tuple of two new arrays needs three handles: one too many.
+  auto tuple =
+      runtime::Buffer::MakeTuple(client_.get(), client_->devices()[0], {a, b});
+  auto refused = session.AddBuffer(tuple);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_handles_per_session"),
+            absl::string_view::npos)
+      << refused.status();
+  EXPECT_EQ(session.buffer_count(), 1);
+  EXPECT_EQ(session.CheckNewHandles({5, 6}).code(), absl::StatusCode::kOk);
+  EXPECT_EQ(session.AddBuffersWithHandles({5, 6}, {a, b}).code(),
+            absl::StatusCode::kOk);
+  EXPECT_EQ(session.AddBuffer(MakeBuffer(1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  tuple->Delete();
+}
+
+TEST_F(SessionTableTest, WaitingCallsBeyondTheSessionLimitAreRefused) {
+  Session session(1, 1, "s", "p", absl::Seconds(10), absl::Now(),
+                  SessionLimits{.max_waiting_calls = 2});
+  {
+    auto first = session.StartWaitingCall();
+    auto second = session.StartWaitingCall();
+    ASSERT_TRUE(first.ok() && second.ok());
+    auto third = session.StartWaitingCall();
+    EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(third.status().message().find("max_waiting_calls_per_session"),
+              absl::string_view::npos);
+  }
+  // Slots come back when the calls end.
+  EXPECT_TRUE(session.StartWaitingCall().ok());
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "hlo/shape.h"
 
+#include <limits>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace pjrt::hlo {
@@ -40,20 +43,82 @@ TEST(MakeArrayShape, RejectsSizesThatOverflow) {
   auto shape = MakeArrayShape(PrimitiveType::kF64,
                               {int64_t{1} << 40, int64_t{1} << 30});
   ASSERT_FALSE(shape.ok());
-  EXPECT_NE(shape.status().message().find("overflows"),
+  EXPECT_NE(shape.status().message().find("too large"),
             absl::string_view::npos);
 }
 
-TEST(MakeArrayShape, RejectsHugeRank) {
-  std::vector<int64_t> dims(kMaxRank + 1, 1);
-  EXPECT_FALSE(MakeArrayShape(PrimitiveType::kU8, dims).ok());
+// 1024 x (2^54 + 1) elements is 2^64 + 1024: a product that wraps to 1024
+// in 64 bits must still be refused.
+TEST(MakeArrayShape, RejectsElementCountsThatWrapToSmallNumbers) {
+  auto shape =
+      MakeArrayShape(PrimitiveType::kF32, {1024, (int64_t{1} << 54) + 1});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  shape =
+      MakeArrayShape(PrimitiveType::kF32, {int64_t{1} << 32, int64_t{1} << 32});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("more than 2^63"),
+            absl::string_view::npos)
+      << shape.status();
 }
 
-TEST(MakeArrayShape, AcceptsZeroDimensionsWithHugeOthers) {
+TEST(MakeArrayShape, AcceptsTheLargestArrayAndNothingLarger) {
+  EXPECT_TRUE(MakeArrayShape(PrimitiveType::kU8, {kMaxArrayBytes}).ok());
+  EXPECT_TRUE(MakeArrayShape(PrimitiveType::kF32, {kMaxArrayBytes / 4}).ok());
+  auto shape = MakeArrayShape(PrimitiveType::kF32, {kMaxArrayBytes / 4 + 1});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("72057594037927936"),
+            absl::string_view::npos)
+      << shape.status();
+}
+
+TEST(MakeArrayShape, RejectsHugeDimensionsEvenWhenAnotherIsZero) {
   auto shape = MakeArrayShape(PrimitiveType::kF32,
                               {0, int64_t{1} << 62, int64_t{1} << 62});
-  ASSERT_TRUE(shape.ok()) << shape.status();
-  EXPECT_EQ(shape->ByteSize(), 0);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("dimension 1"),
+            absl::string_view::npos)
+      << shape.status();
+  auto empty = MakeArrayShape(PrimitiveType::kF32, {0, 1 << 20});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->ByteSize(), 0);
+}
+
+TEST(Shape, SizesSaturateInsteadOfWrapping) {
+  Shape huge(PrimitiveType::kF32, {int64_t{1} << 32, int64_t{1} << 32});
+  EXPECT_EQ(huge.ElementCount(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(huge.ByteSize(), std::numeric_limits<int64_t>::max());
+}
+
+TEST(Shape, TupleCopiesShareTheirElements) {
+  Shape leaf(PrimitiveType::kF32, {2});
+  Shape t = Shape::Tuple({leaf, leaf});
+  // Doubling 40 times would need 2^40 leaves if elements were copied.
+  for (int i = 0; i < 40; ++i) t = Shape::Tuple({t, t});
+  EXPECT_EQ(t.tuple_depth(), 41);
+  EXPECT_EQ(t.leaf_count(), int64_t{1} << 41);
+  EXPECT_TRUE(t == t);
+  Shape copy = t;
+  EXPECT_EQ(&copy.tuple_shapes(), &t.tuple_shapes());
+}
+
+TEST(CheckShapeLimits, BoundsTupleDepthAndLeaves) {
+  Shape leaf(PrimitiveType::kF32, {2});
+  Shape deep = leaf;
+  for (int i = 0; i < kMaxTupleDepth; ++i) deep = Shape::Tuple({deep});
+  EXPECT_TRUE(CheckShapeLimits(deep).ok());
+  Shape deeper = Shape::Tuple({deep});
+  absl::Status status = CheckShapeLimits(deeper);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("nest 33 deep"), absl::string_view::npos)
+      << status;
+
+  std::vector<Shape> many(kMaxTupleLeaves, leaf);
+  EXPECT_TRUE(CheckShapeLimits(Shape::Tuple(many)).ok());
+  many.push_back(leaf);
+  status = CheckShapeLimits(Shape::Tuple(many));
+  EXPECT_NE(status.message().find("16385 arrays"), absl::string_view::npos)
+      << status;
 }
 
 TEST(PrimitiveType, NamesRoundTrip) {

@@ -2,14 +2,21 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "daemon/session.h"
+#include "daemon/session_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pjrt/v1/buffer.pb.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -169,6 +176,158 @@ TEST_F(SessionRegionTest, RegionHandlesAreNotBufferHandles) {
   EXPECT_THAT(std::string(session_.CheckNewHandles({7, 7}).message()),
               HasSubstr("are both 0x7"));
   EXPECT_TRUE(session_.CheckNewHandles({7, 8}).ok());
+}
+
+TEST(RegionBudgetTest, BoundsRegionsAndBytesUntilUnmapped) {
+  auto budget = std::make_shared<RegionBudget>(2, 10000);
+  int fd = MakeMemfd(4096);
+  auto a = Region::Map(fd, 4096, "a", budget);
+  auto b = Region::Map(fd, 4096, "b", budget);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = Region::Map(fd, 1, "c", budget);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("max_regions"));
+  a->reset();
+  EXPECT_EQ(budget->regions(), 1);
+  auto big =
+      Region::Map(fd, 4096, "big", std::make_shared<RegionBudget>(8, 4000));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.status().message()),
+              HasSubstr("max_region_bytes"));
+  b->reset();
+  EXPECT_EQ(budget->regions(), 0);
+  EXPECT_EQ(budget->bytes(), 0);
+  auto named = Region::Map(fd, 16, std::string(kMaxRegionNameBytes + 1, 'n'));
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
+  close(fd);
+}
+
+TEST(SessionRegionLimits, CountAndBytesPerSessionAreBounded) {
+  Session session(1, 1, "s", "p", absl::Seconds(10), absl::Now(),
+                  SessionLimits{.max_regions = 2, .max_region_bytes = 10000});
+  ASSERT_TRUE(session.AddRegion(MakeRegion(4096)).ok());
+  auto too_big = session.AddRegion(MakeRegion(8192));
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              HasSubstr("max_region_bytes_per_session"));
+  auto second = session.AddRegion(MakeRegion(4096));
+  ASSERT_TRUE(second.ok());
+  auto third = session.AddRegion(MakeRegion(16));
+  EXPECT_THAT(std::string(third.status().message()),
+              HasSubstr("max_regions_per_session"));
+  ASSERT_TRUE(session.UnregisterRegion(*second).ok());
+  EXPECT_TRUE(session.AddRegion(MakeRegion(16)).ok());
+}
+
+// A client of the region socket, as the Python and C++ clients are.
+class RegionServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto session = table_.Open("test", "peer", absl::ZeroDuration());
+    ASSERT_TRUE(session.ok());
+    session_ = *session;
+  }
+  void Start(RegionServerOptions options) {
+    server_ = std::make_unique<RegionServer>(&table_, options);
+    ASSERT_TRUE(server_->Start(address_).ok());
+  }
+
+  int Connect() {
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path + 1, address_.data() + 1, address_.size() - 1);
+    socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
+                                              address_.size());
+    EXPECT_EQ(connect(s, reinterpret_cast<sockaddr*>(&addr), length), 0);
+    timeval timeout{.tv_sec = 10, .tv_usec = 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    return s;
+  }
+
+  // Registers a fresh memfd of `size` over a new connection; returns the
+  // reply, or an error code of -1 if the server closed the connection.
+  v1::RegisterRegionResponse Register(int64_t size, int connection = -1) {
+    if (connection < 0) connection = Connect();
+    v1::RegisterRegionRequest request;
+    request.set_session_id(session_->id());
+    request.set_size_bytes(size);
+    request.set_name("r");
+    std::string bytes = request.SerializeAsString();
+    int fd = MakeMemfd(size);
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{.iov_base = bytes.data(), .iov_len = bytes.size()};
+    msghdr message{};
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    v1::RegisterRegionResponse response;
+    response.set_error_code(-1);
+    if (sendmsg(connection, &message, MSG_NOSIGNAL) >= 0) {
+      char reply[4096];
+      ssize_t n = recv(connection, reply, sizeof(reply), 0);
+      if (n > 0) response.ParseFromArray(reply, static_cast<int>(n));
+    }
+    close(fd);
+    close(connection);
+    return response;
+  }
+
+  SessionTable table_{SessionTableOptions{}};
+  std::shared_ptr<Session> session_;
+  const std::string address_ =
+      absl::StrFormat("@pjrtd-region-test-%d-%d", getpid(), rand());
+  std::unique_ptr<RegionServer> server_;
+};
+
+TEST_F(RegionServerTest, IdleConnectionsDoNotHoldUpOthers) {
+  Start({.max_connections_per_peer = 100, .max_connections = 100});
+  // Clients that connect and send nothing.
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) idle.push_back(Connect());
+  const absl::Time start = absl::Now();
+  v1::RegisterRegionResponse response = Register(4096);
+  EXPECT_NE(response.region_handle(), 0u) << response.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  for (int s : idle) close(s);
+}
+
+TEST_F(RegionServerTest, ConnectionsBeyondAPeersBoundAreClosedAtOnce) {
+  Start({.max_connections_per_peer = 2, .max_connections = 100});
+  int a = Connect(), b = Connect();
+  // This process is one peer: a third connection is refused...
+  v1::RegisterRegionResponse refused = Register(4096);
+  EXPECT_EQ(refused.error_code(), -1);
+  // ...until one of the first two goes.
+  close(a);
+  v1::RegisterRegionResponse response;
+  for (int attempt = 0; attempt < 100 && response.region_handle() == 0;
+       ++attempt) {
+    response = Register(4096);
+    if (response.region_handle() == 0) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_NE(response.region_handle(), 0u) << response.error_message();
+  close(b);
+}
+
+TEST_F(RegionServerTest, TheDaemonWideBudgetIsEnforced) {
+  Start({.max_regions = 2});
+  EXPECT_NE(Register(4096).region_handle(), 0u);
+  EXPECT_NE(Register(4096).region_handle(), 0u);
+  v1::RegisterRegionResponse refused = Register(4096);
+  EXPECT_EQ(refused.region_handle(), 0u);
+  EXPECT_EQ(refused.error_code(),
+            static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(refused.error_message(), HasSubstr("max_regions"));
+  EXPECT_EQ(server_->budget()->regions(), 2);
+  table_.Close(session_->id(), absl::OkStatus()).IgnoreError();
+  EXPECT_EQ(server_->budget()->regions(), 0);
 }
 
 }  // namespace
