@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace pjrt::runtime {
 
@@ -79,29 +80,36 @@ bool BufferSequencingEvent::DefinedOn(device::Stream* stream) const {
   return sequenced_ && !error_before_enqueue_ && stream_ == stream;
 }
 
+absl::Status BufferSequencingEvent::WaitUntilSequenced(
+    const Cancellation* cancellation) {
+  MutexLock lock(&mu_);
+  const auto sequenced = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return sequenced_;
+  };
+  if (cancellation == nullptr) {
+    mu_.Await(sequenced);
+  } else {
+    while (!mu_.AwaitWithTimeout(sequenced, Cancellation::kPollInterval)) {
+      absl::Status cancelled = cancellation->Check();
+      if (!cancelled.ok()) {
+        return absl::Status(
+            cancelled.code(),
+            absl::StrCat("gave up waiting for an input whose contents have "
+                         "not arrived yet: ",
+                         cancelled.message()));
+      }
+    }
+  }
+  if (error_before_enqueue_) return producer_status_;
+  return absl::OkStatus();
+}
+
 absl::Status BufferSequencingEvent::WaitForEventOnStream(
     device::Stream* stream, const Cancellation* cancellation) {
+  PJRT_RETURN_IF_ERROR(WaitUntilSequenced(cancellation));
   std::shared_ptr<device::Event> event;
   {
     MutexLock lock(&mu_);
-    const auto sequenced = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return sequenced_;
-    };
-    if (cancellation == nullptr) {
-      mu_.Await(sequenced);
-    } else {
-      while (!mu_.AwaitWithTimeout(sequenced, Cancellation::kPollInterval)) {
-        absl::Status cancelled = cancellation->Check();
-        if (!cancelled.ok()) {
-          return absl::Status(
-              cancelled.code(),
-              absl::StrCat("gave up waiting for an input whose contents have "
-                           "not arrived yet: ",
-                           cancelled.message()));
-        }
-      }
-    }
-    if (error_before_enqueue_) return producer_status_;
     if (stream_ == stream) return absl::OkStatus();  // same queue: ordered
     event = event_;
   }

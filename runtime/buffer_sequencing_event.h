@@ -82,6 +82,11 @@ class BufferSequencingEvent
   absl::Status WaitForEventOnStream(device::Stream* stream,
                                     const Cancellation* cancellation = nullptr);
 
+  // The first half of WaitForEventOnStream: blocks until the producer has
+  // enqueued (or failed), giving up as it does. Returns the error bound
+  // before enqueuing, if any.
+  absl::Status WaitUntilSequenced(const Cancellation* cancellation = nullptr);
+
   // Blocks until complete, for at most `timeout`; returns status(), or
   // DEADLINE_EXCEEDED (naming nothing: the caller knows what it waited for).
   absl::Status BlockHostUntilComplete(

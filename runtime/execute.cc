@@ -86,24 +86,16 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   PJRT_RETURN_IF_ERROR(CheckArguments(device, arguments, results));
   device::LocalDeviceState* local = device->local_device_state();
   const Cancellation* wait = options.wait_cancellation;
-  // The stream the kernel runs on: the compute stream, or one of its own
-  // (returned to the pool once the kernel is done).
-  std::unique_ptr<device::Stream> own_stream;
-  std::optional<device::WorkerThread::NoInlineScope> no_inline;
-  if (options.own_stream) {
-    PJRT_ASSIGN_OR_RETURN(own_stream, local->BorrowStreamFromPool());
-    // Its kernel may wait for peers that this very thread launches next.
-    no_inline.emplace();
-  }
-  struct ReturnStream {
-    device::LocalDeviceState* local;
-    std::unique_ptr<device::Stream>* stream;
-    ~ReturnStream() {
-      if (*stream != nullptr) local->ReturnStreamToPool(std::move(*stream));
-    }
-  } return_stream{local, &own_stream};
-  device::Stream* compute =
-      own_stream != nullptr ? own_stream.get() : local->compute_stream();
+  // A wait given up because `wait` was cancelled keeps its status code
+  // (CANCELLED, DEADLINE_EXCEEDED...); other failures of an argument are
+  // FAILED_PRECONDITION.
+  const auto argument_error = [wait](absl::Status status,
+                                     const std::string& what) {
+    return absl::Status(IsCancelled(wait)
+                            ? status.code()
+                            : absl::StatusCode::kFailedPrecondition,
+                        absl::StrCat(what, status.message()));
+  };
 
   // Holds: donation for donated arguments, usage for the rest.
   std::vector<Buffer::ScopedHold> holds;
@@ -114,28 +106,34 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                             : Buffer::HoldType::kUsage,
         wait));
     if (!holds.back().ok()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "argument %d: %s", i, holds.back().status().message()));
+      return argument_error(holds.back().status(),
+                            absl::StrFormat("argument %d: ", i));
     }
   }
 
-  // The compute stream waits for the arguments to be defined and, for
-  // donated ones, for every earlier reader to finish.
+  // The events the kernel's stream must wait for: the arguments'
+  // definitions and, for donated ones, every earlier reader. First wait
+  // (on the host) until each producer has enqueued: a cross-host receive
+  // may wait for its data for long, and a call that waits holds no device
+  // resource.
   auto definition = std::make_shared<BufferSequencingEvent>();
+  std::vector<std::shared_ptr<BufferSequencingEvent>> waits;
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
     const auto& tracked = holds[i].buffer();
     for (const auto& event : tracked->definition_events()) {
-      absl::Status status = event->WaitForEventOnStream(compute, wait);
+      absl::Status status = event->WaitUntilSequenced(wait);
       if (!status.ok()) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "argument %d (%s) has no valid contents: %s", i,
-            arguments[i].buffer->DebugString(), status.message()));
+        return argument_error(
+            status, absl::StrFormat("argument %d (%s) has no valid contents: ",
+                                    i, arguments[i].buffer->DebugString()));
       }
       definition->AddDependency(event);
+      waits.push_back(event);
     }
     if (arguments[i].donate) {
       for (const auto& usage : tracked->usage_events()) {
-        PJRT_RETURN_IF_ERROR(usage.event->WaitForEventOnStream(compute, wait));
+        PJRT_RETURN_IF_ERROR(usage.event->WaitUntilSequenced(wait));
+        waits.push_back(usage.event);
       }
     }
   }
@@ -153,11 +151,35 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   }
   auto reservation =
       std::make_shared<device::Semaphore::ScopedReservation>(&semaphore, 1);
+
+  // The stream the kernel runs on: the compute stream, or one of its own,
+  // borrowed now that the run holds a slot of the semaphore (so at most
+  // queue-ahead are borrowed at once) and returned once the kernel is done.
+  std::unique_ptr<device::Stream> own_stream;
+  std::optional<device::WorkerThread::NoInlineScope> no_inline;
+  if (options.own_stream) {
+    PJRT_ASSIGN_OR_RETURN(own_stream, local->BorrowStreamFromPool());
+    // Its kernel may wait for peers that this very thread launches next.
+    no_inline.emplace();
+  }
+  struct ReturnStream {
+    device::LocalDeviceState* local;
+    std::unique_ptr<device::Stream>* stream;
+    ~ReturnStream() {
+      if (*stream != nullptr) local->ReturnStreamToPool(std::move(*stream));
+    }
+  } return_stream{local, &own_stream};
+  device::Stream* compute =
+      own_stream != nullptr ? own_stream.get() : local->compute_stream();
   // Under the compute-synchronized model fresh memory may still be in use
   // by the compute stream (its previous owner's last use).
   if (own_stream != nullptr &&
       local->allocation_model() == AllocationModel::kComputeSynchronized) {
     PJRT_RETURN_IF_ERROR(local->ThenWaitFor(compute, local->compute_stream()));
+  }
+  // Every producer has enqueued: these do not block.
+  for (const auto& event : waits) {
+    PJRT_RETURN_IF_ERROR(event->WaitForEventOnStream(compute, wait));
   }
 
   // Result memory: fresh, or the donated argument's.

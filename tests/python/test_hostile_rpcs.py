@@ -117,7 +117,7 @@ JUSTIFIED_INTERNAL = [
 ]
 
 #: Per-call deadline of this test; a call that reaches it may be a hang.
-CALL_TIMEOUT = 5.0
+CALL_TIMEOUT = 3.0
 #: Messages read from a server stream before the test cancels it.
 MAX_STREAM_MESSAGES = 64
 #: Nested messages are made hostile down to this depth.
