@@ -62,8 +62,15 @@ absl::StatusOr<Session::WaitingCall> MaybeStartWaitingCall(
 
 absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
                         absl::Duration timeout,
-                        const Cancellation* session_cancellation) {
+                        const Cancellation* session_cancellation,
+                        Session* waiting_session) {
   absl::Time deadline = absl::Now() + timeout;
+  // A wait for data from outside (a receive) or for collective peers holds
+  // a thread for long: it counts against the session's waiting calls.
+  Session::WaitingCall waiting;
+  if (waiting_session != nullptr && buffer.UseWouldBlock()) {
+    PJRT_ASSIGN_OR_RETURN(waiting, waiting_session->StartWaitingCall());
+  }
   for (;;) {
     absl::Duration slice =
         std::min(kCancellationPollInterval, deadline - absl::Now());
@@ -167,8 +174,9 @@ grpc::Status BufferService::DownloadImpl(
                         request->handle(), buffer.shape().ToString(),
                         absl::StrJoin(elements, ", ")));
   }
-  absl::Status ready = AwaitReady(context, buffer, absl::InfiniteDuration(),
-                                  found->session->cancellation().get());
+  absl::Status ready =
+      AwaitReady(context, buffer, absl::InfiniteDuration(),
+                 found->session->cancellation().get(), found->session.get());
   if (!ready.ok()) return ToGrpcStatus(ready);
 
   v1::DownloadResponse response;
@@ -224,8 +232,9 @@ grpc::Status BufferService::BlockUntilReadyImpl(
   absl::Duration timeout = request->timeout_ms() == 0
                                ? absl::InfiniteDuration()
                                : absl::Milliseconds(request->timeout_ms());
-  absl::Status status = AwaitReady(context, *found->buffer, timeout,
-                                   found->session->cancellation().get());
+  absl::Status status =
+      AwaitReady(context, *found->buffer, timeout,
+                 found->session->cancellation().get(), found->session.get());
   if (!status.ok()) return ToGrpcStatus(status);
   BufferInfoToProto(*found->session, request->handle(), *found->buffer,
                     response);
@@ -461,8 +470,9 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
                         task));
   }
   // The bytes must be defined before they can be sent.
-  absl::Status ready = AwaitReady(context, buffer, expiry - absl::Now(),
-                                  found->session->cancellation().get());
+  absl::Status ready =
+      AwaitReady(context, buffer, expiry - absl::Now(),
+                 found->session->cancellation().get(), found->session.get());
   if (!ready.ok()) return ToGrpcStatus(ready);
 
   const int64_t total = buffer.size_bytes();
@@ -598,8 +608,9 @@ grpc::Status BufferService::DownloadToRegionImpl(
         slice.status().message())));
   }
   Region::Use use = (*region)->Acquire();
-  absl::Status ready = AwaitReady(context, buffer, absl::InfiniteDuration(),
-                                  found->session->cancellation().get());
+  absl::Status ready =
+      AwaitReady(context, buffer, absl::InfiniteDuration(),
+                 found->session->cancellation().get(), found->session.get());
   if (!ready.ok()) return ToGrpcStatus(ready);
   absl::Status status = buffer.CopyRawToHost(*slice, 0, buffer.size_bytes());
   if (!status.ok()) return ToGrpcStatus(status);

@@ -24,6 +24,7 @@
 #include "base/status_macros.h"
 #include "base/version.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
@@ -267,6 +268,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
         sessions_.get(),
         RegionServerOptions{
             .max_connections_per_peer = limits.max_region_connections_per_peer,
+            .max_connections_per_user = limits.max_region_connections_per_user,
             .max_connections = limits.max_region_connections,
             .max_regions = limits.max_regions,
             .max_region_bytes = limits.max_region_bytes > 0
@@ -294,6 +296,11 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  // However many calls wait, the daemon's threads stay bounded: gRPC
+  // answers calls beyond with RESOURCE_EXHAUSTED.
+  grpc::ResourceQuota quota("pjrtd");
+  quota.SetMaxThreads(limits.max_handler_threads);
+  builder.SetResourceQuota(quota);
   // Detect clients whose host vanished without closing the connection, so
   // that their sessions end.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);

@@ -105,7 +105,7 @@ absl::Status RegisterResults(
 
 }  // namespace
 
-grpc::Status ExecutableService::CompileImpl(grpc::ServerContext*,
+grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                                             const v1::CompileRequest* request,
                                             v1::CompileResponse* response) {
   auto session = sessions_->Lookup(request->session_id());
@@ -142,12 +142,20 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext*,
       CompileCacheKey(text, DeterministicBytes(request->options()));
   auto compiled = cache_->GetOrCompile(
       key, [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
+        // Wait for a compile slot, as long as the client wants the answer.
+        while (!compile_slots_.AcquireFor(1, Cancellation::kPollInterval)) {
+          if (context->IsCancelled()) {
+            return absl::CancelledError(
+                "the call was cancelled while it waited to compile");
+          }
+        }
+        device::Semaphore::ScopedReservation slot(&compile_slots_, 1);
         return runtime::Executable::Compile(client_, text, *options);
       });
   if (!compiled.ok()) {
     spdlog::info("{}: compile of a {}-byte program failed: {}",
                  (*session)->DebugString(), text.size(),
-                 EscapeForLog(compiled.status().ToString(), 512));
+                 EscapeForLog(compiled.status().ToString()));
     return ToGrpcStatus(compiled.status());
   }
   const runtime::Executable& executable = *compiled->value;

@@ -107,12 +107,21 @@ absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
   } else if (key == "max_region_bytes") {
     PJRT_ASSIGN_OR_RETURN(limits->max_region_bytes,
                           ByteSizeValue(node, source, key));
+  } else if (key == "max_region_connections_per_user") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_region_connections_per_user,
+                          IntValue(node, source, key, 1, 1 << 16));
   } else if (key == "max_region_connections_per_peer") {
     PJRT_ASSIGN_OR_RETURN(limits->max_region_connections_per_peer,
                           IntValue(node, source, key, 1, 1 << 16));
   } else if (key == "max_region_connections") {
     PJRT_ASSIGN_OR_RETURN(limits->max_region_connections,
                           IntValue(node, source, key, 1, 1 << 16));
+  } else if (key == "max_concurrent_compiles") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_concurrent_compiles,
+                          IntValue(node, source, key, 0, 1 << 16));
+  } else if (key == "max_handler_threads") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_handler_threads,
+                          IntValue(node, source, key, 16, 1 << 20));
   } else if (key == "max_program_bytes") {
     PJRT_ASSIGN_OR_RETURN(limits->max_program_bytes,
                           ByteSizeValue(node, source, key));
@@ -244,8 +253,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "(max_sessions, max_handles_per_session, "
           "max_waiting_calls_per_session, max_regions_per_session, "
           "max_regions, max_region_bytes_per_session, max_region_bytes, "
-          "max_region_connections_per_peer, max_region_connections, "
-          "max_program_bytes, compile_cache_entries, compile_cache_bytes, "
+          "max_region_connections_per_peer, max_region_connections_per_user, "
+          "max_region_connections, "
+          "max_program_bytes, max_concurrent_compiles, max_handler_threads, "
+          "compile_cache_entries, compile_cache_bytes, "
           "max_collective_timeout_seconds, max_receive_timeout_seconds)",
           source, EscapeForLog(key, 64)));
     }

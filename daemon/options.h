@@ -37,9 +37,10 @@ struct DaemonLimits {
   int max_regions = 4096;
   int64_t max_region_bytes_per_session = 0;
   int64_t max_region_bytes = 0;
-  // Connections the region socket serves at once, per client process and in
-  // all.
+  // Connections the region socket serves at once, per client process, per
+  // user and in all.
   int max_region_connections_per_peer = 8;
+  int max_region_connections_per_user = 64;
   int max_region_connections = 256;
   // Size of one program's text.
   int64_t max_program_bytes = int64_t{32} << 20;
@@ -51,6 +52,10 @@ struct DaemonLimits {
   absl::Duration max_collective_timeout = absl::Minutes(5);
   // Longest timeout a cross-host receive may ask for.
   absl::Duration max_receive_timeout = absl::Hours(24);
+  // Programs compiled at once (0: one per core); more wait their turn.
+  int max_concurrent_compiles = 0;
+  // Threads gRPC may run handlers on; calls beyond get RESOURCE_EXHAUSTED.
+  int max_handler_threads = 4096;
 };
 
 struct DaemonOptions {

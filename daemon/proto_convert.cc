@@ -49,7 +49,11 @@ void BufferInfoToProto(const Session& session, uint64_t handle,
   if (ready) {
     absl::Status status = buffer.BlockHostUntilReady(absl::ZeroDuration());
     if (!status.ok()) {
-      info->set_error_code(static_cast<int>(status.code()));
+      // As ToGrpcStatus: a status from elsewhere (a peer's transfer) may
+      // be UNKNOWN, which a client must never see.
+      info->set_error_code(status.code() == absl::StatusCode::kUnknown
+                               ? static_cast<int>(absl::StatusCode::kInternal)
+                               : static_cast<int>(status.code()));
       info->set_error_message(
           Excerpt(status.message(), kMaxBufferInfoErrorBytes));
     }

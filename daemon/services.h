@@ -8,7 +8,9 @@
 #ifndef PJRT_DAEMON_SERVICES_H_
 #define PJRT_DAEMON_SERVICES_H_
 
+#include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
@@ -20,6 +22,7 @@
 #include "daemon/grpc_status.h"
 #include "daemon/options.h"
 #include "daemon/session_table.h"
+#include "device/semaphore.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
 #include "pjrt/v1/cluster.grpc.pb.h"
 #include "pjrt/v1/executable.grpc.pb.h"
@@ -39,10 +42,14 @@ using ExecutableCache = CompileCache<runtime::Executable>;
 // Waits for `buffer` to be ready within `timeout` and returns its status
 // (see runtime::Buffer::BlockHostUntilReady), giving up early with
 // CANCELLED when `context` is cancelled, or with the reason when
-// `session_cancellation` (may be null) is (checked every 50 ms).
+// `session_cancellation` (may be null) is (checked every 50 ms). With a
+// `waiting_session`, a wait for data from outside or for collective peers
+// (see runtime::Buffer::UseWouldBlock) takes one of its waiting-call slots:
+// RESOURCE_EXHAUSTED when none is free.
 absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
                         absl::Duration timeout,
-                        const Cancellation* session_cancellation = nullptr);
+                        const Cancellation* session_cancellation = nullptr,
+                        Session* waiting_session = nullptr);
 
 // For the waits of one call of `session`: cancelled when the session is,
 // when the call's deadline passes, and when its client cancels it.
@@ -417,7 +424,11 @@ class ExecutableService final : public v1::Executables::Service {
         cluster_(cluster),
         sessions_(sessions),
         cache_(cache),
-        limits_(limits) {}
+        limits_(limits),
+        compile_slots_(
+            limits.max_concurrent_compiles > 0
+                ? limits.max_concurrent_compiles
+                : std::max(1u, std::thread::hardware_concurrency())) {}
 
   grpc::Status Compile(grpc::ServerContext* context,
                        const v1::CompileRequest* request,
@@ -490,6 +501,9 @@ class ExecutableService final : public v1::Executables::Service {
   SessionTable* const sessions_;
   ExecutableCache* const cache_;
   const DaemonLimits limits_;
+  // Compiles run at once (each takes one), so that many large programs
+  // sent together do not take every core and much memory at once.
+  device::Semaphore compile_slots_;
 
   pjrt::Mutex streams_mu_;
   bool streams_ended_ ABSL_GUARDED_BY(streams_mu_) = false;

@@ -30,10 +30,11 @@ std::string Session::DebugString() const {
                          EscapeForLog(client_name_, 64));
 }
 
-Session::WaitingCall::~WaitingCall() {
+void Session::WaitingCall::Release() {
   if (session_ == nullptr) return;
   pjrt::MutexLock lock(&session_->mu_);
   session_->waiting_calls_--;
+  session_ = nullptr;
 }
 
 absl::StatusOr<Session::WaitingCall> Session::StartWaitingCall() {
@@ -58,9 +59,9 @@ absl::Status Session::CheckRoom(int64_t more) const {
 absl::Status Session::CheckRoomLocked(int64_t more) const {
   if (handle_count() + more > limits_.max_handles) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s holds %d buffers, executables and regions; %d more would exceed "
-        "the %d a session may hold (max_handles_per_session); delete some "
-        "first",
+        "%s holds %d handles (buffers, executables, regions, and one per "
+        "element of each tuple); %d more would exceed the %d a session may "
+        "hold (max_handles_per_session); delete some first",
         DebugString(), handle_count(), more, limits_.max_handles));
   }
   return absl::OkStatus();
@@ -70,6 +71,9 @@ int64_t Session::NewHandlesFor(const runtime::Buffer& buffer) const {
   if (handles_.contains(&buffer)) return 0;
   int64_t count = 1;
   if (buffer.is_tuple()) {
+    // A tuple's elements count once more each: a tuple of a thousand
+    // copies of one buffer costs the daemon a thousand entries.
+    count += static_cast<int64_t>(buffer.tuple_elements().size());
     for (const auto& element : buffer.tuple_elements()) {
       count += NewHandlesFor(*element);
     }
@@ -101,6 +105,9 @@ uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
   uint64_t handle = NewHandle();
   handles_.emplace(buffer.get(), handle);
   bytes_ += buffer->size_bytes();
+  if (buffer->is_tuple()) {
+    tuple_elements_ += static_cast<int64_t>(buffer->tuple_elements().size());
+  }
   buffers_.emplace(handle, std::move(buffer));
   return handle;
 }
@@ -181,6 +188,9 @@ void Session::EraseBufferLocked(
   buffers_.erase(it);
   handles_.erase(buffer.get());
   bytes_ -= buffer->size_bytes();
+  if (buffer->is_tuple()) {
+    tuple_elements_ -= static_cast<int64_t>(buffer->tuple_elements().size());
+  }
   if (buffer->is_tuple()) {
     for (const auto& element : buffer->tuple_elements()) {
       if (auto e = handles_.find(element.get()); e != handles_.end()) {
@@ -413,6 +423,7 @@ SessionCloseStats Session::Close(const absl::Status& why) {
     handles_.clear();
     bytes_ = 0;
     region_bytes_ = 0;
+    tuple_elements_ = 0;
     executables.swap(executables_);
     regions.swap(regions_);
     if (attachment_ != nullptr) {

@@ -103,12 +103,19 @@ class Session {
     explicit WaitingCall(Session* session) : session_(session) {}
     WaitingCall(WaitingCall&& other) noexcept
         : session_(std::exchange(other.session_, nullptr)) {}
-    WaitingCall& operator=(WaitingCall&&) = delete;
+    WaitingCall& operator=(WaitingCall&& other) noexcept {
+      if (this != &other) {
+        Release();
+        session_ = std::exchange(other.session_, nullptr);
+      }
+      return *this;
+    }
     WaitingCall(const WaitingCall&) = delete;
     WaitingCall& operator=(const WaitingCall&) = delete;
-    ~WaitingCall();
+    ~WaitingCall() { Release(); }
 
    private:
+    void Release();
     Session* session_ = nullptr;
   };
   // RESOURCE_EXHAUSTED naming the limit when max_waiting_calls calls of the
@@ -210,7 +217,7 @@ class Session {
   uint64_t AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Handles registering `buffer` would add (itself and its unregistered
-  // tuple elements).
+  // tuple elements), plus one per element of each tuple among them.
   int64_t NewHandlesFor(const runtime::Buffer& buffer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED unless `more` handles fit under the limit.
@@ -218,7 +225,8 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t handle_count() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return static_cast<int64_t>(buffers_.size() + executables_.size() +
-                                regions_.size());
+                                regions_.size()) +
+           tuple_elements_;
   }
   // Unregisters `handle` and, for a tuple, its elements; appends what it
   // unregistered to `doomed`.
@@ -251,6 +259,8 @@ class Session {
   // Bytes of the registered arrays, and of the registered regions.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t region_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Elements of the registered tuples (each counts as a handle too).
+  int64_t tuple_elements_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -162,6 +162,7 @@ Region::Use& Region::Use::operator=(Use&& other) noexcept {
 // send its request.
 struct RegionServer::Connection {
   pid_t pid = 0;
+  uid_t uid = 0;
   absl::Time deadline;
 };
 
@@ -245,11 +246,13 @@ void RegionServer::Loop() {
   constexpr absl::Duration kRequestTimeout =
       absl::Seconds(kReceiveTimeoutSeconds);
   absl::flat_hash_map<int, Connection> connections;
-  absl::flat_hash_map<pid_t, int> per_peer;
+  absl::flat_hash_map<pid_t, int> per_process;
+  absl::flat_hash_map<uid_t, int> per_user;
   const auto drop = [&](int fd) {
     auto it = connections.find(fd);
     if (it == connections.end()) return;
-    if (--per_peer[it->second.pid] == 0) per_peer.erase(it->second.pid);
+    if (--per_process[it->second.pid] == 0) per_process.erase(it->second.pid);
+    if (--per_user[it->second.uid] == 0) per_user.erase(it->second.uid);
     connections.erase(it);
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
@@ -288,14 +291,19 @@ void RegionServer::Loop() {
           ucred peer{};
           socklen_t size = sizeof(peer);
           getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &size);
+          const auto count = [](const auto& map, auto key) {
+            auto it = map.find(key);
+            return it == map.end() ? 0 : it->second;
+          };
           if (static_cast<int>(connections.size()) >=
                   options_.max_connections ||
-              per_peer[peer.pid] >= options_.max_connections_per_peer) {
-            if (per_peer[peer.pid] == 0) per_peer.erase(peer.pid);
+              count(per_process, peer.pid) >=
+                  options_.max_connections_per_peer ||
+              count(per_user, peer.uid) >= options_.max_connections_per_user) {
             spdlog::debug(
-                "region socket: refused a connection of pid {} ({} "
+                "region socket: refused a connection of pid {} uid {} ({} "
                 "open in all)",
-                peer.pid, connections.size());
+                peer.pid, peer.uid, connections.size());
             close(c);
             continue;
           }
@@ -304,8 +312,10 @@ void RegionServer::Loop() {
             close(c);
             continue;
           }
-          per_peer[peer.pid]++;
-          connections[c] = Connection{peer.pid, absl::Now() + kRequestTimeout};
+          per_process[peer.pid]++;
+          per_user[peer.uid]++;
+          connections[c] =
+              Connection{peer.pid, peer.uid, absl::Now() + kRequestTimeout};
         }
         continue;
       }

@@ -120,9 +120,10 @@ class Region : public std::enable_shared_from_this<Region> {
 };
 
 struct RegionServerOptions {
-  // Connections served at once, per client process (by its pid, from
-  // SO_PEERCRED) and in all; more are closed at once.
+  // Connections served at once, per client process and per user (by pid
+  // and uid, from SO_PEERCRED) and in all; more are closed at once.
   int max_connections_per_peer = 8;
+  int max_connections_per_user = 64;
   int max_connections = 256;
   // Regions mapped at once in all, and their bytes (0: no byte limit).
   int64_t max_regions = 4096;

@@ -16,8 +16,10 @@ LocalDeviceState::LocalDeviceState(Platform* platform, int ordinal,
       allocation_model_(model),
       callback_thread_(std::make_unique<WorkerThread>(
           absl::StrFormat("%s%d-callback", platform->name(), ordinal))),
-      event_pool_([platform, ordinal] { return platform->CreateEvent(ordinal); }),
+      event_pool_(
+          [platform, ordinal] { return platform->CreateEvent(ordinal); }),
       compute_semaphore_(queue_ahead),
+      collective_semaphore_(queue_ahead),
       prng_(std::random_device()()) {}
 
 absl::StatusOr<std::unique_ptr<LocalDeviceState>> LocalDeviceState::Create(

@@ -103,6 +103,10 @@ class LocalDeviceState {
   // Host memory for staging transfers (pinned on CUDA).
   Allocator* staging_allocator() const { return staging_allocator_.get(); }
   Semaphore& compute_semaphore() { return compute_semaphore_; }
+  // The same pacing for runs on streams of their own (programs that wait
+  // for peers at collectives): separate, so that runs waiting for peers
+  // that never come cannot take every slot of the compute semaphore.
+  Semaphore& collective_semaphore() { return collective_semaphore_; }
 
   // Allocates an event from the pool and records it on `stream`.
   absl::StatusOr<std::shared_ptr<Event>> AllocateAndRecordEvent(Stream* stream);
@@ -132,7 +136,9 @@ class LocalDeviceState {
   uint64_t GetNewPrngSeed();
 
   // Executions enqueued and not finished (the compute semaphore's use).
-  int64_t queue_depth() const { return compute_semaphore_.in_use(); }
+  int64_t queue_depth() const {
+    return compute_semaphore_.in_use() + collective_semaphore_.in_use();
+  }
 
  private:
   LocalDeviceState(Platform* platform, int ordinal, AllocationModel model,
@@ -146,6 +152,7 @@ class LocalDeviceState {
   std::unique_ptr<WorkerThread> callback_thread_;
   EventPool event_pool_;
   Semaphore compute_semaphore_;
+  Semaphore collective_semaphore_;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<Allocator> staging_allocator_;
 

@@ -115,6 +115,8 @@ constexpr int kMaxNesting = 512;
 // Most replica ids an iota replica group list may expand to: every device of
 // a launch.
 constexpr int64_t kMaxIotaReplicaIds = kMaxProgramDevices;
+// Most ids all the iota replica group lists of a module may expand to.
+constexpr int64_t kMaxExpandedReplicaIds = int64_t{1} << 22;
 
 // What an instruction says, before names are resolved and the Instruction is
 // built.
@@ -486,6 +488,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int64_t expanded_replica_ids_ = 0;
 
   std::vector<PendingCalls> pending_calls_;
   absl::flat_hash_map<std::string, Computation*> computations_by_name_;
@@ -1618,12 +1621,27 @@ absl::Status Parser::ParseReplicaGroups(Attributes* attributes) {
   if (group_shape[0] > 0 && group_shape[1] > total / group_shape[0]) {
     total = -1;  // cannot match
   }
+  if (group_shape[1] == 0 && group_shape[0] > 0) {
+    return ErrorAt(start, absl::StrFormat("replica_groups=%s: groups of 0 ids "
+                                          "are not groups",
+                                          written));
+  }
   if (total < 0 || group_shape[0] * group_shape[1] != total) {
     return ErrorAt(start,
                    absl::StrFormat("replica_groups=%s: %d groups of %d do not "
                                    "cover the %d ids of the layout",
                                    written, group_shape[0], group_shape[1],
                                    total < 0 ? 0 : total));
+  }
+  // Each list may name every device of a launch; all of them together are
+  // bounded too, since a short attribute expands to a long list.
+  expanded_replica_ids_ += total;
+  if (expanded_replica_ids_ > kMaxExpandedReplicaIds) {
+    return ErrorAt(start,
+                   absl::StrFormat("replica_groups=%s: the module's iota "
+                                   "replica groups expand to more than %d ids "
+                                   "in all",
+                                   written, kMaxExpandedReplicaIds));
   }
   std::vector<bool> seen(dims.size(), false);
   bool valid = permutation.size() == dims.size();

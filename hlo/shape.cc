@@ -14,6 +14,8 @@ namespace pjrt::hlo {
 struct Shape::TupleData {
   std::vector<Shape> elements;
   int64_t leaves = 0;
+  // This tuple and every shape in it, arrays and tuples (empty ones too).
+  int64_t nodes = 1;
   int depth = 1;
 };
 
@@ -46,6 +48,11 @@ Shape Shape::Tuple(std::vector<Shape> elements) {
       leaves = std::numeric_limits<int64_t>::max();
     }
     data->leaves = leaves;
+    int64_t nodes;
+    if (__builtin_add_overflow(data->nodes, e.node_count(), &nodes)) {
+      nodes = std::numeric_limits<int64_t>::max();
+    }
+    data->nodes = nodes;
     data->depth = std::max(data->depth, e.tuple_depth() + 1);
   }
   data->elements = std::move(elements);
@@ -62,6 +69,11 @@ const std::vector<Shape>& Shape::tuple_shapes() const {
 int64_t Shape::leaf_count() const {
   if (!IsTuple()) return 1;
   return tuple_ != nullptr ? tuple_->leaves : 0;
+}
+
+int64_t Shape::node_count() const {
+  if (!IsTuple()) return 1;
+  return tuple_ != nullptr ? tuple_->nodes : 1;
 }
 
 int Shape::tuple_depth() const {
@@ -109,6 +121,14 @@ absl::Status CheckShapeLimits(const Shape& shape) {
       return absl::InvalidArgumentError(
           absl::StrFormat("a tuple holds %d arrays; at most %d are supported",
                           shape.leaf_count(), kMaxTupleLeaves));
+    }
+    // Empty tuples hold no arrays, but a tuple of them still has to be
+    // walked.
+    if (shape.node_count() > kMaxTupleNodes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a tuple holds %d tuples and arrays in all; at most %d are "
+          "supported",
+          shape.node_count(), kMaxTupleNodes));
     }
     return absl::OkStatus();
   }

@@ -33,6 +33,9 @@ inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 56;
 // Deepest nesting of tuples, and most arrays (leaves) in one tuple.
 inline constexpr int kMaxTupleDepth = 32;
 inline constexpr int64_t kMaxTupleLeaves = 16384;
+// Most tuples and arrays in one tuple, itself included (a tree of
+// kMaxTupleLeaves arrays has fewer).
+inline constexpr int64_t kMaxTupleNodes = 2 * kMaxTupleLeaves;
 
 class Shape {
  public:
@@ -62,6 +65,12 @@ class Shape {
   int64_t leaf_count() const;
   // 0 for an array, 1 + the deepest element's for a tuple. O(1).
   int tuple_depth() const;
+  // Shapes in the tree, this one included: 1 for an array, 1 + the sum over
+  // the elements for a tuple (saturating). O(1).
+  int64_t node_count() const;
+  // Identifies a tuple's shared elements: equal for copies of one tuple
+  // shape (null for arrays). For memoizing walks over shapes.
+  const void* tuple_identity() const { return tuple_.get(); }
 
   // Layout as written in HLO text (minor-to-major dimension order), if any.
   // Layouts do not take part in equality: pjrtd's arrays are row-major, and
@@ -104,8 +113,9 @@ class Shape {
 // kMaxRank whose dimensions are >= 0 and whose dimension sizes, element
 // count and byte size are at most kMaxArrayBytes (token and opaque scalars
 // pass); a tuple at most kMaxTupleDepth deep with at most kMaxTupleLeaves
-// arrays. Tuple elements are assumed checked (shapes are built bottom-up).
-// INVALID_ARGUMENT naming the shape, the value and the limit otherwise.
+// arrays and kMaxTupleNodes shapes in all (empty tuples count there). Tuple
+// elements are assumed checked (shapes are built bottom-up). INVALID_ARGUMENT
+// naming the shape, the value and the limit otherwise.
 absl::Status CheckShapeLimits(const Shape& shape);
 
 // Validates an array shape that comes from outside: a known array type and

@@ -195,6 +195,12 @@ class Verifier {
 
   absl::Status CheckTypes(const Instruction& inst, const Shape& shape) {
     if (shape.IsTuple()) {
+      // Tuples share their elements (an inferred tuple(t, x) reuses t's):
+      // each shared set of elements is checked once, so that the work
+      // stays linear in the program however its tuples nest.
+      if (!checked_tuples_.insert(shape.tuple_identity()).second) {
+        return absl::OkStatus();
+      }
       for (const Shape& s : shape.tuple_shapes()) {
         PJRT_RETURN_IF_ERROR(CheckTypes(inst, s));
       }
@@ -1054,6 +1060,7 @@ class Verifier {
   const Module& module_;
   absl::string_view text_;
   std::vector<const Computation*> reachable_;
+  absl::flat_hash_set<const void*> checked_tuples_;
 };
 
 }  // namespace

@@ -311,9 +311,28 @@ bool Buffer::UseWouldBlock() {
   }
   if (tracked == nullptr) return false;
   for (const auto& e : tracked->definition_events()) {
-    if (!e->IsSequenced()) return true;
+    if (!e->IsSequenced() || e->PendingOnPrivateStream()) return true;
   }
   return false;
+}
+
+absl::Status Buffer::AwaitUsable(const Cancellation* cancellation) {
+  if (is_tuple()) {
+    for (const auto& e : elements_) {
+      PJRT_RETURN_IF_ERROR(e->AwaitUsable(cancellation));
+    }
+    return absl::OkStatus();
+  }
+  std::shared_ptr<TrackedDeviceBuffer> tracked;
+  {
+    MutexLock lock(&mu_);
+    tracked = tracked_;
+  }
+  if (tracked == nullptr) return absl::OkStatus();
+  for (const auto& e : tracked->definition_events()) {
+    PJRT_RETURN_IF_ERROR(e->WaitUntilSafeForSharedStream(cancellation));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Buffer::BlockHostUntilReady(absl::Duration timeout) {
@@ -496,6 +515,10 @@ absl::Status Buffer::CopyRawToHost(void* dst, int64_t offset, int64_t size) {
 
 absl::StatusOr<std::shared_ptr<Buffer>> Buffer::CopyToDevice(
     Device* dst_device, const Cancellation* cancellation) {
+  // Wait holding nothing (see AwaitUsable); a failed producer is reported
+  // below, with the hold.
+  absl::Status usable = AwaitUsable(cancellation);
+  if (!usable.ok() && IsCancelled(cancellation)) return usable;
   ScopedHold hold = GetBufferWithHold(HoldType::kUsage, cancellation);
   if (!hold.ok()) return hold.status();
   device::LocalDeviceState* src = device_->local_device_state();

@@ -167,9 +167,18 @@ class Buffer {
   absl::StatusOr<std::shared_ptr<Buffer>> CopyToDevice(
       Device* dst_device, const Cancellation* cancellation = nullptr);
 
+  // Waits until using the buffer would not block a stream: every producer
+  // of its contents has enqueued, and finished if it runs on a stream of
+  // its own (see BufferSequencingEvent::MarkOnPrivateStream). Takes no
+  // hold. Gives up with the reason once `cancellation` (may be null) is
+  // cancelled; returns the producer's error if it failed before enqueuing.
+  // OK at once for a deleted buffer (its users find out).
+  absl::Status AwaitUsable(const Cancellation* cancellation = nullptr);
+
   // True if using the buffer now would block: a definition event is not
-  // sequenced yet (its producer waits for data from outside), or a donation
-  // of it is being decided. For tuples, true if any element's would.
+  // sequenced yet (its producer waits for data from outside) or runs on a
+  // private stream and has not finished, or a donation of it is being
+  // decided. For tuples, true if any element's would.
   bool UseWouldBlock();
 
   // Releases the buffer's memory (ordered after its uses). Idempotent.

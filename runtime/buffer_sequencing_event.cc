@@ -104,10 +104,56 @@ absl::Status BufferSequencingEvent::WaitUntilSequenced(
   return absl::OkStatus();
 }
 
-absl::Status BufferSequencingEvent::WaitForEventOnStream(
-    device::Stream* stream, const Cancellation* cancellation) {
+void BufferSequencingEvent::MarkOnPrivateStream() {
+  MutexLock lock(&mu_);
+  private_stream_ = true;
+}
+
+bool BufferSequencingEvent::PendingOnPrivateStream() const {
+  std::shared_ptr<device::Event> event;
+  {
+    MutexLock lock(&mu_);
+    if (!private_stream_ || complete_) return false;
+    if (!sequenced_) return true;
+    event = event_;
+  }
+  return event != nullptr && !event->IsComplete();
+}
+
+absl::Status BufferSequencingEvent::WaitUntilSafeForSharedStream(
+    const Cancellation* cancellation) {
   PJRT_RETURN_IF_ERROR(WaitUntilSequenced(cancellation));
   std::shared_ptr<device::Event> event;
+  {
+    MutexLock lock(&mu_);
+    if (!private_stream_) return absl::OkStatus();
+    event = event_;
+  }
+  if (event == nullptr) return absl::OkStatus();
+  while (!event->WaitFor(cancellation != nullptr ? Cancellation::kPollInterval
+                                                 : absl::InfiniteDuration())) {
+    absl::Status cancelled = CheckCancelled(cancellation);
+    if (!cancelled.ok()) {
+      return absl::Status(
+          cancelled.code(),
+          absl::StrCat("gave up waiting for an input whose producer waits "
+                       "for collective peers: ",
+                       cancelled.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BufferSequencingEvent::WaitForEventOnStream(
+    device::Stream* stream, const Cancellation* cancellation) {
+  std::shared_ptr<device::Event> event;
+  bool on_host = false;
+  {
+    MutexLock lock(&mu_);
+    on_host = private_stream_;
+  }
+  PJRT_RETURN_IF_ERROR(on_host ? WaitUntilSafeForSharedStream(cancellation)
+                               : WaitUntilSequenced(cancellation));
   {
     MutexLock lock(&mu_);
     if (stream_ == stream) return absl::OkStatus();  // same queue: ordered

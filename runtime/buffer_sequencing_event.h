@@ -87,6 +87,20 @@ class BufferSequencingEvent
   // before enqueuing, if any.
   absl::Status WaitUntilSequenced(const Cancellation* cancellation = nullptr);
 
+  // The producer runs on a stream of its own and may wait there for a long
+  // time (for collective peers). Other streams must not wait for it on the
+  // device, which would hold up everything queued behind them:
+  // WaitForEventOnStream then waits on the host until it completes.
+  // REQUIRES: called before SetSequencingEvent.
+  void MarkOnPrivateStream();
+  // True if sequenced on a private stream and not complete yet.
+  bool PendingOnPrivateStream() const;
+  // WaitUntilSequenced, then, for a producer on a private stream, waits
+  // until it completes (giving up as WaitUntilSequenced does): afterwards a
+  // shared stream may wait for this event without blocking.
+  absl::Status WaitUntilSafeForSharedStream(
+      const Cancellation* cancellation = nullptr);
+
   // Blocks until complete, for at most `timeout`; returns status(), or
   // DEADLINE_EXCEEDED (naming nothing: the caller knows what it waited for).
   absl::Status BlockHostUntilComplete(
@@ -105,6 +119,7 @@ class BufferSequencingEvent
   mutable Mutex mu_;
   bool sequenced_ ABSL_GUARDED_BY(mu_) = false;
   bool error_before_enqueue_ ABSL_GUARDED_BY(mu_) = false;
+  bool private_stream_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<device::Event> event_ ABSL_GUARDED_BY(mu_);
   device::Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status producer_status_ ABSL_GUARDED_BY(mu_);

@@ -1,7 +1,9 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <exception>
 #include <functional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -432,7 +434,16 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
     context.num_partitions = P;
     context.collectives = hub.get();
     context.cancellation = k.cancellation;
-    return program->Run(context);
+    try {
+      return program->Run(context);
+    } catch (...) {
+      // Peers waiting for this part must not wait out their timeout.
+      if (hub != nullptr) {
+        hub->Fail(replica * P + partition,
+                  absl::InternalError("the run failed with an exception"));
+      }
+      throw;
+    }
   };
   ExecuteOptions execute_options;
   execute_options.launch_id = options.launch_id;
@@ -572,23 +583,46 @@ Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
         num_replicas_, num_partitions_, collective_timeout_);
   }
   std::vector<absl::StatusOr<std::vector<std::shared_ptr<Buffer>>>> results(
-      n, absl::UnknownError("not run"));
+      n, absl::InternalError("not run"));
   // Each device's launch from its own thread: one blocking on its compute
   // semaphore does not hold back the others.
   std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      const auto [r, p] = addressable_participants_[i];
+  // An exception must not escape a thread (it would end the process), and
+  // every thread started is joined whatever happens.
+  const auto launch = [&](int i) {
+    const auto [r, p] = addressable_participants_[i];
+    try {
       results[i] = RunParticipant(leaves[i], addressable_devices_[i], r, p, hub,
                                   run, Participant(r, p) + ": ");
-    });
+    } catch (const std::exception& e) {
+      results[i] = absl::ResourceExhaustedError(
+          absl::StrCat(Participant(r, p), ": the launch failed: ", e.what()));
+      if (hub != nullptr)
+        hub->Fail(int64_t{r} * num_partitions_ + p, results[i].status());
+    }
+  };
+  struct JoinAll {
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      for (auto& t : threads) t.join();
+    }
+  } join_all{threads};
+  for (int i = 1; i < n; ++i) {
+    try {
+      threads.emplace_back(launch, i);
+    } catch (const std::system_error& e) {
+      results[i] = absl::ResourceExhaustedError(absl::StrCat(
+          "cannot start a thread for a device's part of the launch: ",
+          e.what()));
+      if (hub != nullptr) {
+        const auto [r, p] = addressable_participants_[i];
+        hub->Fail(int64_t{r} * num_partitions_ + p, results[i].status());
+      }
+    }
   }
-  {
-    const auto [r, p] = addressable_participants_[0];
-    results[0] = RunParticipant(leaves[0], addressable_devices_[0], r, p, hub,
-                                run, Participant(r, p) + ": ");
-  }
+  launch(0);
   for (auto& t : threads) t.join();
+  threads.clear();
   std::vector<std::vector<std::shared_ptr<Buffer>>> out;
   for (int i = 0; i < n; ++i) {
     if (!results[i].ok()) return results[i].status();

@@ -97,6 +97,20 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                         absl::StrCat(what, status.message()));
   };
 
+  // First wait (on the host, holding nothing) until every argument's
+  // producer has enqueued, and finished if it runs on a stream of its own:
+  // a cross-host receive may wait for its data, a collective for its peers,
+  // for long. A call that waits holds no buffer (a delete or a donation of
+  // it goes on) and no device resource.
+  for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
+    absl::Status status = arguments[i].buffer->AwaitUsable(wait);
+    if (!status.ok() && IsCancelled(wait)) {
+      return argument_error(
+          status, absl::StrFormat("argument %d (%s): ", i,
+                                  arguments[i].buffer->DebugString()));
+    }
+  }
+
   // Holds: donation for donated arguments, usage for the rest.
   std::vector<Buffer::ScopedHold> holds;
   holds.reserve(arguments.size());
@@ -112,16 +126,14 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   }
 
   // The events the kernel's stream must wait for: the arguments'
-  // definitions and, for donated ones, every earlier reader. First wait
-  // (on the host) until each producer has enqueued: a cross-host receive
-  // may wait for its data for long, and a call that waits holds no device
-  // resource.
+  // definitions and, for donated ones, every earlier reader; each waited
+  // for on the host as above (normally at once by now).
   auto definition = std::make_shared<BufferSequencingEvent>();
   std::vector<std::shared_ptr<BufferSequencingEvent>> waits;
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
     const auto& tracked = holds[i].buffer();
     for (const auto& event : tracked->definition_events()) {
-      absl::Status status = event->WaitUntilSequenced(wait);
+      absl::Status status = event->WaitUntilSafeForSharedStream(wait);
       if (!status.ok()) {
         return argument_error(
             status, absl::StrFormat("argument %d (%s) has no valid contents: ",
@@ -132,14 +144,16 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     }
     if (arguments[i].donate) {
       for (const auto& usage : tracked->usage_events()) {
-        PJRT_RETURN_IF_ERROR(usage.event->WaitUntilSequenced(wait));
+        PJRT_RETURN_IF_ERROR(usage.event->WaitUntilSafeForSharedStream(wait));
         waits.push_back(usage.event);
       }
     }
   }
 
   // Pacing: how far the host may run ahead of the device.
-  device::Semaphore& semaphore = local->compute_semaphore();
+  device::Semaphore& semaphore = options.own_stream
+                                     ? local->collective_semaphore()
+                                     : local->compute_semaphore();
   while (!semaphore.AcquireFor(1, Cancellation::kPollInterval)) {
     absl::Status cancelled = CheckCancelled(wait);
     if (!cancelled.ok()) {
@@ -248,6 +262,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     compute->BlockHostUntilDone().IgnoreError();
     return event.status();
   }
+  if (own_stream != nullptr) definition->MarkOnPrivateStream();
   definition->SetSequencingEvent(*std::move(event), compute);
 
   // From here on nothing fails: build the results and settle the holds.

@@ -50,8 +50,8 @@ absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
       r.arrived[index]) {
     // Two runs of one participant would let the rendezvous complete
     // without a member.
-    failure_ = absl::InvalidArgumentError(
-        absl::StrFormat("%s: %s arrived twice", name, Name(group[index])));
+    failure_ = absl::InvalidArgumentError(absl::StrFormat(
+        "%s: member %d of the group arrived twice", name, index));
     return failure_;
   }
   r.members[index] = mine;

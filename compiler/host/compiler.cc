@@ -233,11 +233,23 @@ class Lowering {
     bool dot_swapped = false;
   };
 
-  // A value of HLO: an array node, or a tuple of values.
+  // A value of HLO: an array node, or a tuple of values. A tuple's elements
+  // are shared between copies, so that tuples of tuples cost one entry per
+  // element however they nest (a program may build them cheaply).
   struct Value {
     int node = -1;
-    std::vector<Value> elements;
+    std::shared_ptr<const std::vector<Value>> elements;
     bool is_tuple() const { return node < 0; }
+    const std::vector<Value>& tuple() const {
+      static const std::vector<Value>* const kEmpty = new std::vector<Value>();
+      return elements != nullptr ? *elements : *kEmpty;
+    }
+    static Value Tuple(std::vector<Value> elements) {
+      Value v;
+      v.elements =
+          std::make_shared<const std::vector<Value>>(std::move(elements));
+      return v;
+    }
   };
 
   // Builds one fused loop's Expression.
@@ -329,14 +341,14 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
     case Opcode::kParameter:
       return args[inst.attributes().parameter_number];
     case Opcode::kTuple: {
-      Value v;
+      std::vector<Value> elements;
       for (int i = 0; i < inst.operand_count(); ++i) {
-        v.elements.push_back(operand(i));
+        elements.push_back(operand(i));
       }
-      return v;
+      return Value::Tuple(std::move(elements));
     }
     case Opcode::kGetTupleElement:
-      return operand(0).elements[inst.attributes().tuple_index];
+      return operand(0).tuple()[inst.attributes().tuple_index];
     case Opcode::kCall: {
       std::vector<Value> call_args;
       for (int i = 0; i < inst.operand_count(); ++i) call_args.push_back(operand(i));
@@ -367,7 +379,7 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
           "only for reduce and all-reduce",
           inst.line(), inst.name()));
     }
-    Value v;
+    std::vector<Value> outputs;
     int first = -1;
     for (size_t j = 0; j < inst.shape().tuple_shapes().size(); ++j) {
       int id = NewNode(&inst, inst.shape().tuple_shapes()[j], operands);
@@ -376,9 +388,9 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
       nodes_[id].first_output = first;
       Value element;
       element.node = id;
-      v.elements.push_back(element);
+      outputs.push_back(element);
     }
-    return v;
+    return Value::Tuple(std::move(outputs));
   }
   Value v;
   v.node = NewNode(&inst, inst.shape(), operands);
@@ -829,10 +841,22 @@ absl::Status Lowering::EmitDot(int node) {
 absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region,
                                                        Expression* expr,
                                                        std::vector<int> params) {
-  // Scalar values of the region: expression nodes, or tuples of them.
+  // Scalar values of the region: expression nodes, or tuples of them
+  // (shared between copies, as Value's).
   struct ScalarValue {
     int node = -1;
-    std::vector<ScalarValue> elements;
+    std::shared_ptr<const std::vector<ScalarValue>> elements;
+    const std::vector<ScalarValue>& tuple() const {
+      static const std::vector<ScalarValue>* const kEmpty =
+          new std::vector<ScalarValue>();
+      return elements != nullptr ? *elements : *kEmpty;
+    }
+  };
+  const auto make_tuple = [](std::vector<ScalarValue> elements) {
+    ScalarValue v;
+    v.elements =
+        std::make_shared<const std::vector<ScalarValue>>(std::move(elements));
+    return v;
   };
   absl::flat_hash_map<const Instruction*, ScalarValue> done;
   std::vector<std::pair<const Instruction*, int>> stack = {{region.root(), 0}};
@@ -864,13 +888,16 @@ absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region
         v.node = expr->AddSplatFromStorage(inst->shape().element_type(),
                                            inst->attributes().literal.data().data());
         break;
-      case Opcode::kTuple:
+      case Opcode::kTuple: {
+        std::vector<ScalarValue> elements;
         for (int i = 0; i < inst->operand_count(); ++i) {
-          v.elements.push_back(operand(i));
+          elements.push_back(operand(i));
         }
+        v = make_tuple(std::move(elements));
         break;
+      }
       case Opcode::kGetTupleElement:
-        v = operand(0).elements[inst->attributes().tuple_index];
+        v = operand(0).tuple()[inst->attributes().tuple_index];
         break;
       case Opcode::kCopy:
       case Opcode::kOptimizationBarrier:
@@ -892,7 +919,9 @@ absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region
         if (outs.size() == 1 && !inst->shape().IsTuple()) {
           v.node = outs[0];
         } else {
-          for (int o : outs) v.elements.push_back(ScalarValue{o, {}});
+          std::vector<ScalarValue> elements;
+          for (int o : outs) elements.push_back(ScalarValue{o, nullptr});
+          v = make_tuple(std::move(elements));
         }
         break;
       }
@@ -915,7 +944,7 @@ absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region
   if (root.node >= 0) {
     outputs.push_back(root.node);
   } else {
-    for (const ScalarValue& e : root.elements) outputs.push_back(e.node);
+    for (const ScalarValue& e : root.tuple()) outputs.push_back(e.node);
   }
   return outputs;
 }
@@ -1496,10 +1525,11 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
       [&](const Instruction* p, const Shape& shape) {
         Value v;
         if (shape.IsTuple()) {
+          std::vector<Value> elements;
           for (const Shape& element : shape.tuple_shapes()) {
-            v.elements.push_back(leaves(p, element));
+            elements.push_back(leaves(p, element));
           }
-          return v;
+          return Value::Tuple(std::move(elements));
         }
         v.node = NewNode(p, shape, {});
         nodes_[v.node].parameter_number =
@@ -1519,7 +1549,7 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
       results_.push_back(v.node);
       return;
     }
-    for (const Value& e : v.elements) flatten(e);
+    for (const Value& e : v.tuple()) flatten(e);
   };
   flatten(root);
   for (int r : results_) program_->result_shapes_.push_back(nodes_[r].shape);

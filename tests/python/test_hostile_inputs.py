@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -28,6 +29,7 @@ from conftest import Daemon
 from pjrt_client._proto.pjrt.v1 import buffer_pb2, executable_pb2
 
 LIMITS = """
+queue_ahead = 2
 max_sessions = 64
 max_regions_per_session = 8
 max_regions = 20
@@ -269,6 +271,34 @@ def test_calls_waiting_for_data_are_bounded_per_session(daemon_h, attacker,
         assert e.value.code() != grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+def test_reads_waiting_for_data_count_as_waiting_calls(attacker):
+    receive = pending_receive(attacker)
+    request = buffer_pb2.DownloadRequest(session_id=attacker._session.id,
+                                         handle=receive.handle)
+    calls = [attacker._session.buffers.Download(request, timeout=30)
+             for _ in range(4)]
+    futures = [threading.Thread(target=lambda c=c: list_quietly(c))
+               for c in calls]
+    for f in futures:
+        f.start()
+    time.sleep(0.5)
+    with pytest.raises(pjrt_client.ResourceExhaustedError,
+                       match="max_waiting_calls_per_session"):
+        receive.block_until_ready(timeout=5)
+    attacker.cancel_cross_host_receives([receive])
+    for f in futures:
+        f.join(timeout=10)
+        assert not f.is_alive()
+
+
+def list_quietly(call: Any) -> None:
+    """Reads a server stream to its end, ignoring its error."""
+    try:
+        list(call)
+    except grpc.RpcError:
+        pass
+
+
 def test_a_receive_timeout_of_nan_or_beyond_the_maximum_is_refused(attacker):
     shape = pjrt_client._client._shape_proto(("f32", (4,)))
     for timeout in [float("nan"), float("inf"), 1e9, -1.0]:
@@ -330,6 +360,32 @@ def test_a_lone_participant_holds_up_neither_the_device_nor_others(
     # queue drains.
     assert wait_for(lambda: all(
         d["queue_depth"] == 0 for d in victim_client.stats()["devices"]))
+
+
+def test_participants_waiting_for_peers_take_no_slot_of_ordinary_work(
+        daemon_h, victim):
+    # queue_ahead is 2: two lone parts fill the device's slots for runs that
+    # wait for peers, not those of ordinary runs.
+    victim_client, buffers, data = victim
+    with pjrt_client.connect(daemon_h.addresses[0], client_name="lone") as c:
+        exe = c.compile(ALL_REDUCE, collective_timeout=120)
+        lone = [exe.execute_sharded([np.ones(4, np.float32)], 0,
+                                    launch_id=100 + i)[0] for i in range(2)]
+        neg = victim_client.compile(NEGATE)
+        for _ in range(5):
+            (y,) = neg.execute([np.ones(4, np.float32)], device=0)
+            np.testing.assert_array_equal(y.to_numpy(), -np.ones(4))
+        # A run of the lone session that reads a lone part's result waits
+        # for it on the host, not on the device's compute stream.
+        exe_neg = c.compile(NEGATE)
+        request = executable_pb2.ExecuteRequest(
+            session_id=c._session.id, executable_handle=exe_neg.handle,
+            argument_handles=[lone[0].handle], device_id=0)
+        with pytest.raises(grpc.RpcError) as e:
+            c._session.executables.Execute(request, timeout=1)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        (y,) = neg.execute([np.ones(4, np.float32)], device=0)
+        np.testing.assert_array_equal(y.to_numpy(), -np.ones(4))
 
 
 def test_bad_replica_counts_and_groups_are_invalid_argument_at_once(attacker):

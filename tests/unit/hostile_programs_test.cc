@@ -116,6 +116,68 @@ TEST_F(HostileProgramTest, TuplesInferredByDoublingAreRefusedBeforeTheyGrow) {
   EXPECT_TRUE(Contains(status, "arrays")) << status;
 }
 
+TEST_F(HostileProgramTest, TuplesOfEmptyTuplesAreBoundedToo) {
+  // Empty tuples hold no arrays, but 2^40 of them still have to be walked.
+  std::string text = "HloModule t\nENTRY e {\n  t0 = tuple()\n";
+  for (int k = 0; k < 40; ++k) {
+    absl::StrAppendFormat(&text, "  t%d = tuple(t%d, t%d)\n", k + 1, k, k);
+  }
+  absl::StrAppend(&text, "  ROOT r = () get-tuple-element(t40), index=0\n}\n");
+  absl::Status status = hlo::ParseHloModule(text).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(Contains(status, "tuples and arrays in all")) << status;
+}
+
+TEST_F(HostileProgramTest, ManyTuplesSharingABigOneCompileInLinearWork) {
+  // Every t_i holds the 16383 arrays of `big`; copied per instruction,
+  // 20,000 of them would take hundreds of millions of entries.
+  std::string params;
+  for (int i = 0; i < 16383; ++i)
+    absl::StrAppend(&params, i ? ", " : "", "f32[]");
+  std::string text = absl::StrCat(
+      "HloModule share\nENTRY e {\n  big = (", params, ") parameter(0)\n",
+      "  v0 = f32[] get-tuple-element(big), index=0\n");
+  for (int i = 0; i < 20000; ++i) {
+    absl::StrAppendFormat(&text,
+                          "  t%d = tuple(big, v%d)\n"
+                          "  v%d = f32[] get-tuple-element(t%d), index=1\n",
+                          i, i, i + 1, i);
+  }
+  absl::StrAppend(&text, "  ROOT r = f32[] negate(v20000)\n}\n");
+  auto module = hlo::ParseHloModule(text);
+  ASSERT_TRUE(module.ok()) << module.status();
+  ASSERT_TRUE(hlo::VerifyModule(**module, text).ok());
+  auto program = compiler::host::CompileForHost(**module, {});
+  ASSERT_TRUE(program.ok()) << program.status();
+}
+
+TEST_F(HostileProgramTest, IotaReplicaGroupsAreBoundedAcrossTheModule) {
+  // Each list expands 30 bytes of text to 65,536 ids.
+  std::string text =
+      "HloModule g, replica_count=65536\n"
+      "add { a = f32[] parameter(0)  b = f32[] parameter(1)  "
+      "ROOT s = f32[] add(a, b) }\nENTRY e {\n"
+      "  x = f32[4] parameter(0)\n";
+  for (int i = 0; i < 100; ++i) {
+    absl::StrAppendFormat(&text,
+                          "  r%d = f32[4] all-reduce(x), "
+                          "replica_groups=[65536,1]<=[65536], to_apply=add\n",
+                          i);
+  }
+  absl::StrAppend(&text, "  ROOT o = f32[4] copy(r0)\n}\n");
+  absl::Status status = hlo::ParseHloModule(text).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(Contains(status, "expand to more than")) << status;
+  status =
+      hlo::ParseHloModule(
+          "HloModule g\nENTRY e { x = f32[] parameter(0)\n"
+          "  ROOT r = f32[] all-reduce(x), replica_groups=[1000000000,0]<=[0], "
+          "to_apply=add }\nadd { a = f32[] parameter(0)  b = f32[] "
+          "parameter(1)  ROOT s = f32[] add(a, b) }")
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+}
+
 TEST_F(HostileProgramTest, DynamicDimensionsAreRefusedAsUnsupported) {
   absl::Status status = CompileStatus(R"(
 HloModule d

@@ -52,6 +52,7 @@ max_regions = 40
 max_region_bytes_per_session = "1GiB"
 max_region_bytes = "4GiB"
 max_region_connections_per_peer = 2
+max_region_connections_per_user = 3
 max_region_connections = 20
 max_program_bytes = "1MiB"
 compile_cache_entries = 8
@@ -70,6 +71,7 @@ max_receive_timeout_seconds = 600
   EXPECT_EQ(l.max_region_bytes_per_session, int64_t{1} << 30);
   EXPECT_EQ(l.max_region_bytes, int64_t{4} << 30);
   EXPECT_EQ(l.max_region_connections_per_peer, 2);
+  EXPECT_EQ(l.max_region_connections_per_user, 3);
   EXPECT_EQ(l.max_region_connections, 20);
   EXPECT_EQ(l.max_program_bytes, 1 << 20);
   EXPECT_EQ(l.compile_cache_entries, 8);

@@ -233,7 +233,8 @@ TEST_F(SessionTableTest, HandlesBeyondTheSessionLimitAreRefused) {
                   SessionLimits{.max_handles = 3});
   ASSERT_TRUE(session.AddBuffer(MakeBuffer(1)).ok());
   auto a = MakeBuffer(1), b = MakeBuffer(1);
-  // A tuple of two new arrays needs three handles: one too many.
+  // A tuple of two new arrays needs five: three handles, plus one per
+  // element.
   auto tuple =
       runtime::Buffer::MakeTuple(client_.get(), client_->devices()[0], {a, b});
   auto refused = session.AddBuffer(tuple);

@@ -316,6 +316,16 @@ TEST_F(RegionServerTest, ConnectionsBeyondAPeersBoundAreClosedAtOnce) {
   close(b);
 }
 
+TEST_F(RegionServerTest, ConnectionsBeyondAUsersBoundAreClosedAtOnce) {
+  Start({.max_connections_per_peer = 100,
+         .max_connections_per_user = 2,
+         .max_connections = 100});
+  int a = Connect(), b = Connect();
+  EXPECT_EQ(Register(4096).error_code(), -1);
+  close(a);
+  close(b);
+}
+
 TEST_F(RegionServerTest, TheDaemonWideBudgetIsEnforced) {
   Start({.max_regions = 2});
   EXPECT_NE(Register(4096).region_handle(), 0u);
