@@ -78,6 +78,14 @@ absl::StatusOr<std::unique_ptr<LocalDeviceState>> LocalDeviceState::Create(
 
 LocalDeviceState::~LocalDeviceState() {
   SynchronizeAllActivity().IgnoreError();
+  // Borrowed streams come back once their work is done (often through the
+  // callback thread, which still runs): wait for them, or their work would
+  // outlive the device.
+  {
+    MutexLock lock(&pool_mu_);
+    pool_mu_.Await(
+        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return borrowed_ == 0; });
+  }
   // Streams go first (their destructors drain them); the callback thread,
   // declared first, goes last and runs what they scheduled.
   {
@@ -108,19 +116,26 @@ absl::StatusOr<std::unique_ptr<Stream>> LocalDeviceState::BorrowStreamFromPool()
     if (!stream_pool_.empty()) {
       std::unique_ptr<Stream> stream = std::move(stream_pool_.back());
       stream_pool_.pop_back();
+      ++borrowed_;
       return stream;
     }
     index = pool_streams_created_++;
   }
-  return platform_->CreateStream(
+  auto stream = platform_->CreateStream(
       ordinal_,
       absl::StrFormat("%s%d-pool%d", platform_->name(), ordinal_, index));
+  if (stream.ok()) {
+    MutexLock lock(&pool_mu_);
+    ++borrowed_;
+  }
+  return stream;
 }
 
 void LocalDeviceState::ReturnStreamToPool(std::unique_ptr<Stream> stream) {
   if (stream == nullptr) return;
   MutexLock lock(&pool_mu_);
   stream_pool_.push_back(std::move(stream));
+  --borrowed_;
 }
 
 absl::StatusOr<std::shared_ptr<Event>> LocalDeviceState::AllocateAndRecordEvent(

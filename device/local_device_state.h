@@ -94,7 +94,8 @@ class LocalDeviceState {
   // Round robin over the device-to-device streams.
   Stream* GetDeviceToDeviceStream();
 
-  // A spare stream for waiting on events; return it when done.
+  // A spare stream for waiting on events; return it when done (the device
+  // is not destroyed before every borrowed stream is back).
   absl::StatusOr<std::unique_ptr<Stream>> BorrowStreamFromPool();
   void ReturnStreamToPool(std::unique_ptr<Stream> stream);
 
@@ -166,6 +167,8 @@ class LocalDeviceState {
   Mutex pool_mu_;
   std::vector<std::unique_ptr<Stream>> stream_pool_ ABSL_GUARDED_BY(pool_mu_);
   int pool_streams_created_ ABSL_GUARDED_BY(pool_mu_) = 0;
+  // Streams borrowed and not yet returned.
+  int borrowed_ ABSL_GUARDED_BY(pool_mu_) = 0;
 
   Mutex prng_mu_;
   std::mt19937_64 prng_ ABSL_GUARDED_BY(prng_mu_);

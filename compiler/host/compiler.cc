@@ -1,11 +1,14 @@
 #include "compiler/host/compiler.h"
 
 #include <algorithm>
-#include <functional>
-#include <optional>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <optional>
+#include <queue>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -1473,39 +1476,70 @@ absl::Status Lowering::PlanScratch() {
         },
         program_->steps[i]);
   }
-  struct Block {
-    int64_t offset, size;
-    int end;
+  // Best fit over the free gaps below the frontier (the end of the highest
+  // live block), in O(log n) per slot: a program may have a million.
+  std::map<int64_t, int64_t> gaps;                // offset -> size
+  std::set<std::pair<int64_t, int64_t>> by_size;  // (size, offset)
+  int64_t frontier = 0, top = 0;
+  // Live blocks by the last step that uses them: (end, offset, size).
+  using Live = std::tuple<int, int64_t, int64_t>;
+  std::priority_queue<Live, std::vector<Live>, std::greater<Live>> live;
+  const auto add_gap = [&](int64_t offset, int64_t size) {
+    gaps[offset] = size;
+    by_size.insert({size, offset});
   };
-  std::vector<Block> live;
-  int64_t top = 0;
+  const auto remove_gap = [&](std::map<int64_t, int64_t>::iterator it) {
+    by_size.erase({it->second, it->first});
+    return gaps.erase(it);
+  };
+  const auto release = [&](int64_t offset, int64_t size) {
+    // Coalesce with the gaps on either side.
+    auto next = gaps.lower_bound(offset);
+    if (next != gaps.end() && next->first == offset + size) {
+      size += next->second;
+      next = remove_gap(next);
+    }
+    if (next != gaps.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        size += prev->second;
+        remove_gap(prev);
+      }
+    }
+    if (offset + size == frontier) {
+      frontier = offset;  // the space above the highest live block
+    } else {
+      add_gap(offset, size);
+    }
+  };
   std::vector<int> order;
   for (int s = 0; s < num_slots; ++s) {
     if (slots[s].kind == BufferSlot::Kind::kScratch) order.push_back(s);
   }
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return first[a] < first[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return first[a] < first[b]; });
   for (int s : order) {
     const int64_t size = std::max<int64_t>((slots[s].bytes + 63) / 64 * 64, 64);
     const int start = first[s];
     // Memory of slots last used before this one is first written is free.
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [&](const Block& b) { return b.end < start; }),
-               live.end());
-    std::sort(live.begin(), live.end(),
-              [](const Block& a, const Block& b) { return a.offset < b.offset; });
-    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-    for (const Block& b : live) {
-      int64_t gap = b.offset - cursor;
-      if (gap >= size && gap < best_gap) {
-        best = cursor;
-        best_gap = gap;
-      }
-      cursor = std::max(cursor, b.offset + b.size);
+    while (!live.empty() && std::get<0>(live.top()) < start) {
+      auto [unused, offset, bytes] = live.top();
+      live.pop();
+      release(offset, bytes);
     }
-    int64_t offset = best >= 0 ? best : cursor;
+    int64_t offset = frontier;
+    auto fit = by_size.lower_bound({size, INT64_MIN});
+    if (fit != by_size.end()) {
+      const auto [gap, at] = *fit;
+      remove_gap(gaps.find(at));
+      if (gap > size) add_gap(at + size, gap - size);
+      offset = at;
+    } else {
+      frontier += size;
+    }
     slots[s].offset = offset;
-    live.push_back({offset, size, std::max(last[s], start)});
+    live.push({std::max(last[s], start), offset, size});
     top = std::max(top, offset + size);
     if (top > hlo::kMaxArrayBytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(

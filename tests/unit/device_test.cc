@@ -198,7 +198,9 @@ TEST(LocalDeviceState, BorrowedStreamsAreReused) {
   auto stream = *device->BorrowStreamFromPool();
   Stream* raw = stream.get();
   device->ReturnStreamToPool(std::move(stream));
-  EXPECT_EQ(device->BorrowStreamFromPool()->get(), raw);
+  auto again = *device->BorrowStreamFromPool();
+  EXPECT_EQ(again.get(), raw);
+  device->ReturnStreamToPool(std::move(again));
 }
 
 TEST(AllocationModel, NamesRoundTrip) {
