@@ -382,9 +382,8 @@ void Daemon::ReapLoop() {
       // Sessions free what they held into malloc's arenas; hand the free
       // pages back to the system, so that the daemon's memory returns to
       // its baseline after a client goes (a few MiB stay as malloc's
-      // reserve).
-      // Frees ordered after a closed session's last uses land a little
-      // later: trim on a few ticks after each close.
+      // reserve). Frees ordered after a closed session's last uses land a
+      // little later: trim on a few ticks after each close.
       if (sessions_->TakeSessionsClosed()) trim_ticks = 3;
       if (trim_ticks > 0) {
         --trim_ticks;
