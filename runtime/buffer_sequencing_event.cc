@@ -146,14 +146,10 @@ absl::Status BufferSequencingEvent::WaitUntilSafeForSharedStream(
 
 absl::Status BufferSequencingEvent::WaitForEventOnStream(
     device::Stream* stream, const Cancellation* cancellation) {
+  // A producer on a private stream is waited for on the host, so that
+  // `stream` never waits on the device for it.
+  PJRT_RETURN_IF_ERROR(WaitUntilSafeForSharedStream(cancellation));
   std::shared_ptr<device::Event> event;
-  bool on_host = false;
-  {
-    MutexLock lock(&mu_);
-    on_host = private_stream_;
-  }
-  PJRT_RETURN_IF_ERROR(on_host ? WaitUntilSafeForSharedStream(cancellation)
-                               : WaitUntilSequenced(cancellation));
   {
     MutexLock lock(&mu_);
     if (stream_ == stream) return absl::OkStatus();  // same queue: ordered

@@ -66,13 +66,6 @@ class Walker {
   int64_t offset_ = 0;
 };
 
-// True once the run is cancelled (its session closed, the daemon stops).
-// Checked once per block of work, so that a long step stops within
-// milliseconds.
-bool Stopped(const Cancellation* cancellation) {
-  return cancellation != nullptr && cancellation->IsCancelled();
-}
-
 int64_t Product(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -224,7 +217,7 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
           in = many.data();
         }
         for (int64_t b = first; b < last; ++b) {
-          if (Stopped(cancellation)) break;
+          if (IsCancelled(cancellation)) break;
           const int64_t begin = b * kBlockElements;
           const int64_t n = std::min(kBlockElements, total - begin);
           for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -320,7 +313,7 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
   if (s.batch > 1) {
     pool.ParallelFor(s.batch, flops / 4, [&](int64_t first, int64_t last) {
       for (int64_t b = first; b < last; ++b) {
-        if (Stopped(cancellation)) return;
+        if (IsCancelled(cancellation)) return;
         block(b, 0, s.m, 0, s.n);
       }
     });
@@ -341,7 +334,7 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
   pool.ParallelFor(pieces, flops / pieces / 4,
                    [&](int64_t first, int64_t last) {
                      for (int64_t piece = first; piece < last; ++piece) {
-                       if (Stopped(cancellation)) return;
+                       if (IsCancelled(cancellation)) return;
                        const int64_t lo = extent * piece / pieces,
                                      hi = extent * (piece + 1) / pieces;
                        if (by_rows) {
@@ -440,7 +433,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
   if (I == 1 && s.outer < 2 * pool.num_threads() && R >= 65536) {
     // Few long rows: split each row across threads, then combine.
     for (int64_t o = 0; o < s.outer; ++o) {
-      if (Stopped(cancellation)) return;
+      if (IsCancelled(cancellation)) return;
       const int64_t chunks = 8 * pool.num_threads();
       std::vector<C> partial(chunks, init);
       pool.ParallelFor(chunks, 2.0 * R / chunks, [&](int64_t f, int64_t l) {
@@ -460,7 +453,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
   if (I == 1) {
     pool.ParallelFor(s.outer, 2.0 * R, [&](int64_t f, int64_t l) {
       for (int64_t o = f; o < l; ++o) {
-        if (Stopped(cancellation)) return;
+        if (IsCancelled(cancellation)) return;
         const S* row = in + o * R;
         // Eight accumulators: independent chains vectorise and sum floats
         // more accurately than one.
@@ -486,7 +479,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
                    [&](int64_t f, int64_t l) {
                      std::vector<C> acc(chunk);
                      for (int64_t w = f; w < l; ++w) {
-                       if (Stopped(cancellation)) return;
+                       if (IsCancelled(cancellation)) return;
                        int64_t o = w / chunks_per_row;
                        int64_t i0 = (w % chunks_per_row) * chunk;
                        int64_t len = std::min(chunk, I - i0);
@@ -531,7 +524,7 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a,
         std::vector<const void*> inputs(2 * n);
         std::vector<const void*> outputs(n);
         for (int64_t b = first; b < last; ++b) {
-          if (Stopped(cancellation)) return;
+          if (IsCancelled(cancellation)) return;
           const int64_t begin = b * kBlockElements;
           const int64_t len = std::min(kBlockElements, positions - begin);
           for (int j = 0; j < n; ++j) {
@@ -600,7 +593,7 @@ void RunCopy(const CopyStep& s, absl::Span<void* const> a,
     Walker ws(s.dims, s.src_map.strides, s.src_map.offset, first * row);
     Walker wd(s.dims, s.dst_map.strides, s.dst_map.offset, first * row);
     for (int64_t r = first; r < last; ++r) {
-      if ((r - first) % 256 == 0 && Stopped(cancellation)) return;
+      if ((r - first) % 256 == 0 && IsCancelled(cancellation)) return;
       StridedCopyBytes(bytes, src + ws.offset() * bytes, ws.inner_stride(),
                        dst + wd.offset() * bytes, wd.inner_stride(), row);
       ws.Advance(row);

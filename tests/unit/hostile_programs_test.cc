@@ -326,6 +326,17 @@ ENTRY e {
   x = f32[4] parameter(0)
 )";
 
+// An all-reduce over both replicas, waiting at most `timeout` for a peer.
+absl::StatusOr<std::shared_ptr<Executable>> CompileAllReduce(
+    Client* client, absl::Duration timeout) {
+  return Executable::Compile(
+      client,
+      absl::StrCat(kAllReduceHeader,
+                   "  ROOT r = f32[4] all-reduce(x), replica_groups={}, "
+                   "to_apply=add\n}\n"),
+      CompileOptions{.collective_timeout = timeout});
+}
+
 TEST_F(HostileProgramTest, MalformedReplicaGroupsAreRefusedAtCompileTime) {
   struct Case {
     const char* groups;
@@ -359,12 +370,7 @@ TEST_F(HostileProgramTest, MalformedReplicaGroupsAreRefusedAtCompileTime) {
 // --- launches ---------------------------------------------------------------
 
 TEST_F(HostileProgramTest, ShardedCallsOfDifferentScopesNeverJoinOneLaunch) {
-  auto e = Executable::Compile(
-      client_.get(),
-      absl::StrCat(kAllReduceHeader,
-                   "  ROOT r = f32[4] all-reduce(x), replica_groups={}, "
-                   "to_apply=add\n}\n"),
-      CompileOptions{.collective_timeout = absl::Milliseconds(300)});
+  auto e = CompileAllReduce(client_.get(), absl::Milliseconds(300));
   ASSERT_TRUE(e.ok()) << e.status();
   auto a = Put(*client_, {1, 2, 3, 4}, 0);
   auto b = Put(*client_, {10, 20, 30, 40}, 1);
@@ -391,12 +397,7 @@ TEST_F(HostileProgramTest, ShardedCallsOfDifferentScopesNeverJoinOneLaunch) {
 }
 
 TEST_F(HostileProgramTest, APartStartedTwiceInOneLaunchIsRefused) {
-  auto e = Executable::Compile(
-      client_.get(),
-      absl::StrCat(kAllReduceHeader,
-                   "  ROOT r = f32[4] all-reduce(x), replica_groups={}, "
-                   "to_apply=add\n}\n"),
-      CompileOptions{.collective_timeout = absl::Milliseconds(300)});
+  auto e = CompileAllReduce(client_.get(), absl::Milliseconds(300));
   ASSERT_TRUE(e.ok()) << e.status();
   auto a = Put(*client_, {1, 2, 3, 4}, 0);
   Buffer* args[] = {a.get()};
@@ -413,12 +414,7 @@ TEST_F(HostileProgramTest, APartStartedTwiceInOneLaunchIsRefused) {
 }
 
 TEST_F(HostileProgramTest, ALoneParticipantDoesNotHoldUpTheDevice) {
-  auto e = Executable::Compile(
-      client_.get(),
-      absl::StrCat(kAllReduceHeader,
-                   "  ROOT r = f32[4] all-reduce(x), replica_groups={}, "
-                   "to_apply=add\n}\n"),
-      CompileOptions{.collective_timeout = absl::Hours(1)});
+  auto e = CompileAllReduce(client_.get(), absl::Hours(1));
   ASSERT_TRUE(e.ok()) << e.status();
   auto cancellation = std::make_shared<Cancellation>();
   auto a = Put(*client_, {1, 2, 3, 4}, 0);
