@@ -94,7 +94,23 @@ namespace pjrt::hlo {
   X(kRngBitGenerator, "rng-bit-generator")                  \
   X(kFusion, "fusion")                                      \
   X(kMap, "map")                                            \
-  X(kAfterAll, "after-all")
+  X(kAfterAll, "after-all")                                 \
+  X(kAddDependency, "add-dependency")                       \
+  X(kTopK, "topk")                                          \
+  X(kRng, "rng")                                            \
+  X(kRngGetAndUpdateState, "rng-get-and-update-state")      \
+  X(kFft, "fft")                                            \
+  X(kAsyncStart, "async-start")                             \
+  X(kAsyncUpdate, "async-update")                           \
+  X(kAsyncDone, "async-done")                               \
+  X(kAllReduceStart, "all-reduce-start")                    \
+  X(kAllReduceDone, "all-reduce-done")                      \
+  X(kAllGatherStart, "all-gather-start")                    \
+  X(kAllGatherDone, "all-gather-done")                      \
+  X(kCollectivePermuteStart, "collective-permute-start")    \
+  X(kCollectivePermuteDone, "collective-permute-done")      \
+  X(kCopyStart, "copy-start")                               \
+  X(kCopyDone, "copy-done")
 
 enum class Opcode {
 #define PJRT_HLO_OPCODE_ENUM(e, name) e,

@@ -12,13 +12,16 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/text.h"
+#include "hlo/op_shapes.h"
 #include "hlo/parser.h"
 
 namespace pjrt::hlo {
 
 bool IsIdentityCustomCall(absl::string_view target) {
   return target == "Sharding" || target == "SPMDFullToShardShape" ||
-         target == "SPMDShardToFullShape";
+         target == "SPMDShardToFullShape" ||
+         target == "annotate_device_placement" || target == "MoveToHost" ||
+         target == "MoveToDevice";
 }
 
 namespace {
@@ -212,6 +215,7 @@ class Verifier {
                                 "pjrtd does not support",
                                 Excerpt(shape.ToString(), 200)));
     }
+    if (shape.IsToken()) return absl::OkStatus();
     if (!IsArrayType(shape.element_type())) {
       return Unimplemented(
           inst, absl::StrFormat(
@@ -241,6 +245,15 @@ class Verifier {
                                inst.opcode_name(), ShapeList(inst.operands())));
     }
     return absl::OkStatus();
+  }
+
+  // The shape an op's inference computed must be the declared one.
+  absl::Status CheckInferred(const Instruction& inst,
+                             const absl::StatusOr<Shape>& inferred) {
+    if (!inferred.ok()) {
+      return Fail(inst, inferred.status().code(), inferred.status().message());
+    }
+    return ExpectShape(inst, *inferred);
   }
 
   absl::Status ExpectArrays(const Instruction& inst) {
@@ -787,6 +800,114 @@ class Verifier {
       case Opcode::kPartitionId:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
         return ExpectShape(inst, Shape(PrimitiveType::kU32, {}));
+      case Opcode::kWhile:
+        return CheckInferred(inst, InferWhileShape(inst));
+      case Opcode::kConditional:
+        return CheckInferred(inst, InferConditionalShape(inst));
+      case Opcode::kMap:
+        return CheckInferred(inst, InferMapShape(inst));
+      case Opcode::kGather:
+        return CheckInferred(inst, InferGatherShape(inst));
+      case Opcode::kScatter:
+        return CheckInferred(inst, InferScatterShape(inst));
+      case Opcode::kSort:
+        return CheckInferred(inst, InferSortShape(inst));
+      case Opcode::kReduceWindow:
+        return CheckInferred(inst, InferReduceWindowShape(inst));
+      case Opcode::kSelectAndScatter:
+        return CheckInferred(inst, InferSelectAndScatterShape(inst));
+      case Opcode::kConvolution:
+        return CheckInferred(inst, InferConvolutionShape(inst));
+      case Opcode::kRngBitGenerator:
+        return CheckInferred(inst, InferRngBitGeneratorShape(inst));
+      case Opcode::kRng:
+        return CheckInferred(inst, InferRngShape(inst));
+      case Opcode::kTopK:
+        return CheckInferred(inst, InferTopKShape(inst));
+      case Opcode::kRngGetAndUpdateState:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
+        return ExpectShape(inst, Shape(PrimitiveType::kU64, {2}));
+      case Opcode::kFusion: {
+        if (inst.called_computations().size() != 1) {
+          return Invalid(inst, "fusion needs exactly one computation (calls=)");
+        }
+        const Computation& callee = *inst.called_computations()[0];
+        PJRT_RETURN_IF_ERROR(CheckArguments(inst, callee, inst.operands()));
+        return ExpectShape(inst, callee.root()->shape());
+      }
+      case Opcode::kAfterAll:
+        for (int i = 0; i < inst.operand_count(); ++i) {
+          if (!operand(i).IsToken()) {
+            return Invalid(inst, absl::StrFormat(
+                                     "operand %d is %s; after-all takes tokens",
+                                     i, operand(i).ToString()));
+          }
+        }
+        return ExpectShape(inst, Shape(PrimitiveType::kToken, {}));
+      case Opcode::kAddDependency:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
+        if (!operand(1).IsToken()) {
+          return Invalid(inst, absl::StrFormat("operand 1 is %s; add-dependency "
+                                               "takes a token there",
+                                               operand(1).ToString()));
+        }
+        return ExpectShape(inst, operand(0));
+      case Opcode::kCopyStart:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        return ExpectShape(inst, Shape::Tuple({operand(0), operand(0),
+                                               Shape(PrimitiveType::kU32, {})}));
+      case Opcode::kCopyDone:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        if (!operand(0).IsTuple() || operand(0).tuple_shapes().size() != 3) {
+          return Invalid(inst, absl::StrFormat("copy-done takes a copy-start's "
+                                               "(dest, src, context), not %s",
+                                               operand(0).ToString()));
+        }
+        return ExpectShape(inst, operand(0).tuple_shapes()[0]);
+      case Opcode::kAsyncStart: {
+        if (inst.called_computations().size() != 1) {
+          return Invalid(inst, "async-start needs one computation (calls=)");
+        }
+        const Computation& callee = *inst.called_computations()[0];
+        PJRT_RETURN_IF_ERROR(CheckArguments(inst, callee, inst.operands()));
+        const Shape& s = inst.shape();
+        std::vector<Shape> args;
+        for (const Instruction* o : inst.operands()) args.push_back(o->shape());
+        if (!s.IsTuple() || s.tuple_shapes().size() < 2 ||
+            s.tuple_shapes()[0] != Shape::Tuple(args) ||
+            s.tuple_shapes()[1] != callee.root()->shape()) {
+          return Invalid(inst, absl::StrFormat(
+                                   "async-start of %s must produce ((%s), %s, "
+                                   "context...), not %s",
+                                   callee.name(), ShapeList(inst.operands()),
+                                   callee.root()->shape().ToString(),
+                                   s.ToString()));
+        }
+        return absl::OkStatus();
+      }
+      case Opcode::kAsyncUpdate:
+      case Opcode::kAsyncDone: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        const Instruction* start = inst.operand(0);
+        while (start->opcode() == Opcode::kAsyncUpdate) start = start->operand(0);
+        if (start->opcode() != Opcode::kAsyncStart) {
+          return Invalid(inst, absl::StrFormat("%s takes an async-start or "
+                                               "async-update, not %%%s",
+                                               inst.opcode_name(),
+                                               start->name()));
+        }
+        return ExpectShape(inst, inst.opcode() == Opcode::kAsyncUpdate
+                                     ? operand(0)
+                                     : operand(0).tuple_shapes()[1]);
+      }
+      case Opcode::kAllReduceStart:
+        return CheckCollective(inst);
+      case Opcode::kAllReduceDone:
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        if (inst.operand(0)->opcode() != Opcode::kAllReduceStart) {
+          return Invalid(inst, "all-reduce-done takes an all-reduce-start");
+        }
+        return ExpectShape(inst, operand(0));
       case Opcode::kOther:
         return Unimplemented(inst, absl::StrFormat(
                                        "op '%s' is not supported by pjrtd",
@@ -850,7 +971,8 @@ class Verifier {
       return Invalid(inst, "use_global_device_ids=true needs a channel_id");
     }
     const Shape& in = inst.operand(0)->shape();
-    if (inst.opcode() == Opcode::kAllReduce) {
+    if (inst.opcode() == Opcode::kAllReduce ||
+        inst.opcode() == Opcode::kAllReduceStart) {
       std::vector<Shape> shapes;
       for (const Instruction* o : inst.operands()) shapes.push_back(o->shape());
       if (inst.called_computations().size() != 1) {

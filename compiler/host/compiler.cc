@@ -20,13 +20,6 @@
 #include "hlo/verifier.h"
 
 namespace pjrt::compiler::host {
-namespace {
-
-using hlo::Computation;
-using hlo::Instruction;
-using hlo::Opcode;
-using hlo::PrimitiveType;
-using hlo::Shape;
 
 std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> dims) {
   std::vector<int64_t> strides(dims.size(), 1);
@@ -35,6 +28,14 @@ std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> dims) {
   }
   return strides;
 }
+
+namespace {
+
+using hlo::Computation;
+using hlo::Instruction;
+using hlo::Opcode;
+using hlo::PrimitiveType;
+using hlo::Shape;
 
 // Two's-complement arithmetic without undefined behaviour on overflow.
 int64_t WrapAdd(int64_t a, int64_t b) {
@@ -79,7 +80,33 @@ enum class Kind {
   kReshape,      // reshape, bitcast: a view of a buffer
   kRunValue,     // replica-id, partition-id
   kOpaque,       // dot, reduce, pad, concatenate, dynamic slices
+  kKernel,       // while, gather, sort...: a Kernel over buffers
 };
+
+// The kernel builder of an op that runs as a Kernel, or nullptr.
+KernelBuilder KernelBuilderOf(const Instruction& inst) {
+  switch (inst.opcode()) {
+    case Opcode::kWhile: return BuildWhile;
+    case Opcode::kConditional: return BuildConditional;
+    case Opcode::kMap: return BuildMap;
+    case Opcode::kGather: return BuildGather;
+    case Opcode::kScatter: return BuildScatter;
+    case Opcode::kSort: return BuildSort;
+    case Opcode::kTopK: return BuildTopK;
+    case Opcode::kReduceWindow: return BuildReduceWindow;
+    case Opcode::kSelectAndScatter: return BuildSelectAndScatter;
+    case Opcode::kConvolution: return BuildConvolution;
+    case Opcode::kRngBitGenerator: return BuildRngBitGenerator;
+    case Opcode::kRng:
+    case Opcode::kRngGetAndUpdateState:
+      return BuildRng;
+    case Opcode::kCustomCall:
+      return inst.attributes().custom_call_target == "TopK" ? BuildTopK
+                                                            : nullptr;
+    default:
+      return nullptr;
+  }
+}
 
 Kind KindOf(Opcode op) {
   switch (op) {
@@ -110,7 +137,23 @@ Kind KindOf(Opcode op) {
     case Opcode::kReduceScatter:
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
+    case Opcode::kAllReduceStart:
       return Kind::kOpaque;
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kMap:
+    case Opcode::kGather:
+    case Opcode::kScatter:
+    case Opcode::kSort:
+    case Opcode::kTopK:
+    case Opcode::kReduceWindow:
+    case Opcode::kSelectAndScatter:
+    case Opcode::kConvolution:
+    case Opcode::kRngBitGenerator:
+    case Opcode::kRng:
+    case Opcode::kRngGetAndUpdateState:
+    case Opcode::kCustomCall:  // TopK (others alias their operand)
+      return Kind::kKernel;
     default:
       return Kind::kElementwise;
   }
@@ -210,12 +253,27 @@ std::optional<ExprOp> SimpleReducer(const Computation& region) {
 // Longest chain of element-wise and re-indexing ops fused into one loop.
 constexpr int kMaxFusedDepth = 128;
 
-class Lowering {
+class Lowering : public KernelCompiler {
  public:
-  Lowering(const hlo::Module& module, const HostCompileOptions& options)
-      : module_(module), options_(options) {}
+  // `nested`: compiling the body of a loop or a branch (no collectives).
+  Lowering(const hlo::Module& module, const HostCompileOptions& options,
+           bool nested = false)
+      : module_(module), options_(options), nested_(nested) {}
 
-  absl::StatusOr<std::unique_ptr<HostProgram>> Run();
+  // Compiles `computation` (the entry, or a loop body or branch) as a
+  // program: one argument per array leaf of its parameters.
+  absl::StatusOr<std::unique_ptr<HostProgram>> Compile(
+      const Computation& computation);
+
+  absl::StatusOr<std::unique_ptr<HostProgram>> CompileComputation(
+      const Computation& computation) override {
+    return Lowering(module_, HostCompileOptions(), /*nested=*/true)
+        .Compile(computation);
+  }
+  int NewScratch(int64_t bytes) override {
+    return NewSlot(BufferSlot::Kind::kScratch,
+                   Shape(PrimitiveType::kU8, {std::max<int64_t>(bytes, 1)}));
+  }
 
  private:
   struct Node {
@@ -234,6 +292,9 @@ class Lowering {
     // A dot computing the transpose of its HLO result (operands swapped),
     // so that a transpose of it is a view.
     bool dot_swapped = false;
+    // A kernel's output 0: the number of leaves of each HLO operand
+    // (operands holds them all, flattened).
+    std::vector<int> operand_leaves;
   };
 
   // A value of HLO: an array node, or a tuple of values. A tuple's elements
@@ -292,13 +353,11 @@ class Lowering {
   absl::Status EmitConcatenate(int node);
   absl::Status EmitDynamicSlice(int node, bool update);
   absl::Status EmitCollective(int node);
+  absl::Status EmitKernel(int node);
   absl::Status EmitResults();
   // Places scratch slots by liveness. RESOURCE_EXHAUSTED if one run's
   // scratch would exceed the largest array (hlo::kMaxArrayBytes).
   absl::Status PlanScratch();
-  absl::StatusOr<std::vector<int>> BuildRegion(const Computation& region,
-                                               Expression* expr,
-                                               std::vector<int> params);
 
   // One past the last output node of multi-output `node` (its outputs are
   // the nodes made right after it, in order).
@@ -318,6 +377,7 @@ class Lowering {
 
   const hlo::Module& module_;
   const HostCompileOptions options_;
+  const bool nested_;
   std::unique_ptr<HostProgram> program_ = std::make_unique<HostProgram>();
   std::vector<Node> nodes_;
   std::vector<int> results_;
@@ -350,19 +410,85 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
       }
       return Value::Tuple(std::move(elements));
     }
-    case Opcode::kGetTupleElement:
-      return operand(0).tuple()[inst.attributes().tuple_index];
-    case Opcode::kCall: {
+    case Opcode::kGetTupleElement: {
+      const std::vector<Value>& elements = operand(0).tuple();
+      const int64_t index = inst.attributes().tuple_index;
+      if (index >= static_cast<int64_t>(elements.size())) {
+        // The context element of an async op: nothing a program computes.
+        return absl::UnimplementedError(absl::StrFormat(
+            "line %d: %%%s reads element %d of %%%s, which the host compiler "
+            "does not keep",
+            inst.line(), inst.name(), index, inst.operand(0)->name()));
+      }
+      return elements[index];
+    }
+    case Opcode::kCall:
+    case Opcode::kFusion:
+    case Opcode::kAsyncStart: {
       std::vector<Value> call_args;
       for (int i = 0; i < inst.operand_count(); ++i) call_args.push_back(operand(i));
-      return LowerComputation(*inst.called_computations()[0], call_args);
+      PJRT_ASSIGN_OR_RETURN(
+          Value result,
+          LowerComputation(*inst.called_computations()[0], call_args));
+      if (inst.opcode() != Opcode::kAsyncStart) return result;
+      // ((operands), result, context...): the op runs synchronously here.
+      return Value::Tuple({Value::Tuple(call_args), result});
     }
+    case Opcode::kAsyncDone:
+      return operand(0).tuple()[1];
+    case Opcode::kCopyStart:
+      return Value::Tuple({operand(0), operand(0)});
+    case Opcode::kCopyDone:
+      return operand(0).tuple()[0];
+    case Opcode::kAfterAll:
+      return Value::Tuple({});  // a token holds nothing
     case Opcode::kCopy:
     case Opcode::kOptimizationBarrier:
-    case Opcode::kCustomCall:  // identity sharding annotations (verified)
+    case Opcode::kAddDependency:
+    case Opcode::kAsyncUpdate:
+    case Opcode::kAllReduceDone:
       return operand(0);
+    case Opcode::kCustomCall:
+      // Identity annotations (verified); TopK is a kernel.
+      if (inst.attributes().custom_call_target != "TopK") return operand(0);
+      break;
     default:
       break;
+  }
+  if (KindOf(inst.opcode()) == Kind::kKernel) {
+    // Operands and results as array leaves.
+    std::vector<int> leaves;
+    std::vector<int> counts;
+    std::function<void(const Value&)> flatten = [&](const Value& v) {
+      if (!v.is_tuple()) {
+        leaves.push_back(v.node);
+        return;
+      }
+      for (const Value& e : v.tuple()) flatten(e);
+    };
+    for (int i = 0; i < inst.operand_count(); ++i) {
+      const size_t before = leaves.size();
+      flatten(operand(i));
+      counts.push_back(static_cast<int>(leaves.size() - before));
+    }
+    int first = -1;
+    std::function<Value(const Shape&)> build = [&](const Shape& shape) {
+      if (shape.IsTuple()) {
+        std::vector<Value> elements;
+        for (const Shape& e : shape.tuple_shapes()) elements.push_back(build(e));
+        return Value::Tuple(std::move(elements));
+      }
+      if (shape.IsToken()) return Value::Tuple({});
+      Value v;
+      v.node = NewNode(&inst, shape, leaves);
+      if (first < 0) first = v.node;
+      nodes_[v.node].output_index = v.node - first;
+      nodes_[v.node].first_output = first;
+      return v;
+    };
+    Value result = build(inst.shape());
+    if (first >= 0) nodes_[first].operand_leaves = std::move(counts);
+    return result;
   }
   std::vector<int> operands;
   for (int i = 0; i < inst.operand_count(); ++i) {
@@ -376,7 +502,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
   }
   if (inst.shape().IsTuple()) {
     // Variadic reduce and all-reduce: one node per output.
-    if (inst.opcode() != Opcode::kReduce && inst.opcode() != Opcode::kAllReduce) {
+    if (inst.opcode() != Opcode::kReduce && inst.opcode() != Opcode::kAllReduce &&
+        inst.opcode() != Opcode::kAllReduceStart) {
       return absl::UnimplementedError(absl::StrFormat(
           "line %d: %%%s produces a tuple, which the host compiler supports "
           "only for reduce and all-reduce",
@@ -471,6 +598,7 @@ void Lowering::DecideMaterialization() {
       case Kind::kSource:
       case Kind::kRunValue:
       case Kind::kOpaque:
+      case Kind::kKernel:
       case Kind::kReshape:
         n.materialize = true;
         break;
@@ -484,7 +612,8 @@ void Lowering::DecideMaterialization() {
     const Opcode op = n.inst->opcode();
     for (size_t k = 0; k < n.operands.size(); ++k) {
       Node& operand = nodes_[n.operands[k]];
-      bool needs_buffer = false;
+      // Kernels read buffers.
+      bool needs_buffer = n.kind == Kind::kKernel;
       switch (op) {
         case Opcode::kReshape:
         case Opcode::kBitcast:
@@ -493,6 +622,7 @@ void Lowering::DecideMaterialization() {
         case Opcode::kDynamicSlice:
         case Opcode::kDynamicUpdateSlice:
         case Opcode::kAllReduce:
+        case Opcode::kAllReduceStart:
         case Opcode::kAllGather:
         case Opcode::kReduceScatter:
         case Opcode::kAllToAll:
@@ -841,9 +971,11 @@ absl::Status Lowering::EmitDot(int node) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region,
-                                                       Expression* expr,
-                                                       std::vector<int> params) {
+}  // namespace
+
+absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
+                                                   Expression* expr,
+                                                   std::vector<int> params) {
   // Scalar values of the region: expression nodes, or tuples of them
   // (shared between copies, as Value's).
   struct ScalarValue {
@@ -917,8 +1049,8 @@ absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region
           call_params.push_back(operand(i).node);
         }
         PJRT_ASSIGN_OR_RETURN(std::vector<int> outs,
-                              BuildRegion(*inst->called_computations()[0], expr,
-                                          call_params));
+                              BuildScalarRegion(*inst->called_computations()[0],
+                                                expr, call_params));
         if (outs.size() == 1 && !inst->shape().IsTuple()) {
           v.node = outs[0];
         } else {
@@ -951,6 +1083,22 @@ absl::StatusOr<std::vector<int>> Lowering::BuildRegion(const Computation& region
   }
   return outputs;
 }
+
+absl::StatusOr<Expression> ScalarRegionExpression(
+    const Computation& region, absl::Span<const PrimitiveType> types) {
+  Expression expr;
+  std::vector<int> params;
+  for (size_t i = 0; i < types.size(); ++i) {
+    params.push_back(expr.AddInput(static_cast<int>(i), types[i]));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<int> outs,
+                        BuildScalarRegion(region, &expr, params));
+  for (int o : outs) expr.AddOutput(o);
+  expr.Finalize();
+  return expr;
+}
+
+namespace {
 
 absl::Status Lowering::EmitReduce(int node) {
   Node& n = nodes_[node];
@@ -1036,7 +1184,8 @@ absl::Status Lowering::EmitReduce(int node) {
   for (int j = 0; j < 2 * count; ++j) {
     params.push_back(step.region.AddInput(j, step.types[j % count]));
   }
-  PJRT_ASSIGN_OR_RETURN(std::vector<int> outs, BuildRegion(region, &step.region, params));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int> outs,
+                        BuildScalarRegion(region, &step.region, params));
   for (int o : outs) step.region.AddOutput(o);
   step.region.Finalize();
   // The outputs are this node and its siblings.
@@ -1143,9 +1292,19 @@ absl::Status Lowering::EmitCollective(int node) {
   const Node& n = nodes_[node];
   const Instruction& inst = *n.inst;
   const hlo::Attributes& a = inst.attributes();
+  if (nested_) {
+    // Rendezvous are keyed per step, not per iteration.
+    return absl::UnimplementedError(absl::StrFormat(
+        "line %d: %%%s is a collective inside a while body or a conditional "
+        "branch, which the host compiler does not support yet",
+        inst.line(), inst.name()));
+  }
   CollectiveStep step;
   switch (inst.opcode()) {
-    case Opcode::kAllReduce: step.kind = CollectiveStep::Kind::kAllReduce; break;
+    case Opcode::kAllReduce:
+    case Opcode::kAllReduceStart:
+      step.kind = CollectiveStep::Kind::kAllReduce;
+      break;
     case Opcode::kAllGather: step.kind = CollectiveStep::Kind::kAllGather; break;
     case Opcode::kReduceScatter: step.kind = CollectiveStep::Kind::kReduceScatter; break;
     case Opcode::kAllToAll: step.kind = CollectiveStep::Kind::kAllToAll; break;
@@ -1191,6 +1350,32 @@ absl::Status Lowering::EmitCollective(int node) {
   return absl::OkStatus();
 }
 
+absl::Status Lowering::EmitKernel(int node) {
+  const Node& n = nodes_[node];
+  KernelArgs args;
+  args.inst = n.inst;
+  for (int operand : n.operands) {
+    args.inputs.push_back(SlotOf(operand));
+    args.input_shapes.push_back(nodes_[operand].shape);
+  }
+  args.operand_leaves = n.operand_leaves;
+  for (int k = node; k < OutputsEnd(node); ++k) {
+    args.outputs.push_back(nodes_[k].slot);
+    args.output_shapes.push_back(nodes_[k].shape);
+  }
+  KernelBuilder builder = KernelBuilderOf(*n.inst);
+  if (builder == nullptr) {
+    return absl::InternalError(absl::StrFormat(
+        "%s has no host kernel", n.inst->Describe()));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel, builder(args, *this));
+  if (kernel->name.empty()) {
+    kernel->name = absl::StrCat(n.inst->opcode_name(), " ", n.inst->Describe());
+  }
+  program_->steps.push_back(KernelStep{std::move(kernel)});
+  return absl::OkStatus();
+}
+
 absl::Status Lowering::Emit(int node) {
   Node& n = nodes_[node];
   if (!n.materialize) return absl::OkStatus();
@@ -1221,8 +1406,10 @@ absl::Status Lowering::Emit(int node) {
     default:
       break;
   }
-  const bool multi_output =
-      inst.opcode() == Opcode::kReduce || inst.opcode() == Opcode::kAllReduce;
+  const bool multi_output = n.kind == Kind::kKernel ||
+                            inst.opcode() == Opcode::kReduce ||
+                            inst.opcode() == Opcode::kAllReduce ||
+                            inst.opcode() == Opcode::kAllReduceStart;
   if (multi_output && n.first_output != node) {
     return absl::OkStatus();  // emitted with output 0
   }
@@ -1230,6 +1417,7 @@ absl::Status Lowering::Emit(int node) {
     for (int k = node; k < OutputsEnd(node); ++k) {
       nodes_[k].slot = NewSlot(BufferSlot::Kind::kScratch, nodes_[k].shape);
     }
+    if (n.kind == Kind::kKernel) return EmitKernel(node);
     return inst.opcode() == Opcode::kReduce ? EmitReduce(node)
                                             : EmitCollective(node);
   }
@@ -1299,6 +1487,8 @@ void ForEachRead(const Step& step, F read) {
           read(st.value, false);
         } else if constexpr (std::is_same_v<S, CollectiveStep>) {
           for (int x : st.inputs) read(x, false);
+        } else if constexpr (std::is_same_v<S, KernelStep>) {
+          for (const SlotAccess& x : st.kernel->reads) read(x.slot, false);
         } else {
           read(st.src, false);
           for (int x : st.start_slots) read(x, false);
@@ -1334,6 +1524,8 @@ SlotUses FindSlotUses(const HostProgram& program) {
           } else if constexpr (std::is_same_v<S, GenericReduceStep> ||
                                std::is_same_v<S, CollectiveStep>) {
             for (int x : st.outputs_or_outs()) wrote(x);
+          } else if constexpr (std::is_same_v<S, KernelStep>) {
+            for (const SlotAccess& x : st.kernel->writes) wrote(x.slot);
           } else {
             wrote(st.dst);
           }
@@ -1469,6 +1661,9 @@ absl::Status Lowering::PlanScratch() {
           } else if constexpr (std::is_same_v<S, CollectiveStep>) {
             for (int x : s.inputs) touch(x, i);
             for (int x : s.outputs) touch(x, i);
+          } else if constexpr (std::is_same_v<S, KernelStep>) {
+            for (const SlotAccess& x : s.kernel->reads) touch(x.slot, i);
+            for (const SlotAccess& x : s.kernel->writes) touch(x.slot, i);
           } else {
             touch(s.src, i); touch(s.dst, i);
             for (int x : s.start_slots) touch(x, i);
@@ -1551,8 +1746,8 @@ absl::Status Lowering::PlanScratch() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
-  const Computation& entry = *module_.entry();
+absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
+    const Computation& entry) {
   std::vector<Value> args;
   // One program parameter per array leaf of the entry's parameters.
   std::function<Value(const Instruction*, const Shape&)> leaves =
@@ -1586,7 +1781,16 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
     for (const Value& e : v.tuple()) flatten(e);
   };
   flatten(root);
-  for (int r : results_) program_->result_shapes_.push_back(nodes_[r].shape);
+  if (static_cast<int64_t>(results_.size()) != entry.root()->shape().leaf_count()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "computation %s returns %s, whose parts the host compiler cannot all "
+        "produce (an async op's context or a token)",
+        entry.name(), entry.root()->shape().ToString()));
+  }
+  for (int r : results_) {
+    program_->result_shapes_.push_back(nodes_[r].shape);
+    program_->result_parameters.push_back(nodes_[r].parameter_number);
+  }
 
   FoldTransposedDots();
   DecideMaterialization();
@@ -1605,7 +1809,7 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Run() {
 
 absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
     const hlo::Module& module, const HostCompileOptions& options) {
-  return Lowering(module, options).Run();
+  return Lowering(module, options).Compile(*module.entry());
 }
 
 }  // namespace pjrt::compiler::host

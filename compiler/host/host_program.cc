@@ -1040,6 +1040,7 @@ std::string StepName(const DynamicSliceStep& s) {
   return s.update ? "dynamic-update-slice\n" : "dynamic-slice\n";
 }
 std::string StepName(const CollectiveStep& s) { return s.name + "\n"; }
+std::string StepName(const KernelStep& s) { return s.kernel->name + "\n"; }
 
 }  // namespace
 
@@ -1102,6 +1103,9 @@ absl::Status HostProgram::Run(const RunContext& context) const {
           if constexpr (std::is_same_v<S, FillStep>) RunFill(s, addresses);
           if constexpr (std::is_same_v<S, DynamicSliceStep>) {
             RunDynamicSlice(s, addresses, cancellation);
+          }
+          if constexpr (std::is_same_v<S, KernelStep>) {
+            status = s.kernel->Run(addresses, context);
           }
         },
         step);
@@ -1370,6 +1374,13 @@ absl::Status HostProgram::CheckBounds() const {
             status.Update(c.CheckDense(s.update ? s.src : s.dst,
                                        s.element_bytes, window,
                                        "dynamic slice window"));
+          } else if constexpr (std::is_same_v<S, KernelStep>) {
+            for (const auto* list : {&s.kernel->reads, &s.kernel->writes}) {
+              for (const SlotAccess& access : *list) {
+                status.Update(c.CheckDense(access.slot, 1, access.bytes,
+                                           s.kernel->name.c_str()));
+              }
+            }
           } else if constexpr (std::is_same_v<S, CollectiveStep>) {
             if (s.inputs.size() != s.types.size() ||
                 s.outputs.size() != s.types.size() ||
@@ -1420,6 +1431,8 @@ int64_t HostProgram::host_memory_bytes() const {
                                     loop->inputs.size() * sizeof(LoopInput));
     } else if (const auto* reduce = std::get_if<GenericReduceStep>(&step)) {
       bytes += static_cast<int64_t>(reduce->region.size() * sizeof(ExprNode));
+    } else if (const auto* kernel = std::get_if<KernelStep>(&step)) {
+      bytes += kernel->kernel->host_memory_bytes();
     }
   }
   return bytes;
@@ -1459,6 +1472,8 @@ std::string HostProgram::ToString() const {
             absl::StrAppendFormat(&out, "fill %d -> slot %d\n", s.count, s.dst);
           } else if constexpr (std::is_same_v<S, CollectiveStep>) {
             absl::StrAppendFormat(&out, "collective %s\n", s.name);
+          } else if constexpr (std::is_same_v<S, KernelStep>) {
+            absl::StrAppendFormat(&out, "kernel %s\n", s.kernel->name);
           } else {
             absl::StrAppendFormat(&out, "%s slot %d -> %d\n",
                                   s.update ? "dynamic-update-slice" : "dynamic-slice",

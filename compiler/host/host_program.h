@@ -10,7 +10,9 @@
 //  - ReduceStep: add/mul/max/min/and/or reductions over [outer, reduced,
 //    inner] layouts; GenericReduceStep: any (variadic) reducer region,
 //    evaluated as an Expression over blocks of output positions;
-//  - CopyStep, FillStep, DynamicSliceStep: data movement.
+//  - CopyStep, FillStep, DynamicSliceStep: data movement;
+//  - CollectiveStep: a collective with the launch's other participants;
+//  - KernelStep: any other op (control flow, gather, sort...; kernel.h).
 //
 // Thread-safe: Run keeps all per-run state on its stack.
 #ifndef PJRT_COMPILER_HOST_HOST_PROGRAM_H_
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "compiler/host/expression.h"
+#include "compiler/host/kernel.h"
 #include "compiler/program.h"
 #include "hlo/shape.h"
 
@@ -194,7 +197,8 @@ absl::Status CheckCollectives(const HostProgram& program, int64_t num_replicas,
                               int64_t num_partitions);
 
 using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
-                          CopyStep, FillStep, DynamicSliceStep, CollectiveStep>;
+                          CopyStep, FillStep, DynamicSliceStep, CollectiveStep,
+                          KernelStep>;
 
 class HostProgram : public Program {
  public:
@@ -216,6 +220,9 @@ class HostProgram : public Program {
   int64_t scratch_bytes_ = 0;
   std::vector<hlo::Shape> parameter_shapes_;
   std::vector<hlo::Shape> result_shapes_;
+  // Per result: the parameter it is, unchanged (-1 if computed). A loop
+  // keeps such state in place instead of copying it every iteration.
+  std::vector<int> result_parameters;
 
   // A readable listing of slots and steps, for debugging and tests.
   std::string ToString() const;

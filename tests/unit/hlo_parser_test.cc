@@ -305,7 +305,7 @@ TEST(HloParser, UnknownOpcodesParseAsOtherKeepingTheirSpelling) {
 
   auto fft = ParseCorpusFile("parser/Fft.hlo");
   ASSERT_NE(fft, nullptr);
-  EXPECT_EQ(fft->entry()->root()->opcode(), Opcode::kOther);
+  EXPECT_EQ(fft->entry()->root()->opcode(), Opcode::kFft);
   EXPECT_EQ(fft->entry()->root()->opcode_name(), "fft");
 }
 

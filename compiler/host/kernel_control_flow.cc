@@ -1,0 +1,242 @@
+// while, conditional and map: kernels that run computations of the module
+// (compiled as programs of their own, or as scalar expressions for map).
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "compiler/host/host_program.h"
+#include "compiler/host/kernel.h"
+#include "compiler/host/kernel_util.h"
+#include "compiler/host/thread_pool.h"
+
+namespace pjrt::compiler::host {
+namespace {
+
+// The loop state lives in two sets of buffers, the outputs (A) and spares
+// (B): each iteration the body reads A and writes B, then they swap, so a
+// run allocates nothing per iteration. State the body passes through
+// unchanged has no spare: it stays in place and is never copied.
+class WhileKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const size_t n = state_.size();
+    std::vector<void*> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = addresses[state_[i]];
+      b[i] = spare_[i] >= 0 ? addresses[spare_[i]] : a[i];
+      if (addresses[init_[i]] != a[i]) {
+        std::memmove(a[i], addresses[init_[i]], bytes_[i]);
+      }
+    }
+    RunContext sub = context;
+    sub.scratch = addresses[scratch_];
+    uint8_t pred = 0;
+    void* const pred_result[1] = {&pred};
+    while (true) {
+      PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
+      sub.arguments = a;
+      sub.results = pred_result;
+      PJRT_RETURN_IF_ERROR(condition_->Run(sub));
+      if (pred == 0) break;
+      sub.results = b;
+      PJRT_RETURN_IF_ERROR(body_->Run(sub));
+      std::swap(a, b);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (a[i] != addresses[state_[i]]) {
+        std::memcpy(addresses[state_[i]], a[i], bytes_[i]);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t host_memory_bytes() const override {
+    return condition_->host_memory_bytes() + body_->host_memory_bytes();
+  }
+
+  std::unique_ptr<HostProgram> condition_, body_;
+  std::vector<int> init_, state_, spare_;
+  std::vector<int64_t> bytes_;
+  int scratch_ = -1;
+};
+
+class ConditionalKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const void* selector = addresses[selector_];
+    int64_t branch = 0;
+    if (selector_is_pred_) {
+      branch = *static_cast<const uint8_t*>(selector) != 0 ? 0 : 1;
+    } else {
+      int32_t index = 0;
+      std::memcpy(&index, selector, sizeof(index));
+      const int64_t last = static_cast<int64_t>(branches_.size()) - 1;
+      // XLA: an index out of range runs the last branch.
+      branch = index < 0 || index > last ? last : index;
+    }
+    const Branch& b = branches_[branch];
+    std::vector<void*> arguments, results;
+    for (int slot : b.inputs) arguments.push_back(addresses[slot]);
+    for (int slot : outputs_) results.push_back(addresses[slot]);
+    RunContext sub = context;
+    sub.arguments = arguments;
+    sub.results = results;
+    sub.scratch = addresses[scratch_];
+    return b.program->Run(sub);
+  }
+
+  int64_t host_memory_bytes() const override {
+    int64_t bytes = 0;
+    for (const Branch& b : branches_) bytes += b.program->host_memory_bytes();
+    return bytes;
+  }
+
+  struct Branch {
+    std::unique_ptr<HostProgram> program;
+    std::vector<int> inputs;
+  };
+  int selector_ = -1;
+  bool selector_is_pred_ = false;
+  std::vector<Branch> branches_;
+  std::vector<int> outputs_;
+  int scratch_ = -1;
+};
+
+class MapKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const int64_t blocks = (count_ + kBlockElements - 1) / kBlockElements;
+    ThreadPool::Get().ParallelFor(
+        blocks, expr_.CyclesPerElement() * kBlockElements,
+        [&](int64_t first, int64_t last) {
+          RegionRunner runner(expr_);
+          runner.SetOutputTypes({output_type_});
+          std::vector<std::vector<uint64_t>> in(inputs_.size(),
+                                                std::vector<uint64_t>(kBlockElements));
+          std::vector<uint64_t> out(kBlockElements);
+          std::vector<const void*> in_ptrs(inputs_.size());
+          for (int64_t block = first; block < last; ++block) {
+            if (IsCancelled(context.cancellation)) return;
+            const int64_t begin = block * kBlockElements;
+            const int64_t n = std::min(kBlockElements, count_ - begin);
+            for (size_t i = 0; i < inputs_.size(); ++i) {
+              const int width = hlo::ByteWidth(types_[i]);
+              StorageToCompute(types_[i],
+                               static_cast<const char*>(addresses[inputs_[i]]) +
+                                   begin * width,
+                               in[i].data(), n);
+              in_ptrs[i] = in[i].data();
+            }
+            void* out_ptr = out.data();
+            runner.Evaluate(in_ptrs, n, {&out_ptr, 1});
+            ComputeToStorage(output_type_, out.data(),
+                             static_cast<char*>(addresses[output_]) +
+                                 begin * hlo::ByteWidth(output_type_),
+                             n);
+          }
+        });
+    return CheckCancelled(context.cancellation);
+  }
+
+  Expression expr_;
+  std::vector<int> inputs_;
+  std::vector<hlo::PrimitiveType> types_;
+  int output_ = -1;
+  hlo::PrimitiveType output_type_ = hlo::PrimitiveType::kF32;
+  int64_t count_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
+                                                   KernelCompiler& compiler) {
+  const hlo::Instruction& inst = *args.inst;
+  auto kernel = std::make_shared<WhileKernel>();
+  PJRT_ASSIGN_OR_RETURN(kernel->condition_,
+                        compiler.CompileComputation(*inst.called_computations()[0]));
+  PJRT_ASSIGN_OR_RETURN(kernel->body_,
+                        compiler.CompileComputation(*inst.called_computations()[1]));
+  const size_t n = args.outputs.size();
+  if (args.inputs.size() != n || kernel->body_->result_parameters.size() != n) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: %d state leaves in, %d out", inst.Describe(), args.inputs.size(), n));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t bytes = args.output_shapes[i].ByteSize();
+    kernel->init_.push_back(args.inputs[i]);
+    kernel->state_.push_back(args.outputs[i]);
+    kernel->bytes_.push_back(bytes);
+    const bool pass_through =
+        kernel->body_->result_parameters[i] == static_cast<int>(i);
+    kernel->spare_.push_back(pass_through ? -1 : compiler.NewScratch(bytes));
+    kernel->reads.push_back({args.inputs[i], bytes});
+    kernel->writes.push_back({args.outputs[i], bytes});
+    if (kernel->spare_.back() >= 0) {
+      kernel->writes.push_back({kernel->spare_.back(), bytes});
+    }
+  }
+  const int64_t scratch = std::max(kernel->condition_->scratch_bytes(),
+                                   kernel->body_->scratch_bytes());
+  kernel->scratch_ = compiler.NewScratch(scratch);
+  kernel->writes.push_back({kernel->scratch_, scratch});
+  return kernel;
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
+    const KernelArgs& args, KernelCompiler& compiler) {
+  const hlo::Instruction& inst = *args.inst;
+  auto kernel = std::make_shared<ConditionalKernel>();
+  kernel->selector_ = args.inputs[0];
+  kernel->selector_is_pred_ =
+      args.input_shapes[0].element_type() == hlo::PrimitiveType::kPred;
+  kernel->reads.push_back({args.inputs[0], args.input_shapes[0].ByteSize()});
+  int64_t scratch = 0;
+  size_t next = static_cast<size_t>(args.operand_leaves[0]);
+  for (size_t b = 0; b < inst.called_computations().size(); ++b) {
+    ConditionalKernel::Branch branch;
+    PJRT_ASSIGN_OR_RETURN(branch.program,
+                          compiler.CompileComputation(*inst.called_computations()[b]));
+    for (int k = 0; k < args.operand_leaves[b + 1]; ++k, ++next) {
+      branch.inputs.push_back(args.inputs[next]);
+      kernel->reads.push_back({args.inputs[next], args.input_shapes[next].ByteSize()});
+    }
+    if (branch.program->result_shapes().size() != args.outputs.size()) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: branch %d returns %d leaves, not %d", inst.Describe(), b,
+          branch.program->result_shapes().size(), args.outputs.size()));
+    }
+    scratch = std::max(scratch, branch.program->scratch_bytes());
+    kernel->branches_.push_back(std::move(branch));
+  }
+  for (size_t i = 0; i < args.outputs.size(); ++i) {
+    kernel->outputs_.push_back(args.outputs[i]);
+    kernel->writes.push_back({args.outputs[i], args.output_shapes[i].ByteSize()});
+  }
+  kernel->scratch_ = compiler.NewScratch(scratch);
+  kernel->writes.push_back({kernel->scratch_, scratch});
+  return kernel;
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildMap(const KernelArgs& args,
+                                                 KernelCompiler&) {
+  auto kernel = std::make_shared<MapKernel>();
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    kernel->inputs_.push_back(args.inputs[i]);
+    kernel->types_.push_back(args.input_shapes[i].element_type());
+    kernel->reads.push_back({args.inputs[i], args.input_shapes[i].ByteSize()});
+  }
+  PJRT_ASSIGN_OR_RETURN(
+      kernel->expr_,
+      ScalarRegionExpression(*args.inst->called_computations()[0], kernel->types_));
+  kernel->output_ = args.outputs[0];
+  kernel->output_type_ = args.output_shapes[0].element_type();
+  kernel->count_ = args.output_shapes[0].ElementCount();
+  kernel->writes.push_back({args.outputs[0], args.output_shapes[0].ByteSize()});
+  return kernel;
+}
+
+}  // namespace pjrt::compiler::host

@@ -1,0 +1,323 @@
+// convolution with any dim_labels, feature and batch groups, padding
+// (negative too), base and window dilation and window reversal.
+//
+// Operands are first laid out canonically in the scratch memory (input
+// [batch, spatial..., feature], kernel per group [taps x in-features,
+// out-features]), then blocks of output positions are computed as GEMMs
+// through Eigen: a block's patches (im2col, zeros where the window meets
+// padding or dilation holes) times the group's kernel matrix. f32, f16 and
+// bf16 compute in f32; f64 and integers in f64.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "Eigen/Core"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "compiler/host/kernel.h"
+#include "compiler/host/kernel_util.h"
+#include "compiler/host/thread_pool.h"
+#include "hlo/op_attributes.h"
+
+namespace pjrt::compiler::host {
+namespace {
+
+using hlo::PrimitiveType;
+
+struct ConvPlan {
+  hlo::ConvolutionDimensions dims;
+  std::vector<hlo::WindowDimension> window;
+  int spatial = 0;
+  int64_t batch = 0, in_features = 0;            // input
+  std::vector<int64_t> in_spatial, out_spatial, taps;
+  int64_t out_batch = 0, out_features = 0;
+  int64_t feature_groups = 1, batch_groups = 1;
+  int64_t groups = 1;                             // of the two, the one > 1
+  int64_t in_per_group = 0, out_per_group = 0;    // features
+  int64_t positions = 0;                          // out_batch * prod(out_spatial)
+  int64_t tap_count = 1;                          // prod(taps)
+  int64_t cols = 0;                               // tap_count * in_per_group
+  std::vector<int64_t> lhs_strides, rhs_strides, out_strides;
+  PrimitiveType lhs_type, rhs_type, out_type;
+};
+
+template <typename T>
+void ToCanonicalValue(PrimitiveType type, const void* base, int64_t i, T* out) {
+  *out = static_cast<T>(LoadAsDouble(type, base, i));
+}
+
+template <typename T>
+class ConvolutionKernel : public Kernel {
+ public:
+  explicit ConvolutionKernel(ConvPlan plan) : p_(std::move(plan)) {}
+
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    T* input = static_cast<T*>(addresses[input_scratch_]);
+    T* weights = static_cast<T*>(addresses[kernel_scratch_]);
+    T* result = static_cast<T*>(addresses[output_scratch_]);
+    PrepareInput(addresses[lhs_], input);
+    PrepareKernel(addresses[rhs_], weights);
+    PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
+    // Blocks of output positions, for every group.
+    const int64_t block = std::clamp<int64_t>(
+        (int64_t{1} << 17) / std::max<int64_t>(p_.cols, 1), 16, 512);
+    const int64_t blocks = (p_.positions + block - 1) / block;
+    const double cost = static_cast<double>(block) * p_.cols * p_.out_per_group;
+    ThreadPool::Get().ParallelFor(
+        blocks * p_.groups, cost, [&](int64_t first, int64_t last) {
+          std::vector<T> patches(block * p_.cols);
+          std::vector<int64_t> o(p_.spatial);
+          for (int64_t item = first; item < last; ++item) {
+            if (IsCancelled(context.cancellation)) return;
+            const int64_t g = item / blocks;
+            const int64_t begin = (item % blocks) * block;
+            const int64_t rows = std::min(block, p_.positions - begin);
+            Im2Col(input, g, begin, rows, patches.data(), &o);
+            using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+            Eigen::Map<const Matrix> a_t(patches.data(), p_.cols, rows);
+            Eigen::Map<const Matrix> w_t(weights + g * p_.cols * p_.out_per_group,
+                                         p_.out_per_group, p_.cols);
+            Eigen::Map<Matrix, 0, Eigen::OuterStride<>> c_t(
+                result + begin * p_.out_features + g * p_.out_per_group,
+                p_.out_per_group, rows, Eigen::OuterStride<>(p_.out_features));
+            c_t.noalias() = w_t * a_t;
+          }
+        });
+    PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
+    WriteOutput(result, addresses[out_]);
+    return absl::OkStatus();
+  }
+
+  int lhs_ = -1, rhs_ = -1, out_ = -1;
+  int input_scratch_ = -1, kernel_scratch_ = -1, output_scratch_ = -1;
+
+ private:
+  // input[b][s...][f] from lhs in its dim_labels layout.
+  void PrepareInput(const void* lhs, T* input) const {
+    std::vector<int64_t> dims = {p_.batch};
+    std::vector<int64_t> strides = {p_.lhs_strides[p_.dims.input_batch]};
+    for (int s = 0; s < p_.spatial; ++s) {
+      dims.push_back(p_.in_spatial[s]);
+      strides.push_back(p_.lhs_strides[p_.dims.input_spatial[s]]);
+    }
+    dims.push_back(p_.in_features);
+    strides.push_back(p_.lhs_strides[p_.dims.input_feature]);
+    Gather(lhs, p_.lhs_type, dims, strides, input);
+  }
+
+  // Per group g: w[g][tap][ci][co] (row-major [cols x out_per_group]).
+  void PrepareKernel(const void* rhs, T* weights) const {
+    std::vector<int64_t> t(p_.spatial, 0);
+    for (int64_t g = 0; g < p_.groups; ++g) {
+      T* w = weights + g * p_.cols * p_.out_per_group;
+      for (int64_t tap = 0; tap < p_.tap_count; ++tap) {
+        int64_t rest = tap, base = 0;
+        for (int s = p_.spatial - 1; s >= 0; --s) {
+          int64_t k = rest % p_.taps[s];
+          rest /= p_.taps[s];
+          if (p_.window[s].reversal) k = p_.taps[s] - 1 - k;
+          base += k * p_.rhs_strides[p_.dims.kernel_spatial[s]];
+        }
+        for (int64_t ci = 0; ci < p_.in_per_group; ++ci) {
+          // Feature groups split the kernel's output features; the input
+          // feature index is within the group.
+          for (int64_t co = 0; co < p_.out_per_group; ++co) {
+            const int64_t oc = g * p_.out_per_group + co;
+            const int64_t at = base + ci * p_.rhs_strides[p_.dims.kernel_input_feature] +
+                               oc * p_.rhs_strides[p_.dims.kernel_output_feature];
+            ToCanonicalValue(p_.rhs_type, rhs, at,
+                             &w[(tap * p_.in_per_group + ci) * p_.out_per_group + co]);
+          }
+        }
+      }
+    }
+  }
+
+  void Gather(const void* src, PrimitiveType type, const std::vector<int64_t>& dims,
+              const std::vector<int64_t>& strides, T* dst) const {
+    const int64_t total = Product(dims);
+    if (total == 0) return;
+    const int64_t inner = dims.back();
+    ThreadPool::Get().ParallelFor(total / std::max<int64_t>(inner, 1), inner * 4.0,
+                                  [&](int64_t first, int64_t last) {
+      std::vector<int64_t> idx(dims.size() - 1);
+      const std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+      int64_t rest = first;
+      for (int d = static_cast<int>(outer.size()) - 1; d >= 0; --d) {
+        idx[d] = rest % outer[d];
+        rest /= outer[d];
+      }
+      for (int64_t row = first; row < last; ++row) {
+        int64_t base = 0;
+        for (size_t d = 0; d < outer.size(); ++d) base += idx[d] * strides[d];
+        T* out = dst + row * inner;
+        DispatchType(type, [&](auto pt) {
+          using S = typename TypeTraits<decltype(pt)::value>::Storage;
+          const S* in = static_cast<const S*>(src);
+          for (int64_t i = 0; i < inner; ++i) {
+            out[i] = static_cast<T>(static_cast<double>(in[base + i * strides.back()]));
+          }
+        });
+        NextIndex(outer, &idx);
+      }
+    });
+  }
+
+  // rows x cols patches of output positions [begin, begin + rows) of
+  // group g (column-major: one column of cols per position).
+  void Im2Col(const T* input, int64_t g, int64_t begin, int64_t rows, T* patches,
+              std::vector<int64_t>* o) const {
+    const int64_t fg = p_.feature_groups > 1 ? g : 0;
+    const int64_t bg = p_.batch_groups > 1 ? g : 0;
+    const int64_t spatial_total = p_.positions / std::max<int64_t>(p_.out_batch, 1);
+    std::vector<int64_t> in_strides(p_.spatial);
+    int64_t stride = p_.in_features;
+    for (int s = p_.spatial - 1; s >= 0; --s) {
+      in_strides[s] = stride;
+      stride *= p_.in_spatial[s];
+    }
+    const int64_t batch_stride = stride;
+    std::vector<int64_t> t(p_.spatial);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t pos = begin + r;
+      const int64_t b = pos / spatial_total;
+      int64_t rest = pos % spatial_total;
+      for (int s = p_.spatial - 1; s >= 0; --s) {
+        (*o)[s] = rest % p_.out_spatial[s];
+        rest /= p_.out_spatial[s];
+      }
+      const T* image = input + (bg * p_.out_batch + b) * batch_stride +
+                       fg * p_.in_per_group;
+      T* column = patches + r * p_.cols;
+      std::fill(t.begin(), t.end(), 0);
+      for (int64_t tap = 0; tap < p_.tap_count; ++tap) {
+        int64_t offset = 0;
+        bool valid = true;
+        for (int s = 0; s < p_.spatial && valid; ++s) {
+          const hlo::WindowDimension& w = p_.window[s];
+          const int64_t x = (*o)[s] * w.stride + t[s] * w.window_dilation - w.padding_low;
+          if (x < 0 || x % w.base_dilation != 0 ||
+              x / w.base_dilation >= p_.in_spatial[s]) {
+            valid = false;
+          } else {
+            offset += (x / w.base_dilation) * in_strides[s];
+          }
+        }
+        T* dst = column + tap * p_.in_per_group;
+        if (valid) {
+          std::memcpy(dst, image + offset, p_.in_per_group * sizeof(T));
+        } else {
+          std::fill(dst, dst + p_.in_per_group, T(0));
+        }
+        NextIndex(p_.taps, &t);
+      }
+    }
+  }
+
+  void WriteOutput(const T* result, void* out) const {
+    // result[b][o...][f] -> out in its dim_labels layout.
+    std::vector<int64_t> dims = {p_.out_batch};
+    for (int64_t d : p_.out_spatial) dims.push_back(d);
+    dims.push_back(p_.out_features);
+    std::vector<int64_t> strides = {p_.out_strides[p_.dims.output_batch]};
+    for (int s = 0; s < p_.spatial; ++s) {
+      strides.push_back(p_.out_strides[p_.dims.output_spatial[s]]);
+    }
+    strides.push_back(p_.out_strides[p_.dims.output_feature]);
+    const int64_t total = Product(dims);
+    std::vector<int64_t> idx(dims.size(), 0);
+    DispatchType(p_.out_type, [&](auto pt) {
+      using S = typename TypeTraits<decltype(pt)::value>::Storage;
+      S* o = static_cast<S*>(out);
+      for (int64_t i = 0; i < total; ++i, NextIndex(dims, &idx)) {
+        int64_t at = 0;
+        for (size_t d = 0; d < dims.size(); ++d) at += idx[d] * strides[d];
+        o[at] = Convert<S>(result[i]);
+      }
+    });
+  }
+
+  template <typename S>
+  static S Convert(T v) {
+    if constexpr (std::is_integral_v<S>) {
+      if (std::isnan(static_cast<double>(v))) return S(0);
+      const double d = static_cast<double>(v);
+      if (d <= static_cast<double>(std::numeric_limits<S>::min())) {
+        return std::numeric_limits<S>::min();
+      }
+      if (d >= static_cast<double>(std::numeric_limits<S>::max())) {
+        return std::numeric_limits<S>::max();
+      }
+      return static_cast<S>(d);
+    } else {
+      return static_cast<S>(v);
+    }
+  }
+
+  ConvPlan p_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
+                                                         KernelCompiler& compiler) {
+  const hlo::Instruction& inst = *args.inst;
+  const hlo::Shape& lhs = args.input_shapes[0];
+  const hlo::Shape& rhs = args.input_shapes[1];
+  const hlo::Shape& out = args.output_shapes[0];
+  ConvPlan p;
+  PJRT_ASSIGN_OR_RETURN(p.dims, hlo::ParseConvolutionDimensions(inst));
+  p.spatial = static_cast<int>(p.dims.input_spatial.size());
+  PJRT_ASSIGN_OR_RETURN(p.window, hlo::ParseWindow(inst, p.spatial));
+  PJRT_ASSIGN_OR_RETURN(p.feature_groups,
+                        hlo::ParseIntAttribute(inst, "feature_group_count", 1));
+  PJRT_ASSIGN_OR_RETURN(p.batch_groups,
+                        hlo::ParseIntAttribute(inst, "batch_group_count", 1));
+  p.groups = std::max(p.feature_groups, p.batch_groups);
+  p.batch = lhs.dimensions(p.dims.input_batch);
+  p.in_features = lhs.dimensions(p.dims.input_feature);
+  for (int s = 0; s < p.spatial; ++s) {
+    p.in_spatial.push_back(lhs.dimensions(p.dims.input_spatial[s]));
+    p.taps.push_back(rhs.dimensions(p.dims.kernel_spatial[s]));
+    p.out_spatial.push_back(out.dimensions(p.dims.output_spatial[s]));
+    p.tap_count *= p.taps.back();
+  }
+  p.out_batch = out.dimensions(p.dims.output_batch);
+  p.out_features = out.dimensions(p.dims.output_feature);
+  p.in_per_group = rhs.dimensions(p.dims.kernel_input_feature);
+  p.out_per_group = p.out_features / p.groups;
+  p.positions = p.out_batch * Product(p.out_spatial);
+  p.cols = p.tap_count * p.in_per_group;
+  p.lhs_strides = RowMajorStrides(lhs.dimensions());
+  p.rhs_strides = RowMajorStrides(rhs.dimensions());
+  p.out_strides = RowMajorStrides(out.dimensions());
+  p.lhs_type = lhs.element_type();
+  p.rhs_type = rhs.element_type();
+  p.out_type = out.element_type();
+  const bool wide = p.out_type == PrimitiveType::kF64 || !hlo::IsFloatingPoint(p.out_type) ||
+                    p.lhs_type == PrimitiveType::kF64;
+  const int64_t width = wide ? 8 : 4;
+  const int64_t input_elements = lhs.ElementCount();
+  const int64_t kernel_elements = p.groups * p.cols * p.out_per_group;
+  const int64_t output_elements = p.positions * p.out_features;
+  const auto finish = [&](auto kernel) -> std::shared_ptr<Kernel> {
+    kernel->lhs_ = args.inputs[0];
+    kernel->rhs_ = args.inputs[1];
+    kernel->out_ = args.outputs[0];
+    kernel->input_scratch_ = compiler.NewScratch(input_elements * width);
+    kernel->kernel_scratch_ = compiler.NewScratch(kernel_elements * width);
+    kernel->output_scratch_ = compiler.NewScratch(output_elements * width);
+    kernel->reads = {{args.inputs[0], lhs.ByteSize()}, {args.inputs[1], rhs.ByteSize()}};
+    kernel->writes = {{args.outputs[0], out.ByteSize()},
+                      {kernel->input_scratch_, input_elements * width},
+                      {kernel->kernel_scratch_, kernel_elements * width},
+                      {kernel->output_scratch_, output_elements * width}};
+    return kernel;
+  };
+  if (wide) return finish(std::make_shared<ConvolutionKernel<double>>(std::move(p)));
+  return finish(std::make_shared<ConvolutionKernel<float>>(std::move(p)));
+}
+
+}  // namespace pjrt::compiler::host

@@ -1,0 +1,447 @@
+// gather and scatter, with XLA's dimension numbers (batching dimensions
+// included): gather clamps each start index so the slice stays inside the
+// operand; scatter skips a whole update window whose start puts any of it
+// outside the operand.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "compiler/host/kernel.h"
+#include "compiler/host/kernel_util.h"
+#include "compiler/host/thread_pool.h"
+#include "hlo/op_attributes.h"
+
+namespace pjrt::compiler::host {
+namespace {
+
+using hlo::PrimitiveType;
+
+bool Contains(absl::Span<const int64_t> v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// How index vectors are read: for each batch position (a multi-index over
+// `batch_sizes`), the index array's elements start at sum(b * batch_strides)
+// and step by vector_stride.
+struct IndexReader {
+  std::vector<int64_t> batch_sizes;
+  std::vector<int64_t> batch_strides;  // into the index array
+  int64_t vector_stride = 0;
+  int64_t vector_size = 0;
+  PrimitiveType type = PrimitiveType::kS32;
+  // Operand dimension each index vector entry sets.
+  std::vector<int64_t> index_to_operand;
+  // Batching: operand dimension, and the batch position entry it takes.
+  std::vector<std::pair<int64_t, int>> batching;
+
+  // Fills start[] (operand rank) for batch position b.
+  void Start(const void* indices, absl::Span<const int64_t> b,
+             std::vector<int64_t>* start) const {
+    std::fill(start->begin(), start->end(), 0);
+    int64_t at = 0;
+    for (size_t j = 0; j < b.size(); ++j) at += b[j] * batch_strides[j];
+    for (int64_t k = 0; k < vector_size; ++k) {
+      (*start)[index_to_operand[k]] = LoadIndex(type, indices, at + k * vector_stride);
+    }
+    for (const auto& [dim, entry] : batching) (*start)[dim] = b[entry];
+  }
+};
+
+// `batch_dims`: the dimensions of the iterated array (gather's output,
+// scatter's updates) that are not window dimensions, in order; they match
+// the index array's dimensions other than index_vector_dim, in order.
+IndexReader MakeReader(const hlo::Shape& indices, int64_t index_vector_dim,
+                       absl::Span<const int64_t> batch_dims,
+                       absl::Span<const int64_t> iterated_dims,
+                       absl::Span<const int64_t> index_to_operand,
+                       absl::Span<const int64_t> operand_batching,
+                       absl::Span<const int64_t> indices_batching) {
+  IndexReader r;
+  const std::vector<int64_t> strides = RowMajorStrides(indices.dimensions());
+  std::vector<int64_t> index_batch;
+  for (int i = 0; i < indices.rank(); ++i) {
+    if (i != index_vector_dim) index_batch.push_back(i);
+  }
+  for (size_t j = 0; j < batch_dims.size(); ++j) {
+    r.batch_sizes.push_back(iterated_dims[batch_dims[j]]);
+    r.batch_strides.push_back(strides[index_batch[j]]);
+  }
+  r.vector_size = static_cast<int64_t>(index_to_operand.size());
+  r.vector_stride = index_vector_dim < indices.rank() ? strides[index_vector_dim] : 0;
+  r.type = indices.element_type();
+  r.index_to_operand.assign(index_to_operand.begin(), index_to_operand.end());
+  for (size_t i = 0; i < operand_batching.size(); ++i) {
+    const auto it = std::find(index_batch.begin(), index_batch.end(),
+                              indices_batching[i]);
+    r.batching.push_back({operand_batching[i],
+                          static_cast<int>(it - index_batch.begin())});
+  }
+  return r;
+}
+
+// A window of `sizes` read with src strides and written with dst strides,
+// row by row (the last window dimension is the row).
+struct WindowWalk {
+  std::vector<int64_t> sizes, src_strides, dst_strides;
+
+  template <typename F>
+  void ForEachRow(int64_t src_base, int64_t dst_base, int64_t first_begin,
+                  int64_t first_end, F row) const {
+    const int rank = static_cast<int>(sizes.size());
+    if (rank == 0) {
+      row(src_base, dst_base, int64_t{1}, int64_t{1}, int64_t{1});
+      return;
+    }
+    std::vector<int64_t> lo(rank, 0), hi(sizes);
+    lo[0] = first_begin;
+    hi[0] = first_end;
+    for (int d = 0; d < rank; ++d) {
+      if (lo[d] >= hi[d]) return;
+    }
+    std::vector<int64_t> idx = lo;
+    const int last = rank - 1;
+    const int64_t len = hi[last] - lo[last];
+    while (true) {
+      int64_t s = src_base, t = dst_base;
+      for (int d = 0; d < rank; ++d) {
+        s += idx[d] * src_strides[d];
+        t += idx[d] * dst_strides[d];
+      }
+      row(s, t, len, src_strides[last], dst_strides[last]);
+      int d = last - 1;
+      for (; d >= 0; --d) {
+        if (++idx[d] < hi[d]) break;
+        idx[d] = lo[d];
+      }
+      if (d < 0) return;
+    }
+  }
+};
+
+void CopyRow(int bytes, const char* src, int64_t src_stride, char* dst,
+             int64_t dst_stride, int64_t n) {
+  if (src_stride == 1 && dst_stride == 1) {
+    std::memcpy(dst, src, n * bytes);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst + i * dst_stride * bytes, src + i * src_stride * bytes, bytes);
+  }
+}
+
+class GatherKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const char* operand = static_cast<const char*>(addresses[operand_]);
+    const void* indices = addresses[indices_];
+    char* out = static_cast<char*>(addresses[output_]);
+    const int64_t positions = Product(reader_.batch_sizes);
+    const int64_t window = std::max<int64_t>(Product(walk_.sizes), 1);
+    ThreadPool::Get().ParallelFor(
+        positions, 4.0 * static_cast<double>(window) + 20,
+        [&](int64_t first, int64_t last) {
+          std::vector<int64_t> b(reader_.batch_sizes.size(), 0);
+          std::vector<int64_t> start(operand_dims_.size());
+          // Position `first` as a multi-index.
+          int64_t rest = first;
+          for (int j = static_cast<int>(b.size()) - 1; j >= 0; --j) {
+            b[j] = rest % reader_.batch_sizes[j];
+            rest /= reader_.batch_sizes[j];
+          }
+          for (int64_t p = first; p < last; ++p) {
+            if ((p & 255) == 0 && IsCancelled(context.cancellation)) return;
+            reader_.Start(indices, b, &start);
+            int64_t src = 0, dst = 0;
+            for (size_t d = 0; d < start.size(); ++d) {
+              // XLA clamps so the whole slice is inside the operand.
+              const int64_t s = std::clamp<int64_t>(
+                  start[d], 0, operand_dims_[d] - slice_sizes_[d]);
+              src += s * operand_strides_[d];
+            }
+            for (size_t j = 0; j < b.size(); ++j) dst += b[j] * out_batch_strides_[j];
+            walk_.ForEachRow(src, dst, 0, walk_.sizes.empty() ? 1 : walk_.sizes[0],
+                             [&](int64_t s, int64_t t, int64_t n, int64_t ss,
+                                 int64_t ts) {
+                               CopyRow(bytes_, operand + s * bytes_, ss,
+                                       out + t * bytes_, ts, n);
+                             });
+            NextIndex(reader_.batch_sizes, &b);
+          }
+        });
+    return CheckCancelled(context.cancellation);
+  }
+
+  int operand_ = -1, indices_ = -1, output_ = -1;
+  int bytes_ = 4;
+  IndexReader reader_;
+  std::vector<int64_t> operand_dims_, operand_strides_, slice_sizes_;
+  std::vector<int64_t> out_batch_strides_;
+  WindowWalk walk_;
+};
+
+// The update computation, fast for add and for replacing (what JAX's
+// .at[].add and .at[].set print); any other region runs as an Expression.
+enum class Combiner { kAdd, kReplace, kRegion };
+
+Combiner ClassifyCombiner(const hlo::Computation& region, int n) {
+  if (n != 1 || region.parameters().size() != 2) return Combiner::kRegion;
+  const hlo::Instruction* root = region.root();
+  if (root == region.parameters()[1]) return Combiner::kReplace;
+  if (root->opcode() == hlo::Opcode::kAdd && root->operand_count() == 2) {
+    const auto* a = root->operand(0);
+    const auto* b = root->operand(1);
+    const auto* p0 = region.parameters()[0];
+    const auto* p1 = region.parameters()[1];
+    if ((a == p0 && b == p1) || (a == p1 && b == p0)) return Combiner::kAdd;
+  }
+  return Combiner::kRegion;
+}
+
+class ScatterKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const int n = static_cast<int>(types_.size());
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(addresses[outputs_[i]], addresses[inputs_[i]], operand_bytes_[i]);
+    }
+    const void* indices = addresses[indices_];
+    const int64_t positions = Product(reader_.batch_sizes);
+    if (positions == 0 || Product(walk_.sizes) == 0) return absl::OkStatus();
+    const int64_t first_size = walk_.sizes.empty() ? 1 : walk_.sizes[0];
+    // Threads take ranges of the window's first dimension and go through
+    // every position in order, when windows of different positions can
+    // only meet at the same window coordinates; otherwise one thread.
+    const int64_t chunks = parallel_ ? first_size : 1;
+    const double cost = static_cast<double>(positions) *
+                        static_cast<double>(Product(walk_.sizes)) /
+                        static_cast<double>(first_size) * 4.0;
+    ThreadPool::Get().ParallelFor(chunks, cost, [&](int64_t c0, int64_t c1) {
+      const int64_t lo = parallel_ ? c0 : 0;
+      const int64_t hi = parallel_ ? c1 : first_size;
+      ScatterRange(addresses, indices, lo, hi, context.cancellation);
+    });
+    return CheckCancelled(context.cancellation);
+  }
+
+  void ScatterRange(absl::Span<void* const> addresses, const void* indices,
+                    int64_t lo, int64_t hi,
+                    const Cancellation* cancellation) const {
+    const int n = static_cast<int>(types_.size());
+    std::vector<int64_t> b(reader_.batch_sizes.size(), 0);
+    std::vector<int64_t> start(operand_dims_.size());
+    std::unique_ptr<RegionRunner> runner;
+    std::vector<std::vector<uint64_t>> cur, upd;
+    std::vector<const void*> in_ptrs;
+    std::vector<void*> out_ptrs;
+    if (combiner_ == Combiner::kRegion) {
+      runner = std::make_unique<RegionRunner>(region_);
+      runner->SetOutputTypes(types_);
+      cur.assign(n, std::vector<uint64_t>(kBlockElements));
+      upd.assign(n, std::vector<uint64_t>(kBlockElements));
+      for (int i = 0; i < n; ++i) in_ptrs.push_back(cur[i].data());
+      for (int i = 0; i < n; ++i) in_ptrs.push_back(upd[i].data());
+      for (int i = 0; i < n; ++i) out_ptrs.push_back(cur[i].data());
+    }
+    const int64_t positions = Product(reader_.batch_sizes);
+    for (int64_t p = 0; p < positions; ++p, NextIndex(reader_.batch_sizes, &b)) {
+      if ((p & 255) == 0 && IsCancelled(cancellation)) return;
+      reader_.Start(indices, b, &start);
+      bool valid = true;
+      int64_t dst = 0, src = 0;
+      for (size_t d = 0; d < start.size(); ++d) {
+        valid = valid && start[d] >= 0 && start[d] <= operand_dims_[d] - extent_[d];
+        dst += start[d] * operand_strides_[d];
+      }
+      if (!valid) continue;  // XLA skips the whole window
+      for (size_t j = 0; j < b.size(); ++j) src += b[j] * update_batch_strides_[j];
+      walk_.ForEachRow(src, dst, lo, hi, [&](int64_t s, int64_t t, int64_t len,
+                                             int64_t ss, int64_t ts) {
+        for (int64_t at = 0; at < len; at += kBlockElements) {
+          const int64_t m = std::min(kBlockElements, len - at);
+          Combine(addresses, s + at * ss, ss, t + at * ts, ts, m, cur, upd,
+                  runner.get(), in_ptrs, out_ptrs);
+        }
+      });
+    }
+  }
+
+  // out[t + i*ts] = f(out[t + i*ts], update[s + i*ss]) for i < m.
+  void Combine(absl::Span<void* const> addresses, int64_t s, int64_t ss,
+               int64_t t, int64_t ts, int64_t m,
+               std::vector<std::vector<uint64_t>>& cur,
+               std::vector<std::vector<uint64_t>>& upd, RegionRunner* runner,
+               const std::vector<const void*>& in_ptrs,
+               const std::vector<void*>& out_ptrs) const {
+    const int n = static_cast<int>(types_.size());
+    if (combiner_ != Combiner::kRegion) {
+      DispatchType(types_[0], [&](auto pt) {
+        using S = typename TypeTraits<decltype(pt)::value>::Storage;
+        using C = typename TypeTraits<decltype(pt)::value>::Compute;
+        S* out = static_cast<S*>(addresses[outputs_[0]]);
+        const S* up = static_cast<const S*>(addresses[updates_[0]]);
+        for (int64_t i = 0; i < m; ++i) {
+          S& o = out[t + i * ts];
+          const S u = up[s + i * ss];
+          if (combiner_ == Combiner::kReplace) {
+            o = u;
+          } else if constexpr (std::is_same_v<C, uint8_t> &&
+                               std::is_same_v<S, uint8_t>) {
+            o = static_cast<S>(o + u);
+          } else {
+            o = static_cast<S>(static_cast<C>(o) + static_cast<C>(u));
+          }
+        }
+      });
+      if (types_[0] == PrimitiveType::kPred && combiner_ == Combiner::kAdd) {
+        // pred add is or.
+        uint8_t* out = static_cast<uint8_t*>(addresses[outputs_[0]]);
+        for (int64_t i = 0; i < m; ++i) out[t + i * ts] = out[t + i * ts] != 0;
+      }
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int w = hlo::ByteWidth(types_[i]);
+      uint64_t staging[kBlockElements];
+      CopyRow(w, static_cast<const char*>(addresses[outputs_[i]]) + t * w, ts,
+              reinterpret_cast<char*>(staging), 1, m);
+      StorageToCompute(types_[i], staging, cur[i].data(), m);
+      CopyRow(w, static_cast<const char*>(addresses[updates_[i]]) + s * w, ss,
+              reinterpret_cast<char*>(staging), 1, m);
+      StorageToCompute(types_[i], staging, upd[i].data(), m);
+    }
+    runner->Evaluate(in_ptrs, m, out_ptrs);
+    for (int i = 0; i < n; ++i) {
+      const int w = hlo::ByteWidth(types_[i]);
+      uint64_t staging[kBlockElements];
+      ComputeToStorage(types_[i], cur[i].data(), staging, m);
+      CopyRow(w, reinterpret_cast<const char*>(staging), 1,
+              static_cast<char*>(addresses[outputs_[i]]) + t * w, ts, m);
+    }
+  }
+
+  std::vector<int> inputs_, updates_, outputs_;
+  std::vector<int64_t> operand_bytes_;
+  std::vector<PrimitiveType> types_;
+  int indices_ = -1;
+  IndexReader reader_;
+  std::vector<int64_t> operand_dims_, operand_strides_, extent_;
+  std::vector<int64_t> update_batch_strides_;
+  WindowWalk walk_;
+  bool parallel_ = false;
+  Combiner combiner_ = Combiner::kRegion;
+  Expression region_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
+                                                    KernelCompiler&) {
+  const hlo::Instruction& inst = *args.inst;
+  PJRT_ASSIGN_OR_RETURN(hlo::GatherDimensions d, hlo::ParseGatherDimensions(inst));
+  const hlo::Shape& operand = args.input_shapes[0];
+  const hlo::Shape& indices = args.input_shapes[1];
+  const hlo::Shape& out = args.output_shapes[0];
+  auto k = std::make_shared<GatherKernel>();
+  k->operand_ = args.inputs[0];
+  k->indices_ = args.inputs[1];
+  k->output_ = args.outputs[0];
+  k->bytes_ = hlo::ByteWidth(operand.element_type());
+  k->operand_dims_.assign(operand.dimensions().begin(), operand.dimensions().end());
+  k->operand_strides_ = RowMajorStrides(operand.dimensions());
+  k->slice_sizes_ = d.slice_sizes;
+  const std::vector<int64_t> out_strides = RowMajorStrides(out.dimensions());
+  std::vector<int64_t> batch_dims;
+  for (int i = 0; i < out.rank(); ++i) {
+    if (!Contains(d.offset_dims, i)) {
+      batch_dims.push_back(i);
+      k->out_batch_strides_.push_back(out_strides[i]);
+    }
+  }
+  k->reader_ = MakeReader(indices, d.index_vector_dim, batch_dims,
+                          out.dimensions(), d.start_index_map,
+                          d.operand_batching_dims, d.start_indices_batching_dims);
+  size_t next = 0;
+  for (int i = 0; i < operand.rank(); ++i) {
+    if (Contains(d.collapsed_slice_dims, i) || Contains(d.operand_batching_dims, i)) {
+      continue;
+    }
+    k->walk_.sizes.push_back(d.slice_sizes[i]);
+    k->walk_.src_strides.push_back(k->operand_strides_[i]);
+    k->walk_.dst_strides.push_back(out_strides[d.offset_dims[next++]]);
+  }
+  k->reads = {{args.inputs[0], operand.ByteSize()}, {args.inputs[1], indices.ByteSize()}};
+  k->writes = {{args.outputs[0], out.ByteSize()}};
+  return k;
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
+                                                     KernelCompiler&) {
+  const hlo::Instruction& inst = *args.inst;
+  PJRT_ASSIGN_OR_RETURN(hlo::ScatterDimensions d, hlo::ParseScatterDimensions(inst));
+  const int n = static_cast<int>(args.inputs.size()) / 2;
+  const hlo::Shape& operand = args.input_shapes[0];
+  const hlo::Shape& indices = args.input_shapes[n];
+  const hlo::Shape& updates = args.input_shapes[n + 1];
+  auto k = std::make_shared<ScatterKernel>();
+  for (int i = 0; i < n; ++i) {
+    k->inputs_.push_back(args.inputs[i]);
+    k->updates_.push_back(args.inputs[n + 1 + i]);
+    k->outputs_.push_back(args.outputs[i]);
+    k->operand_bytes_.push_back(args.input_shapes[i].ByteSize());
+    k->types_.push_back(args.input_shapes[i].element_type());
+    k->reads.push_back({args.inputs[i], args.input_shapes[i].ByteSize()});
+    k->reads.push_back({args.inputs[n + 1 + i], args.input_shapes[n + 1 + i].ByteSize()});
+    k->writes.push_back({args.outputs[i], args.output_shapes[i].ByteSize()});
+  }
+  k->indices_ = args.inputs[n];
+  k->reads.push_back({args.inputs[n], indices.ByteSize()});
+  k->operand_dims_.assign(operand.dimensions().begin(), operand.dimensions().end());
+  k->operand_strides_ = RowMajorStrides(operand.dimensions());
+  const std::vector<int64_t> update_strides = RowMajorStrides(updates.dimensions());
+  std::vector<int64_t> batch_dims;
+  for (int i = 0; i < updates.rank(); ++i) {
+    if (!Contains(d.update_window_dims, i)) {
+      batch_dims.push_back(i);
+      k->update_batch_strides_.push_back(update_strides[i]);
+    }
+  }
+  k->reader_ = MakeReader(indices, d.index_vector_dim, batch_dims,
+                          updates.dimensions(), d.scatter_dims_to_operand_dims,
+                          d.input_batching_dims, d.scatter_indices_batching_dims);
+  k->extent_.assign(operand.rank(), 1);
+  size_t next = 0;
+  for (int i = 0; i < operand.rank(); ++i) {
+    if (Contains(d.inserted_window_dims, i) || Contains(d.input_batching_dims, i)) {
+      continue;
+    }
+    const int64_t ud = d.update_window_dims[next++];
+    k->extent_[i] = updates.dimensions(ud);
+    k->walk_.sizes.push_back(updates.dimensions(ud));
+    k->walk_.src_strides.push_back(update_strides[ud]);
+    k->walk_.dst_strides.push_back(k->operand_strides_[i]);
+  }
+  // Threads split the window's first dimension. When no index moves the
+  // operand dimension it covers, two positions' elements can meet only at
+  // the same coordinate there, so the threads never touch one element.
+  k->parallel_ = false;
+  for (int i = 0; i < operand.rank(); ++i) {
+    if (Contains(d.inserted_window_dims, i) || Contains(d.input_batching_dims, i)) {
+      continue;
+    }
+    k->parallel_ = !Contains(d.scatter_dims_to_operand_dims, i);
+    break;  // the first window dimension
+  }
+  const hlo::Computation& region = *inst.called_computations()[0];
+  k->combiner_ = ClassifyCombiner(region, n);
+  if (k->combiner_ == Combiner::kRegion) {
+    std::vector<PrimitiveType> types = k->types_;
+    types.insert(types.end(), k->types_.begin(), k->types_.end());
+    PJRT_ASSIGN_OR_RETURN(k->region_, ScalarRegionExpression(region, types));
+  }
+  return k;
+}
+
+}  // namespace pjrt::compiler::host

@@ -1,0 +1,318 @@
+// reduce-window and select-and-scatter. As XLA computes them, window
+// positions that fall in the padding (or between base-dilated elements) are
+// skipped: an output is its initial value combined with the operand
+// elements its window covers.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "compiler/host/kernel.h"
+#include "compiler/host/kernel_util.h"
+#include "compiler/host/thread_pool.h"
+#include "hlo/op_attributes.h"
+#include "hlo/op_shapes.h"
+
+namespace pjrt::compiler::host {
+namespace {
+
+using hlo::PrimitiveType;
+
+// The operand elements of one output's window, as element offsets.
+struct WindowGeometry {
+  std::vector<int64_t> in_dims, in_strides;
+  std::vector<hlo::WindowDimension> window;
+  std::vector<int64_t> window_sizes;
+
+  template <typename F>
+  void ForEachElement(absl::Span<const int64_t> out_index, F f) const {
+    const int rank = static_cast<int>(in_dims.size());
+    std::vector<int64_t> w(rank, 0);
+    if (Product(window_sizes) == 0) return;
+    do {
+      int64_t offset = 0;
+      bool valid = true;
+      for (int d = 0; d < rank && valid; ++d) {
+        const hlo::WindowDimension& wd = window[d];
+        const int64_t p = out_index[d] * wd.stride + w[d] * wd.window_dilation -
+                          wd.padding_low;
+        if (p < 0 || p % wd.base_dilation != 0) {
+          valid = false;
+          break;
+        }
+        const int64_t i = p / wd.base_dilation;
+        if (i >= in_dims[d]) {
+          valid = false;
+          break;
+        }
+        offset += i * in_strides[d];
+      }
+      if (valid) f(offset);
+    } while (NextIndex(window_sizes, &w));
+  }
+};
+
+enum class Op { kAdd, kMultiply, kMaximum, kMinimum, kAnd, kOr, kRegion };
+
+Op ClassifyReducer(const hlo::Computation& region, int n) {
+  if (n != 1 || region.parameters().size() != 2) return Op::kRegion;
+  const hlo::Instruction* root = region.root();
+  if (root->operand_count() != 2) return Op::kRegion;
+  const auto* p0 = region.parameters()[0];
+  const auto* p1 = region.parameters()[1];
+  const auto* a = root->operand(0);
+  const auto* b = root->operand(1);
+  if (!((a == p0 && b == p1) || (a == p1 && b == p0))) return Op::kRegion;
+  switch (root->opcode()) {
+    case hlo::Opcode::kAdd: return Op::kAdd;
+    case hlo::Opcode::kMultiply: return Op::kMultiply;
+    case hlo::Opcode::kMaximum: return Op::kMaximum;
+    case hlo::Opcode::kMinimum: return Op::kMinimum;
+    case hlo::Opcode::kAnd: return Op::kAnd;
+    case hlo::Opcode::kOr: return Op::kOr;
+    default: return Op::kRegion;
+  }
+}
+
+// XLA's semantics for one step of a simple reducer, in the compute type
+// (then stored, so f16 and bf16 round after every step).
+template <typename C>
+C Apply(Op op, C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if ((op == Op::kMaximum || op == Op::kMinimum) &&
+        (std::isnan(a) || std::isnan(b))) {
+      return std::numeric_limits<C>::quiet_NaN();
+    }
+  }
+  switch (op) {
+    case Op::kAdd: return static_cast<C>(a + b);
+    case Op::kMultiply: return static_cast<C>(a * b);
+    case Op::kMaximum: return std::max(a, b);
+    case Op::kMinimum: return std::min(a, b);
+    case Op::kAnd:
+      if constexpr (std::is_integral_v<C>) return static_cast<C>(a & b);
+      return a;
+    case Op::kOr:
+      if constexpr (std::is_integral_v<C>) return static_cast<C>(a | b);
+      return a;
+    default: return a;
+  }
+}
+
+// Evaluates a region over single elements: parameters and results in the
+// compute representation, 8 bytes each.
+class ScalarCall {
+ public:
+  ScalarCall(const Expression& expr, absl::Span<const PrimitiveType> outputs,
+             int params)
+      : runner_(expr), params_(params), results_(outputs.size()) {
+    runner_.SetOutputTypes(outputs);
+    for (uint64_t& p : params_) in_.push_back(&p);
+    for (uint64_t& r : results_) out_.push_back(&r);
+  }
+  // Sets parameter i from a storage element.
+  void Set(int i, PrimitiveType type, const void* storage) {
+    uint64_t raw = 0;
+    std::memcpy(&raw, storage, hlo::ByteWidth(type));
+    StorageToCompute(type, &raw, &params_[i], 1);
+  }
+  void SetCompute(int i, uint64_t bits) { params_[i] = bits; }
+  void Call() { runner_.Evaluate(in_, 1, out_); }
+  uint64_t result(int j) const { return results_[j]; }
+  uint64_t param(int i) const { return params_[i]; }
+  // Result j stored as `type` into `storage`.
+  void Store(int j, PrimitiveType type, void* storage) const {
+    uint64_t raw = 0;
+    ComputeToStorage(type, &results_[j], &raw, 1);
+    std::memcpy(storage, &raw, hlo::ByteWidth(type));
+  }
+
+ private:
+  RegionRunner runner_;
+  std::vector<uint64_t> params_, results_;
+  std::vector<const void*> in_;
+  std::vector<void*> out_;
+};
+
+class ReduceWindowKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const int64_t total = Product(out_dims_);
+    if (total == 0) return absl::OkStatus();
+    const double cost = 8.0 * static_cast<double>(Product(geometry_.window_sizes)) *
+                        (op_ == Op::kRegion ? 20 : 1);
+    ThreadPool::Get().ParallelFor(total, cost, [&](int64_t first, int64_t last) {
+      std::vector<int64_t> o(out_dims_.size());
+      int64_t rest = first;
+      for (int d = static_cast<int>(o.size()) - 1; d >= 0; --d) {
+        o[d] = rest % out_dims_[d];
+        rest /= out_dims_[d];
+      }
+      const int n = static_cast<int>(types_.size());
+      std::unique_ptr<ScalarCall> call;
+      if (op_ == Op::kRegion) call = std::make_unique<ScalarCall>(region_, types_, 2 * n);
+      for (int64_t e = first; e < last; ++e, NextIndex(out_dims_, &o)) {
+        if ((e & 1023) == 0 && IsCancelled(context.cancellation)) return;
+        if (op_ != Op::kRegion) {
+          DispatchType(types_[0], [&](auto pt) {
+            using S = typename TypeTraits<decltype(pt)::value>::Storage;
+            using C = typename TypeTraits<decltype(pt)::value>::Compute;
+            const S* in = static_cast<const S*>(addresses[inputs_[0]]);
+            S acc = *static_cast<const S*>(addresses[inits_[0]]);
+            geometry_.ForEachElement(o, [&](int64_t at) {
+              acc = static_cast<S>(Apply<C>(op_, static_cast<C>(acc),
+                                            static_cast<C>(in[at])));
+            });
+            static_cast<S*>(addresses[outputs_[0]])[e] = acc;
+          });
+          continue;
+        }
+        for (int j = 0; j < n; ++j) call->Set(j, types_[j], addresses[inits_[j]]);
+        geometry_.ForEachElement(o, [&](int64_t at) {
+          for (int j = 0; j < n; ++j) {
+            const int w = hlo::ByteWidth(types_[j]);
+            call->Set(n + j, types_[j],
+                      static_cast<const char*>(addresses[inputs_[j]]) + at * w);
+          }
+          call->Call();
+          for (int j = 0; j < n; ++j) call->SetCompute(j, call->result(j));
+        });
+        // The accumulators (parameters 0..n-1) hold the result.
+        for (int j = 0; j < n; ++j) {
+          uint64_t raw = 0;
+          const uint64_t acc = call->param(j);
+          ComputeToStorage(types_[j], &acc, &raw, 1);
+          const int w = hlo::ByteWidth(types_[j]);
+          std::memcpy(static_cast<char*>(addresses[outputs_[j]]) + e * w, &raw, w);
+        }
+      }
+    });
+    return CheckCancelled(context.cancellation);
+  }
+
+  std::vector<int> inputs_, inits_, outputs_;
+  std::vector<PrimitiveType> types_;
+  std::vector<int64_t> out_dims_;
+  WindowGeometry geometry_;
+  Op op_ = Op::kRegion;
+  Expression region_;
+};
+
+class SelectAndScatterKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const int w_src = hlo::ByteWidth(source_type_);
+    const int w_op = hlo::ByteWidth(operand_type_);
+    char* out = static_cast<char*>(addresses[output_]);
+    const char* operand = static_cast<const char*>(addresses[operand_]);
+    const char* source = static_cast<const char*>(addresses[source_]);
+    const int64_t count = Product(geometry_.in_dims);
+    for (int64_t i = 0; i < count; ++i) {
+      std::memcpy(out + i * w_src, addresses[init_], w_src);
+    }
+    ScalarCall select(select_, {PrimitiveType::kPred}, 2);
+    ScalarCall scatter(scatter_, {source_type_}, 2);
+    std::vector<int64_t> o(source_dims_.size(), 0);
+    const int64_t windows = Product(source_dims_);
+    for (int64_t e = 0; e < windows; ++e, NextIndex(source_dims_, &o)) {
+      if ((e & 1023) == 0) PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
+      int64_t selected = -1;
+      geometry_.ForEachElement(o, [&](int64_t at) {
+        if (selected < 0) {
+          selected = at;
+          return;
+        }
+        select.Set(0, operand_type_, operand + selected * w_op);
+        select.Set(1, operand_type_, operand + at * w_op);
+        select.Call();
+        if (select.result(0) == 0) selected = at;
+      });
+      if (selected < 0) continue;  // the window covers only padding
+      scatter.Set(0, source_type_, out + selected * w_src);
+      scatter.Set(1, source_type_, source + e * w_src);
+      scatter.Call();
+      scatter.Store(0, source_type_, out + selected * w_src);
+    }
+    return absl::OkStatus();
+  }
+
+  int operand_ = -1, source_ = -1, init_ = -1, output_ = -1;
+  PrimitiveType operand_type_ = PrimitiveType::kF32;
+  PrimitiveType source_type_ = PrimitiveType::kF32;
+  std::vector<int64_t> source_dims_;
+  WindowGeometry geometry_;
+  Expression select_, scatter_;
+};
+
+absl::StatusOr<WindowGeometry> Geometry(const hlo::Instruction& inst,
+                                        const hlo::Shape& operand) {
+  WindowGeometry g;
+  g.in_dims.assign(operand.dimensions().begin(), operand.dimensions().end());
+  g.in_strides = RowMajorStrides(operand.dimensions());
+  PJRT_ASSIGN_OR_RETURN(g.window, hlo::ParseWindow(inst, operand.rank()));
+  for (const hlo::WindowDimension& w : g.window) g.window_sizes.push_back(w.size);
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args,
+                                                          KernelCompiler&) {
+  const hlo::Instruction& inst = *args.inst;
+  const int n = static_cast<int>(args.inputs.size()) / 2;
+  auto k = std::make_shared<ReduceWindowKernel>();
+  PJRT_ASSIGN_OR_RETURN(k->geometry_, Geometry(inst, args.input_shapes[0]));
+  for (int j = 0; j < n; ++j) {
+    k->inputs_.push_back(args.inputs[j]);
+    k->inits_.push_back(args.inputs[n + j]);
+    k->outputs_.push_back(args.outputs[j]);
+    k->types_.push_back(args.input_shapes[j].element_type());
+    k->reads.push_back({args.inputs[j], args.input_shapes[j].ByteSize()});
+    k->reads.push_back({args.inputs[n + j], args.input_shapes[n + j].ByteSize()});
+    k->writes.push_back({args.outputs[j], args.output_shapes[j].ByteSize()});
+  }
+  k->out_dims_.assign(args.output_shapes[0].dimensions().begin(),
+                      args.output_shapes[0].dimensions().end());
+  const hlo::Computation& region = *inst.called_computations()[0];
+  k->op_ = ClassifyReducer(region, n);
+  if (k->op_ != Op::kRegion && hlo::IsFloatingPoint(k->types_[0]) &&
+      (k->op_ == Op::kAnd || k->op_ == Op::kOr)) {
+    k->op_ = Op::kRegion;
+  }
+  if (k->op_ == Op::kRegion) {
+    std::vector<PrimitiveType> types = k->types_;
+    types.insert(types.end(), k->types_.begin(), k->types_.end());
+    PJRT_ASSIGN_OR_RETURN(k->region_, ScalarRegionExpression(region, types));
+  }
+  return k;
+}
+
+absl::StatusOr<std::shared_ptr<Kernel>> BuildSelectAndScatter(
+    const KernelArgs& args, KernelCompiler&) {
+  const hlo::Instruction& inst = *args.inst;
+  auto k = std::make_shared<SelectAndScatterKernel>();
+  PJRT_ASSIGN_OR_RETURN(k->geometry_, Geometry(inst, args.input_shapes[0]));
+  k->operand_ = args.inputs[0];
+  k->source_ = args.inputs[1];
+  k->init_ = args.inputs[2];
+  k->output_ = args.outputs[0];
+  k->operand_type_ = args.input_shapes[0].element_type();
+  k->source_type_ = args.input_shapes[1].element_type();
+  k->source_dims_.assign(args.input_shapes[1].dimensions().begin(),
+                         args.input_shapes[1].dimensions().end());
+  for (int i = 0; i < 3; ++i) {
+    k->reads.push_back({args.inputs[i], args.input_shapes[i].ByteSize()});
+  }
+  k->writes.push_back({args.outputs[0], args.output_shapes[0].ByteSize()});
+  const PrimitiveType t = k->operand_type_, s = k->source_type_;
+  PJRT_ASSIGN_OR_RETURN(
+      k->select_, ScalarRegionExpression(*inst.called_computations()[0], {t, t}));
+  PJRT_ASSIGN_OR_RETURN(
+      k->scatter_, ScalarRegionExpression(*inst.called_computations()[1], {s, s}));
+  return k;
+}
+
+}  // namespace pjrt::compiler::host

@@ -1,0 +1,38 @@
+// Shape inference for the ops that carry computations, windows or dimension
+// numbers: while, conditional, map, gather, scatter, sort, reduce-window,
+// select-and-scatter, convolution and the random-number ops. Each follows
+// XLA's operation semantics and answers the shape the instruction computes
+// from its operands and attributes, or INVALID_ARGUMENT naming the
+// attribute or computation that is wrong and what would be right (the
+// verifier adds the instruction's position).
+#ifndef PJRT_HLO_OP_SHAPES_H_
+#define PJRT_HLO_OP_SHAPES_H_
+
+#include "absl/status/statusor.h"
+#include "hlo/ir.h"
+#include "hlo/shape.h"
+
+namespace pjrt::hlo {
+
+absl::StatusOr<Shape> InferWhileShape(const Instruction& inst);
+absl::StatusOr<Shape> InferConditionalShape(const Instruction& inst);
+absl::StatusOr<Shape> InferMapShape(const Instruction& inst);
+absl::StatusOr<Shape> InferGatherShape(const Instruction& inst);
+absl::StatusOr<Shape> InferScatterShape(const Instruction& inst);
+absl::StatusOr<Shape> InferSortShape(const Instruction& inst);
+absl::StatusOr<Shape> InferReduceWindowShape(const Instruction& inst);
+absl::StatusOr<Shape> InferSelectAndScatterShape(const Instruction& inst);
+absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst);
+absl::StatusOr<Shape> InferRngBitGeneratorShape(const Instruction& inst);
+absl::StatusOr<Shape> InferRngShape(const Instruction& inst);
+absl::StatusOr<Shape> InferTopKShape(const Instruction& inst);
+
+// Dimensions of a window applied to `dims`: per dimension, the number of
+// window positions over the (base-dilated, padded) operand. INVALID_ARGUMENT
+// if the window's rank differs.
+absl::StatusOr<std::vector<int64_t>> WindowOutputDimensions(
+    const Instruction& inst, absl::Span<const int64_t> dims);
+
+}  // namespace pjrt::hlo
+
+#endif  // PJRT_HLO_OP_SHAPES_H_
