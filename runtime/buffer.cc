@@ -203,6 +203,7 @@ absl::StatusOr<std::shared_ptr<TrackedDeviceBuffer>> Buffer::Release(
   }
   std::shared_ptr<TrackedDeviceBuffer> tracked;
   std::vector<TrackedDeviceBuffer::UsageEvent> usage_events;
+  std::shared_ptr<ResultWatch> watch;
   {
     MutexLock lock(&mu_);
     // A donation in progress decides first; if it succeeds, the buffer is
@@ -219,6 +220,14 @@ absl::StatusOr<std::shared_ptr<TrackedDeviceBuffer>> Buffer::Release(
       return holds_[static_cast<int>(HoldType::kUsage)] == 0;
     });
     usage_events = tracked->LockUseAndTransferUsageEvents();
+    watch.swap(watch_);
+  }
+  if (watch != nullptr) {
+    if (!usage_events.empty()) watch->read = true;
+    if (--watch->live == 0 && !watch->read) {
+      watch->run->Cancel(absl::CancelledError(
+          "every result of the run was deleted before it finished"));
+    }
   }
   device::LocalDeviceState* local = tracked->device();
   if (wait_for_operations_to_complete) {
@@ -266,6 +275,11 @@ absl::StatusOr<std::shared_ptr<TrackedDeviceBuffer>> Buffer::Release(
     }
   }
   return tracked;
+}
+
+void Buffer::SetResultWatch(std::shared_ptr<ResultWatch> watch) {
+  MutexLock lock(&mu_);
+  watch_ = std::move(watch);
 }
 
 void Buffer::Delete() { Release(/*wait_for_operations_to_complete=*/false).IgnoreError(); }

@@ -22,6 +22,7 @@
 #define PJRT_RUNTIME_BUFFER_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -183,6 +184,17 @@ class Buffer {
 
   // Releases the buffer's memory (ordered after its uses). Idempotent.
   void Delete();
+
+  // The results of one run share a watch: once every one of them is
+  // deleted before anything was enqueued to read it, nobody can see what
+  // the run computes, and the watch cancels it (a loop that never ends
+  // stops when its results go).
+  struct ResultWatch {
+    std::shared_ptr<Cancellation> run;
+    std::atomic<int> live{0};
+    std::atomic<bool> read{false};
+  };
+  void SetResultWatch(std::shared_ptr<ResultWatch> watch);
   bool IsDeleted();
 
   // The tracked buffer, waiting for outstanding usage holds and (when
@@ -217,6 +229,7 @@ class Buffer {
   // Tuple buffers only.
   std::vector<std::shared_ptr<Buffer>> elements_;
   bool tuple_deleted_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<ResultWatch> watch_ ABSL_GUARDED_BY(mu_);
 };
 
 // Bookkeeping after a use of `hold`'s buffer was enqueued on `stream` (of

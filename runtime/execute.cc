@@ -221,12 +221,15 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   }
 
   const uint64_t seed = local->GetNewPrngSeed();
+  // The run stops early when its caller's cancellation is raised, or once
+  // every result is deleted unread (see Buffer::ResultWatch).
+  auto run_cancellation = std::make_shared<Cancellation>(options.cancellation);
   if (local->platform()->host_can_access_device_memory()) {
     // The kernel runs as stream work; its error is bound to the results.
     absl::Status status = compute->EnqueueHostFunction(
         [kernel = std::move(kernel), argument_pointers, result_pointers,
          compute, seed, launch_id = options.launch_id, scratch_pointer,
-         definition, cancellation = options.cancellation]() mutable {
+         definition, cancellation = run_cancellation]() mutable {
           KernelArgs args{.arguments = argument_pointers,
                           .results = result_pointers,
                           .stream = compute,
@@ -248,7 +251,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                     .prng_seed = seed,
                     .launch_id = options.launch_id,
                     .scratch = scratch_pointer,
-                    .cancellation = options.cancellation.get()};
+                    .cancellation = run_cancellation.get()};
     absl::Status status = RunKernel(std::move(kernel), args);
     if (!status.ok()) {
       // Part of the work may be enqueued; let it finish before the memory
@@ -282,6 +285,10 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
                                                results[r].shape,
                                                std::move(tracked)));
   }
+  auto watch = std::make_shared<Buffer::ResultWatch>();
+  watch->run = run_cancellation;
+  watch->live = static_cast<int>(outputs.size());
+  for (const auto& output : outputs) output->SetResultWatch(watch);
   if (local->allocation_model() == AllocationModel::kSynchronous ||
       own_stream != nullptr) {
     // Under the synchronous model memory is freed only after its last use,
