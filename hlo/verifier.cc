@@ -437,12 +437,16 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         return ExpectShape(inst, operand(0));
       case Opcode::kCustomCall: {
+        if (a.custom_call_target == "TopK") {
+          return CheckInferred(inst, InferTopKShape(inst));
+        }
         if (!IsIdentityCustomCall(a.custom_call_target)) {
           return Unimplemented(
               inst, absl::StrFormat(
                         "custom-call target \"%s\" is not supported; pjrtd "
-                        "runs only Sharding, SPMDFullToShardShape and "
-                        "SPMDShardToFullShape (as identity)",
+                        "runs TopK, and Sharding, SPMDFullToShardShape, "
+                        "SPMDShardToFullShape, annotate_device_placement, "
+                        "MoveToHost and MoveToDevice (as identity)",
                         a.custom_call_target));
         }
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
