@@ -54,15 +54,21 @@ class ConvolutionKernel : public Kernel {
 
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override {
-    T* input = static_cast<T*>(addresses[input_scratch_]);
+    // Operands already in the canonical layout and type are used in place.
+    const T* input = input_direct_ ? static_cast<const T*>(addresses[lhs_])
+                                   : static_cast<T*>(addresses[input_scratch_]);
     T* weights = static_cast<T*>(addresses[kernel_scratch_]);
-    T* result = static_cast<T*>(addresses[output_scratch_]);
-    PrepareInput(addresses[lhs_], input);
+    T* result = output_direct_ ? static_cast<T*>(addresses[out_])
+                               : static_cast<T*>(addresses[output_scratch_]);
+    if (!input_direct_) {
+      PrepareInput(addresses[lhs_], static_cast<T*>(addresses[input_scratch_]));
+    }
     PrepareKernel(addresses[rhs_], weights);
     PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
-    // Blocks of output positions, for every group.
+    // Blocks of output positions, for every group: a block's patches take
+    // about 1 MiB.
     const int64_t block = std::clamp<int64_t>(
-        (int64_t{1} << 17) / std::max<int64_t>(p_.cols, 1), 16, 512);
+        (int64_t{1} << 18) / std::max<int64_t>(p_.cols, 1), 16, 4096);
     const int64_t blocks = (p_.positions + block - 1) / block;
     const double cost = static_cast<double>(block) * p_.cols * p_.out_per_group;
     ThreadPool::Get().ParallelFor(
@@ -86,12 +92,13 @@ class ConvolutionKernel : public Kernel {
           }
         });
     PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
-    WriteOutput(result, addresses[out_]);
+    if (!output_direct_) WriteOutput(result, addresses[out_]);
     return absl::OkStatus();
   }
 
   int lhs_ = -1, rhs_ = -1, out_ = -1;
   int input_scratch_ = -1, kernel_scratch_ = -1, output_scratch_ = -1;
+  bool input_direct_ = false, output_direct_ = false;
 
  private:
   // input[b][s...][f] from lhs in its dim_labels layout.
@@ -226,16 +233,29 @@ class ConvolutionKernel : public Kernel {
       strides.push_back(p_.out_strides[p_.dims.output_spatial[s]]);
     }
     strides.push_back(p_.out_strides[p_.dims.output_feature]);
-    const int64_t total = Product(dims);
-    std::vector<int64_t> idx(dims.size(), 0);
-    DispatchType(p_.out_type, [&](auto pt) {
-      using S = typename TypeTraits<decltype(pt)::value>::Storage;
-      S* o = static_cast<S*>(out);
-      for (int64_t i = 0; i < total; ++i, NextIndex(dims, &idx)) {
-        int64_t at = 0;
-        for (size_t d = 0; d < dims.size(); ++d) at += idx[d] * strides[d];
-        o[at] = Convert<S>(result[i]);
+    const int64_t inner = dims.back();
+    const int64_t rows = inner == 0 ? 0 : Product(dims) / inner;
+    const std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+    ThreadPool::Get().ParallelFor(rows, inner * 2.0, [&](int64_t first,
+                                                         int64_t last) {
+      std::vector<int64_t> idx(outer.size());
+      int64_t rest = first;
+      for (int d = static_cast<int>(outer.size()) - 1; d >= 0; --d) {
+        idx[d] = rest % outer[d];
+        rest /= outer[d];
       }
+      DispatchType(p_.out_type, [&](auto pt) {
+        using S = typename TypeTraits<decltype(pt)::value>::Storage;
+        S* o = static_cast<S*>(out);
+        for (int64_t row = first; row < last; ++row, NextIndex(outer, &idx)) {
+          int64_t at = 0;
+          for (size_t d = 0; d < outer.size(); ++d) at += idx[d] * strides[d];
+          const T* src = result + row * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            o[at + i * strides.back()] = Convert<S>(src[i]);
+          }
+        }
+      });
     });
   }
 
@@ -302,18 +322,41 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
   const int64_t input_elements = lhs.ElementCount();
   const int64_t kernel_elements = p.groups * p.cols * p.out_per_group;
   const int64_t output_elements = p.positions * p.out_features;
+  // Canonical: batch first, spatial in order, features last.
+  const auto canonical = [&](int64_t b, const std::vector<int64_t>& sp,
+                             int64_t f) {
+    if (b != 0 || f != p.spatial + 1) return false;
+    for (int s = 0; s < p.spatial; ++s) {
+      if (sp[s] != s + 1) return false;
+    }
+    return true;
+  };
+  const PrimitiveType native = wide ? PrimitiveType::kF64 : PrimitiveType::kF32;
+  const bool input_direct =
+      p.lhs_type == native &&
+      canonical(p.dims.input_batch, p.dims.input_spatial, p.dims.input_feature);
+  const bool output_direct =
+      p.out_type == native && canonical(p.dims.output_batch,
+                                        p.dims.output_spatial,
+                                        p.dims.output_feature);
   const auto finish = [&](auto kernel) -> std::shared_ptr<Kernel> {
+    kernel->input_direct_ = input_direct;
+    kernel->output_direct_ = output_direct;
     kernel->lhs_ = args.inputs[0];
     kernel->rhs_ = args.inputs[1];
     kernel->out_ = args.outputs[0];
-    kernel->input_scratch_ = compiler.NewScratch(input_elements * width);
-    kernel->kernel_scratch_ = compiler.NewScratch(kernel_elements * width);
-    kernel->output_scratch_ = compiler.NewScratch(output_elements * width);
     kernel->reads = {{args.inputs[0], lhs.ByteSize()}, {args.inputs[1], rhs.ByteSize()}};
-    kernel->writes = {{args.outputs[0], out.ByteSize()},
-                      {kernel->input_scratch_, input_elements * width},
-                      {kernel->kernel_scratch_, kernel_elements * width},
-                      {kernel->output_scratch_, output_elements * width}};
+    kernel->writes = {{args.outputs[0], out.ByteSize()}};
+    kernel->kernel_scratch_ = compiler.NewScratch(kernel_elements * width);
+    kernel->writes.push_back({kernel->kernel_scratch_, kernel_elements * width});
+    if (!input_direct) {
+      kernel->input_scratch_ = compiler.NewScratch(input_elements * width);
+      kernel->writes.push_back({kernel->input_scratch_, input_elements * width});
+    }
+    if (!output_direct) {
+      kernel->output_scratch_ = compiler.NewScratch(output_elements * width);
+      kernel->writes.push_back({kernel->output_scratch_, output_elements * width});
+    }
     return kernel;
   };
   if (wide) return finish(std::make_shared<ConvolutionKernel<double>>(std::move(p)));

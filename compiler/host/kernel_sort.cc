@@ -47,9 +47,8 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
       return static_cast<const uint32_t*>(base)[i] ^ 0x80000000u;
     case PrimitiveType::kS64:
       return static_cast<const uint64_t*>(base)[i] ^ (uint64_t{1} << 63);
-    default:
-      return static_cast<uint64_t>(LoadIndex(type, base, i)) ^
-             (type == PrimitiveType::kU64 ? 0 : 0);
+    default:  // unsigned
+      return static_cast<uint64_t>(LoadIndex(type, base, i));
   }
 }
 
@@ -57,6 +56,153 @@ uint64_t UnsignedKey(PrimitiveType type, const void* base, int64_t i) {
   if (type == PrimitiveType::kU64) return static_cast<const uint64_t*>(base)[i];
   if (type == PrimitiveType::kPred) return static_cast<const uint8_t*>(base)[i] != 0;
   return TotalOrderKey(type, base, i);
+}
+
+// Stable LSD radix sort of n keys of `bits` bits (at most 32), with an
+// optional payload that moves with them; 11-bit digits, skipping digits
+// every key shares. Uses tmp and tmp_payload (n each) as scratch.
+void RadixSort(uint32_t* keys, uint32_t* tmp, uint32_t* payload,
+               uint32_t* tmp_payload, int64_t n, int bits) {
+  constexpr int kDigit = 11;
+  constexpr int kBuckets = 1 << kDigit;
+  uint32_t* const original_keys = keys;
+  uint32_t* const original_payload = payload;
+  const int passes = (bits + kDigit - 1) / kDigit;
+  std::vector<int64_t> counts(static_cast<size_t>(passes) * kBuckets, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int p = 0; p < passes; ++p) {
+      ++counts[p * kBuckets + ((keys[i] >> (p * kDigit)) & (kBuckets - 1))];
+    }
+  }
+  for (int p = 0; p < passes; ++p) {
+    int64_t* c = &counts[p * kBuckets];
+    if (*std::max_element(c, c + kBuckets) == n) continue;  // one bucket
+    int64_t sum = 0;
+    for (int b = 0; b < kBuckets; ++b) {
+      const int64_t count = c[b];
+      c[b] = sum;
+      sum += count;
+    }
+    const int shift = p * kDigit;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = c[(keys[i] >> shift) & (kBuckets - 1)]++;
+      tmp[at] = keys[i];
+      if (payload != nullptr) tmp_payload[at] = payload[i];
+    }
+    std::swap(keys, tmp);
+    std::swap(payload, tmp_payload);
+  }
+  // An odd number of passes leaves the result in the scratch buffers.
+  if (keys != original_keys) {
+    std::copy(keys, keys + n, original_keys);
+    if (payload != nullptr) std::copy(payload, payload + n, original_payload);
+  }
+}
+
+// Radix sorts n keys (with payload, if not null) in a few chunks on the
+// pool's threads, then merges the chunks (stably: the left run wins ties).
+// REQUIRES: not called from a pool thread.
+void ParallelRadixSort(uint32_t* keys, uint32_t* payload, int64_t n, int bits,
+                       uint32_t* tmp, uint32_t* tmp_payload) {
+  const int64_t chunks = std::max(1, ThreadPool::Get().num_threads());
+  std::vector<int64_t> bounds;
+  for (int64_t c = 0; c <= chunks; ++c) bounds.push_back(n * c / chunks);
+  ThreadPool::Get().ParallelFor(chunks, 1e9, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t lo = bounds[c], len = bounds[c + 1] - lo;
+      RadixSort(keys + lo, tmp + lo,
+                payload != nullptr ? payload + lo : nullptr,
+                payload != nullptr ? tmp_payload + lo : nullptr, len, bits);
+    }
+  });
+  // Merge runs pairwise until one is left.
+  std::vector<int64_t> runs = bounds;
+  while (runs.size() > 2) {
+    std::vector<int64_t> next = {0};
+    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
+      const int64_t lo = runs[r], mid = runs[r + 1];
+      const int64_t hi = r + 2 < runs.size() ? runs[r + 2] : mid;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) {
+        const bool right = keys[j] < keys[i];
+        const int64_t from = right ? j++ : i++;
+        tmp[k] = keys[from];
+        if (payload != nullptr) tmp_payload[k] = payload[from];
+        ++k;
+      }
+      for (; i < mid; ++i, ++k) {
+        tmp[k] = keys[i];
+        if (payload != nullptr) tmp_payload[k] = payload[i];
+      }
+      for (; j < hi; ++j, ++k) {
+        tmp[k] = keys[j];
+        if (payload != nullptr) tmp_payload[k] = payload[j];
+      }
+      next.push_back(hi);
+    }
+    std::copy(tmp, tmp + n, keys);
+    if (payload != nullptr) std::copy(tmp_payload, tmp_payload + n, payload);
+    runs = next;
+  }
+}
+
+// Keys of n elements of `type` (at most 32 bits) at base[i * stride], as
+// UnsignedKey maps them, complemented within `mask` when `flip`.
+void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
+              bool flip, uint32_t mask, uint32_t* out) {
+  const auto load = [&](auto tag, auto map) {
+    using U = decltype(tag);
+    const U* in = static_cast<const U*>(base);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t k = map(in[i * stride]);
+      out[i] = flip ? (~k & mask) : k;
+    }
+  };
+  const auto fold = [](auto bits, uint32_t sign, uint32_t mask) -> uint32_t {
+    const uint32_t b = bits;
+    return (b & sign) != 0 ? (~b & mask) : (b | sign);
+  };
+  switch (type) {
+    case PrimitiveType::kF32:
+      return load(uint32_t{}, [&](uint32_t b) { return fold(b, 0x80000000u, ~0u); });
+    case PrimitiveType::kF16:
+    case PrimitiveType::kBf16:
+      return load(uint16_t{}, [&](uint16_t b) { return fold(b, 0x8000u, 0xffffu); });
+    case PrimitiveType::kS32:
+      return load(uint32_t{}, [](uint32_t b) { return b ^ 0x80000000u; });
+    case PrimitiveType::kS16:
+      return load(uint16_t{}, [](uint16_t b) { return uint32_t{b} ^ 0x8000u; });
+    case PrimitiveType::kS8:
+      return load(uint8_t{}, [](uint8_t b) { return uint32_t{b} ^ 0x80u; });
+    case PrimitiveType::kU32:
+      return load(uint32_t{}, [](uint32_t b) { return b; });
+    case PrimitiveType::kU16:
+      return load(uint16_t{}, [](uint16_t b) { return uint32_t{b}; });
+    case PrimitiveType::kPred:
+      return load(uint8_t{}, [](uint8_t b) { return uint32_t{b != 0}; });
+    default:  // u8
+      return load(uint8_t{}, [](uint8_t b) { return uint32_t{b}; });
+  }
+}
+
+// Width in bits of the keys radix sorting handles (0: not handled).
+int RadixBits(PrimitiveType type) {
+  const int bytes = hlo::ByteWidth(type);
+  return bytes <= 4 ? 8 * bytes : 0;
+}
+
+// The inverse of UnsignedKey for keys of `type` of at most 32 bits.
+void StoreFromKey(PrimitiveType type, uint32_t key, void* base, int64_t i) {
+  const int width = 8 * hlo::ByteWidth(type);
+  const uint32_t sign = uint32_t{1} << (width - 1);
+  const uint32_t mask = width == 32 ? ~uint32_t{0} : (uint32_t{1} << width) - 1;
+  uint32_t bits = key;
+  if (hlo::IsFloatingPoint(type)) {
+    bits = (key & sign) != 0 ? (key ^ sign) : (~key & mask);
+  } else if (hlo::IsSignedInteger(type)) {
+    bits = key ^ sign;
+  }
+  std::memcpy(static_cast<char*>(base) + i * (width / 8), &bits, width / 8);
 }
 
 // A stable bottom-up merge sort of `perm` by less(a, b); touches only
@@ -119,11 +265,17 @@ class SortKernel : public Kernel {
                    const RunContext& context) const override {
     const int64_t rows = outer_ * inner_;
     if (rows == 0 || length_ == 0) return absl::OkStatus();
+    if (scratch_ >= 0) {
+      SortKeysInPlace(addresses, context);
+      return CheckCancelled(context.cancellation);
+    }
     const double cost = static_cast<double>(length_) *
                         (order_ == KeyOrder::kGeneric ? 400.0 : 40.0);
     ThreadPool::Get().ParallelFor(rows, cost, [&](int64_t first, int64_t last) {
       std::vector<int64_t> perm(length_), tmp(length_);
       std::vector<std::pair<uint64_t, int64_t>> keyed;
+      std::vector<uint32_t> radix_keys, radix_tmp, radix_payload,
+          radix_payload_tmp;
       std::unique_ptr<RegionRunner> runner;
       std::vector<uint64_t> params(2 * types_.size());
       std::vector<const void*> in_ptrs;
@@ -137,8 +289,48 @@ class SortKernel : public Kernel {
         const int64_t base = (row / inner_) * length_ * inner_ + row % inner_;
         const void* keys = addresses[inputs_[0]];
         const PrimitiveType kt = types_[0];
-        if (order_ == KeyOrder::kTotalAscending ||
-            order_ == KeyOrder::kTotalDescending) {
+        const int radix_bits = RadixBits(kt);
+        if ((order_ == KeyOrder::kTotalAscending ||
+             order_ == KeyOrder::kTotalDescending) &&
+            radix_bits > 0 && length_ < (int64_t{1} << 32)) {
+          const bool flip = order_ == KeyOrder::kTotalDescending;
+          const uint32_t mask = radix_bits == 32
+                                    ? ~uint32_t{0}
+                                    : (uint32_t{1} << radix_bits) - 1;
+          radix_keys.resize(length_);
+          radix_tmp.resize(length_);
+          LoadKeys(kt, static_cast<const char*>(keys) + base * hlo::ByteWidth(kt),
+                   inner_, length_, flip, mask, radix_keys.data());
+          const bool keys_only = types_.size() == 1;
+          if (!keys_only) {
+            radix_payload.resize(length_);
+            radix_payload_tmp.resize(length_);
+            std::iota(radix_payload.begin(), radix_payload.end(), 0u);
+          }
+          if (rows == 1 && length_ >= (int64_t{1} << 20)) {
+            // One long row: this runs on the calling thread, and the
+            // pool's threads can share the row.
+            ParallelRadixSort(radix_keys.data(),
+                              keys_only ? nullptr : radix_payload.data(),
+                              length_, radix_bits, radix_tmp.data(),
+                              keys_only ? nullptr : radix_payload_tmp.data());
+          } else {
+            RadixSort(radix_keys.data(), radix_tmp.data(),
+                      keys_only ? nullptr : radix_payload.data(),
+                      keys_only ? nullptr : radix_payload_tmp.data(), length_,
+                      radix_bits);
+          }
+          if (keys_only) {
+            void* out = addresses[outputs_[0]];
+            for (int64_t i = 0; i < length_; ++i) {
+              const uint32_t k = flip ? (~radix_keys[i] & mask) : radix_keys[i];
+              StoreFromKey(kt, k, out, base + i * inner_);
+            }
+            continue;
+          }
+          for (int64_t i = 0; i < length_; ++i) perm[i] = radix_payload[i];
+        } else if (order_ == KeyOrder::kTotalAscending ||
+                   order_ == KeyOrder::kTotalDescending) {
           keyed.resize(length_);
           const bool flip = order_ == KeyOrder::kTotalDescending;
           for (int64_t i = 0; i < length_; ++i) {
@@ -188,11 +380,55 @@ class SortKernel : public Kernel {
     return CheckCancelled(context.cancellation);
   }
 
+  // Keys alone, 32 bits wide, along the last dimension: each row's keys
+  // are radix sorted in the output itself, with the scratch slot as the
+  // second buffer (no allocation per run).
+  void SortKeysInPlace(absl::Span<void* const> addresses,
+                       const RunContext& context) const {
+    const PrimitiveType kt = types_[0];
+    const bool flip = order_ == KeyOrder::kTotalDescending;
+    const uint32_t mask = ~uint32_t{0};
+    uint32_t* keys = static_cast<uint32_t*>(addresses[outputs_[0]]);
+    uint32_t* tmp = static_cast<uint32_t*>(addresses[scratch_]);
+    const char* in = static_cast<const char*>(addresses[inputs_[0]]);
+    const auto finish = [&](int64_t row) {
+      uint32_t* k = keys + row * length_;
+      for (int64_t i = 0; i < length_; ++i) {
+        const uint32_t key = flip ? ~k[i] : k[i];
+        uint32_t bits = key;
+        if (kt == PrimitiveType::kF32) {
+          bits = (key & 0x80000000u) != 0 ? (key ^ 0x80000000u) : ~key;
+        } else if (kt == PrimitiveType::kS32) {
+          bits = key ^ 0x80000000u;
+        }
+        k[i] = bits;
+      }
+    };
+    const int64_t rows = outer_;
+    if (rows == 1 && length_ >= (int64_t{1} << 20)) {
+      LoadKeys(kt, in, 1, length_, flip, mask, keys);
+      ParallelRadixSort(keys, nullptr, length_, 32, tmp, nullptr);
+      finish(0);
+      return;
+    }
+    ThreadPool::Get().ParallelFor(rows, length_ * 30.0, [&](int64_t first,
+                                                            int64_t last) {
+      for (int64_t row = first; row < last; ++row) {
+        if (IsCancelled(context.cancellation)) return;
+        uint32_t* k = keys + row * length_;
+        LoadKeys(kt, in + row * length_ * 4, 1, length_, flip, mask, k);
+        RadixSort(k, tmp + row * length_, nullptr, nullptr, length_, 32);
+        finish(row);
+      }
+    });
+  }
+
   std::vector<int> inputs_, outputs_;
   std::vector<PrimitiveType> types_;
   int64_t outer_ = 1, length_ = 1, inner_ = 1;
   KeyOrder order_ = KeyOrder::kGeneric;
   Expression comparator_;
+  int scratch_ = -1;  // the in-place path's second buffer
 };
 
 class TopKKernel : public Kernel {
@@ -232,7 +468,7 @@ class TopKKernel : public Kernel {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
-                                                  KernelCompiler&) {
+                                                  KernelCompiler& compiler) {
   const hlo::Instruction& inst = *args.inst;
   auto k = std::make_shared<SortKernel>();
   const hlo::Shape& shape = args.input_shapes[0];
@@ -255,6 +491,17 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
   }
   const hlo::Computation& cmp = *inst.called_computations()[0];
   k->order_ = Classify(cmp, k->types_[0]);
+  const PrimitiveType kt = k->types_[0];
+  if ((k->order_ == KeyOrder::kTotalAscending ||
+       k->order_ == KeyOrder::kTotalDescending) &&
+      k->types_.size() == 1 && k->inner_ == 1 &&
+      k->length_ < (int64_t{1} << 32) &&
+      (kt == PrimitiveType::kF32 || kt == PrimitiveType::kS32 ||
+       kt == PrimitiveType::kU32)) {
+    const int64_t bytes = shape.ByteSize();
+    k->scratch_ = compiler.NewScratch(bytes);
+    k->writes.push_back({k->scratch_, bytes});
+  }
   if (k->order_ == KeyOrder::kGeneric) {
     std::vector<PrimitiveType> params;
     for (PrimitiveType t : k->types_) {

@@ -393,3 +393,24 @@ ENTRY e {{
     np.testing.assert_array_equal(indices, [[5, 1, 3], [3, 4, 5]])
     np.testing.assert_array_equal(values[1], [2, 2, 1])
     assert np.isnan(values[0, 0]) and list(values[0, 1:]) == [5, 5]
+
+
+def test_sorting_one_long_row_shares_it_between_threads(client):
+    n = (1 << 20) + 3
+    x = np.random.default_rng(14).standard_normal(n).astype(np.float32)
+    x[::1000] = np.float32(0.5)  # ties
+    for direction in ["LT", "GT"]:
+        (out,) = run(client, sort_program((n,), ["f32"],
+                                          less("f32", direction)),
+                     [("f32", x)])
+        want = np.sort(x)
+        np.testing.assert_array_equal(out, want if direction == "LT"
+                                      else want[::-1])
+    keys = np.random.default_rng(15).integers(0, 50, n).astype(np.int32)
+    k, v = run(client, sort_program((n,), ["s32", "s32"],
+                                    less("s32", total=False, operands=2),
+                                    stable=True),
+               [("s32", keys), ("s32", np.arange(n, dtype=np.int32))])
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(k, keys[order])
+    np.testing.assert_array_equal(v, order)

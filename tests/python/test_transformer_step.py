@@ -1,0 +1,68 @@
+"""A transformer-style training step written as JAX prints it (embedding
+gather, dots, softmax, layer norm, scatter-add gradient; see
+examples/transformer_step.py), run through the Python client and through
+`pjrtctl run`, against the same step in numpy."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import PJRTCTL
+from hlo_harness import run
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] /
+                       "examples"))
+import transformer_step  # noqa: E402
+
+SIZES = dict(tokens=256, vocab=300, width=32, layers=2)
+
+
+def assert_close(outputs, expected):
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        got = np.asarray(got, np.float64)
+        want = np.asarray(want, np.float64)
+        assert got.shape == want.shape
+        # 1e-4 relative to the output's scale (a sum of float32 terms in
+        # another order differs by rounding, not by more).
+        scale = max(np.max(np.abs(want)), 1e-30)
+        assert np.max(np.abs(got - want)) <= 1e-4 * scale
+
+
+def test_the_step_matches_numpy_through_the_python_client(client):
+    program = transformer_step.program(**SIZES)
+    args = transformer_step.inputs(**SIZES)
+    types = ["f32"] * (len(args) - 2) + ["s32", "f32"]
+    outputs = run(client, program, list(zip(types, args)))
+    assert_close(outputs, transformer_step.numpy_step(args, SIZES["layers"]))
+
+
+def test_two_steps_reduce_the_loss(client):
+    program = transformer_step.program(**SIZES)
+    args = transformer_step.inputs(**SIZES)
+    types = ["f32"] * (len(args) - 2) + ["s32", "f32"]
+    first = run(client, program, list(zip(types, args)))
+    second = run(client, program,
+                 list(zip(types, first[:-1] + args[-2:])))
+    assert second[-1] < first[-1]
+
+
+@pytest.mark.parametrize("address", ["unix"], indirect=True)
+def test_the_step_matches_numpy_through_pjrtctl_run(address, tmp_path):
+    program = tmp_path / "step.hlo"
+    program.write_text(transformer_step.program(**SIZES))
+    args = transformer_step.inputs(**SIZES)
+    command = [str(PJRTCTL), "--address", address, "run", str(program),
+               "--output-dir", str(tmp_path / "out")]
+    for i, a in enumerate(args):
+        np.save(tmp_path / f"in{i}.npy", a)
+        command += ["--input", str(tmp_path / f"in{i}.npy")]
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    outputs = [np.load(tmp_path / "out" / f"out{i}.npy")
+               for i in range(len(args) - 1)]
+    assert_close(outputs, transformer_step.numpy_step(args, SIZES["layers"]))
