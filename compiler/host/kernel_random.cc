@@ -1,21 +1,299 @@
-// Random numbers: rng-bit-generator, rng and rng-get-and-update-state.
+// Random numbers: rng-bit-generator (ThreeFry-2x32 with 20 rounds and
+// Philox-4x32 with 10 rounds, bit for bit as XLA expands them, state update
+// included), rng (uniform and normal, from Philox bits seeded per run) and
+// rng-get-and-update-state.
+//
+// rng-bit-generator's state is u64[2] or u64[3]: word 0 is the key. ThreeFry
+// counts from word 1 (a u64); Philox counts in a u128 (words 1 and 2, low
+// first; with a u64[2] state, word 1 is the low half and the key the high
+// one, and only the low half is written back).
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "compiler/host/kernel.h"
+#include "compiler/host/kernel_util.h"
+#include "compiler/host/thread_pool.h"
+#include "hlo/op_attributes.h"
 
 namespace pjrt::compiler::host {
+namespace {
+
+using hlo::PrimitiveType;
+
+uint32_t RotateLeft(uint32_t v, int d) { return (v << d) | (v >> (32 - d)); }
+
+// ThreeFry-2x32, 20 rounds (Salmon et al., SC 2011).
+void ThreeFry2x32(uint32_t key0, uint32_t key1, uint32_t* x0, uint32_t* x1) {
+  static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const uint32_t ks[3] = {key0, key1, 0x1BD11BDAu ^ key0 ^ key1};
+  uint32_t a = *x0 + ks[0], b = *x1 + ks[1];
+  for (int group = 0; group < 5; ++group) {
+    const int* rot = kRotations + (group % 2) * 4;
+    for (int r = 0; r < 4; ++r) {
+      a += b;
+      b = RotateLeft(b, rot[r]) ^ a;
+    }
+    a += ks[(group + 1) % 3];
+    b += ks[(group + 2) % 3] + static_cast<uint32_t>(group + 1);
+  }
+  *x0 = a;
+  *x1 = b;
+}
+
+// Philox-4x32, 10 rounds.
+void Philox4x32(uint32_t key0, uint32_t key1, uint32_t x[4]) {
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t{x[0]} * 0xD2511F53u;
+    const uint64_t p1 = uint64_t{x[2]} * 0xCD9E8D57u;
+    const uint32_t y[4] = {static_cast<uint32_t>(p1 >> 32) ^ x[1] ^ key0,
+                           static_cast<uint32_t>(p1),
+                           static_cast<uint32_t>(p0 >> 32) ^ x[3] ^ key1,
+                           static_cast<uint32_t>(p0)};
+    std::memcpy(x, y, sizeof(y));
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+}
+
+// Philox block `i` after the u128 counter (low, high).
+void PhiloxBlock(uint64_t key, uint64_t low, uint64_t high, uint64_t i,
+                 uint32_t out[4]) {
+  const uint64_t l = low + i;
+  const uint64_t h = high + (l < low ? 1 : 0);
+  out[0] = static_cast<uint32_t>(l);
+  out[1] = static_cast<uint32_t>(l >> 32);
+  out[2] = static_cast<uint32_t>(h);
+  out[3] = static_cast<uint32_t>(h >> 32);
+  Philox4x32(static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), out);
+}
+
+// Stores the low `bytes` bytes of `bits` as element i.
+void StoreBits(void* out, int bytes, int64_t i, uint64_t bits) {
+  std::memcpy(static_cast<char*>(out) + i * bytes, &bits, bytes);  // little endian
+}
+
+class RngBitGeneratorKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    uint64_t state[3] = {0, 0, 0};
+    std::memcpy(state, addresses[state_in_], state_words_ * 8);
+    void* out = addresses[output_];
+    const int64_t n = Product(dims_);
+    uint64_t new_state[3] = {state[0], state[1], state[2]};
+    if (philox_) {
+      // A u64[2] state counts in (low = word 1, high = the key).
+      const uint64_t low = state[1];
+      const uint64_t high = state_words_ == 3 ? state[2] : state[0];
+      const bool wide = bytes_ == 8;
+      const int64_t blocks = ((wide ? 2 * n : n) + 3) / 4;
+      ThreadPool::Get().ParallelFor(blocks, 400, [&](int64_t first, int64_t last) {
+        uint32_t w[4];
+        for (int64_t b = first; b < last; ++b) {
+          PhiloxBlock(state[0], low, high, b, w);
+          if (wide) {
+            for (int k = 0; k < 2; ++k) {
+              const int64_t i = 2 * b + k;
+              if (i < n) {
+                StoreBits(out, 8, i, uint64_t{w[2 * k]} | uint64_t{w[2 * k + 1]} << 32);
+              }
+            }
+          } else {
+            for (int k = 0; k < 4; ++k) {
+              if (4 * b + k < n) StoreBits(out, bytes_, 4 * b + k, w[k]);
+            }
+          }
+        }
+      });
+      const uint64_t l = low + static_cast<uint64_t>(blocks);
+      new_state[1] = l;
+      if (state_words_ == 3) new_state[2] = high + (l < low ? 1 : 0);
+    } else if (bytes_ == 8) {
+      // One block per element: counter word 1 + its index.
+      ThreadPool::Get().ParallelFor(n, 100, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          const uint64_t c = state[1] + static_cast<uint64_t>(i);
+          uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32);
+          ThreeFry2x32(static_cast<uint32_t>(state[0]),
+                       static_cast<uint32_t>(state[0] >> 32), &x0, &x1);
+          StoreBits(out, 8, i, uint64_t{x0} | uint64_t{x1} << 32);
+        }
+      });
+      new_state[1] = state[1] + static_cast<uint64_t>(n);
+    } else {
+      // Two 32-bit outputs per block: the shape is halved along split_
+      // (rounded up); an element with index k there takes output k % 2 of
+      // the block at k / 2.
+      const int rank = static_cast<int>(dims_.size());
+      std::vector<int64_t> half = dims_;
+      if (rank > 0) half[split_] = (dims_[split_] + 1) / 2;
+      const int64_t half_count = rank == 0 ? 1 : Product(half);
+      const std::vector<int64_t> half_strides = RowMajorStrides(half);
+      ThreadPool::Get().ParallelFor(n, 100, [&](int64_t first, int64_t last) {
+        std::vector<int64_t> idx(rank);
+        int64_t rest = first;
+        for (int d = rank - 1; d >= 0; --d) {
+          idx[d] = rest % dims_[d];
+          rest /= dims_[d];
+        }
+        for (int64_t i = first; i < last; ++i, NextIndex(dims_, &idx)) {
+          int64_t block = 0;
+          int which = 0;
+          for (int d = 0; d < rank; ++d) {
+            int64_t v = idx[d];
+            if (d == split_) {
+              which = static_cast<int>(v % 2);
+              v /= 2;
+            }
+            block += v * half_strides[d];
+          }
+          const uint64_t c = state[1] + static_cast<uint64_t>(block);
+          uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32);
+          ThreeFry2x32(static_cast<uint32_t>(state[0]),
+                       static_cast<uint32_t>(state[0] >> 32), &x0, &x1);
+          StoreBits(out, bytes_, i, which == 0 ? x0 : x1);
+        }
+      });
+      new_state[1] = state[1] + static_cast<uint64_t>(half_count);
+    }
+    std::memcpy(addresses[state_out_], new_state, state_words_ * 8);
+    return CheckCancelled(context.cancellation);
+  }
+
+  int state_in_ = -1, state_out_ = -1, output_ = -1;
+  int state_words_ = 2;
+  bool philox_ = true;
+  int bytes_ = 4;
+  std::vector<int64_t> dims_;
+  int split_ = 0;
+};
+
+// The dimension XLA halves for 32-bit ThreeFry output: the first even one,
+// else the largest.
+int SplitDimension(absl::Span<const int64_t> dims) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] % 2 == 0) return static_cast<int>(i);
+  }
+  int best = 0;
+  for (size_t i = 1; i < dims.size(); ++i) {
+    if (dims[i] > dims[best]) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+// rng (uniform in [a, b), or normal with mean a and deviation b), from
+// Philox bits under a key drawn from the run's seed.
+class RngKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override {
+    const uint64_t key = context.prng_seed ^ (salt_ * 0x9E3779B97F4A7C15ull);
+    const uint64_t draw = draws_.fetch_add(1, std::memory_order_relaxed);
+    if (get_and_update_) {
+      uint64_t state[2] = {key, draw * static_cast<uint64_t>(delta_)};
+      std::memcpy(addresses[output_], state, sizeof(state));
+      return absl::OkStatus();
+    }
+    const double a = LoadAsDouble(type_, addresses[low_], 0);
+    const double b = LoadAsDouble(type_, addresses[high_], 0);
+    const int64_t n = count_;
+    const int64_t blocks = (n + 1) / 2;
+    ThreadPool::Get().ParallelFor(blocks, 200, [&](int64_t first, int64_t last) {
+      uint32_t w[4];
+      for (int64_t blk = first; blk < last; ++blk) {
+        PhiloxBlock(key, draw, 0, blk, w);
+        const double u0 = (static_cast<double>(w[0]) + 0.5) / 4294967296.0;
+        const double u1 = (static_cast<double>(w[1]) + 0.5) / 4294967296.0;
+        double v[2];
+        if (normal_) {
+          const double r = std::sqrt(-2.0 * std::log(u0));
+          v[0] = a + b * r * std::cos(2 * M_PI * u1);
+          v[1] = a + b * r * std::sin(2 * M_PI * u1);
+        } else if (hlo::IsFloatingPoint(type_)) {
+          v[0] = a + (b - a) * (static_cast<double>(w[2] >> 8) / 16777216.0);
+          v[1] = a + (b - a) * (static_cast<double>(w[3] >> 8) / 16777216.0);
+        } else {
+          // Integers: uniform in [a, b) (empty range: a).
+          const double range = std::max(b - a, 1.0);
+          const uint64_t r0 = (uint64_t{w[2]} << 32) | w[0];
+          const uint64_t r1 = (uint64_t{w[3]} << 32) | w[1];
+          v[0] = a + std::floor(static_cast<double>(r0 % static_cast<uint64_t>(range)));
+          v[1] = a + std::floor(static_cast<double>(r1 % static_cast<uint64_t>(range)));
+        }
+        for (int k = 0; k < 2; ++k) {
+          const int64_t i = 2 * blk + k;
+          if (i >= n) break;
+          DispatchType(type_, [&](auto pt) {
+            using S = typename TypeTraits<decltype(pt)::value>::Storage;
+            double x = v[k];
+            if (hlo::IsFloatingPoint(type_) && !normal_ && x >= b) {
+              x = std::nextafter(b, a);  // [a, b) after rounding
+            }
+            static_cast<S*>(addresses[output_])[i] = static_cast<S>(x);
+          });
+        }
+      }
+    });
+    return CheckCancelled(context.cancellation);
+  }
+
+  int low_ = -1, high_ = -1, output_ = -1;
+  PrimitiveType type_ = PrimitiveType::kF32;
+  int64_t count_ = 0;
+  bool normal_ = false, get_and_update_ = false;
+  int64_t delta_ = 1;
+  uint64_t salt_ = 0;
+  mutable std::atomic<uint64_t> draws_{0};
+};
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(const KernelArgs& args,
                                                              KernelCompiler&) {
-  return absl::UnimplementedError(absl::StrFormat(
-      "%s: rng-bit-generator is not supported by the host compiler yet",
-      args.inst->Describe()));
+  const hlo::Instruction& inst = *args.inst;
+  auto k = std::make_shared<RngBitGeneratorKernel>();
+  const std::string algorithm = hlo::WordAttribute(inst, "algorithm", "rng_default");
+  // XLA's default on the CPU and GPU is Philox.
+  k->philox_ = algorithm != "rng_three_fry";
+  k->state_in_ = args.inputs[0];
+  k->state_out_ = args.outputs[0];
+  k->output_ = args.outputs[1];
+  k->state_words_ = static_cast<int>(args.input_shapes[0].dimensions(0));
+  const hlo::Shape& out = args.output_shapes[1];
+  k->bytes_ = hlo::ByteWidth(out.element_type());
+  k->dims_.assign(out.dimensions().begin(), out.dimensions().end());
+  k->split_ = SplitDimension(k->dims_);
+  k->reads = {{args.inputs[0], args.input_shapes[0].ByteSize()}};
+  k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()},
+               {args.outputs[1], out.ByteSize()}};
+  return k;
 }
 
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs& args,
                                                  KernelCompiler&) {
-  return absl::UnimplementedError(absl::StrFormat(
-      "%s: %s is not supported by the host compiler yet", args.inst->Describe(),
-      args.inst->opcode_name()));
+  const hlo::Instruction& inst = *args.inst;
+  auto k = std::make_shared<RngKernel>();
+  k->output_ = args.outputs[0];
+  k->salt_ = static_cast<uint64_t>(inst.line()) * 1000003u + inst.column();
+  if (inst.opcode() == hlo::Opcode::kRngGetAndUpdateState) {
+    k->get_and_update_ = true;
+    PJRT_ASSIGN_OR_RETURN(k->delta_, hlo::ParseIntAttribute(inst, "delta", 1));
+    k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()}};
+    return k;
+  }
+  k->low_ = args.inputs[0];
+  k->high_ = args.inputs[1];
+  k->type_ = args.output_shapes[0].element_type();
+  k->count_ = args.output_shapes[0].ElementCount();
+  k->normal_ = hlo::WordAttribute(inst, "distribution", "") == "rng_normal";
+  k->reads = {{args.inputs[0], args.input_shapes[0].ByteSize()},
+              {args.inputs[1], args.input_shapes[1].ByteSize()}};
+  k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()}};
+  return k;
 }
 
 }  // namespace pjrt::compiler::host
