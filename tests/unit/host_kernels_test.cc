@@ -1,0 +1,294 @@
+// The host compiler's kernels (control flow, indexing, sort, windows,
+// convolution, random numbers) through the runtime, at the edges where a
+// kernel could step outside its buffers: out-of-bounds indices, empty
+// shapes, inconsistent comparators, padding beyond the operand. Part of the
+// sanitized test binary, so ASan and TSan check every access.
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/executable.h"
+#include "tests/unit/runtime_test_util.h"
+
+namespace pjrt::runtime {
+namespace {
+
+using testing::MakeClient;
+
+constexpr hlo::PrimitiveType F32 = hlo::PrimitiveType::kF32;
+constexpr hlo::PrimitiveType S32 = hlo::PrimitiveType::kS32;
+
+class HostKernelsTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Client> client_ = MakeClient(device::AllocationModel::kSynchronous, 2);
+
+  template <typename T>
+  std::shared_ptr<Buffer> Put(hlo::PrimitiveType type, std::vector<int64_t> dims,
+                              const std::vector<T>& data) {
+    auto b = client_->BufferFromHostBuffer(data.data(), hlo::Shape(type, dims),
+                                           client_->devices()[0]);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return *b;
+  }
+
+  absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Run(
+      const std::string& text, std::vector<std::shared_ptr<Buffer>> args,
+      int device = 0) {
+    auto exe = Executable::Compile(client_.get(), text);
+    if (!exe.ok()) return exe.status();
+    std::vector<Buffer*> raw;
+    for (auto& a : args) raw.push_back(a.get());
+    return (*exe)->Execute(raw, client_->devices()[device]);
+  }
+
+  template <typename T>
+  std::vector<T> Read(Buffer& b) {
+    std::vector<T> out(b.size_bytes() / sizeof(T));
+    absl::Status s = b.CopyRawToHost(out.data(), 0, b.size_bytes());
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+};
+
+TEST_F(HostKernelsTest, WhileKeepsPassThroughStateInPlaceAndCountsTrips) {
+  const char* text = R"(
+HloModule loop
+body {
+  p = (s32[], f32[3], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[3] get-tuple-element(p), index=1
+  k = f32[3] get-tuple-element(p), index=2
+  i1 = s32[] add(i, s32[] constant(1))
+  x1 = f32[3] add(x, k)
+  ROOT t = (s32[], f32[3], f32[3]) tuple(i1, x1, k)
+}
+cond {
+  p = (s32[], f32[3], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(5)), direction=LT
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  init = (s32[], f32[3], f32[3]) tuple(s32[] constant(0), x, x)
+  ROOT w = (s32[], f32[3], f32[3]) while(init), condition=cond, body=body
+})";
+  auto out = Run(text, {Put<float>(F32, {3}, {1, 2, 3})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Read<int32_t>(*(*out)[0]), std::vector<int32_t>({5}));
+  EXPECT_EQ(Read<float>(*(*out)[1]), std::vector<float>({6, 12, 18}));
+  EXPECT_EQ(Read<float>(*(*out)[2]), std::vector<float>({1, 2, 3}));
+}
+
+TEST_F(HostKernelsTest, ALoopThatNeverEndsStopsWhenItsResultsAreDeleted) {
+  const char* forever = R"(
+HloModule forever
+body {
+  p = s64[] parameter(0)
+  ROOT n = s64[] add(p, s64[] constant(1))
+}
+cond {
+  p = s64[] parameter(0)
+  ROOT t = pred[] compare(p, s64[] constant(-1)), direction=NE
+}
+ENTRY e {
+  ROOT w = s64[] while(s64[] constant(0)), condition=cond, body=body
+})";
+  auto looping = Run(forever, {}, 1);
+  ASSERT_TRUE(looping.ok()) << looping.status();
+  (*looping)[0]->Delete();
+  // The next run on that device can start only once the loop stopped.
+  auto after = Run("HloModule one\nENTRY e { ROOT c = s32[] constant(7) }", {}, 1);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(Read<int32_t>(*(*after)[0]), std::vector<int32_t>({7}));
+}
+
+TEST_F(HostKernelsTest, GatherClampsEveryStartIndexIntoRange) {
+  const char* text = R"(
+HloModule g
+ENTRY e {
+  o = f32[4,3] parameter(0)
+  i = s32[5,1] parameter(1)
+  ROOT g = f32[5,2,3] gather(o, i), offset_dims={1,2}, collapsed_slice_dims={},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={2,3}
+})";
+  std::vector<float> table(12);
+  std::iota(table.begin(), table.end(), 0.0f);
+  auto out = Run(text, {Put<float>(F32, {4, 3}, table),
+                        Put<int32_t>(S32, {5, 1}, {-100, 0, 2, 3, 2147483647})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Starts clamp to [0, 2]: rows (0,1), (0,1), (2,3), (2,3), (2,3).
+  const std::vector<float> got = Read<float>(*(*out)[0]);
+  const int starts[5] = {0, 0, 2, 2, 2};
+  for (int p = 0; p < 5; ++p) {
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(got[p * 6 + k], starts[p] * 3 + k);
+  }
+}
+
+TEST_F(HostKernelsTest, ScatterSkipsWindowsThatLeaveTheOperand) {
+  const char* text = R"(
+HloModule s
+f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  m = f32[] multiply(a, b)
+  ROOT r = f32[] add(m, f32[] constant(1))
+}
+ENTRY e {
+  o = f32[5] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = f32[4,2] parameter(2)
+  ROOT s = f32[5] scatter(o, i, u), update_window_dims={1},
+    inserted_window_dims={}, scatter_dims_to_operand_dims={0},
+    index_vector_dim=1, to_apply=f
+})";
+  auto out = Run(text, {Put<float>(F32, {5}, {1, 1, 1, 1, 1}),
+                        Put<int32_t>(S32, {4, 1}, {-1, 4, 3, 0}),
+                        Put<float>(F32, {4, 2}, {9, 9, 9, 9, 2, 3, 4, 5})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Starts -1 and 4 put part of the 2-wide window outside: skipped.
+  EXPECT_EQ(Read<float>(*(*out)[0]), std::vector<float>({5, 6, 1, 3, 4}));
+}
+
+TEST_F(HostKernelsTest, EmptyShapesRunEveryKernel) {
+  const char* text = R"(
+HloModule empty
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+lt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  o = f32[4,3] parameter(0)
+  i = s32[0,1] parameter(1)
+  z = f32[0] parameter(2)
+  g = f32[0,3] gather(o, i), offset_dims={1}, collapsed_slice_dims={0},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  s = f32[4,3] scatter(o, i, g), update_window_dims={1},
+    inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+    index_vector_dim=1, to_apply=add
+  t = f32[0] sort(z), dimensions={0}, to_apply=lt
+  r = f32[0] reduce-window(z, f32[] constant(0)), window={size=2}, to_apply=add
+  c = f32[0,3,3,2] convolution(f32[0,3,3,2] broadcast(f32[] constant(1)),
+    f32[1,1,2,2] broadcast(f32[] constant(1))), window={size=1x1},
+    dim_labels=b01f_01io->b01f
+  ROOT out = (f32[0,3], f32[4,3], f32[0], f32[0], f32[0,3,3,2]) tuple(g, s, t, r, c)
+})";
+  std::vector<float> table(12, 2.0f);
+  auto out = Run(text, {Put<float>(F32, {4, 3}, table),
+                        Put<int32_t>(S32, {0, 1}, {}), Put<float>(F32, {0}, {})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Read<float>(*(*out)[1]), table);
+}
+
+TEST_F(HostKernelsTest, AnInconsistentComparatorStaysInBounds) {
+  const char* text = R"(
+HloModule s
+odd {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=NE
+}
+ENTRY e {
+  x = f32[1000] parameter(0)
+  ROOT s = f32[1000] sort(x), dimensions={0}, to_apply=odd
+})";
+  std::vector<float> x(1000);
+  for (int i = 0; i < 1000; ++i) x[i] = static_cast<float>((i * 7919) % 1000);
+  auto out = Run(text, {Put<float>(F32, {1000}, x)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> got = Read<float>(*(*out)[0]);
+  std::sort(got.begin(), got.end());
+  std::sort(x.begin(), x.end());
+  EXPECT_EQ(got, x);  // a permutation, whatever the order
+}
+
+TEST_F(HostKernelsTest, WindowsWhollyInThePaddingKeepTheInitialValue) {
+  const char* text = R"(
+HloModule w
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  r = f32[9] reduce-window(x, f32[] constant(-1)), window={size=2 pad=4_3},
+    to_apply=mx
+  s = f32[3] select-and-scatter(x, f32[3] broadcast(f32[] constant(1)),
+    f32[] constant(0)), window={size=2 pad=3_3 stride=3}, select=ge, scatter=add
+  ROOT t = (f32[9], f32[3]) tuple(r, s)
+})";
+  auto out = Run(text, {Put<float>(F32, {3}, {5, 9, 7})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Read<float>(*(*out)[0]),
+            std::vector<float>({-1, -1, -1, 5, 9, 9, 7, -1, -1}));
+  // Windows [-3,-2], [0,1] and [3,4]: only the middle one holds elements.
+  EXPECT_EQ(Read<float>(*(*out)[1]), std::vector<float>({0, 1, 0}));
+}
+
+TEST_F(HostKernelsTest, ConvolutionWithDilationsGroupsAndNegativePadding) {
+  const char* text = R"(
+HloModule c
+ENTRY e {
+  x = f32[1,5,2] parameter(0)
+  w = f32[2,1,4] parameter(1)
+  ROOT c = f32[1,3,4] convolution(x, w), window={size=2 pad=-1_1 lhs_dilate=1 rhs_dilate=2},
+    dim_labels=b0f_0io->b0f, feature_group_count=2
+})";
+  // Features 0 and 1 are separate groups, each with two output features.
+  auto out = Run(text, {Put<float>(F32, {1, 5, 2}, {1, 10, 2, 20, 3, 30, 4, 40, 5, 50}),
+                        Put<float>(F32, {2, 1, 4}, {1, 0, 0, 1, 0, 1, 1, 0})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Output o reads input positions o + 2t + 1 (taps t = 0, 1) of its
+  // group's feature.
+  std::vector<float> got = Read<float>(*(*out)[0]);
+  ASSERT_EQ(got.size(), 12u);
+  const float xs[2][5] = {{1, 2, 3, 4, 5}, {10, 20, 30, 40, 50}};
+  const float w[2][4] = {{1, 0, 0, 1}, {0, 1, 1, 0}};
+  for (int o = 0; o < 3; ++o) {
+    for (int f = 0; f < 4; ++f) {
+      const int g = f / 2;
+      float want = 0;
+      for (int t = 0; t < 2; ++t) {
+        const int p = o + 2 * t + 1;  // pad_low -1 crops one element
+        if (p >= 0 && p < 5) want += xs[g][p] * w[t][f];
+      }
+      EXPECT_EQ(got[o * 4 + f], want) << o << "," << f;
+    }
+  }
+}
+
+TEST_F(HostKernelsTest, ThreeFryMatchesItsKnownAnswer) {
+  const char* text = R"(
+HloModule r
+ENTRY e {
+  s = u64[2] parameter(0)
+  ROOT r = (u64[2], u32[2]) rng-bit-generator(s), algorithm=rng_three_fry
+})";
+  const uint64_t key = 0x0370734413198a2eull, counter = 0x85a308d3243f6a88ull;
+  auto out = Run(text, {Put<uint64_t>(hlo::PrimitiveType::kU64, {2}, {key, counter})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // u32[2]: one block split in two.
+  EXPECT_EQ(Read<uint32_t>(*(*out)[1]),
+            std::vector<uint32_t>({0xc4923a9cu, 0x483df7a0u}));
+  EXPECT_EQ(Read<uint64_t>(*(*out)[0]), std::vector<uint64_t>({key, counter + 1}));
+}
+
+}  // namespace
+}  // namespace pjrt::runtime
