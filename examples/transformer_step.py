@@ -105,8 +105,8 @@ def program(tokens: int, vocab: int, width: int, layers: int,
         grads[f"U{i}"] = b.dot(dd, p, g, 0, 0)
         dp = b.dot(nd, g, names[f"U{i}"], 1, 1)
         s = b.row_reduce(b.bin("multiply", nd, dp, p), n, "add")
-        dz = b.bin("multiply", nd, p, b.bin("subtract", nd, dp,
-                                           b.bcast(s, nd, "0")))
+        centred = b.bin("subtract", nd, dp, b.bcast(s, nd, "0"))
+        dz = b.bin("multiply", nd, p, centred)
         grads[f"W{i}"] = b.dot(dd, h, dz, 0, 0)
         dh = b.dot(nd, dz, names[f"W{i}"], 1, 1)
         m1 = b.bcast(b.row_mean(dh, n, d), nd, "0")

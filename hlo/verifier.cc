@@ -24,6 +24,20 @@ bool IsIdentityCustomCall(absl::string_view target) {
          target == "MoveToDevice";
 }
 
+bool IsSupportedOpcode(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kFft:
+    case Opcode::kAllGatherStart:
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteStart:
+    case Opcode::kCollectivePermuteDone:
+    case Opcode::kOther:
+      return false;
+    default:
+      return true;
+  }
+}
+
 namespace {
 
 bool IsNumeric(PrimitiveType t) { return IsArrayType(t) && t != PrimitiveType::kPred; }
@@ -309,6 +323,12 @@ class Verifier {
   }
 
   absl::Status CheckInstruction(const Instruction& inst) {
+    if (!IsSupportedOpcode(inst.opcode())) {
+      return Unimplemented(
+          inst, absl::StrFormat("op '%s' is not supported by pjrtd%s",
+                                inst.opcode_name(),
+                                inst.opcode() == Opcode::kOther ? "" : " yet"));
+    }
     PJRT_RETURN_IF_ERROR(CheckTypes(inst, inst.shape()));
     const Attributes& a = inst.attributes();
     const auto operand = [&](int i) -> const Shape& {

@@ -26,8 +26,14 @@ inline constexpr int64_t kMaxInlinedInstructions = int64_t{1} << 20;
 // `text` is the program the module was parsed from (for the caret display).
 absl::Status VerifyModule(const Module& module, absl::string_view text);
 
-// Custom-call targets that act as identity (sharding annotations).
+// Custom-call targets that act as identity (sharding annotations, memory
+// placement on a platform with one memory space).
 bool IsIdentityCustomCall(absl::string_view target);
+
+// Whether the verifier accepts (and the compilers run) `opcode`; the others
+// are UNIMPLEMENTED naming the op. docs/ops.md lists both, and a test keeps
+// the two in step.
+bool IsSupportedOpcode(Opcode opcode);
 
 }  // namespace pjrt::hlo
 

@@ -19,6 +19,11 @@ from hlo_harness import bf16_bits, bf16_values, run
 PROGRAMS = (pathlib.Path(__file__).resolve().parents[1] / "data" /
             "hlo-corpus" / "programs")
 ALL = sorted(p.name for p in PROGRAMS.glob("*.hlo"))
+# Element types the compiler does not take yet (docs/ops.md): the marks are
+# strict, so the tests fail once the types work and the marks must go.
+NEEDS_TYPES = pytest.mark.xfail(
+    strict=True, raises=pjrt_client.UnimplementedError,
+    reason="s4, u4, c64 and c128 are parsed but not compiled yet")
 
 
 def text(name: str) -> str:
@@ -29,7 +34,9 @@ def test_the_corpus_is_all_there():
     assert len(ALL) == 21
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=NEEDS_TYPES) if n.startswith("03_") else n
+    for n in ALL])
 def test_every_program_compiles(client, name):
     executable = client.compile(text(name))
     executable.delete()
@@ -45,7 +52,8 @@ def test_maxtext_train_step_compiles_with_its_whole_module_verified(client):
 
 
 def test_literals_of_every_type_and_nonfinite_values_run(client):
-    (small,) = run(client, text("02_literal_rank4_with_index_comments.hlo"), [])
+    (small,) = run(client,
+                   text("02_literal_rank4_with_index_comments.hlo"), [])
     assert small.shape == (3, 2, 1, 1)
     (finite,) = run(client, text("04_literal_nonfinite_and_isfinite.hlo"), [])
     assert finite.dtype == np.bool_ and finite.shape == (6,)
@@ -87,7 +95,8 @@ def test_sort_key_value_matches_a_stable_argsort(client):
 
 
 def test_indexed_conditional_runs_branch_one(client):
-    assert run(client, text("11_conditional_indexed_branches.hlo"), [])[0] == 12
+    program = text("11_conditional_indexed_branches.hlo")
+    assert run(client, program, [])[0] == 12
 
 
 def test_dot_with_batch_dimensions_matches_numpy(client):
@@ -154,18 +163,28 @@ def test_causal_attention_in_bf16_matches_numpy(client):
         bf16((2, 6, 2048, 128))
     (out,) = run(client, text("16_jax_causal_attention_softmax_bf16.hlo"),
                  [("bf16", q), ("bf16", k), ("bf16", v)])
-    s = np.einsum("bhqd,bhdk->bhqk", q.astype(np.float64),
-                  k.astype(np.float64)) * 2
+    # The program's steps, each rounded to bf16 where it computes in bf16
+    # (dots accumulate in f32, as XLA's do).
+    def r(x):
+        bits = np.asarray(x, np.float32).view(np.uint32)
+        even = (bits >> 16) & 1  # round to nearest, ties to even
+        bits = (bits + np.uint32(0x7FFF) + even) & np.uint32(0xFFFF0000)
+        return bits.view(np.float32).astype(np.float64)
+    s = r(np.einsum("bhqd,bhdk->bhqk", q.astype(np.float32),
+                    k.astype(np.float32)))
+    s = r(s * 2)
     mask = np.triu(np.ones((2048, 2048), bool), 1)
-    s = s + np.where(mask, -2.366e38, 0)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p = p / p.sum(-1, keepdims=True)
-    want = np.einsum("bhqk,bhkd->bhqd", p, v.astype(np.float64))
-    # bf16 rounding at every step (the scores, exp, the row sums and the
-    # division each round to 8 bits): a few outputs differ by a few bf16
-    # steps, the average by far less.
-    np.testing.assert_allclose(out, want, rtol=0.05, atol=0.1)
-    assert np.abs(out - want).mean() < 2e-3
+    s = r(s + r(np.where(mask, -2.366e38, 0)))
+    e = r(np.exp(r(s - s.max(-1, keepdims=True))))
+    total = r(e.astype(np.float32).sum(-1, keepdims=True, dtype=np.float32))
+    p = r(e / total)
+    want = r(np.einsum("bhqk,bhkd->bhqd", p.astype(np.float32),
+                       v.astype(np.float32)))
+    # A sum in another order may round an intermediate to the neighbouring
+    # bf16 value: rarely (< 0.01% of outputs), and by a bf16 step or two.
+    tight = np.isclose(out, want, rtol=2 ** -7, atol=2 ** -12)
+    assert (~tight).mean() < 1e-4
+    np.testing.assert_allclose(out, want, rtol=2 ** -6, atol=2 ** -6)
 
 
 def test_f16_min_reduce_of_a_broadcast_is_one(client):
@@ -199,6 +218,7 @@ def test_scan_with_placement_annotations_matches_numpy(client):
     np.testing.assert_array_equal(device, np.full(4, 2, np.float32))
 
 
+@NEEDS_TYPES
 def test_the_s4_literal_program_runs(client):
     outs = run(client, text("03_literal_minmax_all_types.hlo"), [])
     assert len(outs) > 0

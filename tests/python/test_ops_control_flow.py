@@ -85,7 +85,8 @@ outer_body {
   start = (s32[], s32[]) tuple(i, s32[] constant(0))
   w = (s32[], s32[]) while(start), condition=inner_cond, body=inner_body
   got = s32[] get-tuple-element(w), index=1
-  ROOT t = (s32[], s32[]) tuple(s32[] add(i, s32[] constant(1)), s32[] add(total, got))
+  i1 = s32[] add(i, s32[] constant(1))
+  ROOT t = (s32[], s32[]) tuple(i1, s32[] add(total, got))
 }
 outer_cond {
   p = (s32[], s32[]) parameter(0)
@@ -192,7 +193,8 @@ ENTRY e {
   ar = f32[4] all-reduce-start(dep), replica_groups={}, to_apply=add
   ard = f32[4] all-reduce-done(ar)
   h = f32[4] custom-call(ard), custom_call_target="MoveToHost"
-  ROOT p = f32[4] custom-call(h), custom_call_target="annotate_device_placement"
+  ROOT p = f32[4] custom-call(h),
+    custom_call_target="annotate_device_placement"
 }
 """ % ADD_F32
     x = np.array([1, -5, 3, 0], np.float32)

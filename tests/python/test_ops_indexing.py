@@ -226,10 +226,8 @@ def test_variadic_scatter_updates_every_operand_together(client):
     ("update_window_dims={}, inserted_window_dims={0}, "
      "scatter_dims_to_operand_dims={0,1}", "scatter_dims_to_operand_dims"),
 ])
-def test_inconsistent_scatter_dimension_numbers_are_invalid(client, bad,
-                                                             message):
-    base = dict(update_window_dims="{}", inserted_window_dims="{0}",
-                scatter_dims_to_operand_dims="{0}")
+def test_inconsistent_scatter_dimension_numbers_are_invalid(
+        client, bad, message):
     attrs = bad if "scatter_dims" in bad else \
         bad + ", scatter_dims_to_operand_dims={0}"
     program = f"""
@@ -242,7 +240,6 @@ ENTRY e {{
   ROOT s = f32[10] scatter(o, i, u), {attrs}, index_vector_dim=1, to_apply=f
 }}
 """
-    del base
     with pytest.raises(pjrt_client.InvalidArgumentError, match=message):
         client.compile(program)
 

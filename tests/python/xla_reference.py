@@ -113,7 +113,8 @@ def window_output_shape(shape, size, stride, padding, base, dil):
         dilated = (shape[d] - 1) * base[d] + 1 if shape[d] else 0
         padded = dilated + padding[d][0] + padding[d][1]
         extent = (size[d] - 1) * dil[d] + 1 if size[d] else 0
-        out.append(0 if padded < extent else (padded - extent) // stride[d] + 1)
+        out.append(0 if padded < extent
+                   else (padded - extent) // stride[d] + 1)
     return out
 
 
@@ -184,7 +185,7 @@ def convolution(lhs, rhs, dim_labels: str, *, stride=None, padding=None,
     taps = w.shape[:spatial]
     out_sp = window_output_shape(x.shape[1:-1], taps, stride, padding,
                                  lhs_dilation, rhs_dilation)
-    n_in, c_in = x.shape[0], x.shape[-1]
+    n_in = x.shape[0]
     c_out = w.shape[-1]
     groups = max(feature_group_count, batch_group_count)
     cin_g = w.shape[-2]
@@ -208,7 +209,8 @@ def convolution(lhs, rhs, dim_labels: str, *, stride=None, padding=None,
                             break
                         idx.append(p // lhs_dilation[s])
                     else:
-                        vec = x[(fb * nb + b, *idx)][ff * cin_g:(ff + 1) * cin_g]
+                        features = slice(ff * cin_g, (ff + 1) * cin_g)
+                        vec = x[(fb * nb + b, *idx)][features]
                         total += float(vec @ w[(*t, slice(None), oc)])
                 res[(b, *o, oc)] = total
     order = [outs.index("b")] + [outs.index(str(i)) for i in range(spatial)]
