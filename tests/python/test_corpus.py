@@ -163,6 +163,7 @@ def test_causal_attention_in_bf16_matches_numpy(client):
         bf16((2, 6, 2048, 128))
     (out,) = run(client, text("16_jax_causal_attention_softmax_bf16.hlo"),
                  [("bf16", q), ("bf16", k), ("bf16", v)])
+
     # The program's steps, each rounded to bf16 where it computes in bf16
     # (dots accumulate in f32, as XLA's do).
     def r(x):
