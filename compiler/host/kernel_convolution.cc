@@ -68,7 +68,7 @@ class ConvolutionKernel : public Kernel {
     // Blocks of output positions, for every group: a block's patches take
     // about 1 MiB.
     const int64_t block = std::clamp<int64_t>(
-        (int64_t{1} << 18) / std::max<int64_t>(p_.cols, 1), 16, 4096);
+        (int64_t{1} << 18) / std::max<int64_t>(p_.cols, 1), 1, 4096);
     const int64_t blocks = (p_.positions + block - 1) / block;
     const double cost = static_cast<double>(block) * p_.cols * p_.out_per_group;
     ThreadPool::Get().ParallelFor(

@@ -271,11 +271,24 @@ class SortKernel : public Kernel {
     }
     const double cost = static_cast<double>(length_) *
                         (order_ == KeyOrder::kGeneric ? 400.0 : 40.0);
-    ThreadPool::Get().ParallelFor(rows, cost, [&](int64_t first, int64_t last) {
-      std::vector<int64_t> perm(length_), tmp(length_);
-      std::vector<std::pair<uint64_t, int64_t>> keyed;
-      std::vector<uint32_t> radix_keys, radix_tmp, radix_payload,
-          radix_payload_tmp;
+    // Each worker takes a share of the rows and a slice of the workspace
+    // (a scratch slot, so that a sort's working memory counts against the
+    // device like its buffers).
+    const int64_t workers = std::min<int64_t>(rows, workers_);
+    ThreadPool::Get().ParallelFor(workers, cost * rows / workers,
+                                  [&](int64_t first_worker, int64_t last_worker) {
+     for (int64_t worker = first_worker; worker < last_worker; ++worker) {
+      char* slice = static_cast<char*>(addresses[workspace_]) +
+                    worker * WorkspaceBytesPerWorker(length_);
+      int64_t* perm = reinterpret_cast<int64_t*>(slice);
+      int64_t* tmp = perm + length_;
+      auto* keyed = reinterpret_cast<std::pair<uint64_t, int64_t>*>(tmp + length_);
+      uint32_t* radix_keys = reinterpret_cast<uint32_t*>(keyed + length_);
+      uint32_t* radix_tmp = radix_keys + length_;
+      uint32_t* radix_payload = radix_tmp + length_;
+      uint32_t* radix_payload_tmp = radix_payload + length_;
+      const int64_t first = rows * worker / workers;
+      const int64_t last = rows * (worker + 1) / workers;
       std::unique_ptr<RegionRunner> runner;
       std::vector<uint64_t> params(2 * types_.size());
       std::vector<const void*> in_ptrs;
@@ -297,27 +310,19 @@ class SortKernel : public Kernel {
           const uint32_t mask = radix_bits == 32
                                     ? ~uint32_t{0}
                                     : (uint32_t{1} << radix_bits) - 1;
-          radix_keys.resize(length_);
-          radix_tmp.resize(length_);
           LoadKeys(kt, static_cast<const char*>(keys) + base * hlo::ByteWidth(kt),
-                   inner_, length_, flip, mask, radix_keys.data());
+                   inner_, length_, flip, mask, radix_keys);
           const bool keys_only = types_.size() == 1;
-          if (!keys_only) {
-            radix_payload.resize(length_);
-            radix_payload_tmp.resize(length_);
-            std::iota(radix_payload.begin(), radix_payload.end(), 0u);
-          }
+          if (!keys_only) std::iota(radix_payload, radix_payload + length_, 0u);
           if (rows == 1 && length_ >= (int64_t{1} << 20)) {
             // One long row: this runs on the calling thread, and the
             // pool's threads can share the row.
-            ParallelRadixSort(radix_keys.data(),
-                              keys_only ? nullptr : radix_payload.data(),
-                              length_, radix_bits, radix_tmp.data(),
-                              keys_only ? nullptr : radix_payload_tmp.data());
+            ParallelRadixSort(radix_keys, keys_only ? nullptr : radix_payload,
+                              length_, radix_bits, radix_tmp,
+                              keys_only ? nullptr : radix_payload_tmp);
           } else {
-            RadixSort(radix_keys.data(), radix_tmp.data(),
-                      keys_only ? nullptr : radix_payload.data(),
-                      keys_only ? nullptr : radix_payload_tmp.data(), length_,
+            RadixSort(radix_keys, radix_tmp, keys_only ? nullptr : radix_payload,
+                      keys_only ? nullptr : radix_payload_tmp, length_,
                       radix_bits);
           }
           if (keys_only) {
@@ -331,26 +336,25 @@ class SortKernel : public Kernel {
           for (int64_t i = 0; i < length_; ++i) perm[i] = radix_payload[i];
         } else if (order_ == KeyOrder::kTotalAscending ||
                    order_ == KeyOrder::kTotalDescending) {
-          keyed.resize(length_);
           const bool flip = order_ == KeyOrder::kTotalDescending;
           for (int64_t i = 0; i < length_; ++i) {
             const uint64_t k = UnsignedKey(kt, keys, base + i * inner_);
             keyed[i] = {flip ? ~k : k, i};
           }
-          std::sort(keyed.begin(), keyed.end());
+          std::sort(keyed, keyed + length_);
           for (int64_t i = 0; i < length_; ++i) perm[i] = keyed[i].second;
         } else if (order_ == KeyOrder::kFloatAscending ||
                    order_ == KeyOrder::kFloatDescending) {
-          std::iota(perm.begin(), perm.end(), 0);
+          std::iota(perm, perm + length_, 0);
           const bool asc = order_ == KeyOrder::kFloatAscending;
-          MergeSort(perm.data(), tmp.data(), length_, [&](int64_t a, int64_t b) {
+          MergeSort(perm, tmp, length_, [&](int64_t a, int64_t b) {
             const double x = LoadAsDouble(kt, keys, base + a * inner_);
             const double y = LoadAsDouble(kt, keys, base + b * inner_);
             return asc ? x < y : x > y;
           });
         } else {
-          std::iota(perm.begin(), perm.end(), 0);
-          MergeSort(perm.data(), tmp.data(), length_, [&](int64_t a, int64_t b) {
+          std::iota(perm, perm + length_, 0);
+          MergeSort(perm, tmp, length_, [&](int64_t a, int64_t b) {
             for (size_t j = 0; j < types_.size(); ++j) {
               const int w = hlo::ByteWidth(types_[j]);
               const char* data = static_cast<const char*>(addresses[inputs_[j]]);
@@ -376,6 +380,7 @@ class SortKernel : public Kernel {
           }
         }
       }
+     }
     });
     return CheckCancelled(context.cancellation);
   }
@@ -429,16 +434,36 @@ class SortKernel : public Kernel {
   KeyOrder order_ = KeyOrder::kGeneric;
   Expression comparator_;
   int scratch_ = -1;  // the in-place path's second buffer
+  int workspace_ = -1;  // the other paths' working memory
+  int64_t workers_ = 1;
+
+ public:
+  // Permutation, merge buffer, keyed pairs and four radix arrays per row.
+  static int64_t WorkspaceBytesPerWorker(int64_t length) { return length * 48; }
 };
+
+// Bytes of `workers` slices of `per_worker` bytes, saturating past what any
+// slot may hold (the scratch plan then refuses the program).
+int64_t WorkspaceBytes(int64_t workers, int64_t per_worker) {
+  const __int128 total = static_cast<__int128>(workers) * per_worker;
+  return total > hlo::kMaxArrayBytes ? hlo::kMaxArrayBytes + 1
+                                     : static_cast<int64_t>(total);
+}
 
 class TopKKernel : public Kernel {
  public:
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override {
     if (rows_ == 0) return absl::OkStatus();
+    const int64_t workers = std::min<int64_t>(rows_, workers_);
     ThreadPool::Get().ParallelFor(
-        rows_, static_cast<double>(n_) * 20, [&](int64_t first, int64_t last) {
-          std::vector<std::pair<uint64_t, int64_t>> keyed(n_);
+        workers, static_cast<double>(n_) * 20 * rows_ / workers,
+        [&](int64_t first_worker, int64_t last_worker) {
+         for (int64_t worker = first_worker; worker < last_worker; ++worker) {
+          auto* keyed = reinterpret_cast<std::pair<uint64_t, int64_t>*>(
+                            addresses[workspace_]) + worker * n_;
+          const int64_t first = rows_ * worker / workers;
+          const int64_t last = rows_ * (worker + 1) / workers;
           const int w = hlo::ByteWidth(type_);
           const char* in = static_cast<const char*>(addresses[input_]);
           char* values = static_cast<char*>(addresses[values_]);
@@ -449,13 +474,14 @@ class TopKKernel : public Kernel {
               // Largest first; ties keep the lower index first.
               keyed[i] = {~UnsignedKey(type_, in, row * n_ + i), i};
             }
-            std::partial_sort(keyed.begin(), keyed.begin() + k_, keyed.end());
+            std::partial_sort(keyed, keyed + k_, keyed + n_);
             for (int64_t i = 0; i < k_; ++i) {
               std::memcpy(values + (row * k_ + i) * w,
                           in + (row * n_ + keyed[i].second) * w, w);
               indices[row * k_ + i] = static_cast<int32_t>(keyed[i].second);
             }
           }
+         }
         });
     return CheckCancelled(context.cancellation);
   }
@@ -463,6 +489,8 @@ class TopKKernel : public Kernel {
   int input_ = -1, values_ = -1, indices_ = -1;
   PrimitiveType type_ = PrimitiveType::kF32;
   int64_t rows_ = 0, n_ = 0, k_ = 0;
+  int workspace_ = -1;  // (key, index) pairs of one row per worker
+  int64_t workers_ = 1;
 };
 
 }  // namespace
@@ -501,6 +529,14 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
     const int64_t bytes = shape.ByteSize();
     k->scratch_ = compiler.NewScratch(bytes);
     k->writes.push_back({k->scratch_, bytes});
+  } else {
+    const int64_t rows = k->outer_ * k->inner_;
+    k->workers_ = std::max<int64_t>(
+        1, std::min<int64_t>(rows, ThreadPool::Get().num_threads()));
+    const int64_t bytes = WorkspaceBytes(
+        k->workers_, SortKernel::WorkspaceBytesPerWorker(k->length_));
+    k->workspace_ = compiler.NewScratch(bytes);
+    k->writes.push_back({k->workspace_, bytes});
   }
   if (k->order_ == KeyOrder::kGeneric) {
     std::vector<PrimitiveType> params;
@@ -514,7 +550,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
 }
 
 absl::StatusOr<std::shared_ptr<Kernel>> BuildTopK(const KernelArgs& args,
-                                                  KernelCompiler&) {
+                                                  KernelCompiler& compiler) {
   auto k = std::make_shared<TopKKernel>();
   const hlo::Shape& in = args.input_shapes[0];
   k->input_ = args.inputs[0];
@@ -528,6 +564,11 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildTopK(const KernelArgs& args,
   k->reads = {{args.inputs[0], in.ByteSize()}};
   k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()},
                {args.outputs[1], args.output_shapes[1].ByteSize()}};
+  k->workers_ = std::max<int64_t>(
+      1, std::min<int64_t>(k->rows_, ThreadPool::Get().num_threads()));
+  const int64_t bytes = WorkspaceBytes(k->workers_, k->n_ * 16);
+  k->workspace_ = compiler.NewScratch(bytes);
+  k->writes.push_back({k->workspace_, bytes});
   return k;
 }
 

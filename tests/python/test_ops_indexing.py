@@ -411,3 +411,32 @@ def test_sorting_one_long_row_shares_it_between_threads(client):
     order = np.argsort(keys, kind="stable")
     np.testing.assert_array_equal(k, keys[order])
     np.testing.assert_array_equal(v, order)
+
+
+def test_a_sort_whose_working_memory_exceeds_the_device_is_refused(client):
+    # 2^27 keys with values: the sort's working memory is scratch, counted
+    # against the device's 1 GiB, not host memory taken behind its back.
+    program = """
+HloModule big
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  k = s32[134217728] iota(), iota_dimension=0
+  s = (s32[134217728], s32[134217728]) sort(k, k), dimensions={0},
+    to_apply=cmp
+  ROOT r = s32[] reduce(s32[134217728] get-tuple-element(s), index=0,
+    s32[] constant(0)), dimensions={0}, to_apply=add
+}
+add {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+"""
+    with pytest.raises(pjrt_client.ResourceExhaustedError, match="bytes"):
+        run(client, program, [])
