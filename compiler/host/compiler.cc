@@ -777,9 +777,15 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
     const Computation& entry) {
   std::vector<Value> args;
   // One program parameter per array leaf of the entry's parameters.
+  // Tokens carry nothing: no argument (in a loop's state, nothing to keep).
+  bool has_token = false;
   std::function<Value(const Instruction*, const Shape&)> leaves =
       [&](const Instruction* p, const Shape& shape) {
         Value v;
+        if (shape.IsToken()) {
+          has_token = true;
+          return Value::Tuple({});
+        }
         if (shape.IsTuple()) {
           std::vector<Value> elements;
           for (const Shape& element : shape.tuple_shapes()) {
@@ -797,6 +803,12 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
   for (const Instruction* p : entry.parameters()) {
     args.push_back(leaves(p, p->shape()));
   }
+  if (has_token && !nested_) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "computation %s takes a token parameter; the host compiler supports "
+        "tokens only inside a program",
+        entry.name()));
+  }
   PJRT_ASSIGN_OR_RETURN(Value root, LowerComputation(entry, args));
   // Flatten the root into results.
   std::vector<const Value*> pending = {&root};
@@ -808,7 +820,14 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
     for (const Value& e : v.tuple()) flatten(e);
   };
   flatten(root);
-  if (static_cast<int64_t>(results_.size()) != entry.root()->shape().leaf_count()) {
+  std::function<int64_t(const Shape&)> arrays = [&](const Shape& s) {
+    if (s.IsToken()) return int64_t{0};
+    if (!s.IsTuple()) return int64_t{1};
+    int64_t n = 0;
+    for (const Shape& e : s.tuple_shapes()) n += arrays(e);
+    return n;
+  };
+  if (static_cast<int64_t>(results_.size()) != arrays(entry.root()->shape())) {
     return absl::UnimplementedError(absl::StrFormat(
         "computation %s returns %s, whose parts the host compiler cannot all "
         "produce (an async op's context or a token)",

@@ -8,7 +8,10 @@
 // users that compute with it, or feeds an op that needs a buffer (reshape,
 // pad, concatenate, dynamic slices). Dots and reductions read their operands
 // in place when the layout allows, or through one fused preparation loop
-// that also converts types. Scratch buffers are reused by liveness.
+// that also converts types. Every other op (while, conditional, gather,
+// scatter, sort, windows, convolution, random numbers...) is a kernel
+// (kernel.h); loop bodies and branches compile as programs of their own.
+// Scratch buffers are reused by liveness.
 #ifndef PJRT_COMPILER_HOST_COMPILER_H_
 #define PJRT_COMPILER_HOST_COMPILER_H_
 

@@ -329,3 +329,29 @@ ENTRY e {
         b.delete()
     np.testing.assert_array_equal(y.to_numpy(),
                                   2 * (1 + np.float32(sum(range(50)))))
+
+
+def test_a_loop_threading_a_token_through_its_state(client):
+    # JAX's ordered effects thread a token through scan loops.
+    program = """
+HloModule tokens
+body {
+  p = (s32[], token[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  t = token[] get-tuple-element(p), index=1
+  t1 = token[] after-all(t)
+  ROOT r = (s32[], token[]) tuple(s32[] add(i, s32[] constant(1)), t1)
+}
+cond {
+  p = (s32[], token[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(6)), direction=LT
+}
+ENTRY e {
+  z = s32[] parameter(0)
+  init = (s32[], token[]) tuple(z, token[] after-all())
+  w = (s32[], token[]) while(init), condition=cond, body=body
+  ROOT i = s32[] get-tuple-element(w), index=0
+}
+"""
+    assert run(client, program, [("s32", np.int32(2))])[0] == 6
