@@ -27,10 +27,6 @@ bool IsIdentityCustomCall(absl::string_view target) {
 bool IsSupportedOpcode(Opcode opcode) {
   switch (opcode) {
     case Opcode::kFft:
-    case Opcode::kAllGatherStart:
-    case Opcode::kAllGatherDone:
-    case Opcode::kCollectivePermuteStart:
-    case Opcode::kCollectivePermuteDone:
     case Opcode::kOther:
       return false;
     default:
@@ -926,6 +922,32 @@ class Verifier {
       }
       case Opcode::kAllReduceStart:
         return CheckCollective(inst);
+      case Opcode::kAllGatherStart:
+      case Opcode::kCollectivePermuteStart: {
+        // (operand, result, context...): the op's result is element 1.
+        const Shape& s = inst.shape();
+        if (!s.IsTuple() || s.tuple_shapes().size() < 2 ||
+            inst.operand_count() != 1 ||
+            s.tuple_shapes()[0] != operand(0)) {
+          return Invalid(inst, absl::StrFormat(
+                                   "%s of one operand produces (operand, "
+                                   "result, context...); %s is declared",
+                                   inst.opcode_name(), s.ToString()));
+        }
+        return CheckCollective(inst, &s.tuple_shapes()[1]);
+      }
+      case Opcode::kAllGatherDone:
+      case Opcode::kCollectivePermuteDone: {
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        const Opcode start = inst.opcode() == Opcode::kAllGatherDone
+                                 ? Opcode::kAllGatherStart
+                                 : Opcode::kCollectivePermuteStart;
+        if (inst.operand(0)->opcode() != start) {
+          return Invalid(inst, absl::StrFormat("%s takes a %s", inst.opcode_name(),
+                                               OpcodeName(start)));
+        }
+        return ExpectShape(inst, operand(0).tuple_shapes()[1]);
+      }
       case Opcode::kAllReduceDone:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         if (inst.operand(0)->opcode() != Opcode::kAllReduceStart) {
@@ -985,7 +1007,10 @@ class Verifier {
     return absl::OkStatus();
   }
 
-  absl::Status CheckCollective(const Instruction& inst) {
+  // `result`: the op's result shape when it is not the instruction's (the
+  // start of an asynchronous pair).
+  absl::Status CheckCollective(const Instruction& inst,
+                               const Shape* result = nullptr) {
     const Attributes& a = inst.attributes();
     if (inst.operand_count() < 1) {
       return Invalid(inst, absl::StrFormat("%s needs an operand", inst.opcode_name()));
@@ -1009,8 +1034,15 @@ class Verifier {
                                      "%s of several operands is not supported",
                                      inst.opcode_name()));
     }
-    if (inst.opcode() == Opcode::kCollectivePermute) {
-      return ExpectShape(inst, in);
+    const Shape& out = result != nullptr ? *result : inst.shape();
+    if (inst.opcode() == Opcode::kCollectivePermute) return ExpectShape(inst, in);
+    if (inst.opcode() == Opcode::kCollectivePermuteStart) {
+      if (out != in) {
+        return Invalid(inst, absl::StrFormat(
+                                 "collective-permute of %s produces %s, not %s",
+                                 in.ToString(), in.ToString(), out.ToString()));
+      }
+      return absl::OkStatus();
     }
     if (a.dimensions.size() != 1 || a.dimensions[0] < 0 ||
         a.dimensions[0] >= in.rank()) {
@@ -1023,12 +1055,12 @@ class Verifier {
                                      inst.opcode_name(), in.ToString()));
     }
     const int64_t d = a.dimensions[0];
-    const Shape& out = inst.shape();
     bool ok = out.IsArray() && out.element_type() == in.element_type() &&
               out.rank() == in.rank();
     for (int i = 0; ok && i < in.rank(); ++i) {
       if (i == d) {
-        if (inst.opcode() == Opcode::kAllGather) {
+        if (inst.opcode() == Opcode::kAllGather ||
+            inst.opcode() == Opcode::kAllGatherStart) {
           ok = in.dimensions(d) > 0 && out.dimensions(d) % in.dimensions(d) == 0;
         } else if (inst.opcode() == Opcode::kReduceScatter) {
           ok = out.dimensions(d) > 0 && in.dimensions(d) % out.dimensions(d) == 0;

@@ -86,6 +86,8 @@ Kind KindOf(Opcode op) {
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
     case Opcode::kAllReduceStart:
+    case Opcode::kAllGatherStart:
+    case Opcode::kCollectivePermuteStart:
       return Kind::kOpaque;
     case Opcode::kWhile:
     case Opcode::kConditional:
@@ -251,6 +253,19 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
       return Value::Tuple({operand(0), operand(0)});
     case Opcode::kCopyDone:
       return operand(0).tuple()[0];
+    case Opcode::kAllGatherStart:
+    case Opcode::kCollectivePermuteStart: {
+      // (operand, result): the collective runs here, synchronously.
+      if (operand(0).is_tuple()) break;  // refused below
+      Value result;
+      result.node = NewNode(&inst, inst.shape().tuple_shapes()[1],
+                            {operand(0).node});
+      nodes_[result.node].first_output = result.node;
+      return Value::Tuple({operand(0), result});
+    }
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteDone:
+      return operand(0).tuple()[1];
     case Opcode::kAfterAll:
       return Value::Tuple({});  // a token holds nothing
     case Opcode::kCopy:
@@ -435,9 +450,11 @@ void Lowering::DecideMaterialization() {
         case Opcode::kAllReduce:
         case Opcode::kAllReduceStart:
         case Opcode::kAllGather:
+        case Opcode::kAllGatherStart:
         case Opcode::kReduceScatter:
         case Opcode::kAllToAll:
         case Opcode::kCollectivePermute:
+        case Opcode::kCollectivePermuteStart:
           needs_buffer = true;
           break;
         case Opcode::kReduce:
@@ -764,9 +781,11 @@ absl::Status Lowering::Emit(int node) {
     case Opcode::kDynamicUpdateSlice:
       return EmitDynamicSlice(node, /*update=*/true);
     case Opcode::kAllGather:
+    case Opcode::kAllGatherStart:
     case Opcode::kReduceScatter:
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
+    case Opcode::kCollectivePermuteStart:
       return EmitCollective(node);
     default:
       return EmitLoop(node);

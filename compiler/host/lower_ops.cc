@@ -329,12 +329,15 @@ absl::Status Lowering::EmitCollective(int node) {
     case Opcode::kAllReduceStart:
       step.kind = CollectiveStep::Kind::kAllReduce;
       break;
-    case Opcode::kAllGather: step.kind = CollectiveStep::Kind::kAllGather; break;
+    case Opcode::kAllGather:
+    case Opcode::kAllGatherStart:
+      step.kind = CollectiveStep::Kind::kAllGather;
+      break;
     case Opcode::kReduceScatter: step.kind = CollectiveStep::Kind::kReduceScatter; break;
     case Opcode::kAllToAll: step.kind = CollectiveStep::Kind::kAllToAll; break;
     default: step.kind = CollectiveStep::Kind::kCollectivePermute; break;
   }
-  if (inst.opcode() == Opcode::kCollectivePermute) {
+  if (step.kind == CollectiveStep::Kind::kCollectivePermute) {
     step.mode = a.channel_id.has_value() ? CollectiveStep::Mode::kCrossPartition
                                          : CollectiveStep::Mode::kCrossReplica;
   } else if (!a.channel_id.has_value()) {

@@ -738,3 +738,29 @@ ENTRY e {
         capture_output=True, text=True, timeout=60)
     assert two.returncode == 2, two.stdout
     assert "--device applies to single-device programs" in two.stderr
+
+
+def test_async_collective_pairs_run_as_their_collectives(client):
+    hlo = f"""HloModule async_pairs, replica_count={DEVICES}
+ENTRY e {{
+  id = u32[] replica-id()
+  f = f32[] convert(id)
+  x = f32[2] broadcast(f), dimensions={{}}
+  gs = (f32[2], f32[{2 * DEVICES}]) all-gather-start(x), replica_groups={{}},
+    dimensions={{0}}
+  g = f32[{2 * DEVICES}] all-gather-done(gs)
+  ps = (f32[2], f32[2], u32[], u32[]) collective-permute-start(x),
+    source_target_pairs={{{",".join(
+        f"{{{r},{(r + 1) % DEVICES}}}" for r in range(DEVICES))}}}
+  p = f32[2] collective-permute-done(ps)
+  ROOT t = (f32[{2 * DEVICES}], f32[2]) tuple(g, p)
+}}
+"""
+    e = client.compile(hlo)
+    results = e.execute_replicated([[] for _ in range(DEVICES)])
+    gathered = np.repeat(np.arange(DEVICES, dtype=np.float32), 2)
+    for r in range(DEVICES):
+        np.testing.assert_array_equal(as_numpy(results[r][0]), gathered)
+        np.testing.assert_array_equal(as_numpy(results[r][1]),
+                                      np.full(2, (r - 1) % DEVICES,
+                                              np.float32))
