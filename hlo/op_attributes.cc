@@ -225,6 +225,19 @@ absl::StatusOr<bool> ParseBoolAttribute(const Instruction& inst,
   return Bad(inst, name, *raw, "true or false");
 }
 
+namespace {
+
+// index_vector_dim=, which gather and scatter must have.
+absl::StatusOr<int64_t> IndexVectorDim(const Instruction& inst) {
+  if (inst.attributes().FindRaw("index_vector_dim") == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s needs index_vector_dim=", inst.Describe()));
+  }
+  return ParseIntAttribute(inst, "index_vector_dim", 0);
+}
+
+}  // namespace
+
 absl::StatusOr<GatherDimensions> ParseGatherDimensions(const Instruction& inst) {
   GatherDimensions d;
   PJRT_ASSIGN_OR_RETURN(d.offset_dims, ParseIntListAttribute(inst, "offset_dims"));
@@ -238,12 +251,7 @@ absl::StatusOr<GatherDimensions> ParseGatherDimensions(const Instruction& inst) 
       d.start_indices_batching_dims,
       ParseIntListAttribute(inst, "start_indices_batching_dims"));
   PJRT_ASSIGN_OR_RETURN(d.slice_sizes, ParseIntListAttribute(inst, "slice_sizes"));
-  if (inst.attributes().FindRaw("index_vector_dim") == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s needs index_vector_dim=", inst.Describe()));
-  }
-  PJRT_ASSIGN_OR_RETURN(d.index_vector_dim,
-                        ParseIntAttribute(inst, "index_vector_dim", 0));
+  PJRT_ASSIGN_OR_RETURN(d.index_vector_dim, IndexVectorDim(inst));
   return d;
 }
 
@@ -262,12 +270,7 @@ absl::StatusOr<ScatterDimensions> ParseScatterDimensions(
   PJRT_ASSIGN_OR_RETURN(
       d.scatter_indices_batching_dims,
       ParseIntListAttribute(inst, "scatter_indices_batching_dims"));
-  if (inst.attributes().FindRaw("index_vector_dim") == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s needs index_vector_dim=", inst.Describe()));
-  }
-  PJRT_ASSIGN_OR_RETURN(d.index_vector_dim,
-                        ParseIntAttribute(inst, "index_vector_dim", 0));
+  PJRT_ASSIGN_OR_RETURN(d.index_vector_dim, IndexVectorDim(inst));
   return d;
 }
 

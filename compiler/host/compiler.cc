@@ -175,27 +175,6 @@ void SetNodeAttributes(const Instruction& inst, ExprNode* node) {
       static_cast<int>(std::min<int64_t>(a.mantissa_bits, 64));
 }
 
-std::optional<ExprOp> SimpleReducer(const Computation& region) {
-  if (region.parameters().size() != 2) return std::nullopt;
-  const Instruction* root = region.root();
-  if (root->operand_count() != 2) return std::nullopt;
-  const Instruction* a = root->operand(0);
-  const Instruction* b = root->operand(1);
-  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter ||
-      a == b) {
-    return std::nullopt;
-  }
-  switch (root->opcode()) {
-    case Opcode::kAdd: return ExprOp::kAdd;
-    case Opcode::kMultiply: return ExprOp::kMultiply;
-    case Opcode::kMaximum: return ExprOp::kMaximum;
-    case Opcode::kMinimum: return ExprOp::kMinimum;
-    case Opcode::kAnd: return ExprOp::kAnd;
-    case Opcode::kOr: return ExprOp::kOr;
-    default: return std::nullopt;
-  }
-}
-
 int Lowering::NewNode(const Instruction* inst, const Shape& shape,
                       std::vector<int> operands) {
   Node node;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,10 @@ class KernelCompiler {
 // gives one per element). UNIMPLEMENTED for ops a scalar region cannot use.
 absl::StatusOr<std::vector<int>> BuildScalarRegion(
     const hlo::Computation& region, Expression* expr, std::vector<int> params);
+
+// The single binary op of a reducer region (add, multiply, maximum, minimum,
+// and, or) applied to its two parameters, if that is all it is.
+std::optional<ExprOp> SimpleReducer(const hlo::Computation& region);
 
 // An expression for `region` over scalars of `types` (inputs 0..n-1) with
 // its outputs added and finalized.

@@ -399,14 +399,7 @@ class SortKernel : public Kernel {
     const auto finish = [&](int64_t row) {
       uint32_t* k = keys + row * length_;
       for (int64_t i = 0; i < length_; ++i) {
-        const uint32_t key = flip ? ~k[i] : k[i];
-        uint32_t bits = key;
-        if (kt == PrimitiveType::kF32) {
-          bits = (key & 0x80000000u) != 0 ? (key ^ 0x80000000u) : ~key;
-        } else if (kt == PrimitiveType::kS32) {
-          bits = key ^ 0x80000000u;
-        }
-        k[i] = bits;
+        StoreFromKey(kt, flip ? ~k[i] : k[i], k, i);
       }
     };
     const int64_t rows = outer_;

@@ -53,47 +53,25 @@ struct WindowGeometry {
   }
 };
 
-enum class Op { kAdd, kMultiply, kMaximum, kMinimum, kAnd, kOr, kRegion };
-
-Op ClassifyReducer(const hlo::Computation& region, int n) {
-  if (n != 1 || region.parameters().size() != 2) return Op::kRegion;
-  const hlo::Instruction* root = region.root();
-  if (root->operand_count() != 2) return Op::kRegion;
-  const auto* p0 = region.parameters()[0];
-  const auto* p1 = region.parameters()[1];
-  const auto* a = root->operand(0);
-  const auto* b = root->operand(1);
-  if (!((a == p0 && b == p1) || (a == p1 && b == p0))) return Op::kRegion;
-  switch (root->opcode()) {
-    case hlo::Opcode::kAdd: return Op::kAdd;
-    case hlo::Opcode::kMultiply: return Op::kMultiply;
-    case hlo::Opcode::kMaximum: return Op::kMaximum;
-    case hlo::Opcode::kMinimum: return Op::kMinimum;
-    case hlo::Opcode::kAnd: return Op::kAnd;
-    case hlo::Opcode::kOr: return Op::kOr;
-    default: return Op::kRegion;
-  }
-}
-
 // XLA's semantics for one step of a simple reducer, in the compute type
 // (then stored, so f16 and bf16 round after every step).
 template <typename C>
-C Apply(Op op, C a, C b) {
+C Apply(ExprOp op, C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
-    if ((op == Op::kMaximum || op == Op::kMinimum) &&
+    if ((op == ExprOp::kMaximum || op == ExprOp::kMinimum) &&
         (std::isnan(a) || std::isnan(b))) {
       return std::numeric_limits<C>::quiet_NaN();
     }
   }
   switch (op) {
-    case Op::kAdd: return static_cast<C>(a + b);
-    case Op::kMultiply: return static_cast<C>(a * b);
-    case Op::kMaximum: return std::max(a, b);
-    case Op::kMinimum: return std::min(a, b);
-    case Op::kAnd:
+    case ExprOp::kAdd: return static_cast<C>(a + b);
+    case ExprOp::kMultiply: return static_cast<C>(a * b);
+    case ExprOp::kMaximum: return std::max(a, b);
+    case ExprOp::kMinimum: return std::min(a, b);
+    case ExprOp::kAnd:
       if constexpr (std::is_integral_v<C>) return static_cast<C>(a & b);
       return a;
-    case Op::kOr:
+    case ExprOp::kOr:
       if constexpr (std::is_integral_v<C>) return static_cast<C>(a | b);
       return a;
     default: return a;
@@ -142,7 +120,7 @@ class ReduceWindowKernel : public Kernel {
     const int64_t total = Product(out_dims_);
     if (total == 0) return absl::OkStatus();
     const double cost = 8.0 * static_cast<double>(Product(geometry_.window_sizes)) *
-                        (op_ == Op::kRegion ? 20 : 1);
+                        (op_.has_value() ? 1 : 20);
     ThreadPool::Get().ParallelFor(total, cost, [&](int64_t first, int64_t last) {
       std::vector<int64_t> o(out_dims_.size());
       int64_t rest = first;
@@ -152,17 +130,17 @@ class ReduceWindowKernel : public Kernel {
       }
       const int n = static_cast<int>(types_.size());
       std::unique_ptr<ScalarCall> call;
-      if (op_ == Op::kRegion) call = std::make_unique<ScalarCall>(region_, types_, 2 * n);
+      if (!op_.has_value()) call = std::make_unique<ScalarCall>(region_, types_, 2 * n);
       for (int64_t e = first; e < last; ++e, NextIndex(out_dims_, &o)) {
         if ((e & 1023) == 0 && IsCancelled(context.cancellation)) return;
-        if (op_ != Op::kRegion) {
+        if (op_.has_value()) {
           DispatchType(types_[0], [&](auto pt) {
             using S = typename TypeTraits<decltype(pt)::value>::Storage;
             using C = typename TypeTraits<decltype(pt)::value>::Compute;
             const S* in = static_cast<const S*>(addresses[inputs_[0]]);
             S acc = *static_cast<const S*>(addresses[inits_[0]]);
             geometry_.ForEachElement(o, [&](int64_t at) {
-              acc = static_cast<S>(Apply<C>(op_, static_cast<C>(acc),
+              acc = static_cast<S>(Apply<C>(*op_, static_cast<C>(acc),
                                             static_cast<C>(in[at])));
             });
             static_cast<S*>(addresses[outputs_[0]])[e] = acc;
@@ -196,7 +174,8 @@ class ReduceWindowKernel : public Kernel {
   std::vector<PrimitiveType> types_;
   std::vector<int64_t> out_dims_;
   WindowGeometry geometry_;
-  Op op_ = Op::kRegion;
+  // A simple reducer's op; none for any other region.
+  std::optional<ExprOp> op_;
   Expression region_;
 };
 
@@ -277,12 +256,12 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args
   k->out_dims_.assign(args.output_shapes[0].dimensions().begin(),
                       args.output_shapes[0].dimensions().end());
   const hlo::Computation& region = *inst.called_computations()[0];
-  k->op_ = ClassifyReducer(region, n);
-  if (k->op_ != Op::kRegion && hlo::IsFloatingPoint(k->types_[0]) &&
-      (k->op_ == Op::kAnd || k->op_ == Op::kOr)) {
-    k->op_ = Op::kRegion;
+  if (n == 1) k->op_ = SimpleReducer(region);
+  if (k->op_.has_value() && hlo::IsFloatingPoint(k->types_[0]) &&
+      (*k->op_ == ExprOp::kAnd || *k->op_ == ExprOp::kOr)) {
+    k->op_.reset();
   }
-  if (k->op_ == Op::kRegion) {
+  if (!k->op_.has_value()) {
     std::vector<PrimitiveType> types = k->types_;
     types.insert(types.end(), k->types_.begin(), k->types_.end());
     PJRT_ASSIGN_OR_RETURN(k->region_, ScalarRegionExpression(region, types));

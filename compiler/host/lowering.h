@@ -84,9 +84,6 @@ Kind KindOf(Opcode op);
 absl::StatusOr<ExprOp> ElementwiseOp(const Instruction& inst);
 // Fills an ExprNode's attributes from an element-wise instruction.
 void SetNodeAttributes(const Instruction& inst, ExprNode* node);
-// The single binary op of a reducer region (add, multiply, maximum, minimum,
-// and, or) applied to its two parameters, if that is all it is.
-std::optional<ExprOp> SimpleReducer(const Computation& region);
 
 // Longest chain of element-wise and re-indexing ops fused into one loop.
 inline constexpr int kMaxFusedDepth = 128;

@@ -152,4 +152,25 @@ absl::StatusOr<Expression> ScalarRegionExpression(
   expr.Finalize();
   return expr;
 }
+std::optional<ExprOp> SimpleReducer(const Computation& region) {
+  if (region.parameters().size() != 2) return std::nullopt;
+  const Instruction* root = region.root();
+  if (root->operand_count() != 2) return std::nullopt;
+  const Instruction* a = root->operand(0);
+  const Instruction* b = root->operand(1);
+  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter ||
+      a == b) {
+    return std::nullopt;
+  }
+  switch (root->opcode()) {
+    case Opcode::kAdd: return ExprOp::kAdd;
+    case Opcode::kMultiply: return ExprOp::kMultiply;
+    case Opcode::kMaximum: return ExprOp::kMaximum;
+    case Opcode::kMinimum: return ExprOp::kMinimum;
+    case Opcode::kAnd: return ExprOp::kAnd;
+    case Opcode::kOr: return ExprOp::kOr;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace pjrt::compiler::host

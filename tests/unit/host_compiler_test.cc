@@ -7,43 +7,12 @@
 
 #include "gtest/gtest.h"
 #include "runtime/executable.h"
-#include "tests/unit/runtime_test_util.h"
+#include "tests/unit/hlo_run_test.h"
 
 namespace pjrt::runtime {
 namespace {
 
-using testing::MakeClient;
-
-class HostCompilerTest : public ::testing::Test {
- protected:
-  std::unique_ptr<Client> client_ = MakeClient(device::AllocationModel::kSynchronous, 1);
-
-  template <typename T>
-  std::shared_ptr<Buffer> Put(hlo::PrimitiveType type, std::vector<int64_t> dims,
-                              const std::vector<T>& data) {
-    auto b = client_->BufferFromHostBuffer(data.data(), hlo::Shape(type, dims),
-                                           client_->devices()[0]);
-    EXPECT_TRUE(b.ok()) << b.status();
-    return *b;
-  }
-
-  absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Run(
-      const std::string& text, std::vector<std::shared_ptr<Buffer>> args) {
-    auto exe = Executable::Compile(client_.get(), text);
-    if (!exe.ok()) return exe.status();
-    std::vector<Buffer*> raw;
-    for (auto& a : args) raw.push_back(a.get());
-    return (*exe)->Execute(raw, client_->devices()[0]);
-  }
-
-  template <typename T>
-  std::vector<T> Read(Buffer& b) {
-    std::vector<T> out(b.size_bytes() / sizeof(T));
-    absl::Status s = b.CopyRawToHost(out.data(), 0, b.size_bytes());
-    EXPECT_TRUE(s.ok()) << s;
-    return out;
-  }
-};
+using HostCompilerTest = testing::HloRunTest;
 
 constexpr hlo::PrimitiveType F32 = hlo::PrimitiveType::kF32;
 constexpr hlo::PrimitiveType S32 = hlo::PrimitiveType::kS32;

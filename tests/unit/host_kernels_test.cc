@@ -9,46 +9,17 @@
 
 #include "gtest/gtest.h"
 #include "runtime/executable.h"
-#include "tests/unit/runtime_test_util.h"
+#include "tests/unit/hlo_run_test.h"
 
 namespace pjrt::runtime {
 namespace {
 
-using testing::MakeClient;
-
 constexpr hlo::PrimitiveType F32 = hlo::PrimitiveType::kF32;
 constexpr hlo::PrimitiveType S32 = hlo::PrimitiveType::kS32;
 
-class HostKernelsTest : public ::testing::Test {
+class HostKernelsTest : public testing::HloRunTest {
  protected:
-  std::unique_ptr<Client> client_ = MakeClient(device::AllocationModel::kSynchronous, 2);
-
-  template <typename T>
-  std::shared_ptr<Buffer> Put(hlo::PrimitiveType type, std::vector<int64_t> dims,
-                              const std::vector<T>& data) {
-    auto b = client_->BufferFromHostBuffer(data.data(), hlo::Shape(type, dims),
-                                           client_->devices()[0]);
-    EXPECT_TRUE(b.ok()) << b.status();
-    return *b;
-  }
-
-  absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Run(
-      const std::string& text, std::vector<std::shared_ptr<Buffer>> args,
-      int device = 0) {
-    auto exe = Executable::Compile(client_.get(), text);
-    if (!exe.ok()) return exe.status();
-    std::vector<Buffer*> raw;
-    for (auto& a : args) raw.push_back(a.get());
-    return (*exe)->Execute(raw, client_->devices()[device]);
-  }
-
-  template <typename T>
-  std::vector<T> Read(Buffer& b) {
-    std::vector<T> out(b.size_bytes() / sizeof(T));
-    absl::Status s = b.CopyRawToHost(out.data(), 0, b.size_bytes());
-    EXPECT_TRUE(s.ok()) << s;
-    return out;
-  }
+  HostKernelsTest() : HloRunTest(/*devices=*/2) {}
 };
 
 TEST_F(HostKernelsTest, WhileKeepsPassThroughStateInPlaceAndCountsTrips) {
