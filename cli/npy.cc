@@ -36,7 +36,27 @@ constexpr TypeInfo kTypes[] = {
     {v1::DTYPE_S32, 'i', 4},  {v1::DTYPE_S64, 'i', 8}, {v1::DTYPE_U8, 'u', 1},
     {v1::DTYPE_U16, 'u', 2},  {v1::DTYPE_U32, 'u', 4}, {v1::DTYPE_U64, 'u', 8},
     {v1::DTYPE_F16, 'f', 2},  {v1::DTYPE_F32, 'f', 4}, {v1::DTYPE_F64, 'f', 8},
+    {v1::DTYPE_C64, 'c', 8},  {v1::DTYPE_C128, 'c', 16},
 };
+
+// s4 and u4: packed two per byte on the wire, element 2i in the high nibble.
+std::vector<uint8_t> PackInt4(const std::vector<uint8_t>& values) {
+  std::vector<uint8_t> packed((values.size() + 1) / 2, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    packed[i / 2] |= static_cast<uint8_t>((values[i] & 0xF) << (i % 2 ? 0 : 4));
+  }
+  return packed;
+}
+std::vector<uint8_t> UnpackInt4(const std::vector<uint8_t>& packed,
+                                int64_t count, bool is_signed) {
+  std::vector<uint8_t> values(count);
+  for (int64_t i = 0; i < count; ++i) {
+    uint8_t v = (packed[i / 2] >> (i % 2 ? 0 : 4)) & 0xF;
+    if (is_signed && (v & 0x8)) v |= 0xF0;
+    values[i] = v;
+  }
+  return values;
+}
 
 const TypeInfo* FindType(v1::DType dtype) {
   for (const TypeInfo& t : kTypes) {
@@ -117,6 +137,11 @@ int64_t HostArray::element_count() const {
 
 std::string NpyDescr(v1::DType dtype) {
   if (dtype == v1::DTYPE_BF16) return "<u2";
+  if (dtype == v1::DTYPE_F8E4M3FN || dtype == v1::DTYPE_F8E5M2 ||
+      dtype == v1::DTYPE_U4) {
+    return "|u1";
+  }
+  if (dtype == v1::DTYPE_S4) return "|i1";
   const TypeInfo* t = FindType(dtype);
   if (t == nullptr) return "";
   return absl::StrFormat("%c%c%d", t->width == 1 ? '|' : '<', t->kind,
@@ -200,8 +225,9 @@ absl::StatusOr<HostArray> ReadNpy(const std::string& path) {
   if (type == nullptr) {
     return bad(absl::StrFormat(
         "dtype '%s' is not supported; use bool, int8..int64, uint8..uint64, "
-        "float16, float32 or float64 (bf16 as uint16 bit patterns or "
-        "float32)",
+        "float16, float32, float64, complex64 or complex128 (bf16 as uint16 "
+        "bit patterns or float32; f8 as uint8 codes; s4 and u4 as int8 and "
+        "uint8 values)",
         descr->substr(1, descr->size() - 2)));
   }
 
@@ -234,7 +260,9 @@ absl::StatusOr<HostArray> ReadNpy(const std::string& path) {
   }
   array.data.assign(bytes.begin() + data_start,
                     bytes.begin() + data_start + want);
-  if (order == '>' && type->width > 1) SwapBytes(array.data, type->width);
+  // Complex values swap each part.
+  const int unit = type->kind == 'c' ? type->width / 2 : type->width;
+  if (order == '>' && unit > 1) SwapBytes(array.data, unit);
   if (*fortran == "True" && array.dims.size() > 1) {
     array.data = FortranToC(array.data, array.dims, type->width);
   }
@@ -244,7 +272,12 @@ absl::StatusOr<HostArray> ReadNpy(const std::string& path) {
   return array;
 }
 
-absl::Status WriteNpy(const std::string& path, const HostArray& array) {
+absl::Status WriteNpy(const std::string& path, const HostArray& packed) {
+  HostArray array = packed;
+  if (array.dtype == v1::DTYPE_S4 || array.dtype == v1::DTYPE_U4) {
+    array.data = UnpackInt4(array.data, array.element_count(),
+                            array.dtype == v1::DTYPE_S4);
+  }
   std::string descr = NpyDescr(array.dtype);
   if (descr.empty()) {
     return absl::InvalidArgumentError(
@@ -334,9 +367,33 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
     }
     return out;
   }
+  if ((want == v1::DTYPE_F8E4M3FN || want == v1::DTYPE_F8E5M2) &&
+      array.dtype == v1::DTYPE_U8) {
+    array.dtype = want;  // codes
+    return array;
+  }
+  if ((want == v1::DTYPE_S4 && array.dtype == v1::DTYPE_S8) ||
+      (want == v1::DTYPE_U4 && array.dtype == v1::DTYPE_U8)) {
+    const bool is_signed = want == v1::DTYPE_S4;
+    for (size_t i = 0; i < array.data.size(); ++i) {
+      const int v = is_signed ? static_cast<int8_t>(array.data[i]) : array.data[i];
+      if (v < (is_signed ? -8 : 0) || v > (is_signed ? 7 : 15)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "element %d of the file is %d, outside the range of %s (%s)", i,
+            v, pjrt_client::DTypeName(want), is_signed ? "-8..7" : "0..15"));
+      }
+    }
+    array.dtype = want;
+    array.data = PackInt4(array.data);
+    return array;
+  }
   std::string hint;
   if (want == v1::DTYPE_BF16) {
     hint = "; give bf16 values as uint16 bit patterns or as float32";
+  } else if (want == v1::DTYPE_F8E4M3FN || want == v1::DTYPE_F8E5M2) {
+    hint = "; give f8 values as their uint8 codes";
+  } else if (want == v1::DTYPE_S4 || want == v1::DTYPE_U4) {
+    hint = "; give s4 values as int8 and u4 values as uint8";
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("the file holds %s, the parameter is %s%s",

@@ -4,9 +4,13 @@
 //   pred '|b1', s8 '|i1', s16 '<i2', s32 '<i4', s64 '<i8', u8 '|u1',
 //   u16 '<u2', u32 '<u4', u64 '<u8', f16 '<f2', f32 '<f4', f64 '<f8'.
 //
+// c64 '<c8', c128 '<c16'.
+//
 // bf16 has no NumPy type: a bf16 parameter takes uint16 bit patterns ('<u2')
 // or float32 values ('<f4', rounded to nearest even), and bf16 results are
-// written as uint16 bit patterns ('<u2'). Big-endian and Fortran-order files
+// written as uint16 bit patterns ('<u2'). Likewise f8e4m3fn and f8e5m2 take
+// and give their uint8 codes ('|u1'), s4 int8 values ('|i1', -8..7) and u4
+// uint8 values ('|u1', 0..15); the wire packs s4 and u4 two per byte. Big-endian and Fortran-order files
 // are read too (converted to the wire's little-endian row-major layout).
 #ifndef PJRT_CLI_NPY_H_
 #define PJRT_CLI_NPY_H_

@@ -100,6 +100,9 @@ namespace pjrt::hlo {
   X(kRng, "rng")                                            \
   X(kRngGetAndUpdateState, "rng-get-and-update-state")      \
   X(kFft, "fft")                                            \
+  X(kReal, "real")                                          \
+  X(kImag, "imag")                                          \
+  X(kComplex, "complex")                                    \
   X(kAsyncStart, "async-start")                             \
   X(kAsyncUpdate, "async-update")                           \
   X(kAsyncDone, "async-done")                               \

@@ -22,6 +22,8 @@
 // is an INVALID_ARGUMENT status pointing at the offending token.
 #include "hlo/parser.h"
 
+#include "hlo/float8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -40,6 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "hlo/float8.h"
 #include "hlo/lexer.h"
 
 namespace pjrt::hlo {
@@ -297,8 +300,6 @@ ShapeRule ShapeRuleFor(Opcode opcode) {
 
 bool IsUnconvertedFloatType(PrimitiveType type) {
   switch (type) {
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E4M3B11FNUZ:
     case PrimitiveType::kF8E5M2FNUZ:
     case PrimitiveType::kF8E4M3FNUZ:
@@ -2123,8 +2124,20 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
       literal->Set<uint16_t>(index, b);
       break;
     }
+    case PrimitiveType::kF8E4M3FN: {
+      const uint8_t b = Float8E4M3FN::FromFloat(static_cast<float>(value));
+      if (finite && (b & 0x7fu) == 0x7fu) return out_of_range();
+      literal->Set<uint8_t>(index, b);
+      break;
+    }
+    case PrimitiveType::kF8E5M2: {
+      const uint8_t b = Float8E5M2::FromFloat(static_cast<float>(value));
+      if (finite && (b & 0x7fu) == 0x7cu) return out_of_range();
+      literal->Set<uint8_t>(index, b);
+      break;
+    }
     default:
-      break;  // f8 and f4 types: checked, not stored.
+      break;  // the other f8 and f4 types: checked, not stored.
   }
   Next();
   return absl::OkStatus();

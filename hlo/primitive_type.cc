@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "absl/strings/string_view.h"
 #include "hlo/primitive_type.h"
 
@@ -12,9 +14,6 @@ bool IsArrayType(PrimitiveType type) {
 
 namespace {
 constexpr PrimitiveType kParseOnlyTypes[] = {
-    PrimitiveType::kC64,          PrimitiveType::kC128,
-    PrimitiveType::kF8E5M2,       PrimitiveType::kF8E4M3FN,
-    PrimitiveType::kS4,           PrimitiveType::kU4,
     PrimitiveType::kF8E4M3B11FNUZ, PrimitiveType::kF8E5M2FNUZ,
     PrimitiveType::kF8E4M3FNUZ,   PrimitiveType::kS2,
     PrimitiveType::kU2,           PrimitiveType::kF8E4M3,
@@ -137,19 +136,50 @@ std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name) {
   return std::nullopt;
 }
 
+int BitWidth(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kS4:
+    case PrimitiveType::kU4:
+    case PrimitiveType::kF4E2M1FN:
+      return 4;
+    case PrimitiveType::kS2:
+    case PrimitiveType::kU2:
+      return 2;
+    default:
+      return 8 * ByteWidth(type);
+  }
+}
+
+int64_t PackedByteSize(PrimitiveType type, int64_t count) {
+  const int bits = BitWidth(type);
+  if (bits >= 8) {
+    const int64_t width = bits / 8;
+    return count > INT64_MAX / width ? INT64_MAX : count * width;
+  }
+  const int per_byte = 8 / bits;
+  return count / per_byte + (count % per_byte != 0 ? 1 : 0);
+}
+
 bool IsFloatingPoint(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
-         type == PrimitiveType::kF32 || type == PrimitiveType::kF64;
+         type == PrimitiveType::kF32 || type == PrimitiveType::kF64 ||
+         type == PrimitiveType::kF8E4M3FN || type == PrimitiveType::kF8E5M2;
+}
+
+bool IsComplex(PrimitiveType type) {
+  return type == PrimitiveType::kC64 || type == PrimitiveType::kC128;
 }
 
 bool IsSignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kS8 || type == PrimitiveType::kS16 ||
-         type == PrimitiveType::kS32 || type == PrimitiveType::kS64;
+         type == PrimitiveType::kS32 || type == PrimitiveType::kS64 ||
+         type == PrimitiveType::kS4;
 }
 
 bool IsUnsignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kU8 || type == PrimitiveType::kU16 ||
-         type == PrimitiveType::kU32 || type == PrimitiveType::kU64;
+         type == PrimitiveType::kU32 || type == PrimitiveType::kU64 ||
+         type == PrimitiveType::kU4;
 }
 
 }  // namespace pjrt::hlo

@@ -25,8 +25,6 @@ enum class PrimitiveType : int {
   kF64 = 12,
   kBf16 = 16,
   kTuple = 13,
-  // Types the parser accepts but the runtime does not compute with; the
-  // compiler answers UNIMPLEMENTED naming them.
   kOpaque = 14,
   kC64 = 15,
   kToken = 17,
@@ -35,6 +33,8 @@ enum class PrimitiveType : int {
   kF8E4M3FN = 20,
   kS4 = 21,
   kU4 = 22,
+  // Types the parser accepts but the runtime does not compute with; the
+  // verifier answers UNIMPLEMENTED naming them.
   kF8E4M3B11FNUZ = 23,
   kF8E5M2FNUZ = 24,
   kF8E4M3FNUZ = 25,
@@ -52,11 +52,13 @@ inline constexpr PrimitiveType kArrayTypes[] = {
     PrimitiveType::kS32,  PrimitiveType::kS64, PrimitiveType::kU8,
     PrimitiveType::kU16,  PrimitiveType::kU32, PrimitiveType::kU64,
     PrimitiveType::kF16,  PrimitiveType::kBf16, PrimitiveType::kF32,
-    PrimitiveType::kF64,
+    PrimitiveType::kF64,  PrimitiveType::kC64, PrimitiveType::kC128,
+    PrimitiveType::kS4,   PrimitiveType::kU4,  PrimitiveType::kF8E4M3FN,
+    PrimitiveType::kF8E5M2,
 };
 
-// True for the types pjrtd computes with and stores in buffers (the
-// thirteen of kArrayTypes).
+// True for the types pjrtd computes with and stores in buffers (those of
+// kArrayTypes).
 bool IsArrayType(PrimitiveType type);
 
 // True for every element type HLO text may name for an array, including
@@ -70,10 +72,18 @@ std::optional<PrimitiveType> ArrayTypeFromNumber(int number);
 // and tuple.
 int ByteWidth(PrimitiveType type);
 
+// Bits per element in a buffer: 4 for s4 and u4 (packed two per byte), 2
+// for s2 and u2; otherwise 8 * ByteWidth.
+int BitWidth(PrimitiveType type);
+
+// Bytes of `count` elements of `type` in a buffer or on the wire (packed for
+// sub-byte types; saturates instead of overflowing).
+int64_t PackedByteSize(PrimitiveType type, int64_t count);
+
 // HLO spelling: "pred", "s32", "bf16", "tuple", "invalid".
 absl::string_view PrimitiveTypeName(PrimitiveType type);
 
-// Inverse of PrimitiveTypeName for array types (the thirteen supported).
+// Inverse of PrimitiveTypeName for array types (the supported ones).
 std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name);
 
 // Inverse of PrimitiveTypeName for every type HLO text may name: the
@@ -81,6 +91,7 @@ std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name);
 std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name);
 
 bool IsFloatingPoint(PrimitiveType type);
+bool IsComplex(PrimitiveType type);
 bool IsSignedInteger(PrimitiveType type);
 bool IsUnsignedInteger(PrimitiveType type);
 

@@ -96,6 +96,11 @@ int64_t Shape::ElementCount() const {
 
 int64_t Shape::ByteSize() const {
   if (!IsArray()) return 0;
+  return PackedByteSize(type_, ElementCount());
+}
+
+int64_t Shape::UnpackedByteSize() const {
+  if (!IsArray()) return 0;
   return SaturatingMultiply(ElementCount(), ByteWidth(type_));
 }
 

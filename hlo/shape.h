@@ -88,9 +88,13 @@ class Shape {
   // Number of elements of an array shape (1 for a scalar), saturating at
   // INT64_MAX.
   int64_t ElementCount() const;
-  // Bytes of an array shape's dense row-major data (saturating); 0 for a
-  // tuple.
+  // Bytes of an array shape's dense row-major data in a buffer and on the
+  // wire (s4 and u4 packed two per byte; saturating); 0 for a tuple.
   int64_t ByteSize() const;
+  // Bytes with one byte per element of a sub-byte type (s4, u4), as
+  // compilers hold such arrays between the program's edges; ByteSize()
+  // otherwise.
+  int64_t UnpackedByteSize() const;
 
   // HLO spelling: "f32[2,3]", "pred[]", "(f32[2], s32[])".
   std::string ToString() const;

@@ -38,6 +38,14 @@ namespace {
 
 bool IsNumeric(PrimitiveType t) { return IsArrayType(t) && t != PrimitiveType::kPred; }
 bool IsIntegral(PrimitiveType t) { return IsSignedInteger(t) || IsUnsignedInteger(t); }
+bool IsFloatOrComplex(PrimitiveType t) { return IsFloatingPoint(t) || IsComplex(t); }
+bool IsOrdered(PrimitiveType t) { return IsArrayType(t) && !IsComplex(t); }
+bool IsOrderedNumeric(PrimitiveType t) { return IsNumeric(t) && !IsComplex(t); }
+
+// The real type of a complex type's parts (f32 for c64, f64 for c128).
+PrimitiveType ComplexPartType(PrimitiveType t) {
+  return t == PrimitiveType::kC128 ? PrimitiveType::kF64 : PrimitiveType::kF32;
+}
 
 bool SameDims(const Shape& a, const Shape& b) {
   return a.dimensions() == b.dimensions();
@@ -230,8 +238,8 @@ class Verifier {
       return Unimplemented(
           inst, absl::StrFormat(
                     "element type %s is not supported by pjrtd (supported: "
-                    "pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, "
-                    "f32, f64)",
+                    "pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, "
+                    "f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64, c128)",
                     PrimitiveTypeName(shape.element_type())));
     }
     return absl::OkStatus();
@@ -295,9 +303,8 @@ class Verifier {
     return absl::OkStatus();
   }
 
-  absl::Status CheckElementwise(const Instruction& inst, int arity,
-                                bool (*type_ok)(PrimitiveType),
-                                absl::string_view type_words) {
+  // `arity` array operands of one shape.
+  absl::Status CheckElementwiseOperands(const Instruction& inst, int arity) {
     PJRT_RETURN_IF_ERROR(ExpectOperands(inst, arity));
     PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
     const Shape& first = inst.operand(0)->shape();
@@ -310,6 +317,14 @@ class Verifier {
                                  inst.operand(i)->shape().ToString()));
       }
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckElementwise(const Instruction& inst, int arity,
+                                bool (*type_ok)(PrimitiveType),
+                                absl::string_view type_words) {
+    PJRT_RETURN_IF_ERROR(CheckElementwiseOperands(inst, arity));
+    const Shape& first = inst.operand(0)->shape();
     if (!type_ok(first.element_type())) {
       return Invalid(inst, absl::StrFormat("%s needs %s operands, not %s",
                                            inst.opcode_name(), type_words,
@@ -432,8 +447,16 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         const Shape& in = operand(0);
-        if (ByteWidth(in.element_type()) !=
-            ByteWidth(inst.shape().element_type())) {
+        if (IsComplex(in.element_type()) ||
+            IsComplex(inst.shape().element_type())) {
+          return Unimplemented(
+              inst, absl::StrFormat("bitcast-convert of complex types (%s to "
+                                    "%s) is not supported",
+                                    PrimitiveTypeName(in.element_type()),
+                                    PrimitiveTypeName(inst.shape().element_type())));
+        }
+        if (BitWidth(in.element_type()) !=
+            BitWidth(inst.shape().element_type())) {
           return Unimplemented(
               inst, absl::StrFormat(
                         "bitcast-convert between types of different widths "
@@ -539,8 +562,10 @@ class Verifier {
                                      operand(i).ToString(), x.ToString()));
           }
         }
-        if (x.element_type() == PrimitiveType::kPred) {
-          return Invalid(inst, "clamp needs numeric operands, not pred");
+        if (!IsOrderedNumeric(x.element_type())) {
+          return Invalid(inst, absl::StrFormat(
+                                   "clamp needs real numeric operands, not %s",
+                                   PrimitiveTypeName(x.element_type())));
         }
         return ExpectShape(inst, x);
       }
@@ -557,6 +582,13 @@ class Verifier {
           return Invalid(inst, "compare needs direction=EQ|NE|LT|LE|GT|GE");
         }
         PrimitiveType t = operand(0).element_type();
+        if (IsComplex(t) && a.comparison_direction != ComparisonDirection::kEq &&
+            a.comparison_direction != ComparisonDirection::kNe) {
+          return Invalid(inst, absl::StrFormat(
+                                   "%s operands compare with EQ or NE only, "
+                                   "not direction=%s",
+                                   PrimitiveTypeName(t), *a.FindRaw("direction")));
+        }
         if (a.comparison_type == ComparisonType::kTotalOrder ||
             a.comparison_type == ComparisonType::kFloat) {
           if (!IsFloatingPoint(t)) {
@@ -572,6 +604,42 @@ class Verifier {
                                            operand(0).dimensions().end())));
       }
       case Opcode::kAbs:
+      case Opcode::kReal:
+      case Opcode::kImag: {
+        // Of a complex operand: its real part type; otherwise the same.
+        PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        const PrimitiveType t = operand(0).element_type();
+        const bool ok = inst.opcode() == Opcode::kAbs ? IsNumeric(t)
+                                                      : IsFloatOrComplex(t);
+        if (!ok) {
+          return Invalid(inst, absl::StrFormat(
+                                   "%s needs %s operands, not %s",
+                                   inst.opcode_name(),
+                                   inst.opcode() == Opcode::kAbs
+                                       ? "numeric"
+                                       : "floating-point or complex",
+                                   PrimitiveTypeName(t)));
+        }
+        return ExpectShape(
+            inst, Shape(IsComplex(t) ? ComplexPartType(t) : t,
+                        std::vector<int64_t>(operand(0).dimensions().begin(),
+                                             operand(0).dimensions().end())));
+      }
+      case Opcode::kComplex: {
+        PJRT_RETURN_IF_ERROR(CheckElementwiseOperands(inst, 2));
+        const PrimitiveType t = operand(0).element_type();
+        if (t != PrimitiveType::kF32 && t != PrimitiveType::kF64) {
+          return Invalid(inst, absl::StrFormat(
+                                   "complex needs f32 or f64 operands, not %s",
+                                   PrimitiveTypeName(t)));
+        }
+        return ExpectShape(
+            inst, Shape(t == PrimitiveType::kF64 ? PrimitiveType::kC128
+                                                 : PrimitiveType::kC64,
+                        std::vector<int64_t>(operand(0).dimensions().begin(),
+                                             operand(0).dimensions().end())));
+      }
       case Opcode::kNegate:
       case Opcode::kSign:
         return CheckElementwise(inst, 1, IsNumeric, "numeric");
@@ -581,12 +649,14 @@ class Verifier {
       case Opcode::kLog1p:
       case Opcode::kSqrt:
       case Opcode::kRsqrt:
-      case Opcode::kCbrt:
       case Opcode::kTanh:
       case Opcode::kLogistic:
       case Opcode::kSin:
       case Opcode::kCos:
       case Opcode::kTan:
+        return CheckElementwise(inst, 1, IsFloatOrComplex,
+                                "floating-point or complex");
+      case Opcode::kCbrt:
       case Opcode::kErf:
       case Opcode::kFloor:
       case Opcode::kCeil:
@@ -626,13 +696,13 @@ class Verifier {
       case Opcode::kSubtract:
       case Opcode::kMultiply:
       case Opcode::kDivide:
-      case Opcode::kRemainder:
       case Opcode::kPower:
         return CheckElementwise(inst, 2, IsNumeric, "numeric");
+      case Opcode::kRemainder:
+        return CheckElementwise(inst, 2, IsOrderedNumeric, "real numeric");
       case Opcode::kMaximum:
       case Opcode::kMinimum:
-        return CheckElementwise(
-            inst, 2, [](PrimitiveType t) { return IsArrayType(t); }, "array");
+        return CheckElementwise(inst, 2, IsOrdered, "non-complex");
       case Opcode::kAtan2:
         return CheckElementwise(inst, 2, IsFloatingPoint, "floating-point");
       case Opcode::kAnd:

@@ -156,6 +156,9 @@ absl::StatusOr<ExprOp> ElementwiseOp(const Instruction& inst) {
     case Opcode::kCompare: return ExprOp::kCompare;
     case Opcode::kSelect: return ExprOp::kSelect;
     case Opcode::kClamp: return ExprOp::kClamp;
+    case Opcode::kReal: return ExprOp::kReal;
+    case Opcode::kImag: return ExprOp::kImag;
+    case Opcode::kComplex: return ExprOp::kComplex;
     default:
       return absl::UnimplementedError(absl::StrFormat(
           "line %d: op '%s' (%%%s) cannot be computed element-wise by the "
@@ -506,7 +509,7 @@ int Lowering::NewSlot(BufferSlot::Kind kind, const Shape& shape, int64_t index) 
   slot.kind = kind;
   slot.shape = shape;
   slot.index = index;
-  slot.bytes = shape.ByteSize();
+  slot.bytes = shape.UnpackedByteSize();
   program_->slots.push_back(slot);
   return static_cast<int>(program_->slots.size()) - 1;
 }
@@ -689,6 +692,23 @@ absl::Status Lowering::EmitKernel(int node) {
     args.outputs.push_back(nodes_[k].slot);
     args.output_shapes.push_back(nodes_[k].shape);
   }
+  // Control flow and gather move complex values as bytes; the other
+  // kernels compute on real values only.
+  const Opcode op = n.inst->opcode();
+  if (op != Opcode::kWhile && op != Opcode::kConditional &&
+      op != Opcode::kGather) {
+    for (const auto* shapes : {&args.input_shapes, &args.output_shapes}) {
+      for (const Shape& shape : *shapes) {
+        if (hlo::IsComplex(shape.element_type())) {
+          return absl::UnimplementedError(absl::StrFormat(
+              "%s: %s of %s is not supported by the host compiler yet "
+              "(complex types run through element-wise ops, dot, reduce, "
+              "fft, gather, data movement and control flow)",
+              n.inst->Describe(), n.inst->opcode_name(), shape.ToString()));
+        }
+      }
+    }
+  }
   KernelBuilder builder = KernelBuilderOf(*n.inst);
   if (builder == nullptr) {
     return absl::InternalError(absl::StrFormat(
@@ -711,6 +731,15 @@ absl::Status Lowering::Emit(int node) {
     case Kind::kSource:
       if (inst.opcode() == Opcode::kParameter) {
         n.slot = NewSlot(BufferSlot::Kind::kParameter, n.shape, n.parameter_number);
+        if (!nested_ && IsInt4(n.shape.element_type())) {
+          // The buffer holds it packed: unpack once into scratch.
+          const int packed = n.slot;
+          program_->slots[packed].bytes = n.shape.ByteSize();
+          n.slot = NewSlot(BufferSlot::Kind::kScratch, n.shape);
+          program_->steps.push_back(KernelStep{Int4EdgeKernel(
+              /*pack=*/false, n.shape.element_type(), n.shape.ElementCount(),
+              packed, n.slot)});
+        }
       } else {
         const std::vector<uint8_t>& data = inst.attributes().literal.data();
         std::vector<uint64_t> storage((data.size() + 7) / 8 + 1, 0);

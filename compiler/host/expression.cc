@@ -1,12 +1,14 @@
 #include "compiler/host/expression.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "hlo/float8.h"
 #include "compiler/host/types.h"
 #include "unsupported/Eigen/SpecialFunctions"
 
@@ -20,18 +22,16 @@ using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Calls f with a value of the compute type of `type` (f16 and bf16: float).
+// Calls f with a value of the compute type of `type` (f16, bf16 and f8:
+// float; c64 and c128: std::complex).
 template <typename F>
 void DispatchCompute(PrimitiveType type, F&& f) {
-  DispatchType(type, [&](auto pt) {
+  DispatchAnyType(type, [&](auto pt) {
     using T = typename TypeTraits<decltype(pt)::value>::Compute;
     f(T{});
   });
 }
 
-bool IsHalfType(PrimitiveType t) {
-  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16;
-}
 
 // f16 and bf16 bits from float: round to nearest even, and NaNs keep their
 // payload (Eigen's conversions quieten them to one canonical NaN, which
@@ -73,6 +73,33 @@ void RoundToType(PrimitiveType type, float* v, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       if (v[i] == v[i]) v[i] = static_cast<float>(Eigen::bfloat16(v[i]));
     }
+  } else if (type == PrimitiveType::kF8E4M3FN) {
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(Float8E4M3FN(v[i]));
+  } else if (type == PrimitiveType::kF8E5M2) {
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(Float8E5M2(v[i]));
+  }
+}
+
+// Wraps s4 and u4 values (held one per byte) to their 4 bits, as the
+// hardware would after every op.
+void WrapInt4(PrimitiveType type, void* values, int64_t n) {
+  if (type == PrimitiveType::kS4) {
+    int8_t* v = static_cast<int8_t*>(values);
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = static_cast<int8_t>(static_cast<int8_t>(v[i] << 4) >> 4);
+    }
+  } else if (type == PrimitiveType::kU4) {
+    uint8_t* v = static_cast<uint8_t*>(values);
+    for (int64_t i = 0; i < n; ++i) v[i] &= 0xF;
+  }
+}
+
+// Rounds or wraps a node's values to its type after an op.
+void FinishValues(PrimitiveType type, void* values, int64_t n) {
+  if (IsNarrowFloat(type)) {
+    RoundToType(type, static_cast<float*>(values), n);
+  } else if (IsInt4(type)) {
+    WrapInt4(type, values, n);
   }
 }
 
@@ -168,7 +195,16 @@ F ReducePrecision(F value, int exponent_bits, int mantissa_bits) {
 template <typename D, typename S>
 D ConvertValue(S s, bool to_pred) {
   if (to_pred) return static_cast<D>(s != S(0));
-  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+  if constexpr (kIsComplex<S> && kIsComplex<D>) {
+    using R = typename D::value_type;
+    return D(static_cast<R>(s.real()), static_cast<R>(s.imag()));
+  } else if constexpr (kIsComplex<S>) {
+    // The imaginary part is dropped.
+    return ConvertValue<D>(s.real(), false);
+  } else if constexpr (kIsComplex<D>) {
+    using R = typename D::value_type;
+    return D(ConvertValue<R>(s, false), R(0));
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
     if (s != s) return 0;
     if (static_cast<double>(s) <= static_cast<double>(std::numeric_limits<D>::min())) {
       return std::numeric_limits<D>::min();
@@ -183,31 +219,124 @@ D ConvertValue(S s, bool to_pred) {
 }
 
 // Storage bits of a value of `type` held in compute representation.
+// (Complex types never reach these: bitcast-convert refuses them.)
 template <typename T>
 uint64_t StorageBits(PrimitiveType type, T v) {
-  if (type == PrimitiveType::kF16) return HalfBits(static_cast<float>(v));
-  if (type == PrimitiveType::kBf16) return Bfloat16Bits(static_cast<float>(v));
   uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
+  if constexpr (!kIsComplex<T>) {
+    if (type == PrimitiveType::kF16) return HalfBits(static_cast<float>(v));
+    if (type == PrimitiveType::kBf16) return Bfloat16Bits(static_cast<float>(v));
+    if (type == PrimitiveType::kF8E4M3FN) {
+      return Float8E4M3FN(static_cast<float>(v)).bits();
+    }
+    if (type == PrimitiveType::kF8E5M2) {
+      return Float8E5M2(static_cast<float>(v)).bits();
+    }
+    std::memcpy(&bits, &v, sizeof(T));
+    if (type == PrimitiveType::kS4 || type == PrimitiveType::kU4) bits &= 0xF;
+  }
   return bits;
 }
 
 template <typename T>
 T FromStorageBits(PrimitiveType type, uint64_t bits) {
-  if (type == PrimitiveType::kF16) {
-    return static_cast<T>(HalfValue(static_cast<uint16_t>(bits)));
+  if constexpr (kIsComplex<T>) {
+    return T();
+  } else {
+    if (type == PrimitiveType::kF16) {
+      return static_cast<T>(HalfValue(static_cast<uint16_t>(bits)));
+    }
+    if (type == PrimitiveType::kBf16) {
+      return static_cast<T>(Bfloat16Value(static_cast<uint16_t>(bits)));
+    }
+    if (type == PrimitiveType::kF8E4M3FN) {
+      return static_cast<T>(Float8E4M3FN::ToFloat(static_cast<uint8_t>(bits)));
+    }
+    if (type == PrimitiveType::kF8E5M2) {
+      return static_cast<T>(Float8E5M2::ToFloat(static_cast<uint8_t>(bits)));
+    }
+    if (type == PrimitiveType::kS4) {
+      return static_cast<T>(static_cast<int8_t>(static_cast<uint8_t>(bits << 4)) >> 4);
+    }
+    T v;
+    std::memcpy(&v, &bits, sizeof(T));
+    return v;
   }
-  if (type == PrimitiveType::kBf16) {
-    return static_cast<T>(Bfloat16Value(static_cast<uint16_t>(bits)));
+}
+
+// Complex ops (c64 and c128), as std::complex computes them.
+template <typename T>
+void ComplexUnary(const ExprNode& node, const T* a, T* out, int64_t n) {
+  using R = typename T::value_type;
+  switch (node.op) {
+    case ExprOp::kNegate: for (int64_t i = 0; i < n; ++i) out[i] = -a[i]; return;
+    case ExprOp::kSign:
+      // x / |x|, and 0 for 0 (NaN parts propagate).
+      for (int64_t i = 0; i < n; ++i) {
+        const R m = std::abs(a[i]);
+        out[i] = m == R(0) ? T(0) : a[i] / m;
+      }
+      return;
+    case ExprOp::kExp: for (int64_t i = 0; i < n; ++i) out[i] = std::exp(a[i]); return;
+    case ExprOp::kExpm1:
+      for (int64_t i = 0; i < n; ++i) {
+        // exp(x + iy) - 1 = (expm1(x) cos y - 2 sin^2(y/2)) + i exp(x) sin y,
+        // accurate for small |z|.
+        const R x = a[i].real(), y = a[i].imag();
+        const R h = std::sin(y / 2);
+        out[i] = T(std::expm1(x) * std::cos(y) - 2 * h * h, std::exp(x) * std::sin(y));
+      }
+      return;
+    case ExprOp::kLog: for (int64_t i = 0; i < n; ++i) out[i] = std::log(a[i]); return;
+    case ExprOp::kLog1p:
+      for (int64_t i = 0; i < n; ++i) {
+        // log|1 + z| = log1p(x) + log1p(y^2 / (1 + x)^2) / 2 keeps its
+        // accuracy for small |z|.
+        const R x = a[i].real(), y = a[i].imag();
+        const R xp1 = x + 1;
+        const R real = std::abs(x) < R(0.5) && std::abs(y) < R(0.5)
+                           ? std::log1p(x) + std::log1p((y / xp1) * (y / xp1)) / 2
+                           : std::log(std::abs(T(xp1, y)));
+        out[i] = T(real, std::atan2(y, xp1));
+      }
+      return;
+    case ExprOp::kSqrt: for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(a[i]); return;
+    case ExprOp::kRsqrt:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(1) / std::sqrt(a[i]);
+      return;
+    case ExprOp::kTanh: for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(a[i]); return;
+    case ExprOp::kLogistic:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(1) / (T(1) + std::exp(-a[i]));
+      return;
+    case ExprOp::kSin: for (int64_t i = 0; i < n; ++i) out[i] = std::sin(a[i]); return;
+    case ExprOp::kCos: for (int64_t i = 0; i < n; ++i) out[i] = std::cos(a[i]); return;
+    case ExprOp::kTan: for (int64_t i = 0; i < n; ++i) out[i] = std::tan(a[i]); return;
+    default: return;
   }
-  T v;
-  std::memcpy(&v, &bits, sizeof(T));
-  return v;
+}
+
+template <typename T>
+void ComplexBinary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
+  switch (node.op) {
+    case ExprOp::kAdd: for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; return;
+    case ExprOp::kSubtract: for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i]; return;
+    case ExprOp::kMultiply: for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i]; return;
+    case ExprOp::kDivide: for (int64_t i = 0; i < n; ++i) out[i] = a[i] / b[i]; return;
+    case ExprOp::kPower:
+      for (int64_t i = 0; i < n; ++i) {
+        // 0^0 is 1, as XLA defines it; std::pow(0, 0) is NaN.
+        out[i] = a[i] == T(0) && b[i] == T(0) ? T(1) : std::pow(a[i], b[i]);
+      }
+      return;
+    default: return;
+  }
 }
 
 template <typename T>
 void Unary(const ExprNode& node, const T* a, T* out, int64_t n) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (kIsComplex<T>) {
+    ComplexUnary(node, a, out, n);
+  } else if constexpr (std::is_floating_point_v<T>) {
     ConstArrayMap<T> x(a, n);
     ArrayMap<T> y(out, n);
     switch (node.op) {
@@ -266,6 +395,8 @@ void Unary(const ExprNode& node, const T* a, T* out, int64_t n) {
     using U = Unsigned<T>;
     constexpr int kBits = sizeof(T) * 8;
     const bool pred = node.type == PrimitiveType::kPred;
+    const int bits = IsInt4(node.type) ? 4 : kBits;
+    const U mask = static_cast<U>(static_cast<U>(~U(0)) >> (kBits - bits));
     switch (node.op) {
       case ExprOp::kAbs:
         for (int64_t i = 0; i < n; ++i) {
@@ -293,14 +424,17 @@ void Unary(const ExprNode& node, const T* a, T* out, int64_t n) {
           out[i] = pred ? static_cast<T>(a[i] == 0) : static_cast<T>(~U(a[i]));
         }
         return;
+      // s4 and u4 count within their 4 bits.
       case ExprOp::kPopcnt:
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(std::popcount(U(a[i])));
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = static_cast<T>(std::popcount(static_cast<U>(U(a[i]) & mask)));
+        }
         return;
       case ExprOp::kClz:
         for (int64_t i = 0; i < n; ++i) {
-          out[i] = static_cast<T>(std::countl_zero(U(a[i])));
+          out[i] = static_cast<T>(
+              std::countl_zero(static_cast<U>(U(a[i]) & mask)) - (kBits - bits));
         }
-        (void)kBits;
         return;
       default:
         break;
@@ -310,7 +444,9 @@ void Unary(const ExprNode& node, const T* a, T* out, int64_t n) {
 
 template <typename T>
 void Binary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (kIsComplex<T>) {
+    ComplexBinary(node, a, b, out, n);
+  } else if constexpr (std::is_floating_point_v<T>) {
     switch (node.op) {
       case ExprOp::kAdd: for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; return;
       case ExprOp::kSubtract: for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i]; return;
@@ -367,12 +503,15 @@ void Binary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
           out[i] = s >= kBits ? T(0) : static_cast<T>(U(a[i]) << s);
         }
         return;
-      case ExprOp::kShiftRightLogical:
+      case ExprOp::kShiftRightLogical: {
+        // s4 shifts its 4 bits, not the sign-extended byte.
+        const U mask = node.type == PrimitiveType::kS4 ? U(0xF) : static_cast<U>(~U(0));
         for (int64_t i = 0; i < n; ++i) {
           U s = U(b[i]);
-          out[i] = s >= kBits ? T(0) : static_cast<T>(U(a[i]) >> s);
+          out[i] = s >= kBits ? T(0) : static_cast<T>((U(a[i]) & mask) >> s);
         }
         return;
+      }
       case ExprOp::kShiftRightArithmetic:
         for (int64_t i = 0; i < n; ++i) {
           U s = U(b[i]);
@@ -406,25 +545,33 @@ bool FloatBinaryWithScalar(ExprOp op, const T* a, const T* b, T* out, int64_t n)
 template <typename T>
 void CompareLoop(const ExprNode& node, const T* a, const T* b, uint8_t* out,
                  int64_t n) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (node.total_order) {
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = Compare(node.direction, TotalOrderKey(a[i]), TotalOrderKey(b[i]));
+  if constexpr (kIsComplex<T>) {
+    // The verifier allows EQ and NE only.
+    const bool eq = node.direction == ComparisonDirection::kEq;
+    for (int64_t i = 0; i < n; ++i) out[i] = (a[i] == b[i]) == eq;
+  } else {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (node.total_order) {
+        for (int64_t i = 0; i < n; ++i) {
+          out[i] = Compare(node.direction, TotalOrderKey(a[i]), TotalOrderKey(b[i]));
+        }
+        return;
       }
-      return;
     }
+    for (int64_t i = 0; i < n; ++i) out[i] = Compare(node.direction, a[i], b[i]);
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = Compare(node.direction, a[i], b[i]);
 }
 
 template <typename T>
 void Clamp(const T* lo, const T* x, const T* hi, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_floating_point_v<T>) {
-      out[i] = FloatMin(hi[i], FloatMax(lo[i], x[i]));
-    } else {
-      T v = x[i] < lo[i] ? lo[i] : x[i];
-      out[i] = hi[i] < v ? hi[i] : v;
+  if constexpr (!kIsComplex<T>) {  // complex clamp is refused by the verifier
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        out[i] = FloatMin(hi[i], FloatMax(lo[i], x[i]));
+      } else {
+        T v = x[i] < lo[i] ? lo[i] : x[i];
+        out[i] = hi[i] < v ? hi[i] : v;
+      }
     }
   }
 }
@@ -441,7 +588,19 @@ void Convert(PrimitiveType from, PrimitiveType to, const void* a, void* out,
       for (int64_t i = 0; i < n; ++i) dst[i] = ConvertValue<D>(src[i], to_pred);
     });
   });
-  if (IsHalfType(to)) RoundToType(to, static_cast<float*>(out), n);
+  if (IsInt4(to) && (hlo::IsFloatingPoint(from) || hlo::IsComplex(from))) {
+    // Saturates to the 4-bit range (the 8-bit convert already saturated to
+    // its own); integer sources wrap instead.
+    if (to == PrimitiveType::kS4) {
+      int8_t* v = static_cast<int8_t*>(out);
+      for (int64_t i = 0; i < n; ++i) v[i] = std::clamp<int8_t>(v[i], -8, 7);
+    } else {
+      uint8_t* v = static_cast<uint8_t*>(out);
+      for (int64_t i = 0; i < n; ++i) v[i] = std::min<uint8_t>(v[i], 15);
+    }
+    return;
+  }
+  FinishValues(to, out, n);
 }
 
 void BitcastConvert(PrimitiveType from, PrimitiveType to, const void* a,
@@ -482,7 +641,7 @@ int Expression::AddSplatFromDouble(PrimitiveType type, double value) {
   DispatchCompute(type, [&](auto t) {
     using T = decltype(t);
     T v = ConvertValue<T>(value, type == PrimitiveType::kPred);
-    std::memcpy(&node.splat_bits, &v, sizeof(T));
+    std::memcpy(node.splat_bits, &v, sizeof(T));
   });
   return Add(node);
 }
@@ -491,7 +650,7 @@ int Expression::AddSplatFromStorage(PrimitiveType type, const void* storage) {
   ExprNode node;
   node.op = ExprOp::kSplat;
   node.type = type;
-  StorageToCompute(type, storage, &node.splat_bits, 1);
+  StorageToCompute(type, storage, node.splat_bits, 1);
   return Add(node);
 }
 
@@ -557,7 +716,7 @@ void Expression::Finalize() {
 
 void* BlockScratch::Slot(int i) {
   if (static_cast<int>(slots_.size()) <= i) slots_.resize(i + 1);
-  if (slots_[i].empty()) slots_[i].resize(kBlockElements);
+  if (slots_[i].empty()) slots_[i].resize(kBlockWords);
   return slots_[i].data();
 }
 
@@ -570,6 +729,21 @@ void StorageToCompute(PrimitiveType type, const void* src, void* dst, int64_t n)
     const uint16_t* s = static_cast<const uint16_t*>(src);
     float* d = static_cast<float*>(dst);
     for (int64_t i = 0; i < n; ++i) d[i] = Bfloat16Value(s[i]);
+  } else if (type == PrimitiveType::kF8E4M3FN || type == PrimitiveType::kF8E5M2) {
+    // Through a table of the 256 values.
+    static const auto tables = [] {
+      std::array<std::array<float, 256>, 2> t;
+      for (int c = 0; c < 256; ++c) {
+        t[0][c] = Float8E4M3FN::ToFloat(static_cast<uint8_t>(c));
+        t[1][c] = Float8E5M2::ToFloat(static_cast<uint8_t>(c));
+      }
+      return t;
+    }();
+    const std::array<float, 256>& table =
+        tables[type == PrimitiveType::kF8E4M3FN ? 0 : 1];
+    const uint8_t* s = static_cast<const uint8_t*>(src);
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = table[s[i]];
   } else {
     std::memcpy(dst, src, n * hlo::ByteWidth(type));
   }
@@ -584,6 +758,14 @@ void ComputeToStorage(PrimitiveType type, const void* src, void* dst, int64_t n)
     const float* s = static_cast<const float*>(src);
     uint16_t* d = static_cast<uint16_t*>(dst);
     for (int64_t i = 0; i < n; ++i) d[i] = Bfloat16Bits(s[i]);
+  } else if (type == PrimitiveType::kF8E4M3FN) {
+    const float* s = static_cast<const float*>(src);
+    uint8_t* d = static_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Float8E4M3FN::FromFloat(s[i]);
+  } else if (type == PrimitiveType::kF8E5M2) {
+    const float* s = static_cast<const float*>(src);
+    uint8_t* d = static_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Float8E5M2::FromFloat(s[i]);
   } else {
     std::memcpy(dst, src, n * hlo::ByteWidth(type));
   }
@@ -621,7 +803,7 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
         DispatchCompute(node.type, [&](auto t) {
           using T = decltype(t);
           T v;
-          std::memcpy(&v, &node.splat_bits, sizeof(T));
+          std::memcpy(&v, node.splat_bits, sizeof(T));
           T* o = static_cast<T*>(out);
           for (int64_t k = 0; k < n; ++k) o[k] = v;
         });
@@ -643,6 +825,49 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
             } else {
               o[k] = 1;
             }
+          }
+        });
+        break;
+      case ExprOp::kReal:
+      case ExprOp::kImag:
+      case ExprOp::kAbs:
+        if (!hlo::IsComplex(operand_type)) {
+          if (node.op == ExprOp::kReal) {  // of a real value: itself
+            std::memcpy(out, operand(0), n * ComputeWidth(node.type));
+          } else if (node.op == ExprOp::kImag) {
+            std::memset(out, 0, n * ComputeWidth(node.type));
+          } else {
+            DispatchCompute(node.type, [&](auto t) {
+              using T = decltype(t);
+              Unary(node, static_cast<const T*>(operand(0)), static_cast<T*>(out), n);
+            });
+            FinishValues(node.type, out, n);
+          }
+          break;
+        }
+        DispatchCompute(operand_type, [&](auto t) {
+          using T = decltype(t);
+          if constexpr (kIsComplex<T>) {
+            using R = typename T::value_type;
+            const T* a = static_cast<const T*>(operand(0));
+            R* o = static_cast<R*>(out);
+            for (int64_t k = 0; k < n; ++k) {
+              o[k] = node.op == ExprOp::kReal   ? a[k].real()
+                     : node.op == ExprOp::kImag ? a[k].imag()
+                                                : std::abs(a[k]);
+            }
+          }
+        });
+        break;
+      case ExprOp::kComplex:
+        DispatchCompute(node.type, [&](auto t) {
+          using T = decltype(t);
+          if constexpr (kIsComplex<T>) {
+            using R = typename T::value_type;
+            const R* re = static_cast<const R*>(operand(0));
+            const R* im = static_cast<const R*>(operand(1));
+            T* o = static_cast<T*>(out);
+            for (int64_t k = 0; k < n; ++k) o[k] = T(re[k], im[k]);
           }
         });
         break;
@@ -695,14 +920,14 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
           }
           Binary(node, a, b, static_cast<T*>(out), n);
         });
-        if (IsHalfType(node.type)) RoundToType(node.type, static_cast<float*>(out), n);
+        FinishValues(node.type, out, n);
         break;
       default:
         DispatchCompute(node.type, [&](auto t) {
           using T = decltype(t);
           Unary(node, static_cast<const T*>(operand(0)), static_cast<T*>(out), n);
         });
-        if (IsHalfType(node.type)) RoundToType(node.type, static_cast<float*>(out), n);
+        FinishValues(node.type, out, n);
         break;
     }
   }

@@ -1,7 +1,9 @@
 // Expression: the element-wise core of a fused loop. A small DAG of scalar
 // operations evaluated over a block of elements at a time: every node
-// produces a block in the compute representation of its type (f16 and bf16
-// as float, rounded after every op; pred as one byte 0/1; the rest native).
+// produces a block in the compute representation of its type (f16, bf16 and
+// f8 as float, rounded after every op; s4 and u4 as one byte, wrapped to 4
+// bits after every op; pred as one byte 0/1; c64 and c128 as std::complex;
+// the rest native).
 //
 // Inputs are blocks the caller prepares (loaded from buffers, broadcast,
 // iota); outputs are blocks of chosen nodes. Evaluating a block of ~1024
@@ -31,11 +33,11 @@ enum class ExprOp : uint8_t {
   kAbs, kNegate, kSign, kExp, kExpm1, kLog, kLog1p, kSqrt, kRsqrt, kCbrt,
   kTanh, kLogistic, kSin, kCos, kTan, kErf, kFloor, kCeil, kRoundAfz,
   kRoundEven, kIsFinite, kNot, kPopcnt, kClz, kReducePrecision, kConvert,
-  kBitcastConvert,
+  kBitcastConvert, kReal, kImag,
   // Binary.
   kAdd, kSubtract, kMultiply, kDivide, kRemainder, kPower, kMaximum, kMinimum,
   kAtan2, kAnd, kOr, kXor, kShiftLeft, kShiftRightLogical,
-  kShiftRightArithmetic, kCompare,
+  kShiftRightArithmetic, kCompare, kComplex,
   // Ternary.
   kSelect, kClamp,
 };
@@ -48,8 +50,8 @@ struct ExprNode {
   int operands[3] = {-1, -1, -1};
   // kInput: which input block.
   int input = -1;
-  // kSplat: the value, as the compute representation's bytes.
-  uint64_t splat_bits = 0;
+  // kSplat: the value, as the compute representation's bytes (16 for c128).
+  uint64_t splat_bits[2] = {0, 0};
   // kCompare.
   hlo::ComparisonDirection direction = hlo::ComparisonDirection::kEq;
   bool total_order = false;
@@ -95,13 +97,20 @@ class Expression {
 
 // Largest block EvaluateBlock accepts.
 inline constexpr int64_t kBlockElements = 1024;
+// uint64_t words that hold a block of any type's compute representation
+// (16 bytes per element for c128).
+inline constexpr int64_t kBlockWords = kBlockElements * 2;
+// A value of any type in its compute representation (16 bytes for c128).
+struct alignas(16) ScalarBits {
+  uint64_t words[2] = {0, 0};
+};
 
 // Per-thread working memory for EvaluateBlock. It remembers which
 // expression's splats it holds, so that evaluating block after block of one
 // loop fills them once.
 class BlockScratch {
  public:
-  // A block-sized slot for node `i` (8 bytes per element).
+  // A block-sized slot for node `i` (kMaxComputeWidth bytes per element).
   void* Slot(int i);
 
  private:
@@ -122,7 +131,7 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
                    BlockScratch& scratch);
 
 // Converts n values between the storage and compute representations (they
-// differ only for f16 and bf16; otherwise these copy).
+// differ only for f16, bf16 and the f8 types; otherwise these copy).
 void StorageToCompute(hlo::PrimitiveType type, const void* src, void* dst,
                       int64_t n);
 void ComputeToStorage(hlo::PrimitiveType type, const void* src, void* dst,

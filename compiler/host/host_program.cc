@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <complex>
 #include <cstring>
 #include <type_traits>
 
@@ -78,6 +79,10 @@ template <> struct Bits<1> { using T = uint8_t; };
 template <> struct Bits<2> { using T = uint16_t; };
 template <> struct Bits<4> { using T = uint32_t; };
 template <> struct Bits<8> { using T = uint64_t; };
+struct Bits128 {
+  uint64_t words[2];
+};
+template <> struct Bits<16> { using T = Bits128; };
 
 // Copies n elements from src (stride src_stride elements) to dst (stride
 // dst_stride), elements of kBytes.
@@ -103,6 +108,7 @@ void StridedCopyBytes(int bytes, const void* src, int64_t src_stride, void* dst,
     case 1: return StridedCopy<1>(src, src_stride, dst, dst_stride, n);
     case 2: return StridedCopy<2>(src, src_stride, dst, dst_stride, n);
     case 4: return StridedCopy<4>(src, src_stride, dst, dst_stride, n);
+    case 16: return StridedCopy<16>(src, src_stride, dst, dst_stride, n);
     default: return StridedCopy<8>(src, src_stride, dst, dst_stride, n);
   }
 }
@@ -117,15 +123,15 @@ struct LoopThreadState {
 
   void* Input(int i) {
     if (static_cast<int>(inputs.size()) <= i) inputs.resize(i + 1);
-    if (inputs[i].empty()) inputs[i].resize(kBlockElements);
+    if (inputs[i].empty()) inputs[i].resize(kBlockWords);
     return inputs[i].data();
   }
   void* Staging() {
-    if (staging.empty()) staging.resize(kBlockElements);
+    if (staging.empty()) staging.resize(kBlockWords);
     return staging.data();
   }
   void* Output() {
-    if (output.empty()) output.resize(kBlockElements);
+    if (output.empty()) output.resize(kBlockWords);
     return output.data();
   }
 };
@@ -135,22 +141,31 @@ LoopThreadState& ThreadState() {
   return state;
 }
 
-bool IsHalf(hlo::PrimitiveType t) {
-  return t == hlo::PrimitiveType::kF16 || t == hlo::PrimitiveType::kBf16;
-}
+// Storage differs from compute (f16, bf16, f8).
+bool IsHalf(hlo::PrimitiveType t) { return IsNarrowFloat(t); }
 
 // Fills `dst` with the compute representation of iota values over the block.
 void GenerateIota(const LoopInput& in, absl::Span<const int64_t> dims,
                   int64_t begin, int64_t n, void* dst) {
   Walker w(dims, in.map.strides, in.map.offset, begin);
-  DispatchType(in.type, [&](auto pt) {
+  DispatchAnyType(in.type, [&](auto pt) {
     using C = typename TypeTraits<decltype(pt)::value>::Compute;
     C* out = static_cast<C*>(dst);
     int64_t done = 0;
     while (done < n) {
       int64_t run = std::min(n - done, w.row_left());
       int64_t v = w.offset(), s = w.inner_stride();
-      for (int64_t i = 0; i < run; ++i) out[done + i] = static_cast<C>(v + i * s);
+      for (int64_t i = 0; i < run; ++i) {
+        C value = static_cast<C>(v + i * s);
+        if constexpr (std::is_same_v<C, int8_t>) {  // s4 wraps to 4 bits
+          if (in.type == hlo::PrimitiveType::kS4) {
+            value = static_cast<int8_t>(static_cast<int8_t>(value << 4) >> 4);
+          }
+        } else if constexpr (std::is_same_v<C, uint8_t>) {
+          if (in.type == hlo::PrimitiveType::kU4) value &= 0xF;
+        }
+        out[done + i] = value;
+      }
       done += run;
       w.Advance(run);
     }
@@ -358,6 +373,18 @@ void RunDot(const DotStep& s, absl::Span<void* const> a,
       return RunDotTyped(s, static_cast<const double*>(a[s.lhs]),
                          static_cast<const double*>(a[s.rhs]),
                          static_cast<double*>(a[s.out]), cancellation);
+    case hlo::PrimitiveType::kC64: {
+      using C = std::complex<float>;
+      return RunDotTyped(s, static_cast<const C*>(a[s.lhs]),
+                         static_cast<const C*>(a[s.rhs]),
+                         static_cast<C*>(a[s.out]), cancellation);
+    }
+    case hlo::PrimitiveType::kC128: {
+      using C = std::complex<double>;
+      return RunDotTyped(s, static_cast<const C*>(a[s.lhs]),
+                         static_cast<const C*>(a[s.rhs]),
+                         static_cast<C*>(a[s.out]), cancellation);
+    }
     default:
       return RunDotTyped(s, static_cast<const int64_t*>(a[s.lhs]),
                          static_cast<const int64_t*>(a[s.rhs]),
@@ -411,8 +438,7 @@ C Combine(ExprOp op, C a, C b) {
 
 template <typename S>
 auto Load(const S* p, int64_t i) {
-  if constexpr (std::is_same_v<S, Eigen::half> ||
-                std::is_same_v<S, Eigen::bfloat16>) {
+  if constexpr (!std::is_arithmetic_v<S>) {  // f16, bf16, f8
     return static_cast<float>(p[i]);
   } else {
     return p[i];
@@ -516,10 +542,10 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a,
         // acc[j] and next[j]: the accumulators; x[j]: the inputs at step r.
         std::vector<std::vector<uint64_t>> acc(n), next(n), x(n), staging(n);
         for (int j = 0; j < n; ++j) {
-          acc[j].resize(kBlockElements);
-          next[j].resize(kBlockElements);
-          x[j].resize(kBlockElements);
-          staging[j].resize(kBlockElements);
+          acc[j].resize(kBlockWords);
+          next[j].resize(kBlockWords);
+          x[j].resize(kBlockWords);
+          staging[j].resize(kBlockWords);
         }
         std::vector<const void*> inputs(2 * n);
         std::vector<const void*> outputs(n);
@@ -1224,6 +1250,9 @@ Wide WideProduct(absl::Span<const int64_t> dims) {
 }  // namespace
 
 absl::Status HostProgram::CheckBounds() const {
+  const auto EdgeBytes = [&](const hlo::Shape& shape) {
+    return packed_edges ? shape.ByteSize() : shape.UnpackedByteSize();
+  };
   for (size_t i = 0; i < slots.size(); ++i) {
     const BufferSlot& slot = slots[i];
     if (slot.bytes < 0 || slot.bytes > hlo::kMaxArrayBytes) {
@@ -1258,7 +1287,7 @@ absl::Status HostProgram::CheckBounds() const {
       case BufferSlot::Kind::kParameter:
         if (slot.index < 0 ||
             slot.index >= static_cast<int64_t>(parameter_shapes_.size()) ||
-            parameter_shapes_[slot.index].ByteSize() != slot.bytes) {
+            EdgeBytes(parameter_shapes_[slot.index]) != slot.bytes) {
           return absl::InternalError(absl::StrFormat(
               "parameter slot %d does not match parameter %d", i, slot.index));
         }
@@ -1266,7 +1295,7 @@ absl::Status HostProgram::CheckBounds() const {
       case BufferSlot::Kind::kResult:
         if (slot.index < 0 ||
             slot.index >= static_cast<int64_t>(result_shapes_.size()) ||
-            result_shapes_[slot.index].ByteSize() != slot.bytes) {
+            EdgeBytes(result_shapes_[slot.index]) != slot.bytes) {
           return absl::InternalError(absl::StrFormat(
               "result slot %d does not match result %d", i, slot.index));
         }

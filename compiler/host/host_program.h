@@ -223,6 +223,10 @@ class HostProgram : public Program {
   // Per result: the parameter it is, unchanged (-1 if computed). A loop
   // keeps such state in place instead of copying it every iteration.
   std::vector<int> result_parameters;
+  // Parameters and results of s4 and u4 are packed two per byte in their
+  // buffers (the entry program); otherwise one per byte (a loop body or a
+  // branch, run on the enclosing program's buffers).
+  bool packed_edges = true;
 
   // A readable listing of slots and steps, for debugging and tests.
   std::string ToString() const;

@@ -124,6 +124,12 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs&,
                                                  KernelCompiler&);
 
+// Packs (pack) or unpacks `count` s4 or u4 values between slot `src` and
+// slot `dst` (kernel_int4.cc): packed two per byte, as buffers hold them,
+// and one per byte, as programs compute on them.
+std::shared_ptr<Kernel> Int4EdgeKernel(bool pack, hlo::PrimitiveType type,
+                                       int64_t count, int src, int dst);
+
 // Row-major strides of `dims` (in elements).
 std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> dims);
 

@@ -116,8 +116,8 @@ class MapKernel : public Kernel {
           RegionRunner runner(expr_);
           runner.SetOutputTypes({output_type_});
           std::vector<std::vector<uint64_t>> in(inputs_.size(),
-                                                std::vector<uint64_t>(kBlockElements));
-          std::vector<uint64_t> out(kBlockElements);
+                                                std::vector<uint64_t>(kBlockWords));
+          std::vector<uint64_t> out(kBlockWords);
           std::vector<const void*> in_ptrs(inputs_.size());
           for (int64_t block = first; block < last; ++block) {
             if (IsCancelled(context.cancellation)) return;
@@ -166,7 +166,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
         "%s: %d state leaves in, %d out", inst.Describe(), args.inputs.size(), n));
   }
   for (size_t i = 0; i < n; ++i) {
-    const int64_t bytes = args.output_shapes[i].ByteSize();
+    const int64_t bytes = args.output_shapes[i].UnpackedByteSize();
     kernel->init_.push_back(args.inputs[i]);
     kernel->state_.push_back(args.outputs[i]);
     kernel->bytes_.push_back(bytes);
@@ -193,7 +193,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
   kernel->selector_ = args.inputs[0];
   kernel->selector_is_pred_ =
       args.input_shapes[0].element_type() == hlo::PrimitiveType::kPred;
-  kernel->reads.push_back({args.inputs[0], args.input_shapes[0].ByteSize()});
+  kernel->reads.push_back({args.inputs[0], args.input_shapes[0].UnpackedByteSize()});
   int64_t scratch = 0;
   size_t next = static_cast<size_t>(args.operand_leaves[0]);
   for (size_t b = 0; b < inst.called_computations().size(); ++b) {
@@ -202,7 +202,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
                           compiler.CompileComputation(*inst.called_computations()[b]));
     for (int k = 0; k < args.operand_leaves[b + 1]; ++k, ++next) {
       branch.inputs.push_back(args.inputs[next]);
-      kernel->reads.push_back({args.inputs[next], args.input_shapes[next].ByteSize()});
+      kernel->reads.push_back({args.inputs[next], args.input_shapes[next].UnpackedByteSize()});
     }
     if (branch.program->result_shapes().size() != args.outputs.size()) {
       return absl::InternalError(absl::StrFormat(
@@ -214,7 +214,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
   }
   for (size_t i = 0; i < args.outputs.size(); ++i) {
     kernel->outputs_.push_back(args.outputs[i]);
-    kernel->writes.push_back({args.outputs[i], args.output_shapes[i].ByteSize()});
+    kernel->writes.push_back({args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
   }
   kernel->scratch_ = compiler.NewScratch(scratch);
   kernel->writes.push_back({kernel->scratch_, scratch});
@@ -227,7 +227,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildMap(const KernelArgs& args,
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     kernel->inputs_.push_back(args.inputs[i]);
     kernel->types_.push_back(args.input_shapes[i].element_type());
-    kernel->reads.push_back({args.inputs[i], args.input_shapes[i].ByteSize()});
+    kernel->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
   }
   PJRT_ASSIGN_OR_RETURN(
       kernel->expr_,
@@ -235,7 +235,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildMap(const KernelArgs& args,
   kernel->output_ = args.outputs[0];
   kernel->output_type_ = args.output_shapes[0].element_type();
   kernel->count_ = args.output_shapes[0].ElementCount();
-  kernel->writes.push_back({args.outputs[0], args.output_shapes[0].ByteSize()});
+  kernel->writes.push_back({args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
   return kernel;
 }
 

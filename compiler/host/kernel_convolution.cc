@@ -345,8 +345,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
     kernel->lhs_ = args.inputs[0];
     kernel->rhs_ = args.inputs[1];
     kernel->out_ = args.outputs[0];
-    kernel->reads = {{args.inputs[0], lhs.ByteSize()}, {args.inputs[1], rhs.ByteSize()}};
-    kernel->writes = {{args.outputs[0], out.ByteSize()}};
+    kernel->reads = {{args.inputs[0], lhs.UnpackedByteSize()}, {args.inputs[1], rhs.UnpackedByteSize()}};
+    kernel->writes = {{args.outputs[0], out.UnpackedByteSize()}};
     kernel->kernel_scratch_ = compiler.NewScratch(kernel_elements * width);
     kernel->writes.push_back({kernel->kernel_scratch_, kernel_elements * width});
     if (!input_direct) {

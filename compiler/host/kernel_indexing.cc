@@ -239,8 +239,8 @@ class ScatterKernel : public Kernel {
     if (combiner_ == Combiner::kRegion) {
       runner = std::make_unique<RegionRunner>(region_);
       runner->SetOutputTypes(types_);
-      cur.assign(n, std::vector<uint64_t>(kBlockElements));
-      upd.assign(n, std::vector<uint64_t>(kBlockElements));
+      cur.assign(n, std::vector<uint64_t>(kBlockWords));
+      upd.assign(n, std::vector<uint64_t>(kBlockWords));
       for (int i = 0; i < n; ++i) in_ptrs.push_back(cur[i].data());
       for (int i = 0; i < n; ++i) in_ptrs.push_back(upd[i].data());
       for (int i = 0; i < n; ++i) out_ptrs.push_back(cur[i].data());
@@ -304,7 +304,7 @@ class ScatterKernel : public Kernel {
     }
     for (int i = 0; i < n; ++i) {
       const int w = hlo::ByteWidth(types_[i]);
-      uint64_t staging[kBlockElements];
+      uint64_t staging[kBlockWords];
       CopyRow(w, static_cast<const char*>(addresses[outputs_[i]]) + t * w, ts,
               reinterpret_cast<char*>(staging), 1, m);
       StorageToCompute(types_[i], staging, cur[i].data(), m);
@@ -315,7 +315,7 @@ class ScatterKernel : public Kernel {
     runner->Evaluate(in_ptrs, m, out_ptrs);
     for (int i = 0; i < n; ++i) {
       const int w = hlo::ByteWidth(types_[i]);
-      uint64_t staging[kBlockElements];
+      uint64_t staging[kBlockWords];
       ComputeToStorage(types_[i], cur[i].data(), staging, m);
       CopyRow(w, reinterpret_cast<const char*>(staging), 1,
               static_cast<char*>(addresses[outputs_[i]]) + t * w, ts, m);
@@ -372,8 +372,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
     k->walk_.src_strides.push_back(k->operand_strides_[i]);
     k->walk_.dst_strides.push_back(out_strides[d.offset_dims[next++]]);
   }
-  k->reads = {{args.inputs[0], operand.ByteSize()}, {args.inputs[1], indices.ByteSize()}};
-  k->writes = {{args.outputs[0], out.ByteSize()}};
+  k->reads = {{args.inputs[0], operand.UnpackedByteSize()}, {args.inputs[1], indices.UnpackedByteSize()}};
+  k->writes = {{args.outputs[0], out.UnpackedByteSize()}};
   return k;
 }
 
@@ -390,14 +390,14 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
     k->inputs_.push_back(args.inputs[i]);
     k->updates_.push_back(args.inputs[n + 1 + i]);
     k->outputs_.push_back(args.outputs[i]);
-    k->operand_bytes_.push_back(args.input_shapes[i].ByteSize());
+    k->operand_bytes_.push_back(args.input_shapes[i].UnpackedByteSize());
     k->types_.push_back(args.input_shapes[i].element_type());
-    k->reads.push_back({args.inputs[i], args.input_shapes[i].ByteSize()});
-    k->reads.push_back({args.inputs[n + 1 + i], args.input_shapes[n + 1 + i].ByteSize()});
-    k->writes.push_back({args.outputs[i], args.output_shapes[i].ByteSize()});
+    k->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
+    k->reads.push_back({args.inputs[n + 1 + i], args.input_shapes[n + 1 + i].UnpackedByteSize()});
+    k->writes.push_back({args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
   }
   k->indices_ = args.inputs[n];
-  k->reads.push_back({args.inputs[n], indices.ByteSize()});
+  k->reads.push_back({args.inputs[n], indices.UnpackedByteSize()});
   k->operand_dims_.assign(operand.dimensions().begin(), operand.dimensions().end());
   k->operand_strides_ = RowMajorStrides(operand.dimensions());
   const std::vector<int64_t> update_strides = RowMajorStrides(updates.dimensions());

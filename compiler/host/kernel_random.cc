@@ -267,9 +267,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(const KernelArgs& a
   k->bytes_ = hlo::ByteWidth(out.element_type());
   k->dims_.assign(out.dimensions().begin(), out.dimensions().end());
   k->split_ = SplitDimension(k->dims_);
-  k->reads = {{args.inputs[0], args.input_shapes[0].ByteSize()}};
-  k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()},
-               {args.outputs[1], out.ByteSize()}};
+  k->reads = {{args.inputs[0], args.input_shapes[0].UnpackedByteSize()}};
+  k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()},
+               {args.outputs[1], out.UnpackedByteSize()}};
   return k;
 }
 
@@ -282,7 +282,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs& args,
   if (inst.opcode() == hlo::Opcode::kRngGetAndUpdateState) {
     k->get_and_update_ = true;
     PJRT_ASSIGN_OR_RETURN(k->delta_, hlo::ParseIntAttribute(inst, "delta", 1));
-    k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()}};
+    k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()}};
     return k;
   }
   k->low_ = args.inputs[0];
@@ -290,9 +290,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs& args,
   k->type_ = args.output_shapes[0].element_type();
   k->count_ = args.output_shapes[0].ElementCount();
   k->normal_ = hlo::WordAttribute(inst, "distribution", "") == "rng_normal";
-  k->reads = {{args.inputs[0], args.input_shapes[0].ByteSize()},
-              {args.inputs[1], args.input_shapes[1].ByteSize()}};
-  k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()}};
+  k->reads = {{args.inputs[0], args.input_shapes[0].UnpackedByteSize()},
+              {args.inputs[1], args.input_shapes[1].UnpackedByteSize()}};
+  k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()}};
   return k;
 }
 

@@ -35,11 +35,15 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
     case PrimitiveType::kF16:
     case PrimitiveType::kBf16:
       return fold(static_cast<const uint16_t*>(base)[i], 16);
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+      return fold(static_cast<const uint8_t*>(base)[i], 8);
     case PrimitiveType::kF32:
       return fold(static_cast<const uint32_t*>(base)[i], 32);
     case PrimitiveType::kF64:
       return fold(static_cast<const uint64_t*>(base)[i], 64);
     case PrimitiveType::kS8:
+    case PrimitiveType::kS4:  // held sign-extended, one per byte
       return static_cast<uint8_t>(static_cast<const uint8_t*>(base)[i] ^ 0x80);
     case PrimitiveType::kS16:
       return static_cast<uint16_t>(static_cast<const uint16_t*>(base)[i] ^ 0x8000);
@@ -173,7 +177,11 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
     case PrimitiveType::kS16:
       return load(uint16_t{}, [](uint16_t b) { return uint32_t{b} ^ 0x8000u; });
     case PrimitiveType::kS8:
+    case PrimitiveType::kS4:
       return load(uint8_t{}, [](uint8_t b) { return uint32_t{b} ^ 0x80u; });
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+      return load(uint8_t{}, [&](uint8_t b) { return fold(b, 0x80u, 0xffu); });
     case PrimitiveType::kU32:
       return load(uint32_t{}, [](uint32_t b) { return b; });
     case PrimitiveType::kU16:
@@ -498,8 +506,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
     k->inputs_.push_back(args.inputs[j]);
     k->outputs_.push_back(args.outputs[j]);
     k->types_.push_back(args.input_shapes[j].element_type());
-    k->reads.push_back({args.inputs[j], args.input_shapes[j].ByteSize()});
-    k->writes.push_back({args.outputs[j], args.output_shapes[j].ByteSize()});
+    k->reads.push_back({args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
+    k->writes.push_back({args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
   }
   if (shape.rank() == 0) {
     k->length_ = 1;
@@ -519,7 +527,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
       k->length_ < (int64_t{1} << 32) &&
       (kt == PrimitiveType::kF32 || kt == PrimitiveType::kS32 ||
        kt == PrimitiveType::kU32)) {
-    const int64_t bytes = shape.ByteSize();
+    const int64_t bytes = shape.UnpackedByteSize();
     k->scratch_ = compiler.NewScratch(bytes);
     k->writes.push_back({k->scratch_, bytes});
   } else {
@@ -554,9 +562,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildTopK(const KernelArgs& args,
   k->k_ = args.output_shapes[0].dimensions(in.rank() - 1);
   k->rows_ = k->n_ == 0 ? 0 : in.ElementCount() / k->n_;
   if (k->n_ == 0) k->rows_ = 0;
-  k->reads = {{args.inputs[0], in.ByteSize()}};
-  k->writes = {{args.outputs[0], args.output_shapes[0].ByteSize()},
-               {args.outputs[1], args.output_shapes[1].ByteSize()}};
+  k->reads = {{args.inputs[0], in.UnpackedByteSize()}};
+  k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()},
+               {args.outputs[1], args.output_shapes[1].UnpackedByteSize()}};
   k->workers_ = std::max<int64_t>(
       1, std::min<int64_t>(k->rows_, ThreadPool::Get().num_threads()));
   const int64_t bytes = WorkspaceBytes(k->workers_, k->n_ * 16);

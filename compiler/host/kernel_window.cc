@@ -249,9 +249,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args
     k->inits_.push_back(args.inputs[n + j]);
     k->outputs_.push_back(args.outputs[j]);
     k->types_.push_back(args.input_shapes[j].element_type());
-    k->reads.push_back({args.inputs[j], args.input_shapes[j].ByteSize()});
-    k->reads.push_back({args.inputs[n + j], args.input_shapes[n + j].ByteSize()});
-    k->writes.push_back({args.outputs[j], args.output_shapes[j].ByteSize()});
+    k->reads.push_back({args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
+    k->reads.push_back({args.inputs[n + j], args.input_shapes[n + j].UnpackedByteSize()});
+    k->writes.push_back({args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
   }
   k->out_dims_.assign(args.output_shapes[0].dimensions().begin(),
                       args.output_shapes[0].dimensions().end());
@@ -283,9 +283,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSelectAndScatter(
   k->source_dims_.assign(args.input_shapes[1].dimensions().begin(),
                          args.input_shapes[1].dimensions().end());
   for (int i = 0; i < 3; ++i) {
-    k->reads.push_back({args.inputs[i], args.input_shapes[i].ByteSize()});
+    k->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
   }
-  k->writes.push_back({args.outputs[0], args.output_shapes[0].ByteSize()});
+  k->writes.push_back({args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
   const PrimitiveType t = k->operand_type_, s = k->source_type_;
   PJRT_ASSIGN_OR_RETURN(
       k->select_, ScalarRegionExpression(*inst.called_computations()[0], {t, t}));

@@ -159,8 +159,20 @@ absl::Status Lowering::EmitResults() {
     copy.dst_map.strides = {1};
     return copy;
   };
+  std::vector<KernelStep> packs;
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
+    if (!nested_ && IsInt4(n.shape.element_type())) {
+      // The buffer holds it packed: pack once, after every other step (a
+      // donated parameter was unpacked before any of them).
+      int result = NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
+      program_->slots[result].bytes = n.shape.ByteSize();
+      claimed.push_back(true);
+      packs.push_back(KernelStep{Int4EdgeKernel(
+          /*pack=*/true, n.shape.element_type(), n.shape.ElementCount(),
+          n.slot, result)});
+      continue;
+    }
     BufferSlot& slot = program_->slots[n.slot];
     if (aliased_param[i] >= 0) {
       const int param_slot =
@@ -201,6 +213,8 @@ absl::Status Lowering::EmitResults() {
   }
   for (CopyStep& c : early) program_->steps.push_back(std::move(c));
   for (CopyStep& c : late) program_->steps.push_back(std::move(c));
+  for (KernelStep& k : packs) program_->steps.push_back(std::move(k));
+  program_->packed_edges = !nested_;
   return absl::OkStatus();
 }
 

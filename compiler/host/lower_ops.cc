@@ -30,8 +30,8 @@ absl::Status Lowering::EmitDot(int node) {
   }
   const PrimitiveType out_type = n.shape.element_type();
   PrimitiveType type = PrimitiveType::kS64;
-  if (out_type == PrimitiveType::kF64) {
-    type = PrimitiveType::kF64;
+  if (out_type == PrimitiveType::kF64 || hlo::IsComplex(out_type)) {
+    type = out_type;
   } else if (hlo::IsFloatingPoint(out_type)) {
     type = PrimitiveType::kF32;
   }
@@ -181,7 +181,11 @@ absl::Status Lowering::EmitReduce(int node) {
     }
   }
   const Computation& region = *inst.called_computations()[0];
-  std::optional<ExprOp> simple = count == 1 ? SimpleReducer(region) : std::nullopt;
+  // Complex reductions run through the generic reducer.
+  std::optional<ExprOp> simple =
+      count == 1 && !hlo::IsComplex(n.shape.element_type())
+          ? SimpleReducer(region)
+          : std::nullopt;
   if (simple.has_value()) {
     ReduceStep step;
     step.input = inputs[0];
@@ -322,6 +326,19 @@ absl::Status Lowering::EmitCollective(int node) {
         "line %d: %%%s is a collective inside a while body or a conditional "
         "branch, which the host compiler does not support yet",
         inst.line(), inst.name()));
+  }
+  const bool reduces = inst.opcode() == Opcode::kAllReduce ||
+                       inst.opcode() == Opcode::kAllReduceStart ||
+                       inst.opcode() == Opcode::kReduceScatter;
+  for (int operand : n.operands) {
+    if (reduces && hlo::IsComplex(TypeOf(operand))) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "line %d: %%%s reduces %s values, which the host compiler does not "
+          "support yet (all-gather, all-to-all and collective-permute move "
+          "them)",
+          inst.line(), inst.name(),
+          hlo::PrimitiveTypeName(TypeOf(operand))));
+    }
   }
   CollectiveStep step;
   switch (inst.opcode()) {

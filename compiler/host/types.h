@@ -1,16 +1,22 @@
 // Element types on the host: the C++ type each HLO type is stored as, and
-// the type it is computed in (f16 and bf16 compute in float, rounding after
-// every op as XLA does), with a dispatch macro over all thirteen.
+// the type it is computed in (f16, bf16 and the f8 types compute in float,
+// rounding after every op as XLA does; s4 and u4 are held one per byte
+// between the program's edges and wrap to 4 bits after every op), with a
+// dispatch over the real types and one that adds the complex types.
 #ifndef PJRT_COMPILER_HOST_TYPES_H_
 #define PJRT_COMPILER_HOST_TYPES_H_
 
+#include <complex>
 #include <cstdint>
 
 #include "Eigen/Core"
+#include "hlo/float8.h"
 #include "hlo/primitive_type.h"
 
 namespace pjrt::compiler::host {
 
+using hlo::Float8E4M3FN;
+using hlo::Float8E5M2;
 using hlo::PrimitiveType;
 
 template <PrimitiveType T>
@@ -35,41 +41,87 @@ PJRT_HOST_TYPE(kF16, Eigen::half, float)
 PJRT_HOST_TYPE(kBf16, Eigen::bfloat16, float)
 PJRT_HOST_TYPE(kF32, float, float)
 PJRT_HOST_TYPE(kF64, double, double)
+PJRT_HOST_TYPE(kF8E4M3FN, Float8E4M3FN, float)
+PJRT_HOST_TYPE(kF8E5M2, Float8E5M2, float)
+PJRT_HOST_TYPE(kS4, int8_t, int8_t)
+PJRT_HOST_TYPE(kU4, uint8_t, uint8_t)
+PJRT_HOST_TYPE(kC64, std::complex<float>, std::complex<float>)
+PJRT_HOST_TYPE(kC128, std::complex<double>, std::complex<double>)
 #undef PJRT_HOST_TYPE
 
-// Calls body with `PT` bound to the PrimitiveType constant (as a
-// std::integral_constant) for `type`; returns `fallback` for others.
-template <typename F>
-auto DispatchType(PrimitiveType type, F&& f) {
-  switch (type) {
 #define PJRT_CASE(PT) \
   case PrimitiveType::PT: \
     return f(std::integral_constant<PrimitiveType, PrimitiveType::PT>());
-    PJRT_CASE(kPred)
-    PJRT_CASE(kS8)
-    PJRT_CASE(kS16)
-    PJRT_CASE(kS32)
-    PJRT_CASE(kS64)
-    PJRT_CASE(kU8)
-    PJRT_CASE(kU16)
-    PJRT_CASE(kU32)
-    PJRT_CASE(kU64)
-    PJRT_CASE(kF16)
-    PJRT_CASE(kBf16)
-    PJRT_CASE(kF32)
-    PJRT_CASE(kF64)
-#undef PJRT_CASE
+#define PJRT_REAL_CASES \
+  PJRT_CASE(kPred)      \
+  PJRT_CASE(kS8)        \
+  PJRT_CASE(kS16)       \
+  PJRT_CASE(kS32)       \
+  PJRT_CASE(kS64)       \
+  PJRT_CASE(kU8)        \
+  PJRT_CASE(kU16)       \
+  PJRT_CASE(kU32)       \
+  PJRT_CASE(kU64)       \
+  PJRT_CASE(kF16)       \
+  PJRT_CASE(kBf16)      \
+  PJRT_CASE(kF32)       \
+  PJRT_CASE(kF64)       \
+  PJRT_CASE(kF8E4M3FN)  \
+  PJRT_CASE(kF8E5M2)    \
+  PJRT_CASE(kS4)        \
+  PJRT_CASE(kU4)
+
+// Calls f with the PrimitiveType constant (as a std::integral_constant) of
+// `type`, a real (non-complex) array type. The compiler refuses complex
+// operands of ops whose kernels take only real types before it gets here;
+// any other type runs f as f32 (never reached for a verified program).
+template <typename F>
+auto DispatchType(PrimitiveType type, F&& f) {
+  switch (type) {
+    PJRT_REAL_CASES
     default:
       break;
   }
   return f(std::integral_constant<PrimitiveType, PrimitiveType::kF32>());
 }
 
-// Bytes of the compute representation (f16/bf16: 4).
+// DispatchType, with c64 and c128 too.
+template <typename F>
+auto DispatchAnyType(PrimitiveType type, F&& f) {
+  switch (type) {
+    PJRT_REAL_CASES
+    PJRT_CASE(kC64)
+    PJRT_CASE(kC128)
+    default:
+      break;
+  }
+  return f(std::integral_constant<PrimitiveType, PrimitiveType::kF32>());
+}
+#undef PJRT_REAL_CASES
+#undef PJRT_CASE
+
+template <typename T>
+inline constexpr bool kIsComplex = false;
+template <typename T>
+inline constexpr bool kIsComplex<std::complex<T>> = true;
+
+// Types whose storage differs from their compute representation.
+inline bool IsNarrowFloat(PrimitiveType type) {
+  return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
+         type == PrimitiveType::kF8E4M3FN || type == PrimitiveType::kF8E5M2;
+}
+inline bool IsInt4(PrimitiveType type) {
+  return type == PrimitiveType::kS4 || type == PrimitiveType::kU4;
+}
+
+// Bytes of the compute representation (f16, bf16 and f8: 4).
 inline int ComputeWidth(PrimitiveType type) {
-  if (type == PrimitiveType::kF16 || type == PrimitiveType::kBf16) return 4;
+  if (IsNarrowFloat(type)) return 4;
   return hlo::ByteWidth(type);
 }
+
+// The most bytes a value takes in its compute representation (c128).
+inline constexpr int kMaxComputeWidth = 16;
 
 }  // namespace pjrt::compiler::host
 

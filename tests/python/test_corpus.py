@@ -19,11 +19,6 @@ from hlo_harness import bf16_bits, bf16_values, run
 PROGRAMS = (pathlib.Path(__file__).resolve().parents[1] / "data" /
             "hlo-corpus" / "programs")
 ALL = sorted(p.name for p in PROGRAMS.glob("*.hlo"))
-# Element types the compiler does not take yet (docs/ops.md): the marks are
-# strict, so the tests fail once the types work and the marks must go.
-NEEDS_TYPES = pytest.mark.xfail(
-    strict=True, raises=pjrt_client.UnimplementedError,
-    reason="s4, u4, c64 and c128 are parsed but not compiled yet")
 
 
 def text(name: str) -> str:
@@ -34,9 +29,7 @@ def test_the_corpus_is_all_there():
     assert len(ALL) == 21
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=NEEDS_TYPES) if n.startswith("03_") else n
-    for n in ALL])
+@pytest.mark.parametrize("name", ALL)
 def test_every_program_compiles(client, name):
     executable = client.compile(text(name))
     executable.delete()
@@ -219,10 +212,11 @@ def test_scan_with_placement_annotations_matches_numpy(client):
     np.testing.assert_array_equal(device, np.full(4, 2, np.float32))
 
 
-@NEEDS_TYPES
-def test_the_s4_literal_program_runs(client):
-    outs = run(client, text("03_literal_minmax_all_types.hlo"), [])
-    assert len(outs) > 0
+def test_the_all_types_literal_program_runs_to_its_c128_root(client):
+    (out,) = run(client, text("03_literal_minmax_all_types.hlo"), [])
+    np.testing.assert_array_equal(
+        out, np.array([-1.79769e308 + 1.79769e308j,
+                       1.79769e308 - 1.79769e308j]))
 
 
 def test_a_program_needing_more_memory_than_the_device_is_refused(client):

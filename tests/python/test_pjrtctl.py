@@ -435,3 +435,42 @@ def test_every_command_in_both_output_modes(daemon, tmp_path, name):
 @pytest.mark.parametrize("name", LOCAL_COMMANDS + ["transfer"])
 def test_every_command_has_help_with_an_example(name):
     assert "Example: pjrtctl " + name in help_text(name)
+
+
+def test_run_reads_and_writes_complex_int4_and_f8_npy_files(daemon,
+                                                            tmp_path):
+    # complex as numpy's complex types (big-endian too); s4 as int8 values,
+    # f8 as uint8 codes.
+    program = tmp_path / "types.hlo"
+    program.write_text("""HloModule types
+ENTRY e {
+  z = c64[3] parameter(0)
+  q = s4[5] parameter(1)
+  f = f8e4m3fn[2] parameter(2)
+  one = s4[] constant(1)
+  ROOT t = (c64[3], s4[5], f8e4m3fn[2]) tuple(c64[3] multiply(z, z),
+      s4[5] add(q, s4[5] broadcast(one), dimensions={}),
+      f8e4m3fn[2] add(f, f))
+}""")
+    z = np.array([1 + 2j, -1j, 0.5], np.complex64)
+    np.save(tmp_path / "z.npy", z.astype(">c8"))
+    np.save(tmp_path / "q.npy", np.array([7, -8, 0, 3, -1], np.int8))
+    np.save(tmp_path / "f.npy", np.array([0x38, 0x40], np.uint8))  # 1, 2
+    out = tmp_path / "out"
+    result = ctl(daemon.addresses[0], "run", str(program),
+                 "--input", str(tmp_path / "z.npy"),
+                 "--input", str(tmp_path / "q.npy"),
+                 "--input", str(tmp_path / "f.npy"),
+                 "--output-dir", str(out))
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(np.load(out / "out0.npy"), z * z)
+    np.testing.assert_array_equal(np.load(out / "out1.npy"),
+                                  [-8, -7, 1, 4, 0])
+    np.testing.assert_array_equal(np.load(out / "out2.npy"), [0x40, 0x48])
+    np.save(tmp_path / "bad.npy", np.array([9, 0, 0, 0, 0], np.int8))
+    refused = ctl(daemon.addresses[0], "run", str(program),
+                  "--input", str(tmp_path / "z.npy"),
+                  "--input", str(tmp_path / "bad.npy"),
+                  "--input", str(tmp_path / "f.npy"))
+    assert refused.returncode != 0
+    assert "outside the range of s4" in refused.stdout

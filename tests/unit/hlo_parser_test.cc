@@ -776,11 +776,20 @@ TEST(HloParserLiteral, ParseOnlyTypesParse) {
   EXPECT_EQ(literal.Get<float>(2), -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(literal.Get<float>(3)));
 
-  // f8 values are checked but not converted: the data stays empty.
+  // f8e4m3fn and f8e5m2 values are stored as their codes; a finite value
+  // beyond the format's range is refused.
   auto f8 = ParseConstant("f8e4m3fn[3]", "{nan, 7, -nan}");
   ASSERT_TRUE(f8.ok()) << f8.status();
-  EXPECT_TRUE(RootLiteral(**f8).data().empty());
+  ASSERT_EQ(RootLiteral(**f8).data().size(), 3u);
+  EXPECT_EQ(RootLiteral(**f8).Get<uint8_t>(0), 0x7F);
+  EXPECT_EQ(RootLiteral(**f8).Get<uint8_t>(1), 0x4E);  // 1.75 * 2^2
+  EXPECT_EQ(RootLiteral(**f8).Get<uint8_t>(2), 0xFF);
+  EXPECT_FALSE(ParseConstant("f8e4m3fn[1]", "{500}").ok());
   EXPECT_FALSE(ParseConstant("f8e5m2[2]", "{1}").ok());
+  // The other f8 types are checked but not converted: the data stays empty.
+  auto fnuz = ParseConstant("f8e4m3fnuz[2]", "{1, -2}");
+  ASSERT_TRUE(fnuz.ok()) << fnuz.status();
+  EXPECT_TRUE(RootLiteral(**fnuz).data().empty());
 }
 
 TEST(HloParserLiteral, ElementCountMismatchIsAnError) {

@@ -66,7 +66,8 @@ TEST(OpsDoc, ListsEveryElementTypeWithItsStatus) {
     EXPECT_EQ(status, IsArrayType(*type) ? "supported" : "not yet") << name;
   }
   for (const char* name : {"pred", "s8", "s16", "s32", "s64", "u8", "u16",
-                           "u32", "u64", "f16", "bf16", "f32", "f64"}) {
+                           "u32", "u64", "f16", "bf16", "f32", "f64", "c64",
+                           "c128", "s4", "u4", "f8e4m3fn", "f8e5m2"}) {
     EXPECT_TRUE(rows.contains(name)) << name;
   }
 }

@@ -125,7 +125,17 @@ TEST(PrimitiveType, NamesRoundTrip) {
   for (PrimitiveType t : kArrayTypes) {
     EXPECT_EQ(ParsePrimitiveType(PrimitiveTypeName(t)), t);
   }
-  EXPECT_FALSE(ParsePrimitiveType("c64").has_value());
+  // Parse-only types are not array types.
+  EXPECT_FALSE(ParsePrimitiveType("f8e4m3fnuz").has_value());
+  EXPECT_EQ(ParseAnyPrimitiveType("f8e4m3fnuz"), PrimitiveType::kF8E4M3FNUZ);
+}
+
+TEST(Shape, SubByteTypesArePackedInBuffers) {
+  EXPECT_EQ(Shape(PrimitiveType::kS4, {5}).ByteSize(), 3);
+  EXPECT_EQ(Shape(PrimitiveType::kU4, {4}).ByteSize(), 2);
+  EXPECT_EQ(Shape(PrimitiveType::kS4, {5}).UnpackedByteSize(), 5);
+  EXPECT_EQ(Shape(PrimitiveType::kC128, {3}).ByteSize(), 48);
+  EXPECT_EQ(Shape(PrimitiveType::kF8E5M2, {3}).ByteSize(), 3);
 }
 
 }  // namespace

@@ -498,6 +498,18 @@ std::string DTypeName(v1::DType dtype) {
       return "f32";
     case v1::DTYPE_F64:
       return "f64";
+    case v1::DTYPE_C64:
+      return "c64";
+    case v1::DTYPE_C128:
+      return "c128";
+    case v1::DTYPE_F8E4M3FN:
+      return "f8e4m3fn";
+    case v1::DTYPE_F8E5M2:
+      return "f8e5m2";
+    case v1::DTYPE_S4:
+      return "s4";
+    case v1::DTYPE_U4:
+      return "u4";
     default:
       return absl::StrFormat("dtype#%d", static_cast<int>(dtype));
   }
@@ -508,6 +520,10 @@ int DTypeByteWidth(v1::DType dtype) {
     case v1::DTYPE_PRED:
     case v1::DTYPE_S8:
     case v1::DTYPE_U8:
+    case v1::DTYPE_F8E4M3FN:
+    case v1::DTYPE_F8E5M2:
+    case v1::DTYPE_S4:  // packed two per byte: see DTypeBytes
+    case v1::DTYPE_U4:
       return 1;
     case v1::DTYPE_S16:
     case v1::DTYPE_U16:
@@ -521,10 +537,18 @@ int DTypeByteWidth(v1::DType dtype) {
     case v1::DTYPE_S64:
     case v1::DTYPE_U64:
     case v1::DTYPE_F64:
+    case v1::DTYPE_C64:
       return 8;
+    case v1::DTYPE_C128:
+      return 16;
     default:
       return 0;
   }
+}
+
+int64_t DTypeBytes(v1::DType dtype, int64_t count) {
+  if (dtype == v1::DTYPE_S4 || dtype == v1::DTYPE_U4) return (count + 1) / 2;
+  return count * DTypeByteWidth(dtype);
 }
 
 std::string ShapeToString(const v1::ArrayShape& shape) {

@@ -453,8 +453,12 @@ std::string ShapeToString(const pjrt::v1::ArrayShape& shape);
 // "f32", "bf16", ...: an element type as HLO spells it ("dtype#N" if
 // unknown).
 std::string DTypeName(pjrt::v1::DType dtype);
-// Bytes per element (1 for pred); 0 if unknown.
+// Bytes per element (1 for pred, and for s4 and u4 once unpacked); 0 if
+// unknown.
 int DTypeByteWidth(pjrt::v1::DType dtype);
+// Bytes of `count` elements on the wire and in buffers (s4 and u4 packed two
+// per byte, element 2i in the high nibble of byte i).
+int64_t DTypeBytes(pjrt::v1::DType dtype, int64_t count);
 
 // Views a contiguous container's bytes: AsBytes(std::vector<float>{...}).
 template <typename Container>

@@ -506,9 +506,9 @@ absl::StatusOr<std::vector<Buffer>> Executable::ExecutePipelined(
     info.set_handle(handle);
     *info.mutable_shape() = shape;
     info.set_device_id(device_id);
-    int64_t size = DTypeByteWidth(shape.dtype());
-    for (int64_t d : shape.dims()) size *= d;
-    info.set_size_bytes(size);
+    int64_t count = 1;
+    for (int64_t d : shape.dims()) count *= d;
+    info.set_size_bytes(DTypeBytes(shape.dtype(), count));
     infos.push_back(std::move(info));
   }
 

@@ -283,6 +283,12 @@ class Buffer:
             return tuple(e.to_numpy() for e in self._elements)
         if out is not None:
             return self._download_into(out)
+        if self._dtype_wire in _dtypes.INT4:
+            # Packed two per byte: unpack to one value per byte.
+            values = _dtypes.unpack_int4(
+                bytes(self._stream_download()), self.size,
+                signed=self._dtype_wire == types_pb2.DTYPE_S4)
+            return values.view(self.dtype).reshape(self._shape)
         staging = self._client._staging.take(self._nbytes) \
             if self._nbytes >= SHM_THRESHOLD else None
         if staging is not None:
@@ -316,7 +322,7 @@ class Buffer:
                 f"{list(self._shape)} array; got {out.dtype}"
                 f"{list(out.shape)}")
         found = self._client._region_of(out)
-        if found is not None:
+        if found is not None and self._dtype_wire not in _dtypes.INT4:
             self._download_to_region(*found)
             return out
         np.copyto(out, self.to_numpy())
@@ -692,12 +698,23 @@ class Executable:
             if expected is not None and expected.dtype != "bf16":
                 dtype = expected.numpy_dtype
             array = np.asarray(value, dtype=dtype)
-        bf16 = False
+        as_type = None
         if expected is not None and expected.dtype == "bf16":
             if array.dtype.kind == "f" and array.dtype != _dtypes.BFLOAT16:
                 array = _dtypes.float_to_bf16_bits(array)
-            bf16 = array.dtype == np.uint16
-        buffer = self._client.put(array, device=device_id, bf16=bf16)
+            if array.dtype == np.uint16:
+                as_type = "bf16"
+        elif expected is not None and expected.dtype in ("s4", "u4") and \
+                array.dtype.kind in "iub":
+            # Integers take the parameter's 4-bit type (one per byte).
+            as_type = expected.dtype
+            array = array.astype(_dtypes.RAW_CODES[
+                _dtypes.wire_from_name(as_type)])
+        elif expected is not None and \
+                expected.dtype in ("f8e4m3fn", "f8e5m2") and \
+                array.dtype == np.uint8:
+            as_type = expected.dtype  # codes
+        buffer = self._client.put(array, device=device_id, as_type=as_type)
         temporaries.append(buffer)
         return buffer.handle
 
@@ -835,10 +852,10 @@ class Executable:
             stream.defer_delete(sequence, buffer.handle)
         results = []
         for handle, shape in zip(result_handles, self._result_protos):
-            size = 2 if shape.dtype == types_pb2.DTYPE_BF16 else \
-                _dtypes.numpy_dtype(shape.dtype).itemsize
+            count = 1
             for d in shape.dims:
-                size *= d
+                count *= d
+            size = _dtypes.wire_nbytes(shape.dtype, count)
             info = buffer_pb2.BufferInfo(handle=handle, shape=shape,
                                          device_id=device_id,
                                          size_bytes=size)
@@ -1207,13 +1224,18 @@ class Client:
     # --- buffers -------------------------------------------------------------
 
     def put(self, array: Any, device: Device | int | None = None, *,
-            bf16: bool = False, zero_copy: bool = False) -> Buffer:
+            bf16: bool = False, as_type: str | None = None,
+            zero_copy: bool = False) -> Buffer:
         """Uploads ``array`` to ``device`` (default: the daemon's first
         device: device 0, unless the daemon is a later task of a cluster).
 
         ``array`` may be any numpy array (non-contiguous or big-endian ones
         are converted), a numpy scalar, or anything ``np.asarray`` accepts.
-        ``bf16=True`` uploads uint16 data as bfloat16 bit patterns.
+        ``bf16=True`` uploads uint16 data as bfloat16 bit patterns;
+        ``as_type`` ("bf16", "f8e4m3fn", "f8e5m2", "s4", "u4") uploads the raw
+        codes of that type (uint16, uint8, int8 values in [-8, 7], uint8
+        values in [0, 15]; see the _dtypes module), for machines without
+        ml_dtypes. complex64 and complex128 arrays upload as c64 and c128.
 
         On the daemon's host, arrays of 1 MiB or more travel through shared
         memory (a staging region; see :attr:`uses_shared_memory`); an array
@@ -1225,7 +1247,7 @@ class Client:
         if self._session.closed:
             raise FailedPreconditionError("the client is closed")
         a = np.asarray(array)
-        wire = _dtypes.wire_dtype(a.dtype, bf16=bf16)
+        wire = _dtypes.wire_dtype(a.dtype, bf16=bf16, as_type=as_type)
         # The wire is row-major little-endian.
         if a.dtype.byteorder == ">" or (a.dtype.byteorder == "="
                                         and np.little_endian is False):
@@ -1233,6 +1255,12 @@ class Client:
         a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
         device_id = self._resolve_device(device)
         shape = types_pb2.ArrayShape(dtype=wire, dims=list(a.shape))
+        if wire in _dtypes.INT4:
+            if zero_copy:
+                raise InvalidArgumentError(
+                    "zero_copy=True cannot take s4 or u4 data: buffers hold "
+                    "them packed two per byte")
+            a = _dtypes.pack_int4(a)
         found = self._region_of(a) if a.nbytes else None
         if found is None and zero_copy:
             raise InvalidArgumentError(

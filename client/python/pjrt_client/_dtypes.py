@@ -1,4 +1,13 @@
-"""Element types: numpy dtypes and the wire's DType enum."""
+"""Element types: numpy dtypes and the wire's DType enum.
+
+c64 and c128 are numpy's complex64 and complex128. bf16, the f8 types and
+s4/u4 are ml_dtypes' types when ml_dtypes is installed; without it they
+travel as raw codes (see RAW_CODES): bf16 and f8 as their bit patterns
+(uint16, uint8), s4 and u4 as one value per byte (int8 in [-8, 7], uint8 in
+[0, 15]). On the wire and in the daemon's buffers s4 and u4 are packed two
+per byte, element 2i in the high nibble of byte i (as XLA packs them); the
+client packs and unpacks them.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +17,30 @@ import numpy as np
 
 from pjrt_client._proto.pjrt.v1 import types_pb2
 
-try:  # bfloat16 as its own numpy type, when ml_dtypes is installed.
+try:  # bfloat16, f8 and int4 as numpy types, when ml_dtypes is installed.
     import ml_dtypes as _ml_dtypes
 
     BFLOAT16: np.dtype | None = np.dtype(_ml_dtypes.bfloat16)
+    _ML_DTYPES: dict[int, np.dtype] = {
+        types_pb2.DTYPE_F8E4M3FN: np.dtype(_ml_dtypes.float8_e4m3fn),
+        types_pb2.DTYPE_F8E5M2: np.dtype(_ml_dtypes.float8_e5m2),
+        types_pb2.DTYPE_S4: np.dtype(_ml_dtypes.int4),
+        types_pb2.DTYPE_U4: np.dtype(_ml_dtypes.uint4),
+    }
 except ImportError:  # pragma: no cover - depends on the machine
     BFLOAT16 = None
+    _ML_DTYPES = {}
+
+# The numpy dtype of each type's raw codes (without ml_dtypes).
+RAW_CODES: dict[int, np.dtype] = {
+    types_pb2.DTYPE_BF16: np.dtype(np.uint16),
+    types_pb2.DTYPE_F8E4M3FN: np.dtype(np.uint8),
+    types_pb2.DTYPE_F8E5M2: np.dtype(np.uint8),
+    types_pb2.DTYPE_S4: np.dtype(np.int8),
+    types_pb2.DTYPE_U4: np.dtype(np.uint8),
+}
+# Packed two per byte on the wire.
+INT4 = (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4)
 
 _NUMPY_TO_WIRE: dict[np.dtype, int] = {
     np.dtype(np.bool_): types_pb2.DTYPE_PRED,
@@ -28,9 +55,13 @@ _NUMPY_TO_WIRE: dict[np.dtype, int] = {
     np.dtype(np.float16): types_pb2.DTYPE_F16,
     np.dtype(np.float32): types_pb2.DTYPE_F32,
     np.dtype(np.float64): types_pb2.DTYPE_F64,
+    np.dtype(np.complex64): types_pb2.DTYPE_C64,
+    np.dtype(np.complex128): types_pb2.DTYPE_C128,
 }
 if BFLOAT16 is not None:
     _NUMPY_TO_WIRE[BFLOAT16] = types_pb2.DTYPE_BF16
+for _wire, _dtype in _ML_DTYPES.items():
+    _NUMPY_TO_WIRE[_dtype] = _wire
 
 _WIRE_TO_NUMPY: dict[int, np.dtype] = {v: k for k, v in _NUMPY_TO_WIRE.items()}
 
@@ -42,20 +73,39 @@ _WIRE_NAMES: dict[int, str] = {
     types_pb2.DTYPE_U16: "u16", types_pb2.DTYPE_U32: "u32",
     types_pb2.DTYPE_U64: "u64", types_pb2.DTYPE_F16: "f16",
     types_pb2.DTYPE_BF16: "bf16", types_pb2.DTYPE_F32: "f32",
-    types_pb2.DTYPE_F64: "f64",
+    types_pb2.DTYPE_F64: "f64", types_pb2.DTYPE_C64: "c64",
+    types_pb2.DTYPE_C128: "c128", types_pb2.DTYPE_F8E4M3FN: "f8e4m3fn",
+    types_pb2.DTYPE_F8E5M2: "f8e5m2", types_pb2.DTYPE_S4: "s4",
+    types_pb2.DTYPE_U4: "u4",
 }
 
 
-def wire_dtype(dtype: np.dtype, bf16: bool = False) -> int:
+def wire_dtype(dtype: np.dtype, bf16: bool = False,
+               as_type: str | None = None) -> int:
     """The wire DType for numpy ``dtype``.
 
     ``bf16=True`` declares uint16 data to be bfloat16 bit patterns (for
-    machines without ml_dtypes).
+    machines without ml_dtypes). ``as_type`` names the HLO type ("bf16",
+    "f8e4m3fn", "f8e5m2", "s4", "u4") whose raw codes (RAW_CODES) the data
+    holds.
 
     Raises:
-        TypeError: the dtype has no pjrtd equivalent.
+        TypeError: the dtype has no pjrtd equivalent, or does not hold the
+            raw codes of ``as_type``.
     """
     dtype = np.dtype(dtype).newbyteorder("=")
+    if as_type is not None:
+        wire = wire_from_name(as_type)
+        raw = RAW_CODES.get(wire)
+        if raw is None:
+            raise TypeError(f"as_type={as_type!r} is not a type of raw codes; "
+                            f"use one of "
+                            f"{', '.join(wire_name(w) for w in RAW_CODES)}")
+        if dtype != raw and _ML_DTYPES.get(wire) != dtype and not (
+                wire == types_pb2.DTYPE_BF16 and dtype == BFLOAT16):
+            raise TypeError(f"{as_type} raw codes are {raw} values; got "
+                            f"{dtype}")
+        return wire
     if bf16:
         if dtype != np.dtype(np.uint16) and dtype != BFLOAT16:
             raise TypeError(
@@ -85,7 +135,55 @@ def numpy_dtype(wire: int) -> np.dtype:
             "(x.astype(np.uint32) << 16).view(np.float32))",
             UserWarning, stacklevel=3)
         return np.dtype(np.uint16)
+    if wire in RAW_CODES and wire not in _WIRE_TO_NUMPY:
+        if wire not in INT4:
+            warnings.warn(
+                f"ml_dtypes is not installed: {wire_name(wire)} arrays are "
+                f"returned as their uint8 codes", UserWarning, stacklevel=3)
+        return RAW_CODES[wire]
     return _WIRE_TO_NUMPY[wire]
+
+
+def itemsize(wire: int) -> float:
+    """Bytes per element on the wire (0.5 for s4 and u4)."""
+    if wire in INT4:
+        return 0.5
+    if wire in RAW_CODES:
+        return RAW_CODES[wire].itemsize
+    return _WIRE_TO_NUMPY[wire].itemsize
+
+
+def wire_nbytes(wire: int, count: int) -> int:
+    """Bytes of ``count`` elements of ``wire`` on the wire."""
+    if wire in INT4:
+        return (count + 1) // 2
+    return count * int(itemsize(wire))
+
+
+def pack_int4(values: np.ndarray) -> np.ndarray:
+    """s4/u4 values (one per byte) packed two per byte, as XLA packs them:
+    element 2i in the high nibble of byte i; an odd count leaves the last
+    low nibble zero."""
+    flat = np.asarray(values).reshape(-1).view(np.uint8) & np.uint8(0xF)
+    if flat.size % 2:
+        flat = np.concatenate([flat, np.zeros(1, np.uint8)])
+    return (flat[0::2] << np.uint8(4)) | flat[1::2]
+
+
+def unpack_int4(packed: bytes | np.ndarray, count: int,
+                signed: bool) -> np.ndarray:
+    """The inverse of pack_int4: ``count`` values, int8 (sign-extended) when
+    ``signed``, else uint8."""
+    b = np.frombuffer(packed, dtype=np.uint8) if not isinstance(
+        packed, np.ndarray) else packed.view(np.uint8)
+    out = np.empty(2 * b.size, np.uint8)
+    out[0::2] = b >> np.uint8(4)
+    out[1::2] = b & np.uint8(0xF)
+    out = out[:count]
+    if signed:
+        return ((out.astype(np.int8) << np.int8(4)) >> np.int8(4)).astype(
+            np.int8)
+    return out
 
 
 def wire_from_name(name: str) -> int:

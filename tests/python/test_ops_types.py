@@ -1,0 +1,386 @@
+"""Element types beyond the original thirteen, on a real pjrtd: c64 and
+c128 (against numpy's complex arithmetic), s4 and u4 (packed two per byte
+in buffers, 4-bit wrapping arithmetic, saturating float converts), and
+f8e4m3fn and f8e5m2 (against a reference that rounds to the nearest of the
+format's values, ties to even, and hand-derived edge values)."""
+
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import pjrt_client
+
+
+def run(client, hlo, args):
+    executable = client.compile(hlo)
+    try:
+        outs = executable.execute(args)
+        try:
+            with warnings.catch_warnings():
+                # Without ml_dtypes, f8 results come back as their codes.
+                warnings.simplefilter("ignore", UserWarning)
+                return [o.to_numpy() for o in outs]
+        finally:
+            for o in outs:
+                o.delete()
+    finally:
+        executable.delete()
+
+
+def one_op(ty: str, op: str, n: int, arity: int, out_ty: str | None = None,
+           attrs: str = "") -> str:
+    params = "\n".join(f"  p{i} = {ty}[{n}] parameter({i})"
+                       for i in range(arity))
+    operands = ", ".join(f"p{i}" for i in range(arity))
+    return (f"HloModule m\nENTRY e {{\n{params}\n"
+            f"  ROOT r = {out_ty or ty}[{n}] {op}({operands}){attrs}\n}}\n")
+
+
+# --- complex ----------------------------------------------------------------
+
+RNG = np.random.default_rng(20261203)
+
+
+def complex_values(dtype, n=64):
+    return (RNG.standard_normal(n) + 1j * RNG.standard_normal(n)).astype(dtype)
+
+
+CX = {"c64": (np.complex64, "f32", 2e-5),
+      "c128": (np.complex128, "f64", 1e-12)}
+UNARY = {
+    "negate": np.negative, "exponential": np.exp, "log": np.log,
+    "sqrt": np.sqrt, "sine": np.sin, "cosine": np.cos, "tan": np.tan,
+    "tanh": np.tanh, "rsqrt": lambda z: 1 / np.sqrt(z),
+    "exponential-minus-one": np.expm1, "log-plus-one": np.log1p,
+    "logistic": lambda z: 1 / (1 + np.exp(-z)),
+    "sign": lambda z: z / np.abs(z),
+}
+BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+          "divide": np.divide, "power": np.power}
+
+
+@pytest.mark.parametrize("ty", sorted(CX))
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_complex_unary_ops_match_numpy(client, ty, op):
+    dtype, _, rtol = CX[ty]
+    x = complex_values(dtype)
+    (out,) = run(client, one_op(ty, op, x.size, 1), [x])
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out, UNARY[op](x), rtol=rtol * 10, atol=rtol)
+
+
+@pytest.mark.parametrize("ty", sorted(CX))
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_complex_binary_ops_match_numpy(client, ty, op):
+    dtype, _, rtol = CX[ty]
+    x, y = complex_values(dtype), complex_values(dtype)
+    (out,) = run(client, one_op(ty, op, x.size, 2), [x, y])
+    np.testing.assert_allclose(out, BINARY[op](x, y), rtol=rtol * 10)
+
+
+@pytest.mark.parametrize("ty", sorted(CX))
+def test_real_imag_abs_complex_and_compare(client, ty):
+    dtype, part, rtol = CX[ty]
+    x = complex_values(dtype, 8)
+    y = x.copy()
+    y[::2] += 1
+    hlo = f"""HloModule m
+ENTRY e {{
+  x = {ty}[8] parameter(0)
+  y = {ty}[8] parameter(1)
+  re = {part}[8] real(x)
+  im = {part}[8] imag(x)
+  a = {part}[8] abs(x)
+  c = {ty}[8] complex(im, re)
+  eq = pred[8] compare(x, y), direction=EQ
+  ne = pred[8] compare(x, y), direction=NE
+  ROOT t = ({part}[8], {part}[8], {part}[8], {ty}[8], pred[8], pred[8])
+      tuple(re, im, a, c, eq, ne)
+}}"""
+    re, im, a, c, eq, ne = run(client, hlo, [x, y])
+    np.testing.assert_array_equal(re, x.real)
+    np.testing.assert_array_equal(im, x.imag)
+    np.testing.assert_allclose(a, np.abs(x), rtol=rtol)
+    np.testing.assert_array_equal(c, x.imag + 1j * x.real)
+    np.testing.assert_array_equal(eq, x == y)
+    np.testing.assert_array_equal(ne, x != y)
+
+
+def test_complex_converts_keep_or_drop_the_imaginary_part(client):
+    x = complex_values(np.complex64, 4)
+    r = np.array([1.5, -2, 0, 3], np.float32)
+    hlo = """HloModule m
+ENTRY e {
+  x = c64[4] parameter(0)
+  r = f32[4] parameter(1)
+  ROOT t = (f32[4], c128[4], c64[4], s32[4], pred[4]) tuple(
+      f32[4] convert(x), c128[4] convert(x), c64[4] convert(r),
+      s32[4] convert(x), pred[4] convert(x))
+}"""
+    to_f32, to_c128, from_f32, to_s32, to_pred = run(client, hlo, [x, r])
+    np.testing.assert_array_equal(to_f32, x.real)
+    np.testing.assert_array_equal(to_c128, x.astype(np.complex128))
+    np.testing.assert_array_equal(from_f32, r.astype(np.complex64))
+    np.testing.assert_array_equal(to_s32, np.trunc(x.real).astype(np.int32))
+    np.testing.assert_array_equal(to_pred, x != 0)
+
+
+@pytest.mark.parametrize("ty", sorted(CX))
+def test_complex_dot_and_reduce_match_numpy(client, ty):
+    dtype, _, rtol = CX[ty]
+    a = complex_values(dtype, 6 * 5).reshape(6, 5)
+    b = complex_values(dtype, 5 * 4).reshape(5, 4)
+    hlo = f"""HloModule m
+add {{
+  p = {ty}[] parameter(0)
+  q = {ty}[] parameter(1)
+  ROOT s = {ty}[] add(p, q)
+}}
+ENTRY e {{
+  a = {ty}[6,5] parameter(0)
+  b = {ty}[5,4] parameter(1)
+  d = {ty}[6,4] dot(a, b), lhs_contracting_dims={{1}},
+      rhs_contracting_dims={{0}}
+  z = {ty}[] constant((0, 0))
+  r = {ty}[6] reduce(a, z), dimensions={{1}}, to_apply=add
+  ROOT t = ({ty}[6,4], {ty}[6]) tuple(d, r)
+}}"""
+    d, r = run(client, hlo, [a, b])
+    np.testing.assert_allclose(d, a @ b, rtol=rtol * 10)
+    np.testing.assert_allclose(r, a.sum(axis=1), rtol=rtol * 10)
+
+
+def test_complex_moves_through_transpose_slice_and_concatenate(client):
+    x = complex_values(np.complex128, 12).reshape(3, 4)
+    hlo = """HloModule m
+ENTRY e {
+  x = c128[3,4] parameter(0)
+  t = c128[4,3] transpose(x), dimensions={1,0}
+  s = c128[2,3] slice(t), slice={[1:3], [0:3]}
+  ROOT c = c128[6,3] concatenate(t, s), dimensions={0}
+}"""
+    (out,) = run(client, hlo, [x])
+    np.testing.assert_array_equal(out, np.concatenate([x.T, x.T[1:3]]))
+
+
+def test_complex_ordering_ops_are_refused_by_name(client):
+    with pytest.raises(pjrt_client.InvalidArgumentError, match="EQ or NE"):
+        client.compile(one_op("c64", "compare", 2, 2, "pred",
+                              ", direction=LT"))
+    with pytest.raises(pjrt_client.InvalidArgumentError, match="maximum"):
+        client.compile(one_op("c64", "maximum", 2, 2))
+
+
+# --- s4 and u4 ---------------------------------------------------------------
+
+def wrap4(values, signed):
+    v = np.asarray(values, np.int64) & 0xF
+    return np.where(signed & (v >= 8), v - 16, v)
+
+
+@pytest.mark.parametrize("ty", ["s4", "u4"])
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "negate"])
+def test_int4_arithmetic_wraps_to_four_bits(client, ty, op):
+    signed = ty == "s4"
+    lo, hi = (-8, 7) if signed else (0, 15)
+    a = np.arange(lo, hi + 1).repeat(hi - lo + 1)
+    b = np.tile(np.arange(lo, hi + 1), hi - lo + 1)
+    arity = 1 if op == "negate" else 2
+    args = [a, b][:arity]
+    (out,) = run(client, one_op(ty, op, a.size, arity), args)
+    want = {"add": a + b, "subtract": a - b, "multiply": a * b,
+            "negate": -a}[op]
+    np.testing.assert_array_equal(out, wrap4(want, signed))
+
+
+def test_s4_bit_ops_count_and_shift_within_four_bits(client):
+    a = np.arange(-8, 8, dtype=np.int8)
+    s = np.full(16, 1, np.int8)
+    hlo = """HloModule m
+ENTRY e {
+  a = s4[16] parameter(0)
+  s = s4[16] parameter(1)
+  ROOT t = (s4[16], s4[16], s4[16], s4[16]) tuple(
+      s4[16] popcnt(a), s4[16] count-leading-zeros(a),
+      s4[16] shift-right-logical(a, s), s4[16] shift-right-arithmetic(a, s))
+}"""
+    pop, clz, srl, sra = run(client, hlo, [a, s])
+    bits = a.astype(np.int64) & 0xF
+    np.testing.assert_array_equal(pop, [bin(v).count("1") for v in bits])
+    np.testing.assert_array_equal(clz, [4 - v.bit_length() for v in
+                                        bits.tolist()])
+    np.testing.assert_array_equal(srl, bits >> 1)
+    np.testing.assert_array_equal(sra, a >> 1)
+
+
+def test_converts_to_int4_wrap_integers_and_saturate_floats(client):
+    i = np.array([7, 8, -9, 100, -1, 15, 16, -8], np.int32)
+    f = np.array([7.9, 8.5, -9.0, 1e9, -1e9, np.nan, -0.5, 3.5], np.float32)
+    hlo = """HloModule m
+ENTRY e {
+  i = s32[8] parameter(0)
+  f = f32[8] parameter(1)
+  ROOT t = (s4[8], u4[8], s4[8], u4[8]) tuple(s4[8] convert(i),
+      u4[8] convert(i), s4[8] convert(f), u4[8] convert(f))
+}"""
+    si, ui, sf, uf = run(client, hlo, [i, f])
+    np.testing.assert_array_equal(si, wrap4(i, True))
+    np.testing.assert_array_equal(ui, wrap4(i, False))
+    np.testing.assert_array_equal(sf, [7, 7, -8, 7, -8, 0, 0, 3])
+    np.testing.assert_array_equal(uf, [7, 8, 0, 15, 0, 0, 0, 3])
+
+
+def test_int4_buffers_are_packed_two_per_byte_high_nibble_first(client):
+    values = np.array([1, -2, 7, -8, 3], np.int8)  # odd count
+    buffer = client.put(values, as_type="s4")
+    try:
+        assert buffer.nbytes == 3
+        assert buffer.dtype_name == "s4"
+        np.testing.assert_array_equal(buffer.to_numpy(), values)
+    finally:
+        buffer.delete()
+    # The packed bytes, read back through a program that bitcasts nothing:
+    # u4 -> u8 converts each value, so the order of nibbles shows.
+    hlo = """HloModule m
+ENTRY e {
+  x = u4[5] parameter(0)
+  ROOT y = u8[5] convert(x)
+}"""
+    (out,) = run(client, hlo, [np.array([1, 14, 7, 8, 3], np.uint8)])
+    np.testing.assert_array_equal(out, [1, 14, 7, 8, 3])
+    from pjrt_client import _dtypes
+    np.testing.assert_array_equal(
+        _dtypes.pack_int4(np.array([1, 14, 7, 8, 3], np.uint8)),
+        [0x1E, 0x78, 0x30])
+
+
+def test_int4_state_runs_through_a_while_loop(client):
+    hlo = """HloModule m
+cond {
+  s = (s32[], s4[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], s4[3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = s4[3] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  three = s4[] constant(3)
+  b = s4[3] broadcast(three), dimensions={}
+  ROOT t = (s32[], s4[3]) tuple(s32[] add(i, one), s4[3] add(x, b))
+}
+ENTRY e {
+  x = s4[3] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], s4[3]) tuple(z, x)
+  w = (s32[], s4[3]) while(init), condition=cond, body=body
+  ROOT r = s4[3] get-tuple-element(w), index=1
+}"""
+    x = np.array([0, -8, 5], np.int8)
+    (out,) = run(client, hlo, [x])
+    np.testing.assert_array_equal(out, wrap4(x.astype(np.int64) + 15, True))
+
+
+# --- f8 ---------------------------------------------------------------------
+
+# (exponent bits, mantissa bits, has infinity)
+F8 = {"f8e4m3fn": (4, 3, False), "f8e5m2": (5, 2, True)}
+
+
+def f8_value(code: int, ty: str) -> float:
+    """The value of an f8 code, from the format's definition."""
+    e_bits, m_bits, has_inf = F8[ty]
+    bias = (1 << (e_bits - 1)) - 1
+    sign = -1.0 if code & 0x80 else 1.0
+    exponent = (code >> m_bits) & ((1 << e_bits) - 1)
+    mantissa = code & ((1 << m_bits) - 1)
+    top = (1 << e_bits) - 1
+    if has_inf and exponent == top:
+        return sign * np.inf if mantissa == 0 else np.nan
+    if not has_inf and exponent == top and mantissa == (1 << m_bits) - 1:
+        return np.nan
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** (1 - bias - m_bits)
+    return sign * (1 + mantissa / (1 << m_bits)) * 2.0 ** (exponent - bias)
+
+
+def f8_round(x: float, ty: str) -> float:
+    """x rounded to the nearest f8 value, ties to the even code; past the
+    largest value by half an ulp or more: inf (e5m2) or NaN (e4m3fn)."""
+    if np.isnan(x):
+        return np.nan
+    codes = [c for c in range(0x80) if np.isfinite(f8_value(c, ty))]
+    values = [Fraction(f8_value(c, ty)) for c in codes]
+    largest = values[-1]
+    ulp = largest - values[-2]
+    a = Fraction(abs(float(x))) if np.isfinite(x) else None
+    sign = -1.0 if np.signbit(x) else 1.0
+    if a is None or a > largest + ulp / 2 or (
+            a == largest + ulp / 2 and codes[-1] % 2 == 1):
+        return sign * (np.inf if F8[ty][2] else np.nan)
+    best = min(range(len(codes)),
+               key=lambda k: (abs(values[k] - a), codes[k] % 2))
+    return sign * float(values[best])
+
+
+@pytest.mark.parametrize("ty", sorted(F8))
+def test_every_f8_code_converts_to_its_value_and_back(client, ty):
+    codes = np.arange(256, dtype=np.uint8)
+    hlo = f"""HloModule m
+ENTRY e {{
+  x = {ty}[256] parameter(0)
+  f = f32[256] convert(x)
+  ROOT t = (f32[256], {ty}[256]) tuple(f, {ty}[256] convert(f))
+}}"""
+    values, back = run(client, hlo, [codes])
+    want = np.array([f8_value(c, ty) for c in range(256)], np.float32)
+    np.testing.assert_array_equal(values, want)
+    finite = ~np.isnan(want)
+    np.testing.assert_array_equal(back[finite], codes[finite])
+
+
+@pytest.mark.parametrize("ty", sorted(F8))
+def test_f32_to_f8_rounds_to_nearest_even_and_overflows(client, ty):
+    edges = {
+        # 464 is halfway between 448 and the NaN code: ties to even (448);
+        # anything above overflows to NaN (no infinity).
+        "f8e4m3fn": [448, 464, 465, 480, 2.0 ** -10, 3 * 2.0 ** -10,
+                     2.0 ** -9, 0.3, -1e-3, np.inf, -np.inf],
+        # 61440 is halfway between 57344 (odd code) and 2^16: rounds up to
+        # infinity.
+        "f8e5m2": [57344, 61439, 61440, 1e6, 2.0 ** -17, 3 * 2.0 ** -17,
+                   0.3, -1e-3, np.inf, -np.inf],
+    }[ty]
+    x = np.concatenate([np.array(edges, np.float32),
+                        (RNG.standard_normal(200) * 50).astype(np.float32),
+                        np.array([np.nan, -0.0], np.float32)])
+    hlo = f"""HloModule m
+ENTRY e {{
+  x = f32[{x.size}] parameter(0)
+  ROOT f = f32[{x.size}] convert({ty}[{x.size}] convert(x))
+}}"""
+    (out,) = run(client, hlo, [x])
+    want = np.array([f8_round(float(v), ty) for v in x], np.float32)
+    np.testing.assert_array_equal(out, want)
+    assert np.signbit(out[-1])  # -0 stays -0
+
+
+def test_f8_arithmetic_computes_in_f32_and_rounds_after_each_op(client):
+    x = np.array([0x40, 0x38, 0x7E, 0x01], np.uint8)  # 2, 1, 448, 2^-9
+    hlo = """HloModule m
+ENTRY e {
+  x = f8e4m3fn[4] parameter(0)
+  y = f8e4m3fn[4] parameter(1)
+  ROOT r = f8e4m3fn[4] add(x, y)
+}"""
+    (out,) = run(client, hlo, [x, x])
+    got = [f8_value(int(c), "f8e4m3fn") for c in out]
+    assert got[:2] == [4.0, 2.0]
+    assert np.isnan(got[2])  # 896 overflows
+    assert got[3] == 2.0 ** -8
