@@ -786,4 +786,57 @@ absl::StatusOr<Shape> InferTopKShape(const Instruction& inst) {
       {Shape(in.element_type(), dims), Shape(PrimitiveType::kS32, dims)});
 }
 
+absl::StatusOr<Shape> InferFftShape(const Instruction& inst) {
+  PJRT_RETURN_IF_ERROR(ExpectCount(inst, 1));
+  const Shape& in = inst.operand(0)->shape();
+  const std::string type = WordAttribute(inst, "fft_type", "");
+  if (type != "FFT" && type != "IFFT" && type != "RFFT" && type != "IRFFT") {
+    return Invalid(inst, absl::StrFormat(
+                             "fft_type=%s is not one of FFT, IFFT, RFFT, "
+                             "IRFFT",
+                             type.empty() ? "(missing)" : type));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> length,
+                        ParseIntListAttribute(inst, "fft_length"));
+  const int l = static_cast<int>(length.size());
+  if (l < 1 || l > 3 || l > in.rank()) {
+    return Invalid(inst, absl::StrFormat(
+                             "fft_length={%s} must name 1 to 3 trailing "
+                             "dimensions of the operand %s",
+                             absl::StrJoin(length, ","), in.ToString()));
+  }
+  const PrimitiveType t = in.element_type();
+  const bool real_in = type == "RFFT";
+  if (real_in ? (t != PrimitiveType::kF32 && t != PrimitiveType::kF64)
+              : !IsComplex(t)) {
+    return Invalid(inst, absl::StrFormat(
+                             "fft_type=%s needs a %s operand, not %s", type,
+                             real_in ? "f32 or f64" : "c64 or c128",
+                             PrimitiveTypeName(t)));
+  }
+  const bool wide = t == PrimitiveType::kF64 || t == PrimitiveType::kC128;
+  PrimitiveType out_type = t;
+  if (type == "RFFT") out_type = wide ? PrimitiveType::kC128 : PrimitiveType::kC64;
+  if (type == "IRFFT") out_type = wide ? PrimitiveType::kF64 : PrimitiveType::kF32;
+  std::vector<int64_t> dims(in.dimensions().begin(), in.dimensions().end());
+  const int first = in.rank() - l;
+  for (int i = 0; i < l; ++i) {
+    const int64_t n = length[i];
+    // The operand's trailing dimensions: the lengths, except the last of
+    // IRFFT (the half spectrum: n / 2 + 1).
+    const int64_t want =
+        type == "IRFFT" && i == l - 1 ? (n / 2 + 1) : n;
+    if (n < 0 || dims[first + i] != want) {
+      return Invalid(inst, absl::StrFormat(
+                               "fft_length={%s} does not fit the operand %s: "
+                               "dimension %d should be %d",
+                               absl::StrJoin(length, ","), in.ToString(),
+                               first + i, want));
+    }
+  }
+  if (type == "RFFT") dims.back() = length.back() / 2 + 1;
+  if (type == "IRFFT") dims.back() = length.back();
+  return Shape(out_type, dims);
+}
+
 }  // namespace pjrt::hlo

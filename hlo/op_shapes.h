@@ -26,6 +26,10 @@ absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst);
 absl::StatusOr<Shape> InferRngBitGeneratorShape(const Instruction& inst);
 absl::StatusOr<Shape> InferRngShape(const Instruction& inst);
 absl::StatusOr<Shape> InferTopKShape(const Instruction& inst);
+// fft: FFT and IFFT keep the complex shape; RFFT takes f32/f64 and gives
+// the half spectrum (last dimension n / 2 + 1) in c64/c128; IRFFT the
+// inverse.
+absl::StatusOr<Shape> InferFftShape(const Instruction& inst);
 
 // Dimensions of a window applied to `dims`: per dimension, the number of
 // window positions over the (base-dilated, padded) operand. INVALID_ARGUMENT

@@ -26,7 +26,6 @@ bool IsIdentityCustomCall(absl::string_view target) {
 
 bool IsSupportedOpcode(Opcode opcode) {
   switch (opcode) {
-    case Opcode::kFft:
     case Opcode::kOther:
       return false;
     default:
@@ -908,6 +907,8 @@ class Verifier {
         return CheckInferred(inst, InferSelectAndScatterShape(inst));
       case Opcode::kConvolution:
         return CheckInferred(inst, InferConvolutionShape(inst));
+      case Opcode::kFft:
+        return CheckInferred(inst, InferFftShape(inst));
       case Opcode::kRngBitGenerator:
         return CheckInferred(inst, InferRngBitGeneratorShape(inst));
       case Opcode::kRng:

@@ -45,6 +45,7 @@ KernelBuilder KernelBuilderOf(const Instruction& inst) {
     case Opcode::kSelectAndScatter: return BuildSelectAndScatter;
     case Opcode::kConvolution: return BuildConvolution;
     case Opcode::kRngBitGenerator: return BuildRngBitGenerator;
+    case Opcode::kFft: return BuildFft;
     case Opcode::kRng:
     case Opcode::kRngGetAndUpdateState:
       return BuildRng;
@@ -102,6 +103,7 @@ Kind KindOf(Opcode op) {
     case Opcode::kRngBitGenerator:
     case Opcode::kRng:
     case Opcode::kRngGetAndUpdateState:
+    case Opcode::kFft:
     case Opcode::kCustomCall:  // TopK (others alias their operand)
       return Kind::kKernel;
     default:
@@ -692,11 +694,11 @@ absl::Status Lowering::EmitKernel(int node) {
     args.outputs.push_back(nodes_[k].slot);
     args.output_shapes.push_back(nodes_[k].shape);
   }
-  // Control flow and gather move complex values as bytes; the other
-  // kernels compute on real values only.
+  // Control flow and gather move complex values as bytes and fft computes
+  // on them; the other kernels compute on real values only.
   const Opcode op = n.inst->opcode();
   if (op != Opcode::kWhile && op != Opcode::kConditional &&
-      op != Opcode::kGather) {
+      op != Opcode::kGather && op != Opcode::kFft) {
     for (const auto* shapes : {&args.input_shapes, &args.output_shapes}) {
       for (const Shape& shape : *shapes) {
         if (hlo::IsComplex(shape.element_type())) {

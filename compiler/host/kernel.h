@@ -1,7 +1,7 @@
 // Kernels: the host program's steps for ops that are not element-wise
 // loops, dots or reductions: control flow (while, conditional), indexing
 // (gather, scatter), sort and top-k, windows (reduce-window,
-// select-and-scatter), convolution, map and random numbers. One file per
+// select-and-scatter), convolution, map, random numbers and fft. One file per
 // family (kernel_*.cc), each a builder the compiler calls with the op's
 // operand and result slots.
 //
@@ -122,6 +122,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs&,
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(
     const KernelArgs&, KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs&,
+                                                 KernelCompiler&);
+absl::StatusOr<std::shared_ptr<Kernel>> BuildFft(const KernelArgs&,
                                                  KernelCompiler&);
 
 // Packs (pack) or unpacks `count` s4 or u4 values between slot `src` and

@@ -384,3 +384,61 @@ ENTRY e {
     assert got[:2] == [4.0, 2.0]
     assert np.isnan(got[2])  # 896 overflows
     assert got[3] == 2.0 ** -8
+
+
+# --- fft --------------------------------------------------------------------
+
+def fft_program(fft_type: str, in_ty: str, in_dims, out_ty: str, out_dims,
+                lengths) -> str:
+    d_in = ",".join(map(str, in_dims))
+    d_out = ",".join(map(str, out_dims))
+    return f"""HloModule m
+ENTRY e {{
+  x = {in_ty}[{d_in}] parameter(0)
+  ROOT f = {out_ty}[{d_out}] fft(x), fft_type={fft_type},
+      fft_length={{{",".join(map(str, lengths))}}}
+}}"""
+
+
+@pytest.mark.parametrize("lengths", [(8,), (5,), (4, 6), (3, 4, 5)])
+@pytest.mark.parametrize("ty", ["c64", "c128"])
+def test_fft_and_ifft_match_numpy(client, ty, lengths):
+    dtype, _, rtol = CX[ty]
+    shape = (2,) + lengths
+    x = complex_values(dtype, int(np.prod(shape))).reshape(shape)
+    axes = tuple(range(1, len(shape)))
+    (f,) = run(client, fft_program("FFT", ty, shape, ty, shape, lengths), [x])
+    np.testing.assert_allclose(f, np.fft.fftn(x, axes=axes),
+                               rtol=rtol * 100, atol=rtol * 100)
+    (i,) = run(client, fft_program("IFFT", ty, shape, ty, shape, lengths), [x])
+    np.testing.assert_allclose(i, np.fft.ifftn(x, axes=axes),
+                               rtol=rtol * 100, atol=rtol * 10)
+
+
+@pytest.mark.parametrize("lengths", [(8,), (7,), (4, 6), (2, 3, 5)])
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_rfft_and_irfft_match_numpy(client, ty, lengths):
+    real = np.float32 if ty == "f32" else np.float64
+    cty = "c64" if ty == "f32" else "c128"
+    tol = 1e-4 if ty == "f32" else 1e-10
+    shape = (3,) + lengths
+    x = RNG.standard_normal(shape).astype(real)
+    axes = tuple(range(1, len(shape)))
+    half = shape[:-1] + (lengths[-1] // 2 + 1,)
+    (r,) = run(client, fft_program("RFFT", ty, shape, cty, half, lengths), [x])
+    want = np.fft.rfftn(x, axes=axes)
+    np.testing.assert_allclose(r, want, rtol=tol, atol=tol)
+    (back,) = run(client, fft_program("IRFFT", cty, half, ty, shape, lengths),
+                  [want.astype(r.dtype)])
+    np.testing.assert_allclose(back, np.fft.irfftn(want, s=lengths,
+                                                   axes=axes),
+                               rtol=tol, atol=tol)
+
+
+def test_fft_with_a_length_that_does_not_fit_is_refused(client):
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="dimension 1 should be 5"):
+        client.compile(fft_program("IRFFT", "c64", (2, 4), "f32", (2, 8),
+                                   (8,)))
+    with pytest.raises(pjrt_client.InvalidArgumentError, match="c64 or c128"):
+        client.compile(fft_program("FFT", "f32", (8,), "f32", (8,), (8,)))
