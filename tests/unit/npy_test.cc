@@ -124,10 +124,10 @@ TEST_F(NpyTest, BadFilesAreInvalidArgumentNamingTheProblem) {
   EXPECT_NE(a.status().message().find("magic"), std::string::npos);
 
   auto c = ReadNpy(WriteRaw(
-      "c.npy", "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
-      std::string(8, '\0')));
+      "c.npy", "{'descr': '<c32', 'fortran_order': False, 'shape': (1,), }",
+      std::string(32, '\0')));
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("'<c8' is not supported"),
+  EXPECT_NE(c.status().message().find("'<c32' is not supported"),
             std::string::npos)
       << c.status();
 
