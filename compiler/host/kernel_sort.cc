@@ -62,15 +62,14 @@ uint64_t UnsignedKey(PrimitiveType type, const void* base, int64_t i) {
   return TotalOrderKey(type, base, i);
 }
 
-// Stable LSD radix sort of n keys of `bits` bits (at most 32), with an
-// optional payload that moves with them; 11-bit digits, skipping digits
-// every key shares. Uses tmp and tmp_payload (n each) as scratch.
-void RadixSort(uint32_t* keys, uint32_t* tmp, uint32_t* payload,
-               uint32_t* tmp_payload, int64_t n, int bits) {
+// LSD radix sort of n keys (with payload, if not null) on their low `bits`
+// bits, 11 bits per pass, ping-ponging between keys and tmp. Returns true
+// when the result ended in tmp (and tmp_payload) rather than keys.
+bool RadixSortPasses(uint32_t* keys, uint32_t* tmp, uint32_t* payload,
+                     uint32_t* tmp_payload, int64_t n, int bits) {
   constexpr int kDigit = 11;
   constexpr int kBuckets = 1 << kDigit;
-  uint32_t* const original_keys = keys;
-  uint32_t* const original_payload = payload;
+  bool in_tmp = false;
   const int passes = (bits + kDigit - 1) / kDigit;
   std::vector<int64_t> counts(static_cast<size_t>(passes) * kBuckets, 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -95,59 +94,87 @@ void RadixSort(uint32_t* keys, uint32_t* tmp, uint32_t* payload,
     }
     std::swap(keys, tmp);
     std::swap(payload, tmp_payload);
+    in_tmp = !in_tmp;
   }
-  // An odd number of passes leaves the result in the scratch buffers.
-  if (keys != original_keys) {
-    std::copy(keys, keys + n, original_keys);
-    if (payload != nullptr) std::copy(payload, payload + n, original_payload);
+  return in_tmp;
+}
+
+// Sorts n keys (with payload, if not null) by their low `bits` bits,
+// stably, leaving the result in keys (and payload); tmp and tmp_payload are
+// scratch of n elements.
+void RadixSort(uint32_t* keys, uint32_t* tmp, uint32_t* payload,
+               uint32_t* tmp_payload, int64_t n, int bits) {
+  if (RadixSortPasses(keys, tmp, payload, tmp_payload, n, bits)) {
+    std::copy(tmp, tmp + n, keys);
+    if (payload != nullptr) std::copy(tmp_payload, tmp_payload + n, payload);
   }
 }
 
-// Radix sorts n keys (with payload, if not null) in a few chunks on the
-// pool's threads, then merges the chunks (stably: the left run wins ties).
+// Radix sorts n keys (with payload, if not null) on the pool's threads:
+// the top 12 bits in one parallel pass (each thread counts, then scatters,
+// its share of the keys, stably), then each of those 4096 buckets on its
+// own by the remaining bits (buckets are small enough to stay in the
+// caches, and threads take whole buckets). Stable.
 // REQUIRES: not called from a pool thread.
 void ParallelRadixSort(uint32_t* keys, uint32_t* payload, int64_t n, int bits,
                        uint32_t* tmp, uint32_t* tmp_payload) {
-  const int64_t chunks = std::max(1, ThreadPool::Get().num_threads());
+  constexpr int kTopBits = 12;
+  constexpr int kTop = 1 << kTopBits;
+  ThreadPool& pool = ThreadPool::Get();
+  if (bits <= kTopBits || n < (int64_t{1} << 16)) {
+    RadixSort(keys, tmp, payload, tmp_payload, n, bits);
+    return;
+  }
+  const int shift = bits - kTopBits;
+  const int64_t chunks = std::max(1, pool.num_threads());
   std::vector<int64_t> bounds;
   for (int64_t c = 0; c <= chunks; ++c) bounds.push_back(n * c / chunks);
-  ThreadPool::Get().ParallelFor(chunks, 1e9, [&](int64_t first, int64_t last) {
+  std::vector<std::vector<int64_t>> counts(chunks,
+                                           std::vector<int64_t>(kTop, 0));
+  pool.ParallelFor(chunks, 1e9, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
-      const int64_t lo = bounds[c], len = bounds[c + 1] - lo;
-      RadixSort(keys + lo, tmp + lo,
-                payload != nullptr ? payload + lo : nullptr,
-                payload != nullptr ? tmp_payload + lo : nullptr, len, bits);
+      int64_t* count = counts[c].data();
+      for (int64_t i = bounds[c]; i < bounds[c + 1]; ++i) {
+        ++count[(keys[i] >> shift) & (kTop - 1)];
+      }
     }
   });
-  // Merge runs pairwise until one is left.
-  std::vector<int64_t> runs = bounds;
-  while (runs.size() > 2) {
-    std::vector<int64_t> next = {0};
-    for (size_t r = 0; r + 1 < runs.size(); r += 2) {
-      const int64_t lo = runs[r], mid = runs[r + 1];
-      const int64_t hi = r + 2 < runs.size() ? runs[r + 2] : mid;
-      int64_t i = lo, j = mid, k = lo;
-      while (i < mid && j < hi) {
-        const bool right = keys[j] < keys[i];
-        const int64_t from = right ? j++ : i++;
-        tmp[k] = keys[from];
-        if (payload != nullptr) tmp_payload[k] = payload[from];
-        ++k;
-      }
-      for (; i < mid; ++i, ++k) {
-        tmp[k] = keys[i];
-        if (payload != nullptr) tmp_payload[k] = payload[i];
-      }
-      for (; j < hi; ++j, ++k) {
-        tmp[k] = keys[j];
-        if (payload != nullptr) tmp_payload[k] = payload[j];
-      }
-      next.push_back(hi);
+  // Bucket b starts at begin[b]; chunk c writes its keys of bucket b after
+  // those of the chunks before it.
+  std::vector<int64_t> begin(kTop + 1, 0);
+  int64_t sum = 0;
+  for (int b = 0; b < kTop; ++b) {
+    begin[b] = sum;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t count = counts[c][b];
+      counts[c][b] = sum;
+      sum += count;
     }
-    std::copy(tmp, tmp + n, keys);
-    if (payload != nullptr) std::copy(tmp_payload, tmp_payload + n, payload);
-    runs = next;
   }
+  begin[kTop] = n;
+  pool.ParallelFor(chunks, 1e9, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      int64_t* at = counts[c].data();
+      for (int64_t i = bounds[c]; i < bounds[c + 1]; ++i) {
+        const int64_t to = at[(keys[i] >> shift) & (kTop - 1)]++;
+        tmp[to] = keys[i];
+        if (payload != nullptr) tmp_payload[to] = payload[i];
+      }
+    }
+  });
+  // Each bucket, from tmp back into keys.
+  pool.ParallelFor(kTop, 20.0 * n / kTop, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t lo = begin[b], len = begin[b + 1] - lo;
+      if (len == 0) continue;
+      uint32_t* const p = payload != nullptr ? payload + lo : nullptr;
+      uint32_t* const tp = payload != nullptr ? tmp_payload + lo : nullptr;
+      if (!RadixSortPasses(tmp + lo, keys + lo, tp, p, len, shift)) {
+        std::copy(tmp + lo, tmp + lo + len, keys + lo);
+        if (p != nullptr) std::copy(tp, tp + len, p);
+      }
+    }
+  });
 }
 
 // Keys of n elements of `type` (at most 32 bits) at base[i * stride], as
@@ -412,9 +439,37 @@ class SortKernel : public Kernel {
     };
     const int64_t rows = outer_;
     if (rows == 1 && length_ >= (int64_t{1} << 20)) {
-      LoadKeys(kt, in, 1, length_, flip, mask, keys);
+      // One long row: every step in parallel, over pieces of the row.
+      constexpr int64_t kPiece = int64_t{1} << 18;
+      const int64_t pieces = (length_ + kPiece - 1) / kPiece;
+      const auto piece_range = [&](int64_t p) {
+        return std::pair(p * kPiece, std::min(length_, (p + 1) * kPiece));
+      };
+      ThreadPool& pool = ThreadPool::Get();
+      pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p) {
+          const auto [lo, hi] = piece_range(p);
+          LoadKeys(kt, in + lo * 4, 1, hi - lo, flip, mask, keys + lo);
+        }
+      });
       ParallelRadixSort(keys, nullptr, length_, 32, tmp, nullptr);
-      finish(0);
+      if (IsCancelled(context.cancellation)) return;
+      pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p) {
+          const auto [lo, hi] = piece_range(p);
+          if (kt == PrimitiveType::kF32 && !flip) {
+            // The inverse of the total-order fold, without a type switch.
+            for (int64_t i = lo; i < hi; ++i) {
+              const uint32_t k = keys[i];
+              keys[i] = (k & 0x80000000u) != 0 ? (k ^ 0x80000000u) : ~k;
+            }
+          } else {
+            for (int64_t i = lo; i < hi; ++i) {
+              StoreFromKey(kt, flip ? ~keys[i] : keys[i], keys, i);
+            }
+          }
+        }
+      });
       return;
     }
     ThreadPool::Get().ParallelFor(rows, length_ * 30.0, [&](int64_t first,
