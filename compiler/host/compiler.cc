@@ -191,6 +191,87 @@ int Lowering::NewNode(const Instruction* inst, const Shape& shape,
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+namespace {
+
+// The dimensions of `shape` from major to minor (its layout reversed;
+// row-major when it has none).
+std::vector<int64_t> MajorToMinor(const Shape& shape) {
+  std::vector<int64_t> order(shape.rank());
+  if (shape.layout().has_value() &&
+      static_cast<int>(shape.layout()->size()) == shape.rank()) {
+    order.assign(shape.layout()->rbegin(), shape.layout()->rend());
+  } else {
+    for (int d = 0; d < shape.rank(); ++d) order[d] = d;
+  }
+  return order;
+}
+
+bool IsIdentityOrder(const std::vector<int64_t>& order) {
+  for (size_t d = 0; d < order.size(); ++d) {
+    if (order[d] != static_cast<int64_t>(d)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Lowering::Value Lowering::LowerBitcast(const Instruction& inst,
+                                       const Value& operand) {
+  const Shape& in = inst.operand(0)->shape();
+  const Shape& out = inst.shape();
+  const std::vector<int64_t> in_order = MajorToMinor(in);
+  const std::vector<int64_t> out_order = MajorToMinor(out);
+  Value v;
+  const auto add = [&](const Instruction* made, const Shape& shape, int from) {
+    const int id = NewNode(made, shape, {from});
+    nodes_[id].first_output = id;
+    return id;
+  };
+  if (IsIdentityOrder(in_order) && IsIdentityOrder(out_order)) {
+    v.node = add(&inst, out, operand.node);  // a view
+    return v;
+  }
+  // XLA reinterprets the physical buffer: bring the operand into its
+  // physical (major-to-minor) order, view that as the result's physical
+  // dimensions, and bring those into the result's logical order.
+  const auto synthetic = [&](Opcode op, absl::string_view op_name,
+                             const Shape& shape,
+                             std::vector<int64_t> dimensions) {
+    auto made = std::make_unique<Instruction>(
+        absl::StrCat(inst.name(), ".", op_name), op, std::string(op_name),
+        shape);
+    made->set_position(inst.line(), inst.column());
+    made->mutable_attributes()->dimensions = std::move(dimensions);
+    synthetic_.push_back(std::move(made));
+    return synthetic_.back().get();
+  };
+  int node = operand.node;
+  const auto physical = [](const Shape& s, const std::vector<int64_t>& order) {
+    std::vector<int64_t> dims;
+    for (int64_t d : order) dims.push_back(s.dimensions(d));
+    return Shape(s.element_type(), dims);
+  };
+  if (!IsIdentityOrder(in_order)) {
+    const Shape shape = physical(in, in_order);
+    node = add(synthetic(Opcode::kTranspose, "transpose", shape, in_order),
+               shape, node);
+  }
+  const Shape out_physical = physical(out, out_order);
+  node = add(synthetic(Opcode::kReshape, "reshape", out_physical, {}),
+             out_physical, node);
+  if (!IsIdentityOrder(out_order)) {
+    std::vector<int64_t> inverse(out_order.size());
+    for (size_t k = 0; k < out_order.size(); ++k) inverse[out_order[k]] = k;
+    Shape logical(out.element_type(), std::vector<int64_t>(
+                                          out.dimensions().begin(),
+                                          out.dimensions().end()));
+    node = add(synthetic(Opcode::kTranspose, "transpose", logical, inverse),
+               logical, node);
+  }
+  v.node = node;
+  return v;
+}
+
 absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
     const Instruction& inst, const std::vector<Value>& args,
     const absl::flat_hash_map<const Instruction*, Value>& done) {
@@ -262,6 +343,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
       // Identity annotations (verified); TopK is a kernel.
       if (inst.attributes().custom_call_target != "TopK") return operand(0);
       break;
+    case Opcode::kBitcast:
+      return LowerBitcast(inst, operand(0));
     default:
       break;
   }

@@ -165,6 +165,10 @@ class Lowering : public KernelCompiler {
       const absl::flat_hash_map<const Instruction*, Value>& done);
   int NewNode(const Instruction* inst, const Shape& shape,
               std::vector<int> operands);
+  // A bitcast: a view of its operand when both layouts are row-major;
+  // otherwise the physical buffer reinterpreted, as XLA defines it
+  // (transpose to physical order, view, transpose to logical order).
+  Value LowerBitcast(const Instruction& inst, const Value& operand);
 
   void DecideMaterialization();
   // Part of DecideMaterialization: bounds the size and depth of every fused
@@ -216,6 +220,8 @@ class Lowering : public KernelCompiler {
   std::unique_ptr<HostProgram> program_ = std::make_unique<HostProgram>();
   std::vector<Node> nodes_;
   std::vector<int> results_;
+  // Instructions the lowering makes itself (a bitcast's transposes).
+  std::vector<std::unique_ptr<Instruction>> synthetic_;
 };
 
 

@@ -175,6 +175,24 @@ def test_complex_ordering_ops_are_refused_by_name(client):
         client.compile(one_op("c64", "maximum", 2, 2))
 
 
+def test_kernels_without_complex_support_refuse_it_by_name(client):
+    hlo = """HloModule m
+cmp {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ra = f32[] real(a)
+  rb = f32[] real(b)
+  ROOT lt = pred[] compare(ra, rb), direction=LT
+}
+ENTRY e {
+  x = c64[4] parameter(0)
+  ROOT s = c64[4] sort(x), dimensions={0}, to_apply=cmp
+}"""
+    with pytest.raises(pjrt_client.UnimplementedError,
+                       match=r"sort of c64\[4\]"):
+        client.compile(hlo)
+
+
 # --- s4 and u4 ---------------------------------------------------------------
 
 def wrap4(values, signed):
@@ -442,3 +460,30 @@ def test_fft_with_a_length_that_does_not_fit_is_refused(client):
                                    (8,)))
     with pytest.raises(pjrt_client.InvalidArgumentError, match="c64 or c128"):
         client.compile(fft_program("FFT", "f32", (8,), "f32", (8,), (8,)))
+
+
+# --- bitcast across layouts -------------------------------------------------
+
+def test_bitcast_to_another_layout_reinterprets_the_physical_buffer(client):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    # Row-major [2,3] read as column-major [3,2]: y[i, j] = flat[j * 3 + i].
+    (y,) = run(client, """HloModule m
+ENTRY e {
+  x = f32[2,3]{1,0} parameter(0)
+  ROOT y = f32[3,2]{0,1} bitcast(x)
+}""", [x])
+    np.testing.assert_array_equal(y, x.reshape(-1).reshape(2, 3).T)
+    # A column-major operand's physical order is its transpose, flattened.
+    (flat,) = run(client, """HloModule m
+ENTRY e {
+  x = f32[2,3]{0,1} parameter(0)
+  ROOT y = f32[6]{0} bitcast(x)
+}""", [x])
+    np.testing.assert_array_equal(flat, x.T.reshape(-1))
+    # Same layouts: a plain view.
+    (same,) = run(client, """HloModule m
+ENTRY e {
+  x = f32[2,3]{1,0} parameter(0)
+  ROOT y = f32[3,2]{1,0} bitcast(x)
+}""", [x])
+    np.testing.assert_array_equal(same, x.reshape(3, 2))
