@@ -29,6 +29,18 @@ Instruction* Computation::AddInstruction(
   return instructions_.back().get();
 }
 
+void Computation::ReplaceUses(const Instruction* old,
+                              Instruction* replacement) {
+  for (const auto& instruction : instructions_) {
+    for (int i = 0; i < instruction->operand_count(); ++i) {
+      if (instruction->operand(i) == old) {
+        instruction->ReplaceOperand(i, replacement);
+      }
+    }
+  }
+  if (root_ == old) root_ = replacement;
+}
+
 Instruction* Computation::FindInstruction(absl::string_view name) const {
   for (const auto& instruction : instructions_) {
     if (instruction->name() == name) return instruction.get();

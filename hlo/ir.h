@@ -112,6 +112,7 @@ class Instruction {
   Instruction* operand(int i) const { return operands_[i]; }
   int operand_count() const { return static_cast<int>(operands_.size()); }
   void AddOperand(Instruction* operand) { operands_.push_back(operand); }
+  void ReplaceOperand(int i, Instruction* operand) { operands_[i] = operand; }
 
   // Computations this instruction calls: to_apply= (reduce, all-reduce,
   // map...), calls= (call, fusion, custom-call), condition= then body=
@@ -184,6 +185,10 @@ class Computation {
 
   // The instruction named `name` (without '%'), or nullptr.
   Instruction* FindInstruction(absl::string_view name) const;
+
+  // Makes every user of `old` (and the root, if it is `old`) use
+  // `replacement` instead. `old` stays in the computation, unused.
+  void ReplaceUses(const Instruction* old, Instruction* replacement);
 
  private:
   std::string name_;

@@ -19,6 +19,7 @@
 #include "compiler/host/compiler.h"
 #include "compiler/host/host_program.h"
 #include "hlo/parser.h"
+#include "hlo/passes.h"
 #include "hlo/verifier.h"
 #include "runtime/execute.h"
 
@@ -308,6 +309,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
       e->donated_parameters_.push_back(param);
     }
   }
+  // Backend-neutral rewrites (hlo/passes.h), then the backend.
+  PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module.get()).status());
   PJRT_ASSIGN_OR_RETURN(auto program,
                         compiler::host::CompileForHost(*module, compile_options));
   PJRT_RETURN_IF_ERROR(compiler::host::CheckCollectives(*program, R, P));

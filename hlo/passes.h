@@ -1,0 +1,28 @@
+// Backend-neutral rewrites of a verified module into simpler HLO, run once
+// before any backend compiles it, so that every platform has fewer
+// primitives to emit. Each rewrite keeps the module's results bit for bit
+// where XLA's own rewrite does, and leaves a module the verifier accepts.
+//
+//  - A convolution whose window is 1 everywhere (no padding, stride,
+//    dilation or reversal) and without feature or batch groups is a dot:
+//    contract the input feature dimension with the kernel's input feature
+//    dimension, then transpose into the output's dimension labels. (XLA's
+//    ConvolutionToDot-style rewrite; a 1x1 convolution is a GEMM.)
+#ifndef PJRT_HLO_PASSES_H_
+#define PJRT_HLO_PASSES_H_
+
+#include "absl/status/statusor.h"
+#include "hlo/ir.h"
+
+namespace pjrt::hlo {
+
+// Runs every rewrite over every computation of `module`; returns how many
+// instructions were rewritten.
+absl::StatusOr<int> SimplifyModule(Module* module);
+
+// The rewrites, one by one (each returns how many it made).
+absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
+
+}  // namespace pjrt::hlo
+
+#endif  // PJRT_HLO_PASSES_H_
