@@ -252,7 +252,7 @@ class ConvolutionKernel : public Kernel {
           for (size_t d = 0; d < outer.size(); ++d) at += idx[d] * strides[d];
           const T* src = result + row * inner;
           for (int64_t i = 0; i < inner; ++i) {
-            o[at + i * strides.back()] = Convert<S>(src[i]);
+            o[at + i * strides.back()] = Convert<S>(src[i], p_.out_type);
           }
         }
       });
@@ -260,10 +260,16 @@ class ConvolutionKernel : public Kernel {
   }
 
   template <typename S>
-  static S Convert(T v) {
+  static S Convert(T v, PrimitiveType type) {
     if constexpr (std::is_integral_v<S>) {
       if (std::isnan(static_cast<double>(v))) return S(0);
       const double d = static_cast<double>(v);
+      if (IsInt4(type)) {
+        // The exact integer sum, wrapped to 4 bits.
+        const int64_t wide = static_cast<int64_t>(std::clamp(d, -9.0e18, 9.0e18));
+        const int64_t low = wide & 0xF;
+        return static_cast<S>(type == PrimitiveType::kS4 && low >= 8 ? low - 16 : low);
+      }
       if (d <= static_cast<double>(std::numeric_limits<S>::min())) {
         return std::numeric_limits<S>::min();
       }

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
+#include "compiler/host/types.h"
 #include "compiler/host/thread_pool.h"
 #include "hlo/op_attributes.h"
 
@@ -436,6 +437,10 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
   }
   const hlo::Computation& region = *inst.called_computations()[0];
   k->combiner_ = ClassifyCombiner(region, n);
+  // s4 and u4 sums wrap to 4 bits: the region (an Expression) does that.
+  if (k->combiner_ == Combiner::kAdd && IsInt4(k->types_[0])) {
+    k->combiner_ = Combiner::kRegion;
+  }
   if (k->combiner_ == Combiner::kRegion) {
     std::vector<PrimitiveType> types = k->types_;
     types.insert(types.end(), k->types_.begin(), k->types_.end());

@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
+#include "compiler/host/types.h"
 #include "compiler/host/thread_pool.h"
 #include "hlo/op_attributes.h"
 #include "hlo/op_shapes.h"
@@ -256,7 +257,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args
   k->out_dims_.assign(args.output_shapes[0].dimensions().begin(),
                       args.output_shapes[0].dimensions().end());
   const hlo::Computation& region = *inst.called_computations()[0];
-  if (n == 1) k->op_ = SimpleReducer(region);
+  // (s4 and u4 sums wrap to 4 bits: the region's Expression does that.)
+  if (n == 1 && !IsInt4(k->types_[0])) k->op_ = SimpleReducer(region);
   if (k->op_.has_value() && hlo::IsFloatingPoint(k->types_[0]) &&
       (*k->op_ == ExprOp::kAnd || *k->op_ == ExprOp::kOr)) {
     k->op_.reset();

@@ -181,9 +181,11 @@ absl::Status Lowering::EmitReduce(int node) {
     }
   }
   const Computation& region = *inst.called_computations()[0];
-  // Complex reductions run through the generic reducer.
+  // Complex reductions, and s4/u4 ones (which wrap to 4 bits), run through
+  // the generic reducer.
   std::optional<ExprOp> simple =
-      count == 1 && !hlo::IsComplex(n.shape.element_type())
+      count == 1 && !hlo::IsComplex(n.shape.element_type()) &&
+              !IsInt4(n.shape.element_type())
           ? SimpleReducer(region)
           : std::nullopt;
   if (simple.has_value()) {
@@ -382,6 +384,15 @@ absl::Status Lowering::EmitCollective(int node) {
   if (step.kind == CollectiveStep::Kind::kAllReduce ||
       step.kind == CollectiveStep::Kind::kReduceScatter) {
     std::optional<ExprOp> op = SimpleReducer(*inst.called_computations()[0]);
+    for (int operand : n.operands) {
+      if (IsInt4(TypeOf(operand))) {
+        return absl::UnimplementedError(absl::StrFormat(
+            "line %d: %%%s reduces %s values, which the host platform's "
+            "collectives do not support yet",
+            inst.line(), inst.name(),
+            hlo::PrimitiveTypeName(TypeOf(operand))));
+      }
+    }
     if (!op.has_value()) {
       return absl::UnimplementedError(absl::StrFormat(
           "line %d: %%%s reduces with computation %s; the host platform's "

@@ -276,6 +276,40 @@ ENTRY e {
         [0x1E, 0x78, 0x30])
 
 
+def test_int4_sums_in_reduce_scatter_windows_and_convolution_wrap(client):
+    x = np.array([7, 7, 7, 1, -8, -8], np.int8)
+    hlo = """HloModule m
+add {
+  a = s4[] parameter(0)
+  b = s4[] parameter(1)
+  ROOT s = s4[] add(a, b)
+}
+ENTRY e {
+  x = s4[6] parameter(0)
+  z = s4[] constant(0)
+  r = s4[] reduce(x, z), dimensions={0}, to_apply=add
+  w = s4[3] reduce-window(x, z), window={size=2 stride=2}, to_apply=add
+  i = s32[2,1] constant({{0}, {0}})
+  u = s4[2] constant({7, 7})
+  sc = s4[6] scatter(x, i, u), update_window_dims={},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=add
+  xr = s4[1,6,1] reshape(x)
+  k = s4[2,1,1] constant({{{3}}, {{1}}})
+  c = s4[1,5,1] convolution(xr, k), window={size=2}, dim_labels=b0f_0io->b0f
+  ROOT t = (s4[], s4[3], s4[6], s4[1,5,1]) tuple(r, w, sc, c)
+}"""
+    r, w, sc, c = run(client, hlo, [x])
+    wide = x.astype(np.int64)
+    assert int(r) == wrap4(wide.sum(), True)
+    np.testing.assert_array_equal(w, wrap4(wide.reshape(3, 2).sum(1), True))
+    want = wide.copy()
+    want[0] += 14
+    np.testing.assert_array_equal(sc, wrap4(want, True))
+    np.testing.assert_array_equal(c.reshape(-1),
+                                  wrap4(wide[:-1] * 3 + wide[1:], True))
+
+
 def test_int4_state_runs_through_a_while_loop(client):
     hlo = """HloModule m
 cond {
