@@ -826,7 +826,13 @@ absl::StatusOr<Shape> InferFftShape(const Instruction& inst) {
     // IRFFT (the half spectrum: n / 2 + 1).
     const int64_t want =
         type == "IRFFT" && i == l - 1 ? (n / 2 + 1) : n;
-    if (n < 0 || dims[first + i] != want) {
+    if (n < 1) {
+      return Invalid(inst, absl::StrFormat(
+                               "fft_length={%s}: every length must be at "
+                               "least 1",
+                               absl::StrJoin(length, ",")));
+    }
+    if (dims[first + i] != want) {
       return Invalid(inst, absl::StrFormat(
                                "fft_length={%s} does not fit the operand %s: "
                                "dimension %d should be %d",

@@ -100,9 +100,11 @@ absl::StatusOr<bool> RewriteIfUnit(Computation* c, Instruction* conv) {
   for (size_t s = 0; s < d.output_spatial.size(); ++s) {
     order[d.output_spatial[s]] = dot_position(d.input_spatial[s]);
   }
+  // The result keeps the convolution's layout (a bitcast of it reads it).
+  Shape result_shape(out.element_type(), DimsOf(out));
+  if (out.layout().has_value()) result_shape.set_layout(*out.layout());
   Instruction* result = Add(c, *conv, ".transpose", Opcode::kTranspose,
-                            "transpose", Shape(out.element_type(), DimsOf(out)),
-                            {dot});
+                            "transpose", result_shape, {dot});
   result->mutable_attributes()->dimensions = order;
   c->ReplaceUses(conv, result);
   return true;

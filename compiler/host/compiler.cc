@@ -777,6 +777,17 @@ absl::Status Lowering::EmitKernel(int node) {
     args.outputs.push_back(nodes_[k].slot);
     args.output_shapes.push_back(nodes_[k].shape);
   }
+  // Random bits fill whole bytes: s4 and u4 would leave their range.
+  if (n.inst->opcode() == Opcode::kRngBitGenerator ||
+      n.inst->opcode() == Opcode::kRng) {
+    for (const Shape& shape : args.output_shapes) {
+      if (IsInt4(shape.element_type())) {
+        return absl::UnimplementedError(absl::StrFormat(
+            "%s: %s of %s is not supported by the host compiler yet",
+            n.inst->Describe(), n.inst->opcode_name(), shape.ToString()));
+      }
+    }
+  }
   // Control flow and gather move complex values as bytes and fft computes
   // on them; the other kernels compute on real values only.
   const Opcode op = n.inst->opcode();

@@ -324,8 +324,14 @@ void ComplexBinary(const ExprNode& node, const T* a, const T* b, T* out, int64_t
     case ExprOp::kDivide: for (int64_t i = 0; i < n; ++i) out[i] = a[i] / b[i]; return;
     case ExprOp::kPower:
       for (int64_t i = 0; i < n; ++i) {
-        // 0^0 is 1, as XLA defines it; std::pow(0, 0) is NaN.
-        out[i] = a[i] == T(0) && b[i] == T(0) ? T(1) : std::pow(a[i], b[i]);
+        // 0^0 is 1 and 0^b is 0 for Re(b) > 0 (std::pow gives NaN for both).
+        if (a[i] == T(0) && b[i] == T(0)) {
+          out[i] = T(1);
+        } else if (a[i] == T(0) && b[i].real() > 0) {
+          out[i] = T(0);
+        } else {
+          out[i] = std::pow(a[i], b[i]);
+        }
       }
       return;
     default: return;
@@ -516,6 +522,8 @@ void Binary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
         for (int64_t i = 0; i < n; ++i) {
           U s = U(b[i]);
           S v = static_cast<S>(a[i]);
+          // u4 is held zero-extended: its sign bit for this shift is bit 3.
+          if (node.type == PrimitiveType::kU4 && (v & 0x8)) v = static_cast<S>(v | ~S(0xF));
           out[i] = static_cast<T>(s >= kBits ? (v < 0 ? S(-1) : S(0)) : S(v >> s));
         }
         return;

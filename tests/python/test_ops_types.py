@@ -110,6 +110,23 @@ ENTRY e {{
     np.testing.assert_array_equal(ne, x != y)
 
 
+def test_complex_power_of_zero(client):
+    a = np.zeros(3, np.complex64)
+    b = np.array([0, 2 + 1j, -1], np.complex64)
+    (out,) = run(client, one_op("c64", "power", 3, 2), [a, b])
+    assert out[0] == 1 and out[1] == 0
+    assert not np.isfinite(out[2])
+
+
+def test_f8_parameters_take_codes_not_floats(client):
+    executable = client.compile(one_op("f8e4m3fn", "negate", 2, 1))
+    try:
+        with pytest.raises(TypeError, match="uint8 codes"):
+            executable.execute([[0.5, 1.5]])
+    finally:
+        executable.delete()
+
+
 def test_complex_converts_keep_or_drop_the_imaginary_part(client):
     x = complex_values(np.complex64, 4)
     r = np.array([1.5, -2, 0, 3], np.float32)
@@ -233,6 +250,25 @@ ENTRY e {
                                         bits.tolist()])
     np.testing.assert_array_equal(srl, bits >> 1)
     np.testing.assert_array_equal(sra, a >> 1)
+
+
+def test_u4_arithmetic_shift_copies_bit_three(client):
+    a = np.arange(16, dtype=np.uint8)
+    s = np.full(16, 1, np.uint8)
+    (out,) = run(client, one_op("u4", "shift-right-arithmetic", 16, 2),
+                 [a, s])
+    # As a 4-bit pattern: 0b1000 >> 1 = 0b1100.
+    np.testing.assert_array_equal(out, [(v >> 1) | (v & 8) for v in a])
+
+
+def test_random_bits_refuse_int4_results(client):
+    hlo = """HloModule m
+ENTRY e {
+  s = u64[2] parameter(0)
+  ROOT r = (u64[2], u4[8]) rng-bit-generator(s), algorithm=rng_three_fry
+}"""
+    with pytest.raises(pjrt_client.UnimplementedError, match="u4"):
+        client.compile(hlo)
 
 
 def test_converts_to_int4_wrap_integers_and_saturate_floats(client):
@@ -494,6 +530,10 @@ def test_fft_with_a_length_that_does_not_fit_is_refused(client):
                                    (8,)))
     with pytest.raises(pjrt_client.InvalidArgumentError, match="c64 or c128"):
         client.compile(fft_program("FFT", "f32", (8,), "f32", (8,), (8,)))
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="at least 1"):
+        client.compile(fft_program("RFFT", "f32", (2, 0), "c64", (2, 1),
+                                   (0,)))
 
 
 # --- bitcast across layouts -------------------------------------------------

@@ -695,7 +695,8 @@ class Executable:
         if array is None:
             # Python scalars and lists take the parameter's type.
             dtype = None
-            if expected is not None and expected.dtype != "bf16":
+            if expected is not None and expected.dtype not in (
+                    "bf16", "f8e4m3fn", "f8e5m2"):
                 dtype = expected.numpy_dtype
             array = np.asarray(value, dtype=dtype)
         as_type = None
@@ -712,7 +713,11 @@ class Executable:
                 _dtypes.wire_from_name(as_type)])
         elif expected is not None and \
                 expected.dtype in ("f8e4m3fn", "f8e5m2") and \
-                array.dtype == np.uint8:
+                not _dtypes.is_ml_dtype(array.dtype, expected.dtype):
+            if array.dtype != np.uint8:
+                raise TypeError(
+                    f"parameter {index} is {expected.dtype}: pass "
+                    f"ml_dtypes arrays or its uint8 codes, not {array.dtype}")
             as_type = expected.dtype  # codes
         buffer = self._client.put(array, device=device_id, as_type=as_type)
         temporaries.append(buffer)

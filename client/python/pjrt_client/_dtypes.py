@@ -144,6 +144,13 @@ def numpy_dtype(wire: int) -> np.dtype:
     return _WIRE_TO_NUMPY[wire]
 
 
+def is_ml_dtype(dtype: np.dtype, name: str) -> bool:
+    """Whether ``dtype`` is ml_dtypes' numpy type for HLO type ``name``
+    ("f8e4m3fn", "s4"...); False without ml_dtypes."""
+    ml = _ML_DTYPES.get(wire_from_name(name))
+    return ml is not None and np.dtype(dtype) == ml
+
+
 def itemsize(wire: int) -> float:
     """Bytes per element on the wire (0.5 for s4 and u4)."""
     if wire in INT4:
