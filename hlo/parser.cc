@@ -313,20 +313,6 @@ bool IsUnconvertedFloatType(PrimitiveType type) {
   }
 }
 
-// Bits of the small integer types (stored one per byte); 0 for others.
-int SubByteIntegerBits(PrimitiveType type) {
-  switch (type) {
-    case PrimitiveType::kS2:
-    case PrimitiveType::kU2:
-      return 2;
-    case PrimitiveType::kS4:
-    case PrimitiveType::kU4:
-      return 4;
-    default:
-      return 0;
-  }
-}
-
 // An integer token's value: sign and magnitude, any 64-bit magnitude.
 struct IntValue {
   bool negative = false;
@@ -2024,17 +2010,17 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
     return absl::OkStatus();
   }
 
-  const int sub_byte_bits = SubByteIntegerBits(type);
-  if (IsSignedInteger(type) || IsUnsignedInteger(type) || sub_byte_bits > 0) {
+  // s2 and u2 are parse-only; s4 and u4 are integers like the others.
+  const bool is_s2 = type == PrimitiveType::kS2;
+  if (IsSignedInteger(type) || IsUnsignedInteger(type) || is_s2 ||
+      type == PrimitiveType::kU2) {
     if (token.kind != TokenKind::kInt) {
       return Expected(absl::StrFormat("an integer %s value in constant %s",
                                       type_name, DisplayName(draft)));
     }
     PJRT_ASSIGN_OR_RETURN(IntValue value, ParseIntToken(type_name));
-    const bool is_signed = IsSignedInteger(type) ||
-                           type == PrimitiveType::kS4 ||
-                           type == PrimitiveType::kS2;
-    const int bits = sub_byte_bits > 0 ? sub_byte_bits : ByteWidth(type) * 8;
+    const bool is_signed = IsSignedInteger(type) || is_s2;
+    const int bits = BitWidth(type);
     uint64_t pattern;
     if (!is_signed) {
       if (value.negative && value.magnitude != 0) {

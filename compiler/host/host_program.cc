@@ -141,9 +141,6 @@ LoopThreadState& ThreadState() {
   return state;
 }
 
-// Storage differs from compute (f16, bf16, f8).
-bool IsHalf(hlo::PrimitiveType t) { return IsNarrowFloat(t); }
-
 // Fills `dst` with the compute representation of iota values over the block.
 void GenerateIota(const LoopInput& in, absl::Span<const int64_t> dims,
                   int64_t begin, int64_t n, void* dst) {
@@ -217,7 +214,7 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
   const int64_t blocks = (total + kBlockElements - 1) / kBlockElements;
   char* out_base = static_cast<char*>(addresses[step.output_slot]);
   const int out_bytes = hlo::ByteWidth(step.output_type);
-  const bool half_out = IsHalf(step.output_type);
+  const bool half_out = IsNarrowFloat(step.output_type);
   // Outputs larger than the caches bypass them on the way to memory.
   const bool streaming = total * out_bytes >= (int64_t{8} << 20);
   ThreadPool::Get().ParallelFor(
@@ -245,7 +242,7 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
             }
             const char* base = static_cast<const char*>(addresses[input.slot]);
             const int bytes = hlo::ByteWidth(input.type);
-            if (input.contiguous && !IsHalf(input.type)) {
+            if (input.contiguous && !IsNarrowFloat(input.type)) {
               in[i] = base + (input.map.offset + begin) * bytes;
               continue;
             }
@@ -253,7 +250,7 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
             if (input.contiguous) {
               StorageToCompute(input.type, base + (input.map.offset + begin) * bytes,
                                dst, n);
-            } else if (IsHalf(input.type)) {
+            } else if (IsNarrowFloat(input.type)) {
               void* staging = state.Staging();
               Gather(input, base, step.dims, begin, n, staging);
               StorageToCompute(input.type, staging, dst, n);
