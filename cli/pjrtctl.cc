@@ -98,6 +98,7 @@ int RunInfo(const GlobalOptions& g) {
                                     info.protocol_version_min(),
                                     info.protocol_version_max())},
        {"platform", info.platform()},
+       {"backend", info.backend().empty() ? "none" : info.backend()},
        {"devices", absl::StrCat(info.addressable_device_count())},
        {"task", absl::StrFormat("%d of %d", info.task_id(), info.task_count())},
        {"pid", absl::StrCat(info.pid())},

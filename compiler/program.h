@@ -1,5 +1,5 @@
 // Program: a compiled HLO module, as the runtime runs it. Platform-neutral;
-// compiler/host builds host programs.
+// a Backend (backend.h) builds them.
 //
 // Thread-safe: Run may be called concurrently (each call with its own
 // memory).
@@ -12,15 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "base/cancellation.h"
+#include "device/stream.h"
 #include "hlo/shape.h"
 
 namespace pjrt::compiler {
 
-// The memory and identity of one run.
-namespace host {
 class CollectiveHub;
-}  // namespace host
+struct CollectiveOp;
 
+// The memory and identity of one run.
 struct RunContext {
   // One pointer per entry parameter (array parameters; see Program).
   absl::Span<void* const> arguments;
@@ -33,9 +33,13 @@ struct RunContext {
   int64_t partition_id = 0;
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
+  // The platform's stream the run enqueues its device work on (the compute
+  // stream, or one of its own); on the host platform, Run is itself stream
+  // work and does its work in the call.
+  device::Stream* stream = nullptr;
   // The launch's rendezvous for collectives (shared by every participant);
   // nullptr when the program runs alone.
-  host::CollectiveHub* collectives = nullptr;
+  CollectiveHub* collectives = nullptr;
   // When cancelled, the run stops within milliseconds (between blocks of
   // work, and in any wait for a peer) and fails with the reason. May be
   // null.
@@ -63,6 +67,10 @@ class Program {
   // elements, nested tuples flattened in order).
   virtual const std::vector<hlo::Shape>& parameter_shapes() const = 0;
   virtual const std::vector<hlo::Shape>& result_shapes() const = 0;
+
+  // The program's collectives (compiler/collectives.h), which the runtime
+  // checks against a launch before it runs; they stay owned by the program.
+  virtual std::vector<const CollectiveOp*> collectives() const = 0;
 };
 
 }  // namespace pjrt::compiler

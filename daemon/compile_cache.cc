@@ -8,8 +8,10 @@
 namespace pjrt::daemon {
 
 std::string CompileCacheKey(absl::string_view program_text,
-                            absl::string_view options_bytes) {
-  return absl::StrCat(options_bytes.size(), ":", options_bytes, program_text);
+                            absl::string_view options_bytes,
+                            absl::string_view backend_fingerprint) {
+  return absl::StrCat(backend_fingerprint.size(), ":", backend_fingerprint,
+                      options_bytes.size(), ":", options_bytes, program_text);
 }
 
 std::string Fingerprint(absl::string_view key) {

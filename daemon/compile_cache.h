@@ -43,9 +43,12 @@ namespace pjrt::daemon {
 inline constexpr int kDefaultCompileCacheCapacity = 64;
 
 // The cache key for `program_text` compiled with options serialized as
-// `options_bytes`: unambiguous (the options are length-prefixed).
+// `options_bytes` by the backend whose fingerprint (the platform, device
+// kind and compiler target: compiler::Backend::fingerprint) is given:
+// unambiguous (the fingerprint and the options are length-prefixed).
 std::string CompileCacheKey(absl::string_view program_text,
-                            absl::string_view options_bytes);
+                            absl::string_view options_bytes,
+                            absl::string_view backend_fingerprint = "");
 
 // Lower-case hex SHA-256 of `key` (64 characters).
 std::string Fingerprint(absl::string_view key);

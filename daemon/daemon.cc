@@ -165,6 +165,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   client_options.platform = options_.platform;
   client_options.host_device_count = options_.host_devices;
   client_options.memory_limit_bytes = options_.memory_limit_bytes;
+  client_options.compile_cache_dir = options_.compile_cache_dir;
   // The runtime paces the synchronous model at one execution in flight, as
   // an in-process client would. A daemon's clients pipeline dependent steps
   // over the wire (ExecuteStream), and at one in flight every step would

@@ -138,8 +138,10 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                                          .platform = device.platform()});
     }
   }
-  std::string key =
-      CompileCacheKey(text, DeterministicBytes(request->options()));
+  // Programs differ by backend, device kind and compiler target too.
+  std::string key = CompileCacheKey(
+      text, DeterministicBytes(request->options()),
+      client_->backend().ok() ? (*client_->backend())->fingerprint() : "");
   auto compiled = cache_->GetOrCompile(
       key, [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
         // Wait for a compile slot, as long as the client wants the answer.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
@@ -194,6 +195,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     } else if (key == "queue_ahead") {
       PJRT_ASSIGN_OR_RETURN(options->queue_ahead,
                             IntValue(node, source, key, 0, 100000));
+    } else if (key == "compile_cache_dir") {
+      auto v = node.value<std::string>();
+      if (!v) return KeyError(source, key, "a folder, or \"\" for no persistent cache");
+      options->compile_cache_dir = *v;
     } else if (key == "log_level") {
       auto v = node.value<std::string>();
       if (!v) return KeyError(source, key, "a log level such as \"info\"");
@@ -246,7 +251,7 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
-          "log_level, default_lease_seconds, max_lease_seconds, "
+          "log_level, compile_cache_dir, default_lease_seconds, max_lease_seconds, "
           "shutdown_timeout_seconds, admin_token_file, shared_memory, task_id, "
           "cluster, cluster_secret_file, cluster_timeout_seconds, "
           "receive_timeout_seconds, and the limits of docs/limits.md "
@@ -446,6 +451,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error, critical or off (default info)");
+  std::optional<std::string> compile_cache_dir;
+  app.add_option("--compile-cache-dir", compile_cache_dir,
+                 "Keep compiled GPU kernels here across restarts (default "
+                 "/var/cache/pjrtd; \"\" for none)");
   app.add_option("--address-file", address_file,
                  "Write the resolved listen addresses to this file once serving");
   std::string admin_token_file;
@@ -512,6 +521,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!allocation_model.empty()) options.allocation_model = allocation_model;
   if (queue_ahead > 0) options.queue_ahead = queue_ahead;
   if (!address_file.empty()) options.address_file = address_file;
+  if (compile_cache_dir.has_value()) options.compile_cache_dir = *compile_cache_dir;
   if (!admin_token_file.empty()) options.admin_token_file = admin_token_file;
   if (no_shared_memory) options.shared_memory = false;
   if (task_id >= 0) options.task_id = task_id;

@@ -81,6 +81,11 @@ struct DaemonOptions {
   // once the daemon accepts calls.
   std::string address_file;
 
+  // Where compiled GPU kernels (cubins) are kept across restarts, so that a
+  // restarted daemon loads a known program without NVRTC; empty turns the
+  // persistent cache off. systemd's CacheDirectory creates the default.
+  std::string compile_cache_dir = "/var/cache/pjrtd";
+
   // When set, the daemon writes a fresh random admin token here (mode 600)
   // at start-up and removes it at shutdown; whoever can read it may close
   // other clients' sessions (pjrtctl sessions --close).

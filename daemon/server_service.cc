@@ -14,6 +14,9 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
   response->set_protocol_version_min(kProtocolVersionMin);
   response->set_protocol_version_max(kProtocolVersionMax);
   response->set_platform(std::string(client_->platform_name()));
+  if (auto backend = client_->backend(); backend.ok()) {
+    response->set_backend((*backend)->Describe());
+  }
   for (const char* capability :
        {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
         "buffers.ready_state", "executables", "stats", "cluster",

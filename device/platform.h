@@ -35,6 +35,9 @@ struct DeviceDescription {
   std::string kind;
   // Memory of the device in bytes (the allocator's default limit).
   int64_t memory_bytes = 0;
+  // A GPU's compute capability (9.0 for an H100 or H200); 0.0 on the host.
+  int compute_capability_major = 0;
+  int compute_capability_minor = 0;
 };
 
 class Platform {

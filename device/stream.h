@@ -51,6 +51,10 @@ class Stream {
   // Blocks the calling thread until all work enqueued so far has finished.
   virtual absl::Status BlockHostUntilDone() = 0;
 
+  // The platform's own handle of the stream (a cudaStream_t on CUDA), for
+  // compiled programs that enqueue work on it; nullptr on the host.
+  virtual void* native_handle() const { return nullptr; }
+
   // Work enqueued and not yet finished, when the platform can tell; -1
   // otherwise.
   virtual int64_t pending() const { return -1; }

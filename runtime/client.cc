@@ -86,7 +86,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
         std::move(state), memory));
   }
   return std::unique_ptr<Client>(
-      new Client(std::move(platform), options.task_id, std::move(devices)));
+      new Client(std::move(platform),
+                 compiler::BackendConfig{.compile_cache_dir = options.compile_cache_dir},
+                 options.task_id, std::move(devices)));
+}
+
+absl::StatusOr<const compiler::Backend*> Client::backend() const {
+  if (!backend_.ok()) return backend_.status();
+  return backend_->get();
 }
 
 namespace {
@@ -98,9 +105,11 @@ std::vector<Device*> Pointers(const std::vector<std::unique_ptr<Device>>& v) {
 }
 }  // namespace
 
-Client::Client(std::unique_ptr<device::Platform> platform, int task_id,
+Client::Client(std::unique_ptr<device::Platform> platform,
+               const compiler::BackendConfig& backend_config, int task_id,
                std::vector<std::unique_ptr<Device>> devices)
     : platform_(std::move(platform)),
+      backend_(compiler::CreateBackend(platform_.get(), backend_config)),
       task_id_(task_id),
       devices_(std::move(devices)),
       device_ptrs_(Pointers(devices_)) {}

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "compiler/backend.h"
 #include "device/local_device_state.h"
 #include "device/platform.h"
 #include "hlo/shape.h"
@@ -44,6 +45,9 @@ struct ClientOptions {
   // Global id of the first device; the others follow in ordinal order. In a
   // cluster: the number of devices of the tasks before this one.
   int first_device_id = 0;
+  // Where the backend keeps compiled kernels across restarts (CUDA cubins);
+  // empty: nowhere.
+  std::string compile_cache_dir;
 };
 
 // Opens the platform that `options` names (platform, host_device_count).
@@ -118,6 +122,9 @@ class Client {
 
   absl::string_view platform_name() const { return platform_->name(); }
   device::Platform* platform() const { return platform_.get(); }
+  // The compiler of the platform's programs, or why there is none
+  // (UNIMPLEMENTED: a platform this build cannot compile for).
+  absl::StatusOr<const compiler::Backend*> backend() const;
   int task_id() const { return task_id_; }
   absl::Span<Device* const> devices() const { return device_ptrs_; }
 
@@ -147,10 +154,13 @@ class Client {
   CreateHostToDeviceTransfer(const hlo::Shape& shape, Device* device);
 
  private:
-  Client(std::unique_ptr<device::Platform> platform, int task_id,
+  Client(std::unique_ptr<device::Platform> platform,
+         const compiler::BackendConfig& backend_config, int task_id,
          std::vector<std::unique_ptr<Device>> devices);
 
   const std::unique_ptr<device::Platform> platform_;
+  // After platform_, which it uses: destroyed before it.
+  const absl::StatusOr<std::unique_ptr<compiler::Backend>> backend_;
   const int task_id_;
   const std::vector<std::unique_ptr<Device>> devices_;
   const std::vector<Device*> device_ptrs_;

@@ -15,9 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "base/random.h"
 #include "base/status_macros.h"
-#include "compiler/host/collectives.h"
-#include "compiler/host/compiler.h"
-#include "compiler/host/host_program.h"
+#include "compiler/backend.h"
+#include "compiler/collectives.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
 #include "hlo/verifier.h"
@@ -84,13 +83,9 @@ absl::Status CheckCollectivesStayInTasks(
     const compiler::Program& program,
     const std::vector<std::vector<int>>& assignment,
     const absl::flat_hash_map<int, int>& task_of) {
-  const auto* host = dynamic_cast<const compiler::host::HostProgram*>(&program);
-  if (host == nullptr) return absl::OkStatus();
   const int R = static_cast<int>(assignment.size());
   const int P = static_cast<int>(assignment[0].size());
-  for (const auto& step : host->steps) {
-    const auto* collective = std::get_if<compiler::host::CollectiveStep>(&step);
-    if (collective == nullptr) continue;
+  for (const compiler::CollectiveOp* collective : program.collectives()) {
     for (int r = 0; r < R; ++r) {
       for (int p = 0; p < P; ++p) {
         compiler::RunContext context;
@@ -100,7 +95,7 @@ absl::Status CheckCollectivesStayInTasks(
         context.num_partitions = P;
         std::vector<int64_t> group;
         int index = 0;
-        PJRT_RETURN_IF_ERROR(compiler::host::CollectiveGroup(
+        PJRT_RETURN_IF_ERROR(compiler::CollectiveGroup(
             *collective, context, &group, &index));
         const int mine = task_of.at(assignment[r][p]);
         for (int64_t id : group) {
@@ -129,12 +124,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
                         hlo::ParseHloModule(hlo_text));
   PJRT_RETURN_IF_ERROR(hlo::VerifyModule(*module, hlo_text));
-  if (!client->platform()->host_can_access_device_memory()) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "compiling for the %s platform is not supported yet; run pjrtd with "
-        "--platform host",
-        client->platform_name()));
-  }
+  PJRT_ASSIGN_OR_RETURN(const compiler::Backend* backend, client->backend());
   std::shared_ptr<Executable> e(new Executable());
   e->client_ = client;
   e->name_ = module->name();
@@ -280,7 +270,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   }
   e->result_shape_ = entry.root()->shape();
   e->result_is_tuple_ = e->result_shape_.IsTuple();
-  compiler::host::HostCompileOptions compile_options;
+  compiler::BackendOptions compile_options;
   absl::flat_hash_set<int> donated_leaves;
   for (const hlo::InputOutputAlias& alias : config.input_output_aliases) {
     const int param = static_cast<int>(alias.parameter_number);
@@ -311,17 +301,16 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   }
   // Backend-neutral rewrites (hlo/passes.h), then the backend.
   PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module.get()).status());
-  PJRT_ASSIGN_OR_RETURN(auto program,
-                        compiler::host::CompileForHost(*module, compile_options));
-  PJRT_RETURN_IF_ERROR(compiler::host::CheckCollectives(*program, R, P));
+  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Program> program,
+                        backend->Compile(*module, compile_options));
+  const std::vector<const compiler::CollectiveOp*> collectives =
+      program->collectives();
+  PJRT_RETURN_IF_ERROR(compiler::CheckCollectives(collectives, R, P));
   if (spans_tasks) {
     PJRT_RETURN_IF_ERROR(
         CheckCollectivesStayInTasks(*program, e->device_assignment_, task_of));
   }
-  for (const compiler::host::Step& step : program->steps) {
-    e->has_collectives_ |=
-        std::holds_alternative<compiler::host::CollectiveStep>(step);
-  }
+  e->has_collectives_ = !collectives.empty();
   e->result_shapes_ = program->result_shapes();
   e->program_ = std::move(program);
   e->compile_time_ = absl::Now() - start;
@@ -403,7 +392,7 @@ absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
 
 absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
     absl::Span<Buffer* const> leaves, Device* device, int replica, int partition,
-    std::shared_ptr<compiler::host::CollectiveHub> hub,
+    std::shared_ptr<compiler::CollectiveHub> hub,
     const ExecuteRunOptions& options, const std::string& where) {
   std::vector<ExecuteArgument> args;
   for (Buffer* leaf : leaves) args.push_back(ExecuteArgument{.buffer = leaf});
@@ -430,6 +419,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
     context.arguments = k.arguments;
     context.results = k.results;
     context.scratch = k.scratch;
+    context.stream = k.stream;
     context.prng_seed = k.prng_seed;
     context.replica_id = replica;
     context.partition_id = partition;
@@ -479,7 +469,7 @@ std::vector<std::shared_ptr<Buffer>> Executable::ShapeResults(
   return {build(result_shape_)};
 }
 
-std::shared_ptr<compiler::host::CollectiveHub> Executable::HubFor(
+std::shared_ptr<compiler::CollectiveHub> Executable::HubFor(
     uint64_t scope, int64_t launch_id) {
   MutexLock lock(&hubs_mu_);
   for (auto it = hubs_.begin(); it != hubs_.end();) {
@@ -489,7 +479,7 @@ std::shared_ptr<compiler::host::CollectiveHub> Executable::HubFor(
   if (auto it = hubs_.find(key); it != hubs_.end()) {
     if (auto hub = it->second.lock()) return hub;
   }
-  auto hub = std::make_shared<compiler::host::CollectiveHub>(
+  auto hub = std::make_shared<compiler::CollectiveHub>(
       num_replicas_, num_partitions_, collective_timeout_);
   hubs_[key] = hub;
   return hub;
@@ -542,7 +532,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecuteSharded(
       const std::string where = Participant(r, p) + ": ";
       PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
                             FlattenArguments(arguments, device, options, where));
-      std::shared_ptr<compiler::host::CollectiveHub> hub;
+      std::shared_ptr<compiler::CollectiveHub> hub;
       if (num_replicas_ * num_partitions_ > 1) {
         hub = HubFor(options.launch_scope, options.launch_id);
       }
@@ -580,9 +570,9 @@ Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
   }
   ExecuteRunOptions run = options;
   if (run.launch_id == 0) run.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
-  std::shared_ptr<compiler::host::CollectiveHub> hub;
+  std::shared_ptr<compiler::CollectiveHub> hub;
   if (n > 1) {
-    hub = std::make_shared<compiler::host::CollectiveHub>(
+    hub = std::make_shared<compiler::CollectiveHub>(
         num_replicas_, num_partitions_, collective_timeout_);
   }
   std::vector<absl::StatusOr<std::vector<std::shared_ptr<Buffer>>>> results(

@@ -50,9 +50,9 @@
 #include "runtime/buffer.h"
 #include "runtime/client.h"
 
-namespace pjrt::compiler::host {
+namespace pjrt::compiler {
 class CollectiveHub;
-}  // namespace pjrt::compiler::host
+}  // namespace pjrt::compiler
 
 namespace pjrt::runtime {
 
@@ -185,10 +185,10 @@ class Executable {
   // Enqueues one participant.
   absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> RunParticipant(
       absl::Span<Buffer* const> leaves, Device* device, int replica,
-      int partition, std::shared_ptr<compiler::host::CollectiveHub> hub,
+      int partition, std::shared_ptr<compiler::CollectiveHub> hub,
       const ExecuteRunOptions& options, const std::string& where);
   // The hub shared by every participant of launch `launch_id` of `scope`.
-  std::shared_ptr<compiler::host::CollectiveHub> HubFor(uint64_t scope,
+  std::shared_ptr<compiler::CollectiveHub> HubFor(uint64_t scope,
                                                         int64_t launch_id);
   std::vector<std::shared_ptr<Buffer>> ShapeResults(
       std::vector<std::shared_ptr<Buffer>> leaves, Device* device,
@@ -224,7 +224,7 @@ class Executable {
   Mutex hubs_mu_;
   // By (launch_scope, launch_id).
   std::map<std::pair<uint64_t, int64_t>,
-           std::weak_ptr<compiler::host::CollectiveHub>>
+           std::weak_ptr<compiler::CollectiveHub>>
       hubs_ ABSL_GUARDED_BY(hubs_mu_);
 };
 

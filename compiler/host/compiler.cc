@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "compiler/host/lowering.h"
+#include "compiler/host/thread_pool.h"
 #include "compiler/host/types.h"
 #include "hlo/verifier.h"
 
@@ -976,10 +977,47 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
 
 }  // namespace lowering
 
-
 absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
     const hlo::Module& module, const HostCompileOptions& options) {
   return lowering::Lowering(module, options).Compile(*module.entry());
+}
+
+namespace {
+
+class HostBackend : public Backend {
+ public:
+  explicit HostBackend(const device::Platform& platform)
+      : kind_(platform.device_count() > 0 ? platform.Describe(0).kind : "cpu") {}
+
+  const std::string& platform() const override { return platform_; }
+  std::string fingerprint() const override {
+    // Host programs are data for this very binary's loops: nothing but the
+    // device kind varies.
+    return absl::StrCat("host;", kind_);
+  }
+  std::string Describe() const override {
+    return absl::StrFormat(
+        "host: fused loops, Eigen dot and FFT, %d compute threads",
+        ThreadPool::Get().num_threads());
+  }
+  absl::StatusOr<std::unique_ptr<Program>> Compile(
+      const hlo::Module& module, const BackendOptions& options) const override {
+    HostCompileOptions host_options;
+    host_options.aliases = options.aliases;
+    PJRT_ASSIGN_OR_RETURN(std::unique_ptr<HostProgram> program,
+                          CompileForHost(module, host_options));
+    return std::unique_ptr<Program>(std::move(program));
+  }
+
+ private:
+  const std::string platform_ = "host";
+  const std::string kind_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateHostBackend(const device::Platform& platform) {
+  return std::make_unique<HostBackend>(platform);
 }
 
 }  // namespace pjrt::compiler::host

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/backend.h"
 #include "compiler/host/host_program.h"
 #include "hlo/ir.h"
 
@@ -38,6 +39,9 @@ struct HostCompileOptions {
 // UNIMPLEMENTED for what the host compiler cannot do yet.
 absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
     const hlo::Module& module, const HostCompileOptions& options = {});
+
+// The host platform's Backend: CompileForHost. `platform` must outlive it.
+std::unique_ptr<Backend> CreateHostBackend(const device::Platform& platform);
 
 }  // namespace pjrt::compiler::host
 

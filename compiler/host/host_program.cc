@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "base/cancellation.h"
 #include "base/status_macros.h"
-#include "compiler/host/collectives.h"
+#include "compiler/collectives.h"
 #include "compiler/host/thread_pool.h"
 #include "compiler/host/types.h"
 
@@ -669,193 +669,6 @@ void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a,
 
 // --- collectives -------------------------------------------------------------
 
-}  // namespace
-
-// The flattened ids of the participants of `step` that include this run, in
-// group order, and this run's index among them.
-absl::Status CollectiveGroup(const CollectiveStep& step, const RunContext& c,
-                             std::vector<int64_t>* group, int* index) {
-  const int64_t R = c.num_replicas, P = c.num_partitions;
-  const int64_t r = c.replica_id, p = c.partition_id;
-  const int64_t me = r * P + p;
-  group->clear();
-  const auto find = [&](int64_t id, int64_t count) -> const std::vector<int64_t>* {
-    if (step.replica_groups.empty()) return nullptr;
-    for (const auto& g : step.replica_groups) {
-      if (std::find(g.begin(), g.end(), id) != g.end()) return &g;
-    }
-    (void)count;
-    return nullptr;
-  };
-  const auto all = [](int64_t n) {
-    std::vector<int64_t> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = i;
-    return v;
-  };
-  std::vector<int64_t> ids;
-  switch (step.mode) {
-    case CollectiveStep::Mode::kCrossReplica:
-    case CollectiveStep::Mode::kCrossReplicaAndPartition: {
-      const std::vector<int64_t>* g = find(r, R);
-      if (g == nullptr && !step.replica_groups.empty()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: replica %d is in none of its replica_groups", step.name, r));
-      }
-      std::vector<int64_t> replicas = g != nullptr ? *g : all(R);
-      for (int64_t x : replicas) {
-        if (x < 0 || x >= R) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s: replica_groups names replica %d but the launch has %d", step.name,
-              x, R));
-        }
-        if (step.mode == CollectiveStep::Mode::kCrossReplica) {
-          ids.push_back(x * P + p);
-        } else {
-          for (int64_t q = 0; q < P; ++q) ids.push_back(x * P + q);
-        }
-      }
-      break;
-    }
-    case CollectiveStep::Mode::kFlattenedId: {
-      const std::vector<int64_t>* g = find(me, R * P);
-      if (g == nullptr && !step.replica_groups.empty()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: device %d (replica %d partition %d) is in none of its "
-            "replica_groups",
-            step.name, me, r, p));
-      }
-      ids = g != nullptr ? *g : all(R * P);
-      break;
-    }
-    case CollectiveStep::Mode::kCrossPartition:
-      for (int64_t q = 0; q < P; ++q) ids.push_back(r * P + q);
-      break;
-  }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] == me) *index = static_cast<int>(i);
-  }
-  *group = std::move(ids);
-  return absl::OkStatus();
-}
-
-namespace {
-
-// The sizes of the groups `step` forms among `count` ids (replica ids or
-// flattened ids), after checking that its replica_groups cover [0, count)
-// exactly once; empty groups mean one group of everyone.
-absl::StatusOr<std::vector<int64_t>> PartitionSizes(const CollectiveStep& step,
-                                                    int64_t count,
-                                                    const char* what) {
-  if (step.replica_groups.empty()) return std::vector<int64_t>{count};
-  std::vector<bool> seen(static_cast<size_t>(count), false);
-  std::vector<int64_t> sizes;
-  int64_t covered = 0;
-  for (const auto& g : step.replica_groups) {
-    if (g.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: replica_groups has an empty group", step.name));
-    }
-    for (int64_t id : g) {
-      if (id < 0 || id >= count) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: replica_groups names %s %d, but the launch has %d (ids 0 to "
-            "%d)",
-            step.name, what, id, count, count - 1));
-      }
-      if (seen[id]) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s: replica_groups names %s %d more than once",
-                            step.name, what, id));
-      }
-      seen[id] = true;
-      ++covered;
-    }
-    sizes.push_back(static_cast<int64_t>(g.size()));
-  }
-  if (covered != count) {
-    for (int64_t id = 0; id < count; ++id) {
-      if (!seen[id]) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: replica_groups leaves out %s %d; every one of the launch's "
-            "%d must be in exactly one group",
-            step.name, what, id, count));
-      }
-    }
-  }
-  return sizes;
-}
-
-}  // namespace
-
-absl::Status CheckCollectives(const HostProgram& program, int64_t num_replicas,
-                              int64_t num_partitions) {
-  const int64_t R = num_replicas, P = num_partitions;
-  for (const Step& any : program.steps) {
-    const auto* step = std::get_if<CollectiveStep>(&any);
-    if (step == nullptr) continue;
-    const CollectiveStep& s = *step;
-    std::vector<int64_t> sizes;
-    switch (s.mode) {
-      case CollectiveStep::Mode::kCrossReplica: {
-        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, R, "replica"));
-        break;
-      }
-      case CollectiveStep::Mode::kCrossReplicaAndPartition: {
-        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, R, "replica"));
-        for (int64_t& n : sizes) n *= P;
-        break;
-      }
-      case CollectiveStep::Mode::kFlattenedId: {
-        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, R * P, "device"));
-        break;
-      }
-      case CollectiveStep::Mode::kCrossPartition:
-        sizes = {P};
-        break;
-    }
-    const int rank = static_cast<int>(s.input_dims.size());
-    for (int64_t n : sizes) {
-      if (s.kind == CollectiveStep::Kind::kCollectivePermute) {
-        std::vector<bool> source(n, false), target(n, false);
-        for (const auto& [from, to] : s.source_target_pairs) {
-          if (from < 0 || from >= n || to < 0 || to >= n) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "%s: source_target_pairs has {%d,%d}, but its groups have %d "
-                "members (ids 0 to %d)",
-                s.name, from, to, n, n - 1));
-          }
-          if (source[from] || target[to]) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "%s: source_target_pairs names %d twice as a %s", s.name,
-                source[from] ? from : to, source[from] ? "source" : "target"));
-          }
-          source[from] = target[to] = true;
-        }
-        continue;
-      }
-      if (s.kind == CollectiveStep::Kind::kAllReduce) continue;
-      const int64_t dim = rank > 0 ? s.input_dims[s.dimension] : 0;
-      const int64_t out = rank > 0 ? s.output_dims[s.dimension] : 0;
-      bool fits = rank > 0;
-      if (fits && s.kind == CollectiveStep::Kind::kAllGather) {
-        fits = dim > 0 ? out % dim == 0 && out / dim == n : out == 0;
-      } else if (fits) {
-        fits = dim % n == 0 &&
-               (s.kind == CollectiveStep::Kind::kAllToAll || out == dim / n);
-      }
-      if (!fits) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: dimension %d of its operand (%d) and of its result (%d) do "
-            "not fit a group of %d participants",
-            s.name, s.dimension, dim, out, n));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-namespace {
-
 // The op is a template argument so that the loop has no branch on it (and
 // vectorizes).
 template <hlo::PrimitiveType PT, ExprOp kOp>
@@ -1444,6 +1257,14 @@ absl::Status HostProgram::CheckBounds() const {
     PJRT_RETURN_IF_ERROR(status);
   }
   return absl::OkStatus();
+}
+
+std::vector<const CollectiveOp*> HostProgram::collectives() const {
+  std::vector<const CollectiveOp*> ops;
+  for (const Step& step : steps) {
+    if (const auto* c = std::get_if<CollectiveStep>(&step)) ops.push_back(c);
+  }
+  return ops;
 }
 
 int64_t HostProgram::host_memory_bytes() const {

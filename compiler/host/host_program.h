@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "compiler/collectives.h"
 #include "compiler/host/expression.h"
 #include "compiler/host/kernel.h"
 #include "compiler/program.h"
@@ -139,62 +140,15 @@ struct DynamicSliceStep {
 // A collective with the other participants of the launch (see
 // collectives.h). Operands and results are arrays; a variadic all-reduce has
 // several of each.
-struct CollectiveStep {
-  enum class Kind {
-    kAllReduce,
-    kAllGather,
-    kReduceScatter,
-    kAllToAll,
-    kCollectivePermute,
-  };
-  // How replica_groups name participants (XLA's group modes).
-  enum class Mode {
-    kCrossReplica,              // replica ids, within the partition
-    kCrossReplicaAndPartition,  // replica ids, with all their partitions
-    kFlattenedId,               // replica * num_partitions + partition
-    kCrossPartition,            // partition ids, within the replica
-  };
-  Kind kind = Kind::kAllReduce;
-  Mode mode = Mode::kCrossReplica;
-  // Unique within the program; the rendezvous key.
-  std::string key;
-  // "%all-reduce.3 (line 12)", for messages.
-  std::string name;
+struct CollectiveStep : CollectiveOp {
   std::vector<int> inputs, outputs;
   const std::vector<int>& outputs_or_outs() const { return outputs; }
   std::vector<hlo::PrimitiveType> types;
-  // Dimensions of operand 0 and result 0 (the only ones, except for a
-  // variadic all-reduce, whose operand i and result i have the shape of
-  // operand i: its element count is operand_elements[i]).
-  std::vector<int64_t> input_dims;
-  std::vector<int64_t> output_dims;
+  // Element count of each operand (a variadic all-reduce's operand i and
+  // result i have the shape of operand i).
   std::vector<int64_t> operand_elements;
-  int64_t dimension = 0;
   ExprOp op = ExprOp::kAdd;
-  std::vector<std::vector<int64_t>> replica_groups;
-  std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
 };
-
-// The flattened ids (replica * num_partitions + partition) of the
-// participants of `step` that include the run of `context` (replica_id,
-// partition_id, num_replicas, num_partitions), in group order, and that
-// run's index among them. INVALID_ARGUMENT when replica_groups leave the
-// run out or name a replica the launch does not have.
-absl::Status CollectiveGroup(const CollectiveStep& step,
-                             const RunContext& context,
-                             std::vector<int64_t>* group, int* index);
-
-// Checks at compile time that every collective of `program` is well formed
-// for a launch of `num_replicas` x `num_partitions`: replica_groups name
-// each participant exactly once (no duplicates, nothing out of range,
-// nobody left out), source_target_pairs name members of the group at most
-// once as source and once as target, and every group size fits the op's
-// shapes (an all-gather's result is the group size times its operand along
-// the dimension; reduce-scatter and all-to-all split it evenly).
-// INVALID_ARGUMENT naming the op and the value otherwise.
-class HostProgram;
-absl::Status CheckCollectives(const HostProgram& program, int64_t num_replicas,
-                              int64_t num_partitions);
 
 using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
                           CopyStep, FillStep, DynamicSliceStep, CollectiveStep,
@@ -211,6 +165,7 @@ class HostProgram : public Program {
   const std::vector<hlo::Shape>& result_shapes() const override {
     return result_shapes_;
   }
+  std::vector<const CollectiveOp*> collectives() const override;
 
   // Built by the compiler.
   std::vector<BufferSlot> slots;

@@ -76,6 +76,7 @@ class CudaStream : public Stream {
   }
 
   const std::string& name() const override { return name_; }
+  void* native_handle() const override { return stream_; }
 
   absl::Status Memcpy(void* dst, const void* src, int64_t size) override {
     if (size == 0) return absl::OkStatus();
@@ -184,7 +185,9 @@ CudaPlatform::CudaPlatform(int device_count) : device_count_(device_count) {
     cudaGetDeviceProperties(&props, i);
     descriptions_.push_back(DeviceDescription{
         .kind = props.name,
-        .memory_bytes = static_cast<int64_t>(props.totalGlobalMem)});
+        .memory_bytes = static_cast<int64_t>(props.totalGlobalMem),
+        .compute_capability_major = props.major,
+        .compute_capability_minor = props.minor});
     host_function_threads_.push_back(
         std::make_unique<WorkerThread>(absl::StrFormat("cuda%d-hostfn", i)));
   }

@@ -368,9 +368,10 @@ def check_json(name: str, doc: dict, client: pjrt_client.Client,
     """The command's JSON agrees with what the daemon says directly."""
     if name == "info":
         info = client.info()
-        for key in ("build_version", "platform", "task_id", "task_count",
-                    "pid", "protocol_version_max"):
+        for key in ("build_version", "platform", "backend", "task_id",
+                    "task_count", "pid", "protocol_version_max"):
             assert doc[key] == info[key], key
+        assert info["backend"].startswith(info["platform"] + ": ")
     elif name == "devices":
         assert [(d["id"], d["kind"], d["memory_bytes"]) for d in
                 doc["devices"]] == [(d.id, d.kind, d.memory_bytes)

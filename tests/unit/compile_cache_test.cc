@@ -46,6 +46,11 @@ TEST(CompileCacheTest, KeysOfDifferentTextOrOptionsDiffer) {
   // Options are length-prefixed: moving bytes between text and options
   // cannot produce the same key.
   EXPECT_NE(CompileCacheKey("bc", "a"), CompileCacheKey("c", "ab"));
+  // The same program and options for another backend or device kind.
+  EXPECT_NE(CompileCacheKey("HloModule m", "o", "host;cpu"),
+            CompileCacheKey("HloModule m", "o", "cuda;NVIDIA H200;sm_90"));
+  EXPECT_NE(CompileCacheKey("HloModule m", "o", "a"),
+            CompileCacheKey("HloModule m", "ao", ""));
   EXPECT_EQ(CompileCacheKey("HloModule m", "o"),
             CompileCacheKey("HloModule m", "o"));
 }

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/cancellation.h"
-#include "compiler/host/collectives.h"
+#include "compiler/collectives.h"
 #include "compiler/host/compiler.h"
 #include "compiler/host/host_program.h"
 #include "gtest/gtest.h"

@@ -1068,7 +1068,7 @@ class Client:
     # --- the daemon --------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
-        """Build, protocol range, platform and capabilities of the daemon."""
+        """Build, protocol range, platform, backend and capabilities."""
         i = self._info
         return {
             "address": self.address,
@@ -1076,6 +1076,7 @@ class Client:
             "protocol_version_min": i.protocol_version_min,
             "protocol_version_max": i.protocol_version_max,
             "platform": i.platform,
+            "backend": i.backend,
             "capabilities": list(i.capabilities),
             "task_id": i.task_id,
             "task_count": i.task_count,

@@ -1,6 +1,13 @@
-// Collectives between the devices of one launch on the host platform.
+// Collectives between the devices of one launch, for every backend.
 //
-// Every participant of a launch (one per replica × partition that this
+// CollectiveOp describes one collective of a compiled program in terms every
+// backend shares (its kind, how replica_groups name participants, its
+// shapes); CollectiveGroup and CheckCollectives interpret it. The runtime
+// uses them to check a launch before it runs; backends use them to find a
+// run's peers.
+//
+// CollectiveHub is a launch's rendezvous. On the host platform every
+// participant of a launch (one per replica × partition that this
 // process runs) runs its own copy of the program on its own device's compute
 // stream. At a collective, each participant arrives at a rendezvous with its
 // input and output buffers (host memory, readable by all); once the whole
@@ -15,13 +22,14 @@
 // Cancellation::kPollInterval, and its peers fail with it.
 //
 // Thread-safe.
-#ifndef PJRT_COMPILER_HOST_COLLECTIVES_H_
-#define PJRT_COMPILER_HOST_COLLECTIVES_H_
+#ifndef PJRT_COMPILER_COLLECTIVES_H_
+#define PJRT_COMPILER_COLLECTIVES_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,7 +42,60 @@
 #include "base/cancellation.h"
 #include "base/mutex.h"
 
-namespace pjrt::compiler::host {
+namespace pjrt::compiler {
+
+struct RunContext;
+
+// One collective of a program, as XLA's op describes it.
+struct CollectiveOp {
+  enum class Kind {
+    kAllReduce,
+    kAllGather,
+    kReduceScatter,
+    kAllToAll,
+    kCollectivePermute,
+  };
+  // How replica_groups name participants (XLA's group modes).
+  enum class Mode {
+    kCrossReplica,              // replica ids, within the partition
+    kCrossReplicaAndPartition,  // replica ids, with all their partitions
+    kFlattenedId,               // replica * num_partitions + partition
+    kCrossPartition,            // partition ids, within the replica
+  };
+  Kind kind = Kind::kAllReduce;
+  Mode mode = Mode::kCrossReplica;
+  // Unique within the program; the rendezvous key.
+  std::string key;
+  // "%all-reduce.3 (line 12)", for messages.
+  std::string name;
+  // Dimensions of operand 0 and result 0 (the only ones, except for a
+  // variadic all-reduce).
+  std::vector<int64_t> input_dims;
+  std::vector<int64_t> output_dims;
+  // The gathered, scattered or exchanged dimension.
+  int64_t dimension = 0;
+  std::vector<std::vector<int64_t>> replica_groups;
+  std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
+};
+
+// The flattened ids (replica * num_partitions + partition) of the
+// participants of `op` that include the run of `context` (replica_id,
+// partition_id, num_replicas, num_partitions), in group order, and that
+// run's index among them. INVALID_ARGUMENT when replica_groups leave the
+// run out or name a replica the launch does not have.
+absl::Status CollectiveGroup(const CollectiveOp& op, const RunContext& context,
+                             std::vector<int64_t>* group, int* index);
+
+// Checks at compile time that every collective in `ops` is well formed for
+// a launch of `num_replicas` x `num_partitions`: replica_groups name each
+// participant exactly once (no duplicates, nothing out of range, nobody left
+// out), source_target_pairs name members of the group at most once as
+// source and once as target, and every group size fits the op's shapes (an
+// all-gather's result is the group size times its operand along the
+// dimension; reduce-scatter and all-to-all split it evenly).
+// INVALID_ARGUMENT naming the op and the value otherwise.
+absl::Status CheckCollectives(absl::Span<const CollectiveOp* const> ops,
+                              int64_t num_replicas, int64_t num_partitions);
 
 // The participants of one launch and their rendezvous.
 class CollectiveHub {
@@ -105,6 +166,6 @@ class CollectiveHub {
   absl::flat_hash_set<int64_t> joined_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pjrt::compiler::host
+}  // namespace pjrt::compiler
 
-#endif  // PJRT_COMPILER_HOST_COLLECTIVES_H_
+#endif  // PJRT_COMPILER_COLLECTIVES_H_

@@ -1,0 +1,799 @@
+#include "compiler/cuda/codegen.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "compiler/cuda/prelude.h"
+
+namespace pjrt::compiler::cuda {
+
+using hlo::PrimitiveType;
+using host::ExprNode;
+using host::ExprOp;
+using host::Expression;
+
+namespace {
+
+constexpr int kThreads = 256;
+// Grid-stride loops cover any size with at most this many blocks.
+constexpr int64_t kMaxBlocks = 65536;
+
+int64_t BlocksFor(int64_t elements, int threads = kThreads) {
+  return std::clamp<int64_t>((elements + threads - 1) / threads, 1, kMaxBlocks);
+}
+
+bool IsHalf(PrimitiveType t) {
+  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16;
+}
+bool IsFloat(PrimitiveType t) {
+  return IsHalf(t) || t == PrimitiveType::kF32 || t == PrimitiveType::kF64;
+}
+
+absl::Status Unsupported(PrimitiveType type) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "the CUDA backend does not compute %s yet (it computes pred, s8-s64, "
+      "u8-u64, f16, bf16, f32 and f64); run this program with --platform "
+      "host",
+      hlo::PrimitiveTypeName(type)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kPred: return std::string("pj_u8");
+    case PrimitiveType::kS8: return std::string("pj_s8");
+    case PrimitiveType::kS16: return std::string("pj_s16");
+    case PrimitiveType::kS32: return std::string("pj_s32");
+    case PrimitiveType::kS64: return std::string("pj_s64");
+    case PrimitiveType::kU8: return std::string("pj_u8");
+    case PrimitiveType::kU16: return std::string("pj_u16");
+    case PrimitiveType::kU32: return std::string("pj_u32");
+    case PrimitiveType::kU64: return std::string("pj_u64");
+    case PrimitiveType::kF16:
+    case PrimitiveType::kBf16: return std::string("pj_u16");
+    case PrimitiveType::kF32: return std::string("float");
+    case PrimitiveType::kF64: return std::string("double");
+    default: return Unsupported(type);
+  }
+}
+
+namespace {
+
+// The type values of `type` are computed in (f16 and bf16 in float).
+absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
+  if (IsHalf(type)) return std::string("float");
+  return CudaStorageType(type);
+}
+
+// `storage` (an expression of the storage type) as a compute value.
+std::string Load(PrimitiveType type, const std::string& storage) {
+  if (type == PrimitiveType::kF16) return absl::StrCat("pj_f16_to_f32(", storage, ")");
+  if (type == PrimitiveType::kBf16) return absl::StrCat("pj_bf16_to_f32(", storage, ")");
+  return storage;
+}
+
+std::string Store(PrimitiveType type, const std::string& value) {
+  if (type == PrimitiveType::kF16) return absl::StrCat("pj_f32_to_f16(", value, ")");
+  if (type == PrimitiveType::kBf16) return absl::StrCat("pj_f32_to_bf16(", value, ")");
+  return value;
+}
+
+// A value computed in float, rounded to `type` when it is f16 or bf16.
+std::string Round(PrimitiveType type, const std::string& value) {
+  if (type == PrimitiveType::kF16) return absl::StrCat("pj_round_f16(", value, ")");
+  if (type == PrimitiveType::kBf16) return absl::StrCat("pj_round_bf16(", value, ")");
+  return value;
+}
+
+// A math function of the C library for float or double.
+std::string Math(const char* name, PrimitiveType type) {
+  return type == PrimitiveType::kF64 ? std::string(name) : absl::StrCat(name, "f");
+}
+
+// A literal of the compute representation held in `bits`.
+absl::StatusOr<std::string> SplatLiteral(PrimitiveType type, const uint64_t bits[2]) {
+  PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(type));
+  if (type == PrimitiveType::kF64) {
+    return absl::StrFormat("__longlong_as_double(0x%016xLL)", bits[0]);
+  }
+  if (IsFloat(type)) {  // f32, or f16/bf16 held as float
+    uint32_t word;
+    std::memcpy(&word, bits, sizeof(word));
+    return absl::StrFormat("__uint_as_float(0x%08xu)", word);
+  }
+  uint64_t value = 0;
+  const int width = hlo::BitWidth(type) / 8;
+  std::memcpy(&value, bits, std::max(width, 1));
+  return absl::StrFormat("((%s)0x%xull)", ct, value);
+}
+
+const char* CompareOperator(hlo::ComparisonDirection d) {
+  switch (d) {
+    case hlo::ComparisonDirection::kEq: return "==";
+    case hlo::ComparisonDirection::kNe: return "!=";
+    case hlo::ComparisonDirection::kLt: return "<";
+    case hlo::ComparisonDirection::kLe: return "<=";
+    case hlo::ComparisonDirection::kGt: return ">";
+    case hlo::ComparisonDirection::kGe: return ">=";
+  }
+  return "==";
+}
+
+// Writes `expr` as straight-line CUDA statements, one variable per node
+// (`<prefix><node>`), inputs taken from `inputs`; returns the variables of
+// its outputs.
+absl::StatusOr<std::vector<std::string>> EmitExpression(
+    const Expression& expr, const std::vector<std::string>& inputs,
+    const std::string& prefix, const std::string& indent, std::string* out) {
+  std::vector<std::string> var(expr.size());
+  for (int i = 0; i < expr.size(); ++i) {
+    const ExprNode& node = expr.node(i);
+    const PrimitiveType t = node.type;
+    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(t));
+    var[i] = absl::StrCat(prefix, i);
+    const auto a = [&](int k) { return var[node.operands[k]]; };
+    const PrimitiveType ot =
+        node.operands[0] >= 0 ? expr.node(node.operands[0]).type : t;
+    if (node.operands[0] >= 0) PJRT_RETURN_IF_ERROR(ComputeType(ot).status());
+    const bool fl = IsFloat(t);
+    std::string value;
+    switch (node.op) {
+      case ExprOp::kInput:
+        if (node.input < 0 || node.input >= static_cast<int>(inputs.size())) {
+          return absl::InternalError(absl::StrFormat(
+              "expression input %d of %d", node.input, inputs.size()));
+        }
+        value = inputs[node.input];
+        break;
+      case ExprOp::kSplat: {
+        PJRT_ASSIGN_OR_RETURN(value, SplatLiteral(t, node.splat_bits));
+        break;
+      }
+      case ExprOp::kConvert: {
+        PJRT_ASSIGN_OR_RETURN(std::string from, ComputeType(ot));
+        if (t == PrimitiveType::kPred) {
+          value = absl::StrCat("pj_to_pred(", a(0), ")");
+        } else if (ot == PrimitiveType::kPred || from == ct) {
+          value = Round(t, absl::StrCat("(", ct, ")", a(0)));
+        } else {
+          value = Round(t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
+        }
+        break;
+      }
+      case ExprOp::kBitcastConvert: {
+        PJRT_ASSIGN_OR_RETURN(std::string from_storage, CudaStorageType(ot));
+        PJRT_ASSIGN_OR_RETURN(std::string to_storage, CudaStorageType(t));
+        value = Load(t, absl::StrFormat("pj_bitcast<%s, %s>(%s)", to_storage,
+                                        from_storage, Store(ot, a(0))));
+        break;
+      }
+      case ExprOp::kIsFinite:
+        value = IsFloat(ot) ? absl::StrCat("pj_isfinite(", a(0), ")") : "(pj_u8)1";
+        break;
+      case ExprOp::kReal: value = a(0); break;
+      case ExprOp::kImag: value = absl::StrCat("(", ct, ")0"); break;
+      case ExprOp::kAbs:
+        value = fl ? absl::StrCat(Math("fabs", t), "(", a(0), ")")
+                   : absl::StrCat("pj_iabs(", a(0), ")");
+        break;
+      case ExprOp::kNegate:
+        value = fl ? absl::StrCat("-", a(0)) : absl::StrCat("pj_ineg(", a(0), ")");
+        break;
+      case ExprOp::kSign:
+        value = fl ? absl::StrCat("pj_fsign(", a(0), ")")
+                   : absl::StrCat("pj_isign(", a(0), ")");
+        break;
+      case ExprOp::kExp: value = absl::StrCat(Math("exp", t), "(", a(0), ")"); break;
+      case ExprOp::kExpm1: value = absl::StrCat(Math("expm1", t), "(", a(0), ")"); break;
+      case ExprOp::kLog: value = absl::StrCat(Math("log", t), "(", a(0), ")"); break;
+      case ExprOp::kLog1p: value = absl::StrCat(Math("log1p", t), "(", a(0), ")"); break;
+      case ExprOp::kSqrt: value = absl::StrCat(Math("sqrt", t), "(", a(0), ")"); break;
+      case ExprOp::kRsqrt:
+        value = absl::StrCat("(", ct, ")1 / ", Math("sqrt", t), "(", a(0), ")");
+        break;
+      case ExprOp::kCbrt: value = absl::StrCat(Math("cbrt", t), "(", a(0), ")"); break;
+      case ExprOp::kTanh: value = absl::StrCat(Math("tanh", t), "(", a(0), ")"); break;
+      case ExprOp::kLogistic: value = absl::StrCat("pj_logistic(", a(0), ")"); break;
+      case ExprOp::kSin: value = absl::StrCat(Math("sin", t), "(", a(0), ")"); break;
+      case ExprOp::kCos: value = absl::StrCat(Math("cos", t), "(", a(0), ")"); break;
+      case ExprOp::kTan: value = absl::StrCat(Math("tan", t), "(", a(0), ")"); break;
+      case ExprOp::kErf: value = absl::StrCat(Math("erf", t), "(", a(0), ")"); break;
+      case ExprOp::kFloor: value = absl::StrCat(Math("floor", t), "(", a(0), ")"); break;
+      case ExprOp::kCeil: value = absl::StrCat(Math("ceil", t), "(", a(0), ")"); break;
+      case ExprOp::kRoundAfz: value = absl::StrCat(Math("round", t), "(", a(0), ")"); break;
+      case ExprOp::kRoundEven: value = absl::StrCat(Math("rint", t), "(", a(0), ")"); break;
+      case ExprOp::kReducePrecision:
+        value = absl::StrFormat("pj_reduce_precision(%s, %d, %d)", a(0),
+                                node.exponent_bits, node.mantissa_bits);
+        break;
+      case ExprOp::kNot:
+        value = t == PrimitiveType::kPred
+                    ? absl::StrCat("(pj_u8)(", a(0), " == 0)")
+                    : absl::StrCat("pj_not(", a(0), ")");
+        break;
+      case ExprOp::kPopcnt: value = absl::StrCat("pj_popcnt(", a(0), ")"); break;
+      case ExprOp::kClz: value = absl::StrCat("pj_clz(", a(0), ")"); break;
+      case ExprOp::kAdd:
+        value = fl ? absl::StrCat(a(0), " + ", a(1))
+                   : absl::StrCat("pj_iadd(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kSubtract:
+        value = fl ? absl::StrCat(a(0), " - ", a(1))
+                   : absl::StrCat("pj_isub(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kMultiply:
+        value = fl ? absl::StrCat(a(0), " * ", a(1))
+                   : absl::StrCat("pj_imul(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kDivide:
+        value = fl ? absl::StrCat(a(0), " / ", a(1))
+                   : absl::StrCat("pj_idiv(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kRemainder:
+        value = fl ? absl::StrCat(Math("fmod", t), "(", a(0), ", ", a(1), ")")
+                   : absl::StrCat("pj_irem(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kPower:
+        value = fl ? absl::StrCat(Math("pow", t), "(", a(0), ", ", a(1), ")")
+                   : absl::StrCat("pj_ipow(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kMaximum:
+        value = absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kMinimum:
+        value = absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kAtan2:
+        value = absl::StrCat(Math("atan2", t), "(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kAnd: value = absl::StrCat("(", ct, ")(", a(0), " & ", a(1), ")"); break;
+      case ExprOp::kOr: value = absl::StrCat("(", ct, ")(", a(0), " | ", a(1), ")"); break;
+      case ExprOp::kXor: value = absl::StrCat("(", ct, ")(", a(0), " ^ ", a(1), ")"); break;
+      case ExprOp::kShiftLeft: value = absl::StrCat("pj_shl(", a(0), ", ", a(1), ")"); break;
+      case ExprOp::kShiftRightLogical:
+        value = absl::StrCat("pj_shr_logical(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kShiftRightArithmetic:
+        value = absl::StrCat("pj_shr_arith(", a(0), ", ", a(1), ")");
+        break;
+      case ExprOp::kCompare:
+        if (node.total_order && IsFloat(ot)) {
+          value = absl::StrFormat("(pj_u8)(pj_total_order(%s) %s pj_total_order(%s))",
+                                  a(0), CompareOperator(node.direction), a(1));
+        } else {
+          value = absl::StrFormat("(pj_u8)(%s %s %s)", a(0),
+                                  CompareOperator(node.direction), a(1));
+        }
+        break;
+      case ExprOp::kSelect:
+        value = absl::StrFormat("%s ? %s : %s", a(0), a(1), a(2));
+        break;
+      case ExprOp::kClamp:
+        if (fl) {
+          value = absl::StrFormat("pj_fmin(%s, pj_fmax(%s, %s))", a(2), a(0), a(1));
+        } else {
+          value = absl::StrFormat("pj_imin(%s, pj_imax(%s, %s))", a(2), a(0), a(1));
+        }
+        break;
+      case ExprOp::kComplex:
+        return Unsupported(t);
+    }
+    // f16 and bf16 round after every op that computes (not after a load,
+    // a splat, a convert that already rounded, or a select).
+    const bool rounds = node.op != ExprOp::kInput && node.op != ExprOp::kSplat &&
+                        node.op != ExprOp::kConvert &&
+                        node.op != ExprOp::kBitcastConvert &&
+                        node.op != ExprOp::kSelect && node.op != ExprOp::kReal &&
+                        node.op != ExprOp::kCompare && node.op != ExprOp::kIsFinite;
+    if (rounds) value = Round(t, value);
+    absl::StrAppend(out, indent, "const ", ct, " ", var[i], " = ", value, ";\n");
+  }
+  std::vector<std::string> outputs;
+  for (int o : expr.outputs()) outputs.push_back(var[o]);
+  return outputs;
+}
+
+// The index type of a kernel whose every offset lies in [-limit, limit].
+const char* IndexType(int64_t limit) {
+  return limit < (int64_t{1} << 31) - 1 ? "int" : "long long";
+}
+
+int64_t Product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// The largest |offset| an affine map reaches over `dims`.
+int64_t MapLimit(const host::AffineMap& map, const std::vector<int64_t>& dims) {
+  int64_t limit = std::abs(map.offset);
+  for (size_t d = 0; d < dims.size() && d < map.strides.size(); ++d) {
+    limit += std::abs(map.strides[d]) * std::max<int64_t>(dims[d] - 1, 0);
+  }
+  return limit;
+}
+
+// Statements splitting linear index `i` into coordinates c0..c{rank-1} of
+// row-major `dims`.
+std::string SplitIndex(const std::vector<int64_t>& dims, const char* index_type,
+                       const std::string& indent) {
+  std::string s;
+  const int rank = static_cast<int>(dims.size());
+  if (rank == 0) return s;
+  absl::StrAppend(&s, indent, index_type, " r = i;\n");
+  for (int d = rank - 1; d > 0; --d) {
+    absl::StrAppendFormat(&s, "%sconst %s c%d = r %% %d; r /= %d;\n", indent,
+                          index_type, d, dims[d], dims[d]);
+  }
+  absl::StrAppendFormat(&s, "%sconst %s c0 = r;\n", indent, index_type);
+  return s;
+}
+
+// offset + sum(c_d * stride_d), as CUDA.
+std::string MapExpression(const host::AffineMap& map, int rank) {
+  std::string s = absl::StrCat(map.offset);
+  for (int d = 0; d < rank && d < static_cast<int>(map.strides.size()); ++d) {
+    if (map.strides[d] == 0) continue;
+    absl::StrAppendFormat(&s, " + c%d * %d", d, map.strides[d]);
+  }
+  return s;
+}
+
+const char* kLoopHead =
+    "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %d;\n"
+    "       i += (%s)gridDim.x * blockDim.x) {\n";
+
+class Generator {
+ public:
+  explicit Generator(const host::HostProgram& program) : program_(program) {}
+
+  absl::StatusOr<GeneratedProgram> Run() {
+    out_.source = kPrelude;
+    for (const host::Step& step : program_.steps) {
+      absl::Status status = std::visit(
+          [&](const auto& s) -> absl::Status { return Emit(s); }, step);
+      if (!status.ok()) return status;
+      ++step_;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  std::string Name(const char* what) { return absl::StrFormat("pj_%s_%d", what, step_); }
+
+  absl::StatusOr<std::string> SlotType(int slot, PrimitiveType type) {
+    (void)slot;
+    return CudaStorageType(type);
+  }
+
+  void Add(Launch launch) { out_.launches.push_back(std::move(launch)); }
+
+  // Writes the kernel's signature; `params` are "type name" pairs, one per
+  // slot of the launch.
+  void Open(Launch* launch, const std::vector<std::string>& params) {
+    launch->params.clear();
+    for (const std::string& p : params) {
+      launch->params.push_back(p.substr(0, p.rfind(' ')));
+    }
+    absl::StrAppendFormat(&out_.source,
+                          "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n",
+                          launch->threads, launch->kernel, absl::StrJoin(params, ", "));
+  }
+
+  absl::Status Emit(const host::LoopStep& s) {
+    const int64_t n = Product(s.dims);
+    if (n == 0) return absl::OkStatus();
+    const int rank = static_cast<int>(s.dims.size());
+    int64_t limit = n;
+    for (const host::LoopInput& in : s.inputs) limit = std::max(limit, MapLimit(in.map, s.dims));
+    const char* idx = IndexType(limit);
+    Launch launch;
+    launch.kernel = Name("loop");
+    launch.blocks = BlocksFor(n);
+    launch.threads = kThreads;
+    PJRT_ASSIGN_OR_RETURN(std::string out_type, CudaStorageType(s.output_type));
+    std::vector<std::string> params = {absl::StrCat(out_type, "* out")};
+    launch.slots.push_back(s.output_slot);
+    std::string body;
+    bool needs_coordinates = false;
+    for (const host::LoopInput& in : s.inputs) {
+      needs_coordinates |= in.kind == host::LoopInput::Kind::kIota || !in.contiguous;
+    }
+    if (needs_coordinates) absl::StrAppend(&body, SplitIndex(s.dims, idx, "    "));
+    std::vector<std::string> inputs;
+    std::vector<std::string> ops;
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      const host::LoopInput& in = s.inputs[k];
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(in.type));
+      const std::string name = absl::StrCat("x", k);
+      const std::string at = in.contiguous ? "i" : MapExpression(in.map, rank);
+      if (in.kind == host::LoopInput::Kind::kIota) {
+        absl::StrAppendFormat(&body, "    const %s %s = %s;\n", ct, name,
+                              Round(in.type, absl::StrFormat("(%s)(long long)(%s)",
+                                                             ct, MapExpression(in.map, rank))));
+      } else {
+        PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(in.type));
+        params.push_back(absl::StrFormat("const %s* in%d", st, k));
+        launch.slots.push_back(in.slot);
+        absl::StrAppendFormat(&body, "    const %s %s = %s;\n", ct, name,
+                              Load(in.type, absl::StrFormat("in%d[%s]", k, at)));
+      }
+      inputs.push_back(name);
+    }
+    PJRT_ASSIGN_OR_RETURN(std::vector<std::string> outputs,
+                          EmitExpression(s.expr, inputs, "v", "    ", &body));
+    if (outputs.size() != 1) {
+      return absl::InternalError("a loop step must have one output");
+    }
+    absl::StrAppendFormat(&body, "    out[i] = %s;\n", Store(s.output_type, outputs[0]));
+    Open(&launch, params);
+    absl::StrAppendFormat(&out_.source, kLoopHead, idx, idx, n, idx);
+    absl::StrAppend(&out_.source, body, "  }\n}\n");
+    std::vector<std::string> names;
+    for (const ExprNode& node : s.expr.nodes()) {
+      if (node.op != ExprOp::kInput && node.op != ExprOp::kSplat) {
+        names.push_back(OpName(node.op));
+      }
+    }
+    launch.origin = absl::StrFormat("loop over %s[%s] (%s)",
+                                    hlo::PrimitiveTypeName(s.output_type),
+                                    absl::StrJoin(s.dims, ","), absl::StrJoin(names, ", "));
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  static std::string OpName(ExprOp op) {
+    static const char* const kNames[] = {
+        "input", "splat", "abs", "negate", "sign", "exp", "expm1", "log",
+        "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sin", "cos",
+        "tan", "erf", "floor", "ceil", "round", "round-even", "is-finite",
+        "not", "popcnt", "clz", "reduce-precision", "convert",
+        "bitcast-convert", "real", "imag", "add", "subtract", "multiply",
+        "divide", "remainder", "power", "maximum", "minimum", "atan2", "and",
+        "or", "xor", "shift-left", "shift-right-logical",
+        "shift-right-arithmetic", "compare", "complex", "select", "clamp"};
+    const size_t i = static_cast<size_t>(op);
+    return i < std::size(kNames) ? kNames[i] : "op";
+  }
+
+  // The reducer as CUDA, combining `a` and `b` of compute type `ct`.
+  static std::string Combine(ExprOp op, PrimitiveType type, const std::string& a,
+                             const std::string& b) {
+    const bool fl = IsFloat(type);
+    switch (op) {
+      case ExprOp::kAdd: return fl ? absl::StrCat(a, " + ", b) : absl::StrCat("pj_iadd(", a, ", ", b, ")");
+      case ExprOp::kMultiply: return fl ? absl::StrCat(a, " * ", b) : absl::StrCat("pj_imul(", a, ", ", b, ")");
+      case ExprOp::kMaximum: return absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a, ", ", b, ")");
+      case ExprOp::kMinimum: return absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a, ", ", b, ")");
+      case ExprOp::kAnd: return absl::StrCat("(", a, " & ", b, ")");
+      case ExprOp::kOr: return absl::StrCat("(", a, " | ", b, ")");
+      default: return a;
+    }
+  }
+
+  // The identity of the reducer in the accumulator type.
+  static std::string Identity(ExprOp op, PrimitiveType type, const std::string& acc) {
+    const bool fl = IsFloat(type);
+    switch (op) {
+      case ExprOp::kAdd: case ExprOp::kOr: return absl::StrCat("(", acc, ")0");
+      case ExprOp::kMultiply: return absl::StrCat("(", acc, ")1");
+      case ExprOp::kAnd: return absl::StrCat("(", acc, ")~(", acc, ")0");
+      case ExprOp::kMaximum:
+        return fl ? absl::StrCat("-(", acc, ")__int_as_float(0x7f800000)")
+                  : absl::StrCat("pj_limits<", acc, ">::lo()");
+      case ExprOp::kMinimum:
+        return fl ? absl::StrCat("(", acc, ")__int_as_float(0x7f800000)")
+                  : absl::StrCat("pj_limits<", acc, ">::hi()");
+      default: return absl::StrCat("(", acc, ")0");
+    }
+  }
+
+  absl::Status Emit(const host::ReduceStep& s) {
+    const int64_t outputs = s.outer * s.inner;
+    if (outputs == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(s.type));
+    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(s.type));
+    const char* idx = IndexType(s.outer * s.reduced * s.inner);
+    Launch launch;
+    launch.slots = {s.out, s.input, s.init};
+    const std::vector<std::string> params = {absl::StrCat(st, "* out"),
+                                             absl::StrCat("const ", st, "* in"),
+                                             absl::StrCat("const ", st, "* init")};
+    launch.origin = absl::StrFormat("reduce %s[%d,%d,%d] to [%d,%d] (%s)",
+                                    hlo::PrimitiveTypeName(s.type), s.outer, s.reduced,
+                                    s.inner, s.outer, s.inner, OpName(s.op));
+    if (s.inner == 1 && s.reduced >= 64) {
+      // A block per row: threads stride over the row, warps combine by
+      // shuffles, the block's warps through shared memory. Narrow integers
+      // accumulate in 32 bits (the wrapped result is the same).
+      std::string acc = ct;
+      const int width = hlo::BitWidth(s.type);
+      if (!IsFloat(s.type) && width < 32) {
+        acc = hlo::IsSignedInteger(s.type) ? "pj_s32" : "pj_u32";
+      }
+      launch.kernel = Name("reduce_rows");
+      launch.threads = kThreads;
+      launch.blocks = std::min(s.outer, kMaxBlocks);
+      std::string& k = out_.source;
+      Open(&launch, params);
+      absl::StrAppendFormat(&k, "  __shared__ %s partial[%d];\n", acc, kThreads / 32);
+      absl::StrAppendFormat(&k, "  for (%s row = blockIdx.x; row < %d; row += gridDim.x) {\n", idx, s.outer);
+      absl::StrAppendFormat(&k, "    %s acc = %s;\n", acc, Identity(s.op, s.type, acc));
+      absl::StrAppendFormat(&k, "    for (%s j = threadIdx.x; j < %d; j += blockDim.x) {\n", idx, s.reduced);
+      absl::StrAppendFormat(&k, "      const %s x = (%s)%s;\n", acc, acc,
+                            Load(s.type, absl::StrFormat("in[row * %d + j]", s.reduced)));
+      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "x"));
+      absl::StrAppend(&k, "    for (int o = PJ_WARP / 2; o > 0; o >>= 1) {\n");
+      absl::StrAppendFormat(&k, "      const %s y = __shfl_down_sync(0xffffffffu, acc, o);\n", acc);
+      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "y"));
+      absl::StrAppend(&k, "    if (threadIdx.x % PJ_WARP == 0) partial[threadIdx.x / PJ_WARP] = acc;\n");
+      absl::StrAppend(&k, "    __syncthreads();\n");
+      absl::StrAppend(&k, "    if (threadIdx.x == 0) {\n");
+      absl::StrAppendFormat(&k, "      %s total = %s;\n", ct, Load(s.type, "init[0]"));
+      absl::StrAppendFormat(&k, "      for (int w = 0; w < (int)(blockDim.x + PJ_WARP - 1) / PJ_WARP; ++w) total = %s;\n",
+                            Combine(s.op, s.type, "total", absl::StrCat("(", ct, ")partial[w]")));
+      absl::StrAppendFormat(&k, "      out[row] = %s;\n    }\n", Store(s.type, Round(s.type, "total")));
+      absl::StrAppend(&k, "    __syncthreads();\n  }\n}\n");
+    } else {
+      // A thread per output, reading along the reduced dimension (adjacent
+      // threads read adjacent elements when inner > 1).
+      launch.kernel = Name("reduce_columns");
+      launch.threads = kThreads;
+      launch.blocks = BlocksFor(outputs);
+      std::string& k = out_.source;
+      Open(&launch, params);
+      absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
+      absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx, s.inner, s.inner);
+      absl::StrAppendFormat(&k, "    %s acc = %s;\n", ct, Load(s.type, "init[0]"));
+      absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.reduced);
+      absl::StrAppendFormat(&k, "      const %s x = %s;\n", ct,
+                            Load(s.type, absl::StrFormat("in[(o * %d + j) * %d + c]", s.reduced, s.inner)));
+      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Round(s.type, Combine(s.op, s.type, "acc", "x")));
+      absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n", Store(s.type, "acc"));
+    }
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  absl::Status Emit(const host::GenericReduceStep& s) {
+    const int64_t outputs = s.outer * s.inner;
+    if (outputs == 0) return absl::OkStatus();
+    const int count = static_cast<int>(s.types.size());
+    const char* idx = IndexType(s.outer * s.reduced * s.inner);
+    Launch launch;
+    launch.kernel = Name("reduce_generic");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(outputs);
+    std::vector<std::string> params;
+    for (int j = 0; j < count; ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(s.types[j]));
+      params.push_back(absl::StrFormat("%s* out%d", st, j));
+      launch.slots.push_back(s.outs[j]);
+    }
+    for (int j = 0; j < count; ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(s.types[j]));
+      params.push_back(absl::StrFormat("const %s* in%d", st, j));
+      launch.slots.push_back(s.inputs[j]);
+    }
+    for (int j = 0; j < count; ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(s.types[j]));
+      params.push_back(absl::StrFormat("const %s* init%d", st, j));
+      launch.slots.push_back(s.inits[j]);
+    }
+    std::string& k = out_.source;
+    Open(&launch, params);
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
+    absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx, s.inner, s.inner);
+    std::vector<std::string> region_inputs;
+    for (int j = 0; j < count; ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(s.types[j]));
+      absl::StrAppendFormat(&k, "    %s acc%d = %s;\n", ct, j, Load(s.types[j], absl::StrFormat("init%d[0]", j)));
+      region_inputs.push_back(absl::StrCat("acc", j));
+    }
+    absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.reduced);
+    for (int j = 0; j < count; ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(s.types[j]));
+      absl::StrAppendFormat(&k, "      const %s x%d = %s;\n", ct, j,
+                            Load(s.types[j], absl::StrFormat("in%d[(o * %d + j) * %d + c]", j,
+                                                             s.reduced, s.inner)));
+      region_inputs.push_back(absl::StrCat("x", j));
+    }
+    PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                          EmitExpression(s.region, region_inputs, "r", "      ", &k));
+    if (static_cast<int>(results.size()) != count) {
+      return absl::InternalError("a reducer region must give one value per accumulator");
+    }
+    for (int j = 0; j < count; ++j) absl::StrAppendFormat(&k, "      acc%d = %s;\n", j, results[j]);
+    absl::StrAppend(&k, "    }\n");
+    for (int j = 0; j < count; ++j) {
+      absl::StrAppendFormat(&k, "    out%d[i] = %s;\n", j, Store(s.types[j], absl::StrCat("acc", j)));
+    }
+    absl::StrAppend(&k, "  }\n}\n");
+    launch.origin = absl::StrFormat("reduce [%d,%d,%d] with a %d-node reducer",
+                                    s.outer, s.reduced, s.inner, s.region.size());
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<std::string> WordType(int element_bytes) {
+    switch (element_bytes) {
+      case 1: return std::string("pj_u8");
+      case 2: return std::string("pj_u16");
+      case 4: return std::string("pj_u32");
+      case 8: return std::string("pj_u64");
+      case 16: return std::string("pj_u128");
+      default:
+        return absl::UnimplementedError(absl::StrFormat(
+            "the CUDA backend moves elements of 1, 2, 4, 8 or 16 bytes, not %d",
+            element_bytes));
+    }
+  }
+
+  absl::Status Emit(const host::CopyStep& s) {
+    const int64_t n = Product(s.dims);
+    if (n == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string w, WordType(s.element_bytes));
+    const int rank = static_cast<int>(s.dims.size());
+    const char* idx = IndexType(std::max({n, MapLimit(s.src_map, s.dims), MapLimit(s.dst_map, s.dims)}));
+    Launch launch;
+    launch.kernel = Name("copy");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(n);
+    launch.slots = {s.dst, s.src};
+    std::string& k = out_.source;
+    Open(&launch, {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* src")});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
+    absl::StrAppend(&k, SplitIndex(s.dims, idx, "    "));
+    absl::StrAppendFormat(&k, "    dst[%s] = src[%s];\n  }\n}\n", MapExpression(s.dst_map, rank),
+                          MapExpression(s.src_map, rank));
+    launch.origin = absl::StrFormat("copy [%s] of %d-byte elements", absl::StrJoin(s.dims, ","),
+                                    s.element_bytes);
+    launch.skip_when_same_memory = s.src_map.offset == s.dst_map.offset &&
+                                   s.src_map.strides == s.dst_map.strides;
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  absl::Status Emit(const host::FillStep& s) {
+    if (s.count == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string w, WordType(s.element_bytes));
+    const char* idx = IndexType(s.count);
+    Launch launch;
+    launch.kernel = Name("fill");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(s.count);
+    launch.slots = {s.dst, s.value};
+    std::string& k = out_.source;
+    Open(&launch, {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* value")});
+    absl::StrAppendFormat(&k, "  const %s v = value[0];\n", w);
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, s.count, idx);
+    absl::StrAppend(&k, "    dst[i] = v;\n  }\n}\n");
+    launch.origin = absl::StrFormat("fill %d elements", s.count);
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  absl::Status Emit(const host::DynamicSliceStep& s) {
+    const int64_t n = Product(s.sizes);
+    if (n == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string w, WordType(s.element_bytes));
+    const int rank = static_cast<int>(s.sizes.size());
+    const char* idx = IndexType(std::max(n, Product(s.array_dims)));
+    Launch launch;
+    launch.kernel = Name(s.update ? "dynamic_update_slice" : "dynamic_slice");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(n);
+    launch.slots = {s.dst, s.src};
+    std::vector<std::string> params = {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* src")};
+    for (int d = 0; d < rank; ++d) {
+      PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(s.start_types[d]));
+      params.push_back(absl::StrFormat("const %s* start%d", st, d));
+      launch.slots.push_back(s.start_slots[d]);
+    }
+    std::string& k = out_.source;
+    Open(&launch, params);
+    // Starts are clamped so that the window stays inside the array.
+    for (int d = 0; d < rank; ++d) {
+      const int64_t room = s.array_dims[d] - s.sizes[d];
+      absl::StrAppendFormat(&k, "  const long long t%d = (long long)start%d[0];\n", d, d);
+      absl::StrAppendFormat(&k, "  const %s s%d = (%s)(t%d < 0 ? 0 : (t%d > %d ? %d : t%d));\n", idx, d,
+                            idx, d, d, room, room, d);
+    }
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
+    absl::StrAppend(&k, SplitIndex(s.sizes, idx, "    "));
+    std::string array_at = "0";
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      array_at = absl::StrFormat("%s + (s%d + c%d) * %d", array_at, d, d, stride);
+      stride *= s.array_dims[d];
+    }
+    if (s.update) {
+      absl::StrAppendFormat(&k, "    dst[%s] = src[i];\n  }\n}\n", array_at);
+    } else {
+      absl::StrAppendFormat(&k, "    dst[i] = src[%s];\n  }\n}\n", array_at);
+    }
+    launch.origin = absl::StrFormat("%s of [%s] from [%s]",
+                                    s.update ? "dynamic-update-slice" : "dynamic-slice",
+                                    absl::StrJoin(s.sizes, ","), absl::StrJoin(s.array_dims, ","));
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  absl::Status Emit(const host::DotStep& s) {
+    const int64_t outputs = s.batch * s.m * s.n;
+    if (outputs == 0) return absl::OkStatus();
+    Launch launch;
+    launch.origin = absl::StrFormat("dot %s batch %d: [%d,%d] x [%d,%d]%s%s",
+                                    hlo::PrimitiveTypeName(s.type), s.batch, s.m, s.k, s.k,
+                                    s.n, s.lhs_transposed ? " (lhs transposed)" : "",
+                                    s.rhs_transposed ? " (rhs transposed)" : "");
+    if (s.type == PrimitiveType::kF32 || s.type == PrimitiveType::kF64) {
+      launch.kind = Launch::Kind::kGemm;
+      launch.gemm = s;
+      launch.slots = {s.out, s.lhs, s.rhs};
+      Add(std::move(launch));
+      return absl::OkStatus();
+    }
+    if (s.type != PrimitiveType::kS64) return Unsupported(s.type);
+    // Integer products: a thread per output element, wrapping.
+    const char* idx = IndexType(std::max({outputs, s.batch * s.m * s.k, s.batch * s.k * s.n}));
+    launch.kernel = Name("dot");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(outputs);
+    launch.slots = {s.out, s.lhs, s.rhs};
+    std::string& k = out_.source;
+    Open(&launch, {"pj_s64* out", "const pj_s64* lhs", "const pj_s64* rhs"});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
+    absl::StrAppendFormat(&k, "    const %s b = i / %d, row = (i / %d) %% %d, col = i %% %d;\n", idx,
+                          s.m * s.n, s.n, s.m, s.n);
+    absl::StrAppend(&k, "    pj_s64 acc = 0;\n");
+    absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.k);
+    const std::string l = s.lhs_transposed ? absl::StrFormat("lhs[(b * %d + j) * %d + row]", s.k, s.m)
+                                           : absl::StrFormat("lhs[(b * %d + row) * %d + j]", s.m, s.k);
+    const std::string r = s.rhs_transposed ? absl::StrFormat("rhs[(b * %d + col) * %d + j]", s.n, s.k)
+                                           : absl::StrFormat("rhs[(b * %d + j) * %d + col]", s.k, s.n);
+    absl::StrAppendFormat(&k, "      acc = pj_iadd(acc, pj_imul(%s, %s));\n    }\n", l, r);
+    absl::StrAppend(&k, "    out[i] = acc;\n  }\n}\n");
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  absl::Status Emit(const host::CollectiveStep& s) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: collectives do not run on the CUDA backend yet; run this "
+        "program with --platform host",
+        s.name));
+  }
+
+  absl::Status Emit(const host::KernelStep& s) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s does not run on the CUDA backend yet (it runs element-wise ops, "
+        "data movement, dot and reduce); run this program with --platform "
+        "host",
+        s.kernel->name));
+  }
+
+  const host::HostProgram& program_;
+  GeneratedProgram out_;
+  int step_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program) {
+  for (const host::BufferSlot& slot : program.slots) {
+    if (slot.shape.IsArray()) {
+      PJRT_RETURN_IF_ERROR(CudaStorageType(slot.shape.element_type()).status());
+    }
+  }
+  return Generator(program).Run();
+}
+
+}  // namespace pjrt::compiler::cuda

@@ -1,0 +1,74 @@
+// The CUDA code generator: turns a lowered program (the host compiler's
+// steps, so both backends make the same fusion decisions) into one CUDA C++
+// translation unit and the list of launches that run it.
+//
+//  - LoopStep: one element-wise kernel (a grid-stride loop; the output index
+//    is split into coordinates once, each input is read through its affine
+//    map, the fused Expression is straight-line code in registers);
+//  - ReduceStep: a row reduction (one block per row, warp shuffles, then
+//    shared memory) when the reduced elements are contiguous, a column
+//    reduction (a thread per output, reading along rows) otherwise;
+//  - GenericReduceStep: a thread per output, the reducer region inlined;
+//  - CopyStep, FillStep, DynamicSliceStep: affine copy kernels;
+//  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64).
+//
+// Element types: pred, s8-s64, u8-u64, f16, bf16 (computed in f32 and
+// rounded after every op, as on the host), f32 and f64. Every other step
+// (collectives, kernels such as while, gather, sort) and every other type
+// is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
+//
+// Indices are 32-bit where every offset of the kernel fits, 64-bit
+// otherwise.
+#ifndef PJRT_COMPILER_CUDA_CODEGEN_H_
+#define PJRT_COMPILER_CUDA_CODEGEN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/host/host_program.h"
+
+namespace pjrt::compiler::cuda {
+
+// One thing a run does, in order, on the compute stream.
+struct Launch {
+  enum class Kind {
+    kKernel,  // a generated kernel
+    kGemm,    // a cuBLASLt matmul (gemm)
+  };
+  Kind kind = Kind::kKernel;
+  // kKernel: the kernel's name in the source, its grid, and the slots
+  // whose device addresses are its arguments, in order.
+  std::string kernel;
+  int64_t blocks = 1;
+  int threads = 256;
+  std::vector<int> slots;
+  // The kernel's parameter types ("const float*"), one per slot.
+  std::vector<std::string> params;
+  // A copy that does nothing when its source and destination (slots 1 and
+  // 0) are the same memory (a donated buffer already holding the result).
+  bool skip_when_same_memory = false;
+  // kGemm.
+  host::DotStep gemm;
+  // The step it came from ("loop over f32[8,128] (add, exp)"), for errors
+  // and `pjrt-hlo compile`.
+  std::string origin;
+};
+
+struct GeneratedProgram {
+  // The CUDA C++ source of every kernel (self-contained: no headers).
+  std::string source;
+  std::vector<Launch> launches;
+};
+
+// REQUIRES: `program` passed CheckBounds.
+absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program);
+
+// The CUDA C++ storage type of `type` ("float", "unsigned short" for bf16),
+// or UNIMPLEMENTED for a type the CUDA backend does not compute yet.
+absl::StatusOr<std::string> CudaStorageType(hlo::PrimitiveType type);
+
+}  // namespace pjrt::compiler::cuda
+
+#endif  // PJRT_COMPILER_CUDA_CODEGEN_H_

@@ -1,0 +1,262 @@
+// The CUDA C++ every generated translation unit starts with: fixed-width
+// types, f16/bf16 conversions, and the scalar operations whose XLA semantics
+// differ from C++'s (integer division by zero, shifts past the width,
+// saturating converts, NaN-propagating max/min, total-order compares).
+// NVRTC compiles it without any header.
+#ifndef PJRT_COMPILER_CUDA_PRELUDE_H_
+#define PJRT_COMPILER_CUDA_PRELUDE_H_
+
+namespace pjrt::compiler::cuda {
+
+inline constexpr char kPrelude[] = R"cuda(
+// Threads per warp; a host emulation of the kernels (one thread per block)
+// defines it as 1.
+#ifndef PJ_WARP
+#define PJ_WARP 32
+#endif
+typedef signed char pj_s8;
+typedef short pj_s16;
+typedef int pj_s32;
+typedef long long pj_s64;
+typedef unsigned char pj_u8;
+typedef unsigned short pj_u16;
+typedef unsigned int pj_u32;
+typedef unsigned long long pj_u64;
+
+struct __align__(16) pj_u128 { pj_u64 lo, hi; };
+
+template <typename T> struct pj_limits;
+template <> struct pj_limits<pj_s8> { static __device__ pj_s8 lo() { return -128; } static __device__ pj_s8 hi() { return 127; } };
+template <> struct pj_limits<pj_s16> { static __device__ pj_s16 lo() { return -32768; } static __device__ pj_s16 hi() { return 32767; } };
+template <> struct pj_limits<pj_s32> { static __device__ pj_s32 lo() { return -2147483647 - 1; } static __device__ pj_s32 hi() { return 2147483647; } };
+template <> struct pj_limits<pj_s64> { static __device__ pj_s64 lo() { return -9223372036854775807LL - 1; } static __device__ pj_s64 hi() { return 9223372036854775807LL; } };
+template <> struct pj_limits<pj_u8> { static __device__ pj_u8 lo() { return 0; } static __device__ pj_u8 hi() { return 255; } };
+template <> struct pj_limits<pj_u16> { static __device__ pj_u16 lo() { return 0; } static __device__ pj_u16 hi() { return 65535; } };
+template <> struct pj_limits<pj_u32> { static __device__ pj_u32 lo() { return 0; } static __device__ pj_u32 hi() { return 4294967295u; } };
+template <> struct pj_limits<pj_u64> { static __device__ pj_u64 lo() { return 0; } static __device__ pj_u64 hi() { return 18446744073709551615ull; } };
+
+template <typename T> struct pj_unsigned { typedef T type; };
+template <> struct pj_unsigned<pj_s8> { typedef pj_u8 type; };
+template <> struct pj_unsigned<pj_s16> { typedef pj_u16 type; };
+template <> struct pj_unsigned<pj_s32> { typedef pj_u32 type; };
+template <> struct pj_unsigned<pj_s64> { typedef pj_u64 type; };
+template <typename T> struct pj_signed { typedef T type; };
+template <> struct pj_signed<pj_u8> { typedef pj_s8 type; };
+template <> struct pj_signed<pj_u16> { typedef pj_s16 type; };
+template <> struct pj_signed<pj_u32> { typedef pj_s32 type; };
+template <> struct pj_signed<pj_u64> { typedef pj_s64 type; };
+template <typename T> struct pj_is_signed { static const bool value = T(-1) < T(0); };
+
+// f16 and bf16: stored as their bits, computed in float, rounded to nearest
+// even after every op.
+#ifdef PJ_HOST_EMULATION
+__device__ __forceinline__ float pj_f16_to_f32(pj_u16 h) {
+  _Float16 f;
+  memcpy(&f, &h, 2);
+  return (float)f;
+}
+__device__ __forceinline__ pj_u16 pj_f32_to_f16(float f) {
+  const _Float16 h = (_Float16)f;
+  pj_u16 bits;
+  memcpy(&bits, &h, 2);
+  return bits;
+}
+#else
+__device__ __forceinline__ float pj_f16_to_f32(pj_u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ pj_u16 pj_f32_to_f16(float f) {
+  pj_u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+#endif
+__device__ __forceinline__ float pj_bf16_to_f32(pj_u16 b) {
+  return __uint_as_float(((pj_u32)b) << 16);
+}
+__device__ __forceinline__ pj_u16 pj_f32_to_bf16(float f) {
+  pj_u32 u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (pj_u16)((u >> 16) | 0x40u);
+  return (pj_u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float pj_round_f16(float f) { return pj_f16_to_f32(pj_f32_to_f16(f)); }
+__device__ __forceinline__ float pj_round_bf16(float f) { return pj_bf16_to_f32(pj_f32_to_bf16(f)); }
+
+// Floats.
+template <typename T> __device__ __forceinline__ T pj_fmax(T a, T b) {
+  return (a != a || b != b) ? a + b : (a > b ? a : b);
+}
+template <typename T> __device__ __forceinline__ T pj_fmin(T a, T b) {
+  return (a != a || b != b) ? a + b : (a < b ? a : b);
+}
+template <typename T> __device__ __forceinline__ T pj_fsign(T v) {
+  return v != v ? v : copysign(v != T(0) ? T(1) : T(0), v);
+}
+template <typename T> __device__ __forceinline__ T pj_logistic(T v) {
+  return T(1) / (T(1) + exp(-v));
+}
+template <typename T> __device__ __forceinline__ T pj_round_afz(T v) { return round(v); }
+template <typename T> __device__ __forceinline__ T pj_round_even(T v) { return rint(v); }
+template <typename T> __device__ __forceinline__ pj_u8 pj_isfinite(T v) { return isfinite(v) ? 1 : 0; }
+
+__device__ __forceinline__ pj_s32 pj_total_order(float f) {
+  pj_s32 b = __float_as_int(f);
+  return b ^ ((b >> 31) & 0x7fffffff);
+}
+__device__ __forceinline__ pj_s64 pj_total_order(double f) {
+  pj_s64 b = __double_as_longlong(f);
+  return b ^ ((b >> 63) & 0x7fffffffffffffffLL);
+}
+
+__device__ __forceinline__ float pj_reduce_precision(float value, int exponent_bits, int mantissa_bits) {
+  pj_u32 bits = __float_as_uint(value);
+  if (mantissa_bits < 23) {
+    const pj_u32 last_bit = 1u << (23 - mantissa_bits);
+    const pj_u32 base_bias = (last_bit >> 1) - 1;
+    const pj_u32 x_last = (bits & last_bit) >> (23 - mantissa_bits);
+    bits = (bits + x_last + base_bias) & ~(last_bit - 1);
+  }
+  if (exponent_bits < 8) {
+    const pj_u32 sign_mask = 1u << 31, exp_mask = 0xffu << 23, bias = 127;
+    const pj_u32 reduced_bias = (1u << (exponent_bits - 1)) - 1;
+    const pj_u32 max_exp = (bias + reduced_bias) << 23, min_exp = (bias - reduced_bias) << 23;
+    const pj_u32 x_exp = bits & exp_mask;
+    if (x_exp > max_exp) bits = (bits & sign_mask) | exp_mask;
+    else if (x_exp <= min_exp) bits = bits & sign_mask;
+  }
+  const float result = __uint_as_float(bits);
+  if (value != value) return mantissa_bits > 0 ? value : result;
+  return result;
+}
+__device__ __forceinline__ double pj_reduce_precision(double value, int exponent_bits, int mantissa_bits) {
+  pj_u64 bits = (pj_u64)__double_as_longlong(value);
+  if (mantissa_bits < 52) {
+    const pj_u64 last_bit = 1ull << (52 - mantissa_bits);
+    const pj_u64 base_bias = (last_bit >> 1) - 1;
+    const pj_u64 x_last = (bits & last_bit) >> (52 - mantissa_bits);
+    bits = (bits + x_last + base_bias) & ~(last_bit - 1);
+  }
+  if (exponent_bits < 11) {
+    const pj_u64 sign_mask = 1ull << 63, exp_mask = 0x7ffull << 52, bias = 1023;
+    const pj_u64 reduced_bias = (1ull << (exponent_bits - 1)) - 1;
+    const pj_u64 max_exp = (bias + reduced_bias) << 52, min_exp = (bias - reduced_bias) << 52;
+    const pj_u64 x_exp = bits & exp_mask;
+    if (x_exp > max_exp) bits = (bits & sign_mask) | exp_mask;
+    else if (x_exp <= min_exp) bits = bits & sign_mask;
+  }
+  const double result = __longlong_as_double((long long)bits);
+  if (value != value) return mantissa_bits > 0 ? value : result;
+  return result;
+}
+
+// Integers: two's-complement wrap-around, and XLA's answers where C++ has
+// none.
+template <typename T> __device__ __forceinline__ T pj_iadd(T a, T b) {
+  typedef typename pj_unsigned<T>::type U; return (T)(U)((U)a + (U)b);
+}
+template <typename T> __device__ __forceinline__ T pj_isub(T a, T b) {
+  typedef typename pj_unsigned<T>::type U; return (T)(U)((U)a - (U)b);
+}
+template <typename T> __device__ __forceinline__ T pj_imul(T a, T b) {
+  typedef typename pj_unsigned<T>::type U; return (T)(U)((U)a * (U)b);
+}
+template <typename T> __device__ __forceinline__ T pj_ineg(T a) {
+  typedef typename pj_unsigned<T>::type U; return (T)(U)((U)0 - (U)a);
+}
+template <typename T> __device__ __forceinline__ T pj_iabs(T a) {
+  return pj_is_signed<T>::value && a < T(0) ? pj_ineg(a) : a;
+}
+template <typename T> __device__ __forceinline__ T pj_isign(T a) {
+  return pj_is_signed<T>::value ? (T)((a > T(0)) - (a < T(0))) : (T)(a != T(0));
+}
+template <typename T> __device__ __forceinline__ T pj_idiv(T a, T b) {
+  if (b == T(0)) return (T)-1;
+  if (pj_is_signed<T>::value && a == pj_limits<T>::lo() && b == (T)-1) return a;
+  return a / b;
+}
+template <typename T> __device__ __forceinline__ T pj_irem(T a, T b) {
+  if (b == T(0)) return a;
+  if (pj_is_signed<T>::value && a == pj_limits<T>::lo() && b == (T)-1) return T(0);
+  return a % b;
+}
+template <typename T> __device__ __forceinline__ T pj_ipow(T base, T exponent) {
+  typedef typename pj_unsigned<T>::type U;
+  if (pj_is_signed<T>::value && exponent < T(0)) return base == T(1) ? T(1) : T(0);
+  U result = 1, b = (U)base, e = (U)exponent;
+  while (e != 0) {
+    if (e & 1) result = (U)(result * b);
+    b = (U)(b * b);
+    e >>= 1;
+  }
+  return (T)result;
+}
+template <typename T> __device__ __forceinline__ T pj_shl(T a, T b) {
+  typedef typename pj_unsigned<T>::type U;
+  const U s = (U)b;
+  return s >= sizeof(T) * 8 ? T(0) : (T)(U)((U)a << s);
+}
+template <typename T> __device__ __forceinline__ T pj_shr_logical(T a, T b) {
+  typedef typename pj_unsigned<T>::type U;
+  const U s = (U)b;
+  return s >= sizeof(T) * 8 ? T(0) : (T)(U)((U)a >> s);
+}
+template <typename T> __device__ __forceinline__ T pj_shr_arith(T a, T b) {
+  typedef typename pj_unsigned<T>::type U;
+  typedef typename pj_signed<T>::type S;
+  const U s = (U)b;
+  const S v = (S)a;
+  return (T)(s >= sizeof(T) * 8 ? (v < S(0) ? S(-1) : S(0)) : (S)(v >> s));
+}
+template <typename T> __device__ __forceinline__ T pj_not(T a) {
+  typedef typename pj_unsigned<T>::type U; return (T)(U)~(U)a;
+}
+template <typename T> __device__ __forceinline__ T pj_popcnt(T a) {
+  typedef typename pj_unsigned<T>::type U;
+  return sizeof(T) == 8 ? (T)__popcll((pj_u64)(U)a) : (T)__popc((pj_u32)(U)a);
+}
+template <typename T> __device__ __forceinline__ T pj_clz(T a) {
+  typedef typename pj_unsigned<T>::type U;
+  if (sizeof(T) == 8) return (T)__clzll((long long)(U)a);
+  return (T)(__clz((int)(pj_u32)(U)a) - (32 - (int)sizeof(T) * 8));
+}
+template <typename T> __device__ __forceinline__ T pj_imax(T a, T b) { return a > b ? a : b; }
+template <typename T> __device__ __forceinline__ T pj_imin(T a, T b) { return a < b ? a : b; }
+
+// Converts: float to integer saturates (NaN to 0); anything to pred is
+// x != 0.
+template <typename D, typename S> struct pj_convert_impl {
+  static __device__ __forceinline__ D run(S s) { return (D)s; }
+};
+template <typename D> __device__ __forceinline__ D pj_float_to_int(double s) {
+  if (s != s) return D(0);
+  if (s <= (double)pj_limits<D>::lo()) return pj_limits<D>::lo();
+  if (s >= (double)pj_limits<D>::hi()) return pj_limits<D>::hi();
+  return (D)s;
+}
+#define PJ_FLOAT_TO_INT(D)                                                    \
+  template <> struct pj_convert_impl<D, float> {                             \
+    static __device__ __forceinline__ D run(float s) { return pj_float_to_int<D>(s); } \
+  };                                                                          \
+  template <> struct pj_convert_impl<D, double> {                            \
+    static __device__ __forceinline__ D run(double s) { return pj_float_to_int<D>(s); } \
+  };
+PJ_FLOAT_TO_INT(pj_s8) PJ_FLOAT_TO_INT(pj_s16) PJ_FLOAT_TO_INT(pj_s32) PJ_FLOAT_TO_INT(pj_s64)
+PJ_FLOAT_TO_INT(pj_u8) PJ_FLOAT_TO_INT(pj_u16) PJ_FLOAT_TO_INT(pj_u32) PJ_FLOAT_TO_INT(pj_u64)
+#undef PJ_FLOAT_TO_INT
+template <typename D, typename S> __device__ __forceinline__ D pj_convert(S s) {
+  return pj_convert_impl<D, S>::run(s);
+}
+template <typename S> __device__ __forceinline__ pj_u8 pj_to_pred(S s) { return s != S(0) ? 1 : 0; }
+
+template <typename D, typename S> __device__ __forceinline__ D pj_bitcast(S s) {
+  union { S s; D d; } u;
+  u.s = s;
+  return u.d;
+}
+)cuda";
+
+}  // namespace pjrt::compiler::cuda
+
+#endif  // PJRT_COMPILER_CUDA_PRELUDE_H_

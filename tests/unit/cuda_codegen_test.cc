@@ -1,0 +1,657 @@
+// The CUDA backend without a GPU: every generated kernel is compiled by
+// NVRTC, and also, with a small shim, by the host C++ compiler, then run on
+// the CPU one thread per grid (the kernels are grid-stride loops, so one
+// thread covers every element) and compared with the host backend's
+// results. That checks the index arithmetic, the fusion decisions, the
+// element-type handling and the scalar semantics of the generated code;
+// the GPU-only parts (warp shuffles, block-level reductions, cuBLASLt) are
+// checked by scripts/gpu-check on a machine with a GPU.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "compiler/cuda/backend.h"
+#include "compiler/cuda/codegen.h"
+#include "compiler/cuda/nvrtc.h"
+#include "compiler/host/compiler.h"
+#include "gtest/gtest.h"
+#include "hlo/parser.h"
+#include "hlo/passes.h"
+#include "hlo/verifier.h"
+
+namespace pjrt::compiler::cuda {
+namespace {
+
+using hlo::PrimitiveType;
+
+// What the host compiler needs to compile CUDA C++ kernels as plain C++.
+constexpr char kShim[] = R"(
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define PJ_HOST_EMULATION 1
+#define PJ_WARP 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+#define __align__(n) alignas(n)
+struct pj_dim3 { unsigned x = 0, y = 0, z = 0; };
+static pj_dim3 blockIdx, threadIdx, blockDim{1}, gridDim{1};
+inline float __uint_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
+inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
+inline int __float_as_int(float f) { int v; memcpy(&v, &f, 4); return v; }
+inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8); return v; }
+inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
+inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
+inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
+inline void __syncthreads() {}
+template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+)";
+
+std::string TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string dir = absl::StrFormat("%s/pjrt-cuda-emulation-%d", base ? base : "/tmp", getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+struct Arrays {
+  std::vector<std::vector<uint64_t>> data;  // 8-byte aligned storage
+  std::vector<void*> pointers;
+};
+
+Arrays Allocate(const std::vector<hlo::Shape>& shapes) {
+  Arrays a;
+  for (const hlo::Shape& s : shapes) {
+    a.data.emplace_back((s.ByteSize() + 7) / 8 + 1, 0);
+  }
+  for (auto& d : a.data) a.pointers.push_back(d.data());
+  return a;
+}
+
+// Random values that exercise each type's corners.
+void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
+  const int64_t n = shape.ElementCount();
+  const PrimitiveType t = shape.element_type();
+  std::uniform_real_distribution<double> real(-3, 3);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t bits = rng();
+    switch (t) {
+      case PrimitiveType::kF32: static_cast<float*>(out)[i] = static_cast<float>(real(rng)); break;
+      case PrimitiveType::kF64: static_cast<double*>(out)[i] = real(rng); break;
+      case PrimitiveType::kF16: {
+        const _Float16 h = static_cast<_Float16>(real(rng));
+        std::memcpy(static_cast<uint16_t*>(out) + i, &h, 2);
+        break;
+      }
+      case PrimitiveType::kBf16: {
+        const float f = static_cast<float>(real(rng));
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(u >> 16);
+        break;
+      }
+      case PrimitiveType::kPred: static_cast<uint8_t*>(out)[i] = bits & 1; break;
+      default: {
+        // Small values mostly (shifts, divisions), extremes sometimes.
+        const int width = hlo::ByteWidth(t);
+        uint64_t v = (bits % 4 == 0) ? bits >> 2 : (bits >> 8) % 9;
+        if (bits % 8 == 1 && hlo::IsSignedInteger(t)) v = ~uint64_t{0} - (bits >> 8) % 5;
+        std::memcpy(static_cast<char*>(out) + i * width, &v, width);
+      }
+    }
+  }
+}
+
+double Value(PrimitiveType t, const void* data, int64_t i) {
+  switch (t) {
+    case PrimitiveType::kF32: return static_cast<const float*>(data)[i];
+    case PrimitiveType::kF64: return static_cast<const double*>(data)[i];
+    case PrimitiveType::kF16: {
+      _Float16 h;
+      std::memcpy(&h, static_cast<const uint16_t*>(data) + i, 2);
+      return static_cast<double>(h);
+    }
+    case PrimitiveType::kBf16: {
+      const uint32_t u = uint32_t{static_cast<const uint16_t*>(data)[i]} << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    }
+    default: return 0;
+  }
+}
+
+// Element-wise comparison: integers exactly, floats within `rtol` of the
+// larger magnitude or of 1 (math functions and sums differ in their last
+// bits between libraries and orders), NaN where NaN.
+::testing::AssertionResult Same(const hlo::Shape& shape, const void* want, const void* got,
+                                double rtol) {
+  const PrimitiveType t = shape.element_type();
+  const int64_t n = shape.ElementCount();
+  const bool fl = hlo::IsFloatingPoint(t);
+  int mismatches = 0;
+  std::string first;
+  for (int64_t i = 0; i < n; ++i) {
+    bool same;
+    std::string host_value, cuda_value;
+    if (fl) {
+      const double a = Value(t, want, i), b = Value(t, got, i);
+      same = (std::isnan(a) && std::isnan(b)) || a == b ||
+             std::abs(a - b) <= rtol * (std::max(std::abs(a), std::abs(b)) + 1);
+      host_value = absl::StrFormat("%.9g", a);
+      cuda_value = absl::StrFormat("%.9g", b);
+    } else {
+      const int w = hlo::ByteWidth(t);
+      same = std::memcmp(static_cast<const char*>(want) + i * w,
+                         static_cast<const char*>(got) + i * w, w) == 0;
+      uint64_t a = 0, b = 0;
+      std::memcpy(&a, static_cast<const char*>(want) + i * w, w);
+      std::memcpy(&b, static_cast<const char*>(got) + i * w, w);
+      host_value = absl::StrFormat("0x%x", a);
+      cuda_value = absl::StrFormat("0x%x", b);
+    }
+    if (!same && mismatches++ == 0) first = absl::StrFormat("element %d: host %s, cuda %s", i, host_value, cuda_value);
+  }
+  if (mismatches == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << mismatches << " of " << n << " elements of "
+                                       << shape.ToString() << " differ; first " << first;
+}
+
+using KernelCall = void (*)(void**);
+
+// Runs a compilation's launches on the CPU: its kernels built by the host
+// compiler, its matmuls as plain loops.
+class Emulator {
+ public:
+  explicit Emulator(const CudaCompilation& c) : c_(c) {}
+  ~Emulator() {
+    if (library_ != nullptr) dlclose(library_);
+  }
+
+  ::testing::AssertionResult Build(const std::string& name) {
+    std::string source = absl::StrCat(kShim, c_.generated.source);
+    std::set<std::string> done;
+    for (const Launch& launch : c_.generated.launches) {
+      if (launch.kind != Launch::Kind::kKernel || !done.insert(launch.kernel).second) continue;
+      std::vector<std::string> args;
+      for (size_t a = 0; a < launch.params.size(); ++a) {
+        args.push_back(absl::StrFormat("(%s)a[%d]", launch.params[a], a));
+      }
+      absl::StrAppendFormat(&source, "extern \"C\" void %s_call(void** a) { %s(%s); }\n",
+                            launch.kernel, launch.kernel, absl::StrJoin(args, ", "));
+    }
+    const std::string dir = TempDir();
+    const std::string cc = absl::StrCat(dir, "/", name, ".cc");
+    const std::string so = absl::StrCat(dir, "/", name, ".so");
+    std::ofstream(cc) << source;
+    const std::string command = absl::StrFormat(
+        "%s -std=c++17 -O1 -w -shared -fPIC -o %s %s 2>%s.log", PJRT_HOST_CXX, so, cc, cc);
+    if (std::system(command.c_str()) != 0) {
+      std::ifstream log(cc + ".log");
+      std::stringstream text;
+      text << log.rdbuf();
+      return ::testing::AssertionFailure() << "the host compiler refused the kernels:\n"
+                                           << text.str().substr(0, 4000);
+    }
+    library_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (library_ == nullptr) return ::testing::AssertionFailure() << dlerror();
+    std::filesystem::remove(cc);
+    std::filesystem::remove(so);
+    std::filesystem::remove(cc + ".log");
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult Run(const std::vector<void*>& arguments,
+                                 const std::vector<void*>& results) {
+    const host::HostProgram& p = *c_.lowered;
+    std::vector<uint64_t> scratch(p.scratch_bytes() / 8 + 8, 0);
+    uint32_t ids[2] = {0, 0};
+    std::vector<void*> at(p.slots.size());
+    for (size_t i = 0; i < p.slots.size(); ++i) {
+      const host::BufferSlot& s = p.slots[i];
+      switch (s.kind) {
+        case host::BufferSlot::Kind::kParameter: at[i] = arguments[s.index]; break;
+        case host::BufferSlot::Kind::kResult: at[i] = results[s.index]; break;
+        case host::BufferSlot::Kind::kScratch: at[i] = reinterpret_cast<char*>(scratch.data()) + s.offset; break;
+        case host::BufferSlot::Kind::kConstant: at[i] = const_cast<uint64_t*>(p.constants[s.index].data()); break;
+        case host::BufferSlot::Kind::kView: at[i] = at[s.index]; break;
+        case host::BufferSlot::Kind::kReplicaId: at[i] = &ids[0]; break;
+        case host::BufferSlot::Kind::kPartitionId: at[i] = &ids[1]; break;
+      }
+    }
+    for (const Launch& launch : c_.generated.launches) {
+      std::vector<void*> args;
+      for (int slot : launch.slots) args.push_back(at[slot]);
+      if (launch.kind == Launch::Kind::kGemm) {
+        Gemm(launch.gemm, args[0], args[1], args[2]);
+        continue;
+      }
+      if (launch.skip_when_same_memory && args[0] == args[1]) continue;
+      auto call = reinterpret_cast<KernelCall>(dlsym(library_, (launch.kernel + "_call").c_str()));
+      if (call == nullptr) return ::testing::AssertionFailure() << "no kernel " << launch.kernel;
+      call(args.data());
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  template <typename T>
+  static void GemmTyped(const host::DotStep& s, T* out, const T* lhs, const T* rhs) {
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t i = 0; i < s.m; ++i) {
+        for (int64_t j = 0; j < s.n; ++j) {
+          T acc = 0;
+          for (int64_t k = 0; k < s.k; ++k) {
+            const T l = s.lhs_transposed ? lhs[(b * s.k + k) * s.m + i] : lhs[(b * s.m + i) * s.k + k];
+            const T r = s.rhs_transposed ? rhs[(b * s.n + j) * s.k + k] : rhs[(b * s.k + k) * s.n + j];
+            acc += l * r;
+          }
+          out[(b * s.m + i) * s.n + j] = acc;
+        }
+      }
+    }
+  }
+  static void Gemm(const host::DotStep& s, void* out, void* lhs, void* rhs) {
+    if (s.type == PrimitiveType::kF64) {
+      GemmTyped(s, static_cast<double*>(out), static_cast<double*>(lhs), static_cast<double*>(rhs));
+    } else {
+      GemmTyped(s, static_cast<float*>(out), static_cast<float*>(lhs), static_cast<float*>(rhs));
+    }
+  }
+
+  const CudaCompilation& c_;
+  void* library_ = nullptr;
+};
+
+std::unique_ptr<hlo::Module> Parse(const std::string& text) {
+  auto module = hlo::ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return nullptr;
+  absl::Status verified = hlo::VerifyModule(**module, text);
+  EXPECT_TRUE(verified.ok()) << verified;
+  if (!verified.ok()) return nullptr;
+  EXPECT_TRUE(hlo::SimplifyModule(module->get()).ok());
+  return *std::move(module);
+}
+
+struct Case {
+  const char* name;
+  const char* hlo;
+  double rtol = 1e-6;
+};
+
+// Compiles `hlo` for sm_90 through NVRTC, runs the generated kernels on the
+// CPU and the host backend's program, and compares every result.
+void CheckAgainstHost(const Case& c) {
+  SCOPED_TRACE(c.name);
+  std::unique_ptr<hlo::Module> module = Parse(c.hlo);
+  ASSERT_NE(module, nullptr);
+  auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto reference = host::CompileForHost(*module);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  std::mt19937_64 rng(7);
+  const std::vector<hlo::Shape>& params = (*reference)->parameter_shapes();
+  Arrays inputs = Allocate(params);
+  for (size_t i = 0; i < params.size(); ++i) Fill(params[i], inputs.pointers[i], rng);
+  const std::vector<hlo::Shape>& shapes = (*reference)->result_shapes();
+  Arrays want = Allocate(shapes), got = Allocate(shapes);
+
+  std::vector<uint64_t> scratch((*reference)->scratch_bytes() / 8 + 16);
+  RunContext context;
+  context.arguments = inputs.pointers;
+  context.results = want.pointers;
+  context.scratch = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
+  ASSERT_TRUE((*reference)->Run(context).ok());
+
+  Emulator emulator(*compiled);
+  ASSERT_TRUE(emulator.Build(c.name));
+  ASSERT_TRUE(emulator.Run(inputs.pointers, got.pointers));
+  for (size_t r = 0; r < shapes.size(); ++r) {
+    EXPECT_TRUE(Same(shapes[r], want.pointers[r], got.pointers[r], c.rtol)) << "result " << r;
+  }
+}
+
+const Case kCases[] = {
+    {"elementwise_f32_broadcast_transpose", R"(
+HloModule m
+ENTRY e {
+  a = f32[33,65] parameter(0)
+  b = f32[65] parameter(1)
+  bb = f32[33,65] broadcast(b), dimensions={1}
+  s = f32[33,65] add(a, bb)
+  m = f32[33,65] multiply(s, a)
+  x = f32[33,65] exponential(m)
+  l = f32[33,65] log-plus-one(x)
+  t = f32[33,65] tanh(l)
+  q = f32[33,65] sqrt(x)
+  r = f32[33,65] rsqrt(x)
+  c = f32[33,65] subtract(q, r)
+  d = f32[33,65] divide(c, t)
+  mx = f32[33,65] maximum(d, a)
+  mn = f32[33,65] minimum(mx, s)
+  ROOT tr = f32[65,33] transpose(mn), dimensions={1,0}
+})", 1e-4},
+    {"half_types_round_after_every_op", R"(
+HloModule m
+ENTRY e {
+  a = bf16[300] parameter(0)
+  b = f16[300] parameter(1)
+  af = f32[300] convert(a)
+  bf = f32[300] convert(b)
+  s = f32[300] add(af, bf)
+  sb = bf16[300] convert(s)
+  m = bf16[300] multiply(sb, a)
+  e = bf16[300] exponential(m)
+  sh = f16[300] convert(e)
+  n = f16[300] negate(sh)
+  ROOT t = (bf16[300], f16[300]) tuple(e, n)
+})", 1e-2},
+    {"integer_semantics", R"(
+HloModule m
+ENTRY e {
+  a = s32[257] parameter(0)
+  b = s32[257] parameter(1)
+  d = s32[257] divide(a, b)
+  r = s32[257] remainder(a, b)
+  sl = s32[257] shift-left(a, b)
+  sr = s32[257] shift-right-arithmetic(a, b)
+  su = s32[257] shift-right-logical(a, b)
+  p = s32[257] power(a, b)
+  c = s32[257] count-leading-zeros(a)
+  n = s32[257] popcnt(a)
+  x = s32[257] xor(d, r)
+  ab = s32[257] abs(a)
+  sg = s32[257] sign(b)
+  ROOT t = (s32[257], s32[257], s32[257], s32[257], s32[257], s32[257], s32[257], s32[257], s32[257], s32[257], s32[257]) tuple(d, r, sl, sr, su, p, c, n, x, ab, sg)
+})"},
+    {"narrow_and_unsigned_integers", R"(
+HloModule m
+ENTRY e {
+  a = u8[100] parameter(0)
+  b = s16[100] parameter(1)
+  c = u64[100] parameter(2)
+  ab = s16[100] convert(a)
+  s = s16[100] add(ab, b)
+  m = s16[100] multiply(s, b)
+  cu = u64[100] convert(m)
+  d = u64[100] divide(c, cu)
+  sr = u64[100] shift-right-logical(c, cu)
+  ROOT t = (s16[100], u64[100], u64[100]) tuple(m, d, sr)
+})"},
+    {"converts_saturate_and_compare", R"(
+HloModule m
+ENTRY e {
+  a = f32[64] parameter(0)
+  k = f32[] constant(1e10)
+  kb = f32[64] broadcast(k), dimensions={}
+  big = f32[64] multiply(a, kb)
+  i8 = s8[64] convert(big)
+  u = u16[64] convert(big)
+  i64 = s64[64] convert(big)
+  b = pred[64] compare(a, big), direction=LT
+  t = pred[64] compare(a, big), direction=GT, type=TOTALORDER
+  nb = pred[64] not(b)
+  sel = f32[64] select(nb, a, big)
+  lo = f32[] constant(-1)
+  hi = f32[] constant(1)
+  cl = f32[64] clamp(lo, sel, hi)
+  bits = s32[64] bitcast-convert(cl)
+  fin = pred[64] is-finite(big)
+  f = f64[64] convert(a)
+  ROOT r = (s8[64], u16[64], s64[64], pred[64], pred[64], f32[64], s32[64], pred[64], f64[64]) tuple(i8, u, i64, b, t, cl, bits, fin, f)
+})"},
+    {"iota_slice_pad_concat_reverse", R"(
+HloModule m
+ENTRY e {
+  a = f32[10,12] parameter(0)
+  i = s32[10,12] iota(), iota_dimension=1
+  f = f32[10,12] convert(i)
+  s = f32[10,12] add(a, f)
+  sl = f32[4,5] slice(s), slice={[2:10:2], [1:11:2]}
+  z = f32[] constant(0)
+  p = f32[7,9] pad(sl, z), padding=1_2x0_4
+  r = f32[7,9] reverse(p), dimensions={0,1}
+  c = f32[14,9] concatenate(p, r), dimensions={0}
+  re = f32[9,14] reshape(c)
+  ROOT t = (f32[9,14], f32[4,5]) tuple(re, sl)
+})"},
+    {"dynamic_slices_clamp_their_starts", R"(
+HloModule m
+ENTRY e {
+  a = f32[8,6] parameter(0)
+  u = f32[3,4] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ds = f32[3,4] dynamic-slice(a, i, j), dynamic_slice_sizes={3,4}
+  dus = f32[8,6] dynamic-update-slice(a, u, j, i)
+  ROOT t = (f32[3,4], f32[8,6]) tuple(ds, dus)
+})"},
+    {"reductions_rows_columns_whole", R"(
+HloModule m
+add { x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y) }
+max { x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] maximum(x, y) }
+mul { x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT r = s32[] multiply(x, y) }
+and { x = pred[] parameter(0)
+  y = pred[] parameter(1)
+  ROOT r = pred[] and(x, y) }
+ENTRY e {
+  a = f32[37,300] parameter(0)
+  b = s32[20,3,5] parameter(1)
+  p = pred[40,70] parameter(2)
+  z = f32[] constant(0)
+  ninf = f32[] constant(-inf)
+  one = s32[] constant(1)
+  t = pred[] constant(true)
+  rows = f32[37] reduce(a, z), dimensions={1}, to_apply=add
+  cols = f32[300] reduce(a, ninf), dimensions={0}, to_apply=max
+  all = f32[] reduce(a, z), dimensions={0,1}, to_apply=add
+  mid = s32[20,5] reduce(b, one), dimensions={1}, to_apply=mul
+  pa = pred[70] reduce(p, t), dimensions={0}, to_apply=and
+  ROOT r = (f32[37], f32[300], f32[], s32[20,5], pred[70]) tuple(rows, cols, all, mid, pa)
+})", 1e-4},
+    {"variadic_reduce_argmax", R"(
+HloModule m
+argmax {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GE
+  v = f32[] select(gt, v0, v1)
+  i = s32[] select(gt, i0, i1)
+  ROOT r = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  a = f32[16,50] parameter(0)
+  idx = s32[16,50] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  ROOT r = (f32[16], s32[16]) reduce(a, idx, ninf, zero), dimensions={1}, to_apply=argmax
+})"},
+    {"dots_plain_transposed_batched_integer", R"(
+HloModule m
+ENTRY e {
+  a = f32[17,33] parameter(0)
+  b = f32[33,9] parameter(1)
+  c = f32[5,17,33] parameter(2)
+  d = f64[6,4] parameter(3)
+  i = s64[3,4] parameter(4)
+  j = s64[4,2] parameter(5)
+  ab = f32[17,9] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  tb = f32[9,17] dot(b, a), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+  bc = f32[5,17,17] dot(c, c), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}
+  dd = f64[4,4] dot(d, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ij = s64[3,2] dot(i, j), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = (f32[17,9], f32[9,17], f32[5,17,17], f64[4,4], s64[3,2]) tuple(ab, tb, bc, dd, ij)
+})", 1e-4},
+    {"replica_id_and_constants", R"(
+HloModule m
+ENTRY e {
+  a = u32[4] parameter(0)
+  r = u32[] replica-id()
+  rb = u32[4] broadcast(r), dimensions={}
+  k = u32[4] constant({1, 2, 3, 4})
+  s = u32[4] add(a, rb)
+  ROOT m = u32[4] multiply(s, k)
+})"},
+};
+
+class CudaCodegen : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaCodegen, GeneratedKernelsMatchTheHostBackend) { CheckAgainstHost(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Programs, CudaCodegen, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {
+  std::ifstream file(absl::StrCat(PJRT_SOURCE_DIR, "/tests/data/mlp_train_step.hlo"));
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string hlo = text.str();
+  ASSERT_FALSE(hlo.empty());
+  CheckAgainstHost({"mlp_train_step", hlo.c_str(), 1e-4});
+}
+
+TEST(CudaCodegen, FusesAChainIntoOneKernel) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[1024] parameter(0)
+  b = f32[1024] exponential(a)
+  c = f32[1024] tanh(b)
+  d = f32[1024] multiply(c, a)
+  ROOT e = f32[1024] add(d, a)
+})");
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  ASSERT_EQ(generated->generated.launches.size(), 1u);
+  const Launch& launch = generated->generated.launches[0];
+  EXPECT_EQ(launch.origin, "loop over f32[1024] (exp, tanh, multiply, add)");
+  // A value with two users that compute with it is materialized, as on the
+  // host: two kernels.
+  std::unique_ptr<hlo::Module> shared = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[1024] parameter(0)
+  b = f32[1024] exponential(a)
+  c = f32[1024] tanh(b)
+  ROOT e = f32[1024] add(c, b)
+})");
+  ASSERT_NE(shared, nullptr);
+  auto two = CompileForCuda(*shared, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->generated.launches.size(), 2u);
+  EXPECT_EQ(launch.blocks, 4);
+  EXPECT_EQ(launch.threads, 256);
+  // Contiguous inputs are read at the loop index, with 32-bit indices.
+  EXPECT_NE(generated->generated.source.find("in0[i]"), std::string::npos);
+  EXPECT_NE(generated->generated.source.find("for (int i ="), std::string::npos);
+  // ptxas reported the kernel's registers.
+  ASSERT_EQ(generated->cubin.resources.size(), 2u);  // and pj_set_ids
+  EXPECT_GT(generated->cubin.resources[0].registers, 0);
+}
+
+TEST(CudaCodegen, HugeArraysUse64BitIndices) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[3000000000] parameter(0)
+  ROOT b = f32[3000000000] negate(a)
+})");
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  EXPECT_NE(generated->generated.source.find("for (long long i ="), std::string::npos);
+  EXPECT_EQ(generated->generated.launches[0].blocks, 65536);
+}
+
+TEST(CudaCodegen, RefusesWhatComesLaterByName) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+less {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT lt = pred[] compare(x, y), direction=LT
+}
+ENTRY e {
+  a = f32[16] parameter(0)
+  ROOT s = f32[16] sort(a), dimensions={0}, to_apply=less
+})");
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_FALSE(generated.ok());
+  EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(generated.status().message().find("sort"), absl::string_view::npos)
+      << generated.status();
+  EXPECT_NE(generated.status().message().find("--platform host"), absl::string_view::npos);
+
+  std::unique_ptr<hlo::Module> complex = Parse(R"(
+HloModule m
+ENTRY e {
+  a = c64[4] parameter(0)
+  ROOT n = c64[4] negate(a)
+})");
+  ASSERT_NE(complex, nullptr);
+  generated = CompileForCuda(*complex, {}, "sm_90", DiskCache(""));
+  ASSERT_FALSE(generated.ok());
+  EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(generated.status().message().find("c64"), absl::string_view::npos);
+}
+
+TEST(CudaCodegen, UnknownArchitecturesAreRefusedByName) {
+  auto cubin = CompileWithNvrtc("extern \"C\" __global__ void k() {}", "sm_12");
+  ASSERT_FALSE(cubin.ok());
+  EXPECT_EQ(cubin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cubin.status().message().find("sm_12"), absl::string_view::npos);
+  EXPECT_NE(cubin.status().message().find("sm_90"), absl::string_view::npos);
+}
+
+TEST(CudaCodegen, PtxasReportsAreParsed) {
+  const auto kernels = ParsePtxasReport(
+      "ptxas info    : Compiling entry function 'pj_loop_0' for 'sm_90'\n"
+      "ptxas info    : Function properties for pj_loop_0\n"
+      "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 14 registers, used 0 barriers, 384 bytes smem, 360 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'k2' for 'sm_90'\n"
+      "ptxas info    : Used 6 registers\n");
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].name, "pj_loop_0");
+  EXPECT_EQ(kernels[0].registers, 14);
+  EXPECT_EQ(kernels[0].shared_bytes, 384);
+  EXPECT_EQ(kernels[0].spill_bytes, 8);
+  EXPECT_EQ(kernels[1].name, "k2");
+  EXPECT_EQ(kernels[1].registers, 6);
+}
+
+}  // namespace
+}  // namespace pjrt::compiler::cuda
