@@ -15,6 +15,9 @@
 // given) and, with --compare-with, on platform Q too, and compares every
 // output element by element within the op's tolerance: the differential
 // checker for the CUDA backend.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -142,6 +145,223 @@ int Compile(const std::string& path, const std::string& platform, const std::str
 #endif
 }
 
+
+// --- run ----------------------------------------------------------------------
+
+struct RunOptions {
+  std::string file;
+  std::string platform = "host";
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  std::string compare_with;
+  uint64_t seed = 1;
+};
+
+// Random values of `shape`: normal floats, small integers (valid indices
+// for most programs), random predicates.
+cli::HostArray RandomArray(const hlo::Shape& shape, std::mt19937_64& rng) {
+  cli::HostArray a;
+  a.dtype = static_cast<v1::DType>(shape.element_type());
+  a.dims.assign(shape.dimensions().begin(), shape.dimensions().end());
+  a.data.assign(static_cast<size_t>(shape.ByteSize()), 0);
+  const int64_t n = shape.ElementCount();
+  std::normal_distribution<float> normal(0, 1);
+  const int width = hlo::ByteWidth(shape.element_type());
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* at = a.data.data() + i * width;
+    switch (shape.element_type()) {
+      case hlo::PrimitiveType::kF32: {
+        const float v = normal(rng);
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case hlo::PrimitiveType::kF64: {
+        const double v = normal(rng);
+        std::memcpy(at, &v, 8);
+        break;
+      }
+      case hlo::PrimitiveType::kBf16: {
+        const uint16_t v = cli::FloatToBfloat16(normal(rng));
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case hlo::PrimitiveType::kF16: {
+        const _Float16 v = static_cast<_Float16>(normal(rng));
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case hlo::PrimitiveType::kPred: *at = rng() & 1; break;
+      default: {
+        const uint64_t v = rng() % 8;
+        std::memcpy(at, &v, std::min(width, 8));
+      }
+    }
+  }
+  return a;
+}
+
+double ElementAsDouble(hlo::PrimitiveType t, const uint8_t* at) {
+  switch (t) {
+    case hlo::PrimitiveType::kF32: { float v; std::memcpy(&v, at, 4); return v; }
+    case hlo::PrimitiveType::kF64: { double v; std::memcpy(&v, at, 8); return v; }
+    case hlo::PrimitiveType::kBf16: { uint16_t v; std::memcpy(&v, at, 2); return cli::Bfloat16ToFloat(v); }
+    case hlo::PrimitiveType::kF16: { _Float16 v; std::memcpy(&v, at, 2); return static_cast<double>(v); }
+    default: return 0;
+  }
+}
+
+// The relative tolerance outputs of `type` are compared with: a few units
+// in the last place of the type, times the error a long sum or a math
+// library function adds.
+double Tolerance(hlo::PrimitiveType t) {
+  switch (t) {
+    case hlo::PrimitiveType::kF16:
+    case hlo::PrimitiveType::kBf16: return 2e-2;
+    case hlo::PrimitiveType::kF32: return 1e-4;
+    case hlo::PrimitiveType::kF64: return 1e-10;
+    default: return 0;
+  }
+}
+
+struct Outputs {
+  std::vector<hlo::Shape> shapes;
+  std::vector<std::vector<uint8_t>> data;
+};
+
+absl::StatusOr<Outputs> RunOn(const std::string& platform, const std::string& text,
+                              const std::vector<cli::HostArray>& inputs) {
+  runtime::ClientOptions options;
+  options.platform = platform;
+  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Client> client,
+                        runtime::Client::Create(options));
+  PJRT_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable,
+                        runtime::Executable::Compile(client.get(), text));
+  runtime::Device* device = client->devices()[0];
+  std::vector<std::shared_ptr<runtime::Buffer>> arguments;
+  std::vector<runtime::Buffer*> pointers;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const hlo::Shape& shape = executable->parameter_shapes()[i];
+    PJRT_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Buffer> buffer,
+                          client->BufferFromHostBuffer(inputs[i].data.data(), shape, device));
+    pointers.push_back(buffer.get());
+    arguments.push_back(std::move(buffer));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<runtime::Buffer>> results,
+                        executable->Execute(pointers, device));
+  Outputs out;
+  for (const auto& result : results) {
+    out.shapes.push_back(result->shape());
+    out.data.emplace_back(static_cast<size_t>(result->shape().ByteSize()));
+    PJRT_RETURN_IF_ERROR(
+        result->CopyRawToHost(out.data.back().data(), 0, result->shape().ByteSize()));
+  }
+  return out;
+}
+
+int Run(const RunOptions& o) {
+  auto text = ReadFile(o.file);
+  if (!text.ok()) return Fail(text.status());
+  auto module = LoadModule(o.file);
+  if (!module.ok()) return Fail(module.status());
+  const hlo::Computation& entry = *(*module)->entry();
+  std::vector<hlo::Shape> parameters;
+  for (const hlo::Instruction* p : entry.parameters()) {
+    if (!p->shape().IsArray()) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "parameter %d of %s is the tuple %s; pjrt-hlo run takes array parameters only",
+          parameters.size(), (*module)->name(), p->shape().ToString())));
+    }
+    parameters.push_back(p->shape());
+  }
+  std::vector<cli::HostArray> inputs;
+  if (!o.inputs.empty() && o.inputs.size() != parameters.size()) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "%s takes %d parameter(s); got %d --input file(s) (give one per parameter, or "
+        "none for random inputs)",
+        (*module)->name(), parameters.size(), o.inputs.size())));
+  }
+  std::mt19937_64 rng(o.seed);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (o.inputs.empty()) {
+      inputs.push_back(RandomArray(parameters[i], rng));
+      continue;
+    }
+    auto array = cli::ReadNpy(o.inputs[i]);
+    if (!array.ok()) return Fail(array.status());
+    auto converted = cli::ConvertToDType(*std::move(array),
+                                         static_cast<v1::DType>(parameters[i].element_type()));
+    if (!converted.ok() ||
+        !std::equal(converted->dims.begin(), converted->dims.end(),
+                    parameters[i].dimensions().begin(), parameters[i].dimensions().end())) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "input %d (%s) does not fit parameter %d, %s%s", i, o.inputs[i], i,
+          parameters[i].ToString(),
+          converted.ok() ? "" : absl::StrCat(": ", converted.status().message()))));
+    }
+    inputs.push_back(*std::move(converted));
+  }
+  auto outputs = RunOn(o.platform, *text, inputs);
+  if (!outputs.ok()) return Fail(outputs.status());
+  for (size_t r = 0; r < outputs->shapes.size(); ++r) {
+    std::cout << absl::StrFormat("result %d: %s on %s\n", r, outputs->shapes[r].ToString(),
+                                 o.platform);
+  }
+  if (!o.output_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(o.output_dir, error);
+    for (size_t r = 0; r < outputs->shapes.size(); ++r) {
+      cli::HostArray array;
+      array.dtype = static_cast<v1::DType>(outputs->shapes[r].element_type());
+      array.dims.assign(outputs->shapes[r].dimensions().begin(),
+                        outputs->shapes[r].dimensions().end());
+      array.data = outputs->data[r];
+      const std::string path = absl::StrFormat("%s/result_%d.npy", o.output_dir, r);
+      if (absl::Status s = cli::WriteNpy(path, array); !s.ok()) return Fail(s);
+      std::cout << "wrote " << path << "\n";
+    }
+  }
+  if (o.compare_with.empty()) return kExitOk;
+  auto reference = RunOn(o.compare_with, *text, inputs);
+  if (!reference.ok()) return Fail(reference.status());
+  int mismatched = 0;
+  for (size_t r = 0; r < outputs->shapes.size(); ++r) {
+    const hlo::Shape& shape = outputs->shapes[r];
+    const hlo::PrimitiveType t = shape.element_type();
+    const int64_t n = shape.ElementCount();
+    const int width = hlo::ByteWidth(t);
+    const bool floating = Tolerance(t) > 0;
+    int64_t bad = 0, first = -1;
+    double worst = 0;
+    for (int64_t i = 0; i < n && width > 0; ++i) {
+      const uint8_t* a = outputs->data[r].data() + i * width;
+      const uint8_t* b = reference->data[r].data() + i * width;
+      bool same;
+      if (floating) {
+        const double x = ElementAsDouble(t, a), y = ElementAsDouble(t, b);
+        const double diff = std::abs(x - y);
+        same = (std::isnan(x) && std::isnan(y)) || x == y ||
+               diff <= Tolerance(t) * (std::max(std::abs(x), std::abs(y)) + 1);
+        if (!std::isnan(diff)) worst = std::max(worst, diff);
+      } else {
+        same = std::memcmp(a, b, width) == 0;
+      }
+      if (!same && bad++ == 0) first = i;
+    }
+    if (hlo::IsComplex(t) || t == hlo::PrimitiveType::kS4 || t == hlo::PrimitiveType::kU4) {
+      bad = outputs->data[r] == reference->data[r] ? 0 : 1;  // compared as bytes
+    }
+    std::cout << absl::StrFormat(
+        "result %d: %s %s %s (%d of %d elements differ%s)\n", r, shape.ToString(),
+        bad == 0 ? "matches" : "DIFFERS from", o.compare_with, bad, n,
+        floating ? absl::StrFormat(", largest difference %g", worst) : "");
+    if (bad > 0) {
+      ++mismatched;
+      std::cout << absl::StrFormat("  first difference at element %d\n", first);
+    }
+  }
+  return mismatched == 0 ? kExitOk : kExitMismatch;
+}
+
 }  // namespace
 }  // namespace pjrt
 
@@ -155,7 +375,22 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"host", "cuda"}));
   compile->add_option("--cuda-arch", arch, "GPU architecture for cuda (default sm_90)");
   compile->add_option("--dump", dump, "Write the generated source and binaries here");
+  pjrt::RunOptions run_options;
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a program in this process, and compare it with another platform");
+  run->add_option("file", run_options.file, "HLO text file")->required();
+  run->add_option("--platform", run_options.platform, "host or cuda")
+      ->check(CLI::IsMember({"host", "cuda"}));
+  run->add_option("--input", run_options.inputs,
+                  "One .npy file per parameter, in order (default: random inputs)");
+  run->add_option("--output-dir", run_options.output_dir,
+                  "Write result_<i>.npy for every result here");
+  run->add_option("--compare-with", run_options.compare_with,
+                  "Run on this platform too and compare every output element")
+      ->check(CLI::IsMember({"host", "cuda"}));
+  run->add_option("--seed", run_options.seed, "Seed of the random inputs (default 1)");
   CLI11_PARSE(app, argc, argv);
   if (compile->parsed()) return pjrt::Compile(path, platform, arch, dump);
+  if (run->parsed()) return pjrt::Run(run_options);
   return pjrt::kExitUsage;
 }

@@ -9,6 +9,7 @@ endif()
 foreach(path
     bin/pjrtd
     bin/pjrtctl
+    bin/pjrt-hlo
     etc/pjrtd/pjrtd.toml
     lib/systemd/system/pjrtd.service
     lib/sysusers.d/pjrtd.conf
@@ -21,7 +22,7 @@ foreach(path
   endif()
 endforeach()
 file(READ ${PREFIX}/lib/systemd/system/pjrtd.service unit)
-foreach(needle "Type=notify" "User=pjrtd" "RuntimeDirectory=pjrtd"
+foreach(needle "Type=notify" "User=pjrtd" "RuntimeDirectory=pjrtd" "CacheDirectory=pjrtd"
                "ExecStart=${PREFIX}/bin/pjrtd --config ${PREFIX}/etc/pjrtd/pjrtd.toml")
   string(FIND "${unit}" "${needle}" at)
   if(at EQUAL -1)

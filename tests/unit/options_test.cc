@@ -22,6 +22,7 @@ memory_limit = "2GiB"
 allocation_model = "asynchronous"
 queue_ahead = 7
 log_level = "debug"
+compile_cache_dir = "/tmp/pjrtd-kernels"
 default_lease_seconds = 30
 max_lease_seconds = 600
 shutdown_timeout_seconds = 5
@@ -35,10 +36,21 @@ shutdown_timeout_seconds = 5
   EXPECT_EQ(options.allocation_model, "asynchronous");
   EXPECT_EQ(options.queue_ahead, 7);
   EXPECT_EQ(options.log_level, "debug");
+  EXPECT_EQ(options.compile_cache_dir, "/tmp/pjrtd-kernels");
   EXPECT_EQ(options.default_lease, absl::Seconds(30));
   EXPECT_EQ(options.max_lease, absl::Seconds(600));
   EXPECT_EQ(options.shutdown_timeout, absl::Seconds(5));
   EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST(ApplyConfigText, CompileCacheDirDefaultsToTheCacheDirectoryAndMayBeOff) {
+  DaemonOptions options;
+  EXPECT_EQ(options.compile_cache_dir, "/var/cache/pjrtd");
+  ASSERT_TRUE(ApplyConfigText("compile_cache_dir = \"\"\n", "t.toml", &options).ok());
+  EXPECT_EQ(options.compile_cache_dir, "");
+  absl::Status bad = ApplyConfigText("compile_cache_dir = 3\n", "t.toml", &options);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("compile_cache_dir"), absl::string_view::npos) << bad;
 }
 
 TEST(ApplyConfigText, ReadsEveryLimit) {
@@ -270,6 +282,19 @@ TEST(SharedMemoryOption, OnByDefaultAndTurnedOffByConfigOrFlag) {
       ParseCommandLine(static_cast<int>(argv.size()), argv.data());
   ASSERT_FALSE(parsed.exit_code.has_value());
   EXPECT_FALSE(parsed.options.shared_memory);
+}
+
+
+TEST(CompileCacheDirOption, TheFlagSetsOrClearsIt) {
+  for (const auto& [flag, want] :
+       std::vector<std::pair<std::string, std::string>>{{"/tmp/k", "/tmp/k"}, {"", ""}}) {
+    std::vector<std::string> args = {"pjrtd", "--compile-cache-dir", flag};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    ParsedCommandLine parsed = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+    ASSERT_FALSE(parsed.exit_code.has_value()) << flag;
+    EXPECT_EQ(parsed.options.compile_cache_dir, want) << flag;
+  }
 }
 
 }  // namespace
