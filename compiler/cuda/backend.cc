@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "compiler/cuda/nccl.h"
 #include "compiler/host/compiler.h"
 
 namespace pjrt::compiler::cuda {
@@ -146,6 +147,8 @@ class CudaProgram : public Program {
   explicit CudaProgram(CudaCompilation c) : c_(std::move(c)) {
     const host::HostProgram& lowered = *c_.lowered;
     int64_t bytes = AlignUp(lowered.scratch_bytes(), 256);
+    temporaries_offset_ = bytes;
+    bytes += c_.generated.temporary_bytes;
     for (const BufferSlot& slot : lowered.slots) {
       uses_ids_ |= slot.kind == BufferSlot::Kind::kReplicaId ||
                    slot.kind == BufferSlot::Kind::kPartitionId;
@@ -186,7 +189,12 @@ class CudaProgram : public Program {
 
     const host::HostProgram& lowered = *c_.lowered;
     char* scratch = static_cast<char*>(context.scratch);
-    std::vector<void*> addresses(lowered.slots.size(), nullptr);
+    std::vector<void*> addresses(lowered.slots.size() + c_.generated.temporary_offsets.size(),
+                                 nullptr);
+    for (size_t k = 0; k < c_.generated.temporary_offsets.size(); ++k) {
+      addresses[lowered.slots.size() + k] =
+          scratch + temporaries_offset_ + c_.generated.temporary_offsets[k];
+    }
     for (size_t i = 0; i < lowered.slots.size(); ++i) {
       const BufferSlot& slot = lowered.slots[i];
       switch (slot.kind) {
@@ -216,6 +224,16 @@ class CudaProgram : public Program {
                                  addresses[launch.slots[1]], addresses[launch.slots[2]],
                                  scratch + workspace_offset_, device, stream);
         if (!s.ok()) return Annotate(s, launch);
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kCollective) {
+        const size_t count = launch.collective.inputs.size();
+        std::vector<void*> ins, outs;
+        for (size_t a = 0; a < launch.slots.size(); ++a) {
+          (a < count ? ins : outs).push_back(addresses[launch.slots[a]]);
+        }
+        absl::Status s = RunNcclCollective(launch.collective, context, ins, outs, device, stream);
+        if (!s.ok()) return s;
         continue;
       }
       if (launch.skip_when_same_memory &&
@@ -326,6 +344,7 @@ class CudaProgram : public Program {
 
   const CudaCompilation c_;
   bool uses_ids_ = false;
+  int64_t temporaries_offset_ = 0;
   int64_t ids_offset_ = 0;
   int64_t workspace_offset_ = -1;
   int64_t scratch_bytes_ = 0;
@@ -361,7 +380,7 @@ class CudaBackend : public Backend {
   }
   std::string Describe() const override {
     return absl::StrFormat(
-        "cuda: NVRTC %s kernels for %s, cuBLASLt; compile cache %s", NvrtcVersion(), arch_,
+        "cuda: NVRTC %s kernels for %s, cuBLASLt, NCCL; compile cache %s", NvrtcVersion(), arch_,
         cache_.enabled() ? cache_.dir() : "off");
   }
   absl::StatusOr<std::unique_ptr<Program>> Compile(

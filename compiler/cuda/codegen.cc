@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
 
 namespace pjrt::compiler::cuda {
@@ -360,13 +361,30 @@ class Generator {
       absl::Status status = std::visit(
           [&](const auto& s) -> absl::Status { return Emit(s); }, step);
       if (!status.ok()) return status;
-      ++step_;
     }
     return std::move(out_);
   }
 
  private:
-  std::string Name(const char* what) { return absl::StrFormat("pj_%s_%d", what, step_); }
+  std::string Name(const char* what) { return absl::StrFormat("pj_%s_%d", what, kernels_++); }
+
+  // A temporary buffer of `bytes` after the lowered program's scratch; its
+  // slot number.
+  int Temporary(int64_t bytes) {
+    const int slot =
+        static_cast<int>(program_.slots.size() + out_.temporary_offsets.size());
+    out_.temporary_offsets.push_back(out_.temporary_bytes);
+    out_.temporary_bytes += (bytes + 255) / 256 * 256;
+    return slot;
+  }
+
+  static std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
+    std::vector<int64_t> strides(dims.size(), 1);
+    for (int d = static_cast<int>(dims.size()) - 2; d >= 0; --d) {
+      strides[d] = strides[d + 1] * dims[d + 1];
+    }
+    return strides;
+  }
 
   absl::StatusOr<std::string> SlotType(int slot, PrimitiveType type) {
     (void)slot;
@@ -766,10 +784,66 @@ class Generator {
   }
 
   absl::Status Emit(const host::CollectiveStep& s) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: collectives do not run on the CUDA backend yet; run this "
-        "program with --platform host",
-        s.name));
+    PJRT_RETURN_IF_ERROR(CheckNcclCollective(s));
+    host::CollectiveStep nccl = s;
+    const bool gather = s.kind == host::CollectiveStep::Kind::kAllGather;
+    const bool scatter = s.kind == host::CollectiveStep::Kind::kReduceScatter;
+    const auto launch_collective = [&](const host::CollectiveStep& step) {
+      Launch launch;
+      launch.kind = Launch::Kind::kCollective;
+      launch.collective = step;
+      launch.slots = step.inputs;
+      launch.slots.insert(launch.slots.end(), step.outputs.begin(), step.outputs.end());
+      launch.origin = absl::StrCat(s.name, " through NCCL");
+      Add(std::move(launch));
+    };
+    if ((!gather && !scatter) || (SplitsMajorDimension(s.input_dims, s.dimension) &&
+                                  SplitsMajorDimension(s.output_dims, s.dimension))) {
+      launch_collective(s);
+      return absl::OkStatus();
+    }
+    // NCCL gathers and scatters whole blocks along the major dimension: the
+    // pieces go through a temporary laid out [group size, piece...].
+    const int d = static_cast<int>(s.dimension);
+    const int width = hlo::ByteWidth(s.types[0]);
+    const std::vector<int64_t>& piece = gather ? s.input_dims : s.output_dims;
+    const std::vector<int64_t>& whole = gather ? s.output_dims : s.input_dims;
+    if (piece[d] == 0) {
+      launch_collective(s);  // nothing to move
+      return absl::OkStatus();
+    }
+    const int64_t n = whole[d] / piece[d];
+    std::vector<int64_t> blocks = {n};
+    blocks.insert(blocks.end(), piece.begin(), piece.end());
+    const int temporary = Temporary(Product(blocks) * width);
+    // The whole array's strides over the [group size, piece...] space.
+    const std::vector<int64_t> whole_strides = Strides(whole);
+    std::vector<int64_t> spread = {piece[d] * whole_strides[d]};
+    spread.insert(spread.end(), whole_strides.begin(), whole_strides.end());
+    host::CopyStep move;
+    move.element_bytes = width;
+    move.dims = blocks;
+    if (gather) {
+      nccl.outputs = {temporary};
+      nccl.output_dims = blocks;
+      nccl.dimension = 0;
+      launch_collective(nccl);
+      move.src = temporary;
+      move.src_map = {0, Strides(blocks)};
+      move.dst = s.outputs[0];
+      move.dst_map = {0, spread};
+      return Emit(move);
+    }
+    move.src = s.inputs[0];
+    move.src_map = {0, spread};
+    move.dst = temporary;
+    move.dst_map = {0, Strides(blocks)};
+    PJRT_RETURN_IF_ERROR(Emit(move));
+    nccl.inputs = {temporary};
+    nccl.input_dims = blocks;
+    nccl.dimension = 0;
+    launch_collective(nccl);
+    return absl::OkStatus();
   }
 
   absl::Status Emit(const host::KernelStep& s) {
@@ -782,7 +856,7 @@ class Generator {
 
   const host::HostProgram& program_;
   GeneratedProgram out_;
-  int step_ = 0;
+  int kernels_ = 0;
 };
 
 }  // namespace

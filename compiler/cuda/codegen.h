@@ -10,11 +10,12 @@
 //    reduction (a thread per output, reading along rows) otherwise;
 //  - GenericReduceStep: a thread per output, the reducer region inlined;
 //  - CopyStep, FillStep, DynamicSliceStep: affine copy kernels;
-//  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64).
+//  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
+//  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f16, bf16 (computed in f32 and
 // rounded after every op, as on the host), f32 and f64. Every other step
-// (collectives, kernels such as while, gather, sort) and every other type
+// (kernels such as while, gather, sort) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit
@@ -36,6 +37,7 @@ struct Launch {
   enum class Kind {
     kKernel,  // a generated kernel
     kGemm,    // a cuBLASLt matmul (gemm)
+    kCollective,  // an NCCL collective (nccl.h)
   };
   Kind kind = Kind::kKernel;
   // kKernel: the kernel's name in the source, its grid, and the slots
@@ -49,8 +51,10 @@ struct Launch {
   // A copy that does nothing when its source and destination (slots 1 and
   // 0) are the same memory (a donated buffer already holding the result).
   bool skip_when_same_memory = false;
-  // kGemm.
+  // kGemm: slots are out, lhs, rhs.
   host::DotStep gemm;
+  // kCollective: slots are the operands, then the results.
+  host::CollectiveStep collective;
   // The step it came from ("loop over f32[8,128] (add, exp)"), for errors
   // and `pjrt-hlo compile`.
   std::string origin;
@@ -60,6 +64,11 @@ struct GeneratedProgram {
   // The CUDA C++ source of every kernel (self-contained: no headers).
   std::string source;
   std::vector<Launch> launches;
+  // Buffers the generated code needs besides the lowered program's: slot
+  // number (lowered slots count + k) k is temporary_offsets[k] bytes into a
+  // region of temporary_bytes of scratch memory after the lowered program's.
+  std::vector<int64_t> temporary_offsets;
+  int64_t temporary_bytes = 0;
 };
 
 // REQUIRES: `program` passed CheckBounds.

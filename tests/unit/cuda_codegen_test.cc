@@ -225,7 +225,12 @@ class Emulator {
     const host::HostProgram& p = *c_.lowered;
     std::vector<uint64_t> scratch(p.scratch_bytes() / 8 + 8, 0);
     uint32_t ids[2] = {0, 0};
-    std::vector<void*> at(p.slots.size());
+    std::vector<uint64_t> temporaries(c_.generated.temporary_bytes / 8 + 8, 0);
+    std::vector<void*> at(p.slots.size() + c_.generated.temporary_offsets.size());
+    for (size_t k = 0; k < c_.generated.temporary_offsets.size(); ++k) {
+      at[p.slots.size() + k] =
+          reinterpret_cast<char*>(temporaries.data()) + c_.generated.temporary_offsets[k];
+    }
     for (size_t i = 0; i < p.slots.size(); ++i) {
       const host::BufferSlot& s = p.slots[i];
       switch (s.kind) {
@@ -243,6 +248,13 @@ class Emulator {
       for (int slot : launch.slots) args.push_back(at[slot]);
       if (launch.kind == Launch::Kind::kGemm) {
         Gemm(launch.gemm, args[0], args[1], args[2]);
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kCollective) {
+        if (!fake_collectives_) {
+          return ::testing::AssertionFailure() << "collectives need NCCL and GPUs";
+        }
+        FakeCollective(launch.collective, args);
         continue;
       }
       if (launch.skip_when_same_memory && args[0] == args[1]) continue;
@@ -278,6 +290,31 @@ class Emulator {
     }
   }
 
+  // Instead of NCCL, as participant 0 of a group whose members p hold
+  // its operand + p: an all-gather gives the blocks input + p in order, a
+  // reduce-scatter block 0 summed over the group (f32 only).
+  static void FakeCollective(const host::CollectiveStep& s, const std::vector<void*>& args) {
+    int64_t in = 1, out = 1;
+    for (int64_t d : s.input_dims) in *= d;
+    for (int64_t d : s.output_dims) out *= d;
+    const float* src = static_cast<const float*>(args[0]);
+    float* dst = static_cast<float*>(args[1]);
+    if (s.kind == host::CollectiveStep::Kind::kAllGather) {
+      for (int64_t i = 0; i < out; ++i) dst[i] = src[i % in] + static_cast<float>(i / in);
+    } else {
+      const int64_t n = in / out;
+      for (int64_t i = 0; i < out; ++i) {
+        float sum = 0;
+        for (int64_t p = 0; p < n; ++p) sum += src[i] + static_cast<float>(p);
+        dst[i] = sum;
+      }
+    }
+  }
+
+ public:
+  bool fake_collectives_ = false;
+
+ private:
   const CudaCompilation& c_;
   void* library_ = nullptr;
 };
@@ -579,6 +616,51 @@ ENTRY e {
   // ptxas reported the kernel's registers.
   ASSERT_EQ(generated->cubin.resources.size(), 2u);  // and pj_set_ids
   EXPECT_GT(generated->cubin.resources[0].registers, 0);
+}
+
+// An all-gather or reduce-scatter along a minor dimension goes through a
+// temporary in NCCL's [group, piece] layout and a copy kernel; the copy puts
+// each participant's piece where XLA's semantics say.
+TEST(CudaCodegen, MinorDimensionCollectivesMovePiecesThroughATemporary) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[2,3] parameter(0)
+  b = f32[2,12] parameter(1)
+  g = f32[2,12] all-gather(a), dimensions={1}, replica_groups={}
+  r = f32[2,3] reduce-scatter(b), dimensions={1}, replica_groups={}, to_apply=add
+  ROOT t = (f32[2,12], f32[2,3]) tuple(g, r)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->generated.temporary_offsets.size(), 2u);
+  int collectives = 0;
+  for (const Launch& l : c->generated.launches) collectives += l.kind == Launch::Kind::kCollective;
+  EXPECT_EQ(collectives, 2);
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;
+  ASSERT_TRUE(emulator.Build("minor_collectives"));
+  std::vector<float> a(6), b(24), g(24, -1), r(6, -1);
+  for (int i = 0; i < 6; ++i) a[i] = static_cast<float>(10 * i);
+  for (int i = 0; i < 24; ++i) b[i] = static_cast<float>(100 * i);
+  ASSERT_TRUE(emulator.Run({a.data(), b.data()}, {g.data(), r.data()}));
+  for (int i = 0; i < 2; ++i) {
+    for (int p = 0; p < 4; ++p) {
+      for (int j = 0; j < 3; ++j) {
+        EXPECT_EQ(g[i * 12 + p * 3 + j], a[i * 3 + j] + p) << i << " " << p << " " << j;
+      }
+    }
+    for (int j = 0; j < 3; ++j) {
+      // Participant 0 gets piece 0 (columns 0-2) summed over 4 members.
+      EXPECT_EQ(r[i * 3 + j], 4 * b[i * 12 + j] + 6) << i << " " << j;
+    }
+  }
 }
 
 TEST(CudaCodegen, HugeArraysUse64BitIndices) {
