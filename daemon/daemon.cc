@@ -274,7 +274,8 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
             .max_regions = limits.max_regions,
             .max_region_bytes = limits.max_region_bytes > 0
                                     ? limits.max_region_bytes
-                                    : physical});
+                                    : physical,
+            .platform = client_->platform()});
   }
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),

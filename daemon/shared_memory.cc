@@ -74,7 +74,7 @@ int64_t RegionBudget::bytes() const {
 
 absl::StatusOr<std::shared_ptr<Region>> Region::Map(
     int fd, int64_t size, std::string name,
-    std::shared_ptr<RegionBudget> budget) {
+    std::shared_ptr<RegionBudget> budget, device::Platform* platform) {
   if (size <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size_bytes is %d; it must be positive", size));
@@ -124,11 +124,24 @@ absl::StatusOr<std::shared_ptr<Region>> Region::Map(
                                  "cannot map the region's %d bytes: %s", size,
                                  std::strerror(error)));
   }
-  return std::shared_ptr<Region>(new Region(
+  std::shared_ptr<Region> region(new Region(
       static_cast<uint8_t*>(data), size, std::move(name), std::move(budget)));
+  if (platform != nullptr) {
+    absl::Status registered = platform->RegisterHostMemory(data, size);
+    if (registered.ok()) {
+      region->registered_with_ = platform;
+    } else {
+      spdlog::warn(
+          "region {:?} ({} bytes) is not registered for direct DMA, so its "
+          "transfers are staged: {}",
+          region->name(), size, registered.message());
+    }
+  }
+  return region;
 }
 
 Region::~Region() {
+  if (registered_with_ != nullptr) registered_with_->UnregisterHostMemory(data_);
   munmap(data_, static_cast<size_t>(size_));
   if (budget_ != nullptr) budget_->Release(size_);
 }
@@ -418,7 +431,8 @@ std::string RegionServer::Answer(const char* payload, ssize_t received,
       // and again, atomically, when the region is added.
       absl::Status room = (*session)->CheckRoom(1);
       auto region = room.ok() ? Region::Map(fds[0], request.size_bytes(),
-                                            request.name(), budget_)
+                                            request.name(), budget_,
+                                            options_.platform)
                               : absl::StatusOr<std::shared_ptr<Region>>(room);
       if (!region.ok()) {
         refuse(region.status());

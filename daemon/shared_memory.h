@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/mutex.h"
+#include "device/platform.h"
 
 namespace pjrt::daemon {
 
@@ -70,9 +71,15 @@ class Region : public std::enable_shared_from_this<Region> {
   // it is shorter than `size`, when `size` is not positive, or when `name`
   // is longer than kMaxRegionNameBytes; RESOURCE_EXHAUSTED when the budget
   // is spent.
+  //
+  // With a `platform` (may be null), the mapping is registered with it
+  // (cudaHostRegister on CUDA) so that uploads from and downloads to the
+  // region are one DMA between its pages and device memory; if that fails
+  // the region still works, through the driver's staging.
   static absl::StatusOr<std::shared_ptr<Region>> Map(
       int fd, int64_t size, std::string name,
-      std::shared_ptr<RegionBudget> budget = nullptr);
+      std::shared_ptr<RegionBudget> budget = nullptr,
+      device::Platform* platform = nullptr);
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
@@ -104,6 +111,9 @@ class Region : public std::enable_shared_from_this<Region> {
   // Transfers in flight and zero-copy buffers that use the region.
   int64_t uses() const { return uses_.load(); }
 
+  // Whether the platform took the region for direct DMA.
+  bool registered() const { return registered_with_ != nullptr; }
+
  private:
   Region(uint8_t* data, int64_t size, std::string name,
          std::shared_ptr<RegionBudget> budget)
@@ -111,6 +121,9 @@ class Region : public std::enable_shared_from_this<Region> {
         size_(size),
         name_(std::move(name)),
         budget_(std::move(budget)) {}
+
+  // The platform the mapping is registered with, if any.
+  device::Platform* registered_with_ = nullptr;
 
   uint8_t* const data_;
   const int64_t size_;
@@ -128,6 +141,9 @@ struct RegionServerOptions {
   // Regions mapped at once in all, and their bytes (0: no byte limit).
   int64_t max_regions = 4096;
   int64_t max_region_bytes = 0;
+  // Registers every region with the devices' platform for direct DMA (may
+  // be null).
+  device::Platform* platform = nullptr;
 };
 
 // Accepts region registrations on a unix socket (SOCK_SEQPACKET): one

@@ -63,6 +63,16 @@ class Platform {
   // Host memory that the device copies to and from fastest (pinned on CUDA).
   virtual std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(
       int ordinal) = 0;
+
+  // Makes `size` bytes of host memory at `data` (a client's shared-memory
+  // region) something the devices copy to and from directly, by DMA,
+  // without a staging copy (cudaHostRegister on CUDA). The host platform
+  // needs nothing. An error leaves the memory usable, only slower.
+  virtual absl::Status RegisterHostMemory(void* data, int64_t size) {
+    return absl::OkStatus();
+  }
+  // Undoes RegisterHostMemory before the memory is unmapped.
+  virtual void UnregisterHostMemory(void* data) {}
 };
 
 // The host platform with `device_count` virtual devices.

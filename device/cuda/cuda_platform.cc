@@ -222,6 +222,21 @@ std::unique_ptr<SubAllocator> CudaPlatform::CreateStagingMemoryAllocator(int) {
   return std::make_unique<CudaPinnedMemoryAllocator>();
 }
 
+absl::Status CudaPlatform::RegisterHostMemory(void* data, int64_t size) {
+  // Portable: every GPU of the process may DMA from it.
+  return CudaStatus(cudaHostRegister(data, static_cast<size_t>(size),
+                                     cudaHostRegisterPortable),
+                    "cudaHostRegister");
+}
+
+void CudaPlatform::UnregisterHostMemory(void* data) {
+  cudaError_t error = cudaHostUnregister(data);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    spdlog::warn("{}", CudaStatus(error, "cudaHostUnregister"));
+  }
+}
+
 bool CudaPlatformBuilt() { return true; }
 
 absl::StatusOr<std::unique_ptr<Platform>> CreateCudaPlatform() {

@@ -37,6 +37,8 @@ class CudaPlatform : public Platform {
   std::unique_ptr<Event> CreateEvent(int ordinal) override;
   std::unique_ptr<SubAllocator> CreateDeviceMemoryAllocator(int ordinal) override;
   std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(int ordinal) override;
+  absl::Status RegisterHostMemory(void* data, int64_t size) override;
+  void UnregisterHostMemory(void* data) override;
 
  private:
   const std::string name_ = "cuda";

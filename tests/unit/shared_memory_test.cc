@@ -9,11 +9,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/session.h"
 #include "daemon/session_table.h"
+#include "device/event.h"
+#include "device/sub_allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pjrt/v1/buffer.pb.h"
@@ -84,6 +89,64 @@ TEST(RegionTest, RefusesDescriptorsThatCouldShrinkOrAreTooShort) {
   EXPECT_THAT(std::string(region.status().message()),
               HasSubstr("not a memfd"));
   fclose(file);
+}
+
+// A platform that records what is registered for DMA (the one call of
+// device::Platform a region makes).
+class RecordingPlatform : public device::Platform {
+ public:
+  const std::string& name() const override { return name_; }
+  int device_count() const override { return 1; }
+  device::DeviceDescription Describe(int) const override { return {}; }
+  device::AllocationModel default_allocation_model() const override {
+    return device::AllocationModel::kSynchronous;
+  }
+  bool host_can_access_device_memory() const override { return false; }
+  absl::StatusOr<std::unique_ptr<device::Stream>> CreateStream(int, const std::string&) override {
+    return absl::UnimplementedError("not in this test");
+  }
+  std::unique_ptr<device::Event> CreateEvent(int) override { return nullptr; }
+  std::unique_ptr<device::SubAllocator> CreateDeviceMemoryAllocator(int) override {
+    return nullptr;
+  }
+  std::unique_ptr<device::SubAllocator> CreateStagingMemoryAllocator(int) override {
+    return nullptr;
+  }
+  absl::Status RegisterHostMemory(void* data, int64_t size) override {
+    if (refuse) return absl::ResourceExhaustedError("RLIMIT_MEMLOCK");
+    registered[data] = size;
+    return absl::OkStatus();
+  }
+  void UnregisterHostMemory(void* data) override { registered.erase(data); }
+
+  bool refuse = false;
+  std::map<void*, int64_t> registered;
+
+ private:
+  const std::string name_ = "recording";
+};
+
+TEST(RegionTest, RegionsAreRegisteredForDmaWhileMapped) {
+  RecordingPlatform platform;
+  int fd = MakeMemfd(1 << 16);
+  auto region = Region::Map(fd, 1 << 16, "weights", nullptr, &platform);
+  close(fd);
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_TRUE((*region)->registered());
+  ASSERT_EQ(platform.registered.size(), 1u);
+  EXPECT_EQ(platform.registered.begin()->first, *(*region)->Slice(0, 1));
+  EXPECT_EQ(platform.registered.begin()->second, 1 << 16);
+  region->reset();
+  EXPECT_TRUE(platform.registered.empty());
+
+  // A platform that cannot register it leaves a working, staged region.
+  platform.refuse = true;
+  fd = MakeMemfd(4096);
+  auto staged = Region::Map(fd, 4096, "small", nullptr, &platform);
+  close(fd);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_FALSE((*staged)->registered());
+  EXPECT_TRUE((*staged)->Slice(0, 4096).ok());
 }
 
 TEST(RegionTest, SliceChecksBoundsWithoutOverflow) {
