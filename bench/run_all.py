@@ -32,6 +32,10 @@ def main() -> int:
     args = parser.parse_args()
     build = pathlib.Path(args.build)
     metrics = run_json([str(build / "bin" / "compiler_bench")])
+    # The CUDA backend's (built with the CUDA Toolkit; without a GPU it
+    # measures only the NVRTC compile times).
+    if (build / "bin" / "gpu_bench").exists():
+        metrics += run_json([str(build / "bin" / "gpu_bench")])
 
     with tempfile.TemporaryDirectory(prefix="pjrt-bench.") as tmp:
         address_file = pathlib.Path(tmp) / "addresses"

@@ -1,0 +1,319 @@
+// Benchmarks of the CUDA backend, in process (runtime + compiler, no
+// daemon). Prints one JSON object: each metric with its baseline measured in
+// the same run and the ratio (higher is better). Without a GPU only the
+// NVRTC compile times are measured (NVRTC needs none); the rest are listed
+// as skipped. scripts/gpu-check runs it on a machine with a GPU.
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/cuda/backend.h"
+#include "hlo/parser.h"
+#include "hlo/passes.h"
+#include "nlohmann/json.hpp"
+#include "runtime/client.h"
+#include "runtime/executable.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using pjrt::hlo::PrimitiveType;
+using pjrt::hlo::Shape;
+
+double Seconds(const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Median of `runs` timings of fn, in seconds, after one warm-up.
+double Time(int runs, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) times.push_back(Seconds(fn));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::cerr << "gpu_bench: " << s << "\n";
+    std::exit(1);
+  }
+}
+template <typename T>
+T Check(absl::StatusOr<T> v) {
+  Check(v.status());
+  return *std::move(v);
+}
+void CheckCuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::cerr << "gpu_bench: " << what << ": " << cudaGetErrorString(e) << "\n";
+    std::exit(1);
+  }
+}
+void CheckBlas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    std::cerr << "gpu_bench: " << what << ": " << cublasLtGetStatusString(s) << "\n";
+    std::exit(1);
+  }
+}
+
+nlohmann::json Metric(const std::string& name, const char* unit, double value,
+                      const char* baseline_name, double baseline, double goal) {
+  nlohmann::json m = {{"metric", name},
+                      {"unit", unit},
+                      {"value", value},
+                      {"baseline", baseline_name},
+                      {"baseline_value", baseline},
+                      {"ratio", value / baseline}};
+  if (goal > 0) m["goal"] = goal;
+  return m;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void RunOnce(pjrt::runtime::Executable& exe, const std::vector<pjrt::runtime::Buffer*>& args,
+             pjrt::runtime::Device* device) {
+  auto results = Check(exe.Execute(args, device));
+  for (auto& r : results) Check(r->BlockHostUntilReady());
+}
+
+// Random arguments for every parameter of `exe`.
+std::vector<std::shared_ptr<pjrt::runtime::Buffer>> RandomArguments(
+    pjrt::runtime::Client& client, pjrt::runtime::Executable& exe, pjrt::runtime::Device* device) {
+  std::vector<std::shared_ptr<pjrt::runtime::Buffer>> out;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0, 0.1f);
+  for (const Shape& shape : exe.parameter_shapes()) {
+    std::vector<uint8_t> bytes(shape.ByteSize());
+    if (shape.element_type() == PrimitiveType::kF32) {
+      for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        const float v = normal(rng);
+        std::memcpy(&bytes[i], &v, 4);
+      }
+    } else {
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng() % 4);
+    }
+    out.push_back(Check(client.BufferFromHostBuffer(bytes.data(), shape, device)));
+  }
+  return out;
+}
+
+std::vector<pjrt::runtime::Buffer*> Pointers(
+    const std::vector<std::shared_ptr<pjrt::runtime::Buffer>>& buffers) {
+  std::vector<pjrt::runtime::Buffer*> p;
+  for (const auto& b : buffers) p.push_back(b.get());
+  return p;
+}
+
+// cuBLASLt called directly: row-major n x n x n, the baseline of the dot.
+double DirectGemmSeconds(int n, bool bf16) {
+  cublasLtHandle_t handle;
+  CheckBlas(cublasLtCreate(&handle), "cublasLtCreate");
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const size_t width = bf16 ? 2 : 4;
+  void *a, *b, *c, *workspace;
+  const size_t workspace_bytes = size_t{32} << 20;
+  CheckCuda(cudaMalloc(&a, size_t(n) * n * width), "cudaMalloc");
+  CheckCuda(cudaMalloc(&b, size_t(n) * n * width), "cudaMalloc");
+  CheckCuda(cudaMalloc(&c, size_t(n) * n * width), "cudaMalloc");
+  CheckCuda(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc");
+  cudaMemset(a, 0, size_t(n) * n * width);
+  cudaMemset(b, 0, size_t(n) * n * width);
+  cublasLtMatmulDesc_t desc;
+  CheckBlas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+  cublasLtMatrixLayout_t la, lb, lc;
+  CheckBlas(cublasLtMatrixLayoutCreate(&la, type, n, n, n), "layout");
+  CheckBlas(cublasLtMatrixLayoutCreate(&lb, type, n, n, n), "layout");
+  CheckBlas(cublasLtMatrixLayoutCreate(&lc, type, n, n, n), "layout");
+  cublasLtMatmulPreference_t pref;
+  CheckBlas(cublasLtMatmulPreferenceCreate(&pref), "pref");
+  const uint64_t ws = workspace_bytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  cublasLtMatmulHeuristicResult_t heuristic;
+  int found = 0;
+  CheckBlas(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref, 1, &heuristic,
+                                           &found),
+            "heuristic");
+  const float one = 1, zero = 0;
+  const double seconds = Time(5, [&] {
+    CheckBlas(cublasLtMatmul(handle, desc, &one, a, la, b, lb, &zero, c, lc, c, lc,
+                             &heuristic.algo, workspace, workspace_bytes, nullptr),
+              "cublasLtMatmul");
+    CheckCuda(cudaDeviceSynchronize(), "sync");
+  });
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(handle);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cudaFree(workspace);
+  return seconds;
+}
+
+}  // namespace
+
+int main() {
+  nlohmann::json metrics = nlohmann::json::array();
+  nlohmann::json skipped = nlohmann::json::array();
+  const std::string mlp = ReadFile(absl::StrCat(PJRT_SOURCE_DIR, "/tests/data/mlp_train_step.hlo"));
+
+  {  // NVRTC compile time of the MLP step, cold and from the persistent cache.
+    auto module = Check(pjrt::hlo::ParseHloModule(mlp));
+    Check(pjrt::hlo::SimplifyModule(module.get()).status());
+    const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                         "/pjrt-gpu-bench-cache-", getpid());
+    std::filesystem::remove_all(dir);
+    const pjrt::compiler::DiskCache cache(dir);
+    double cold = 0, warm = 1e9;
+    for (int i = 0; i < 3; ++i) {
+      std::filesystem::remove_all(dir);
+      cold += Seconds([&] { Check(pjrt::compiler::cuda::CompileForCuda(*module, {}, "sm_90", cache)); }) / 3;
+      warm = std::min(warm, Seconds([&] {
+        auto c = Check(pjrt::compiler::cuda::CompileForCuda(*module, {}, "sm_90", cache));
+        if (!c.from_cache) std::exit(1);
+      }));
+    }
+    std::filesystem::remove_all(dir);
+    metrics.push_back(Metric("mlp_step_compile_cached_speedup", "x", cold / warm,
+                             "nvrtc_cold_compile", 1, 20));
+    metrics.back()["cold_seconds"] = cold;
+    metrics.back()["cached_seconds"] = warm;
+  }
+
+  pjrt::runtime::ClientOptions options;
+  options.platform = "cuda";
+  auto cuda = pjrt::runtime::Client::Create(options);
+  if (!cuda.ok()) {
+    for (const char* m : {"dot_f32_4096_tflops", "dot_bf16_4096_tflops",
+                          "fused_chain8_1GiB_GBps", "region_upload_1GiB_GBps",
+                          "mlp_step_cuda_vs_host"}) {
+      skipped.push_back({{"metric", m}, {"reason", std::string(cuda.status().message())}});
+    }
+    std::cout << nlohmann::json{{"benchmarks", metrics}, {"skipped", skipped}}.dump(2) << "\n";
+    return 0;
+  }
+  pjrt::runtime::Client& client = **cuda;
+  pjrt::runtime::Device* device = client.devices()[0];
+
+  for (bool bf16 : {false, true}) {  // dot 4096^3 against cuBLASLt directly.
+    const int n = 4096;
+    const char* t = bf16 ? "bf16" : "f32";
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client, absl::StrCat("HloModule dot\nENTRY e {\n  a = ", t, "[4096,4096] parameter(0)\n"
+                              "  b = ", t, "[4096,4096] parameter(1)\n  ROOT d = ", t,
+                              "[4096,4096] dot(a, b), lhs_contracting_dims={1}, "
+                              "rhs_contracting_dims={0}\n}\n")));
+    auto args = RandomArguments(client, *exe, device);
+    const double ours = Time(5, [&] { RunOnce(*exe, Pointers(args), device); });
+    const double direct = DirectGemmSeconds(n, bf16);
+    const double flops = 2.0 * n * n * n;
+    metrics.push_back(Metric(absl::StrCat("dot_", t, "_4096_tflops"), "TFLOP/s",
+                             flops / ours / 1e12, "cublaslt_direct", flops / direct / 1e12, 0.9));
+  }
+
+  {  // Eight fused element-wise ops over 1 GiB against a device-to-device copy.
+    const int64_t n = int64_t{1} << 28;
+    auto exe = Check(pjrt::runtime::Executable::Compile(&client, R"(
+HloModule chain
+ENTRY e {
+  x = f32[268435456] parameter(0)
+  two = f32[] constant(2)
+  one = f32[] constant(1)
+  hundred = f32[] constant(100)
+  zero = f32[] constant(0)
+  b2 = f32[268435456] broadcast(two), dimensions={}
+  b1 = f32[268435456] broadcast(one), dimensions={}
+  b100 = f32[268435456] broadcast(hundred), dimensions={}
+  b0 = f32[268435456] broadcast(zero), dimensions={}
+  m = f32[268435456] multiply(x, b2)
+  a = f32[268435456] add(m, b1)
+  r = f32[268435456] maximum(a, b0)
+  s = f32[268435456] subtract(r, x)
+  q = f32[268435456] multiply(s, s)
+  c = f32[268435456] minimum(q, b100)
+  g = f32[268435456] negate(c)
+  ROOT h = f32[268435456] abs(g)
+})"));
+    auto x = Check(client.CreateUninitializedBuffer(Shape(PrimitiveType::kF32, {n}), device));
+    const double ours = Time(5, [&] { RunOnce(*exe, {x.get()}, device); });
+    void *src, *dst;
+    CheckCuda(cudaMalloc(&src, n * 4), "cudaMalloc");
+    CheckCuda(cudaMalloc(&dst, n * 4), "cudaMalloc");
+    const double copy = Time(5, [&] {
+      CheckCuda(cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    });
+    cudaFree(src);
+    cudaFree(dst);
+    const double bytes = 2.0 * n * 4;
+    metrics.push_back(Metric("fused_chain8_1GiB_GBps", "GB/s", bytes / ours / 1e9,
+                             "cudaMemcpy_device_to_device", bytes / copy / 1e9, 0.8));
+  }
+
+  {  // An upload from registered (shared-memory-like) pages against
+     // cudaMemcpy from pinned memory.
+    const int64_t bytes = int64_t{1} << 30;
+    void* region = std::aligned_alloc(4096, bytes);
+    std::memset(region, 1, bytes);
+    Check(client.platform()->RegisterHostMemory(region, bytes));
+    const Shape shape(PrimitiveType::kU8, {bytes});
+    const double ours = Time(5, [&] {
+      auto b = Check(client.BufferFromHostBuffer(
+          region, shape, pjrt::runtime::HostBufferSemantics::kImmutableUntilTransferCompletes,
+          nullptr, device));
+      Check(b->BlockHostUntilReady());
+    });
+    client.platform()->UnregisterHostMemory(region);
+    std::free(region);
+    void *pinned, *dst;
+    CheckCuda(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    CheckCuda(cudaMalloc(&dst, bytes), "cudaMalloc");
+    const double direct = Time(5, [&] {
+      CheckCuda(cudaMemcpy(dst, pinned, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    });
+    cudaFreeHost(pinned);
+    cudaFree(dst);
+    metrics.push_back(Metric("region_upload_1GiB_GBps", "GB/s", bytes / ours / 1e9,
+                             "cudaMemcpy_from_pinned", bytes / direct / 1e9, 0.7));
+  }
+
+  {  // The MLP training step, on the GPU against the host platform.
+    pjrt::runtime::ClientOptions host_options;
+    host_options.platform = "host";
+    auto host = Check(pjrt::runtime::Client::Create(host_options));
+    auto steps_per_second = [&](pjrt::runtime::Client& c) {
+      auto exe = Check(pjrt::runtime::Executable::Compile(&c, mlp));
+      pjrt::runtime::Device* d = c.devices()[0];
+      auto args = RandomArguments(c, *exe, d);
+      return 1.0 / Time(20, [&] { RunOnce(*exe, Pointers(args), d); });
+    };
+    metrics.push_back(Metric("mlp_step_per_second_cuda", "steps/s", steps_per_second(client),
+                             "host_platform", steps_per_second(*host), 0));
+  }
+  std::cout << nlohmann::json{{"benchmarks", metrics}, {"skipped", skipped}}.dump(2) << "\n";
+  return 0;
+}
