@@ -1,6 +1,7 @@
 // Integration tests of the executable path: a real pjrtd, the C++ client and
 // pjrtctl compile/run, over a unix socket and over TCP.
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -74,12 +75,18 @@ class ExecutableTest : public ::testing::TestWithParam<int> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    auto daemon = DaemonProcess::Start(
-        PJRTD_PATH,
-        {"--platform", "host", "--host-devices", "3", "--memory-limit", "1GiB",
-         "--listen", "unix://" + dir_->path() + "/pjrtd.sock", "--listen",
-         "127.0.0.1:0"},
-        dir_->path());
+    // PJRT_TEST_PLATFORM=cuda (scripts/gpu-check) runs the suite on a GPU.
+    const char* platform = std::getenv("PJRT_TEST_PLATFORM");
+    std::vector<std::string> args = {"--platform", platform != nullptr ? platform : "host"};
+    if (platform == nullptr || std::string(platform) == "host") {
+      args.insert(args.end(), {"--host-devices", "3"});
+    } else {
+      args.insert(args.end(), {"--compile-cache-dir", dir_->path() + "/kernels"});
+    }
+    args.insert(args.end(), {"--memory-limit", "1GiB", "--listen",
+                             "unix://" + dir_->path() + "/pjrtd.sock", "--listen",
+                             "127.0.0.1:0"});
+    auto daemon = DaemonProcess::Start(PJRTD_PATH, args, dir_->path());
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = daemon->release();
   }
