@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <set>
 #include <sstream>
@@ -336,15 +337,11 @@ struct Case {
   double rtol = 1e-6;
 };
 
-// Compiles `hlo` for sm_90 through NVRTC, runs the generated kernels on the
-// CPU and the host backend's program, and compares every result.
-void CheckAgainstHost(const Case& c) {
-  SCOPED_TRACE(c.name);
-  std::unique_ptr<hlo::Module> module = Parse(c.hlo);
-  ASSERT_NE(module, nullptr);
-  auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  auto reference = host::CompileForHost(*module);
+// Runs the generated kernels of `compiled` on the CPU and the host
+// backend's program for `module`, and compares every result.
+void CompareWithHost(const hlo::Module& module, const CudaCompilation& compiled,
+                     const std::string& name, double rtol) {
+  auto reference = host::CompileForHost(module);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
   std::mt19937_64 rng(7);
@@ -361,12 +358,23 @@ void CheckAgainstHost(const Case& c) {
   context.scratch = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
   ASSERT_TRUE((*reference)->Run(context).ok());
 
-  Emulator emulator(*compiled);
-  ASSERT_TRUE(emulator.Build(c.name));
+  Emulator emulator(compiled);
+  ASSERT_TRUE(emulator.Build(name));
   ASSERT_TRUE(emulator.Run(inputs.pointers, got.pointers));
   for (size_t r = 0; r < shapes.size(); ++r) {
-    EXPECT_TRUE(Same(shapes[r], want.pointers[r], got.pointers[r], c.rtol)) << "result " << r;
+    EXPECT_TRUE(Same(shapes[r], want.pointers[r], got.pointers[r], rtol)) << "result " << r;
   }
+}
+
+// Compiles `hlo` for sm_90 through NVRTC and compares its kernels' results
+// with the host backend's.
+void CheckAgainstHost(const Case& c) {
+  SCOPED_TRACE(c.name);
+  std::unique_ptr<hlo::Module> module = Parse(c.hlo);
+  ASSERT_NE(module, nullptr);
+  auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  CompareWithHost(*module, *compiled, c.name, c.rtol);
 }
 
 const Case kCases[] = {
@@ -576,6 +584,40 @@ TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {
   const std::string hlo = text.str();
   ASSERT_FALSE(hlo.empty());
   CheckAgainstHost({"mlp_train_step", hlo.c_str(), 1e-4});
+}
+
+// Every test program the CUDA backend compiles (and that runs alone, on
+// arrays of reasonable size) computes what the host backend computes.
+TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
+  int compared = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           absl::StrCat(PJRT_SOURCE_DIR, "/tests/data"))) {
+    if (e.path().extension() != ".hlo") continue;
+    std::ifstream file(e.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    auto module = hlo::ParseHloModule(text.str());
+    if (!module.ok() || !hlo::VerifyModule(**module, text.str()).ok() ||
+        !hlo::SimplifyModule(module->get()).ok()) {
+      continue;
+    }
+    auto compiled = CompileForCuda(**module, {}, "sm_90", DiskCache(""));
+    if (!compiled.ok()) continue;  // refused by name (the compile check)
+    int64_t bytes = 0;
+    bool collective = false;
+    for (const Launch& l : compiled->generated.launches) {
+      collective |= l.kind == Launch::Kind::kCollective;
+    }
+    for (const host::BufferSlot& slot : compiled->lowered->slots) {
+      bytes += slot.shape.IsArray() ? slot.shape.ByteSize() : 0;
+    }
+    if (collective || bytes > (int64_t{64} << 20)) continue;
+    SCOPED_TRACE(e.path().string());
+    CompareWithHost(**module, *compiled, absl::StrCat("corpus_", compared), 1e-4);
+    ++compared;
+  }
+  std::cout << compared << " test programs compared with the host backend\n";
+  EXPECT_GE(compared, 70);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
