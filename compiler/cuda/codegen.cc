@@ -357,10 +357,22 @@ class Generator {
 
   absl::StatusOr<GeneratedProgram> Run() {
     out_.source = kPrelude;
-    for (const host::Step& step : program_.steps) {
+    for (size_t i = 0; i < program_.steps.size(); ++i) {
+      const size_t first = out_.launches.size();
       absl::Status status = std::visit(
-          [&](const auto& s) -> absl::Status { return Emit(s); }, step);
-      if (!status.ok()) return status;
+          [&](const auto& s) -> absl::Status { return Emit(s); }, program_.steps[i]);
+      const std::string& origin =
+          i < program_.step_origins.size() ? program_.step_origins[i] : std::string();
+      if (!status.ok()) {
+        if (origin.empty() || status.message().find(origin) != absl::string_view::npos) {
+          return status;
+        }
+        return absl::Status(status.code(), absl::StrCat(origin, ": ", status.message()));
+      }
+      if (origin.empty()) continue;
+      for (size_t l = first; l < out_.launches.size(); ++l) {
+        absl::StrAppend(&out_.launches[l].origin, " for ", origin);
+      }
     }
     return std::move(out_);
   }

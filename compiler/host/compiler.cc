@@ -966,9 +966,17 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
   DecideMaterialization();
   for (size_t i = 0; i < nodes_.size(); ++i) {
     PJRT_RETURN_IF_ERROR(Emit(static_cast<int>(i)));
+    // The steps just made come from this node's instruction.
+    const Instruction* inst = nodes_[i].inst;
+    program_->step_origins.resize(
+        program_->steps.size(),
+        inst != nullptr ? absl::StrFormat("%%%s (line %d)", inst->name(), inst->line())
+                        : std::string());
   }
   PJRT_RETURN_IF_ERROR(EmitResults());
+  program_->step_origins.resize(program_->steps.size(), "the program's results");
   PJRT_RETURN_IF_ERROR(PlanScratch());
+  program_->step_origins.resize(program_->steps.size());
   // Every access of every step must stay inside its buffer: the last line
   // of defence between a compiler bug and another session's memory.
   PJRT_RETURN_IF_ERROR(program_->CheckBounds());

@@ -170,6 +170,9 @@ class HostProgram : public Program {
   // Built by the compiler.
   std::vector<BufferSlot> slots;
   std::vector<Step> steps;
+  // Per step, the HLO instruction it comes from ("%add.3 (line 12)"), for
+  // messages and listings; may be empty.
+  std::vector<std::string> step_origins;
   // Constant data, 64-byte aligned through uint64_t storage.
   std::vector<std::vector<uint64_t>> constants;
   int64_t scratch_bytes_ = 0;

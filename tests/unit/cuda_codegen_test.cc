@@ -635,7 +635,8 @@ ENTRY e {
   ASSERT_TRUE(generated.ok()) << generated.status();
   ASSERT_EQ(generated->generated.launches.size(), 1u);
   const Launch& launch = generated->generated.launches[0];
-  EXPECT_EQ(launch.origin, "loop over f32[1024] (exp, tanh, multiply, add)");
+  // It names the instruction whose value it computes.
+  EXPECT_EQ(launch.origin, "loop over f32[1024] (exp, tanh, multiply, add) for %e (line 8)");
   // A value with two users that compute with it is materialized, as on the
   // host: two kernels.
   std::unique_ptr<hlo::Module> shared = Parse(R"(
