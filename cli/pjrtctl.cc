@@ -164,22 +164,43 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
                 response.status())
           : "UNREACHABLE";
   bool healthy = state == "SERVING";
-  // A serving daemon also says which of its cluster's peers it reaches.
+  // A serving daemon also says which of its cluster's peers it reaches,
+  // and whether each of its devices still works.
   std::optional<v1::ClusterStatus> cluster;
+  std::vector<v1::Device> devices;
   if (healthy) {
     auto client = Connect(g);
     if (client.ok()) {
       auto cluster_status = (*client)->ClusterStatus(absl::Seconds(2));
       if (cluster_status.ok()) cluster = *std::move(cluster_status);
+      auto listed = (*client)->Devices();
+      if (listed.ok()) {
+        for (const v1::Device& d : *listed) {
+          if (d.addressable()) devices.push_back(d);
+        }
+      }
     }
   }
+  bool devices_ok = true;
+  for (const v1::Device& d : devices) devices_ok &= d.unhealthy_reason().empty();
   bool peers_ok = true;
   if (cluster) {
     for (const auto& task : cluster->tasks()) peers_ok &= task.reachable();
   }
   if (g.json) {
-    json doc = {{"address", address}, {"status", state}, {"healthy", healthy}};
+    json doc = {{"address", address}, {"status", state},
+                {"healthy", healthy && devices_ok}};
     if (!status.ok()) doc["error"] = status.error_message();
+    if (healthy) {
+      json list = json::array();
+      for (const v1::Device& d : devices) {
+        json entry = {{"id", d.id()}, {"kind", d.kind()},
+                      {"healthy", d.unhealthy_reason().empty()}};
+        if (!d.unhealthy_reason().empty()) entry["reason"] = d.unhealthy_reason();
+        list.push_back(entry);
+      }
+      doc["devices"] = list;
+    }
     if (cluster) {
       json tasks = json::array();
       for (const auto& task : cluster->tasks()) tasks.push_back(ProtoToJson(task));
@@ -190,6 +211,11 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
     std::cout << doc.dump(2) << "\n";
   } else if (status.ok()) {
     std::cout << address << ": " << state << "\n";
+    for (const v1::Device& d : devices) {
+      if (d.unhealthy_reason().empty()) continue;
+      std::cout << "device " << d.id() << " (" << d.kind()
+                << "): UNHEALTHY: " << d.unhealthy_reason() << "\n";
+    }
     if (cluster && cluster->tasks_size() > 1) {
       Table table({"TASK", "ADDRESS", "DEVICES", "REACHABLE", "RTT", "NOTE"});
       for (const auto& task : cluster->tasks()) {
@@ -206,8 +232,9 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
     std::cerr << "pjrtctl: " << address << " is not reachable: "
               << status.error_message() << "\n";
   }
-  // A daemon that cannot reach a peer of its cluster is not healthy either.
-  return healthy && peers_ok ? kExitOk : kExitServerError;
+  // A daemon that cannot reach a peer of its cluster, or whose device has
+  // failed, is not healthy either.
+  return healthy && peers_ok && devices_ok ? kExitOk : kExitServerError;
 }
 
 absl::StatusOr<int> DeviceOrFirst(pjrt_client::Client& client, int requested);

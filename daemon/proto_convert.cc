@@ -30,6 +30,12 @@ void DeviceToProto(const runtime::Device& device, v1::Device* proto) {
   proto->set_addressable(true);
 }
 
+void DeviceHealthToProto(device::Platform& platform, const runtime::Device& device,
+                         v1::Device* proto) {
+  absl::Status health = platform.DeviceHealth(device.local_hardware_id(), /*probe=*/true);
+  if (!health.ok()) proto->set_unhealthy_reason(std::string(health.message()));
+}
+
 void BufferInfoToProto(const Session& session, uint64_t handle,
                        runtime::Buffer& buffer, v1::BufferInfo* info) {
   info->set_handle(handle);

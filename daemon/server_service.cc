@@ -41,12 +41,20 @@ grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext*,
                                             v1::ListDevicesResponse* response) {
   if (!cluster_->multi_task()) {
     for (const runtime::Device* device : client_->devices()) {
-      DeviceToProto(*device, response->add_devices());
+      v1::Device* proto = response->add_devices();
+      DeviceToProto(*device, proto);
+      DeviceHealthToProto(*client_->platform(), *device, proto);
     }
     return grpc::Status::OK;
   }
   for (v1::Device& device : cluster_->AllDevices()) {
-    *response->add_devices() = std::move(device);
+    v1::Device* proto = response->add_devices();
+    *proto = std::move(device);
+    if (!proto->addressable()) continue;
+    // This daemon's own devices: how they are now.
+    for (const runtime::Device* mine : client_->devices()) {
+      if (mine->id() == proto->id()) DeviceHealthToProto(*client_->platform(), *mine, proto);
+    }
   }
   return grpc::Status::OK;
 }

@@ -73,6 +73,13 @@ class Platform {
   }
   // Undoes RegisterHostMemory before the memory is unmapped.
   virtual void UnregisterHostMemory(void* data) {}
+
+  // OK while device `ordinal` works; once it has failed for good (a sticky
+  // CUDA error: an illegal address, a hardware fault, a lost device) the
+  // error, for every call after. `probe` asks the device itself (a driver
+  // call) instead of only reporting what was seen; the runtime probes
+  // after a failed execution and refuses new work on an unhealthy device.
+  virtual absl::Status DeviceHealth(int ordinal, bool probe) { return absl::OkStatus(); }
 };
 
 // The host platform with `device_count` virtual devices.

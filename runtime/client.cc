@@ -140,6 +140,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
         "BufferFromHostBuffer takes an array shape, not %s", shape.ToString()));
   }
   device::LocalDeviceState* local = device->local_device_state();
+  PJRT_RETURN_IF_ERROR(platform_->DeviceHealth(local->ordinal(), /*probe=*/false));
   const int64_t size = shape.ByteSize();
   const bool host_access = platform_->host_can_access_device_memory();
   const auto done = [&on_done] {
@@ -211,6 +212,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
 absl::StatusOr<std::shared_ptr<Buffer>> Client::CreateUninitializedBuffer(
     const hlo::Shape& shape, Device* device) {
   device::LocalDeviceState* local = device->local_device_state();
+  PJRT_RETURN_IF_ERROR(platform_->DeviceHealth(local->ordinal(), /*probe=*/false));
   PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
                         DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
   std::shared_ptr<BufferSequencingEvent> definition;

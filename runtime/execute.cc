@@ -85,6 +85,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
     const ExecuteOptions& options) {
   PJRT_RETURN_IF_ERROR(CheckArguments(device, arguments, results));
   device::LocalDeviceState* local = device->local_device_state();
+  // A device that failed for good takes no more work.
+  PJRT_RETURN_IF_ERROR(client->platform()->DeviceHealth(local->ordinal(), /*probe=*/false));
   const Cancellation* wait = options.wait_cancellation;
   // A wait given up because `wait` was cancelled keeps its status code
   // (CANCELLED, DEADLINE_EXCEEDED...); other failures of an argument are
@@ -257,6 +259,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
       // Part of the work may be enqueued; let it finish before the memory
       // it uses can go.
       compute->BlockHostUntilDone().IgnoreError();
+      // A launch that failed may have ended the device: ask it, so that the
+      // next call is refused clearly instead of failing somewhere later.
+      client->platform()->DeviceHealth(local->ordinal(), /*probe=*/true).IgnoreError();
       return status;
     }
   }

@@ -17,6 +17,27 @@ absl::Status CudaStatus(cudaError_t error, const char* call) {
 
 namespace {
 
+// Errors after which a CUDA context cannot be used again.
+bool IsSticky(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorDevicesUnavailable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A cudaEvent_t plus its host-side completion, which a host function
 // enqueued right after the record sets; that is what waiters and callbacks
 // use.
@@ -63,9 +84,10 @@ void CUDART_CB RunHostFunction(void* data) {
 
 class CudaStream : public Stream {
  public:
-  CudaStream(int ordinal, std::string name, cudaStream_t stream,
+  CudaStream(CudaPlatform* platform, int ordinal, std::string name, cudaStream_t stream,
              WorkerThread* host_function_thread)
-      : ordinal_(ordinal),
+      : platform_(platform),
+        ordinal_(ordinal),
         name_(std::move(name)),
         stream_(stream),
         host_function_thread_(host_function_thread) {}
@@ -81,9 +103,10 @@ class CudaStream : public Stream {
   absl::Status Memcpy(void* dst, const void* src, int64_t size) override {
     if (size == 0) return absl::OkStatus();
     cudaSetDevice(ordinal_);
-    return CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(size),
-                                      cudaMemcpyDefault, stream_),
-                      "cudaMemcpyAsync");
+    return platform_->Note(ordinal_,
+                           cudaMemcpyAsync(dst, src, static_cast<size_t>(size),
+                                           cudaMemcpyDefault, stream_),
+                           "cudaMemcpyAsync");
   }
 
   absl::Status EnqueueHostFunction(absl::AnyInvocable<void() &&> fn) override {
@@ -92,7 +115,7 @@ class CudaStream : public Stream {
     cudaError_t error = cudaLaunchHostFunc(stream_, RunHostFunction, payload);
     if (error != cudaSuccess) {
       delete payload;
-      return CudaStatus(error, "cudaLaunchHostFunc");
+      return platform_->Note(ordinal_, error, "cudaLaunchHostFunc");
     }
     return absl::OkStatus();
   }
@@ -100,9 +123,8 @@ class CudaStream : public Stream {
   absl::Status RecordEvent(std::shared_ptr<Event> event) override {
     auto* cuda_event = static_cast<CudaEvent*>(event.get());
     cudaSetDevice(ordinal_);
-    absl::Status status =
-        CudaStatus(cudaEventRecord(cuda_event->cuda_event(), stream_),
-                   "cudaEventRecord");
+    absl::Status status = platform_->Note(
+        ordinal_, cudaEventRecord(cuda_event->cuda_event(), stream_), "cudaEventRecord");
     if (!status.ok()) return status;
     return EnqueueHostFunction([event = std::move(event)] {
       static_cast<CudaEvent*>(event.get())->host_completion().Complete();
@@ -113,14 +135,14 @@ class CudaStream : public Stream {
     if (event->IsComplete()) return absl::OkStatus();
     auto* cuda_event = static_cast<CudaEvent*>(event.get());
     cudaSetDevice(ordinal_);
-    return CudaStatus(cudaStreamWaitEvent(stream_, cuda_event->cuda_event(), 0),
-                      "cudaStreamWaitEvent");
+    return platform_->Note(ordinal_, cudaStreamWaitEvent(stream_, cuda_event->cuda_event(), 0),
+                           "cudaStreamWaitEvent");
   }
 
   absl::Status BlockHostUntilDone() override {
     cudaSetDevice(ordinal_);
     absl::Status status =
-        CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        platform_->Note(ordinal_, cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     // Host functions of that work run on another thread; wait for them too.
     HostEvent done;
     absl::Status enqueued = EnqueueHostFunction([&done] { done.Complete(); });
@@ -130,6 +152,7 @@ class CudaStream : public Stream {
   }
 
  private:
+  CudaPlatform* const platform_;
   const int ordinal_;
   const std::string name_;
   cudaStream_t stream_;
@@ -179,7 +202,8 @@ class CudaPinnedMemoryAllocator : public SubAllocator {
 
 }  // namespace
 
-CudaPlatform::CudaPlatform(int device_count) : device_count_(device_count) {
+CudaPlatform::CudaPlatform(int device_count)
+    : device_count_(device_count), health_(device_count) {
   for (int i = 0; i < device_count; ++i) {
     cudaDeviceProp props{};
     cudaGetDeviceProperties(&props, i);
@@ -205,7 +229,7 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaPlatform::CreateStream(
   cudaStream_t stream;
   cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (error != cudaSuccess) return CudaStatus(error, "cudaStreamCreateWithFlags");
-  return std::make_unique<CudaStream>(ordinal, name, stream,
+  return std::make_unique<CudaStream>(this, ordinal, name, stream,
                                       host_function_threads_[ordinal].get());
 }
 
@@ -235,6 +259,37 @@ void CudaPlatform::UnregisterHostMemory(void* data) {
     cudaGetLastError();
     spdlog::warn("{}", CudaStatus(error, "cudaHostUnregister"));
   }
+}
+
+absl::Status CudaPlatform::Note(int ordinal, cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  absl::Status status = CudaStatus(error, call);
+  if (IsSticky(error)) {
+    MutexLock lock(&health_mu_);
+    if (health_[ordinal].ok()) {
+      health_[ordinal] = absl::FailedPreconditionError(absl::StrFormat(
+          "GPU %d failed for good (%s); restart pjrtd to use it again",
+          ordinal, status.message()));
+      spdlog::error("{}", health_[ordinal].message());
+    }
+  } else {
+    cudaGetLastError();  // a non-sticky error must not fail the next call
+  }
+  return status;
+}
+
+absl::Status CudaPlatform::DeviceHealth(int ordinal, bool probe) {
+  {
+    MutexLock lock(&health_mu_);
+    if (!health_[ordinal].ok()) return health_[ordinal];
+  }
+  if (!probe) return absl::OkStatus();
+  // A sticky error fails every call of the context; this one is cheap.
+  cudaSetDevice(ordinal);
+  size_t free = 0, total = 0;
+  Note(ordinal, cudaMemGetInfo(&free, &total), "cudaMemGetInfo").IgnoreError();
+  MutexLock lock(&health_mu_);
+  return health_[ordinal];
 }
 
 bool CudaPlatformBuilt() { return true; }

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "device/platform.h"
+#include "base/mutex.h"
 #include "device/worker_thread.h"
 
 namespace pjrt::device {
@@ -39,6 +40,11 @@ class CudaPlatform : public Platform {
   std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(int ordinal) override;
   absl::Status RegisterHostMemory(void* data, int64_t size) override;
   void UnregisterHostMemory(void* data) override;
+  absl::Status DeviceHealth(int ordinal, bool probe) override;
+
+  // Records `error` as device `ordinal`'s end if it is a sticky one (the
+  // CUDA context is unusable after it); returns `error`'s status.
+  absl::Status Note(int ordinal, cudaError_t error, const char* call);
 
  private:
   const std::string name_ = "cuda";
@@ -47,6 +53,9 @@ class CudaPlatform : public Platform {
   // One per device: where host functions enqueued on its streams run (CUDA
   // forbids CUDA calls inside cudaLaunchHostFunc callbacks).
   std::vector<std::unique_ptr<WorkerThread>> host_function_threads_;
+  // Per device: OK, or the sticky error that ended it.
+  Mutex health_mu_;
+  std::vector<absl::Status> health_ ABSL_GUARDED_BY(health_mu_);
 };
 
 }  // namespace pjrt::device

@@ -378,6 +378,9 @@ def check_json(name: str, doc: dict, client: pjrt_client.Client,
                                     for d in client.devices()]
     elif name == "health":
         assert doc["healthy"] is True and doc["status"] == "SERVING"
+        # Every device of the daemon, each working.
+        assert [(d["id"], d["healthy"]) for d in doc["devices"]] == \
+            [(d.id, True) for d in client.devices()]
         assert [t["task_id"] for t in doc["tasks"]] == [0]
     elif name == "stats":
         stats = client.stats()

@@ -1,5 +1,7 @@
 // The runtime's transfers and buffers, under each allocation model.
 #include <atomic>
+#include <memory>
+#include <string>
 #include <set>
 #include <thread>
 #include <vector>
@@ -62,6 +64,69 @@ TEST(RuntimeClient, UnknownDeviceIsInvalidArgumentNamingIt) {
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(device.status().message().find("device 5"), absl::string_view::npos);
+}
+
+// The host platform, but device 1 has failed for good once `fail` is set:
+// the runtime must refuse new work there, clearly, and keep device 0 going.
+class FailingDevicePlatform : public device::Platform {
+ public:
+  explicit FailingDevicePlatform(std::unique_ptr<device::Platform> host)
+      : host_(std::move(host)) {}
+  const std::string& name() const override { return host_->name(); }
+  int device_count() const override { return host_->device_count(); }
+  device::DeviceDescription Describe(int o) const override { return host_->Describe(o); }
+  AllocationModel default_allocation_model() const override {
+    return host_->default_allocation_model();
+  }
+  bool host_can_access_device_memory() const override { return true; }
+  absl::StatusOr<std::unique_ptr<device::Stream>> CreateStream(int o,
+                                                               const std::string& n) override {
+    return host_->CreateStream(o, n);
+  }
+  std::unique_ptr<device::Event> CreateEvent(int o) override { return host_->CreateEvent(o); }
+  std::unique_ptr<device::SubAllocator> CreateDeviceMemoryAllocator(int o) override {
+    return host_->CreateDeviceMemoryAllocator(o);
+  }
+  std::unique_ptr<device::SubAllocator> CreateStagingMemoryAllocator(int o) override {
+    return host_->CreateStagingMemoryAllocator(o);
+  }
+  absl::Status DeviceHealth(int ordinal, bool probe) override {
+    if (fail && ordinal == 1) {
+      return absl::FailedPreconditionError(
+          "GPU 1 failed for good (an illegal address); restart pjrtd to use it again");
+    }
+    return absl::OkStatus();
+  }
+
+  std::atomic<bool> fail{false};
+
+ private:
+  std::unique_ptr<device::Platform> host_;
+};
+
+TEST(RuntimeClient, AnUnhealthyDeviceTakesNoNewWorkAndTheOthersGoOn) {
+  ClientOptions options;
+  options.platform = "host";
+  options.host_device_count = 2;
+  auto platform = std::make_unique<FailingDevicePlatform>(*device::CreateHostPlatform(2));
+  FailingDevicePlatform* failing = platform.get();
+  auto client = Client::Create(options, std::move(platform));
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto on_one = Put(**client, {1, 2, 3}, 1);
+  failing->fail = true;
+  const hlo::Shape shape = F32(3);
+  std::vector<float> data = {4, 5, 6};
+  for (const absl::Status& s :
+       {(*client)->BufferFromHostBuffer(data.data(), shape, (*client)->devices()[1]).status(),
+        (*client)->CreateUninitializedBuffer(shape, (*client)->devices()[1]).status(),
+        Add(**client, *on_one, 1).status()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("GPU 1 failed for good"), absl::string_view::npos) << s;
+  }
+  auto on_zero = Put(**client, {1, 2, 3}, 0);
+  auto sum = Add(**client, *on_zero, 1);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(Read(**sum), std::vector<float>({2, 3, 4}));
 }
 
 TEST(RuntimeClient, RejectsBadOptions) {
