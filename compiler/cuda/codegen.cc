@@ -540,37 +540,85 @@ class Generator {
                                     hlo::PrimitiveTypeName(s.type), s.outer, s.reduced,
                                     s.inner, s.outer, s.inner, OpName(s.op));
     if (s.inner == 1 && s.reduced >= 64) {
-      // A block per row: threads stride over the row, warps combine by
-      // shuffles, the block's warps through shared memory. Narrow integers
-      // accumulate in 32 bits (the wrapped result is the same).
+      // Blocks reduce segments of rows: threads stride over a segment,
+      // warps combine by shuffles, the block's warps through shared memory.
+      // Narrow integers accumulate in 32 bits (the wrapped result is the
+      // same). A few long rows (a whole-array sum) are cut into chunks that
+      // many blocks reduce into partial values first, then a second kernel
+      // reduces each row's partials: every SM takes part.
       std::string acc = ct;
       const int width = hlo::BitWidth(s.type);
       if (!IsFloat(s.type) && width < 32) {
         acc = hlo::IsSignedInteger(s.type) ? "pj_s32" : "pj_u32";
       }
-      launch.kernel = Name("reduce_rows");
-      launch.threads = kThreads;
-      launch.blocks = std::min(s.outer, kMaxBlocks);
-      std::string& k = out_.source;
-      Open(&launch, params);
-      absl::StrAppendFormat(&k, "  __shared__ %s partial[%d];\n", acc, kThreads / 32);
-      absl::StrAppendFormat(&k, "  for (%s row = blockIdx.x; row < %d; row += gridDim.x) {\n", idx, s.outer);
-      absl::StrAppendFormat(&k, "    %s acc = %s;\n", acc, Identity(s.op, s.type, acc));
-      absl::StrAppendFormat(&k, "    for (%s j = threadIdx.x; j < %d; j += blockDim.x) {\n", idx, s.reduced);
-      absl::StrAppendFormat(&k, "      const %s x = (%s)%s;\n", acc, acc,
-                            Load(s.type, absl::StrFormat("in[row * %d + j]", s.reduced)));
-      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "x"));
-      absl::StrAppend(&k, "    for (int o = PJ_WARP / 2; o > 0; o >>= 1) {\n");
-      absl::StrAppendFormat(&k, "      const %s y = __shfl_down_sync(0xffffffffu, acc, o);\n", acc);
-      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "y"));
-      absl::StrAppend(&k, "    if (threadIdx.x % PJ_WARP == 0) partial[threadIdx.x / PJ_WARP] = acc;\n");
-      absl::StrAppend(&k, "    __syncthreads();\n");
-      absl::StrAppend(&k, "    if (threadIdx.x == 0) {\n");
-      absl::StrAppendFormat(&k, "      %s total = %s;\n", ct, Load(s.type, "init[0]"));
-      absl::StrAppendFormat(&k, "      for (int w = 0; w < (int)(blockDim.x + PJ_WARP - 1) / PJ_WARP; ++w) total = %s;\n",
-                            Combine(s.op, s.type, "total", absl::StrCat("(", ct, ")partial[w]")));
-      absl::StrAppendFormat(&k, "      out[row] = %s;\n    }\n", Store(s.type, Round(s.type, "total")));
-      absl::StrAppend(&k, "    __syncthreads();\n  }\n}\n");
+      constexpr int64_t kChunk = 16384;
+      const int64_t chunks =
+          s.outer < 128 && s.reduced >= 4 * kChunk
+              ? std::min<int64_t>((s.reduced + kChunk - 1) / kChunk, 1024)
+              : 1;
+      // segments: how many; begin/end: the segment's range of j in terms of
+      // `seg`; value: element j as `acc`; finish: the statement that stores
+      // the segment's total `acc`.
+      const auto block_reduce = [&](Launch* l, const std::vector<std::string>& ps,
+                                    int64_t segments, const std::string& begin,
+                                    const std::string& end, const std::string& value,
+                                    const std::string& finish) {
+        l->threads = kThreads;
+        l->blocks = std::min(segments, kMaxBlocks);
+        std::string& k = out_.source;
+        Open(l, ps);
+        absl::StrAppendFormat(&k, "  __shared__ %s partial[%d];\n", acc, kThreads / 32);
+        absl::StrAppendFormat(&k, "  for (%s seg = blockIdx.x; seg < %d; seg += gridDim.x) {\n", idx,
+                              segments);
+        absl::StrAppendFormat(&k, "    %s acc = %s;\n", acc, Identity(s.op, s.type, acc));
+        absl::StrAppendFormat(&k, "    for (%s j = %s + threadIdx.x; j < %s; j += blockDim.x) {\n",
+                              idx, begin, end);
+        absl::StrAppendFormat(&k, "      const %s x = %s;\n", acc, value);
+        absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "x"));
+        absl::StrAppend(&k, "    for (int o = PJ_WARP / 2; o > 0; o >>= 1) {\n");
+        absl::StrAppendFormat(&k, "      const %s y = __shfl_down_sync(0xffffffffu, acc, o);\n", acc);
+        absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "y"));
+        absl::StrAppend(&k, "    if (threadIdx.x % PJ_WARP == 0) partial[threadIdx.x / PJ_WARP] = acc;\n");
+        absl::StrAppend(&k, "    __syncthreads();\n");
+        absl::StrAppend(&k, "    if (threadIdx.x == 0) {\n");
+        absl::StrAppendFormat(&k, "      acc = partial[0];\n");
+        absl::StrAppendFormat(&k, "      for (int w = 1; w < (int)(blockDim.x + PJ_WARP - 1) / PJ_WARP; ++w) acc = %s;\n",
+                              Combine(s.op, s.type, "acc", "partial[w]"));
+        absl::StrAppendFormat(&k, "      %s\n    }\n", finish);
+        absl::StrAppend(&k, "    __syncthreads();\n  }\n}\n");
+      };
+      const std::string finish_row = absl::StrFormat(
+          "out[seg] = %s;", Store(s.type, Round(s.type, Combine(s.op, s.type, Load(s.type, "init[0]"),
+                                                                absl::StrCat("(", ct, ")acc")))));
+      if (chunks == 1) {
+        launch.kernel = Name("reduce_rows");
+        block_reduce(&launch, params, s.outer, absl::StrFormat("seg * %d", s.reduced),
+                     absl::StrFormat("(seg + 1) * %d", s.reduced),
+                     absl::StrFormat("(%s)%s", acc, Load(s.type, "in[j]")), finish_row);
+      } else {
+        const int64_t per_chunk = (s.reduced + chunks - 1) / chunks;
+        const int temporary = Temporary(s.outer * chunks * 8);
+        Launch first;
+        first.kernel = Name("reduce_chunks");
+        first.slots = {temporary, s.input};
+        first.origin = absl::StrFormat("%s, in %d chunks per row", launch.origin, chunks);
+        block_reduce(
+            &first, {absl::StrCat(acc, "* partials"), absl::StrCat("const ", st, "* in")},
+            s.outer * chunks,
+            absl::StrFormat("(seg / %d) * %d + (seg %% %d) * %d", chunks, s.reduced, chunks, per_chunk),
+            absl::StrFormat("(seg / %d) * %d + ((seg %% %d) * %d + %d < %d ? (seg %% %d) * %d + %d : %d)",
+                            chunks, s.reduced, chunks, per_chunk, per_chunk, s.reduced, chunks,
+                            per_chunk, per_chunk, s.reduced),
+            absl::StrFormat("(%s)%s", acc, Load(s.type, "in[j]")), "partials[seg] = acc;");
+        Add(std::move(first));
+        launch.kernel = Name("reduce_partials");
+        launch.slots = {s.out, temporary, s.init};
+        block_reduce(&launch,
+                     {absl::StrCat(st, "* out"), absl::StrCat("const ", acc, "* partials"),
+                      absl::StrCat("const ", st, "* init")},
+                     s.outer, absl::StrFormat("seg * %d", chunks),
+                     absl::StrFormat("(seg + 1) * %d", chunks), "partials[j]", finish_row);
+      }
     } else {
       // A thread per output, reading along the reduced dimension (adjacent
       // threads read adjacent elements when inner > 1).

@@ -521,6 +521,32 @@ ENTRY e {
   pa = pred[70] reduce(p, t), dimensions={0}, to_apply=and
   ROOT r = (f32[37], f32[300], f32[], s32[20,5], pred[70]) tuple(rows, cols, all, mid, pa)
 })", 1e-4},
+    // Inits are the reducers' identities: XLA lets a backend apply the init
+    // value once per partial reduction (the host backend does, per thread).
+    {"long_rows_reduce_in_chunks_then_partials", R"(
+HloModule m
+add { x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y) }
+max { x = s8[] parameter(0)
+  y = s8[] parameter(1)
+  ROOT r = s8[] maximum(x, y) }
+addi { x = s16[] parameter(0)
+  y = s16[] parameter(1)
+  ROOT r = s16[] add(x, y) }
+ENTRY e {
+  a = f32[3,100003] parameter(0)
+  b = s8[70000] parameter(1)
+  c = s16[2,90000] parameter(2)
+  z = f32[] constant(0)
+  lo = s8[] constant(-128)
+  zi = s16[] constant(0)
+  rows = f32[3] reduce(a, z), dimensions={1}, to_apply=add
+  all = f32[] reduce(a, z), dimensions={0,1}, to_apply=add
+  m = s8[] reduce(b, lo), dimensions={0}, to_apply=max
+  w = s16[2] reduce(c, zi), dimensions={1}, to_apply=addi
+  ROOT r = (f32[3], f32[], s8[], s16[2]) tuple(rows, all, m, w)
+})", 1e-4},
     {"variadic_reduce_argmax", R"(
 HloModule m
 argmax {
@@ -704,6 +730,26 @@ ENTRY e {
       EXPECT_EQ(r[i * 3 + j], 4 * b[i * 12 + j] + 6) << i << " " << j;
     }
   }
+}
+
+TEST(CudaCodegen, AWholeArraySumUsesEverySm) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+add { x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y) }
+ENTRY e {
+  a = f32[16777216] parameter(0)
+  z = f32[] constant(0)
+  ROOT s = f32[] reduce(a, z), dimensions={0}, to_apply=add
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->generated.launches.size(), 2u);
+  EXPECT_EQ(c->generated.launches[0].blocks, 1024);  // chunks of 16384
+  EXPECT_NE(c->generated.launches[0].kernel.find("reduce_chunks"), std::string::npos);
+  EXPECT_EQ(c->generated.launches[1].blocks, 1);
 }
 
 TEST(CudaCodegen, HugeArraysUse64BitIndices) {
