@@ -61,6 +61,11 @@ absl::Status RunGemm(const host::DotStep& s, void* out, const void* lhs,
   PJRT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, BlasHandle(device));
   const bool f64 = s.type == hlo::PrimitiveType::kF64;
   const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;
+  // bf16 and f16 operands are multiplied as they are, accumulating in f32.
+  const cudaDataType_t operand_type =
+      s.operand_type == hlo::PrimitiveType::kBf16  ? CUDA_R_16BF
+      : s.operand_type == hlo::PrimitiveType::kF16 ? CUDA_R_16F
+                                                   : dt;
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
   cublasLtMatmulDesc_t desc = nullptr;
@@ -92,10 +97,12 @@ absl::Status RunGemm(const host::DotStep& s, void* out, const void* lhs,
   // k x m (m x k when transposed), out n x m.
   const uint64_t a_rows = s.rhs_transposed ? s.k : s.n, a_cols = s.rhs_transposed ? s.n : s.k;
   const uint64_t b_rows = s.lhs_transposed ? s.m : s.k, b_cols = s.lhs_transposed ? s.k : s.m;
-  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatrixLayoutCreate(&a, dt, a_rows, a_cols, a_rows),
-                                 "cublasLtMatrixLayoutCreate"));
-  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatrixLayoutCreate(&b, dt, b_rows, b_cols, b_rows),
-                                 "cublasLtMatrixLayoutCreate"));
+  PJRT_RETURN_IF_ERROR(BlasError(
+      cublasLtMatrixLayoutCreate(&a, operand_type, a_rows, a_cols, a_rows),
+      "cublasLtMatrixLayoutCreate"));
+  PJRT_RETURN_IF_ERROR(BlasError(
+      cublasLtMatrixLayoutCreate(&b, operand_type, b_rows, b_cols, b_rows),
+      "cublasLtMatrixLayoutCreate"));
   PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatrixLayoutCreate(&c, dt, s.n, s.m, s.n),
                                  "cublasLtMatrixLayoutCreate"));
   if (s.batch > 1) {
@@ -406,6 +413,7 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
   c.arch = arch;
   host::HostCompileOptions host_options;
   host_options.aliases = options.aliases;
+  host_options.half_dot_operands = true;  // cuBLASLt multiplies them as they are
   PJRT_ASSIGN_OR_RETURN(c.lowered, host::CompileForHost(module, host_options));
   PJRT_ASSIGN_OR_RETURN(c.generated, GenerateCuda(*c.lowered));
   absl::StrAppend(&c.generated.source, kSetIds);

@@ -808,8 +808,12 @@ class Generator {
     const int64_t outputs = s.batch * s.m * s.n;
     if (outputs == 0) return absl::OkStatus();
     Launch launch;
-    launch.origin = absl::StrFormat("dot %s batch %d: [%d,%d] x [%d,%d]%s%s",
-                                    hlo::PrimitiveTypeName(s.type), s.batch, s.m, s.k, s.k,
+    launch.origin = absl::StrFormat("dot %s%s batch %d: [%d,%d] x [%d,%d]%s%s",
+                                    hlo::PrimitiveTypeName(s.operand_type),
+                                    s.operand_type != s.type
+                                        ? absl::StrCat(" into ", hlo::PrimitiveTypeName(s.type))
+                                        : "",
+                                    s.batch, s.m, s.k, s.k,
                                     s.n, s.lhs_transposed ? " (lhs transposed)" : "",
                                     s.rhs_transposed ? " (rhs transposed)" : "");
     if (s.type == PrimitiveType::kF32 || s.type == PrimitiveType::kF64) {

@@ -32,6 +32,10 @@ struct HostCompileOptions {
   // runtime may pass the same memory for both (a donated input reused for an
   // output). The program stays correct either way.
   std::vector<std::pair<int, int>> aliases;
+  // Dots of bf16 (or f16) operands keep them in their own type and
+  // accumulate in f32 (DotStep::operand_type), instead of converting them
+  // to f32 first: for backends whose matmul library takes them (CUDA).
+  bool half_dot_operands = false;
 };
 
 // REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are

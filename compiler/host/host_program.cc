@@ -1140,9 +1140,10 @@ absl::Status HostProgram::CheckBounds() const {
           } else if constexpr (std::is_same_v<S, DotStep>) {
             if (s.batch == 0 || s.m == 0 || s.n == 0) return;
             const int bytes = hlo::ByteWidth(s.type);
-            status.Update(c.CheckDense(s.lhs, bytes, Wide{s.batch} * s.m * s.k,
+            const int operand_bytes = hlo::ByteWidth(s.operand_type);
+            status.Update(c.CheckDense(s.lhs, operand_bytes, Wide{s.batch} * s.m * s.k,
                                        "dot lhs"));
-            status.Update(c.CheckDense(s.rhs, bytes, Wide{s.batch} * s.k * s.n,
+            status.Update(c.CheckDense(s.rhs, operand_bytes, Wide{s.batch} * s.k * s.n,
                                        "dot rhs"));
             status.Update(c.CheckDense(s.out, bytes, Wide{s.batch} * s.m * s.n,
                                        "dot out"));

@@ -82,6 +82,10 @@ struct LoopStep {
 struct DotStep {
   int lhs = -1, rhs = -1, out = -1;
   hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  // The operands' element type: `type`, or bf16/f16 with f32 accumulation
+  // when HostCompileOptions::half_dot_operands allows (the CUDA backend's
+  // matmuls; the host's DotStep runs `type` only).
+  hlo::PrimitiveType operand_type = hlo::PrimitiveType::kF32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool lhs_transposed = false, rhs_transposed = false;
 };

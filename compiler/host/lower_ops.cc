@@ -55,6 +55,12 @@ absl::Status Lowering::EmitDot(int node) {
       free_dims(rs.rank(), d.rhs_batch_dimensions, d.rhs_contracting_dimensions);
   DotStep step;
   step.type = type;
+  step.operand_type = type;
+  if (options_.half_dot_operands && type == PrimitiveType::kF32 &&
+      ls.element_type() == rs.element_type() &&
+      (ls.element_type() == PrimitiveType::kBf16 || ls.element_type() == PrimitiveType::kF16)) {
+    step.operand_type = ls.element_type();
+  }
   step.batch = 1;
   for (int64_t b : d.lhs_batch_dimensions) step.batch *= ls.dimensions(b);
   step.m = 1;
@@ -79,14 +85,14 @@ absl::Status Lowering::EmitDot(int node) {
     std::vector<int64_t> identity(o.shape.rank());
     for (int i = 0; i < o.shape.rank(); ++i) identity[i] = i;
     *transposed = false;
-    if (o.materialize && o.shape.element_type() == type) {
+    if (o.materialize && o.shape.element_type() == step.operand_type) {
       if (normal == identity) return o.slot;
       if (flipped == identity) {
         *transposed = true;
         return o.slot;
       }
     }
-    return EmitPermuted(operand, normal, type);
+    return EmitPermuted(operand, normal, step.operand_type);
   };
   PJRT_ASSIGN_OR_RETURN(step.lhs, prepare(lhs, d.lhs_batch_dimensions, lhs_free,
                                           d.lhs_contracting_dimensions,

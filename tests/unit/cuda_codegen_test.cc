@@ -267,15 +267,17 @@ class Emulator {
   }
 
  private:
-  template <typename T>
-  static void GemmTyped(const host::DotStep& s, T* out, const T* lhs, const T* rhs) {
+  template <typename T, typename O = T>
+  static void GemmTyped(const host::DotStep& s, T* out, const O* lhs, const O* rhs) {
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t i = 0; i < s.m; ++i) {
         for (int64_t j = 0; j < s.n; ++j) {
           T acc = 0;
           for (int64_t k = 0; k < s.k; ++k) {
-            const T l = s.lhs_transposed ? lhs[(b * s.k + k) * s.m + i] : lhs[(b * s.m + i) * s.k + k];
-            const T r = s.rhs_transposed ? rhs[(b * s.n + j) * s.k + k] : rhs[(b * s.k + k) * s.n + j];
+            const T l = Widen(s.lhs_transposed ? lhs[(b * s.k + k) * s.m + i]
+                                               : lhs[(b * s.m + i) * s.k + k]);
+            const T r = Widen(s.rhs_transposed ? rhs[(b * s.n + j) * s.k + k]
+                                               : rhs[(b * s.k + k) * s.n + j]);
             acc += l * r;
           }
           out[(b * s.m + i) * s.n + j] = acc;
@@ -283,8 +285,23 @@ class Emulator {
       }
     }
   }
+  static float Widen(float v) { return v; }
+  static double Widen(double v) { return v; }
+  static float Widen(_Float16 v) { return static_cast<float>(v); }
+  struct Bf16 { uint16_t bits; };
+  static float Widen(Bf16 v) {
+    const uint32_t u = uint32_t{v.bits} << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
   static void Gemm(const host::DotStep& s, void* out, void* lhs, void* rhs) {
-    if (s.type == PrimitiveType::kF64) {
+    if (s.operand_type == PrimitiveType::kBf16) {
+      GemmTyped(s, static_cast<float*>(out), static_cast<Bf16*>(lhs), static_cast<Bf16*>(rhs));
+    } else if (s.operand_type == PrimitiveType::kF16) {
+      GemmTyped(s, static_cast<float*>(out), static_cast<_Float16*>(lhs),
+                static_cast<_Float16*>(rhs));
+    } else if (s.type == PrimitiveType::kF64) {
       GemmTyped(s, static_cast<double*>(out), static_cast<double*>(lhs), static_cast<double*>(rhs));
     } else {
       GemmTyped(s, static_cast<float*>(out), static_cast<float*>(lhs), static_cast<float*>(rhs));
@@ -582,6 +599,16 @@ ENTRY e {
   ij = s64[3,2] dot(i, j), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT r = (f32[17,9], f32[9,17], f32[5,17,17], f64[4,4], s64[3,2]) tuple(ab, tb, bc, dd, ij)
 })", 1e-4},
+    {"half_dots_multiply_their_operands_as_they_are", R"(
+HloModule m
+ENTRY e {
+  a = bf16[8,40] parameter(0)
+  b = bf16[40,6] parameter(1)
+  c = f16[3,7] parameter(2)
+  ab = bf16[8,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  cc = f16[7,7] dot(c, c), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT r = (bf16[8,6], f16[7,7]) tuple(ab, cc)
+})", 1e-2},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
