@@ -128,8 +128,11 @@ int Compile(const std::string& path, const std::string& platform, const std::str
                               r.spill_bytes > 0 ? absl::StrCat(", ", r.spill_bytes, " bytes spilled")
                                                 : "");
     }
-    std::cout << absl::StrFormat("  kernel %-24s <<<%d, %d>>>  %s\n    %s\n", launch.kernel,
-                                 launch.blocks, launch.threads, usage, launch.origin);
+    const std::string threads =
+        launch.threads_y > 1 ? absl::StrFormat("(%d,%d)", launch.threads, launch.threads_y)
+                             : absl::StrCat(launch.threads);
+    std::cout << absl::StrFormat("  kernel %-24s <<<%d, %s>>>  %s\n    %s\n", launch.kernel,
+                                 launch.blocks, threads, usage, launch.origin);
   }
   if (!dump.empty()) {
     absl::Status s = WriteFile(dump + "/kernels.cu", c->generated.source);

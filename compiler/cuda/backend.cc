@@ -256,7 +256,9 @@ class CudaProgram : public Program {
       absl::Status s = CudaError(
           cudaLaunchKernel(reinterpret_cast<const void*>(kernels_[l]),
                            dim3(static_cast<unsigned>(launch.blocks)),
-                           dim3(static_cast<unsigned>(launch.threads)), args.data(), 0, stream),
+                           dim3(static_cast<unsigned>(launch.threads),
+                                static_cast<unsigned>(launch.threads_y)),
+                           args.data(), 0, stream),
           absl::StrCat("launching ", launch.kernel));
       if (!s.ok()) return Annotate(s, launch);
     }

@@ -301,9 +301,10 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
   return outputs;
 }
 
-// The index type of a kernel whose every offset lies in [-limit, limit].
+// The index type of a kernel whose every offset lies in [-limit, limit]:
+// 32 bits when a grid-stride step past the end cannot overflow either.
 const char* IndexType(int64_t limit) {
-  return limit < (int64_t{1} << 31) - 1 ? "int" : "long long";
+  return limit < (int64_t{1} << 31) - 1 - kMaxBlocks * kThreads ? "int" : "long long";
 }
 
 int64_t Product(const std::vector<int64_t>& dims) {
@@ -414,7 +415,30 @@ class Generator {
     }
     absl::StrAppendFormat(&out_.source,
                           "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n",
-                          launch->threads, launch->kernel, absl::StrJoin(params, ", "));
+                          launch->threads * launch->threads_y, launch->kernel,
+                          absl::StrJoin(params, ", "));
+  }
+
+  // The input of `s` that a tiled loop stages through shared memory, and the
+  // output dimension along which that input is contiguous: an input read
+  // across the output's rows (stride 1 along an earlier dimension, not
+  // along the last), so that the loop reads it in 32x32 tiles, coalesced
+  // on both sides, instead of one strided element per thread. {-1, -1}
+  // when there is none worth it.
+  static std::pair<int, int> TransposedInput(const host::LoopStep& s) {
+    const int rank = static_cast<int>(s.dims.size());
+    if (rank < 2 || s.dims[rank - 1] < 16) return {-1, -1};
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      const host::LoopInput& in = s.inputs[k];
+      if (in.kind != host::LoopInput::Kind::kBuffer || in.contiguous ||
+          static_cast<int>(in.map.strides.size()) != rank || in.map.strides[rank - 1] == 1) {
+        continue;
+      }
+      for (int a = rank - 2; a >= 0; --a) {
+        if (in.map.strides[a] == 1 && s.dims[a] >= 16) return {static_cast<int>(k), a};
+      }
+    }
+    return {-1, -1};
   }
 
   absl::Status Emit(const host::LoopStep& s) {
@@ -424,21 +448,18 @@ class Generator {
     int64_t limit = n;
     for (const host::LoopInput& in : s.inputs) limit = std::max(limit, MapLimit(in.map, s.dims));
     const char* idx = IndexType(limit);
+    const auto [tiled, tiled_dim] = TransposedInput(s);
     Launch launch;
-    launch.kernel = Name("loop");
+    launch.kernel = Name(tiled >= 0 ? "loop_tiled" : "loop");
     launch.blocks = BlocksFor(n);
     launch.threads = kThreads;
     PJRT_ASSIGN_OR_RETURN(std::string out_type, CudaStorageType(s.output_type));
     std::vector<std::string> params = {absl::StrCat(out_type, "* out")};
     launch.slots.push_back(s.output_slot);
+    // The statements computing element `i` (coordinates c0... in scope).
     std::string body;
-    bool needs_coordinates = false;
-    for (const host::LoopInput& in : s.inputs) {
-      needs_coordinates |= in.kind == host::LoopInput::Kind::kIota || !in.contiguous;
-    }
-    if (needs_coordinates) absl::StrAppend(&body, SplitIndex(s.dims, idx, "    "));
     std::vector<std::string> inputs;
-    std::vector<std::string> ops;
+    std::string tile_type, tile_load;
     for (size_t k = 0; k < s.inputs.size(); ++k) {
       const host::LoopInput& in = s.inputs[k];
       PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(in.type));
@@ -452,8 +473,14 @@ class Generator {
         PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(in.type));
         params.push_back(absl::StrFormat("const %s* in%d", st, k));
         launch.slots.push_back(in.slot);
-        absl::StrAppendFormat(&body, "    const %s %s = %s;\n", ct, name,
-                              Load(in.type, absl::StrFormat("in%d[%s]", k, at)));
+        if (static_cast<int>(k) == tiled) {
+          tile_type = ct;
+          tile_load = Load(in.type, absl::StrFormat("in%d[%s]", k, at));
+          absl::StrAppendFormat(&body, "    const %s %s = tile[x][y];\n", ct, name);
+        } else {
+          absl::StrAppendFormat(&body, "    const %s %s = %s;\n", ct, name,
+                                Load(in.type, absl::StrFormat("in%d[%s]", k, at)));
+        }
       }
       inputs.push_back(name);
     }
@@ -463,16 +490,67 @@ class Generator {
       return absl::InternalError("a loop step must have one output");
     }
     absl::StrAppendFormat(&body, "    out[i] = %s;\n", Store(s.output_type, outputs[0]));
-    Open(&launch, params);
-    absl::StrAppendFormat(&out_.source, kLoopHead, idx, idx, n, idx);
-    absl::StrAppend(&out_.source, body, "  }\n}\n");
+    std::string& k = out_.source;
+    if (tiled < 0) {
+      Open(&launch, params);
+      absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
+      bool needs_coordinates = false;
+      for (const host::LoopInput& in : s.inputs) {
+        needs_coordinates |= in.kind == host::LoopInput::Kind::kIota || !in.contiguous;
+      }
+      if (needs_coordinates) absl::StrAppend(&k, SplitIndex(s.dims, idx, "    "));
+      absl::StrAppend(&k, body, "  }\n}\n");
+    } else {
+      // 32x32 tiles of output dimensions (a, last): each block loads a tile
+      // of the transposed input along a (coalesced), then computes the
+      // tile's elements along the last dimension (coalesced writes),
+      // reading the input from shared memory. A thread covers several
+      // elements of the tile (the loops stride by the block's shape).
+      const int a = tiled_dim, b = rank - 1;
+      const int64_t tiles_a = (s.dims[a] + 31) / 32, tiles_b = (s.dims[b] + 31) / 32;
+      int64_t tiles = tiles_a * tiles_b;
+      for (int d = 0; d < rank; ++d) {
+        if (d != a && d != b) tiles *= s.dims[d];
+      }
+      launch.threads = 32;
+      launch.threads_y = 8;
+      launch.blocks = std::min(tiles, kMaxBlocks);
+      Open(&launch, params);
+      absl::StrAppendFormat(&k, "  __shared__ %s tile[32][33];\n", tile_type);
+      absl::StrAppendFormat(&k, "  for (%s t = blockIdx.x; t < %d; t += gridDim.x) {\n", idx, tiles);
+      absl::StrAppendFormat(&k, "    %s rest = t;\n", idx);
+      absl::StrAppendFormat(&k, "    const %s tb = rest %% %d; rest /= %d;\n", idx, tiles_b, tiles_b);
+      absl::StrAppendFormat(&k, "    const %s ta = rest %% %d; rest /= %d;\n", idx, tiles_a, tiles_a);
+      for (int d = rank - 1; d >= 0; --d) {
+        if (d == a || d == b) continue;
+        absl::StrAppendFormat(&k, "    const %s c%d = rest %% %d; rest /= %d;\n", idx, d, s.dims[d],
+                              s.dims[d]);
+      }
+      absl::StrAppend(&k, "    for (int y = threadIdx.y; y < 32; y += blockDim.y) {\n");
+      absl::StrAppend(&k, "      for (int x = threadIdx.x; x < 32; x += blockDim.x) {\n");
+      absl::StrAppendFormat(&k, "        const %s c%d = ta * 32 + x, c%d = tb * 32 + y;\n", idx, a, b);
+      absl::StrAppendFormat(&k, "        if (c%d < %d && c%d < %d) tile[y][x] = %s;\n", a,
+                            s.dims[a], b, s.dims[b], tile_load);
+      absl::StrAppend(&k, "      }\n    }\n    __syncthreads();\n");
+      absl::StrAppend(&k, "    for (int y = threadIdx.y; y < 32; y += blockDim.y) {\n");
+      absl::StrAppend(&k, "      for (int x = threadIdx.x; x < 32; x += blockDim.x) {\n");
+      absl::StrAppendFormat(&k, "        const %s c%d = ta * 32 + y, c%d = tb * 32 + x;\n", idx, a, b);
+      absl::StrAppendFormat(&k, "        if (c%d >= %d || c%d >= %d) continue;\n", a, s.dims[a], b,
+                            s.dims[b]);
+      const std::vector<int64_t> strides = Strides(s.dims);
+      std::string at = "0";
+      for (int d = 0; d < rank; ++d) absl::StrAppendFormat(&at, " + c%d * %d", d, strides[d]);
+      absl::StrAppendFormat(&k, "        const %s i = %s;\n", idx, at);
+      absl::StrAppend(&k, body);
+      absl::StrAppend(&k, "      }\n    }\n    __syncthreads();\n  }\n}\n");
+    }
     std::vector<std::string> names;
     for (const ExprNode& node : s.expr.nodes()) {
       if (node.op != ExprOp::kInput && node.op != ExprOp::kSplat) {
         names.push_back(OpName(node.op));
       }
     }
-    launch.origin = absl::StrFormat("loop over %s[%s] (%s)",
+    launch.origin = absl::StrFormat("%sloop over %s[%s] (%s)", tiled >= 0 ? "tiled " : "",
                                     hlo::PrimitiveTypeName(s.output_type),
                                     absl::StrJoin(s.dims, ","), absl::StrJoin(names, ", "));
     Add(std::move(launch));

@@ -4,7 +4,9 @@
 //
 //  - LoopStep: one element-wise kernel (a grid-stride loop; the output index
 //    is split into coordinates once, each input is read through its affine
-//    map, the fused Expression is straight-line code in registers);
+//    map, the fused Expression is straight-line code in registers); a loop
+//    that reads an input transposed stages it through shared memory in
+//    32x32 tiles, so that reads and writes are both coalesced;
 //  - ReduceStep: a row reduction (one block per row, warp shuffles, then
 //    shared memory) when the reduced elements are contiguous, a column
 //    reduction (a thread per output, reading along rows) otherwise;
@@ -44,7 +46,9 @@ struct Launch {
   // whose device addresses are its arguments, in order.
   std::string kernel;
   int64_t blocks = 1;
+  // Threads per block: threads x threads_y.
   int threads = 256;
+  int threads_y = 1;
   std::vector<int> slots;
   // The kernel's parameter types ("const float*"), one per slot.
   std::vector<std::string> params;

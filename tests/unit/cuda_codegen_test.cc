@@ -52,7 +52,7 @@ constexpr char kShim[] = R"(
 #define __shared__ static
 #define __align__(n) alignas(n)
 struct pj_dim3 { unsigned x = 0, y = 0, z = 0; };
-static pj_dim3 blockIdx, threadIdx, blockDim{1}, gridDim{1};
+static pj_dim3 blockIdx, threadIdx, blockDim{1, 1, 1}, gridDim{1, 1, 1};
 inline float __uint_as_float(unsigned v) { float f; memcpy(&f, &v, 4); return f; }
 inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned v; memcpy(&v, &f, 4); return v; }
@@ -414,6 +414,19 @@ ENTRY e {
   mn = f32[33,65] minimum(mx, s)
   ROOT tr = f32[65,33] transpose(mn), dimensions={1,0}
 })", 1e-4},
+    {"transposes_go_through_shared_memory_tiles", R"(
+HloModule m
+ENTRY e {
+  a = f32[70,45] parameter(0)
+  b = f32[45,70] parameter(1)
+  c = bf16[5,40,37] parameter(2)
+  t = f32[45,70] transpose(a), dimensions={1,0}
+  s = f32[45,70] add(t, b)
+  e = f32[45,70] exponential(s)
+  p = bf16[37,5,40] transpose(c), dimensions={2,0,1}
+  n = bf16[37,5,40] negate(p)
+  ROOT r = (f32[45,70], bf16[37,5,40]) tuple(e, n)
+})", 1e-5},
     {"half_types_round_after_every_op", R"(
 HloModule m
 ENTRY e {
@@ -757,6 +770,25 @@ ENTRY e {
       EXPECT_EQ(r[i * 3 + j], 4 * b[i * 12 + j] + 6) << i << " " << j;
     }
   }
+}
+
+TEST(CudaCodegen, ATransposedReadUsesTiles) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[512,256] parameter(0)
+  ROOT t = f32[256,512] transpose(a), dimensions={1,0}
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->generated.launches.size(), 1u);
+  const Launch& l = c->generated.launches[0];
+  EXPECT_NE(l.kernel.find("loop_tiled"), std::string::npos) << l.kernel;
+  EXPECT_EQ(l.threads, 32);
+  EXPECT_EQ(l.threads_y, 8);
+  EXPECT_EQ(l.blocks, 8 * 16);  // 32x32 tiles of 256x512
+  EXPECT_NE(c->generated.source.find("__shared__ float tile[32][33]"), std::string::npos);
 }
 
 TEST(CudaCodegen, AWholeArraySumUsesEverySm) {
