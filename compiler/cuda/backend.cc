@@ -53,13 +53,33 @@ absl::StatusOr<cublasLtHandle_t> BlasHandle(int device) {
   return handle;
 }
 
+// A matmul's cuBLASLt descriptors and chosen algorithm, made once per GPU
+// and reused by every run.
+struct GemmPlan {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  bool f64 = false;
+
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  ~GemmPlan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
 // Row-major out[b] (m x n) = op(lhs[b]) op(rhs[b]) as cuBLASLt's
 // column-major out^T (n x m) = op(rhs^T) op(lhs^T).
-absl::Status RunGemm(const host::DotStep& s, void* out, const void* lhs,
-                     const void* rhs, void* workspace, int device,
-                     cudaStream_t stream) {
-  PJRT_ASSIGN_OR_RETURN(cublasLtHandle_t handle, BlasHandle(device));
-  const bool f64 = s.type == hlo::PrimitiveType::kF64;
+absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s, int device) {
+  auto plan = std::make_unique<GemmPlan>();
+  PJRT_ASSIGN_OR_RETURN(plan->handle, BlasHandle(device));
+  plan->f64 = s.type == hlo::PrimitiveType::kF64;
+  const bool f64 = plan->f64;
   const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;
   // bf16 and f16 operands are multiplied as they are, accumulating in f32.
   const cudaDataType_t operand_type =
@@ -68,42 +88,27 @@ absl::Status RunGemm(const host::DotStep& s, void* out, const void* lhs,
                                                    : dt;
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  struct Cleanup {
-    cublasLtMatmulDesc_t* desc;
-    cublasLtMatrixLayout_t *a, *b, *c;
-    cublasLtMatmulPreference_t* preference;
-    ~Cleanup() {
-      if (*preference) cublasLtMatmulPreferenceDestroy(*preference);
-      if (*c) cublasLtMatrixLayoutDestroy(*c);
-      if (*b) cublasLtMatrixLayoutDestroy(*b);
-      if (*a) cublasLtMatrixLayoutDestroy(*a);
-      if (*desc) cublasLtMatmulDescDestroy(*desc);
-    }
-  } cleanup{&desc, &a, &b, &c, &preference};
-  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatmulDescCreate(&desc, compute, scale),
+  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatmulDescCreate(&plan->desc, compute, scale),
                                  "cublasLtMatmulDescCreate"));
   const cublasOperation_t op_a = s.rhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = s.lhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
       "cublasLtMatmulDescSetAttribute(TRANSA)"));
   PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
       "cublasLtMatmulDescSetAttribute(TRANSB)"));
   // Stored shapes, column-major: rhs is n x k (k x n when transposed), lhs
   // k x m (m x k when transposed), out n x m.
   const uint64_t a_rows = s.rhs_transposed ? s.k : s.n, a_cols = s.rhs_transposed ? s.n : s.k;
   const uint64_t b_rows = s.lhs_transposed ? s.m : s.k, b_cols = s.lhs_transposed ? s.k : s.m;
   PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatrixLayoutCreate(&a, operand_type, a_rows, a_cols, a_rows),
+      cublasLtMatrixLayoutCreate(&plan->a, operand_type, a_rows, a_cols, a_rows),
       "cublasLtMatrixLayoutCreate"));
   PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatrixLayoutCreate(&b, operand_type, b_rows, b_cols, b_rows),
+      cublasLtMatrixLayoutCreate(&plan->b, operand_type, b_rows, b_cols, b_rows),
       "cublasLtMatrixLayoutCreate"));
-  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatrixLayoutCreate(&c, dt, s.n, s.m, s.n),
+  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatrixLayoutCreate(&plan->c, dt, s.n, s.m, s.n),
                                  "cublasLtMatrixLayoutCreate"));
   if (s.batch > 1) {
     const int32_t count = static_cast<int32_t>(s.batch);
@@ -118,34 +123,45 @@ absl::Status RunGemm(const host::DotStep& s, void* out, const void* lhs,
           "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
       return st;
     };
-    PJRT_RETURN_IF_ERROR(batch(a, s.k * s.n));
-    PJRT_RETURN_IF_ERROR(batch(b, s.m * s.k));
-    PJRT_RETURN_IF_ERROR(batch(c, s.m * s.n));
+    PJRT_RETURN_IF_ERROR(batch(plan->a, s.k * s.n));
+    PJRT_RETURN_IF_ERROR(batch(plan->b, s.m * s.k));
+    PJRT_RETURN_IF_ERROR(batch(plan->c, s.m * s.n));
   }
+  cublasLtMatmulPreference_t preference = nullptr;
   PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatmulPreferenceCreate(&preference),
                                  "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace_bytes = kGemmWorkspaceBytes;
-  PJRT_RETURN_IF_ERROR(BlasError(
+  absl::Status status = BlasError(
       cublasLtMatmulPreferenceSetAttribute(preference,
                                            CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes, sizeof(workspace_bytes)),
-      "cublasLtMatmulPreferenceSetAttribute"));
-  cublasLtMatmulHeuristicResult_t heuristic{};
+      "cublasLtMatmulPreferenceSetAttribute");
   int found = 0;
-  PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, c, preference, 1, &heuristic, &found),
-      "cublasLtMatmulAlgoGetHeuristic"));
+  if (status.ok()) {
+    status = BlasError(cublasLtMatmulAlgoGetHeuristic(plan->handle, plan->desc, plan->a,
+                                                      plan->b, plan->c, plan->c, preference, 1,
+                                                      &plan->heuristic, &found),
+                       "cublasLtMatmulAlgoGetHeuristic");
+  }
+  cublasLtMatmulPreferenceDestroy(preference);
+  PJRT_RETURN_IF_ERROR(status);
   if (found == 0) {
     return absl::InternalError(absl::StrFormat(
         "cuBLASLt has no algorithm for a %s matmul of [%d,%d] x [%d,%d] (batch %d)",
-        hlo::PrimitiveTypeName(s.type), s.m, s.k, s.k, s.n, s.batch));
+        hlo::PrimitiveTypeName(s.operand_type), s.m, s.k, s.k, s.n, s.batch));
   }
+  return plan;
+}
+
+absl::Status RunGemm(const GemmPlan& plan, void* out, const void* lhs, const void* rhs,
+                     void* workspace, cudaStream_t stream) {
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;
-  const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
-  const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  return BlasError(cublasLtMatmul(handle, desc, alpha, rhs, a, lhs, b, beta, out, c, out, c,
-                                  &heuristic.algo, workspace, kGemmWorkspaceBytes, stream),
+  const void* alpha = plan.f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* beta = plan.f64 ? static_cast<const void*>(&zero64) : &zero32;
+  return BlasError(cublasLtMatmul(plan.handle, plan.desc, alpha, rhs, plan.a, lhs, plan.b, beta,
+                                  out, plan.c, out, plan.c, &plan.heuristic.algo, workspace,
+                                  kGemmWorkspaceBytes, stream),
                    "cublasLtMatmul");
 }
 
@@ -227,9 +243,10 @@ class CudaProgram : public Program {
     for (size_t l = 0; l < c_.generated.launches.size(); ++l) {
       const Launch& launch = c_.generated.launches[l];
       if (launch.kind == Launch::Kind::kGemm) {
-        absl::Status s = RunGemm(launch.gemm, addresses[launch.slots[0]],
-                                 addresses[launch.slots[1]], addresses[launch.slots[2]],
-                                 scratch + workspace_offset_, device, stream);
+        absl::StatusOr<const GemmPlan*> plan = GemmPlanFor(l, device);
+        if (!plan.ok()) return Annotate(plan.status(), launch);
+        absl::Status s = RunGemm(**plan, addresses[launch.slots[0]], addresses[launch.slots[1]],
+                                 addresses[launch.slots[2]], scratch + workspace_offset_, stream);
         if (!s.ok()) return Annotate(s, launch);
         continue;
       }
@@ -321,6 +338,16 @@ class CudaProgram : public Program {
     return absl::OkStatus();
   }
 
+  // The cuBLASLt plan of launch `l` on `device`, made on its first run there.
+  absl::StatusOr<const GemmPlan*> GemmPlanFor(size_t l, int device) const {
+    MutexLock lock(&mu_);
+    auto& plan = gemm_plans_[{l, device}];
+    if (plan == nullptr) {
+      PJRT_ASSIGN_OR_RETURN(plan, PlanGemm(c_.generated.launches[l].gemm, device));
+    }
+    return plan.get();
+  }
+
   // The program's constants in `device`'s memory, uploaded on its first run
   // there.
   absl::StatusOr<std::vector<void*>> ConstantsOn(int device) const {
@@ -362,6 +389,7 @@ class CudaProgram : public Program {
   mutable std::vector<cudaKernel_t> kernels_;
   mutable cudaKernel_t set_ids_ = nullptr;
   mutable std::map<int, std::vector<void*>> constants_;
+  mutable std::map<std::pair<size_t, int>, std::unique_ptr<GemmPlan>> gemm_plans_;
 };
 
 // The kernel that writes a run's replica and partition ids where the
