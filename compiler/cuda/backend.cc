@@ -3,10 +3,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
@@ -435,6 +437,31 @@ class CudaBackend : public Backend {
 
 }  // namespace
 
+// "kernel pj_loop_3 (loop over f32[8] (exp) for %e (line 4))": the kernel
+// whose source holds the first line NVRTC's `log` complains about
+// ("pjrt_kernels.cu(123): error ..."); empty when it cannot tell.
+std::string KernelAtErrorLine(const GeneratedProgram& g, absl::string_view log) {
+  constexpr absl::string_view kFile = "pjrt_kernels.cu(";
+  const size_t at = log.find(kFile);
+  if (at == absl::string_view::npos) return "";
+  int line = 0;
+  for (size_t i = at + kFile.size(); i < log.size() && absl::ascii_isdigit(log[i]); ++i) {
+    line = line * 10 + (log[i] - '0');
+  }
+  // The kernel defined last before that line.
+  const Launch* found = nullptr;
+  for (const Launch& launch : g.launches) {
+    if (launch.kind != Launch::Kind::kKernel) continue;
+    const size_t def = g.source.find(absl::StrCat(" ", launch.kernel, "("));
+    if (def == std::string::npos) continue;
+    const int def_line =
+        1 + static_cast<int>(std::count(g.source.begin(), g.source.begin() + def, '\n'));
+    if (def_line <= line) found = &launch;
+  }
+  return found != nullptr ? absl::StrFormat("kernel %s (%s)", found->kernel, found->origin)
+                          : std::string();
+}
+
 absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
                                                const BackendOptions& options,
                                                const std::string& arch,
@@ -457,7 +484,10 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
   absl::StatusOr<CompiledCubin> cubin = CompileWithNvrtc(c.generated.source, arch);
   if (!cubin.ok()) {
     spdlog::debug("the generated source NVRTC refused:\n{}", c.generated.source);
-    return cubin.status();
+    const std::string where = KernelAtErrorLine(c.generated, cubin.status().message());
+    if (where.empty()) return cubin.status();
+    return absl::Status(cubin.status().code(),
+                        absl::StrCat(where, ": ", cubin.status().message()));
   }
   c.cubin = *std::move(cubin);
   if (absl::Status s = cache.Put(key, c.cubin.cubin); !s.ok()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "compiler/backend.h"
 #include "compiler/cuda/codegen.h"
 #include "compiler/cuda/nvrtc.h"
@@ -42,6 +43,12 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
                                                const BackendOptions& options,
                                                const std::string& arch,
                                                const DiskCache& cache);
+
+// "kernel pj_loop_3 (loop over f32[8] (exp) for %e (line 4))": the kernel
+// of `generated` whose source holds the first line that NVRTC's `log`
+// complains about ("pjrt_kernels.cu(123): error ..."), for the error a
+// refused compile returns; empty when it cannot tell.
+std::string KernelAtErrorLine(const GeneratedProgram& generated, absl::string_view log);
 
 // Wraps a compilation as a Program that runs on any GPU of its
 // architecture.

@@ -711,7 +711,8 @@ class Generator {
       absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.reduced);
       absl::StrAppendFormat(&k, "      const %s x = %s;\n", ct,
                             Load(s.type, absl::StrFormat("in[(o * %d + j) * %d + c]", s.reduced, s.inner)));
-      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Round(s.type, Combine(s.op, s.type, "acc", "x")));
+      // f16 and bf16 accumulate in f32, rounded once at the end.
+      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "x"));
       absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n", Store(s.type, "acc"));
     }
     Add(std::move(launch));

@@ -866,6 +866,25 @@ TEST(CudaCodegen, UnknownArchitecturesAreRefusedByName) {
   EXPECT_NE(cubin.status().message().find("sm_90"), absl::string_view::npos);
 }
 
+TEST(CudaCodegen, AnNvrtcErrorNamesTheKernelAndItsInstruction) {
+  GeneratedProgram g;
+  g.source = "prelude\n\nextern \"C\" __global__ void pj_loop_0(float* out) {\n  x;\n}\n"
+             "\nextern \"C\" __global__ void pj_copy_1(float* out) {\n  y;\n}\n";
+  Launch loop, copy, gemm;
+  loop.kernel = "pj_loop_0";
+  loop.origin = "loop over f32[8] (exp) for %e (line 4)";
+  copy.kernel = "pj_copy_1";
+  copy.origin = "copy [8] of 4-byte elements for %c (line 5)";
+  gemm.kind = Launch::Kind::kGemm;
+  g.launches = {loop, gemm, copy};
+  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(4): error: identifier \"x\" is undefined"),
+            "kernel pj_loop_0 (loop over f32[8] (exp) for %e (line 4))");
+  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(8): error: y"),
+            "kernel pj_copy_1 (copy [8] of 4-byte elements for %c (line 5))");
+  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(1): error in the prelude"), "");
+  EXPECT_EQ(KernelAtErrorLine(g, "no line"), "");
+}
+
 TEST(CudaCodegen, PtxasReportsAreParsed) {
   const auto kernels = ParsePtxasReport(
       "ptxas info    : Compiling entry function 'pj_loop_0' for 'sm_90'\n"
