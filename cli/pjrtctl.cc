@@ -121,11 +121,14 @@ int RunDevices(const GlobalOptions& g) {
     std::cout << json{{"devices", list}}.dump(2) << "\n";
     return kExitOk;
   }
-  Table table({"ID", "TASK", "LOCAL", "PLATFORM", "KIND", "MEMORY", "ADDRESSABLE"});
+  Table table({"ID", "TASK", "LOCAL", "PLATFORM", "KIND", "MEMORY", "ADDRESSABLE", "HEALTH"});
   for (const auto& d : *devices) {
     table.AddRow({absl::StrCat(d.id()), absl::StrCat(d.task_id()),
                   absl::StrCat(d.local_hardware_id()), d.platform(), d.kind(),
-                  FormatByteSize(d.memory_bytes()), Yes(d.addressable())});
+                  FormatByteSize(d.memory_bytes()), Yes(d.addressable()),
+                  !d.addressable() ? "-"
+                  : d.unhealthy_reason().empty() ? "ok"
+                                                 : "UNHEALTHY: " + d.unhealthy_reason()});
   }
   table.Print(std::cout);
   return kExitOk;

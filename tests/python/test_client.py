@@ -51,6 +51,8 @@ def test_devices_lists_the_three_host_devices(client):
     assert all(d.platform == "host" and d.addressable for d in devices)
     assert all(d.memory_bytes == MEMORY_LIMIT for d in devices)
     assert str(devices[1]) == "host:1"
+    # Host devices never fail for good.
+    assert all(d.healthy and d.unhealthy_reason == "" for d in devices)
 
 
 def test_info_reports_the_protocol(client):
@@ -59,6 +61,8 @@ def test_info_reports_the_protocol(client):
     assert info["protocol_version_max"] >= pjrt_client.PROTOCOL_VERSION
     assert info["platform"] == "host"
     assert info["addressable_device_count"] == 3
+    # The compiler of the platform's programs.
+    assert info["backend"].startswith("host: fused loops")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -62,6 +62,9 @@ class Device:
         kind: e.g. ``"cpu"`` or ``"NVIDIA H200"``.
         memory_bytes: memory the daemon may allocate on it.
         addressable: True if buffers can be placed on it through this daemon.
+        unhealthy_reason: empty while the device works; once it has failed
+            for good (a sticky CUDA error, a lost GPU), why: the daemon
+            then refuses work on it.
     """
 
     id: int
@@ -71,6 +74,12 @@ class Device:
     kind: str
     memory_bytes: int
     addressable: bool
+    unhealthy_reason: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        """True while the device works (``unhealthy_reason`` is empty)."""
+        return not self.unhealthy_reason
 
     def __str__(self) -> str:
         return f"{self.platform}:{self.id}"
@@ -1090,7 +1099,8 @@ class Client:
                          server_pb2.ListDevicesRequest())
         self._devices = [
             Device(d.id, d.local_hardware_id, d.task_id, d.platform, d.kind,
-                   d.memory_bytes, d.addressable) for d in response.devices
+                   d.memory_bytes, d.addressable, d.unhealthy_reason)
+            for d in response.devices
         ]
         return list(self._devices)
 
