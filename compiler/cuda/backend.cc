@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "compiler/cuda/nccl.h"
 #include "compiler/host/compiler.h"
+#include "device/cuda/cuda_platform.h"
 
 namespace pjrt::compiler::cuda {
 namespace {
@@ -28,12 +29,12 @@ constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
 
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-absl::Status CudaError(cudaError_t error, absl::string_view what) {
+// device::CudaStatus, clearing a non-sticky error so that it does not fail
+// the next call.
+absl::Status CudaError(cudaError_t error, const std::string& what) {
   if (error == cudaSuccess) return absl::OkStatus();
-  cudaGetLastError();  // clears a non-sticky error
-  return absl::InternalError(absl::StrFormat("%s failed: %s (%s)", what,
-                                             cudaGetErrorString(error),
-                                             cudaGetErrorName(error)));
+  cudaGetLastError();
+  return device::CudaStatus(error, what.c_str());
 }
 
 absl::Status BlasError(cublasStatus_t status, absl::string_view what) {
@@ -210,7 +211,7 @@ class CudaProgram : public Program {
     PJRT_RETURN_IF_ERROR(CudaError(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice"));
     PJRT_RETURN_IF_ERROR(CudaError(cudaSetDevice(device), "cudaSetDevice"));
     PJRT_RETURN_IF_ERROR(EnsureLoaded());
-    PJRT_ASSIGN_OR_RETURN(std::vector<void*> constants, ConstantsOn(device));
+    PJRT_ASSIGN_OR_RETURN(const std::vector<void*>* constants, ConstantsOn(device));
 
     const host::HostProgram& lowered = *c_.lowered;
     char* scratch = static_cast<char*>(context.scratch);
@@ -226,7 +227,7 @@ class CudaProgram : public Program {
         case BufferSlot::Kind::kParameter: addresses[i] = context.arguments[slot.index]; break;
         case BufferSlot::Kind::kResult: addresses[i] = context.results[slot.index]; break;
         case BufferSlot::Kind::kScratch: addresses[i] = scratch + slot.offset; break;
-        case BufferSlot::Kind::kConstant: addresses[i] = constants[slot.index]; break;
+        case BufferSlot::Kind::kConstant: addresses[i] = (*constants)[slot.index]; break;
         case BufferSlot::Kind::kView: addresses[i] = addresses[slot.index]; break;
         case BufferSlot::Kind::kReplicaId: addresses[i] = scratch + ids_offset_; break;
         case BufferSlot::Kind::kPartitionId: addresses[i] = scratch + ids_offset_ + 4; break;
@@ -352,9 +353,9 @@ class CudaProgram : public Program {
 
   // The program's constants in `device`'s memory, uploaded on its first run
   // there.
-  absl::StatusOr<std::vector<void*>> ConstantsOn(int device) const {
+  absl::StatusOr<const std::vector<void*>*> ConstantsOn(int device) const {
     MutexLock lock(&mu_);
-    if (auto it = constants_.find(device); it != constants_.end()) return it->second;
+    if (auto it = constants_.find(device); it != constants_.end()) return &it->second;
     std::vector<void*> pointers;
     absl::Status status;
     for (const std::vector<uint64_t>& data : c_.lowered->constants) {
@@ -376,8 +377,8 @@ class CudaProgram : public Program {
       }
       return status;
     }
-    constants_[device] = pointers;
-    return pointers;
+    // std::map nodes stay put: the pointer outlives the lock.
+    return &(constants_[device] = std::move(pointers));
   }
 
   const CudaCompilation c_;

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
+#include "compiler/host/kernel_util.h"
 
 namespace pjrt::compiler::cuda {
 
@@ -18,6 +19,7 @@ using hlo::PrimitiveType;
 using host::ExprNode;
 using host::ExprOp;
 using host::Expression;
+using host::Product;
 
 namespace {
 
@@ -307,12 +309,6 @@ const char* IndexType(int64_t limit) {
   return limit < (int64_t{1} << 31) - 1 - kMaxBlocks * kThreads ? "int" : "long long";
 }
 
-int64_t Product(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 // The largest |offset| an affine map reaches over `dims`.
 int64_t MapLimit(const host::AffineMap& map, const std::vector<int64_t>& dims) {
   int64_t limit = std::abs(map.offset);
@@ -391,18 +387,6 @@ class Generator {
     return slot;
   }
 
-  static std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
-    std::vector<int64_t> strides(dims.size(), 1);
-    for (int d = static_cast<int>(dims.size()) - 2; d >= 0; --d) {
-      strides[d] = strides[d + 1] * dims[d + 1];
-    }
-    return strides;
-  }
-
-  absl::StatusOr<std::string> SlotType(int slot, PrimitiveType type) {
-    (void)slot;
-    return CudaStorageType(type);
-  }
 
   void Add(Launch launch) { out_.launches.push_back(std::move(launch)); }
 
@@ -537,7 +521,7 @@ class Generator {
       absl::StrAppendFormat(&k, "        const %s c%d = ta * 32 + y, c%d = tb * 32 + x;\n", idx, a, b);
       absl::StrAppendFormat(&k, "        if (c%d >= %d || c%d >= %d) continue;\n", a, s.dims[a], b,
                             s.dims[b]);
-      const std::vector<int64_t> strides = Strides(s.dims);
+      const std::vector<int64_t> strides = host::RowMajorStrides(s.dims);
       std::string at = "0";
       for (int d = 0; d < rank; ++d) absl::StrAppendFormat(&at, " + c%d * %d", d, strides[d]);
       absl::StrAppendFormat(&k, "        const %s i = %s;\n", idx, at);
@@ -960,7 +944,7 @@ class Generator {
     blocks.insert(blocks.end(), piece.begin(), piece.end());
     const int temporary = Temporary(Product(blocks) * width);
     // The whole array's strides over the [group size, piece...] space.
-    const std::vector<int64_t> whole_strides = Strides(whole);
+    const std::vector<int64_t> whole_strides = host::RowMajorStrides(whole);
     std::vector<int64_t> spread = {piece[d] * whole_strides[d]};
     spread.insert(spread.end(), whole_strides.begin(), whole_strides.end());
     host::CopyStep move;
@@ -972,7 +956,7 @@ class Generator {
       nccl.dimension = 0;
       launch_collective(nccl);
       move.src = temporary;
-      move.src_map = {0, Strides(blocks)};
+      move.src_map = {0, host::RowMajorStrides(blocks)};
       move.dst = s.outputs[0];
       move.dst_map = {0, spread};
       return Emit(move);
@@ -980,7 +964,7 @@ class Generator {
     move.src = s.inputs[0];
     move.src_map = {0, spread};
     move.dst = temporary;
-    move.dst_map = {0, Strides(blocks)};
+    move.dst_map = {0, host::RowMajorStrides(blocks)};
     PJRT_RETURN_IF_ERROR(Emit(move));
     nccl.inputs = {temporary};
     nccl.input_dims = blocks;

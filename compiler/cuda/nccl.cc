@@ -12,6 +12,7 @@
 #include "base/mutex.h"
 #include "base/status_macros.h"
 #include "compiler/collectives.h"
+#include "compiler/host/kernel_util.h"
 
 namespace pjrt::compiler::cuda {
 namespace {
@@ -55,12 +56,6 @@ absl::Status NcclError(ncclResult_t result, absl::string_view what,
   if (result == ncclSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrFormat("%s: %s failed: %s", step.name, what,
                                              ncclGetErrorString(result)));
-}
-
-int64_t Elements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
 }
 
 // Communicators of the GPUs of one group, in group order, for the life of
@@ -128,8 +123,8 @@ absl::Status RunNcclCollective(const CollectiveStep& s, const RunContext& contex
   PJRT_RETURN_IF_ERROR(CollectiveGroup(s, context, &group, &index));
   const int n = static_cast<int>(group.size());
   const int width = hlo::ByteWidth(s.types[0]);
-  const int64_t in_elements = Elements(s.input_dims);
-  const int64_t out_elements = Elements(s.output_dims);
+  const int64_t in_elements = host::Product(s.input_dims);
+  const int64_t out_elements = host::Product(s.output_dims);
 
   if (n == 1) {
     // Alone in its group: every collective copies its operands (a permute

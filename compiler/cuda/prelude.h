@@ -47,6 +47,12 @@ template <> struct pj_signed<pj_u32> { typedef pj_s32 type; };
 template <> struct pj_signed<pj_u64> { typedef pj_s64 type; };
 template <typename T> struct pj_is_signed { static const bool value = T(-1) < T(0); };
 
+template <typename D, typename S> __device__ __forceinline__ D pj_bitcast(S s) {
+  union { S s; D d; } u;
+  u.s = s;
+  return u.d;
+}
+
 // f16 and bf16: stored as their bits, computed in float, rounded to nearest
 // even after every op.
 #ifdef PJ_HOST_EMULATION
@@ -110,45 +116,38 @@ __device__ __forceinline__ pj_s64 pj_total_order(double f) {
   return b ^ ((b >> 63) & 0x7fffffffffffffffLL);
 }
 
-__device__ __forceinline__ float pj_reduce_precision(float value, int exponent_bits, int mantissa_bits) {
-  pj_u32 bits = __float_as_uint(value);
-  if (mantissa_bits < 23) {
-    const pj_u32 last_bit = 1u << (23 - mantissa_bits);
-    const pj_u32 base_bias = (last_bit >> 1) - 1;
-    const pj_u32 x_last = (bits & last_bit) >> (23 - mantissa_bits);
+// XLA's reduce-precision: round the mantissa to nearest even, then
+// flush or saturate what the smaller exponent cannot hold.
+template <typename F, typename B, int kMantissa, int kExponent>
+__device__ __forceinline__ F pj_reduce_precision_bits(F value, int exponent_bits,
+                                                      int mantissa_bits) {
+  B bits = pj_bitcast<B>(value);
+  if (mantissa_bits < kMantissa) {
+    const B last_bit = B(1) << (kMantissa - mantissa_bits);
+    const B base_bias = (last_bit >> 1) - 1;
+    const B x_last = (bits & last_bit) >> (kMantissa - mantissa_bits);
     bits = (bits + x_last + base_bias) & ~(last_bit - 1);
   }
-  if (exponent_bits < 8) {
-    const pj_u32 sign_mask = 1u << 31, exp_mask = 0xffu << 23, bias = 127;
-    const pj_u32 reduced_bias = (1u << (exponent_bits - 1)) - 1;
-    const pj_u32 max_exp = (bias + reduced_bias) << 23, min_exp = (bias - reduced_bias) << 23;
-    const pj_u32 x_exp = bits & exp_mask;
+  if (exponent_bits < kExponent) {
+    const B sign_mask = B(1) << (kMantissa + kExponent);
+    const B exp_mask = ((B(1) << kExponent) - 1) << kMantissa;
+    const B bias = (B(1) << (kExponent - 1)) - 1;
+    const B reduced_bias = (B(1) << (exponent_bits - 1)) - 1;
+    const B max_exp = (bias + reduced_bias) << kMantissa;
+    const B min_exp = (bias - reduced_bias) << kMantissa;
+    const B x_exp = bits & exp_mask;
     if (x_exp > max_exp) bits = (bits & sign_mask) | exp_mask;
     else if (x_exp <= min_exp) bits = bits & sign_mask;
   }
-  const float result = __uint_as_float(bits);
+  const F result = pj_bitcast<F>(bits);
   if (value != value) return mantissa_bits > 0 ? value : result;
   return result;
 }
+__device__ __forceinline__ float pj_reduce_precision(float value, int exponent_bits, int mantissa_bits) {
+  return pj_reduce_precision_bits<float, pj_u32, 23, 8>(value, exponent_bits, mantissa_bits);
+}
 __device__ __forceinline__ double pj_reduce_precision(double value, int exponent_bits, int mantissa_bits) {
-  pj_u64 bits = (pj_u64)__double_as_longlong(value);
-  if (mantissa_bits < 52) {
-    const pj_u64 last_bit = 1ull << (52 - mantissa_bits);
-    const pj_u64 base_bias = (last_bit >> 1) - 1;
-    const pj_u64 x_last = (bits & last_bit) >> (52 - mantissa_bits);
-    bits = (bits + x_last + base_bias) & ~(last_bit - 1);
-  }
-  if (exponent_bits < 11) {
-    const pj_u64 sign_mask = 1ull << 63, exp_mask = 0x7ffull << 52, bias = 1023;
-    const pj_u64 reduced_bias = (1ull << (exponent_bits - 1)) - 1;
-    const pj_u64 max_exp = (bias + reduced_bias) << 52, min_exp = (bias - reduced_bias) << 52;
-    const pj_u64 x_exp = bits & exp_mask;
-    if (x_exp > max_exp) bits = (bits & sign_mask) | exp_mask;
-    else if (x_exp <= min_exp) bits = bits & sign_mask;
-  }
-  const double result = __longlong_as_double((long long)bits);
-  if (value != value) return mantissa_bits > 0 ? value : result;
-  return result;
+  return pj_reduce_precision_bits<double, pj_u64, 52, 11>(value, exponent_bits, mantissa_bits);
 }
 
 // Integers: two's-complement wrap-around, and XLA's answers where C++ has
@@ -250,11 +249,6 @@ template <typename D, typename S> __device__ __forceinline__ D pj_convert(S s) {
 }
 template <typename S> __device__ __forceinline__ pj_u8 pj_to_pred(S s) { return s != S(0) ? 1 : 0; }
 
-template <typename D, typename S> __device__ __forceinline__ D pj_bitcast(S s) {
-  union { S s; D d; } u;
-  u.s = s;
-  return u.d;
-}
 )cuda";
 
 }  // namespace pjrt::compiler::cuda

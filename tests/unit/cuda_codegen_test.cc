@@ -32,6 +32,7 @@
 #include "hlo/parser.h"
 #include "hlo/passes.h"
 #include "hlo/verifier.h"
+#include "tests/unit/test_programs.h"
 
 namespace pjrt::compiler::cuda {
 namespace {
@@ -656,18 +657,10 @@ TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {
 // arrays of reasonable size) computes what the host backend computes.
 TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
   int compared = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(
-           absl::StrCat(PJRT_SOURCE_DIR, "/tests/data"))) {
-    if (e.path().extension() != ".hlo") continue;
-    std::ifstream file(e.path());
-    std::stringstream text;
-    text << file.rdbuf();
-    auto module = hlo::ParseHloModule(text.str());
-    if (!module.ok() || !hlo::VerifyModule(**module, text.str()).ok() ||
-        !hlo::SimplifyModule(module->get()).ok()) {
-      continue;
-    }
-    auto compiled = CompileForCuda(**module, {}, "sm_90", DiskCache(""));
+  for (const std::string& path : pjrt::testing::TestPrograms()) {
+    std::unique_ptr<hlo::Module> module = pjrt::testing::LoadTestProgram(path);
+    if (module == nullptr) continue;
+    auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
     if (!compiled.ok()) continue;  // refused by name (the compile check)
     int64_t bytes = 0;
     bool collective = false;
@@ -678,8 +671,8 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
       bytes += slot.shape.IsArray() ? slot.shape.ByteSize() : 0;
     }
     if (collective || bytes > (int64_t{64} << 20)) continue;
-    SCOPED_TRACE(e.path().string());
-    CompareWithHost(**module, *compiled, absl::StrCat("corpus_", compared), 1e-4);
+    SCOPED_TRACE(path);
+    CompareWithHost(*module, *compiled, absl::StrCat("corpus_", compared), 1e-4);
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";

@@ -15,35 +15,23 @@
 #include "compiler/cuda/backend.h"
 #include "gtest/gtest.h"
 #include "hlo/parser.h"
-#include "hlo/passes.h"
-#include "hlo/verifier.h"
+#include "tests/unit/test_programs.h"
 
 namespace pjrt::compiler::cuda {
 namespace {
 
-std::vector<std::string> TestPrograms() {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(
-           absl::StrCat(PJRT_SOURCE_DIR, "/tests/data"))) {
-    if (e.path().extension() == ".hlo") files.push_back(e.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using pjrt::testing::LoadTestProgram;
+using pjrt::testing::TestPrograms;
 
 void CheckEveryProgram(const std::string& arch, const DiskCache& cache) {
   int compiled = 0, refused = 0, not_verified = 0;
   for (const std::string& path : TestPrograms()) {
-    std::ifstream file(path);
-    std::stringstream text;
-    text << file.rdbuf();
-    auto module = hlo::ParseHloModule(text.str());
-    if (!module.ok() || !hlo::VerifyModule(**module, text.str()).ok() ||
-        !hlo::SimplifyModule(module->get()).ok()) {
+    std::unique_ptr<hlo::Module> module = LoadTestProgram(path);
+    if (module == nullptr) {
       ++not_verified;  // the parser's corpus holds programs no backend takes
       continue;
     }
-    auto c = CompileForCuda(**module, {}, arch, cache);
+    auto c = CompileForCuda(*module, {}, arch, cache);
     if (c.ok()) {
       ++compiled;
       EXPECT_FALSE(c->cubin.cubin.empty()) << path;

@@ -1,0 +1,49 @@
+// The repository's test HLO programs (every .hlo under tests/data), for the
+// tests that run each of them through a compiler.
+#ifndef PJRT_TESTS_UNIT_TEST_PROGRAMS_H_
+#define PJRT_TESTS_UNIT_TEST_PROGRAMS_H_
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "hlo/parser.h"
+#include "hlo/passes.h"
+#include "hlo/verifier.h"
+
+namespace pjrt::testing {
+
+// Every .hlo file under tests/data, sorted.
+inline std::vector<std::string> TestPrograms() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           absl::StrCat(PJRT_SOURCE_DIR, "/tests/data"))) {
+    if (e.path().extension() == ".hlo") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The program in `path`, parsed, verified and simplified as the runtime
+// does before any backend sees it; null for a text no backend takes (the
+// parser's corpus holds such programs).
+inline std::unique_ptr<hlo::Module> LoadTestProgram(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  auto module = hlo::ParseHloModule(text.str());
+  if (!module.ok() || !hlo::VerifyModule(**module, text.str()).ok() ||
+      !hlo::SimplifyModule(module->get()).ok()) {
+    return nullptr;
+  }
+  return *std::move(module);
+}
+
+}  // namespace pjrt::testing
+
+#endif  // PJRT_TESTS_UNIT_TEST_PROGRAMS_H_
