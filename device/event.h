@@ -9,6 +9,9 @@
 #ifndef PJRT_DEVICE_EVENT_H_
 #define PJRT_DEVICE_EVENT_H_
 
+#include <atomic>
+#include <cstdint>
+
 #include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
 
@@ -34,6 +37,19 @@ class Event {
   // Makes the event pending again so that a pool can hand it out anew.
   // REQUIRES: nobody waits on it and it is not recorded on a stream.
   virtual void Reset() = 0;
+
+  // Where the event was recorded in its device's order of records (see
+  // LocalDeviceState::AllocateAndRecordEvent): of two events recorded on one
+  // stream, the later has the larger number. 0 if never numbered.
+  uint64_t sequence_number() const {
+    return sequence_number_.load(std::memory_order_acquire);
+  }
+  void set_sequence_number(uint64_t n) {
+    sequence_number_.store(n, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<uint64_t> sequence_number_{0};
 };
 
 }  // namespace pjrt::device

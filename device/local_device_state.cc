@@ -141,6 +141,8 @@ void LocalDeviceState::ReturnStreamToPool(std::unique_ptr<Stream> stream) {
 absl::StatusOr<std::shared_ptr<Event>> LocalDeviceState::AllocateAndRecordEvent(
     Stream* stream) {
   std::shared_ptr<Event> event = event_pool_.Allocate();
+  MutexLock lock(&record_mu_);
+  event->set_sequence_number(next_sequence_number_++);
   PJRT_RETURN_IF_ERROR(stream->RecordEvent(event));
   return event;
 }

@@ -109,7 +109,10 @@ class LocalDeviceState {
   // that never come cannot take every slot of the compute semaphore.
   Semaphore& collective_semaphore() { return collective_semaphore_; }
 
-  // Allocates an event from the pool and records it on `stream`.
+  // Allocates an event from the pool and records it on `stream`, numbering
+  // it (Event::sequence_number) in the order records reach the device's
+  // streams: a later record on a stream always has a larger number, even
+  // when threads race to record.
   absl::StatusOr<std::shared_ptr<Event>> AllocateAndRecordEvent(Stream* stream);
 
   // Runs `fn` on the callback thread once `stream` has finished the work
@@ -172,6 +175,10 @@ class LocalDeviceState {
 
   Mutex prng_mu_;
   std::mt19937_64 prng_ ABSL_GUARDED_BY(prng_mu_);
+
+  // Numbers the records of AllocateAndRecordEvent; held across each record.
+  Mutex record_mu_;
+  uint64_t next_sequence_number_ ABSL_GUARDED_BY(record_mu_) = 1;
 };
 
 }  // namespace pjrt::device

@@ -28,6 +28,7 @@ void BufferSequencingEvent::SetSequencingEvent(
     sequenced_ = true;
     event_ = event;
     stream_ = stream;
+    sequence_number_ = event->sequence_number();
   }
   // The device event owns this callback (and through it a reference to us)
   // until it completes.
@@ -78,6 +79,11 @@ bool BufferSequencingEvent::IsComplete() const {
 bool BufferSequencingEvent::DefinedOn(device::Stream* stream) const {
   MutexLock lock(&mu_);
   return sequenced_ && !error_before_enqueue_ && stream_ == stream;
+}
+
+uint64_t BufferSequencingEvent::sequence_number() const {
+  MutexLock lock(&mu_);
+  return sequence_number_;
 }
 
 absl::Status BufferSequencingEvent::WaitUntilSequenced(

@@ -18,6 +18,7 @@
 #ifndef PJRT_RUNTIME_BUFFER_SEQUENCING_EVENT_H_
 #define PJRT_RUNTIME_BUFFER_SEQUENCING_EVENT_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -72,6 +73,10 @@ class BufferSequencingEvent
   bool IsComplete() const;
   // True if sequenced on `stream` (and not by SetError).
   bool DefinedOn(device::Stream* stream) const;
+  // The device event's sequence number (device::Event::sequence_number);
+  // 0 if not sequenced on a stream. Of two events sequenced on one stream,
+  // the later one's work includes the earlier one's.
+  uint64_t sequence_number() const;
 
   // Blocks until the producer has enqueued (or failed), then makes `stream`
   // wait for its work. Returns the error bound before enqueuing, if any; the
@@ -122,6 +127,7 @@ class BufferSequencingEvent
   bool private_stream_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<device::Event> event_ ABSL_GUARDED_BY(mu_);
   device::Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status producer_status_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<BufferSequencingEvent>> dependencies_
       ABSL_GUARDED_BY(mu_);

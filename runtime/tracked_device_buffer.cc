@@ -45,11 +45,16 @@ TrackedDeviceBuffer::~TrackedDeviceBuffer() {
 void TrackedDeviceBuffer::AddUsageEvent(
     device::Stream* stream, std::shared_ptr<BufferSequencingEvent> event,
     bool reference_held) {
-  // Keep one entry per stream: later uses on a stream dominate earlier ones.
+  // Keep one entry per stream: the use recorded last on a stream covers the
+  // earlier ones. Uses are reported in the order their holds end, not the
+  // order they were recorded: a racing reader may report an older event
+  // after a newer one, which must not replace it.
   for (UsageEvent& existing : usage_events_) {
     if (existing.stream == stream) {
-      existing.event = std::move(event);
-      existing.reference_held = existing.reference_held && reference_held;
+      if (event->sequence_number() > existing.event->sequence_number()) {
+        existing.event = std::move(event);
+        existing.reference_held = reference_held;
+      }
       return;
     }
   }

@@ -1,4 +1,5 @@
 // The runtime's transfers and buffers, under each allocation model.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -9,7 +10,9 @@
 #include "gtest/gtest.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
+#include "runtime/buffer_sequencing_event.h"
 #include "runtime/host_to_device_transfer.h"
+#include "runtime/tracked_device_buffer.h"
 #include "tests/unit/runtime_test_util.h"
 
 namespace pjrt::runtime {
@@ -617,6 +620,70 @@ TEST(AllocationModels, FreeWaitsForUsageEventsUnderAsynchronousModel) {
   EXPECT_EQ(Read(*y)[0], 2);
   SyncAll(*client);
   EXPECT_EQ(BytesInUse(*client), 1024);
+}
+
+// --- usage events ------------------------------------------------------------
+
+TEST(UsageEvents, SequenceNumbersFollowTheOrderOfRecordsOnAStream) {
+  auto client = MakeClient(AllocationModel::kComputeSynchronized);
+  device::LocalDeviceState* local = client->devices()[0]->local_device_state();
+  device::Stream* stream = local->GetDeviceToHostStream();
+  // Threads race to record while the stream is held, so that every
+  // callback is in place before any event completes; the stream then
+  // completes them in the order they were recorded, which must be the
+  // order of their numbers.
+  Gate gate;
+  ASSERT_TRUE(stream->EnqueueHostFunction([&gate] { gate.Pass(); }).ok());
+  Mutex mu;
+  std::vector<uint64_t> completed;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        std::shared_ptr<device::Event> event =
+            *local->AllocateAndRecordEvent(stream);
+        uint64_t number = event->sequence_number();
+        event->AddCallback([&mu, &completed, number] {
+          MutexLock lock(&mu);
+          completed.push_back(number);
+        });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  gate.Open();
+  SyncAll(*client);
+  MutexLock lock(&mu);
+  ASSERT_EQ(completed.size(), 800u);
+  EXPECT_TRUE(std::is_sorted(completed.begin(), completed.end()));
+}
+
+TEST(UsageEvents, AUseReportedLateDoesNotHideALaterUseOnItsStream) {
+  auto client = MakeClient(AllocationModel::kAsynchronous);
+  device::LocalDeviceState* local = client->devices()[0]->local_device_state();
+  device::Stream* stream = local->GetDeviceToHostStream();
+  const auto use = [&] {
+    auto event = std::make_shared<BufferSequencingEvent>();
+    event->SetSequencingEvent(*local->AllocateAndRecordEvent(stream), stream);
+    return event;
+  };
+  auto earlier = use();
+  auto later = use();
+  ASSERT_LT(earlier->sequence_number(), later->sequence_number());
+  TrackedDeviceBuffer tracked(local, DeviceMemory(), {});
+  // Two readers recorded in this order finish their holds in the other:
+  // the entry for the stream must stay the later use, which covers both.
+  tracked.AddUsageEvent(stream, later, /*reference_held=*/false);
+  tracked.AddUsageEvent(stream, earlier, /*reference_held=*/true);
+  ASSERT_EQ(tracked.usage_events().size(), 1u);
+  EXPECT_EQ(tracked.usage_events()[0].event, later);
+  EXPECT_FALSE(tracked.usage_events()[0].reference_held);
+  // A newer use replaces it.
+  auto newest = use();
+  tracked.AddUsageEvent(stream, newest, /*reference_held=*/true);
+  EXPECT_EQ(tracked.usage_events()[0].event, newest);
+  EXPECT_TRUE(tracked.usage_events()[0].reference_held);
+  SyncAll(*client);
 }
 
 TEST_P(EveryModel, DeleteWhileTransferInFlightIsSafe) {
