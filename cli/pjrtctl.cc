@@ -16,16 +16,19 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "base/byte_size.h"
 #include "base/status_macros.h"
+#include "base/token.h"
 #include "base/version.h"
 #include "cli/npy.h"
 #include "cli/proto_json.h"
@@ -47,6 +50,11 @@ struct GlobalOptions {
   std::string address;
   bool json = false;
   double timeout_seconds = 10;
+  // Credentials: a file holding the tenant's token, and TLS PEM files.
+  std::string token_file;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 // Prints `status` as the command's failure and returns `exit_code`.
@@ -71,10 +79,46 @@ int FailUsage(const GlobalOptions& g, const absl::Status& status) {
 
 absl::StatusOr<std::shared_ptr<pjrt_client::Client>> Connect(
     const GlobalOptions& g, bool shared_memory = true) {
+  std::string token;
+  if (!g.token_file.empty()) {
+    std::ifstream file(g.token_file);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("cannot read the token file %s", g.token_file));
+    }
+    token = std::string(absl::StripAsciiWhitespace(text.str()));
+  }
   return pjrt_client::Client::Connect(
       {.address = g.address,
        .timeout = absl::Seconds(g.timeout_seconds),
-       .shared_memory = shared_memory});
+       .shared_memory = shared_memory,
+       .token = token,
+       .tls_ca = g.tls_ca,
+       .tls_cert = g.tls_cert,
+       .tls_key = g.tls_key});
+}
+
+// `pjrtctl token new`: a fresh random token for a tenant, and the line of
+// the tenants file that admits it (only the token's salted hash is kept
+// there).
+int RunTokenNew(const GlobalOptions& g, const std::string& name) {
+  pjrt::NewToken token = pjrt::MakeToken();
+  if (g.json) {
+    json doc = {{"token", token.token}, {"token_sha256", token.token_sha256}};
+    std::cout << doc.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "token: " << token.token << "\n\n"
+            << "Give the token to the tenant (e.g. in a mode-600 file for "
+               "pjrtctl --token-file, or PJRTD_TOKEN), and add to the "
+               "tenants file:\n\n"
+            << "[[tenant]]\n"
+            << "name = \"" << name << "\"\n"
+            << "role = \"user\"\n"
+            << "token_sha256 = \"" << token.token_sha256 << "\"\n";
+  return kExitOk;
 }
 
 std::string Yes(bool b) { return b ? "yes" : "no"; }
@@ -1390,6 +1434,26 @@ int Main(int argc, char** argv) {
   app.add_option("--timeout", g.timeout_seconds,
                  "Seconds to wait for the daemon to answer (default 10)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--token-file", g.token_file,
+                 "File holding the tenant's token, for a daemon with "
+                 "tenants (default: $PJRTD_TOKEN)");
+  app.add_option("--tls-ca", g.tls_ca,
+                 "Connect over TLS, trusting this PEM CA (default: "
+                 "$PJRTD_TLS_CA)");
+  app.add_option("--tls-cert", g.tls_cert,
+                 "Present this PEM client certificate (mutual TLS; default: "
+                 "$PJRTD_TLS_CERT)");
+  app.add_option("--tls-key", g.tls_key,
+                 "The client certificate's PEM key (default: $PJRTD_TLS_KEY)");
+
+  auto* token = app.add_subcommand(
+      "token", "Make credentials for the daemon's tenants file.");
+  auto* token_new = token->add_subcommand(
+      "new", "Print a fresh random token and the tenants-file lines that "
+             "admit it.\nExample: pjrtctl token new --name alice");
+  std::string token_name = "NAME";
+  token_new->add_option("--name", token_name, "The tenant's name");
+  token->require_subcommand(1);
 
   auto* info = app.add_subcommand(
       "info", "Show the daemon's build, protocol, platform and capabilities.\n"
@@ -1572,6 +1636,7 @@ int Main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
+  if (token_new->parsed()) return RunTokenNew(g, token_name);
   if (info->parsed()) return RunInfo(g);
   if (devices->parsed()) return RunDevices(g);
   if (health->parsed()) return RunHealth(g, wait_seconds);

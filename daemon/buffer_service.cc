@@ -27,14 +27,24 @@ struct SessionBuffer {
   std::shared_ptr<runtime::Buffer> buffer;
 };
 
-absl::StatusOr<SessionBuffer> Lookup(SessionTable* sessions,
+absl::StatusOr<SessionBuffer> Lookup(Authenticator* auth,
+                                     SessionTable* sessions,
+                                     const grpc::ServerContextBase& context,
                                      uint64_t session_id, uint64_t handle) {
-  PJRT_ASSIGN_OR_RETURN(auto session, sessions->Lookup(session_id));
+  PJRT_ASSIGN_OR_RETURN(auto session,
+                        CallerSession(auth, sessions, context, session_id));
   PJRT_ASSIGN_OR_RETURN(auto buffer, session->LookupBuffer(handle));
   return SessionBuffer{std::move(session), std::move(buffer)};
 }
 
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<Session>> CallerSession(
+    Authenticator* auth, SessionTable* sessions,
+    const grpc::ServerContextBase& context, uint64_t id) {
+  PJRT_ASSIGN_OR_RETURN(Caller caller, auth->Authenticate(context));
+  return sessions->Lookup(id, caller);
+}
 
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session) {
@@ -104,7 +114,7 @@ grpc::Status BufferService::UploadImpl(
         "device); got a data chunk");
   }
   const v1::UploadHeader& header = request.header();
-  auto session = sessions_->Lookup(header.session_id());
+  auto session = CallerSession(auth_, sessions_, *context, header.session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto shape = ShapeFromProto(header.shape());
   if (!shape.ok()) return ToGrpcStatus(shape.status());
@@ -158,7 +168,7 @@ grpc::Status BufferService::UploadImpl(
 grpc::Status BufferService::DownloadImpl(
     grpc::ServerContext* context, const v1::DownloadRequest* request,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
-  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
@@ -200,9 +210,9 @@ grpc::Status BufferService::DownloadImpl(
 }
 
 grpc::Status BufferService::DescribeBufferImpl(
-    grpc::ServerContext*, const v1::DescribeBufferRequest* request,
+    grpc::ServerContext* context, const v1::DescribeBufferRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   BufferInfoToProto(*found->session, request->handle(), *found->buffer,
                     response);
@@ -210,9 +220,9 @@ grpc::Status BufferService::DescribeBufferImpl(
 }
 
 grpc::Status BufferService::DeleteBuffersImpl(
-    grpc::ServerContext*, const v1::DeleteBuffersRequest* request,
+    grpc::ServerContext* context, const v1::DeleteBuffersRequest* request,
     v1::DeleteBuffersResponse*) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   return ToGrpcStatus((*session)->DeleteBuffers(request->handles()));
 }
@@ -220,7 +230,7 @@ grpc::Status BufferService::DeleteBuffersImpl(
 grpc::Status BufferService::BlockUntilReadyImpl(
     grpc::ServerContext* context, const v1::BlockUntilReadyRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   if (request->timeout_ms() < 0) {
     return grpc::Status(
@@ -244,7 +254,7 @@ grpc::Status BufferService::BlockUntilReadyImpl(
 grpc::Status BufferService::CopyToDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToDeviceRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
@@ -266,9 +276,9 @@ grpc::Status BufferService::CopyToDeviceImpl(
 }
 
 grpc::Status BufferService::GetReadyStateImpl(
-    grpc::ServerContext*, const v1::GetReadyStateRequest* request,
+    grpc::ServerContext* context, const v1::GetReadyStateRequest* request,
     v1::GetReadyStateResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   if (request->handles_size() > kMaxReadyStateHandles) {
     return grpc::Status(
@@ -290,10 +300,10 @@ grpc::Status BufferService::GetReadyStateImpl(
   return grpc::Status::OK;
 }
 
-grpc::Status BufferService::MakeTupleImpl(grpc::ServerContext*,
+grpc::Status BufferService::MakeTupleImpl(grpc::ServerContext* context,
                                           const v1::MakeTupleRequest* request,
                                           v1::BufferInfo* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   if (request->handles_size() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -347,9 +357,9 @@ absl::StatusOr<runtime::Device*> LookupAddressableDevice(
 }
 
 grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
-    grpc::ServerContext*, const v1::MakeCrossHostReceiveBuffersRequest* request,
+    grpc::ServerContext* context, const v1::MakeCrossHostReceiveBuffersRequest* request,
     v1::MakeCrossHostReceiveBuffersResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
@@ -406,9 +416,9 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
 }
 
 grpc::Status BufferService::CancelCrossHostReceivesImpl(
-    grpc::ServerContext*, const v1::CancelCrossHostReceivesRequest* request,
+    grpc::ServerContext* context, const v1::CancelCrossHostReceivesRequest* request,
     v1::CancelCrossHostReceivesResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   for (uint64_t handle : request->handles()) {
@@ -424,7 +434,7 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToRemoteDeviceRequest* request,
     v1::CopyToRemoteDeviceResponse* response) {
   const absl::Time start = absl::Now();
-  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
@@ -541,9 +551,9 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
 }
 
 grpc::Status BufferService::UploadFromRegionImpl(
-    grpc::ServerContext*, const v1::UploadFromRegionRequest* request,
+    grpc::ServerContext* context, const v1::UploadFromRegionRequest* request,
     v1::BufferInfo* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto region = (*session)->LookupRegion(request->region_handle());
   if (!region.ok()) return ToGrpcStatus(region.status());
@@ -588,7 +598,7 @@ grpc::Status BufferService::UploadFromRegionImpl(
 grpc::Status BufferService::DownloadToRegionImpl(
     grpc::ServerContext* context, const v1::DownloadToRegionRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(sessions_, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   auto region = found->session->LookupRegion(request->region_handle());
   if (!region.ok()) return ToGrpcStatus(region.status());
@@ -619,17 +629,17 @@ grpc::Status BufferService::DownloadToRegionImpl(
 }
 
 grpc::Status BufferService::UnregisterRegionImpl(
-    grpc::ServerContext*, const v1::UnregisterRegionRequest* request,
+    grpc::ServerContext* context, const v1::UnregisterRegionRequest* request,
     v1::UnregisterRegionResponse*) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   return ToGrpcStatus((*session)->UnregisterRegion(request->region_handle()));
 }
 
 grpc::Status BufferService::ListRegionsImpl(
-    grpc::ServerContext*, const v1::ListRegionsRequest* request,
+    grpc::ServerContext* context, const v1::ListRegionsRequest* request,
     v1::ListRegionsResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   for (const auto& [handle, region] : (*session)->Regions()) {
     v1::RegionInfo* info = response->add_regions();

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -26,6 +27,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server_builder.h"
 
 namespace pjrt::daemon {
@@ -63,6 +66,38 @@ absl::Status WriteAdminToken(const std::string& path, const std::string& token) 
         "cannot write the admin token file %s: %s", path, std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// The TLS credentials of the TCP listeners. gRPC re-reads the files every
+// kTlsRefreshSeconds, so a renewed certificate is served without a restart
+// and without dropping connections; the files are checked here first so
+// that a wrong path fails the start, not every handshake.
+constexpr unsigned kTlsRefreshSeconds = 2;
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>
+MakeTlsServerCredentials(const DaemonOptions& options) {
+  for (const std::string* path :
+       {&options.tls_cert, &options.tls_key, &options.tls_client_ca}) {
+    if (path->empty()) continue;
+    if (access(path->c_str(), R_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cannot read TLS file %s: %s", *path, std::strerror(errno)));
+    }
+  }
+  auto provider =
+      std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+          options.tls_key, options.tls_cert, options.tls_client_ca,
+          kTlsRefreshSeconds);
+  grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+  tls_options.watch_identity_key_cert_pairs();
+  if (!options.tls_client_ca.empty()) {
+    tls_options.watch_root_certs();
+    tls_options.set_cert_request_type(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(tls_options);
 }
 
 }  // namespace
@@ -224,6 +259,16 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       client_.get(), options_.task_id, cluster_->incarnation());
   if (peer_service_ != nullptr) peer_service_->SetReceives(receives_.get());
 
+  auth_ = std::make_unique<Authenticator>(
+      static_cast<int>(client_->devices().size()));
+  if (!options_.tenants_file.empty()) {
+    PJRT_ASSIGN_OR_RETURN(auto tenants,
+                          LoadTenantsFile(options_.tenants_file));
+    spdlog::info("admitting the {} tenants of {}", tenants.size(),
+                 options_.tenants_file);
+    auth_->Configure(std::move(tenants), options_.tenants_file);
+  }
+
   const DaemonLimits& limits = options_.limits;
   // Region byte limits of 0 mean the host's physical memory.
   const int64_t physical = PhysicalMemoryBytes();
@@ -279,21 +324,21 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   }
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
-      compile_cache_.get(), region_socket);
+      auth_.get(), compile_cache_.get(), region_socket);
   std::string admin_token;
   if (!options_.admin_token_file.empty()) {
     admin_token = absl::StrFormat("%016x%016x", SecureRandomId(),
                                   SecureRandomId());
     PJRT_RETURN_IF_ERROR(WriteAdminToken(options_.admin_token_file, admin_token));
   }
-  session_service_ =
-      std::make_unique<SessionService>(sessions_.get(), std::move(admin_token));
+  session_service_ = std::make_unique<SessionService>(
+      sessions_.get(), auth_.get(), std::move(admin_token));
   buffer_service_ = std::make_unique<BufferService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
-      options_.receive_timeout, limits.max_receive_timeout);
+      auth_.get(), options_.receive_timeout, limits.max_receive_timeout);
   executable_service_ = std::make_unique<ExecutableService>(
-      client_.get(), cluster_.get(), sessions_.get(), compile_cache_.get(),
-      limits);
+      client_.get(), cluster_.get(), sessions_.get(), auth_.get(),
+      compile_cache_.get(), limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -310,14 +355,32 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              5000);
+  std::shared_ptr<grpc::ServerCredentials> tls;
+  if (!options_.tls_cert.empty()) {
+    PJRT_ASSIGN_OR_RETURN(tls, MakeTlsServerCredentials(options_));
+  }
   std::vector<int> ports(options_.listen.size(), 0);
   for (size_t i = 0; i < options_.listen.size(); ++i) {
     const std::string& address = options_.listen[i];
     if (auto path = UnixSocketPath(address)) {
       PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));
+      // A unix socket's access is its file mode.
+      builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                               &ports[i]);
+      continue;
     }
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                             &ports[i]);
+    if (tls == nullptr && !options_.insecure_tcp) {
+      spdlog::warn("{} serves plaintext: only this host can reach it",
+                   address);
+    } else if (tls == nullptr) {
+      spdlog::warn(
+          "{} serves PLAINTEXT to anyone who can reach it (--insecure-tcp): "
+          "tokens and data cross the network unencrypted",
+          address);
+    }
+    builder.AddListeningPort(
+        address, tls != nullptr ? tls : grpc::InsecureServerCredentials(),
+        &ports[i]);
   }
   builder.RegisterService(server_service_.get());
   builder.RegisterService(session_service_.get());
@@ -398,6 +461,24 @@ void Daemon::ReapLoop() {
                                         std::current_exception()));
     }
   }
+}
+
+absl::Status Daemon::Reload() {
+  if (options_.tenants_file.empty()) {
+    spdlog::info("SIGHUP: no tenants file to reload; TLS files are re-read "
+                 "when they change");
+    return absl::OkStatus();
+  }
+  auto tenants = LoadTenantsFile(options_.tenants_file);
+  if (!tenants.ok()) {
+    spdlog::error("SIGHUP: kept the tenants in force: {}", tenants.status());
+    return tenants.status();
+  }
+  const size_t count = tenants->size();
+  auth_->Configure(*std::move(tenants), options_.tenants_file);
+  Audit("tenants_reloaded", {{"file", options_.tenants_file},
+                             {"tenants", absl::StrCat(count)}});
+  return absl::OkStatus();
 }
 
 void Daemon::Shutdown() {

@@ -49,6 +49,10 @@ class Daemon {
   // Graceful shutdown; idempotent.
   void Shutdown();
 
+  // Re-reads the tenants file (SIGHUP). On an error the tenants in force
+  // stay, and the error is logged and returned.
+  absl::Status Reload();
+
  private:
   explicit Daemon(const DaemonOptions& options);
   absl::Status Init(const std::function<bool()>& stop_requested);
@@ -61,6 +65,7 @@ class Daemon {
   std::unique_ptr<runtime::Client> client_;
   // After client_: fails its receives before the devices go.
   std::unique_ptr<CrossHostReceives> receives_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<SessionTable> sessions_;
   std::unique_ptr<RegionServer> region_server_;
   std::unique_ptr<ExecutableCache> compile_cache_;

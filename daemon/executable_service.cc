@@ -108,7 +108,7 @@ absl::Status RegisterResults(
 grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                                             const v1::CompileRequest* request,
                                             v1::CompileResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   const std::string& text = request->hlo_text();
   if (static_cast<int64_t>(text.size()) > limits_.max_program_bytes) {
@@ -210,7 +210,7 @@ absl::Status ExecutableService::ExecuteOne(
     grpc::ServerContext* context, const v1::ExecuteRequest& request,
     bool inline_idle,
     google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
-  PJRT_ASSIGN_OR_RETURN(auto session, sessions_->Lookup(request.session_id()));
+  PJRT_ASSIGN_OR_RETURN(auto session, CallerSession(auth_, sessions_, *context, request.session_id()));
   PJRT_ASSIGN_OR_RETURN(
       auto executable, session->LookupExecutable(request.executable_handle()));
   PJRT_ASSIGN_OR_RETURN(
@@ -392,7 +392,7 @@ void ExecutableService::EndStreams() {
 grpc::Status ExecutableService::ExecuteReplicatedImpl(
     grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
     v1::ExecuteReplicatedResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto executable = (*session)->LookupExecutable(request->executable_handle());
   if (!executable.ok()) return ToGrpcStatus(executable.status());
@@ -449,9 +449,9 @@ grpc::Status ExecutableService::ExecuteReplicatedImpl(
 }
 
 grpc::Status ExecutableService::DeleteExecutableImpl(
-    grpc::ServerContext*, const v1::DeleteExecutableRequest* request,
+    grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
     v1::DeleteExecutableResponse*) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   return ToGrpcStatus(
       (*session)->DeleteExecutable(request->executable_handle()));

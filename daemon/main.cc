@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      spdlog::info("SIGHUP ignored: restart pjrtd to apply a new config");
+      // Tenants are re-read; other options need a restart.
+      (*daemon)->Reload().IgnoreError();
       continue;
     }
     spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -28,6 +28,18 @@
 namespace pjrt::daemon {
 namespace {
 
+// Whether a host:port listen address can be reached from this host only.
+bool IsLoopbackAddress(absl::string_view address) {
+  absl::string_view host = address;
+  if (absl::ConsumePrefix(&host, "[")) {
+    host = host.substr(0, host.find(']'));
+  } else if (size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || host == "ip6-localhost" ||
+         absl::StartsWith(host, "127.");
+}
+
 constexpr const char* kLogLevels[] = {"trace", "debug",    "info", "warn",
                                       "error", "critical", "off"};
 
@@ -215,6 +227,19 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       auto v = node.value<std::string>();
       if (!v) return KeyError(source, key, "a file path");
       options->admin_token_file = *v;
+    } else if (key == "tenants_file" || key == "tls_cert" || key == "tls_key" ||
+               key == "tls_client_ca") {
+      auto v = node.value<std::string>();
+      if (!v) return KeyError(source, key, "a file path");
+      std::string* field = key == "tenants_file" ? &options->tenants_file
+                           : key == "tls_cert"   ? &options->tls_cert
+                           : key == "tls_key"    ? &options->tls_key
+                                                 : &options->tls_client_ca;
+      *field = *v;
+    } else if (key == "insecure_tcp") {
+      const toml::value<bool>* v = node.as_boolean();
+      if (v == nullptr) return KeyError(source, key, "true or false");
+      options->insecure_tcp = v->get();
     } else if (key == "shared_memory") {
       // Exactly a boolean: toml++ would also read 0 or 1 as one.
       const toml::value<bool>* v = node.as_boolean();
@@ -252,7 +277,9 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
           "log_level, compile_cache_dir, default_lease_seconds, max_lease_seconds, "
-          "shutdown_timeout_seconds, admin_token_file, shared_memory, task_id, "
+          "shutdown_timeout_seconds, admin_token_file, tenants_file, "
+          "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
+          "task_id, "
           "cluster, cluster_secret_file, cluster_timeout_seconds, "
           "receive_timeout_seconds, and the limits of docs/limits.md "
           "(max_sessions, max_handles_per_session, "
@@ -343,6 +370,29 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
             "address for task %d; peers and clients need different ports",
             address, i));
       }
+    }
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls-cert and --tls-key (tls_cert and tls_key)");
+  }
+  if (!options.tls_client_ca.empty() && options.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca needs --tls-cert and --tls-key: client certificates "
+        "are checked only over TLS");
+  }
+  for (const std::string& address : options.listen) {
+    if (absl::StartsWith(address, "unix:") || IsLoopbackAddress(address)) {
+      continue;
+    }
+    const bool secured =
+        !options.tls_cert.empty() && !options.tenants_file.empty();
+    if (!secured && !options.insecure_tcp) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--listen %s is reachable from other hosts: give it TLS "
+          "(--tls-cert, --tls-key) and tenants (--tenants), or pass "
+          "--insecure-tcp to serve anyone who can reach it in plaintext",
+          address));
     }
   }
   if (options.cluster.size() > 1 && options.cluster_secret_file.empty()) {
@@ -462,6 +512,23 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
                  "Write an admin token here (mode 600) that lets whoever can "
                  "read it close other clients' sessions (pjrtctl sessions "
                  "--close); off by default");
+  std::string tenants_file, tls_cert, tls_key, tls_client_ca;
+  app.add_option("--tenants", tenants_file,
+                 "Admit only the tenants of this TOML file (mode 600), each "
+                 "with its role and quotas; reloaded on SIGHUP (see "
+                 "docs/security.md)");
+  app.add_option("--tls-cert", tls_cert,
+                 "Serve TCP listeners over TLS with this PEM certificate "
+                 "chain (needs --tls-key)");
+  app.add_option("--tls-key", tls_key, "The TLS certificate's PEM private key");
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "Require client certificates signed by this PEM CA (mutual "
+                 "TLS); a certificate's subject may name a tenant");
+  bool insecure_tcp = false;
+  app.add_flag("--insecure-tcp", insecure_tcp,
+               "Allow a plaintext TCP listener on a non-loopback address "
+               "without TLS and tenants: anyone who reaches it may use the "
+               "daemon");
   bool no_shared_memory = false;
   app.add_flag("--no-shared-memory", no_shared_memory,
                "Refuse shared-memory regions: local clients then stream "
@@ -523,6 +590,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!address_file.empty()) options.address_file = address_file;
   if (compile_cache_dir.has_value()) options.compile_cache_dir = *compile_cache_dir;
   if (!admin_token_file.empty()) options.admin_token_file = admin_token_file;
+  if (!tenants_file.empty()) options.tenants_file = tenants_file;
+  if (!tls_cert.empty()) options.tls_cert = tls_cert;
+  if (!tls_key.empty()) options.tls_key = tls_key;
+  if (!tls_client_ca.empty()) options.tls_client_ca = tls_client_ca;
+  if (insecure_tcp) options.insecure_tcp = true;
   if (no_shared_memory) options.shared_memory = false;
   if (task_id >= 0) options.task_id = task_id;
   if (!cluster.empty()) {

@@ -91,6 +91,19 @@ struct DaemonOptions {
   // other clients' sessions (pjrtctl sessions --close).
   std::string admin_token_file;
 
+  // Tenants (docs/security.md): who may call, as what role, within what
+  // quotas. Empty: every caller is the anonymous tenant. Reloaded on SIGHUP.
+  std::string tenants_file;
+  // TLS on the TCP listeners (PEM files; reloaded when they change and on
+  // SIGHUP). With a client CA, clients must present a certificate it signed
+  // (mutual TLS); its subject may name a tenant.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // Allow a plaintext TCP listener on a non-loopback address without TLS
+  // and tenants (anyone who can reach it may use the daemon).
+  bool insecure_tcp = false;
+
   // Whether clients on this host may register shared-memory regions (over
   // an abstract unix socket named in ServerInfo.region_socket).
   bool shared_memory = true;

@@ -10,6 +10,8 @@ namespace pjrt::daemon {
 grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
                                               const v1::GetServerInfoRequest*,
                                               v1::ServerInfo* response) {
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   response->set_build_version(kBuildVersion);
   response->set_protocol_version_min(kProtocolVersionMin);
   response->set_protocol_version_max(kProtocolVersionMax);
@@ -36,9 +38,11 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext*,
+grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext* context,
                                             const v1::ListDevicesRequest*,
                                             v1::ListDevicesResponse* response) {
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   if (!cluster_->multi_task()) {
     for (const runtime::Device* device : client_->devices()) {
       v1::Device* proto = response->add_devices();
@@ -60,8 +64,13 @@ grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext*,
 }
 
 grpc::Status ServerService::GetClusterStatusImpl(
-    grpc::ServerContext*, const v1::GetClusterStatusRequest* request,
+    grpc::ServerContext* context, const v1::GetClusterStatusRequest* request,
     v1::ClusterStatus* response) {
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::Status admin =
+      Authenticator::RequireAdmin(*caller, "reading the cluster's status");
+  if (!admin.ok()) return ToGrpcStatus(admin);
   double seconds = request->timeout_seconds();
   // NaN fails the comparison too.
   if (!(seconds >= 0 && seconds <= 60)) {
@@ -76,9 +85,15 @@ grpc::Status ServerService::GetClusterStatusImpl(
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::GetStatsImpl(grpc::ServerContext*,
+grpc::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
                                          const v1::GetStatsRequest*,
                                          v1::Stats* response) {
+  // Daemon-wide figures tell of every tenant's work: admins only.
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::Status admin =
+      Authenticator::RequireAdmin(*caller, "reading the daemon's stats");
+  if (!admin.ok()) return ToGrpcStatus(admin);
   for (const runtime::Device* device : client_->devices()) {
     device::AllocatorStats stats = device->allocator()->GetStats();
     v1::DeviceStats* out = response->add_devices();
@@ -113,9 +128,11 @@ grpc::Status ServerService::GetStatsImpl(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ServerService::PingImpl(grpc::ServerContext*,
+grpc::Status ServerService::PingImpl(grpc::ServerContext* context,
                                      const v1::PingRequest*,
                                      v1::PingResponse*) {
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   return grpc::Status::OK;
 }
 

@@ -22,6 +22,7 @@
 #include "daemon/grpc_status.h"
 #include "daemon/options.h"
 #include "daemon/session_table.h"
+#include "daemon/tenants.h"
 #include "device/semaphore.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
 #include "pjrt/v1/cluster.grpc.pb.h"
@@ -56,6 +57,13 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session);
 
+// The session `id` for the call in `context`: UNAUTHENTICATED when the
+// caller proves no tenant (with tenants in force), NOT_FOUND when the
+// session is not open or belongs to another tenant.
+absl::StatusOr<std::shared_ptr<Session>> CallerSession(
+    Authenticator* auth, SessionTable* sessions,
+    const grpc::ServerContextBase& context, uint64_t id);
+
 // If using any of `buffers` now would block (an input whose contents have
 // not arrived, or one being donated), a waiting-call slot of `session`
 // (RESOURCE_EXHAUSTED when none is free); otherwise an empty one.
@@ -71,11 +79,13 @@ class ServerService final : public v1::Server::Service {
  public:
   ServerService(runtime::Client* client, Cluster* cluster,
                 CrossHostReceives* receives, SessionTable* sessions,
-                ExecutableCache* compile_cache, std::string region_socket)
+                Authenticator* auth, ExecutableCache* compile_cache,
+                std::string region_socket)
       : client_(client),
         cluster_(cluster),
         receives_(receives),
         sessions_(sessions),
+        auth_(auth),
         compile_cache_(compile_cache),
         region_socket_(std::move(region_socket)),
         start_(absl::Now()) {}
@@ -135,6 +145,7 @@ class ServerService final : public v1::Server::Service {
   Cluster* const cluster_;
   CrossHostReceives* const receives_;
   SessionTable* const sessions_;
+  Authenticator* const auth_;
   ExecutableCache* const compile_cache_;
   // Empty when shared memory is off.
   const std::string region_socket_;
@@ -143,9 +154,11 @@ class ServerService final : public v1::Server::Service {
 
 class SessionService final : public v1::Sessions::CallbackService {
  public:
-  // `admin_token` empty: CloseSessionAsAdmin is refused.
-  SessionService(SessionTable* sessions, std::string admin_token)
-      : sessions_(sessions), admin_token_(std::move(admin_token)) {}
+  // `admin_token` empty: CloseSessionAsAdmin takes no admin token (a
+  // tenant of the admin role may still call it).
+  SessionService(SessionTable* sessions, Authenticator* auth,
+                 std::string admin_token)
+      : sessions_(sessions), auth_(auth), admin_token_(std::move(admin_token)) {}
 
   grpc::ServerUnaryReactor* OpenSession(
       grpc::CallbackServerContext* context,
@@ -194,6 +207,7 @@ class SessionService final : public v1::Sessions::CallbackService {
       v1::CloseSessionResponse* response);
 
   SessionTable* const sessions_;
+  Authenticator* const auth_;
   const std::string admin_token_;
 };
 
@@ -204,12 +218,13 @@ class BufferService final : public v1::Buffers::Service {
  public:
   BufferService(runtime::Client* client, Cluster* cluster,
                 CrossHostReceives* receives, SessionTable* sessions,
-                absl::Duration default_receive_timeout,
+                Authenticator* auth, absl::Duration default_receive_timeout,
                 absl::Duration max_receive_timeout)
       : client_(client),
         cluster_(cluster),
         receives_(receives),
         sessions_(sessions),
+        auth_(auth),
         default_receive_timeout_(default_receive_timeout),
         max_receive_timeout_(max_receive_timeout) {}
 
@@ -373,6 +388,7 @@ class BufferService final : public v1::Buffers::Service {
   Cluster* const cluster_;
   CrossHostReceives* const receives_;
   SessionTable* const sessions_;
+  Authenticator* const auth_;
   const absl::Duration default_receive_timeout_;
   const absl::Duration max_receive_timeout_;
 };
@@ -418,11 +434,12 @@ class PeerService final : public v1::Peer::Service {
 class ExecutableService final : public v1::Executables::Service {
  public:
   ExecutableService(runtime::Client* client, Cluster* cluster,
-                    SessionTable* sessions, ExecutableCache* cache,
-                    const DaemonLimits& limits)
+                    SessionTable* sessions, Authenticator* auth,
+                    ExecutableCache* cache, const DaemonLimits& limits)
       : client_(client),
         cluster_(cluster),
         sessions_(sessions),
+        auth_(auth),
         cache_(cache),
         limits_(limits),
         compile_slots_(
@@ -499,6 +516,7 @@ class ExecutableService final : public v1::Executables::Service {
   runtime::Client* const client_;
   Cluster* const cluster_;
   SessionTable* const sessions_;
+  Authenticator* const auth_;
   ExecutableCache* const cache_;
   const DaemonLimits limits_;
   // Compiles run at once (each takes one), so that many large programs

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/random.h"
 #include "base/status_macros.h"
@@ -12,7 +13,8 @@ namespace pjrt::daemon {
 Session::Session(uint64_t id, uint64_t public_id, std::string client_name,
                  std::string peer, absl::Duration lease, absl::Time now,
                  SessionLimits limits,
-                 std::shared_ptr<const Cancellation> parent_cancellation)
+                 std::shared_ptr<const Cancellation> parent_cancellation,
+                 std::shared_ptr<TenantAccount> account)
     : id_(id),
       public_id_(public_id),
       client_name_(std::move(client_name)),
@@ -22,6 +24,7 @@ Session::Session(uint64_t id, uint64_t public_id, std::string client_name,
       limits_(limits),
       cancellation_(
           std::make_shared<Cancellation>(std::move(parent_cancellation))),
+      account_(std::move(account)),
       last_renewal_(now) {}
 
 std::string Session::DebugString() const {
@@ -90,7 +93,61 @@ absl::StatusOr<uint64_t> Session::AddBuffer(
                         DebugString()));
   }
   PJRT_RETURN_IF_ERROR(CheckRoomLocked(NewHandlesFor(*buffer)));
+  std::vector<const runtime::Buffer*> added;
+  CollectNewBuffersLocked(*buffer, &added);
+  PJRT_RETURN_IF_ERROR(ChargeLocked(added));
   return AddBufferLocked(std::move(buffer));
+}
+
+void Session::CollectNewBuffersLocked(
+    const runtime::Buffer& buffer,
+    std::vector<const runtime::Buffer*>* out) const {
+  if (handles_.contains(&buffer)) return;
+  for (const runtime::Buffer* seen : *out) {
+    if (seen == &buffer) return;
+  }
+  out->push_back(&buffer);
+  if (buffer.is_tuple()) {
+    for (const auto& element : buffer.tuple_elements()) {
+      CollectNewBuffersLocked(*element, out);
+    }
+  }
+}
+
+namespace {
+
+// Where a buffer's bytes count: its device's local index, or -1 for a
+// tuple (whose elements count instead).
+int ChargedDevice(const runtime::Buffer& buffer) {
+  return buffer.is_tuple() ? -1 : buffer.device()->local_hardware_id();
+}
+
+int64_t ChargedBytes(const runtime::Buffer& buffer) {
+  return buffer.is_tuple() ? 0 : buffer.size_bytes();
+}
+
+}  // namespace
+
+absl::Status Session::ChargeLocked(
+    absl::Span<const runtime::Buffer* const> buffers) {
+  if (account_ == nullptr) return absl::OkStatus();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    absl::Status status = account_->TakeBuffers(
+        1, ChargedDevice(*buffers[i]), ChargedBytes(*buffers[i]));
+    if (!status.ok()) {
+      for (size_t j = 0; j < i; ++j) Refund(*buffers[j]);
+      Audit("quota_refused", {{"tenant", account_->name()},
+                              {"session", absl::StrCat(public_id_)},
+                              {"reason", std::string(status.message())}});
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Session::Refund(const runtime::Buffer& buffer) {
+  if (account_ == nullptr) return;
+  account_->GiveBuffers(1, ChargedDevice(buffer), ChargedBytes(buffer));
 }
 
 uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
@@ -166,6 +223,9 @@ absl::Status Session::AddBuffersWithHandles(
   }
   PJRT_RETURN_IF_ERROR(CheckNewHandlesLocked(handles));
   PJRT_RETURN_IF_ERROR(CheckRoomLocked(static_cast<int64_t>(handles.size())));
+  std::vector<const runtime::Buffer*> added;
+  for (const auto& buffer : buffers) added.push_back(buffer.get());
+  PJRT_RETURN_IF_ERROR(ChargeLocked(added));
   for (size_t i = 0; i < handles.size(); ++i) {
     handles_.emplace(buffers[i].get(), handles[i]);
     bytes_ += buffers[i]->size_bytes();
@@ -187,6 +247,7 @@ void Session::EraseBufferLocked(
   std::shared_ptr<runtime::Buffer> buffer = std::move(it->second);
   buffers_.erase(it);
   handles_.erase(buffer.get());
+  Refund(*buffer);
   bytes_ -= buffer->size_bytes();
   if (buffer->is_tuple()) {
     tuple_elements_ -= static_cast<int64_t>(buffer->tuple_elements().size());
@@ -327,6 +388,15 @@ absl::StatusOr<uint64_t> Session::AddExecutable(
         "%s was closed while the program was being compiled", DebugString()));
   }
   PJRT_RETURN_IF_ERROR(CheckRoomLocked(1));
+  if (account_ != nullptr) {
+    absl::Status status = account_->TakeExecutables(1);
+    if (!status.ok()) {
+      Audit("quota_refused", {{"tenant", account_->name()},
+                              {"session", absl::StrCat(public_id_)},
+                              {"reason", std::string(status.message())}});
+      return status;
+    }
+  }
   uint64_t handle = NewHandle();
   executables_.emplace(handle, std::move(executable));
   return handle;
@@ -358,6 +428,7 @@ absl::Status Session::DeleteExecutable(uint64_t handle) {
     }
     doomed = std::move(it->second);
     executables_.erase(it);
+    if (account_ != nullptr) account_->GiveExecutables(1);
   }
   // `doomed` may be the last reference: destroy it outside the lock.
   return absl::OkStatus();
@@ -418,6 +489,11 @@ SessionCloseStats Session::Close(const absl::Status& why) {
   absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions;
   {
     pjrt::MutexLock lock(&mu_);
+    if (!closed_ && account_ != nullptr) {
+      for (const auto& [handle, buffer] : buffers_) Refund(*buffer);
+      account_->GiveExecutables(static_cast<int64_t>(executables_.size()));
+      account_->GiveSession();
+    }
     closed_ = true;
     buffers.swap(buffers_);
     handles_.clear();
@@ -456,6 +532,8 @@ SessionSummary Session::Summarize(absl::Time now) const {
   summary.public_id = public_id_;
   summary.client_name = client_name_;
   summary.peer = peer_;
+  summary.tenant = tenant_name();
+  summary.account = account_.get();
   summary.attached = attachment_ != nullptr;
   summary.buffer_count = static_cast<int64_t>(buffers_.size());
   summary.executable_count = static_cast<int64_t>(executables_.size());

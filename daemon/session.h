@@ -25,6 +25,7 @@
 #include "base/cancellation.h"
 #include "base/mutex.h"
 #include "daemon/shared_memory.h"
+#include "daemon/tenants.h"
 #include "runtime/buffer.h"
 #include "runtime/executable.h"
 
@@ -51,6 +52,9 @@ struct SessionSummary {
   uint64_t public_id = 0;
   std::string client_name;
   std::string peer;
+  // The owning tenant, by name and account (null: anonymous).
+  std::string tenant;
+  const TenantAccount* account = nullptr;
   bool attached = false;
   int64_t buffer_count = 0;
   int64_t bytes = 0;
@@ -76,12 +80,19 @@ class Session {
   Session(uint64_t id, uint64_t public_id, std::string client_name,
           std::string peer, absl::Duration lease, absl::Time now,
           SessionLimits limits = {},
-          std::shared_ptr<const Cancellation> parent_cancellation = nullptr);
+          std::shared_ptr<const Cancellation> parent_cancellation = nullptr,
+          std::shared_ptr<TenantAccount> account = nullptr);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   uint64_t id() const { return id_; }
   uint64_t public_id() const { return public_id_; }
+  // The tenant that opened the session (null: the anonymous tenant). Its
+  // quotas count what the session holds.
+  const std::shared_ptr<TenantAccount>& account() const { return account_; }
+  std::string tenant_name() const {
+    return account_ == nullptr ? std::string("anonymous") : account_->name();
+  }
   const std::string& client_name() const { return client_name_; }
   absl::Duration lease() const { return lease_; }
 
@@ -230,6 +241,15 @@ class Session {
   }
   // Unregisters `handle` and, for a tuple, its elements; appends what it
   // unregistered to `doomed`.
+  // The buffers that registering `buffer` would add (itself and, for a
+  // tuple, its elements), each once, skipping those registered.
+  void CollectNewBuffersLocked(const runtime::Buffer& buffer,
+                               std::vector<const runtime::Buffer*>* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `buffers` against the tenant's quotas (all or none).
+  absl::Status ChargeLocked(absl::Span<const runtime::Buffer* const> buffers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Refund(const runtime::Buffer& buffer);
   void EraseBufferLocked(uint64_t handle,
                          std::vector<std::shared_ptr<runtime::Buffer>>* doomed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -242,6 +262,7 @@ class Session {
   const absl::Time created_;
   const SessionLimits limits_;
   const std::shared_ptr<Cancellation> cancellation_;
+  const std::shared_ptr<TenantAccount> account_;
 
   mutable pjrt::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/text.h"
@@ -134,9 +135,16 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
                      version, kBuildVersion, kProtocolVersionMin,
                      kProtocolVersionMax)));
   }
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return Reply(context, caller.status());
   auto session = sessions_->Open(request->client_name(), context->peer(),
-                                 absl::Seconds(request->lease_seconds()));
+                                 absl::Seconds(request->lease_seconds()),
+                                 *caller);
   if (!session.ok()) return Reply(context, session.status());
+  Audit("session_opened", {{"tenant", caller->name()},
+                           {"peer", context->peer()},
+                           {"session", absl::StrCat((*session)->public_id())},
+                           {"client", request->client_name()}});
   response->set_session_id((*session)->id());
   response->set_public_id((*session)->public_id());
   response->set_lease_seconds(static_cast<uint32_t>(
@@ -149,7 +157,7 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
 grpc::ServerUnaryReactor* SessionService::KeepAliveImpl(
     grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
     v1::KeepAliveResponse* response) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return Reply(context, session.status());
   response->set_lease_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds((*session)->lease())));
@@ -160,9 +168,15 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionImpl(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionRequest* request,
     v1::CloseSessionResponse* response) {
-  auto stats = sessions_->Close(request->session_id(),
-                                absl::OkStatus());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
+  if (!session.ok()) return Reply(context, session.status());
+  auto stats = sessions_->Close(request->session_id(), absl::OkStatus());
   if (!stats.ok()) return Reply(context, stats.status());
+  Audit("session_closed", {{"tenant", (*session)->tenant_name()},
+                           {"peer", context->peer()},
+                           {"session", absl::StrCat((*session)->public_id())},
+                           {"by", "its client"}});
   response->set_buffers_freed(stats->buffers_freed);
   response->set_bytes_freed(stats->bytes_freed);
   response->set_executables_freed(stats->executables_freed);
@@ -173,19 +187,34 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionAsAdminRequest* request,
     v1::CloseSessionResponse* response) {
-  if (admin_token_.empty()) {
+  // An admin tenant may close any session; so may whoever holds the
+  // daemon's admin token (--admin-token-file).
+  auto caller = auth_->Authenticate(*context);
+  const bool admin_tenant =
+      caller.ok() && !caller->anonymous() && caller->admin();
+  const std::string& given = request->admin_token();
+  const bool token_ok =
+      !admin_token_.empty() && given.size() == admin_token_.size() &&
+      CRYPTO_memcmp(given.data(), admin_token_.data(), given.size()) == 0;
+  if (!admin_tenant && !token_ok && given.empty()) {
+    // No admin token offered: the caller's own role decides.
+    if (!caller.ok()) return Reply(context, caller.status());
+    if (!caller->anonymous()) {
+      return Reply(context, Authenticator::RequireAdmin(
+                                *caller, "closing another client's session"));
+    }
+  }
+  if (!admin_tenant && !token_ok && admin_token_.empty()) {
     return Reply(context,
                  absl::PermissionDeniedError(
                      "admin calls are off: start pjrtd with "
-                     "--admin-token-file to allow them"));
+                     "--admin-token-file to allow them, or call as a tenant "
+                     "of the admin role"));
   }
-  const std::string& given = request->admin_token();
-  if (given.size() != admin_token_.size() ||
-      CRYPTO_memcmp(given.data(), admin_token_.data(), given.size()) != 0) {
-    spdlog::warn(
-        "refused an admin close of session {} from {}: wrong admin "
-        "token",
-        request->public_id(), EscapeForLog(context->peer()));
+  if (!admin_tenant && !token_ok) {
+    Audit("admin_refused", {{"peer", context->peer()},
+                            {"session", absl::StrCat(request->public_id())},
+                            {"reason", "wrong admin token"}});
     return Reply(context,
                  absl::PermissionDeniedError(
                      "wrong admin token: read it from the daemon's "
@@ -197,6 +226,10 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
       absl::CancelledError(
           absl::StrFormat("closed by an administrator from %s", context->peer())));
   if (!stats.ok()) return Reply(context, stats.status());
+  Audit("admin_close", {{"admin", admin_tenant ? caller->name()
+                                               : std::string("admin token")},
+                        {"peer", context->peer()},
+                        {"session", absl::StrCat(request->public_id())}});
   response->set_buffers_freed(stats->buffers_freed);
   response->set_bytes_freed(stats->bytes_freed);
   response->set_executables_freed(stats->executables_freed);
@@ -205,7 +238,7 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
 
 grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::AttachImpl(
     grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
-  auto session = sessions_->Lookup(request->session_id());
+  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return new FailedAttach(session.status());
   auto* reactor = new AttachReactor(sessions_, *std::move(session));
   reactor->Start();
@@ -215,8 +248,14 @@ grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::AttachImpl(
 grpc::ServerUnaryReactor* SessionService::ListSessionsImpl(
     grpc::CallbackServerContext* context, const v1::ListSessionsRequest*,
     v1::ListSessionsResponse* response) {
+  auto caller = auth_->Authenticate(*context);
+  if (!caller.ok()) return Reply(context, caller.status());
   for (const SessionSummary& summary : sessions_->List()) {
+    // A user sees its own sessions; an admin (and the anonymous tenant of
+    // a daemon without tenants) every one.
+    if (!caller->admin() && summary.account != caller->account.get()) continue;
     v1::SessionInfo* info = response->add_sessions();
+    info->set_tenant(summary.tenant);
     info->set_public_id(summary.public_id);
     info->set_client_name(summary.client_name);
     info->set_peer(summary.peer);

@@ -19,7 +19,8 @@ SessionTable::~SessionTable() {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
-    std::string client_name, std::string peer, absl::Duration lease) {
+    std::string client_name, std::string peer, absl::Duration lease,
+    const Caller& caller) {
   if (client_name.size() > kMaxClientNameBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("client_name has %d bytes; at most %d are allowed",
@@ -38,23 +39,38 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
         "close one, or let idle ones expire",
         sessions_.size()));
   }
+  if (caller.account != nullptr) {
+    absl::Status status = caller.account->TakeSession();
+    if (!status.ok()) {
+      Audit("quota_refused", {{"tenant", caller.name()},
+                              {"peer", peer},
+                              {"reason", std::string(status.message())}});
+      return status;
+    }
+  }
   uint64_t id;
   do {
     id = SecureRandomId();
   } while (sessions_.contains(id));
   auto session = std::make_shared<Session>(
       id, next_public_id_.fetch_add(1), std::move(client_name), std::move(peer),
-      lease, clock_(), options_.session_limits, options_.cancellation);
+      lease, clock_(), options_.session_limits, options_.cancellation,
+      caller.account);
   sessions_.emplace(id, session);
   return session;
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionTable::Lookup(uint64_t id) {
+absl::StatusOr<std::shared_ptr<Session>> SessionTable::Lookup(
+    uint64_t id, const Caller& caller) {
   std::shared_ptr<Session> session;
   {
     pjrt::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
     if (it != sessions_.end()) session = it->second;
+  }
+  if (session != nullptr && !caller.anonymous() &&
+      session->account() != caller.account) {
+    session = nullptr;
   }
   if (session == nullptr) {
     return absl::NotFoundError(absl::StrFormat(

@@ -19,6 +19,7 @@
 #include "base/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/session.h"
+#include "daemon/tenants.h"
 
 namespace pjrt::daemon {
 
@@ -50,13 +51,18 @@ class SessionTable {
   // maximum is clamped. UNAVAILABLE once Shutdown() has been called;
   // INVALID_ARGUMENT for a client name longer than kMaxClientNameBytes;
   // RESOURCE_EXHAUSTED when max_sessions are open.
+  // RESOURCE_EXHAUSTED too when `caller`'s tenant is at its sessions
+  // quota. The session belongs to `caller`'s tenant.
   absl::StatusOr<std::shared_ptr<Session>> Open(std::string client_name,
                                                 std::string peer,
-                                                absl::Duration lease);
+                                                absl::Duration lease,
+                                                const Caller& caller = {});
 
-  // The open session with secret id `id`, renewing its lease. NOT_FOUND
-  // otherwise.
-  absl::StatusOr<std::shared_ptr<Session>> Lookup(uint64_t id);
+  // The open session with secret id `id` of `caller`'s tenant, renewing its
+  // lease. NOT_FOUND otherwise: a session of another tenant is reported
+  // exactly as one that does not exist.
+  absl::StatusOr<std::shared_ptr<Session>> Lookup(uint64_t id,
+                                                  const Caller& caller);
 
   // Closes session `id`, freeing all it owns. NOT_FOUND if not open.
   // Close() of the session with this public id; NOT_FOUND naming it if

@@ -423,7 +423,9 @@ std::string RegionServer::Answer(const char* payload, ssize_t received,
         "this one carried %d",
         fds.size())));
   } else {
-    auto session = sessions_->Lookup(request.session_id());
+    // The session's secret id is the credential here: the region socket
+    // carries no tenant's token.
+    auto session = sessions_->Lookup(request.session_id(), Caller{});
     if (!session.ok()) {
       refuse(session.status());
     } else {

@@ -60,11 +60,11 @@ class SessionTableTest : public ::testing::Test {
 
 TEST_F(SessionTableTest, LookupFindsOpenSessionsOnly) {
   auto session = *table_.Open("a", "peer", absl::ZeroDuration());
-  EXPECT_EQ(*table_.Lookup(session->id()), session);
-  EXPECT_EQ(table_.Lookup(session->id() + 1).status().code(),
+  EXPECT_EQ(*table_.Lookup(session->id(), Caller{}), session);
+  EXPECT_EQ(table_.Lookup(session->id() + 1, Caller{}).status().code(),
             absl::StatusCode::kNotFound);
   ASSERT_TRUE(table_.Close(session->id(), absl::OkStatus()).ok());
-  EXPECT_EQ(table_.Lookup(session->id()).status().code(),
+  EXPECT_EQ(table_.Lookup(session->id(), Caller{}).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -120,7 +120,7 @@ TEST_F(SessionTableTest, ExpiredLeasesAreReaped) {
   clock_.Advance(absl::Seconds(9));
   EXPECT_EQ(table_.ReapExpired(), 0);
   // A lookup renews the lease.
-  ASSERT_TRUE(table_.Lookup(session->id()).ok());
+  ASSERT_TRUE(table_.Lookup(session->id(), Caller{}).ok());
   clock_.Advance(absl::Seconds(9));
   EXPECT_EQ(table_.ReapExpired(), 0);
   clock_.Advance(absl::Seconds(2));

@@ -2,17 +2,21 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/mutex.h"
+#include "base/status_macros.h"
 #include "client/cpp/pjrt_client/internal.h"
 #include "base/version.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace pjrt_client {
 namespace v1 = ::pjrt::v1;
@@ -45,15 +49,99 @@ Client::Client(std::string address, std::shared_ptr<grpc::Channel> channel)
       buffers_(v1::Buffers::NewStub(channel_)),
       executables_(v1::Executables::NewStub(channel_)) {}
 
-absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
+namespace {
+
+// Adds "authorization: Bearer TOKEN" to every call of a channel.
+class BearerToken : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerToken(const std::string* value) : value_(value) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *value_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* value_;
+};
+
+class BearerTokenFactory
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(const std::string& token)
+      : value_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new BearerToken(&value_);
+  }
+
+ private:
+  const std::string value_;
+};
+
+std::string OptionOrEnv(const std::string& value, const char* variable) {
+  if (!value.empty()) return value;
+  const char* env = std::getenv(variable);
+  return env == nullptr ? std::string() : std::string(env);
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path,
+                                    absl::string_view what) {
+  if (path.empty()) return std::string();
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot read the %s %s", what, path));
+  }
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
     const ConnectOptions& options) {
   std::string address = ResolveAddress(options.address);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  auto channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+  const std::string token = OptionOrEnv(options.token, "PJRTD_TOKEN");
+  const std::string ca = OptionOrEnv(options.tls_ca, "PJRTD_TLS_CA");
+  const std::string cert = OptionOrEnv(options.tls_cert, "PJRTD_TLS_CERT");
+  const std::string key = OptionOrEnv(options.tls_key, "PJRTD_TLS_KEY");
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs both tls_cert and tls_key");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!ca.empty() || !cert.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    PJRT_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(ca, "TLS CA file"));
+    PJRT_ASSIGN_OR_RETURN(ssl.pem_cert_chain,
+                          ReadPem(cert, "TLS certificate file"));
+    PJRT_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(key, "TLS key file"));
+    credentials = grpc::SslCredentials(ssl);
+  }
+  std::vector<std::unique_ptr<
+      grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (!token.empty()) {
+    interceptors.push_back(std::make_unique<BearerTokenFactory>(token));
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, credentials, args, std::move(interceptors));
+}
+
+absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
+    const ConnectOptions& options) {
+  std::string address = ResolveAddress(options.address);
+  PJRT_ASSIGN_OR_RETURN(auto channel, MakeChannel(options));
   if (!channel->WaitForConnected(
           absl::ToChronoTime(absl::Now() + options.timeout))) {
     return absl::UnavailableError(absl::StrFormat(

@@ -59,7 +59,21 @@ struct ConnectOptions {
   // memory when the daemon is on this host (it offers a region socket and
   // the socket is reachable); otherwise, or when false, stream them.
   bool shared_memory = true;
+  // The tenant's bearer token, for a daemon with a tenants file; empty:
+  // $PJRTD_TOKEN, if set.
+  std::string token;
+  // PEM files. tls_ca: connect over TLS, trusting this CA ($PJRTD_TLS_CA).
+  // tls_cert and tls_key: present this client certificate (mutual TLS;
+  // $PJRTD_TLS_CERT, $PJRTD_TLS_KEY).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
+
+// The channel Connect uses for `options` (TLS and token applied), for
+// tools that call the daemon's services directly.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const ConnectOptions& options);
 
 // Arrays smaller than this are streamed even when shared memory works.
 inline constexpr int64_t kSharedMemoryThreshold = int64_t{1} << 20;

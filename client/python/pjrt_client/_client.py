@@ -28,6 +28,10 @@ from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
 DEFAULT_ADDRESS = "unix:///run/pjrtd/pjrtd.sock"
 #: Environment variable that overrides :data:`DEFAULT_ADDRESS`.
 ADDRESS_ENV_VAR = "PJRTD_ADDRESS"
+TOKEN_ENV_VAR = "PJRTD_TOKEN"
+TLS_CA_ENV_VAR = "PJRTD_TLS_CA"
+TLS_CERT_ENV_VAR = "PJRTD_TLS_CERT"
+TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
 #: pjrt.v1 protocol revision this client speaks (2: executables).
 PROTOCOL_VERSION = 5
 #: Bytes per upload chunk (the protocol's maximum).
@@ -990,6 +994,44 @@ class Executable:
         self.delete()
 
 
+class _BearerToken(grpc.UnaryUnaryClientInterceptor,
+                   grpc.UnaryStreamClientInterceptor,
+                   grpc.StreamUnaryClientInterceptor,
+                   grpc.StreamStreamClientInterceptor):
+    """Adds ``authorization: Bearer TOKEN`` to every call."""
+
+    def __init__(self, token: str) -> None:
+        self._metadata = ("authorization", f"Bearer {token}")
+
+    def _details(self, details: Any) -> Any:
+        metadata = list(details.metadata or [])
+        metadata.append(self._metadata)
+        return details._replace(metadata=metadata)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+
+def _read_file(path: str | None, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise FailedPreconditionError(
+            f"cannot read the {what} {path}: {e.strerror}") from None
+
+
 class Client:
     """A connection to pjrtd, with the session that owns its buffers.
 
@@ -1000,12 +1042,31 @@ class Client:
 
     def __init__(self, address: str | None = None, timeout: float = 10.0,
                  client_name: str | None = None, attach: bool = True,
-                 shared_memory: bool = True) -> None:
+                 shared_memory: bool = True, token: str | None = None,
+                 tls_ca: str | None = None, tls_cert: str | None = None,
+                 tls_key: str | None = None) -> None:
         self.address = resolve_address(address)
-        self._channel = grpc.insecure_channel(self.address,
-                                              options=_CHANNEL_OPTIONS)
+        token = token or os.environ.get(TOKEN_ENV_VAR) or None
+        tls_ca = tls_ca or os.environ.get(TLS_CA_ENV_VAR) or None
+        tls_cert = tls_cert or os.environ.get(TLS_CERT_ENV_VAR) or None
+        tls_key = tls_key or os.environ.get(TLS_KEY_ENV_VAR) or None
+        if (tls_cert is None) != (tls_key is None):
+            raise FailedPreconditionError(
+                "a client certificate needs both tls_cert and tls_key")
+        if tls_ca or tls_cert:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read_file(tls_ca, "TLS CA file"),
+                private_key=_read_file(tls_key, "TLS key file"),
+                certificate_chain=_read_file(tls_cert, "TLS certificate file"))
+            raw = grpc.secure_channel(self.address, credentials,
+                                      options=_CHANNEL_OPTIONS)
+        else:
+            raw = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        self._raw_channel = raw
+        self._channel = (grpc.intercept_channel(raw, _BearerToken(token))
+                         if token else raw)
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            grpc.channel_ready_future(raw).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
             raise UnavailableError(
@@ -1485,7 +1546,9 @@ class Client:
 
 def connect(address: str | None = None, timeout: float = 10.0, *,
             client_name: str | None = None,
-            shared_memory: bool = True) -> Client:
+            shared_memory: bool = True, token: str | None = None,
+            tls_ca: str | None = None, tls_cert: str | None = None,
+            tls_key: str | None = None) -> Client:
     """Connects to pjrtd and opens a session.
 
     Args:
@@ -1495,10 +1558,19 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
         client_name: shown by ``pjrtctl sessions`` (default ``python:PID``).
         shared_memory: move large arrays through shared memory when the
             daemon is on this host (default); False always streams.
+        token: the tenant's bearer token, for a daemon with a tenants
+            file; default ``$PJRTD_TOKEN``.
+        tls_ca: PEM file of the CA that signed the daemon's certificate:
+            connect over TLS (default ``$PJRTD_TLS_CA``; the system's CAs
+            when only a client certificate is given).
+        tls_cert, tls_key: PEM client certificate and key, for a daemon
+            that requires them (mutual TLS); default ``$PJRTD_TLS_CERT``
+            and ``$PJRTD_TLS_KEY``.
 
     Raises:
         UnavailableError: nothing answered at the address.
         FailedPreconditionError: the daemon speaks another protocol revision.
     """
     return Client(address, timeout=timeout, client_name=client_name,
-                  shared_memory=shared_memory)
+                  shared_memory=shared_memory, token=token, tls_ca=tls_ca,
+                  tls_cert=tls_cert, tls_key=tls_key)

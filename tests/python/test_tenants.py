@@ -1,0 +1,277 @@
+"""Tenants: authentication by token, authorization, quotas, audit lines.
+
+One daemon for the module, started with a tenants file of two users and
+an admin whose tokens come from `pjrtctl token new`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+from typing import Iterator
+
+import grpc
+import numpy as np
+import pytest
+
+import pjrt_client
+from conftest import PJRTD, Daemon
+from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
+                                        server_pb2, server_pb2_grpc,
+                                        session_pb2, session_pb2_grpc)
+
+PJRTCTL = PJRTD.parent / "pjrtctl"
+QUOTA_BYTES = 1 << 20
+ADD_ONE = """HloModule add_one
+ENTRY main {
+  x = f32[4] parameter(0)
+  one = f32[] constant(1)
+  ones = f32[4] broadcast(one), dimensions={}
+  ROOT y = f32[4] add(x, ones)
+}
+"""
+
+
+def new_token() -> dict[str, str]:
+    out = subprocess.run([str(PJRTCTL), "--json", "token", "new"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+class Tenants:
+    def __init__(self, daemon: Daemon, tokens: dict[str, str]) -> None:
+        self.daemon = daemon
+        self.tokens = tokens
+        self.unix = daemon.addresses[0]
+        self.tcp = daemon.addresses[1]
+
+    def connect(self, who: str, **kwargs) -> pjrt_client.Client:
+        return pjrt_client.connect(self.tcp, token=self.tokens[who],
+                                   client_name=who, **kwargs)
+
+    def channel(self) -> grpc.Channel:
+        return grpc.insecure_channel(self.tcp)
+
+    @staticmethod
+    def metadata(token: str) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {token}")]
+
+
+@pytest.fixture(scope="module")
+def tenants() -> Iterator[Tenants]:
+    made = {name: new_token() for name in ("alice", "bob", "root")}
+    with tempfile.TemporaryDirectory(prefix="pjrt.") as tmp:
+        workdir = pathlib.Path(tmp)
+        tenants_file = workdir / "tenants.toml"
+        tenants_file.write_text(f"""
+[[tenant]]
+name = "alice"
+role = "user"
+token_sha256 = "{made['alice']['token_sha256']}"
+[tenant.quota]
+device_memory = {QUOTA_BYTES}
+sessions = 3
+executables = 2
+
+[[tenant]]
+name = "bob"
+token_sha256 = "{made['bob']['token_sha256']}"
+
+[[tenant]]
+name = "root"
+role = "admin"
+token_sha256 = "{made['root']['token_sha256']}"
+""")
+        tenants_file.chmod(0o600)
+        d = Daemon(workdir, "--platform", "host", "--host-devices", "2",
+                   "--tenants", str(tenants_file),
+                   "--listen", f"unix://{workdir}/pjrtd.sock",
+                   "--listen", "127.0.0.1:0")
+        yield Tenants(d, {k: v["token"] for k, v in made.items()})
+        assert d.stop() == 0, d.log_path.read_text()
+
+
+def test_a_call_without_a_credential_is_unauthenticated(tenants):
+    with pytest.raises(pjrt_client.UnauthenticatedError,
+                       match="admits tenants only"):
+        pjrt_client.connect(tenants.tcp)
+    stub = server_pb2_grpc.ServerStub(tenants.channel())
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Ping(server_pb2.PingRequest(), timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_wrong_token_is_unauthenticated_and_audited(tenants):
+    with pytest.raises(pjrt_client.UnauthenticatedError,
+                       match="matches no tenant"):
+        pjrt_client.connect(tenants.tcp, token="0" * 64)
+    log = tenants.daemon.log_path.read_text()
+    assert 'audit event=auth_failed' in log
+    assert 'reason="unknown token"' in log
+
+
+def test_a_tenant_works_with_its_token_over_both_listeners(tenants):
+    for address in (tenants.unix, tenants.tcp):
+        with pjrt_client.connect(address, token=tenants.tokens["bob"]) as c:
+            x = c.put(np.arange(4, dtype=np.float32))
+            y = c.compile(ADD_ONE).execute([x])[0]
+            np.testing.assert_array_equal(y.to_numpy(), [1, 2, 3, 4])
+    assert 'audit event=session_opened tenant="bob"' in (
+        tenants.daemon.log_path.read_text())
+
+
+def test_another_tenants_session_and_handles_are_not_found(tenants):
+    with tenants.connect("alice") as alice:
+        x = alice.put(np.ones(4, np.float32))
+        channel = tenants.channel()
+        buffers = buffer_pb2_grpc.BuffersStub(channel)
+        sessions = session_pb2_grpc.SessionsStub(channel)
+        bob = tenants.metadata(tenants.tokens["bob"])
+        calls = [
+            lambda: buffers.DescribeBuffer(buffer_pb2.DescribeBufferRequest(
+                session_id=alice.session_id, handle=x._handle),
+                metadata=bob, timeout=10),
+            lambda: buffers.DeleteBuffers(buffer_pb2.DeleteBuffersRequest(
+                session_id=alice.session_id, handles=[x._handle]),
+                metadata=bob, timeout=10),
+            lambda: sessions.KeepAlive(session_pb2.KeepAliveRequest(
+                session_id=alice.session_id), metadata=bob, timeout=10),
+            lambda: sessions.CloseSession(session_pb2.CloseSessionRequest(
+                session_id=alice.session_id), metadata=bob, timeout=10),
+        ]
+        for call in calls:
+            with pytest.raises(grpc.RpcError) as e:
+                call()
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+            # Exactly as a session that does not exist.
+            assert "is not open" in e.value.details()
+        # Alice's data is untouched.
+        np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))
+
+
+def test_users_list_their_own_sessions_and_admins_all(tenants):
+    with tenants.connect("alice"), tenants.connect("bob"):
+        stub = session_pb2_grpc.SessionsStub(tenants.channel())
+
+        def listed(who: str) -> set[str]:
+            response = stub.ListSessions(
+                session_pb2.ListSessionsRequest(),
+                metadata=tenants.metadata(tenants.tokens[who]), timeout=10)
+            return {s.tenant for s in response.sessions}
+
+        assert listed("alice") == {"alice"}
+        assert listed("bob") == {"bob"}
+        assert listed("root") >= {"alice", "bob"}
+
+
+def test_admin_calls_need_the_admin_role(tenants):
+    with tenants.connect("alice") as alice:
+        channel = tenants.channel()
+        sessions = session_pb2_grpc.SessionsStub(channel)
+        server = server_pb2_grpc.ServerStub(channel)
+        bob = tenants.metadata(tenants.tokens["bob"])
+        public_id = alice._session.public_id
+        for call in (
+                lambda: sessions.CloseSessionAsAdmin(
+                    session_pb2.CloseSessionAsAdminRequest(
+                        public_id=public_id), metadata=bob, timeout=10),
+                lambda: server.GetStats(server_pb2.GetStatsRequest(),
+                                        metadata=bob, timeout=10)):
+            with pytest.raises(grpc.RpcError) as e:
+                call()
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "admin role" in e.value.details()
+            assert "'bob'" in e.value.details()
+        # The admin may read stats and close alice's session.
+        root = tenants.metadata(tenants.tokens["root"])
+        server.GetStats(server_pb2.GetStatsRequest(), metadata=root,
+                        timeout=10)
+        sessions.CloseSessionAsAdmin(
+            session_pb2.CloseSessionAsAdminRequest(public_id=public_id),
+            metadata=root, timeout=10)
+        with pytest.raises(pjrt_client.NotFoundError):
+            alice.put(np.ones(4, np.float32))
+    assert 'audit event=admin_close admin="root"' in (
+        tenants.daemon.log_path.read_text())
+
+
+def test_memory_quota_refuses_the_tenant_and_not_the_others(tenants):
+    with tenants.connect("alice", shared_memory=False) as alice, \
+            tenants.connect("bob", shared_memory=False) as bob:
+        half = np.zeros(QUOTA_BYTES // 8, np.float32)  # a half of the quota
+        kept = [alice.put(half, device=0), alice.put(half, device=0)]
+        with pytest.raises(pjrt_client.ResourceExhaustedError) as e:
+            alice.put(half, device=0)
+        message = str(e.value)
+        assert "quota.device_memory" in message
+        assert str(QUOTA_BYTES) in message and "alice" in message
+        # The quota is per device: device 1 still has room.
+        alice.put(half, device=1)
+        # Bob is not limited by alice's quota.
+        for _ in range(4):
+            bob.put(half, device=0)
+        # Freed memory counts no more.
+        kept[0].delete()
+        alice.put(half, device=0)
+    assert 'audit event=quota_refused tenant="alice"' in (
+        tenants.daemon.log_path.read_text())
+
+
+def test_session_and_executable_quotas(tenants):
+    opened = [tenants.connect("alice") for _ in range(3)]
+    try:
+        with pytest.raises(pjrt_client.ResourceExhaustedError,
+                           match="quota.sessions = 3"):
+            tenants.connect("alice")
+        with tenants.connect("bob"):
+            pass
+        c = opened[0]
+        kept = [c.compile(ADD_ONE), c.compile(ADD_ONE)]
+        with pytest.raises(pjrt_client.ResourceExhaustedError,
+                           match="quota.executables = 2"):
+            c.compile(ADD_ONE)
+        kept[0].delete()
+        c.compile(ADD_ONE)
+    finally:
+        for c in opened:
+            c.close()
+    # Closed sessions give their quota back.
+    with tenants.connect("alice"):
+        pass
+
+
+def test_pjrtctl_takes_a_token_file(tenants, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(tenants.tokens["root"] + "\n")
+    token_file.chmod(0o600)
+    out = subprocess.run(
+        [str(PJRTCTL), "--address", tenants.tcp, "--token-file",
+         str(token_file), "--json", "sessions"],
+        capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr + out.stdout
+    refused = subprocess.run(
+        [str(PJRTCTL), "--address", tenants.tcp, "info"],
+        capture_output=True, text=True, env={**os.environ, "PJRTD_TOKEN": ""})
+    assert refused.returncode != 0
+    assert "UNAUTHENTICATED" in refused.stdout + refused.stderr
+
+
+def test_a_tenants_file_readable_by_others_is_refused(tmp_path):
+    tenants_file = tmp_path / "tenants.toml"
+    tenants_file.write_text('[[tenant]]\nname = "a"\ntoken_sha256 = "%s"\n'
+                            % ("0" * 64))
+    tenants_file.chmod(0o644)
+    out = subprocess.run([str(PJRTD), "--tenants", str(tenants_file),
+                          "--listen", f"unix://{tmp_path}/s.sock"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert "chmod 600" in out.stderr
+
+
+def test_a_public_plaintext_listener_is_refused_without_insecure_tcp(tmp_path):
+    out = subprocess.run([str(PJRTD), "--listen", "0.0.0.0:0"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert "--insecure-tcp" in out.stderr
