@@ -13,14 +13,14 @@ _pjrtctl() {
     cword=$COMP_CWORD
   fi
 
-  local commands="info devices health stats sessions compile run put get transfer bench"
-  local global="--address --json --timeout --help --version"
+  local commands="info devices health stats sessions compile run put get transfer bench token"
+  local global="--address --json --timeout --token-file --tls-ca --tls-cert --tls-key --help --version"
 
   # The command is the first word that is not a global flag or its value.
   local command="" i
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
-      --address | --timeout) ((i++)) ;;
+      --address | --timeout | --token-file | --tls-ca | --tls-cert | --tls-key) ((i++)) ;;
       -*) ;;
       *) command=${words[i]}; break ;;
     esac
@@ -30,7 +30,7 @@ _pjrtctl() {
     --address | --from | --to)
       COMPREPLY=($(compgen -W "unix://" -- "$cur"))
       return ;;
-    --admin-token-file)
+    --admin-token-file | --token-file | --tls-ca | --tls-cert | --tls-key)
       COMPREPLY=($(compgen -f -- "$cur"))
       return ;;
     --input | -o | --output)
@@ -41,7 +41,7 @@ _pjrtctl() {
       return ;;
     --timeout | --wait | --device | --replicas | --partitions | --repeat | \
       --session | --lease | --from-device | --to-device | --receive-timeout | \
-      --size | --calls | --transfers | --close)
+      --size | --calls | --transfers | --close | --name)
       return ;;
   esac
 
@@ -65,6 +65,10 @@ _pjrtctl() {
       [[ $cur != -* ]] &&
         COMPREPLY=($(compgen -f -X '!*.npy' -- "$cur") $(compgen -d -- "$cur")) ;;
     get) flags="-o --output --session" ;;
+    token)
+      flags="--name"
+      [[ $cur != -* && ${words[cword-1]} == token ]] &&
+        COMPREPLY=($(compgen -W "new" -- "$cur")) ;;
     bench) flags="--size --calls --transfers --steps --device" ;;
     transfer)
       flags="--from --to --from-device --to-device --receive-timeout"
