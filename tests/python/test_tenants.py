@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import tempfile
+import time
 from typing import Iterator
 
 import grpc
@@ -41,8 +43,10 @@ def new_token() -> dict[str, str]:
 
 
 class Tenants:
-    def __init__(self, daemon: Daemon, tokens: dict[str, str]) -> None:
+    def __init__(self, daemon: Daemon, tokens: dict[str, str],
+                 tenants_file: pathlib.Path) -> None:
         self.daemon = daemon
+        self.tenants_file = tenants_file
         self.tokens = tokens
         self.unix = daemon.addresses[0]
         self.tcp = daemon.addresses[1]
@@ -89,7 +93,8 @@ token_sha256 = "{made['root']['token_sha256']}"
                    "--tenants", str(tenants_file),
                    "--listen", f"unix://{workdir}/pjrtd.sock",
                    "--listen", "127.0.0.1:0")
-        yield Tenants(d, {k: v["token"] for k, v in made.items()})
+        yield Tenants(d, {k: v["token"] for k, v in made.items()},
+                      tenants_file)
         assert d.stop() == 0, d.log_path.read_text()
 
 
@@ -275,3 +280,37 @@ def test_a_public_plaintext_listener_is_refused_without_insecure_tcp(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0
     assert "--insecure-tcp" in out.stderr
+
+
+def test_sighup_reloads_the_tenants_file_and_keeps_sessions(tenants):
+    carol = new_token()
+    with tenants.connect("bob") as bob:
+        x = bob.put(np.ones(4, np.float32))
+        with pytest.raises(pjrt_client.UnauthenticatedError):
+            pjrt_client.connect(tenants.tcp, token=carol["token"])
+        original = tenants.tenants_file.read_text()
+        tenants.tenants_file.write_text(
+            original + f"""
+[[tenant]]
+name = "carol"
+token_sha256 = "{carol['token_sha256']}"
+""")
+        try:
+            tenants.daemon.process.send_signal(signal.SIGHUP)
+            # The daemon reloads when it takes the signal: poll for that.
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    pjrt_client.connect(tenants.tcp,
+                                        token=carol["token"]).close()
+                    break
+                except pjrt_client.UnauthenticatedError:
+                    assert time.monotonic() < deadline, "not reloaded"
+                    time.sleep(0.05)
+            # Bob's session and data survived the reload.
+            np.testing.assert_array_equal(x.to_numpy(), np.ones(4))
+        finally:
+            tenants.tenants_file.write_text(original)
+            tenants.daemon.process.send_signal(signal.SIGHUP)
+    assert "audit event=tenants_reloaded" in (
+        tenants.daemon.log_path.read_text())
