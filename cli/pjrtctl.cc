@@ -1447,7 +1447,8 @@ int Main(int argc, char** argv) {
                  "The client certificate's PEM key (default: $PJRTD_TLS_KEY)");
 
   auto* token = app.add_subcommand(
-      "token", "Make credentials for the daemon's tenants file.");
+      "token", "Make credentials for the daemon's tenants file.\n"
+               "Example: pjrtctl token new --name alice");
   auto* token_new = token->add_subcommand(
       "new", "Print a fresh random token and the tenants-file lines that "
              "admit it.\nExample: pjrtctl token new --name alice");

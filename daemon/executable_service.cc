@@ -249,6 +249,35 @@ absl::Status ExecutableService::ExecuteOne(
                         MaybeStartWaitingCall(*session, raw_arguments));
   std::shared_ptr<Cancellation> call = CallCancellation(context, *session);
   options.wait_cancellation = call.get();
+  // With tenants, executions take turns on each device, and count against
+  // the tenant's queued_executions quota until they finish.
+  struct QueuedRun {
+    FairQueue::Ticket ticket;
+    std::shared_ptr<TenantAccount> account;
+    int device = -1;
+    ~QueuedRun() {
+      ticket.Release();
+      if (account != nullptr) account->GiveQueuedExecution(device);
+    }
+  };
+  std::shared_ptr<QueuedRun> queued;
+  if (const auto& account = session->account(); account != nullptr) {
+    const int ordinal = device->local_hardware_id();
+    absl::Status quota = account->TakeQueuedExecution(ordinal);
+    if (!quota.ok()) {
+      Audit("quota_refused", {{"tenant", account->name()},
+                              {"session", absl::StrCat(session->public_id())},
+                              {"reason", std::string(quota.message())}});
+      return quota;
+    }
+    queued = std::make_shared<QueuedRun>();
+    queued->account = account;
+    queued->device = ordinal;
+    PJRT_ASSIGN_OR_RETURN(
+        queued->ticket,
+        fair_queues_[static_cast<size_t>(ordinal)]->Enter(
+            account.get(), account->weight(), call.get()));
+  }
   // A caller that waits for the results anyway, or that streams its steps
   // (the next request cannot start before this one is enqueued), gains from
   // running the work on this thread while the device is idle: two thread
@@ -268,6 +297,15 @@ absl::Status ExecutableService::ExecuteOne(
     results = e.ExecuteSharded(raw_arguments, device, options);
   }
   if (!results.ok()) return results.status();
+  if (queued != nullptr && !results->empty()) {
+    // Every result of a run is defined by the same event: the first
+    // array's readiness is the run's end (a tuple's OnReady would block).
+    runtime::Buffer* first = results->front().get();
+    while (first->is_tuple() && !first->tuple_elements().empty()) {
+      first = first->tuple_elements().front().get();
+    }
+    if (!first->is_tuple()) first->OnReady([queued](absl::Status) {});
+  }
   if (request.options().wait_until_ready()) {
     AwaitResults(context, *results, session->cancellation().get());
   }

@@ -132,6 +132,9 @@ absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
   } else if (key == "max_concurrent_compiles") {
     PJRT_ASSIGN_OR_RETURN(limits->max_concurrent_compiles,
                           IntValue(node, source, key, 0, 1 << 16));
+  } else if (key == "fair_queue_depth") {
+    PJRT_ASSIGN_OR_RETURN(limits->fair_queue_depth,
+                          IntValue(node, source, key, 1, 1 << 16));
   } else if (key == "max_handler_threads") {
     PJRT_ASSIGN_OR_RETURN(limits->max_handler_threads,
                           IntValue(node, source, key, 16, 1 << 20));
@@ -287,7 +290,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "max_regions, max_region_bytes_per_session, max_region_bytes, "
           "max_region_connections_per_peer, max_region_connections_per_user, "
           "max_region_connections, "
-          "max_program_bytes, max_concurrent_compiles, max_handler_threads, "
+          "max_program_bytes, max_concurrent_compiles, fair_queue_depth, "
+          "max_handler_threads, "
           "compile_cache_entries, compile_cache_bytes, "
           "max_collective_timeout_seconds, max_receive_timeout_seconds)",
           source, EscapeForLog(key, 64)));

@@ -54,6 +54,10 @@ struct DaemonLimits {
   absl::Duration max_receive_timeout = absl::Hours(24);
   // Programs compiled at once (0: one per core); more wait their turn.
   int max_concurrent_compiles = 0;
+  // With tenants: executions admitted to a device and not finished, at
+  // most; beyond, tenants take turns (see FairQueue). Smaller is fairer,
+  // larger lets one tenant queue further ahead of its device.
+  int fair_queue_depth = 2;
   // Threads gRPC may run handlers on; calls beyond get RESOURCE_EXHAUSTED.
   int max_handler_threads = 4096;
 };

@@ -19,6 +19,7 @@
 #include "daemon/cluster.h"
 #include "daemon/compile_cache.h"
 #include "daemon/cross_host.h"
+#include "daemon/fair_queue.h"
 #include "daemon/grpc_status.h"
 #include "daemon/options.h"
 #include "daemon/session_table.h"
@@ -75,6 +76,19 @@ absl::StatusOr<Session::WaitingCall> MaybeStartWaitingCall(
 absl::StatusOr<runtime::Device*> LookupAddressableDevice(
     const runtime::Client& client, const Cluster& cluster, int id);
 
+// Guarded, once the caller is authenticated: with tenants in force, a call
+// that proves none is UNAUTHENTICATED before its request is looked at.
+template <typename Handler>
+grpc::Status Authenticated(Authenticator* auth,
+                           const grpc::ServerContextBase& context,
+                           absl::string_view rpc, Handler&& handler) {
+  return Guarded(rpc, [&]() -> grpc::Status {
+    absl::StatusOr<Caller> caller = auth->Authenticate(context);
+    if (!caller.ok()) return ToGrpcStatus(caller.status());
+    return std::forward<Handler>(handler)();
+  });
+}
+
 class ServerService final : public v1::Server::Service {
  public:
   ServerService(runtime::Client* client, Cluster* cluster,
@@ -93,32 +107,32 @@ class ServerService final : public v1::Server::Service {
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
                              v1::ServerInfo* response) override {
-    return Guarded("Server.GetServerInfo", [&] {
+    return Authenticated(auth_, *context, "Server.GetServerInfo", [&] {
       return GetServerInfoImpl(context, request, response);
     });
   }
   grpc::Status ListDevices(grpc::ServerContext* context,
                            const v1::ListDevicesRequest* request,
                            v1::ListDevicesResponse* response) override {
-    return Guarded("Server.ListDevices",
+    return Authenticated(auth_, *context, "Server.ListDevices",
                    [&] { return ListDevicesImpl(context, request, response); });
   }
   grpc::Status GetStats(grpc::ServerContext* context,
                         const v1::GetStatsRequest* request,
                         v1::Stats* response) override {
-    return Guarded("Server.GetStats",
+    return Authenticated(auth_, *context, "Server.GetStats",
                    [&] { return GetStatsImpl(context, request, response); });
   }
   grpc::Status Ping(grpc::ServerContext* context,
                     const v1::PingRequest* request,
                     v1::PingResponse* response) override {
-    return Guarded("Server.Ping",
+    return Authenticated(auth_, *context, "Server.Ping",
                    [&] { return PingImpl(context, request, response); });
   }
   grpc::Status GetClusterStatus(grpc::ServerContext* context,
                                 const v1::GetClusterStatusRequest* request,
                                 v1::ClusterStatus* response) override {
-    return Guarded("Server.GetClusterStatus", [&] {
+    return Authenticated(auth_, *context, "Server.GetClusterStatus", [&] {
       return GetClusterStatusImpl(context, request, response);
     });
   }
@@ -231,61 +245,61 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status Upload(grpc::ServerContext* context,
                       grpc::ServerReader<v1::UploadRequest>* reader,
                       v1::BufferInfo* response) override {
-    return Guarded("Buffers.Upload",
+    return Authenticated(auth_, *context, "Buffers.Upload",
                    [&] { return UploadImpl(context, reader, response); });
   }
   grpc::Status Download(
       grpc::ServerContext* context, const v1::DownloadRequest* request,
       grpc::ServerWriter<v1::DownloadResponse>* writer) override {
-    return Guarded("Buffers.Download",
+    return Authenticated(auth_, *context, "Buffers.Download",
                    [&] { return DownloadImpl(context, request, writer); });
   }
   grpc::Status DescribeBuffer(grpc::ServerContext* context,
                               const v1::DescribeBufferRequest* request,
                               v1::BufferInfo* response) override {
-    return Guarded("Buffers.DescribeBuffer", [&] {
+    return Authenticated(auth_, *context, "Buffers.DescribeBuffer", [&] {
       return DescribeBufferImpl(context, request, response);
     });
   }
   grpc::Status DeleteBuffers(grpc::ServerContext* context,
                              const v1::DeleteBuffersRequest* request,
                              v1::DeleteBuffersResponse* response) override {
-    return Guarded("Buffers.DeleteBuffers", [&] {
+    return Authenticated(auth_, *context, "Buffers.DeleteBuffers", [&] {
       return DeleteBuffersImpl(context, request, response);
     });
   }
   grpc::Status BlockUntilReady(grpc::ServerContext* context,
                                const v1::BlockUntilReadyRequest* request,
                                v1::BufferInfo* response) override {
-    return Guarded("Buffers.BlockUntilReady", [&] {
+    return Authenticated(auth_, *context, "Buffers.BlockUntilReady", [&] {
       return BlockUntilReadyImpl(context, request, response);
     });
   }
   grpc::Status CopyToDevice(grpc::ServerContext* context,
                             const v1::CopyToDeviceRequest* request,
                             v1::BufferInfo* response) override {
-    return Guarded("Buffers.CopyToDevice", [&] {
+    return Authenticated(auth_, *context, "Buffers.CopyToDevice", [&] {
       return CopyToDeviceImpl(context, request, response);
     });
   }
   grpc::Status GetReadyState(grpc::ServerContext* context,
                              const v1::GetReadyStateRequest* request,
                              v1::GetReadyStateResponse* response) override {
-    return Guarded("Buffers.GetReadyState", [&] {
+    return Authenticated(auth_, *context, "Buffers.GetReadyState", [&] {
       return GetReadyStateImpl(context, request, response);
     });
   }
   grpc::Status MakeTuple(grpc::ServerContext* context,
                          const v1::MakeTupleRequest* request,
                          v1::BufferInfo* response) override {
-    return Guarded("Buffers.MakeTuple",
+    return Authenticated(auth_, *context, "Buffers.MakeTuple",
                    [&] { return MakeTupleImpl(context, request, response); });
   }
   grpc::Status MakeCrossHostReceiveBuffers(
       grpc::ServerContext* context,
       const v1::MakeCrossHostReceiveBuffersRequest* request,
       v1::MakeCrossHostReceiveBuffersResponse* response) override {
-    return Guarded("Buffers.MakeCrossHostReceiveBuffers", [&] {
+    return Authenticated(auth_, *context, "Buffers.MakeCrossHostReceiveBuffers", [&] {
       return MakeCrossHostReceiveBuffersImpl(context, request, response);
     });
   }
@@ -293,7 +307,7 @@ class BufferService final : public v1::Buffers::Service {
       grpc::ServerContext* context,
       const v1::CopyToRemoteDeviceRequest* request,
       v1::CopyToRemoteDeviceResponse* response) override {
-    return Guarded("Buffers.CopyToRemoteDevice", [&] {
+    return Authenticated(auth_, *context, "Buffers.CopyToRemoteDevice", [&] {
       return CopyToRemoteDeviceImpl(context, request, response);
     });
   }
@@ -301,35 +315,35 @@ class BufferService final : public v1::Buffers::Service {
       grpc::ServerContext* context,
       const v1::CancelCrossHostReceivesRequest* request,
       v1::CancelCrossHostReceivesResponse* response) override {
-    return Guarded("Buffers.CancelCrossHostReceives", [&] {
+    return Authenticated(auth_, *context, "Buffers.CancelCrossHostReceives", [&] {
       return CancelCrossHostReceivesImpl(context, request, response);
     });
   }
   grpc::Status UploadFromRegion(grpc::ServerContext* context,
                                 const v1::UploadFromRegionRequest* request,
                                 v1::BufferInfo* response) override {
-    return Guarded("Buffers.UploadFromRegion", [&] {
+    return Authenticated(auth_, *context, "Buffers.UploadFromRegion", [&] {
       return UploadFromRegionImpl(context, request, response);
     });
   }
   grpc::Status DownloadToRegion(grpc::ServerContext* context,
                                 const v1::DownloadToRegionRequest* request,
                                 v1::BufferInfo* response) override {
-    return Guarded("Buffers.DownloadToRegion", [&] {
+    return Authenticated(auth_, *context, "Buffers.DownloadToRegion", [&] {
       return DownloadToRegionImpl(context, request, response);
     });
   }
   grpc::Status UnregisterRegion(
       grpc::ServerContext* context, const v1::UnregisterRegionRequest* request,
       v1::UnregisterRegionResponse* response) override {
-    return Guarded("Buffers.UnregisterRegion", [&] {
+    return Authenticated(auth_, *context, "Buffers.UnregisterRegion", [&] {
       return UnregisterRegionImpl(context, request, response);
     });
   }
   grpc::Status ListRegions(grpc::ServerContext* context,
                            const v1::ListRegionsRequest* request,
                            v1::ListRegionsResponse* response) override {
-    return Guarded("Buffers.ListRegions",
+    return Authenticated(auth_, *context, "Buffers.ListRegions",
                    [&] { return ListRegionsImpl(context, request, response); });
   }
 
@@ -445,38 +459,43 @@ class ExecutableService final : public v1::Executables::Service {
         compile_slots_(
             limits.max_concurrent_compiles > 0
                 ? limits.max_concurrent_compiles
-                : std::max(1u, std::thread::hardware_concurrency())) {}
+                : std::max(1u, std::thread::hardware_concurrency())) {
+    for (size_t i = 0; i < client->devices().size(); ++i) {
+      fair_queues_.push_back(
+          std::make_unique<FairQueue>(limits.fair_queue_depth));
+    }
+  }
 
   grpc::Status Compile(grpc::ServerContext* context,
                        const v1::CompileRequest* request,
                        v1::CompileResponse* response) override {
-    return Guarded("Executables.Compile",
+    return Authenticated(auth_, *context, "Executables.Compile",
                    [&] { return CompileImpl(context, request, response); });
   }
   grpc::Status Execute(grpc::ServerContext* context,
                        const v1::ExecuteRequest* request,
                        v1::ExecuteResponse* response) override {
-    return Guarded("Executables.Execute",
+    return Authenticated(auth_, *context, "Executables.Execute",
                    [&] { return ExecuteImpl(context, request, response); });
   }
   grpc::Status ExecuteStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
           stream) override {
-    return Guarded("Executables.ExecuteStream",
+    return Authenticated(auth_, *context, "Executables.ExecuteStream",
                    [&] { return ExecuteStreamImpl(context, stream); });
   }
   grpc::Status ExecuteReplicated(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
       v1::ExecuteReplicatedResponse* response) override {
-    return Guarded("Executables.ExecuteReplicated", [&] {
+    return Authenticated(auth_, *context, "Executables.ExecuteReplicated", [&] {
       return ExecuteReplicatedImpl(context, request, response);
     });
   }
   grpc::Status DeleteExecutable(
       grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
       v1::DeleteExecutableResponse* response) override {
-    return Guarded("Executables.DeleteExecutable", [&] {
+    return Authenticated(auth_, *context, "Executables.DeleteExecutable", [&] {
       return DeleteExecutableImpl(context, request, response);
     });
   }
@@ -522,6 +541,8 @@ class ExecutableService final : public v1::Executables::Service {
   // Compiles run at once (each takes one), so that many large programs
   // sent together do not take every core and much memory at once.
   device::Semaphore compile_slots_;
+  // Per local device: turns between tenants (used only with tenants).
+  std::vector<std::unique_ptr<FairQueue>> fair_queues_;
 
   pjrt::Mutex streams_mu_;
   bool streams_ended_ ABSL_GUARDED_BY(streams_mu_) = false;

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -360,6 +361,7 @@ def command_args(name: str, tmp: pathlib.Path, address: str) -> list[str]:
         "put": ["put", str(tmp / "v.npy")],
         "bench": ["bench", "--size", "4KiB", "--calls", "3",
                   "--transfers", "1"],
+        "token": ["token", "new", "--name", "ci"],
     }[name]
 
 
@@ -407,13 +409,19 @@ def check_json(name: str, doc: dict, client: pjrt_client.Client,
         assert doc["shape"] == "f32[3]"
     elif name == "bench":
         assert doc["transfer_bytes"] == 4096
+    elif name == "token":
+        # 256 random bits, kept in the tenants file only as a salted hash.
+        token = doc["token"]
+        assert re.fullmatch(r"[0-9a-f]{64}", token)
+        salt, digest = doc["token_sha256"].split("$")
+        assert digest == hashlib.sha256((salt + token).encode()).hexdigest()
     else:
         raise AssertionError(f"no check for {name}")
 
 
 # `transfer` needs a cluster: tests/python/test_cluster.py runs it.
 LOCAL_COMMANDS = ["info", "devices", "health", "stats", "sessions",
-                  "compile", "run", "put", "get", "bench"]
+                  "compile", "run", "put", "get", "bench", "token"]
 
 
 def test_the_list_covers_every_command():

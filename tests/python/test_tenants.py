@@ -6,11 +6,13 @@ an admin whose tokens come from `pjrtctl token new`.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import pathlib
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Iterator
 
@@ -21,8 +23,9 @@ import pytest
 import pjrt_client
 from conftest import PJRTD, Daemon
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
-                                        server_pb2, server_pb2_grpc,
-                                        session_pb2, session_pb2_grpc)
+                                        executable_pb2, server_pb2,
+                                        server_pb2_grpc, session_pb2,
+                                        session_pb2_grpc)
 
 PJRTCTL = PJRTD.parent / "pjrtctl"
 QUOTA_BYTES = 1 << 20
@@ -32,6 +35,17 @@ ENTRY main {
   one = f32[] constant(1)
   ones = f32[4] broadcast(one), dimensions={}
   ROOT y = f32[4] add(x, ones)
+}
+"""
+
+
+# A few milliseconds of work on the host platform (about 3.5 ms on CI's
+# kind of machine).
+MATMUL = """HloModule matmul
+ENTRY main {
+  x = f32[512,512] parameter(0)
+  ROOT y = f32[512,512] dot(x, x), lhs_contracting_dims={1},
+      rhs_contracting_dims={0}
 }
 """
 
@@ -106,6 +120,51 @@ def test_a_call_without_a_credential_is_unauthenticated(tenants):
     with pytest.raises(grpc.RpcError) as e:
         stub.Ping(server_pb2.PingRequest(), timeout=10)
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def every_client_rpc() -> list[tuple[str, bool, bool]]:
+    """(path, client streaming, server streaming) of every client RPC."""
+    rpcs = []
+    for module in (server_pb2, session_pb2, buffer_pb2, executable_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                rpcs.append((f"/{service.full_name}/{method.name}",
+                             method.client_streaming,
+                             method.server_streaming))
+    return rpcs
+
+
+def call_raw(channel: grpc.Channel, rpc: tuple[str, bool, bool],
+             metadata: list[tuple[str, str]]) -> None:
+    """Calls `rpc` with an empty request (or one empty message)."""
+    path, client_streaming, server_streaming = rpc
+    kind = {(False, False): channel.unary_unary,
+            (False, True): channel.unary_stream,
+            (True, False): channel.stream_unary,
+            (True, True): channel.stream_stream}[
+                (client_streaming, server_streaming)]
+    method = kind(path, request_serializer=lambda _: b"",
+                  response_deserializer=lambda b: b)
+    request = iter([b""]) if client_streaming else b""
+    response = method(request, metadata=metadata, timeout=10)
+    if server_streaming:
+        list(response)
+
+
+@pytest.mark.parametrize("credential", ["none", "wrong token", "malformed"])
+def test_every_rpc_refuses_a_caller_without_a_valid_credential(
+        tenants, credential):
+    metadata = {"none": [],
+                "wrong token": [("authorization", "Bearer " + "ab" * 32)],
+                "malformed": [("authorization", "Basic dXNlcg==")]}[credential]
+    channel = tenants.channel()
+    rpcs = every_client_rpc()
+    assert len(rpcs) >= 30
+    for rpc in rpcs:
+        with pytest.raises(grpc.RpcError) as e:
+            call_raw(channel, rpc, metadata)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, (
+            rpc[0], e.value.details())
 
 
 def test_a_wrong_token_is_unauthenticated_and_audited(tenants):
@@ -314,3 +373,90 @@ token_sha256 = "{carol['token_sha256']}"
             tenants.daemon.process.send_signal(signal.SIGHUP)
     assert "audit event=tenants_reloaded" in (
         tenants.daemon.log_path.read_text())
+
+
+def flood(address: str, token: str, completed, stop, threads: int,
+          total: int) -> None:
+    """Bob's load, in a process of its own (so that the measuring process's
+    threads do not wait on this one's interpreter lock): `threads` calls
+    at a time, `total` in all, each counted in `completed` once done."""
+    import sys
+    sys.setswitchinterval(1e-4)
+    with pjrt_client.connect(address, token=token) as bob:
+        x = bob.put(np.ones((512, 512), np.float32))
+        matmul = bob.compile(MATMUL)
+        submitted = threading.Semaphore(total)
+
+        def runs() -> None:
+            while not stop.is_set() and submitted.acquire(blocking=False):
+                matmul.execute([x], wait=True)[0].delete()
+                with completed.get_lock():
+                    completed.value += 1
+
+        pool = [threading.Thread(target=runs) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+
+
+def test_a_tenant_that_queues_many_runs_does_not_starve_another(tenants):
+    """Bob keeps 32 executions queued (1,000 in all); root's one run
+    completes after a few of bob's, not after his whole queue. Measured as
+    the count of bob's runs that complete while root's is queued and
+    running, not as time."""
+    context = multiprocessing.get_context("spawn")
+    completed = context.Value("q", 0)
+    stop = context.Event()
+    bob = context.Process(target=flood, args=(
+        tenants.tcp, tenants.tokens["bob"], completed, stop, 32, 1000))
+    bob.start()
+    try:
+        with tenants.connect("root") as root:
+            x = root.put(np.ones((512, 512), np.float32))
+            matmul = root.compile(MATMUL)
+            deadline = time.monotonic() + 60
+            while completed.value < 64:  # bob's queue is full by now
+                assert bob.is_alive() and time.monotonic() < deadline
+                time.sleep(0.01)
+            before = completed.value
+            matmul.execute([x], wait=True)
+            during = completed.value - before
+            still_running = bob.is_alive()
+    finally:
+        stop.set()
+        bob.join(60)
+    assert bob.exitcode == 0
+    # Bob still had runs queued when root's finished: it did not just
+    # wait for his queue to drain.
+    assert still_running
+    assert during <= 10, f"{during} of bob's runs completed first"
+
+
+ZEROS = """HloModule zeros
+ENTRY main {
+  zero = f32[] constant(0)
+  ROOT z = f32[65536] broadcast(zero), dimensions={}
+}
+"""
+
+
+def test_memory_freed_by_one_tenant_never_shows_in_anothers_buffers(
+        tenants):
+    """Bob's buffers of the size alice just freed, made every way a client
+    can make one, show bob's contents, never alice's bytes."""
+    secret = np.full(65536, 1234.5, np.float32)
+    with tenants.connect("root", shared_memory=False) as alice, \
+            tenants.connect("bob", shared_memory=False) as bob:
+        zeros = bob.compile(ZEROS)
+        mine = np.arange(65536, dtype=np.float32)
+        makers = [
+            lambda: zeros.execute([])[0],
+            lambda: bob.put(mine, device=0),
+            lambda: bob.put(mine, device=1).copy_to(0),
+        ]
+        for make in makers:
+            for _ in range(4):
+                alice.put(secret, device=0).delete()
+                got = make().to_numpy()
+                assert not np.any(got == 1234.5)

@@ -41,6 +41,37 @@ def make_cert(directory: pathlib.Path, ca: str, name: str, subject: str,
             "-extfile", extensions.name, "-out", f"{name}.crt", cwd=directory)
 
 
+def make_expired_cert(directory: pathlib.Path, ca: str, name: str,
+                      subject: str, server: bool = False) -> None:
+    """A certificate that expired in 2020 (openssl ca sets any dates)."""
+    openssl("req", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-subj", subject,
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=directory)
+    (directory / "index.txt").write_text("")
+    (directory / "serial").write_text("1000\n")
+    extension = ("subjectAltName=IP:127.0.0.1,DNS:localhost" if server
+                 else "extendedKeyUsage=clientAuth")
+    (directory / "ca.cnf").write_text(f"""
+[ca]
+default_ca = the_ca
+[the_ca]
+database = index.txt
+new_certs_dir = .
+serial = serial
+default_md = sha256
+policy = any
+x509_extensions = extensions
+[any]
+commonName = supplied
+[extensions]
+{extension}
+""")
+    openssl("ca", "-batch", "-config", "ca.cnf", "-in", f"{name}.csr",
+            "-out", f"{name}.crt", "-cert", f"{ca}.crt", "-keyfile",
+            f"{ca}.key", "-startdate", "20200101000000Z", "-enddate",
+            "20200102000000Z", "-notext", cwd=directory)
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> pathlib.Path:
     d = tmp_path_factory.mktemp("pki")
@@ -49,6 +80,8 @@ def pki(tmp_path_factory) -> pathlib.Path:
     make_cert(d, "ca", "server", "/CN=localhost", server=True)
     make_cert(d, "ca", "alice", "/CN=alice")
     make_cert(d, "other-ca", "mallory", "/CN=alice")
+    make_expired_cert(d, "ca", "expired-server", "/CN=localhost", server=True)
+    make_expired_cert(d, "ca", "expired-alice", "/CN=alice")
     tenants = d / "tenants.toml"
     tenants.write_text('[[tenant]]\nname = "alice"\n'
                        'cert_subject = "CN=alice"\n')
@@ -98,6 +131,30 @@ def test_mutual_tls_names_the_tenant_by_certificate(pki, tmp_path):
                                 tls_ca=str(pki / "ca.crt"),
                                 tls_cert=str(pki / "mallory.crt"),
                                 tls_key=str(pki / "mallory.key"))
+    finally:
+        assert d.stop() == 0, d.log_path.read_text()
+
+
+def test_expired_certificates_are_refused(pki, tmp_path):
+    d = Daemon(tmp_path, "--platform", "host", "--listen", "127.0.0.1:0",
+               "--tls-cert", str(pki / "expired-server.crt"),
+               "--tls-key", str(pki / "expired-server.key"))
+    try:
+        with pytest.raises(pjrt_client.UnavailableError):
+            pjrt_client.connect(d.addresses[0], timeout=2,
+                                tls_ca=str(pki / "ca.crt"))
+    finally:
+        assert d.stop() == 0, d.log_path.read_text()
+    mutual = tmp_path / "mutual"
+    mutual.mkdir()
+    d = start(pki, mutual, "--tls-client-ca", str(pki / "ca.crt"),
+              "--tenants", str(pki / "tenants.toml"))
+    try:
+        with pytest.raises(pjrt_client.Error):
+            pjrt_client.connect(d.addresses[0], timeout=2,
+                                tls_ca=str(pki / "ca.crt"),
+                                tls_cert=str(pki / "expired-alice.crt"),
+                                tls_key=str(pki / "expired-alice.key"))
     finally:
         assert d.stop() == 0, d.log_path.read_text()
 
