@@ -84,8 +84,15 @@ v1::Peer::Stub* Cluster::PeerStub(int task) {
     // Retry a peer that was down soon rather than after a long backoff.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    auto channel = grpc::CreateCustomChannel(
-        config_.addresses[task], grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials =
+        grpc::InsecureChannelCredentials();
+    if (!config_.tls_ca_pem.empty()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = config_.tls_ca_pem;
+      credentials = grpc::SslCredentials(ssl);
+    }
+    auto channel = grpc::CreateCustomChannel(config_.addresses[task],
+                                             credentials, args);
     stubs_[task] = v1::Peer::NewStub(channel);
   }
   return stubs_[task].get();

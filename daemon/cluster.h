@@ -43,6 +43,9 @@ struct ClusterConfig {
   // Peer addresses by task id; empty for a cluster of one.
   std::vector<std::string> addresses;
   std::string secret;
+  // PEM of the CA that signed every task's certificate: peers are called
+  // over TLS, checked against it. Empty: plaintext.
+  std::string tls_ca_pem;
   absl::Duration form_timeout = absl::Minutes(5);
 };
 

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -181,7 +183,19 @@ absl::Status Daemon::StartPeerServer() {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                              kPeerWindowBytes);
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (!options_.cluster_tls_ca.empty()) {
+    // Peers prove themselves with the cluster secret, not certificates.
+    DaemonOptions server_only = options_;
+    server_only.tls_client_ca.clear();
+    PJRT_ASSIGN_OR_RETURN(credentials, MakeTlsServerCredentials(server_only));
+  } else {
+    spdlog::warn("peers of task {} talk in plaintext: give --tls-cert, "
+                 "--tls-key and --cluster-tls-ca to encrypt cross-host data",
+                 options_.task_id);
+  }
+  builder.AddListeningPort(address, credentials, &port);
   builder.RegisterService(peer_service_.get());
   peer_server_ = builder.BuildAndStart();
   if (peer_server_ == nullptr || port == 0) {
@@ -242,6 +256,17 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   if (options_.cluster.size() > 1) {
     PJRT_ASSIGN_OR_RETURN(cluster_config.secret,
                           ReadClusterSecret(options_.cluster_secret_file));
+    if (!options_.cluster_tls_ca.empty()) {
+      std::ifstream file(options_.cluster_tls_ca);
+      std::stringstream text;
+      text << file.rdbuf();
+      if (!file || text.str().empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "cannot read the cluster's TLS CA file %s",
+            options_.cluster_tls_ca));
+      }
+      cluster_config.tls_ca_pem = text.str();
+    }
   } else {
     // A cluster of one has no peers; the peer list is only its own.
     cluster_config.addresses.clear();

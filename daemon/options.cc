@@ -231,13 +231,14 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       if (!v) return KeyError(source, key, "a file path");
       options->admin_token_file = *v;
     } else if (key == "tenants_file" || key == "tls_cert" || key == "tls_key" ||
-               key == "tls_client_ca") {
+               key == "tls_client_ca" || key == "cluster_tls_ca") {
       auto v = node.value<std::string>();
       if (!v) return KeyError(source, key, "a file path");
-      std::string* field = key == "tenants_file" ? &options->tenants_file
-                           : key == "tls_cert"   ? &options->tls_cert
-                           : key == "tls_key"    ? &options->tls_key
-                                                 : &options->tls_client_ca;
+      std::string* field = key == "tenants_file"    ? &options->tenants_file
+                           : key == "tls_cert"      ? &options->tls_cert
+                           : key == "tls_key"       ? &options->tls_key
+                           : key == "tls_client_ca" ? &options->tls_client_ca
+                                                    : &options->cluster_tls_ca;
       *field = *v;
     } else if (key == "insecure_tcp") {
       const toml::value<bool>* v = node.as_boolean();
@@ -283,7 +284,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "shutdown_timeout_seconds, admin_token_file, tenants_file, "
           "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
           "task_id, "
-          "cluster, cluster_secret_file, cluster_timeout_seconds, "
+          "cluster, cluster_secret_file, cluster_tls_ca, "
+          "cluster_timeout_seconds, "
           "receive_timeout_seconds, and the limits of docs/limits.md "
           "(max_sessions, max_handles_per_session, "
           "max_waiting_calls_per_session, max_regions_per_session, "
@@ -379,6 +381,11 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return absl::InvalidArgumentError(
         "TLS needs both --tls-cert and --tls-key (tls_cert and tls_key)");
+  }
+  if (!options.cluster_tls_ca.empty() && options.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--cluster-tls-ca needs --tls-cert and --tls-key: each task serves "
+        "its peers with its own certificate");
   }
   if (!options.tls_client_ca.empty() && options.tls_cert.empty()) {
     return absl::InvalidArgumentError(
@@ -528,6 +535,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   app.add_option("--tls-client-ca", tls_client_ca,
                  "Require client certificates signed by this PEM CA (mutual "
                  "TLS); a certificate's subject may name a tenant");
+  std::string cluster_tls_ca;
+  app.add_option("--cluster-tls-ca", cluster_tls_ca,
+                 "Serve and call the cluster's peers over TLS (this task's "
+                 "--tls-cert, checked by peers against this PEM CA, which "
+                 "signed every task's certificate)");
   bool insecure_tcp = false;
   app.add_flag("--insecure-tcp", insecure_tcp,
                "Allow a plaintext TCP listener on a non-loopback address "
@@ -598,6 +610,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!tls_cert.empty()) options.tls_cert = tls_cert;
   if (!tls_key.empty()) options.tls_key = tls_key;
   if (!tls_client_ca.empty()) options.tls_client_ca = tls_client_ca;
+  if (!cluster_tls_ca.empty()) options.cluster_tls_ca = cluster_tls_ca;
   if (insecure_tcp) options.insecure_tcp = true;
   if (no_shared_memory) options.shared_memory = false;
   if (task_id >= 0) options.task_id = task_id;

@@ -120,6 +120,9 @@ struct DaemonOptions {
   // File holding the secret the tasks present to each other; required when
   // the cluster has more than one task.
   std::string cluster_secret_file;
+  // PEM of the CA that signed every task's TLS certificate (--tls-cert):
+  // tasks then serve and call each other over TLS. Empty: plaintext.
+  std::string cluster_tls_ca;
   // How long start-up waits for every peer to answer its handshake.
   absl::Duration cluster_timeout = absl::Minutes(5);
   // How long a cross-host receive waits for its data by default.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 
 import pjrt_client
 from conftest import PJRTCTL, Daemon
+from pki import make_ca, make_cert
 from pjrt_client._proto.pjrt.v1 import cluster_pb2
 
 MEMORY_LIMIT = 2 << 30
@@ -817,3 +819,55 @@ def test_pjrtctl_transfer_shows_progress_on_a_terminal(cluster, tmp_path):
         drawn = [p for p in out.split("\r") if p.startswith(stage)]
         assert drawn and "100%" in drawn[-1], (stage, out[-2000:])
     assert "read back and verified" in out
+
+
+# --- TLS between tasks ---------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None,
+                    reason="needs the openssl command")
+def test_tasks_given_certificates_talk_over_tls(tmp_path):
+    make_ca(tmp_path, "ca")
+    make_ca(tmp_path, "other-ca")
+    make_cert(tmp_path, "ca", "task", "/CN=localhost", server=True)
+    tls = ["--tls-cert", str(tmp_path / "task.crt"),
+           "--tls-key", str(tmp_path / "task.key"),
+           "--cluster-tls-ca", str(tmp_path / "ca.crt")]
+    c = Cluster(tmp_path, devices=[1, 1], extra=[tls, tls])
+    try:
+        with pjrt_client.connect(c.address(0)) as a, \
+                pjrt_client.connect(c.address(1)) as b:
+            array = np.arange(1000, dtype=np.float32)
+            got = send(a, b, array, 0, 1)
+            np.testing.assert_array_equal(got.to_numpy(), array)
+        for daemon in c.daemons:
+            assert "in plaintext" not in daemon.log_path.read_text()
+    finally:
+        c.stop()
+    # A task that trusts another CA cannot reach its peers: the cluster
+    # never forms.
+    peers = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    procs = []
+    for task, ca in enumerate(["ca", "other-ca"]):
+        d = tmp_path / f"bad{task}"
+        d.mkdir()
+        procs.append(start_failing(d, [
+            "--platform", "host", "--listen", f"unix://{d}/pjrtd.sock",
+            "--task-id", str(task), "--cluster", ",".join(peers),
+            "--cluster-secret-file",
+            str(write_secret(d / "s", "same-secret-0123456789")),
+            "--tls-cert", str(tmp_path / "task.crt"),
+            "--tls-key", str(tmp_path / "task.key"),
+            "--cluster-tls-ca", str(tmp_path / f"{ca}.crt"),
+            "--cluster-timeout", "5"]))
+    try:
+        # Task 1 trusts another CA: it cannot reach task 0 and gives up.
+        assert procs[1].wait(timeout=60) == 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=60)
+    log = (tmp_path / "bad1" / "pjrtd.log").read_text()
+    assert "no answer from task 0" in log, log
+    assert "certificate verify failed" in log, log
