@@ -941,10 +941,11 @@ int RunSessions(const GlobalOptions& g) {
     std::cout << json{{"sessions", list}}.dump(2) << "\n";
     return kExitOk;
   }
-  Table table({"ID", "CLIENT", "PEER", "ATTACHED", "BUFFERS", "BYTES",
-               "EXECUTABLES", "AGE", "LEASE LEFT"});
+  Table table({"ID", "TENANT", "CLIENT", "PEER", "ATTACHED", "BUFFERS",
+               "BYTES", "EXECUTABLES", "AGE", "LEASE LEFT"});
   for (const auto& s : *sessions) {
-    table.AddRow({absl::StrCat(s.public_id()), s.client_name(), s.peer(),
+    table.AddRow({absl::StrCat(s.public_id()), s.tenant(), s.client_name(),
+                  s.peer(),
                   Yes(s.attached()), absl::StrCat(s.buffer_count()),
                   FormatByteSize(s.bytes()), absl::StrCat(s.executable_count()),
                   absl::StrFormat("%.0fs", s.age_seconds()),
