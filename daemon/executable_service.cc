@@ -138,10 +138,16 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                                          .platform = device.platform()});
     }
   }
-  // Programs differ by backend, device kind and compiler target too.
-  std::string key = CompileCacheKey(
-      text, DeterministicBytes(request->options()),
-      client_->backend().ok() ? (*client_->backend())->fingerprint() : "");
+  // Programs differ by backend, device kind and compiler target too. Tenants
+  // do not share compiled programs: a cache hit would tell one tenant what
+  // another compiled, and one tenant's programs would evict another's.
+  std::string scope =
+      client_->backend().ok() ? (*client_->backend())->fingerprint() : "";
+  if (const auto& account = (*session)->account(); account != nullptr) {
+    absl::StrAppend(&scope, "\ntenant=", account->name());
+  }
+  std::string key =
+      CompileCacheKey(text, DeterministicBytes(request->options()), scope);
   auto compiled = cache_->GetOrCompile(
       key, [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
         // Wait for a compile slot, as long as the client wants the answer.

@@ -460,3 +460,13 @@ def test_memory_freed_by_one_tenant_never_shows_in_anothers_buffers(
                 alice.put(secret, device=0).delete()
                 got = make().to_numpy()
                 assert not np.any(got == 1234.5)
+
+
+def test_tenants_do_not_share_compiled_programs(tenants):
+    """A cache hit would tell bob that root compiled the same program."""
+    program = ADD_ONE.replace("add_one", "cache_probe")
+    with tenants.connect("root") as root, tenants.connect("bob") as bob:
+        assert not root.compile(program).cache_hit
+        assert root.compile(program).cache_hit
+        assert not bob.compile(program).cache_hit
+        assert bob.compile(program).cache_hit
