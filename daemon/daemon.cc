@@ -32,6 +32,7 @@
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server_builder.h"
+#include "daemon/unix_listener.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -389,9 +390,13 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     const std::string& address = options_.listen[i];
     if (auto path = UnixSocketPath(address)) {
       PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));
-      // A unix socket's access is its file mode.
-      builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                               &ports[i]);
+      // A unix socket's access is its file mode. With tenants the daemon
+      // accepts its connections itself (below), to learn each caller's
+      // uid and gid.
+      if (options_.tenants_file.empty()) {
+        builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                                 &ports[i]);
+      }
       continue;
     }
     if (tls == nullptr && !options_.insecure_tcp) {
@@ -420,7 +425,15 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   }
   for (size_t i = 0; i < options_.listen.size(); ++i) {
     const std::string& address = options_.listen[i];
-    if (UnixSocketPath(address)) {
+    if (auto path = UnixSocketPath(address)) {
+      if (!options_.tenants_file.empty()) {
+        auto listener = UnixListener::Start(*path, server_.get());
+        if (!listener.ok()) {
+          server_->Shutdown();
+          return listener.status();
+        }
+        unix_listeners_.push_back(*std::move(listener));
+      }
       addresses_.push_back(address);
       continue;
     }
@@ -441,6 +454,18 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       mode = st.st_mode & 07777;
     }
     PJRT_RETURN_IF_ERROR(region_server_->Start(region_socket, mode));
+  }
+  if (!unix_listeners_.empty()) {
+    auth_->SetUnixPeerLookup([this](const std::string& peer)
+                                 -> std::optional<std::pair<uint32_t, uint32_t>> {
+      for (const auto& listener : unix_listeners_) {
+        if (auto found = listener->Lookup(peer)) {
+          return std::make_pair(static_cast<uint32_t>(found->uid),
+                                static_cast<uint32_t>(found->gid));
+        }
+      }
+      return std::nullopt;
+    });
   }
   reaper_ = std::thread([this] { ReapLoop(); });
   device::LocalDeviceState* first = client_->devices()[0]->local_device_state();
@@ -532,6 +557,8 @@ void Daemon::Shutdown() {
           "pjrtd is shutting down; the run was cancelled"));
     }
   });
+  // No new unix connections (gRPC refuses new calls on the others).
+  for (const auto& listener : unix_listeners_) listener->Stop();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     // Attach and execution streams would otherwise hold the server open

@@ -19,6 +19,7 @@
 #include "base/cancellation.h"
 #include "base/mutex.h"
 #include "daemon/cluster.h"
+#include "daemon/unix_listener.h"
 #include "daemon/cross_host.h"
 #include "daemon/options.h"
 #include "daemon/services.h"
@@ -74,6 +75,9 @@ class Daemon {
   std::unique_ptr<BufferService> buffer_service_;
   std::unique_ptr<ExecutableService> executable_service_;
   std::unique_ptr<grpc::Server> server_;
+  // With tenants: the unix sockets, accepted by the daemon (see
+  // UnixListener).
+  std::vector<std::unique_ptr<UnixListener>> unix_listeners_;
   // Serves PeerService on this task's cluster address (clusters of more
   // than one task only).
   std::unique_ptr<grpc::Server> peer_server_;

@@ -390,7 +390,14 @@ bool RegionServer::Serve(int connection) {
     }
   } close_all{fds};
   if (received == 0 && fds.empty()) return true;  // the client hung up
-  std::string reply = Answer(payload, received, message.msg_flags, fds);
+  ucred peer{};
+  socklen_t peer_size = sizeof(peer);
+  if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0) {
+    // Nobody can match: no uid tenant's session is reachable.
+    peer.uid = peer.gid = static_cast<uint32_t>(-1);
+  }
+  std::string reply =
+      Answer(payload, received, message.msg_flags, fds, peer.uid, peer.gid);
   if (send(connection, reply.data(), reply.size(),
            MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
     spdlog::debug("region socket: could not reply: {}", ErrnoText());
@@ -399,7 +406,8 @@ bool RegionServer::Serve(int connection) {
 }
 
 std::string RegionServer::Answer(const char* payload, ssize_t received,
-                                 int flags, const std::vector<int>& fds) {
+                                 int flags, const std::vector<int>& fds,
+                                 uint32_t uid, uint32_t gid) {
   v1::RegisterRegionResponse response;
   auto refuse = [&](const absl::Status& status) {
     response.set_error_code(static_cast<int>(status.code()));
@@ -423,9 +431,21 @@ std::string RegionServer::Answer(const char* payload, ssize_t received,
         "this one carried %d",
         fds.size())));
   } else {
-    // The session's secret id is the credential here: the region socket
-    // carries no tenant's token.
+    // The session's secret id is the credential here (the region socket
+    // carries no token); a session of a uid or gid tenant must also come
+    // from a process of that uid or gid.
     auto session = sessions_->Lookup(request.session_id(), Caller{});
+    if (session.ok() && (*session)->account() != nullptr &&
+        !(*session)->account()->AdmitsLocalProcess(uid, gid)) {
+      Audit("auth_failed",
+            {{"peer", absl::StrFormat("region socket, uid %d gid %d", uid,
+                                      gid)},
+             {"reason", "region for another tenant's session"}});
+      session = absl::NotFoundError(absl::StrFormat(
+          "session %#x is not open (never opened, closed, or expired after "
+          "its lease ran out); open a new session",
+          request.session_id()));
+    }
     if (!session.ok()) {
       refuse(session.status());
     } else {

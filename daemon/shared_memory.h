@@ -177,8 +177,9 @@ class RegionServer {
   // request has not arrived yet.
   bool Serve(int fd);
   // The reply to one request carrying `fds`.
+  // `uid` and `gid`: the registering process's (SO_PEERCRED).
   std::string Answer(const char* payload, ssize_t size, int flags,
-                     const std::vector<int>& fds);
+                     const std::vector<int>& fds, uint32_t uid, uint32_t gid);
 
   SessionTable* const sessions_;
   const RegionServerOptions options_;

@@ -150,11 +150,12 @@ absl::StatusOr<TenantConfig> ParseTenant(const toml::table& table, int index,
       }
       config.cert_subject = *value;
     } else if (key == "uid" || key == "gid") {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tenant '%s': key '%s' is not supported yet: give the tenant "
-          "a token (pjrtctl token new) and keep the unix socket's mode for "
-          "local access control",
-          source, tenant, key));
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || *v > 0xfffffffe) {
+        return TenantKeyError(source, tenant, key,
+                              "a numeric id from 0 to 4294967294");
+      }
+      (key == "uid" ? config.uid : config.gid) = static_cast<uint32_t>(*v);
     } else if (key == "weight") {
       auto v = node.value<int64_t>();
       if (!v || *v < 1 || *v > 1000) {
@@ -171,14 +172,15 @@ absl::StatusOr<TenantConfig> ParseTenant(const toml::table& table, int index,
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: tenant '%s': unknown key '%s' (known: name, role, "
-          "token_sha256, cert_subject, weight, quota)",
+          "token_sha256, cert_subject, uid, gid, weight, quota)",
           source, tenant, key));
     }
   }
-  if (config.token_sha256.empty() && config.cert_subject.empty()) {
+  if (config.token_sha256.empty() && config.cert_subject.empty() &&
+      !config.uid.has_value() && !config.gid.has_value()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: tenant '%s' has no credential; give it token_sha256 (pjrtctl "
-        "token new) or cert_subject",
+        "token new), cert_subject, uid or gid",
         source, tenant));
   }
   return config;
@@ -221,6 +223,7 @@ absl::StatusOr<std::vector<TenantConfig>> ParseTenants(
     }
   }
   absl::flat_hash_set<std::string> names, tokens, subjects;
+  absl::flat_hash_set<uint32_t> uids, gids;
   for (const TenantConfig& t : tenants) {
     if (!names.insert(t.name).second) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -229,6 +232,12 @@ absl::StatusOr<std::vector<TenantConfig>> ParseTenants(
     if (!t.token_sha256.empty() && !tokens.insert(t.token_sha256).second) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: tenant '%s' has the token of another tenant", source, t.name));
+    }
+    if ((t.uid.has_value() && !uids.insert(*t.uid).second) ||
+        (t.gid.has_value() && !gids.insert(*t.gid).second)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tenant '%s' has the uid or gid of another tenant", source,
+          t.name));
     }
     if (!t.cert_subject.empty() && !subjects.insert(t.cert_subject).second) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -293,6 +302,13 @@ int TenantAccount::weight() const {
 TenantQuota TenantAccount::quota() const {
   MutexLock lock(&mu_);
   return config_.quota;
+}
+
+bool TenantAccount::AdmitsLocalProcess(uint32_t uid, uint32_t gid) const {
+  MutexLock lock(&mu_);
+  if (config_.uid.has_value()) return *config_.uid == uid;
+  if (config_.gid.has_value()) return *config_.gid == gid;
+  return true;
 }
 
 void TenantAccount::Reconfigure(TenantConfig config) {
@@ -420,6 +436,11 @@ void Authenticator::Configure(std::vector<TenantConfig> tenants,
   configs_ = std::move(tenants);
 }
 
+void Authenticator::SetUnixPeerLookup(UnixPeerLookup lookup) {
+  MutexLock lock(&mu_);
+  unix_peers_ = std::move(lookup);
+}
+
 bool Authenticator::enabled() const {
   MutexLock lock(&mu_);
   return enabled_;
@@ -487,6 +508,21 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
       }
     }
   }
+  // A local process over the unix socket: its uid, then its gid.
+  std::optional<std::pair<uint32_t, uint32_t>> local;
+  if (unix_peers_ != nullptr) local = unix_peers_(peer);
+  if (local.has_value()) {
+    for (const TenantConfig& config : configs_) {
+      if (config.uid == local->first) {
+        return Caller{accounts_.at(config.name), "uid"};
+      }
+    }
+    for (const TenantConfig& config : configs_) {
+      if (config.gid == local->second) {
+        return Caller{accounts_.at(config.name), "gid"};
+      }
+    }
+  }
   if (has_authorization) {
     Audit("auth_failed", {{"peer", peer}, {"reason", "malformed authorization"}});
     return absl::UnauthenticatedError(
@@ -496,12 +532,22 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
   }
   Audit("auth_failed",
         {{"peer", peer},
-         {"reason", subjects.empty() ? "no credential"
-                                     : "certificate names no tenant"}});
+         {"reason", !subjects.empty()  ? "certificate names no tenant"
+                    : local.has_value() ? absl::StrFormat(
+                                              "uid %d gid %d names no tenant",
+                                              local->first, local->second)
+                                        : "no credential"}});
   if (!subjects.empty()) {
     return absl::UnauthenticatedError(absl::StrFormat(
         "the client certificate's subject '%s' names no tenant of %s",
         EscapeForLog(subjects.front()), source_));
+  }
+  if (local.has_value()) {
+    return absl::UnauthenticatedError(absl::StrFormat(
+        "this daemon admits tenants only (%s), and none has uid %d or gid "
+        "%d: pass a token (token= in Python, ConnectOptions::token in C++, "
+        "PJRTD_TOKEN, pjrtctl --token-file)",
+        source_, local->first, local->second));
   }
   return absl::UnauthenticatedError(absl::StrFormat(
       "this daemon admits tenants only (%s): pass a token (token= in Python, "

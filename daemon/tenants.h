@@ -14,7 +14,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,10 @@ struct TenantConfig {
   // A verified client certificate with this subject (as gRPC writes it,
   // e.g. "CN=alice,O=ml") proves this tenant. Empty: none.
   std::string cert_subject;
+  // A process with this uid, or else with this primary gid, calling over
+  // the daemon's unix socket (SO_PEERCRED) proves this tenant.
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
   // Share of each device's execution queue (weighted round robin).
   int weight = 1;
   TenantQuota quota;
@@ -80,6 +86,9 @@ class TenantAccount {
   int weight() const;
   TenantQuota quota() const;
   void Reconfigure(TenantConfig config);
+  // Whether a local process of `uid` and primary `gid` may act for this
+  // tenant: any, unless the tenant is known by a uid or gid.
+  bool AdmitsLocalProcess(uint32_t uid, uint32_t gid) const;
 
   // Each Take* checks the quota and counts `n` more, or returns
   // RESOURCE_EXHAUSTED naming the quota, its limit and the current use;
@@ -115,8 +124,8 @@ class TenantAccount {
 // file), which may do everything the transport lets it.
 struct Caller {
   std::shared_ptr<TenantAccount> account;
-  // How the caller was identified, for logs: "token", "certificate" or
-  // "anonymous".
+  // How the caller was identified, for logs: "token", "certificate",
+  // "uid", "gid" or "anonymous".
   std::string method = "anonymous";
 
   bool anonymous() const { return account == nullptr; }
@@ -141,6 +150,14 @@ class Authenticator {
   // True once Configure was called with a tenants file.
   bool enabled() const;
 
+  // How to find the uid and gid of a unix-socket caller from its gRPC peer
+  // name (see UnixListener); without one, uid and gid tenants cannot
+  // authenticate.
+  using UnixPeerLookup =
+      std::function<std::optional<std::pair<uint32_t, uint32_t>>(
+          const std::string& peer)>;
+  void SetUnixPeerLookup(UnixPeerLookup lookup);
+
   // The caller of `context`. UNAUTHENTICATED, with an audit line, when
   // tenants are in force and the call proves none (no credential, a token
   // that matches no tenant, a certificate subject that names none).
@@ -158,6 +175,7 @@ class Authenticator {
   mutable Mutex mu_;
   bool enabled_ ABSL_GUARDED_BY(mu_) = false;
   std::string source_ ABSL_GUARDED_BY(mu_);
+  UnixPeerLookup unix_peers_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantConfig> configs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<TenantAccount>> accounts_
       ABSL_GUARDED_BY(mu_);

@@ -101,6 +101,10 @@ token_sha256 = "{made['bob']['token_sha256']}"
 name = "root"
 role = "admin"
 token_sha256 = "{made['root']['token_sha256']}"
+
+[[tenant]]
+name = "local"
+uid = {os.getuid()}
 """)
         tenants_file.chmod(0o600)
         d = Daemon(workdir, "--platform", "host", "--host-devices", "2",
@@ -470,3 +474,19 @@ def test_tenants_do_not_share_compiled_programs(tenants):
         assert root.compile(program).cache_hit
         assert not bob.compile(program).cache_hit
         assert bob.compile(program).cache_hit
+
+
+def test_a_local_process_is_the_tenant_of_its_uid_on_the_unix_socket(
+        tenants):
+    with pjrt_client.connect(tenants.unix, client_name="by-uid") as c:
+        np.testing.assert_array_equal(
+            c.put(np.arange(3, dtype=np.float32)).to_numpy(), [0, 1, 2])
+        # Its shared-memory regions are registered by a process of its uid.
+        big = np.arange(1 << 19, dtype=np.float32)
+        np.testing.assert_array_equal(c.put(big).to_numpy(), big)
+        assert c.uses_shared_memory
+    assert 'event=session_opened tenant="local"' in (
+        tenants.daemon.log_path.read_text())
+    # Over TCP a uid proves nothing.
+    with pytest.raises(pjrt_client.UnauthenticatedError):
+        pjrt_client.connect(tenants.tcp)
