@@ -27,8 +27,8 @@ std::string Sha256Hex(absl::string_view text) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
          digest);
-  return absl::BytesToHexString(absl::string_view(
-      reinterpret_cast<const char*>(digest), sizeof(digest)));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
 }
 
 NewToken MakeToken() {

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,8 +24,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "base/token.h"
@@ -941,12 +941,11 @@ int RunSessions(const GlobalOptions& g) {
     std::cout << json{{"sessions", list}}.dump(2) << "\n";
     return kExitOk;
   }
-  Table table({"ID", "TENANT", "CLIENT", "PEER", "ATTACHED", "BUFFERS",
-               "BYTES", "EXECUTABLES", "AGE", "LEASE LEFT"});
+  Table table({"ID", "TENANT", "CLIENT", "PEER", "ATTACHED", "BUFFERS", "BYTES",
+               "EXECUTABLES", "AGE", "LEASE LEFT"});
   for (const auto& s : *sessions) {
     table.AddRow({absl::StrCat(s.public_id()), s.tenant(), s.client_name(),
-                  s.peer(),
-                  Yes(s.attached()), absl::StrCat(s.buffer_count()),
+                  s.peer(), Yes(s.attached()), absl::StrCat(s.buffer_count()),
                   FormatByteSize(s.bytes()), absl::StrCat(s.executable_count()),
                   absl::StrFormat("%.0fs", s.age_seconds()),
                   s.attached()
@@ -1447,12 +1446,14 @@ int Main(int argc, char** argv) {
   app.add_option("--tls-key", g.tls_key,
                  "The client certificate's PEM key (default: $PJRTD_TLS_KEY)");
 
-  auto* token = app.add_subcommand(
-      "token", "Make credentials for the daemon's tenants file.\n"
-               "Example: pjrtctl token new --name alice");
+  auto* token =
+      app.add_subcommand("token",
+                         "Make credentials for the daemon's tenants file.\n"
+                         "Example: pjrtctl token new --name alice");
   auto* token_new = token->add_subcommand(
-      "new", "Print a fresh random token and the tenants-file lines that "
-             "admit it.\nExample: pjrtctl token new --name alice");
+      "new",
+      "Print a fresh random token and the tenants-file lines that "
+      "admit it.\nExample: pjrtctl token new --name alice");
   std::string token_name = "NAME";
   token_new->add_option("--name", token_name, "The tenant's name");
   token->require_subcommand(1);

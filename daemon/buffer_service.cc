@@ -168,7 +168,8 @@ grpc::Status BufferService::UploadImpl(
 grpc::Status BufferService::DownloadImpl(
     grpc::ServerContext* context, const v1::DownloadRequest* request,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
-  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
@@ -212,7 +213,8 @@ grpc::Status BufferService::DownloadImpl(
 grpc::Status BufferService::DescribeBufferImpl(
     grpc::ServerContext* context, const v1::DescribeBufferRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   BufferInfoToProto(*found->session, request->handle(), *found->buffer,
                     response);
@@ -222,7 +224,8 @@ grpc::Status BufferService::DescribeBufferImpl(
 grpc::Status BufferService::DeleteBuffersImpl(
     grpc::ServerContext* context, const v1::DeleteBuffersRequest* request,
     v1::DeleteBuffersResponse*) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   return ToGrpcStatus((*session)->DeleteBuffers(request->handles()));
 }
@@ -230,7 +233,8 @@ grpc::Status BufferService::DeleteBuffersImpl(
 grpc::Status BufferService::BlockUntilReadyImpl(
     grpc::ServerContext* context, const v1::BlockUntilReadyRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   if (request->timeout_ms() < 0) {
     return grpc::Status(
@@ -254,7 +258,8 @@ grpc::Status BufferService::BlockUntilReadyImpl(
 grpc::Status BufferService::CopyToDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToDeviceRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
@@ -278,7 +283,8 @@ grpc::Status BufferService::CopyToDeviceImpl(
 grpc::Status BufferService::GetReadyStateImpl(
     grpc::ServerContext* context, const v1::GetReadyStateRequest* request,
     v1::GetReadyStateResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   if (request->handles_size() > kMaxReadyStateHandles) {
     return grpc::Status(
@@ -303,7 +309,8 @@ grpc::Status BufferService::GetReadyStateImpl(
 grpc::Status BufferService::MakeTupleImpl(grpc::ServerContext* context,
                                           const v1::MakeTupleRequest* request,
                                           v1::BufferInfo* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   if (request->handles_size() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -357,9 +364,11 @@ absl::StatusOr<runtime::Device*> LookupAddressableDevice(
 }
 
 grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
-    grpc::ServerContext* context, const v1::MakeCrossHostReceiveBuffersRequest* request,
+    grpc::ServerContext* context,
+    const v1::MakeCrossHostReceiveBuffersRequest* request,
     v1::MakeCrossHostReceiveBuffersResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
@@ -416,9 +425,11 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
 }
 
 grpc::Status BufferService::CancelCrossHostReceivesImpl(
-    grpc::ServerContext* context, const v1::CancelCrossHostReceivesRequest* request,
+    grpc::ServerContext* context,
+    const v1::CancelCrossHostReceivesRequest* request,
     v1::CancelCrossHostReceivesResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   for (uint64_t handle : request->handles()) {
@@ -434,7 +445,8 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToRemoteDeviceRequest* request,
     v1::CopyToRemoteDeviceResponse* response) {
   const absl::Time start = absl::Now();
-  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
@@ -553,7 +565,8 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
 grpc::Status BufferService::UploadFromRegionImpl(
     grpc::ServerContext* context, const v1::UploadFromRegionRequest* request,
     v1::BufferInfo* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto region = (*session)->LookupRegion(request->region_handle());
   if (!region.ok()) return ToGrpcStatus(region.status());
@@ -598,7 +611,8 @@ grpc::Status BufferService::UploadFromRegionImpl(
 grpc::Status BufferService::DownloadToRegionImpl(
     grpc::ServerContext* context, const v1::DownloadToRegionRequest* request,
     v1::BufferInfo* response) {
-  auto found = Lookup(auth_, sessions_, *context, request->session_id(), request->handle());
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
   auto region = found->session->LookupRegion(request->region_handle());
   if (!region.ok()) return ToGrpcStatus(region.status());
@@ -631,7 +645,8 @@ grpc::Status BufferService::DownloadToRegionImpl(
 grpc::Status BufferService::UnregisterRegionImpl(
     grpc::ServerContext* context, const v1::UnregisterRegionRequest* request,
     v1::UnregisterRegionResponse*) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   return ToGrpcStatus((*session)->UnregisterRegion(request->region_handle()));
 }
@@ -639,7 +654,8 @@ grpc::Status BufferService::UnregisterRegionImpl(
 grpc::Status BufferService::ListRegionsImpl(
     grpc::ServerContext* context, const v1::ListRegionsRequest* request,
     v1::ListRegionsResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   for (const auto& [handle, region] : (*session)->Regions()) {
     v1::RegionInfo* info = response->add_regions();

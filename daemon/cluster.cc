@@ -91,8 +91,8 @@ v1::Peer::Stub* Cluster::PeerStub(int task) {
       ssl.pem_root_certs = config_.tls_ca_pem;
       credentials = grpc::SslCredentials(ssl);
     }
-    auto channel = grpc::CreateCustomChannel(config_.addresses[task],
-                                             credentials, args);
+    auto channel =
+        grpc::CreateCustomChannel(config_.addresses[task], credentials, args);
     stubs_[task] = v1::Peer::NewStub(channel);
   }
   return stubs_[task].get();

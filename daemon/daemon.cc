@@ -12,8 +12,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,13 +26,13 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "base/version.h"
+#include "daemon/unix_listener.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "grpcpp/server_builder.h"
-#include "daemon/unix_listener.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -192,9 +192,10 @@ absl::Status Daemon::StartPeerServer() {
     server_only.tls_client_ca.clear();
     PJRT_ASSIGN_OR_RETURN(credentials, MakeTlsServerCredentials(server_only));
   } else {
-    spdlog::warn("peers of task {} talk in plaintext: give --tls-cert, "
-                 "--tls-key and --cluster-tls-ca to encrypt cross-host data",
-                 options_.task_id);
+    spdlog::warn(
+        "peers of task {} talk in plaintext: give --tls-cert, "
+        "--tls-key and --cluster-tls-ca to encrypt cross-host data",
+        options_.task_id);
   }
   builder.AddListeningPort(address, credentials, &port);
   builder.RegisterService(peer_service_.get());
@@ -262,9 +263,9 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       std::stringstream text;
       text << file.rdbuf();
       if (!file || text.str().empty()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "cannot read the cluster's TLS CA file %s",
-            options_.cluster_tls_ca));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("cannot read the cluster's TLS CA file %s",
+                            options_.cluster_tls_ca));
       }
       cluster_config.tls_ca_pem = text.str();
     }
@@ -288,8 +289,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   auth_ = std::make_unique<Authenticator>(
       static_cast<int>(client_->devices().size()));
   if (!options_.tenants_file.empty()) {
-    PJRT_ASSIGN_OR_RETURN(auto tenants,
-                          LoadTenantsFile(options_.tenants_file));
+    PJRT_ASSIGN_OR_RETURN(auto tenants, LoadTenantsFile(options_.tenants_file));
     spdlog::info("admitting the {} tenants of {}", tenants.size(),
                  options_.tenants_file);
     auth_->Configure(std::move(tenants), options_.tenants_file);
@@ -400,8 +400,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       continue;
     }
     if (tls == nullptr && !options_.insecure_tcp) {
-      spdlog::warn("{} serves plaintext: only this host can reach it",
-                   address);
+      spdlog::warn("{} serves plaintext: only this host can reach it", address);
     } else if (tls == nullptr) {
       spdlog::warn(
           "{} serves PLAINTEXT to anyone who can reach it (--insecure-tcp): "
@@ -456,16 +455,17 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     PJRT_RETURN_IF_ERROR(region_server_->Start(region_socket, mode));
   }
   if (!unix_listeners_.empty()) {
-    auth_->SetUnixPeerLookup([this](const std::string& peer)
-                                 -> std::optional<std::pair<uint32_t, uint32_t>> {
-      for (const auto& listener : unix_listeners_) {
-        if (auto found = listener->Lookup(peer)) {
-          return std::make_pair(static_cast<uint32_t>(found->uid),
-                                static_cast<uint32_t>(found->gid));
-        }
-      }
-      return std::nullopt;
-    });
+    auth_->SetUnixPeerLookup(
+        [this](const std::string& peer)
+            -> std::optional<std::pair<uint32_t, uint32_t>> {
+          for (const auto& listener : unix_listeners_) {
+            if (auto found = listener->Lookup(peer)) {
+              return std::make_pair(static_cast<uint32_t>(found->uid),
+                                    static_cast<uint32_t>(found->gid));
+            }
+          }
+          return std::nullopt;
+        });
   }
   reaper_ = std::thread([this] { ReapLoop(); });
   device::LocalDeviceState* first = client_->devices()[0]->local_device_state();
@@ -515,8 +515,9 @@ void Daemon::ReapLoop() {
 
 absl::Status Daemon::Reload() {
   if (options_.tenants_file.empty()) {
-    spdlog::info("SIGHUP: no tenants file to reload; TLS files are re-read "
-                 "when they change");
+    spdlog::info(
+        "SIGHUP: no tenants file to reload; TLS files are re-read "
+        "when they change");
     return absl::OkStatus();
   }
   auto tenants = LoadTenantsFile(options_.tenants_file);
@@ -526,8 +527,8 @@ absl::Status Daemon::Reload() {
   }
   const size_t count = tenants->size();
   auth_->Configure(*std::move(tenants), options_.tenants_file);
-  Audit("tenants_reloaded", {{"file", options_.tenants_file},
-                             {"tenants", absl::StrCat(count)}});
+  Audit("tenants_reloaded",
+        {{"file", options_.tenants_file}, {"tenants", absl::StrCat(count)}});
   return absl::OkStatus();
 }
 

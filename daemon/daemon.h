@@ -19,12 +19,12 @@
 #include "base/cancellation.h"
 #include "base/mutex.h"
 #include "daemon/cluster.h"
-#include "daemon/unix_listener.h"
 #include "daemon/cross_host.h"
 #include "daemon/options.h"
 #include "daemon/services.h"
 #include "daemon/session_table.h"
 #include "daemon/shared_memory.h"
+#include "daemon/unix_listener.h"
 #include "grpcpp/server.h"
 #include "runtime/client.h"
 

@@ -108,7 +108,8 @@ absl::Status RegisterResults(
 grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                                             const v1::CompileRequest* request,
                                             v1::CompileResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   const std::string& text = request->hlo_text();
   if (static_cast<int64_t>(text.size()) > limits_.max_program_bytes) {
@@ -216,7 +217,8 @@ absl::Status ExecutableService::ExecuteOne(
     grpc::ServerContext* context, const v1::ExecuteRequest& request,
     bool inline_idle,
     google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
-  PJRT_ASSIGN_OR_RETURN(auto session, CallerSession(auth_, sessions_, *context, request.session_id()));
+  PJRT_ASSIGN_OR_RETURN(auto session, CallerSession(auth_, sessions_, *context,
+                                                    request.session_id()));
   PJRT_ASSIGN_OR_RETURN(
       auto executable, session->LookupExecutable(request.executable_handle()));
   PJRT_ASSIGN_OR_RETURN(
@@ -256,7 +258,9 @@ absl::Status ExecutableService::ExecuteOne(
   std::shared_ptr<Cancellation> call = CallCancellation(context, *session);
   options.wait_cancellation = call.get();
   // With tenants, executions take turns on each device, and count against
-  // the tenant's queued_executions quota until they finish.
+  // the tenant's queued_executions quota until they finish. A run of a
+  // program over several devices is not held back: it may wait for its
+  // peers on other devices, which would then wait for it in their queues.
   struct QueuedRun {
     FairQueue::Ticket ticket;
     std::shared_ptr<TenantAccount> account;
@@ -267,7 +271,10 @@ absl::Status ExecutableService::ExecuteOne(
     }
   };
   std::shared_ptr<QueuedRun> queued;
-  if (const auto& account = session->account(); account != nullptr) {
+  const bool single_device =
+      e.portable() || e.num_replicas() * e.num_partitions() == 1;
+  if (const auto& account = session->account();
+      account != nullptr && single_device) {
     const int ordinal = device->local_hardware_id();
     absl::Status quota = account->TakeQueuedExecution(ordinal);
     if (!quota.ok()) {
@@ -279,10 +286,9 @@ absl::Status ExecutableService::ExecuteOne(
     queued = std::make_shared<QueuedRun>();
     queued->account = account;
     queued->device = ordinal;
-    PJRT_ASSIGN_OR_RETURN(
-        queued->ticket,
-        fair_queues_[static_cast<size_t>(ordinal)]->Enter(
-            account.get(), account->weight(), call.get()));
+    PJRT_ASSIGN_OR_RETURN(queued->ticket,
+                          fair_queues_[static_cast<size_t>(ordinal)]->Enter(
+                              account.get(), account->weight(), call.get()));
   }
   // A caller that waits for the results anyway, or that streams its steps
   // (the next request cannot start before this one is enqueued), gains from
@@ -436,7 +442,8 @@ void ExecutableService::EndStreams() {
 grpc::Status ExecutableService::ExecuteReplicatedImpl(
     grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
     v1::ExecuteReplicatedResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto executable = (*session)->LookupExecutable(request->executable_handle());
   if (!executable.ok()) return ToGrpcStatus(executable.status());
@@ -495,7 +502,8 @@ grpc::Status ExecutableService::ExecuteReplicatedImpl(
 grpc::Status ExecutableService::DeleteExecutableImpl(
     grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
     v1::DeleteExecutableResponse*) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   return ToGrpcStatus(
       (*session)->DeleteExecutable(request->executable_handle()));

@@ -280,7 +280,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: unknown key '%s'; known keys are listen, platform, "
           "host_devices, memory_limit, allocation_model, queue_ahead, "
-          "log_level, compile_cache_dir, default_lease_seconds, max_lease_seconds, "
+          "log_level, compile_cache_dir, default_lease_seconds, "
+          "max_lease_seconds, "
           "shutdown_timeout_seconds, admin_token_file, tenants_file, "
           "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
           "task_id, "

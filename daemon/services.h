@@ -114,20 +114,22 @@ class ServerService final : public v1::Server::Service {
   grpc::Status ListDevices(grpc::ServerContext* context,
                            const v1::ListDevicesRequest* request,
                            v1::ListDevicesResponse* response) override {
-    return Authenticated(auth_, *context, "Server.ListDevices",
-                   [&] { return ListDevicesImpl(context, request, response); });
+    return Authenticated(auth_, *context, "Server.ListDevices", [&] {
+      return ListDevicesImpl(context, request, response);
+    });
   }
   grpc::Status GetStats(grpc::ServerContext* context,
                         const v1::GetStatsRequest* request,
                         v1::Stats* response) override {
-    return Authenticated(auth_, *context, "Server.GetStats",
-                   [&] { return GetStatsImpl(context, request, response); });
+    return Authenticated(auth_, *context, "Server.GetStats", [&] {
+      return GetStatsImpl(context, request, response);
+    });
   }
   grpc::Status Ping(grpc::ServerContext* context,
                     const v1::PingRequest* request,
                     v1::PingResponse* response) override {
     return Authenticated(auth_, *context, "Server.Ping",
-                   [&] { return PingImpl(context, request, response); });
+                         [&] { return PingImpl(context, request, response); });
   }
   grpc::Status GetClusterStatus(grpc::ServerContext* context,
                                 const v1::GetClusterStatusRequest* request,
@@ -172,7 +174,9 @@ class SessionService final : public v1::Sessions::CallbackService {
   // tenant of the admin role may still call it).
   SessionService(SessionTable* sessions, Authenticator* auth,
                  std::string admin_token)
-      : sessions_(sessions), auth_(auth), admin_token_(std::move(admin_token)) {}
+      : sessions_(sessions),
+        auth_(auth),
+        admin_token_(std::move(admin_token)) {}
 
   grpc::ServerUnaryReactor* OpenSession(
       grpc::CallbackServerContext* context,
@@ -246,13 +250,14 @@ class BufferService final : public v1::Buffers::Service {
                       grpc::ServerReader<v1::UploadRequest>* reader,
                       v1::BufferInfo* response) override {
     return Authenticated(auth_, *context, "Buffers.Upload",
-                   [&] { return UploadImpl(context, reader, response); });
+                         [&] { return UploadImpl(context, reader, response); });
   }
   grpc::Status Download(
       grpc::ServerContext* context, const v1::DownloadRequest* request,
       grpc::ServerWriter<v1::DownloadResponse>* writer) override {
-    return Authenticated(auth_, *context, "Buffers.Download",
-                   [&] { return DownloadImpl(context, request, writer); });
+    return Authenticated(auth_, *context, "Buffers.Download", [&] {
+      return DownloadImpl(context, request, writer);
+    });
   }
   grpc::Status DescribeBuffer(grpc::ServerContext* context,
                               const v1::DescribeBufferRequest* request,
@@ -292,16 +297,18 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status MakeTuple(grpc::ServerContext* context,
                          const v1::MakeTupleRequest* request,
                          v1::BufferInfo* response) override {
-    return Authenticated(auth_, *context, "Buffers.MakeTuple",
-                   [&] { return MakeTupleImpl(context, request, response); });
+    return Authenticated(auth_, *context, "Buffers.MakeTuple", [&] {
+      return MakeTupleImpl(context, request, response);
+    });
   }
   grpc::Status MakeCrossHostReceiveBuffers(
       grpc::ServerContext* context,
       const v1::MakeCrossHostReceiveBuffersRequest* request,
       v1::MakeCrossHostReceiveBuffersResponse* response) override {
-    return Authenticated(auth_, *context, "Buffers.MakeCrossHostReceiveBuffers", [&] {
-      return MakeCrossHostReceiveBuffersImpl(context, request, response);
-    });
+    return Authenticated(
+        auth_, *context, "Buffers.MakeCrossHostReceiveBuffers", [&] {
+          return MakeCrossHostReceiveBuffersImpl(context, request, response);
+        });
   }
   grpc::Status CopyToRemoteDevice(
       grpc::ServerContext* context,
@@ -315,9 +322,10 @@ class BufferService final : public v1::Buffers::Service {
       grpc::ServerContext* context,
       const v1::CancelCrossHostReceivesRequest* request,
       v1::CancelCrossHostReceivesResponse* response) override {
-    return Authenticated(auth_, *context, "Buffers.CancelCrossHostReceives", [&] {
-      return CancelCrossHostReceivesImpl(context, request, response);
-    });
+    return Authenticated(
+        auth_, *context, "Buffers.CancelCrossHostReceives", [&] {
+          return CancelCrossHostReceivesImpl(context, request, response);
+        });
   }
   grpc::Status UploadFromRegion(grpc::ServerContext* context,
                                 const v1::UploadFromRegionRequest* request,
@@ -343,8 +351,9 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status ListRegions(grpc::ServerContext* context,
                            const v1::ListRegionsRequest* request,
                            v1::ListRegionsResponse* response) override {
-    return Authenticated(auth_, *context, "Buffers.ListRegions",
-                   [&] { return ListRegionsImpl(context, request, response); });
+    return Authenticated(auth_, *context, "Buffers.ListRegions", [&] {
+      return ListRegionsImpl(context, request, response);
+    });
   }
 
  private:
@@ -469,21 +478,23 @@ class ExecutableService final : public v1::Executables::Service {
   grpc::Status Compile(grpc::ServerContext* context,
                        const v1::CompileRequest* request,
                        v1::CompileResponse* response) override {
-    return Authenticated(auth_, *context, "Executables.Compile",
-                   [&] { return CompileImpl(context, request, response); });
+    return Authenticated(auth_, *context, "Executables.Compile", [&] {
+      return CompileImpl(context, request, response);
+    });
   }
   grpc::Status Execute(grpc::ServerContext* context,
                        const v1::ExecuteRequest* request,
                        v1::ExecuteResponse* response) override {
-    return Authenticated(auth_, *context, "Executables.Execute",
-                   [&] { return ExecuteImpl(context, request, response); });
+    return Authenticated(auth_, *context, "Executables.Execute", [&] {
+      return ExecuteImpl(context, request, response);
+    });
   }
   grpc::Status ExecuteStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
           stream) override {
     return Authenticated(auth_, *context, "Executables.ExecuteStream",
-                   [&] { return ExecuteStreamImpl(context, stream); });
+                         [&] { return ExecuteStreamImpl(context, stream); });
   }
   grpc::Status ExecuteReplicated(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,

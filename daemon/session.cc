@@ -132,8 +132,8 @@ absl::Status Session::ChargeLocked(
     absl::Span<const runtime::Buffer* const> buffers) {
   if (account_ == nullptr) return absl::OkStatus();
   for (size_t i = 0; i < buffers.size(); ++i) {
-    absl::Status status = account_->TakeBuffers(
-        1, ChargedDevice(*buffers[i]), ChargedBytes(*buffers[i]));
+    absl::Status status = account_->TakeBuffers(1, ChargedDevice(*buffers[i]),
+                                                ChargedBytes(*buffers[i]));
     if (!status.ok()) {
       for (size_t j = 0; j < i; ++j) Refund(*buffers[j]);
       Audit("quota_refused", {{"tenant", account_->name()},

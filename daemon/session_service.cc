@@ -137,9 +137,9 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
   }
   auto caller = auth_->Authenticate(*context);
   if (!caller.ok()) return Reply(context, caller.status());
-  auto session = sessions_->Open(request->client_name(), context->peer(),
-                                 absl::Seconds(request->lease_seconds()),
-                                 *caller);
+  auto session =
+      sessions_->Open(request->client_name(), context->peer(),
+                      absl::Seconds(request->lease_seconds()), *caller);
   if (!session.ok()) return Reply(context, session.status());
   Audit("session_opened", {{"tenant", caller->name()},
                            {"peer", context->peer()},
@@ -157,7 +157,8 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
 grpc::ServerUnaryReactor* SessionService::KeepAliveImpl(
     grpc::CallbackServerContext* context, const v1::KeepAliveRequest* request,
     v1::KeepAliveResponse* response) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return Reply(context, session.status());
   response->set_lease_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds((*session)->lease())));
@@ -226,10 +227,10 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
       absl::CancelledError(
           absl::StrFormat("closed by an administrator from %s", context->peer())));
   if (!stats.ok()) return Reply(context, stats.status());
-  Audit("admin_close", {{"admin", admin_tenant ? caller->name()
-                                               : std::string("admin token")},
-                        {"peer", context->peer()},
-                        {"session", absl::StrCat(request->public_id())}});
+  Audit("admin_close",
+        {{"admin", admin_tenant ? caller->name() : std::string("admin token")},
+         {"peer", context->peer()},
+         {"session", absl::StrCat(request->public_id())}});
   response->set_buffers_freed(stats->buffers_freed);
   response->set_bytes_freed(stats->bytes_freed);
   response->set_executables_freed(stats->executables_freed);
@@ -238,7 +239,8 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
 
 grpc::ServerWriteReactor<v1::SessionEvent>* SessionService::AttachImpl(
     grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
-  auto session = CallerSession(auth_, sessions_, *context, request->session_id());
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return new FailedAttach(session.status());
   auto* reactor = new AttachReactor(sessions_, *std::move(session));
   reactor->Start();

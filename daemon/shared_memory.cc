@@ -437,10 +437,10 @@ std::string RegionServer::Answer(const char* payload, ssize_t received,
     auto session = sessions_->Lookup(request.session_id(), Caller{});
     if (session.ok() && (*session)->account() != nullptr &&
         !(*session)->account()->AdmitsLocalProcess(uid, gid)) {
-      Audit("auth_failed",
-            {{"peer", absl::StrFormat("region socket, uid %d gid %d", uid,
-                                      gid)},
-             {"reason", "region for another tenant's session"}});
+      Audit(
+          "auth_failed",
+          {{"peer", absl::StrFormat("region socket, uid %d gid %d", uid, gid)},
+           {"reason", "region for another tenant's session"}});
       session = absl::NotFoundError(absl::StrFormat(
           "session %#x is not open (never opened, closed, or expired after "
           "its lease ran out); open a new session",

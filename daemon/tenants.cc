@@ -1,17 +1,16 @@
 #include "daemon/tenants.h"
 
+#include <grpc/grpc_security_constants.h>
+#include <grpcpp/server_context.h>
 #include <openssl/sha.h>
 #include <sys/stat.h>
+#include <toml++/toml.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
-
-#include <grpc/grpc_security_constants.h>
-#include <grpcpp/server_context.h>
-#include <toml++/toml.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
@@ -39,9 +38,8 @@ bool IsHexDigest(absl::string_view hex) {
 
 absl::Status TenantKeyError(absl::string_view source, absl::string_view tenant,
                             absl::string_view key, absl::string_view expected) {
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s: tenant '%s': key '%s' must be %s", source, tenant,
-                      key, expected));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: tenant '%s': key '%s' must be %s", source, tenant, key, expected));
 }
 
 absl::StatusOr<int64_t> QuotaCount(const toml::node& node,
@@ -81,7 +79,8 @@ absl::StatusOr<TenantQuota> ParseQuota(const toml::table& table,
       PJRT_ASSIGN_OR_RETURN(quota.sessions,
                             QuotaCount(node, source, tenant, key));
     } else if (key == "buffers") {
-      PJRT_ASSIGN_OR_RETURN(quota.buffers, QuotaCount(node, source, tenant, key));
+      PJRT_ASSIGN_OR_RETURN(quota.buffers,
+                            QuotaCount(node, source, tenant, key));
     } else if (key == "executables") {
       PJRT_ASSIGN_OR_RETURN(quota.executables,
                             QuotaCount(node, source, tenant, key));
@@ -165,8 +164,7 @@ absl::StatusOr<TenantConfig> ParseTenant(const toml::table& table, int index,
     } else if (key == "quota") {
       const toml::table* quota = node.as_table();
       if (quota == nullptr) {
-        return TenantKeyError(source, tenant, key,
-                              "a table ([tenant.quota])");
+        return TenantKeyError(source, tenant, key, "a table ([tenant.quota])");
       }
       PJRT_ASSIGN_OR_RETURN(config.quota, ParseQuota(*quota, source, tenant));
     } else {
@@ -226,8 +224,8 @@ absl::StatusOr<std::vector<TenantConfig>> ParseTenants(
   absl::flat_hash_set<uint32_t> uids, gids;
   for (const TenantConfig& t : tenants) {
     if (!names.insert(t.name).second) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tenant '%s' is defined twice", source, t.name));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: tenant '%s' is defined twice", source, t.name));
     }
     if (!t.token_sha256.empty() && !tokens.insert(t.token_sha256).second) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -246,10 +244,10 @@ absl::StatusOr<std::vector<TenantConfig>> ParseTenants(
     }
   }
   if (tenants.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s defines no tenant; add a [[tenant]] table (see "
-        "docs/security.md)",
-        source));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s defines no tenant; add a [[tenant]] table (see "
+                        "docs/security.md)",
+                        source));
   }
   return tenants;
 }
@@ -277,7 +275,8 @@ absl::StatusOr<std::vector<TenantConfig>> LoadTenantsFile(
   return ParseTenants(text.str(), path);
 }
 
-// --- TenantAccount ------------------------------------------------------------
+// --- TenantAccount
+// ------------------------------------------------------------
 
 TenantAccount::TenantAccount(TenantConfig config, int device_count)
     : config_(std::move(config)),
@@ -319,9 +318,9 @@ void TenantAccount::Reconfigure(TenantConfig config) {
 namespace {
 
 // Counts `n` more of `counter` unless that passes `limit` (0: none).
-absl::Status TakeCount(std::atomic<int64_t>& counter, int64_t n,
-                       int64_t limit, absl::string_view tenant,
-                       absl::string_view quota, absl::string_view what) {
+absl::Status TakeCount(std::atomic<int64_t>& counter, int64_t n, int64_t limit,
+                       absl::string_view tenant, absl::string_view quota,
+                       absl::string_view what) {
   int64_t now = counter.load();
   do {
     if (limit > 0 && now + n > limit) {
@@ -416,7 +415,8 @@ int64_t TenantAccount::queued_executions(int device) const {
   return queued_[static_cast<size_t>(device)];
 }
 
-// --- Authenticator ------------------------------------------------------------
+// --- Authenticator
+// ------------------------------------------------------------
 
 void Authenticator::Configure(std::vector<TenantConfig> tenants,
                               std::string source) {
@@ -524,7 +524,8 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
     }
   }
   if (has_authorization) {
-    Audit("auth_failed", {{"peer", peer}, {"reason", "malformed authorization"}});
+    Audit("auth_failed",
+          {{"peer", peer}, {"reason", "malformed authorization"}});
     return absl::UnauthenticatedError(
         "the authorization metadata is not 'Bearer TOKEN'; pass the token "
         "as token= (Python), ConnectOptions::token (C++), PJRTD_TOKEN or "
@@ -532,11 +533,11 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
   }
   Audit("auth_failed",
         {{"peer", peer},
-         {"reason", !subjects.empty()  ? "certificate names no tenant"
-                    : local.has_value() ? absl::StrFormat(
-                                              "uid %d gid %d names no tenant",
-                                              local->first, local->second)
-                                        : "no credential"}});
+         {"reason", !subjects.empty() ? "certificate names no tenant"
+                    : local.has_value()
+                        ? absl::StrFormat("uid %d gid %d names no tenant",
+                                          local->first, local->second)
+                        : "no credential"}});
   if (!subjects.empty()) {
     return absl::UnauthenticatedError(absl::StrFormat(
         "the client certificate's subject '%s' names no tenant of %s",
@@ -559,10 +560,11 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
 absl::Status Authenticator::RequireAdmin(const Caller& caller,
                                          absl::string_view what) {
   if (caller.admin()) return absl::OkStatus();
-  Audit("permission_denied", {{"tenant", caller.name()}, {"action", std::string(what)}});
-  return absl::PermissionDeniedError(absl::StrFormat(
-      "%s needs the admin role; tenant '%s' has the user role", what,
-      caller.name()));
+  Audit("permission_denied",
+        {{"tenant", caller.name()}, {"action", std::string(what)}});
+  return absl::PermissionDeniedError(
+      absl::StrFormat("%s needs the admin role; tenant '%s' has the user role",
+                      what, caller.name()));
 }
 
 std::vector<std::shared_ptr<TenantAccount>> Authenticator::accounts() const {
@@ -572,9 +574,9 @@ std::vector<std::shared_ptr<TenantAccount>> Authenticator::accounts() const {
   return result;
 }
 
-void Audit(absl::string_view event,
-           std::initializer_list<std::pair<absl::string_view, std::string>>
-               fields) {
+void Audit(
+    absl::string_view event,
+    std::initializer_list<std::pair<absl::string_view, std::string>> fields) {
   std::string line = absl::StrCat("audit event=", event);
   for (const auto& [key, value] : fields) {
     absl::StrAppend(&line, " ", key, "=\"", absl::CEscape(value), "\"");

@@ -188,9 +188,9 @@ class Authenticator {
 // Writes one structured audit line: `event` and key=value fields, values
 // quoted and escaped. Logged at info level under the "audit" tag, so that
 // journalctl -t / grep finds every one.
-void Audit(absl::string_view event,
-           std::initializer_list<std::pair<absl::string_view, std::string>>
-               fields);
+void Audit(
+    absl::string_view event,
+    std::initializer_list<std::pair<absl::string_view, std::string>> fields);
 
 }  // namespace pjrt::daemon
 

@@ -1,5 +1,7 @@
 #include "daemon/unix_listener.h"
 
+#include <grpcpp/server.h>
+#include <grpcpp/server_posix.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -9,9 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
-
-#include <grpcpp/server.h>
-#include <grpcpp/server_posix.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -24,17 +23,16 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(
     const std::string& path, grpc::Server* server) {
   sockaddr_un addr{};
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unix socket path %s must have 1 to %d characters", path,
-        sizeof(addr.sun_path) - 1));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unix socket path %s must have 1 to %d characters",
+                        path, sizeof(addr.sun_path) - 1));
   }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
-    return absl::InternalError(
-        absl::StrFormat("cannot create unix socket %s: %s", path,
-                        std::strerror(errno)));
+    return absl::InternalError(absl::StrFormat(
+        "cannot create unix socket %s: %s", path, std::strerror(errno)));
   }
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(fd, SOMAXCONN) != 0) {
@@ -107,8 +105,8 @@ void UnixListener::Loop() {
     }
     if (fds[1].revents != 0) return;
     for (;;) {
-      int fd = accept4(listen_fd_, nullptr, nullptr,
-                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int fd =
+          accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
             errno != ECONNABORTED) {

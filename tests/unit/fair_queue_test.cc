@@ -58,7 +58,8 @@ TEST(FairQueue, AdmitsUpToItsDepthAtOnce) {
   auto b = queue.Enter(&tenant, 1, nullptr);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(queue.in_flight(), 2);
-  std::thread third([&] { ASSERT_TRUE(queue.Enter(&tenant, 1, nullptr).ok()); });
+  std::thread third(
+      [&] { ASSERT_TRUE(queue.Enter(&tenant, 1, nullptr).ok()); });
   AwaitWaiting(queue, 1);
   EXPECT_EQ(queue.in_flight(), 2);  // the third waits
   a->Release();

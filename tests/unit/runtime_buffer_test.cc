@@ -2,15 +2,15 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <string>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/buffer.h"
-#include "runtime/client.h"
 #include "runtime/buffer_sequencing_event.h"
+#include "runtime/client.h"
 #include "runtime/host_to_device_transfer.h"
 #include "runtime/tracked_device_buffer.h"
 #include "tests/unit/runtime_test_util.h"

@@ -16,7 +16,8 @@ TEST(ParseTenants, ReadsRolesCredentialsWeightsAndQuotas) {
 [[tenant]]
 name = "alice"
 role = "user"
-token_sha256 = "salt$)" + kDigest + R"("
+token_sha256 = "salt$)" + kDigest +
+                                  R"("
 weight = 3
 [tenant.quota]
 device_memory = "4GiB"
@@ -29,7 +30,8 @@ role = "admin"
 uid = 1000
 gid = 50
 cert_subject = "CN=ops"
-)", "tenants.toml");
+)",
+                              "tenants.toml");
   ASSERT_TRUE(tenants.ok()) << tenants.status();
   ASSERT_EQ(tenants->size(), 2u);
   const TenantConfig& alice = (*tenants)[0];

@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
-#include "client/cpp/pjrt_client/internal.h"
 #include "base/version.h"
+#include "client/cpp/pjrt_client/internal.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -55,7 +55,8 @@ namespace {
 class BearerToken : public grpc::experimental::Interceptor {
  public:
   explicit BearerToken(const std::string* value) : value_(value) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {
@@ -128,8 +129,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
     PJRT_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(key, "TLS key file"));
     credentials = grpc::SslCredentials(ssl);
   }
-  std::vector<std::unique_ptr<
-      grpc::experimental::ClientInterceptorFactoryInterface>>
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       interceptors;
   if (!token.empty()) {
     interceptors.push_back(std::make_unique<BearerTokenFactory>(token));
