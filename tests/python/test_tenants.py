@@ -219,6 +219,63 @@ def test_another_tenants_session_and_handles_are_not_found(tenants):
         np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))
 
 
+SESSIONLESS = {"OpenSession", "ListSessions", "CloseSessionAsAdmin",
+               "GetServerInfo", "ListDevices", "GetStats", "Ping",
+               "GetClusterStatus"}
+
+
+def request_naming(descriptor, session_id: int, handle: int) -> bytes:
+    """A request of type `descriptor` whose session (and any handle) are
+    the given ones."""
+    from google.protobuf import symbol_database
+    message = symbol_database.Default().GetSymbol(descriptor.full_name)()
+    if "header" in descriptor.fields_by_name:  # UploadRequest
+        message.header.session_id = session_id
+    for field in descriptor.fields:
+        if field.name == "session_id":
+            setattr(message, field.name, session_id)
+        elif field.name in ("handle", "executable_handle"):
+            setattr(message, field.name, handle)
+        elif field.name in ("handles", "result_handles"):
+            getattr(message, field.name).append(handle)
+    return message.SerializeToString()
+
+
+def test_every_rpc_answers_another_tenants_session_as_absent(tenants):
+    with tenants.connect("alice") as alice:
+        x = alice.put(np.ones(4, np.float32))
+        channel = tenants.channel()
+        bob = tenants.metadata(tenants.tokens["bob"])
+        checked = 0
+        for module in (session_pb2, buffer_pb2, executable_pb2):
+            for service in module.DESCRIPTOR.services_by_name.values():
+                for method in service.methods:
+                    if method.name in SESSIONLESS:
+                        continue
+                    body = request_naming(method.input_type,
+                                          alice.session_id, x._handle)
+                    path = f"/{service.full_name}/{method.name}"
+                    kind = {(False, False): channel.unary_unary,
+                            (False, True): channel.unary_stream,
+                            (True, False): channel.stream_unary,
+                            (True, True): channel.stream_stream}[
+                        (method.client_streaming, method.server_streaming)]
+                    call = kind(path, request_serializer=lambda b: b,
+                                response_deserializer=lambda b: b)
+                    request = (iter([body]) if method.client_streaming
+                               else body)
+                    with pytest.raises(grpc.RpcError) as e:
+                        response = call(request, metadata=bob, timeout=10)
+                        if method.server_streaming:
+                            list(response)
+                    assert e.value.code() == grpc.StatusCode.NOT_FOUND, (
+                        path, e.value.code(), e.value.details())
+                    checked += 1
+        assert checked >= 20
+        # Alice's buffer is untouched.
+        np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))
+
+
 def test_users_list_their_own_sessions_and_admins_all(tenants):
     with tenants.connect("alice"), tenants.connect("bob"):
         stub = session_pb2_grpc.SessionsStub(tenants.channel())

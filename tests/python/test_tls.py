@@ -2,9 +2,12 @@
 made by the test (Debian's openssl)."""
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
+import signal
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -100,6 +103,43 @@ def test_expired_certificates_are_refused(pki, tmp_path):
                                 tls_ca=str(pki / "ca.crt"),
                                 tls_cert=str(pki / "expired-alice.crt"),
                                 tls_key=str(pki / "expired-alice.key"))
+    finally:
+        assert d.stop() == 0, d.log_path.read_text()
+
+
+def test_a_renewed_certificate_is_served_without_dropping_sessions(
+        pki, tmp_path):
+    """The daemon re-reads its certificate files when they change (and
+    SIGHUP reloads what it can): new clients see the new certificate, open
+    sessions go on."""
+    served = tmp_path / "tls"
+    served.mkdir()
+    for name in ("server.crt", "server.key"):
+        shutil.copy(pki / name, served / name)
+    d = Daemon(tmp_path, "--platform", "host", "--listen", "127.0.0.1:0",
+               "--tls-cert", str(served / "server.crt"),
+               "--tls-key", str(served / "server.key"))
+    try:
+        old = pjrt_client.connect(d.addresses[0], tls_ca=str(pki / "ca.crt"))
+        x = old.put(np.arange(4, dtype=np.float32))
+        make_cert(pki, "other-ca", "renewed", "/CN=localhost", server=True)
+        # Key first, then certificate, each replaced in one step.
+        for name in ("key", "crt"):
+            (served / f"next.{name}").write_bytes(
+                (pki / f"renewed.{name}").read_bytes())
+            os.replace(served / f"next.{name}", served / f"server.{name}")
+        d.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                pjrt_client.connect(d.addresses[0], timeout=1,
+                                    tls_ca=str(pki / "other-ca.crt")).close()
+                break
+            except pjrt_client.UnavailableError:
+                assert time.monotonic() < deadline, "renewal not served"
+        # The session opened before the renewal still works.
+        np.testing.assert_array_equal(x.to_numpy(), [0, 1, 2, 3])
+        old.close()
     finally:
         assert d.stop() == 0, d.log_path.read_text()
 
