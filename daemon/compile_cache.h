@@ -94,17 +94,23 @@ class CompileCache {
 
   // The cached value for `key`, or the result of `compile()` (run by this
   // request, or by a concurrent one for the same key). Errors of `compile`
-  // are returned unchanged.
+  // are returned unchanged. A program compiled here belongs to `owner`
+  // (a tenant; keys of different owners must differ): with
+  // `owner_capacity` > 0, the owner keeps at most that many programs, its
+  // least recently used going first, so that no owner fills the cache.
   absl::StatusOr<Result> GetOrCompile(
       absl::string_view key,
-      absl::FunctionRef<absl::StatusOr<std::shared_ptr<Value>>()> compile);
+      absl::FunctionRef<absl::StatusOr<std::shared_ptr<Value>>()> compile,
+      absl::string_view owner = "", int owner_capacity = 0);
 
   CompileCacheStats stats() const;
 
  private:
   struct Entry {
-    explicit Entry(std::string k) : key(std::move(k)) {}
+    Entry(std::string k, std::string o)
+        : key(std::move(k)), owner(std::move(o)) {}
     const std::string key;
+    const std::string owner;
     // Guarded by the cache's mutex.
     bool done = false;
     absl::Status status;
@@ -113,8 +119,14 @@ class CompileCache {
   };
   using EntryList = std::list<std::shared_ptr<Entry>>;
 
-  // Drops least recently used finished entries beyond the capacities.
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops least recently used finished entries beyond the capacities, and
+  // `owner`'s beyond `owner_capacity` (when > 0).
+  void EvictLocked(const std::string& owner, int owner_capacity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the finished entry at `it`; returns the next.
+  typename std::list<std::shared_ptr<Entry>>::iterator DropLocked(
+      typename std::list<std::shared_ptr<Entry>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int capacity_;
   const int64_t capacity_bytes_;
@@ -128,6 +140,8 @@ class CompileCache {
       ABSL_GUARDED_BY(mu_);
   int finished_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Finished entries by owner.
+  absl::flat_hash_map<std::string, int> owned_ ABSL_GUARDED_BY(mu_);
   CompileCacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -137,7 +151,8 @@ template <typename Value>
 absl::StatusOr<typename CompileCache<Value>::Result>
 CompileCache<Value>::GetOrCompile(
     absl::string_view key,
-    absl::FunctionRef<absl::StatusOr<std::shared_ptr<Value>>()> compile) {
+    absl::FunctionRef<absl::StatusOr<std::shared_ptr<Value>>()> compile,
+    absl::string_view owner, int owner_capacity) {
   const absl::Time start = absl::Now();
   Result result;
   result.fingerprint = Fingerprint(key);
@@ -157,7 +172,7 @@ CompileCache<Value>::GetOrCompile(
       result.elapsed = absl::Now() - start;
       return result;
     }
-    entry = std::make_shared<Entry>(std::string(key));
+    entry = std::make_shared<Entry>(std::string(key), std::string(owner));
     lru_.push_front(entry);
     index_.emplace(absl::string_view(entry->key), lru_.begin());
     ++stats_.compiles;
@@ -191,7 +206,8 @@ CompileCache<Value>::GetOrCompile(
   } else {
     ++finished_;
     bytes_ += entry->bytes;
-    EvictLocked();
+    ++owned_[entry->owner];
+    EvictLocked(entry->owner, owner_capacity);
   }
   result.value = std::move(*compiled);
   result.elapsed = absl::Now() - start;
@@ -199,17 +215,35 @@ CompileCache<Value>::GetOrCompile(
 }
 
 template <typename Value>
-void CompileCache<Value>::EvictLocked() {
+typename std::list<
+    std::shared_ptr<typename CompileCache<Value>::Entry>>::iterator
+CompileCache<Value>::DropLocked(
+    typename std::list<std::shared_ptr<Entry>>::iterator it) {
+  bytes_ -= (*it)->bytes;
+  if (--owned_[(*it)->owner] == 0) owned_.erase((*it)->owner);
+  index_.erase(absl::string_view((*it)->key));
+  --finished_;
+  ++stats_.evictions;
+  return lru_.erase(it);
+}
+
+template <typename Value>
+void CompileCache<Value>::EvictLocked(const std::string& owner,
+                                      int owner_capacity) {
+  if (owner_capacity > 0) {
+    auto it = lru_.end();
+    while (owned_[owner] > owner_capacity && it != lru_.begin()) {
+      --it;
+      if ((*it)->done && (*it)->owner == owner) it = DropLocked(it);
+    }
+    if (owned_[owner] == 0) owned_.erase(owner);
+  }
   auto it = lru_.end();
   while ((finished_ > capacity_ || bytes_ > capacity_bytes_) &&
          it != lru_.begin()) {
     --it;
     if (!(*it)->done) continue;
-    bytes_ -= (*it)->bytes;
-    index_.erase(absl::string_view((*it)->key));
-    it = lru_.erase(it);
-    --finished_;
-    ++stats_.evictions;
+    it = DropLocked(it);
   }
 }
 

@@ -149,8 +149,16 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
   }
   std::string key =
       CompileCacheKey(text, DeterministicBytes(request->options()), scope);
+  std::string owner;
+  int owner_capacity = 0;
+  if (const auto& account = (*session)->account(); account != nullptr) {
+    owner = account->name();
+    owner_capacity = static_cast<int>(
+        std::min<int64_t>(account->quota().compile_cache_entries, 1 << 30));
+  }
   auto compiled = cache_->GetOrCompile(
-      key, [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
+      key,
+      [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
         // Wait for a compile slot, as long as the client wants the answer.
         while (!compile_slots_.AcquireFor(1, Cancellation::kPollInterval)) {
           if (context->IsCancelled()) {
@@ -160,7 +168,8 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
         }
         device::Semaphore::ScopedReservation slot(&compile_slots_, 1);
         return runtime::Executable::Compile(client_, text, *options);
-      });
+      },
+      owner, owner_capacity);
   if (!compiled.ok()) {
     spdlog::info("{}: compile of a {}-byte program failed: {}",
                  (*session)->DebugString(), text.size(),

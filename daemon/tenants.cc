@@ -87,10 +87,14 @@ absl::StatusOr<TenantQuota> ParseQuota(const toml::table& table,
     } else if (key == "queued_executions") {
       PJRT_ASSIGN_OR_RETURN(quota.queued_executions,
                             QuotaCount(node, source, tenant, key));
+    } else if (key == "compile_cache_entries") {
+      PJRT_ASSIGN_OR_RETURN(quota.compile_cache_entries,
+                            QuotaCount(node, source, tenant, key));
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: tenant '%s': unknown key 'quota.%s' (known: device_memory, "
-          "sessions, buffers, executables, queued_executions)",
+          "sessions, buffers, executables, queued_executions, "
+          "compile_cache_entries)",
           source, tenant, key));
     }
   }

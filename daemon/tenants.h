@@ -44,6 +44,9 @@ struct TenantQuota {
   int64_t executables = 0;
   // Executions enqueued and not finished, per device.
   int64_t queued_executions = 0;
+  // Compiled programs kept in the daemon's compile cache for the tenant
+  // (beyond, its least recently used go first).
+  int64_t compile_cache_entries = 0;
 };
 
 struct TenantConfig {

@@ -96,6 +96,8 @@ executables = 2
 [[tenant]]
 name = "bob"
 token_sha256 = "{made['bob']['token_sha256']}"
+[tenant.quota]
+compile_cache_entries = 2
 
 [[tenant]]
 name = "root"
@@ -547,3 +549,13 @@ def test_a_local_process_is_the_tenant_of_its_uid_on_the_unix_socket(
     # Over TCP a uid proves nothing.
     with pytest.raises(pjrt_client.UnauthenticatedError):
         pjrt_client.connect(tenants.tcp)
+
+
+def test_a_tenant_keeps_its_share_of_the_compile_cache(tenants):
+    programs = [ADD_ONE.replace("add_one", f"share_{i}") for i in range(3)]
+    with tenants.connect("bob") as bob:
+        for program in programs:
+            bob.compile(program)
+        # Bob's share is two programs: the oldest of his went.
+        assert bob.compile(programs[2]).cache_hit
+        assert not bob.compile(programs[0]).cache_hit

@@ -55,6 +55,25 @@ TEST(CompileCacheTest, KeysOfDifferentTextOrOptionsDiffer) {
             CompileCacheKey("HloModule m", "o"));
 }
 
+TEST(CompileCacheTest, AnOwnerKeepsAtMostItsShareAndOthersKeepTheirs) {
+  Cache cache(8);
+  Compiler compiler;
+  const auto get = [&](const std::string& key, const std::string& owner) {
+    auto result = cache.GetOrCompile(
+        key, [&] { return compiler(key); }, owner, /*owner_capacity=*/2);
+    EXPECT_TRUE(result.ok());
+    return result->cache_hit;
+  };
+  EXPECT_FALSE(get("b1", "bob"));
+  for (const char* key : {"a1", "a2", "a3", "a4"})
+    EXPECT_FALSE(get(key, "amy"));
+  EXPECT_EQ(cache.stats().entries, 3);  // amy's last two, and bob's
+  EXPECT_TRUE(get("a4", "amy"));
+  EXPECT_TRUE(get("a3", "amy"));
+  EXPECT_FALSE(get("a1", "amy"));  // amy's oldest went first
+  EXPECT_TRUE(get("b1", "bob"));   // bob's stayed
+}
+
 TEST(CompileCacheTest, SecondRequestForTheSameProgramIsAHit) {
   Cache cache(4);
   Compiler compiler;
