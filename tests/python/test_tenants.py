@@ -305,7 +305,10 @@ def test_admin_calls_need_the_admin_role(tenants):
                     session_pb2.CloseSessionAsAdminRequest(
                         public_id=public_id), metadata=bob, timeout=10),
                 lambda: server.GetStats(server_pb2.GetStatsRequest(),
-                                        metadata=bob, timeout=10)):
+                                        metadata=bob, timeout=10),
+                lambda: server.GetClusterStatus(
+                    server_pb2.GetClusterStatusRequest(), metadata=bob,
+                    timeout=10)):
             with pytest.raises(grpc.RpcError) as e:
                 call()
             assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
