@@ -110,9 +110,12 @@ void UnixListener::Loop() {
       if (fd < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
             errno != ECONNABORTED) {
-          // Out of descriptors, say: try again on the next connection.
+          // Out of descriptors, say: the connection stays pending; look
+          // again in a while rather than spinning (a stop still wakes us).
           spdlog::warn("cannot accept a connection on {}: {}", path_,
                        std::strerror(errno));
+          pollfd wake = {.fd = wake_fd_, .events = POLLIN, .revents = 0};
+          if (poll(&wake, 1, 100) > 0) return;
         }
         break;
       }
