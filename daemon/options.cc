@@ -442,26 +442,33 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadClusterSecret(const std::string& path) {
+absl::StatusOr<std::string> ReadPrivateFile(const std::string& path,
+                                            absl::string_view what) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot read cluster secret file %s: %s", path, std::strerror(errno)));
+        "cannot read %s %s: %s", what, path, std::strerror(errno)));
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cluster secret file %s is readable by others (mode %o); make it "
-        "private with chmod 600",
-        path, st.st_mode & 0777));
+        "%s %s is readable by others (mode %o); make it private with chmod "
+        "600",
+        what, path, st.st_mode & 0777));
   }
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
   if (!file) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("cannot read cluster secret file %s", path));
+        absl::StrFormat("cannot read %s %s", what, path));
   }
-  std::string secret(absl::StripTrailingAsciiWhitespace(text.str()));
+  return text.str();
+}
+
+absl::StatusOr<std::string> ReadClusterSecret(const std::string& path) {
+  PJRT_ASSIGN_OR_RETURN(std::string text,
+                        ReadPrivateFile(path, "cluster secret file"));
+  std::string secret(absl::StripTrailingAsciiWhitespace(text));
   if (secret.size() < 16) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "cluster secret file %s holds %d characters; use at least 16 (e.g. "

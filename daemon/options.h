@@ -150,6 +150,12 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
 // Checks the options together: INVALID_ARGUMENT naming the bad one.
 absl::Status ValidateOptions(const DaemonOptions& options);
 
+// The contents of a file that only its owner may read or write (mode 600
+// or 400): INVALID_ARGUMENT naming `what` and the file otherwise, or when
+// it cannot be read.
+absl::StatusOr<std::string> ReadPrivateFile(const std::string& path,
+                                            absl::string_view what);
+
 // Reads the cluster secret: the file's contents without trailing
 // whitespace. INVALID_ARGUMENT when the file cannot be read, is empty, or
 // can be read by others than its owner (the secret would not be one).

@@ -24,6 +24,7 @@
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "base/token.h"
+#include "daemon/options.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -258,25 +259,9 @@ absl::StatusOr<std::vector<TenantConfig>> ParseTenants(
 
 absl::StatusOr<std::vector<TenantConfig>> LoadTenantsFile(
     const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot read tenants file %s: %s", path, std::strerror(errno)));
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tenants file %s can be read or written by others (mode %o); make "
-        "it private with chmod 600",
-        path, st.st_mode & 0777));
-  }
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("cannot read tenants file %s", path));
-  }
-  return ParseTenants(text.str(), path);
+  PJRT_ASSIGN_OR_RETURN(std::string text,
+                        ReadPrivateFile(path, "tenants file"));
+  return ParseTenants(text, path);
 }
 
 // --- TenantAccount
