@@ -3,8 +3,10 @@
 #   make demo    install what is missing, build, run the example end to end
 #   make test    install what is missing, build, run every test
 #
-# Other targets: deps, build, test-cpp, test-python, lint, test-sanitize,
-# bench, install, format, clean.
+# Other targets: deps, build, test-cpp, test-python, lint, test-sanitize
+# (everything under ASan+UBSan and TSan; `make test` runs its short
+# profile), fuzz (FUZZ_SECONDS per target, default 60), stress (the long
+# load and fault tests), bench, install, format, clean.
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -12,7 +14,10 @@ CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps build demo test test-cpp test-python lint test-sanitize bench install format clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build demo test test-cpp test-python lint test-sanitize \
+	test-sanitize-short fuzz stress bench install format clean
 
 all: build
 
@@ -29,20 +34,30 @@ demo: build
 	@scripts/demo $(BUILD_DIR)
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python lint test-sanitize
+	$(MAKE) --no-print-directory test-cpp test-python lint test-sanitize-short
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 test-python:
 	PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) PYTHONPATH=$(abspath $(BUILD_DIR))/python \
-	  $(PYTHON) -m pytest -q tests/python
+	  $(PYTHON) -m pytest -q tests/python tests/stress
 
 lint:
 	flake8 client/python tests/python examples bench
 
 test-sanitize: deps
 	scripts/test-sanitize $(JOBS)
+
+test-sanitize-short: deps
+	scripts/test-sanitize --short $(JOBS)
+
+fuzz: deps
+	scripts/fuzz --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+
+stress: build
+	PJRT_STRESS_PROFILE=long PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) \
+	  PYTHONPATH=$(abspath $(BUILD_DIR))/python $(PYTHON) -m pytest -q tests/stress
 
 bench: build
 	@scripts/bench $(BUILD_DIR)

@@ -156,9 +156,14 @@ absl::StatusOr<HostArray> ReadNpy(const std::string& path) {
   }
   std::string bytes((std::istreambuf_iterator<char>(in)),
                     std::istreambuf_iterator<char>());
+  return ParseNpy(bytes, path);
+}
+
+absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
+                                   absl::string_view name) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s is not a usable .npy file: %s", path, why));
+        absl::StrFormat("%s is not a usable .npy file: %s", name, why));
   };
   if (bytes.size() < kMagicSize + 4 ||
       bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
@@ -249,9 +254,16 @@ absl::StatusOr<HostArray> ReadNpy(const std::string& path) {
     }
     array.dims.push_back(dim);
   }
-  const int64_t count = array.element_count();
+  // The shape's byte count, refused before it can wrap around.
+  int64_t want_bytes = type->width;
+  for (int64_t dim : array.dims) {
+    if (__builtin_mul_overflow(want_bytes, dim, &want_bytes)) {
+      return bad(
+          absl::StrFormat("shape %s is too large (over 2^63 bytes)", *shape));
+    }
+  }
   const size_t data_start = header_start + header_len;
-  const size_t want = static_cast<size_t>(count) * type->width;
+  const size_t want = static_cast<size_t>(want_bytes);
   if (bytes.size() - data_start < want) {
     return bad(absl::StrFormat(
         "%s needs %d bytes of data; the file has %d",

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "pjrt/v1/types.pb.h"
 
@@ -39,6 +40,11 @@ struct HostArray {
 // .npy array of a supported dtype, or whose data is short; NOT_FOUND if the
 // file cannot be opened.
 absl::StatusOr<HostArray> ReadNpy(const std::string& path);
+
+// The same for a file's contents already in memory; `name` names it in
+// errors.
+absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
+                                   absl::string_view name);
 
 // Writes `array` to `path` (version 1.0, little-endian, C order). bf16 is
 // written as its uint16 bit patterns.

@@ -34,6 +34,7 @@
 #include "cli/npy.h"
 #include "compiler/backend.h"
 #include "compiler/host/compiler.h"
+#include "hlo/literal.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
 #include "hlo/verifier.h"
@@ -189,7 +190,7 @@ cli::HostArray RandomArray(const hlo::Shape& shape, std::mt19937_64& rng) {
         break;
       }
       case hlo::PrimitiveType::kF16: {
-        const _Float16 v = static_cast<_Float16>(normal(rng));
+        const uint16_t v = hlo::FloatToHalf(normal(rng));
         std::memcpy(at, &v, 2);
         break;
       }
@@ -208,7 +209,7 @@ double ElementAsDouble(hlo::PrimitiveType t, const uint8_t* at) {
     case hlo::PrimitiveType::kF32: { float v; std::memcpy(&v, at, 4); return v; }
     case hlo::PrimitiveType::kF64: { double v; std::memcpy(&v, at, 8); return v; }
     case hlo::PrimitiveType::kBf16: { uint16_t v; std::memcpy(&v, at, 2); return cli::Bfloat16ToFloat(v); }
-    case hlo::PrimitiveType::kF16: { _Float16 v; std::memcpy(&v, at, 2); return static_cast<double>(v); }
+    case hlo::PrimitiveType::kF16: { uint16_t v; std::memcpy(&v, at, 2); return hlo::HalfToFloat(v); }
     default: return 0;
   }
 }

@@ -14,6 +14,8 @@
 #include "base/version.h"
 #include "daemon/daemon.h"
 #include "daemon/options.h"
+#include "grpc/grpc.h"
+#include "runtime/fault_injection.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace {
@@ -63,6 +65,18 @@ int main(int argc, char** argv) {
   if (parsed.exit_code.has_value()) return *parsed.exit_code;
   const pjrt::daemon::DaemonOptions& options = parsed.options;
   SetUpLogging(options.log_level);
+  if (absl::Status status = pjrt::runtime::FaultInjectionStatus();
+      !status.ok()) {
+    std::cerr << "pjrtd: " << status.message() << "\n";
+    return 2;
+  }
+  if (const auto& faults = pjrt::runtime::FaultInjection();
+      faults.allocation > 0 || faults.kernel > 0) {
+    spdlog::warn(
+        "{} is set: allocations fail with probability {} and kernel runs with "
+        "probability {} (a test switch; never for production)",
+        pjrt::runtime::kFaultInjectionEnv, faults.allocation, faults.kernel);
+  }
 
   // Signals are taken synchronously by this thread; every thread started
   // from here on inherits the mask.
@@ -83,6 +97,11 @@ int main(int argc, char** argv) {
     return sigismember(&pending, SIGTERM) == 1 ||
            sigismember(&pending, SIGINT) == 1;
   };
+  // A reference to gRPC that is never given back: the last grpc_shutdown()
+  // (which ~Server would make) joins gRPC's executor threads, and one of
+  // them can sit in a poll of up to 10 s (gRPC 1.51), holding the exit that
+  // long after a shutdown that is complete. The process's end frees it all.
+  grpc_init();
   auto daemon = pjrt::daemon::Daemon::Start(options, stop_requested);
   if (!daemon.ok()) {
     spdlog::error("cannot start: {}", daemon.status().message());

@@ -52,7 +52,7 @@ absl::Status KeyError(absl::string_view source, absl::string_view key,
 absl::StatusOr<int64_t> ByteSizeValue(const toml::node& node,
                                       absl::string_view source,
                                       absl::string_view key) {
-  if (auto v = node.value<int64_t>()) {
+  if (auto v = node.value_exact<int64_t>()) {
     if (*v < 0) return KeyError(source, key, "a non-negative byte count");
     return *v;
   }
@@ -85,7 +85,7 @@ absl::StatusOr<int64_t> IntValue(const toml::node& node,
                                  absl::string_view source,
                                  absl::string_view key, int64_t min,
                                  int64_t max) {
-  auto v = node.value<int64_t>();
+  auto v = node.value_exact<int64_t>();
   if (!v || *v < min || *v > max) {
     return KeyError(source, key,
                     absl::StrFormat("an integer from %d to %d", min, max));

@@ -47,7 +47,7 @@ absl::StatusOr<int64_t> QuotaCount(const toml::node& node,
                                    absl::string_view source,
                                    absl::string_view tenant,
                                    absl::string_view key) {
-  auto v = node.value<int64_t>();
+  auto v = node.value_exact<int64_t>();
   if (!v || *v < 0 || *v > (int64_t{1} << 40)) {
     return TenantKeyError(source, tenant, absl::StrCat("quota.", key),
                           "an integer from 0 (no limit) to 2^40");
@@ -62,7 +62,7 @@ absl::StatusOr<TenantQuota> ParseQuota(const toml::table& table,
   for (const auto& [raw_key, node] : table) {
     const std::string key(raw_key.str());
     if (key == "device_memory") {
-      if (auto v = node.value<int64_t>(); v && *v >= 0) {
+      if (auto v = node.value_exact<int64_t>(); v && *v >= 0) {
         quota.device_memory = *v;
       } else if (auto s = node.value<std::string>()) {
         auto parsed = ParseByteSize(*s);
@@ -154,14 +154,14 @@ absl::StatusOr<TenantConfig> ParseTenant(const toml::table& table, int index,
       }
       config.cert_subject = *value;
     } else if (key == "uid" || key == "gid") {
-      auto v = node.value<int64_t>();
+      auto v = node.value_exact<int64_t>();
       if (!v || *v < 0 || *v > 0xfffffffe) {
         return TenantKeyError(source, tenant, key,
                               "a numeric id from 0 to 4294967294");
       }
       (key == "uid" ? config.uid : config.gid) = static_cast<uint32_t>(*v);
     } else if (key == "weight") {
-      auto v = node.value<int64_t>();
+      auto v = node.value_exact<int64_t>();
       if (!v || *v < 1 || *v > 1000) {
         return TenantKeyError(source, tenant, key, "an integer from 1 to 1000");
       }

@@ -3,11 +3,13 @@
 #include <utility>
 
 #include "base/status_macros.h"
+#include "runtime/fault_injection.h"
 
 namespace pjrt::runtime {
 
 absl::StatusOr<DeviceMemory> DeviceMemory::Allocate(device::Allocator* allocator,
                                                     int64_t bytes) {
+  if (bytes > 0) PJRT_RETURN_IF_ERROR(MaybeInjectAllocationFailure(bytes));
   PJRT_ASSIGN_OR_RETURN(void* data, allocator->Allocate(bytes));
   DeviceMemory memory;
   memory.allocator_ = allocator;

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "device/worker_thread.h"
+#include "runtime/fault_injection.h"
 
 namespace pjrt::runtime {
 
@@ -21,6 +22,7 @@ namespace {
 // Runs `kernel`, turning an exception into a status: a kernel runs on a
 // stream's thread, where an escaping exception would end the daemon.
 absl::Status RunKernel(Kernel kernel, const KernelArgs& args) {
+  PJRT_RETURN_IF_ERROR(MaybeInjectKernelFailure());
   try {
     return std::move(kernel)(args);
   } catch (const std::bad_alloc&) {

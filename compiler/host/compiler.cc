@@ -840,7 +840,8 @@ absl::Status Lowering::Emit(int node) {
       } else {
         const std::vector<uint8_t>& data = inst.attributes().literal.data();
         std::vector<uint64_t> storage((data.size() + 7) / 8 + 1, 0);
-        std::memcpy(storage.data(), data.data(), data.size());
+        if (!data.empty())
+          std::memcpy(storage.data(), data.data(), data.size());
         program_->constants.push_back(std::move(storage));
         n.slot = NewSlot(BufferSlot::Kind::kConstant, n.shape,
                          static_cast<int64_t>(program_->constants.size()) - 1);

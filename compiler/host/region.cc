@@ -61,8 +61,8 @@ absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
       if (!done.contains(operand)) stack.push_back({operand, 0});
       continue;
     }
-    const auto operand = [&](int i) -> const ScalarValue& {
-      return done.at(inst->operand(i));
+    const auto operand = [&done, current = inst](int i) -> const ScalarValue& {
+      return done.at(current->operand(i));
     };
     ScalarValue v;
     switch (inst->opcode()) {

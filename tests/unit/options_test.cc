@@ -111,6 +111,17 @@ TEST(ApplyConfigText, OutOfRangeNumbersAreRefusedNotTruncated) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ApplyConfigText, AFloatIsNoIntegerNorAByteCount) {
+  // A float where an integer belongs was once truncated, and one beyond
+  // int64 converted with undefined behaviour (found by config_fuzz).
+  for (const char* text : {"host_devices = 2.5", "host_devices = 4.2e73",
+                           "memory_limit = 1e300"}) {
+    DaemonOptions options;
+    absl::Status status = ApplyConfigText(text, "pjrtd.toml", &options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
 TEST(ApplyConfigText, MemoryLimitMayBeAnInteger) {
   DaemonOptions options;
   ASSERT_TRUE(ApplyConfigText("memory_limit = 1000", "t", &options).ok());
