@@ -200,11 +200,10 @@ TEST_F(NpyTest, ConvertsOnlyWhatNeedsNoGuessing) {
 
 TEST_F(NpyTest, AShapeWhoseByteCountWrapsAroundIsRefused) {
   // 7777777777777777772 x 3 x 4 bytes is over 2^64: found by npy_fuzz.
-  auto a = ReadNpy(WriteRaw(
-      "wrap.npy",
-      "{'descr': '<f4', 'fortran_order': False, 'shape': "
-      "(7777777777777777772, 3), }",
-      std::string(16, '\0')));
+  auto a = ReadNpy(WriteRaw("wrap.npy",
+                            "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                            "(7777777777777777772, 3), }",
+                            std::string(16, '\0')));
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(a.status().message().find("too large"), std::string::npos)

@@ -85,10 +85,10 @@ TEST(ParseTenants, AFloatIsNoId) {
   // "gid = 42e73" once reached a float-to-integer conversion with undefined
   // behaviour (found by config_fuzz).
   for (const char* id : {"gid = 42e73", "uid = 1000.5", "weight = 2.0"}) {
-    auto tenants = ParseTenants(
-        absl::StrCat("[[tenant]]\nname = \"t\"\ntoken_sha256 = \"",
-                     std::string(64, 'a'), "\"\n", id, "\n"),
-        "tenants.toml");
+    auto tenants =
+        ParseTenants(absl::StrCat("[[tenant]]\nname = \"t\"\ntoken_sha256 = \"",
+                                  std::string(64, 'a'), "\"\n", id, "\n"),
+                     "tenants.toml");
     EXPECT_EQ(tenants.status().code(), absl::StatusCode::kInvalidArgument)
         << id;
   }
