@@ -169,8 +169,10 @@ def test_the_daemon_sigtermed_under_load_exits_0_and_never_reports_half_work(
     print(f"SIGTERM under load: exit code {code} after {took:.2f} s, "
           f"{len(verified)} results verified, {len(wrong)} wrong")
     assert code == 0, d.log_path.read_text()[-3000:]
-    assert took < 5 + 5, (f"the daemon took {took:.1f} s to stop:\n"
-                          + d.log_path.read_text()[-3000:])
+    # Within the shutdown timeout (5 s): once the grace period is over the
+    # daemon cancels what still runs, so the exit cannot wait longer.
+    assert took < 5, (f"the daemon took {took:.1f} s to stop:\n"
+                      + d.log_path.read_text()[-3000:])
     assert not wrong, f"clients {wrong} read a wrong result"
 
 
@@ -212,16 +214,41 @@ def test_injected_allocation_and_kernel_failures_are_errors_and_free_all(
                     with lock:
                         wrong.append(f"client {index}: {op} {dtype}{shape}")
 
+    # A session whose data is in place before the faults begin (its own
+    # uploads may meet an injected failure too: they are retried).
+    victim_client = pjrt_client.connect(d.addresses[1], client_name="victim")
+    victim_data = [np.arange(1 << 16, dtype=np.float32),
+                   np.arange(300, dtype=np.int32)]
+    victim_buffers = []
+    for i, x in enumerate(victim_data):
+        for _ in range(20):
+            try:
+                victim_buffers.append(victim_client.put(x, device=i % 2))
+                victim_buffers[-1].block_until_ready()
+                break
+            except pjrt_client.Error:
+                victim_buffers = victim_buffers[:i]
+    victim_bytes = device_bytes(victim_client)
+
     threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     with pjrt_client.connect(d.addresses[0], client_name="obs") as obs:
-        wait_until(lambda: device_bytes(obs) == [0, 0]
-                   and obs.stats()["session_count"] == 1, 30,
+        wait_until(lambda: device_bytes(obs) == victim_bytes
+                   and obs.stats()["session_count"] == 2, 30,
                    "every faulty client's memory freed")
         obs.ping()
+    for b, x in zip(victim_buffers, victim_data, strict=True):
+        for _ in range(20):  # a read may meet an injected failure too
+            try:
+                got = b.to_numpy()
+                break
+            except pjrt_client.Error as e:
+                assert "injected failure" in str(e), e
+        assert same_bits(got, x), "the victim's data changed"
+    victim_client.close()
     print(f"fault injection: {len(injected)} injected failures reported as "
           f"errors, {len(wrong)} wrong results, {len(unexpected)} other "
           f"errors")
