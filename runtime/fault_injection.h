@@ -32,9 +32,9 @@ struct FaultInjectionConfig {
 absl::StatusOr<FaultInjectionConfig> ParseFaultInjection(
     absl::string_view spec);
 
-// What the environment asks for, parsed once; nullopt-like (all zero) when
-// the variable is unset. An unparsable value is reported by
-// FaultInjectionStatus() and injects nothing.
+// What the environment asks for, read once: all probabilities 0 when the
+// variable is unset. A value that does not parse injects nothing, and
+// FaultInjectionStatus() says why.
 const FaultInjectionConfig& FaultInjection();
 absl::Status FaultInjectionStatus();
 

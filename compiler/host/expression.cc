@@ -56,6 +56,12 @@ inline uint16_t Bfloat16Bits(float f) {
 }
 // Exact (NaN payloads included).
 inline float HalfValue(uint16_t bits) {
+  // NaNs by hand: F16C's conversion (clang uses it) quiets signaling ones.
+  if ((bits & 0x7C00) == 0x7C00 && (bits & 0x3FF) != 0) {
+    return std::bit_cast<float>((static_cast<uint32_t>(bits & 0x8000) << 16) |
+                                0x7F800000u |
+                                (static_cast<uint32_t>(bits & 0x3FF) << 13));
+  }
   return static_cast<float>(std::bit_cast<Eigen::half>(bits));
 }
 inline float Bfloat16Value(uint16_t bits) {
@@ -153,8 +159,8 @@ T IntPow(T base, T exponent) {
   U result = 1, b = static_cast<U>(base);
   U e = static_cast<U>(exponent);
   while (e != 0) {
-    if (e & 1) result = static_cast<U>(result * b);
-    b = static_cast<U>(b * b);
+    if (e & 1) result = WrappingMultiply(result, b);
+    b = WrappingMultiply(b, b);
     e >>= 1;
   }
   return static_cast<T>(result);
@@ -472,7 +478,7 @@ void Binary(const ExprNode& node, const T* a, const T* b, T* out, int64_t n) {
     switch (node.op) {
       case ExprOp::kAdd: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(a[i]) + U(b[i])); return;
       case ExprOp::kSubtract: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(a[i]) - U(b[i])); return;
-      case ExprOp::kMultiply: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(U(a[i]) * U(b[i])); return;
+      case ExprOp::kMultiply: for (int64_t i = 0; i < n; ++i) out[i] = WrappingMultiply(a[i], b[i]); return;
       case ExprOp::kDivide:
         for (int64_t i = 0; i < n; ++i) {
           if (b[i] == 0) {

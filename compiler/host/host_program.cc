@@ -408,7 +408,7 @@ C Combine(ExprOp op, C a, C b) {
       if constexpr (std::is_integral_v<C>) return static_cast<C>(U(a) + U(b));
       return a + b;
     case ExprOp::kMultiply:
-      if constexpr (std::is_integral_v<C>) return static_cast<C>(U(a) * U(b));
+      if constexpr (std::is_integral_v<C>) return WrappingMultiply(a, b);
       return a * b;
     case ExprOp::kMaximum:
       if constexpr (std::is_floating_point_v<C>) {

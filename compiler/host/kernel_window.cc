@@ -65,8 +65,12 @@ C Apply(ExprOp op, C a, C b) {
     }
   }
   switch (op) {
-    case ExprOp::kAdd: return static_cast<C>(a + b);
-    case ExprOp::kMultiply: return static_cast<C>(a * b);
+    case ExprOp::kAdd:
+      if constexpr (std::is_integral_v<C>) return WrappingAdd(a, b);
+      return static_cast<C>(a + b);
+    case ExprOp::kMultiply:
+      if constexpr (std::is_integral_v<C>) return WrappingMultiply(a, b);
+      return static_cast<C>(a * b);
     case ExprOp::kMaximum: return std::max(a, b);
     case ExprOp::kMinimum: return std::min(a, b);
     case ExprOp::kAnd:

@@ -8,6 +8,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <type_traits>
 
 #include "Eigen/Core"
 #include "hlo/float8.h"
@@ -99,6 +100,24 @@ auto DispatchAnyType(PrimitiveType type, F&& f) {
 }
 #undef PJRT_REAL_CASES
 #undef PJRT_CASE
+
+// Integer addition and multiplication that wrap around, as XLA's integer
+// ops do: computed in an unsigned type at least as wide as `unsigned`, so
+// that C++'s promotion of narrow types to int cannot overflow (65535 *
+// 65535 as ints is undefined behaviour).
+template <typename T>
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                    std::make_unsigned_t<T>>;
+template <typename T>
+inline T WrappingAdd(T a, T b) {
+  return static_cast<T>(static_cast<WrapType<T>>(std::make_unsigned_t<T>(a)) +
+                        static_cast<WrapType<T>>(std::make_unsigned_t<T>(b)));
+}
+template <typename T>
+inline T WrappingMultiply(T a, T b) {
+  return static_cast<T>(static_cast<WrapType<T>>(std::make_unsigned_t<T>(a)) *
+                        static_cast<WrapType<T>>(std::make_unsigned_t<T>(b)));
+}
 
 template <typename T>
 inline constexpr bool kIsComplex = false;

@@ -11,6 +11,8 @@
 // executables, any other for one of its buffers), including the ones
 // earlier calls of the input made. Other values go to the daemon as they are.
 //
+// Attach is held open briefly (see CallAttach).
+//
 // A finding: the process crashes or a sanitizer reports; a call answers
 // INTERNAL, UNKNOWN or DATA_LOSS, or an error without a message; a call
 // takes longer than kCallDeadline; or, once the input's sessions are closed,
@@ -301,6 +303,21 @@ void CallExecuteStream(const ExecuteStream& stream, Objects* objects) {
   CheckCall(call->Finish(), "ExecuteStream", objects->may_wait);
 }
 
+// An Attach stream lasts as long as its caller wants: this one ends by its
+// deadline after kAttachMillis.
+constexpr int kAttachMillis = 50;
+
+void CallAttach(const v1::AttachRequest& request) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(kAttachMillis));
+  auto reader = harness->sessions->Attach(&context, request);
+  v1::SessionEvent event;
+  while (reader->Read(&event)) {
+  }
+  CheckCall(reader->Finish(), "Attach", /*may_wait=*/true);
+}
+
 void Run(Call call, Objects* objects) {
   Resolve(&call, *objects);
   switch (call.call_case()) {
@@ -310,6 +327,8 @@ void Run(Call call, Objects* objects) {
       return CallDownload(call.download(), *objects);
     case Call::kExecuteStream:
       return CallExecuteStream(call.execute_stream(), objects);
+    case Call::kAttach:
+      return CallAttach(call.attach());
     case Call::CALL_NOT_SET:
       return;
     default: {
