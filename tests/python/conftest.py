@@ -29,14 +29,16 @@ class Daemon:
     """A pjrtd child process and the addresses it listens on."""
 
     def __init__(self, workdir: pathlib.Path, *args: str,
-                 wait: bool = True) -> None:
+                 wait: bool = True,
+                 env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self.address_file = workdir / "addresses"
         self.log_path = workdir / "pjrtd.log"
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [str(PJRTD), *args, "--address-file", str(self.address_file)],
-            stdout=subprocess.DEVNULL, stderr=self._log)
+            stdout=subprocess.DEVNULL, stderr=self._log,
+            env={**os.environ, **env} if env else None)
         self.addresses: list[str] = []
         if wait:
             self.wait_ready()

@@ -33,16 +33,10 @@ FAULT_CLIENT = HERE / "fault_client.py"
 
 def start_daemon(workdir: pathlib.Path, *extra: str,
                  env: dict[str, str] | None = None) -> Daemon:
-    old = os.environ.copy()
-    try:
-        os.environ.update(env or {})
-        return Daemon(workdir, "--platform", "host", "--host-devices", "2",
-                      "--memory-limit", str(2 << 30),
-                      "--listen", f"unix://{workdir}/pjrtd.sock",
-                      "--listen", "127.0.0.1:0", *extra)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    return Daemon(workdir, "--platform", "host", "--host-devices", "2",
+                  "--memory-limit", str(2 << 30),
+                  "--listen", f"unix://{workdir}/pjrtd.sock",
+                  "--listen", "127.0.0.1:0", *extra, env=env)
 
 
 @pytest.fixture(scope="module")
