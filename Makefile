@@ -16,7 +16,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test test-cpp test-python lint test-sanitize \
+.PHONY: all deps build demo bench-deps bench-gemm test test-cpp test-python lint test-sanitize \
 	test-sanitize-short fuzz stress bench install format clean
 
 all: build
@@ -59,8 +59,21 @@ stress: build
 	PJRT_STRESS_PROFILE=long PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) \
 	  PYTHONPATH=$(abspath $(BUILD_DIR))/python $(PYTHON) -m pytest -q tests/stress
 
-bench: build
+# The benchmarks compare against numpy on OpenBLAS: installed here, never
+# for the tests (which compare against numpy on whatever BLAS it has).
+bench-deps:
+	@dpkg -s libopenblas0-pthread >/dev/null 2>&1 || \
+	  apt-get install -y --no-install-recommends libopenblas0-pthread
+
+bench: build bench-deps
 	@scripts/bench $(BUILD_DIR)
+
+# The GEMM libraries side by side (docs/performance.md).
+bench-gemm: build
+	@dpkg -s libopenblas64-0-pthread libblis64-4-openmp libopenblas0-pthread \
+	  >/dev/null 2>&1 || apt-get install -y --no-install-recommends \
+	  libopenblas64-0-pthread libblis64-4-openmp libopenblas0-pthread
+	@$(BUILD_DIR)/bin/gemm_libraries
 
 install: build
 	cmake --install $(BUILD_DIR)

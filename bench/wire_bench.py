@@ -13,7 +13,10 @@ run:
   is ready) against the empty RPC;
 - a loop of 10,000 dependent steps of that program (each result is the next
   step's argument): pipelined on the ordered execution stream against one
-  Execute call per step.
+  Execute call per step;
+- that loop with one call per step (each step drops the previous result)
+  against the execution round trip, and a 16-byte read against the empty
+  RPC.
 
 Needs PJRTD_TCP_ADDRESS (host:port of a running pjrtd on this host). Prints
 {"benchmarks": [metric, ...]}; every ratio is "higher is better": pjrtd /
@@ -100,8 +103,26 @@ def main() -> int:
         "ratio": empty / execute,
         "goal": 1 / 1.5,
     })
+    read = doc["read_16_bytes"]["median"]
+    metrics.append({
+        "metric": "cpp_read_16_bytes_us",
+        "unit": "us",
+        "value": read,
+        "baseline": "empty RPC (Ping)",
+        "baseline_value": empty,
+        "ratio": empty / read,
+    })
     pipelined = doc["loop_pipelined"]["median"]
     synchronous = doc["loop_synchronous"]["median"]
+    metrics.append({
+        "metric": "cpp_drop_loop_step_us",
+        "unit": "us",
+        "value": 1e6 / synchronous,
+        "baseline": "execute round trip (one call, result ready)",
+        "baseline_value": execute,
+        "ratio": execute / (1e6 / synchronous),
+        "goal": 1 / 1.2,
+    })
     metrics.append({
         "metric": f"dependent_loop_{STEPS}_steps_per_s",
         "unit": "steps/s",

@@ -620,7 +620,7 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   if (!input.ok()) return Fail(g, input.status());
   // Empty calls and executions alternate, so that both see the same
   // conditions on a machine whose speed drifts.
-  std::vector<double> ping, execute;
+  std::vector<double> ping, execute, read;
   for (int i = 0; i < o.calls; ++i) {
     absl::Time start = absl::Now();
     absl::Status pinged = (*client)->Ping();
@@ -632,6 +632,12 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
         executable->Execute(args, device, {.wait_until_ready = true});
     if (!results.ok()) return Fail(g, results.status());
     execute.push_back(elapsed(start) * 1e6);
+    std::vector<float> back(4);
+    start = absl::Now();
+    absl::Status got = input->DownloadInto(
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(back.data()), 16));
+    if (!got.ok()) return Fail(g, got);
+    read.push_back(elapsed(start) * 1e6);
     if (!(*results)[0].info().ready() ||
         !(*results)[0].info().error_message().empty()) {
       return Fail(g, absl::InternalError(absl::StrFormat(
@@ -689,6 +695,7 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
       {"upload", "bytes/s", SpreadOf(up)},
       {"download", "bytes/s", SpreadOf(down)},
       {"execute_round_trip", "us", SpreadOf(execute)},
+      {"read_16_bytes", "us", SpreadOf(read)},
       {"loop_synchronous", "steps/s",
        {*sync_rate, *sync_rate, *sync_rate}},
       {"loop_pipelined", "steps/s",

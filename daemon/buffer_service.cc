@@ -210,6 +210,39 @@ grpc::Status BufferService::DownloadImpl(
   return grpc::Status::OK;
 }
 
+grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
+                                           const v1::DownloadRequest* request,
+                                           v1::BufferInfo* response) {
+  auto found = Lookup(auth_, sessions_, *context, request->session_id(),
+                      request->handle());
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  runtime::Buffer& buffer = *found->buffer;
+  if (buffer.is_tuple()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("buffer %#x is a tuple %s; read its elements instead",
+                        request->handle(), buffer.shape().ToString()));
+  }
+  if (buffer.size_bytes() > kMaxInlineBytes) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("buffer %#x (%s) is %d bytes; ReadBuffer returns at "
+                        "most %d (1 MiB): read it with Download",
+                        request->handle(), buffer.shape().ToString(),
+                        buffer.size_bytes(), kMaxInlineBytes));
+  }
+  absl::Status ready =
+      AwaitReady(context, buffer, absl::InfiniteDuration(),
+                 found->session->cancellation().get(), found->session.get());
+  if (!ready.ok()) return ToGrpcStatus(ready);
+  BufferInfoToProto(*found->session, request->handle(), buffer, response);
+  std::string* data = response->mutable_data();
+  if (buffer.size_bytes() == 0) return grpc::Status::OK;
+  data->resize(static_cast<size_t>(buffer.size_bytes()));
+  return ToGrpcStatus(
+      buffer.CopyRawToHost(data->data(), 0, buffer.size_bytes()));
+}
+
 grpc::Status BufferService::DescribeBufferImpl(
     grpc::ServerContext* context, const v1::DescribeBufferRequest* request,
     v1::BufferInfo* response) {
@@ -227,6 +260,10 @@ grpc::Status BufferService::DeleteBuffersImpl(
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
+  if (request->skip_unknown()) {
+    (*session)->Release(request->handles(), {});
+    return grpc::Status::OK;
+  }
   return ToGrpcStatus((*session)->DeleteBuffers(request->handles()));
 }
 

@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -101,6 +102,30 @@ absl::Status RegisterResults(
     BufferInfoToProto(session, *handle, *results[i], infos->Add());
   }
   return absl::OkStatus();
+}
+
+// Copies the contents of the defined, error-free array results into their
+// descriptions, in order, while their total stays within kMaxInlineBytes.
+void FetchResults(const std::vector<std::shared_ptr<runtime::Buffer>>& results,
+                  google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
+  int64_t total = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    runtime::Buffer& result = *results[i];
+    v1::BufferInfo& info = (*infos)[static_cast<int>(i)];
+    if (result.is_tuple() || !info.ready() || info.error_code() != 0) continue;
+    const int64_t size = result.size_bytes();
+    if (size > kMaxInlineBytes - total) continue;
+    std::string* data = info.mutable_data();
+    if (size == 0) continue;
+    data->resize(static_cast<size_t>(size));
+    absl::Status copied = result.CopyRawToHost(data->data(), 0, size);
+    if (!copied.ok()) {
+      // Defined without error a moment ago; a failure now is the copy's.
+      info.clear_data();
+      continue;
+    }
+    total += size;
+  }
 }
 
 }  // namespace
@@ -228,6 +253,11 @@ absl::Status ExecutableService::ExecuteOne(
     google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
   PJRT_ASSIGN_OR_RETURN(auto session, CallerSession(auth_, sessions_, *context,
                                                     request.session_id()));
+  // What the client dropped goes once this run is enqueued (or refused):
+  // the run's own lookups below hold what it uses.
+  absl::Cleanup release = [&] {
+    session->Release(request.release_buffers(), request.release_executables());
+  };
   PJRT_ASSIGN_OR_RETURN(
       auto executable, session->LookupExecutable(request.executable_handle()));
   PJRT_ASSIGN_OR_RETURN(
@@ -304,9 +334,9 @@ absl::Status ExecutableService::ExecuteOne(
   // running the work on this thread while the device is idle: two thread
   // switches fewer per small step.
   std::optional<device::WorkerThread::InlineScope> inline_scope;
-  if (inline_idle || request.options().wait_until_ready()) {
-    inline_scope.emplace();
-  }
+  const bool wait =
+      request.options().wait_until_ready() || request.options().fetch_results();
+  if (inline_idle || wait) inline_scope.emplace();
   // The runtime's errors name the executable, the argument and what was
   // expected.
   absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results;
@@ -327,22 +357,22 @@ absl::Status ExecutableService::ExecuteOne(
     }
     if (!first->is_tuple()) first->OnReady([queued](absl::Status) {});
   }
-  if (request.options().wait_until_ready()) {
-    AwaitResults(context, *results, session->cancellation().get());
-  }
+  if (wait) AwaitResults(context, *results, session->cancellation().get());
   if (result_handles.empty()) {
-    return RegisterResults(*session, *results, infos);
+    PJRT_RETURN_IF_ERROR(RegisterResults(*session, *results, infos));
+  } else {
+    absl::Status status =
+        session->AddBuffersWithHandles(result_handles, *results);
+    if (!status.ok()) {
+      for (const auto& result : *results) result->Delete();
+      return status;
+    }
+    for (size_t i = 0; i < results->size(); ++i) {
+      BufferInfoToProto(*session, result_handles[static_cast<int>(i)],
+                        *(*results)[i], infos->Add());
+    }
   }
-  absl::Status status =
-      session->AddBuffersWithHandles(result_handles, *results);
-  if (!status.ok()) {
-    for (const auto& result : *results) result->Delete();
-    return status;
-  }
-  for (size_t i = 0; i < results->size(); ++i) {
-    BufferInfoToProto(*session, result_handles[static_cast<int>(i)],
-                      *(*results)[i], infos->Add());
-  }
+  if (request.options().fetch_results()) FetchResults(*results, infos);
   return absl::OkStatus();
 }
 
@@ -414,6 +444,11 @@ grpc::Status ExecutableService::ExecuteStreamImpl(
       status = absl::InvalidArgumentError(
           "a streamed Execute must carry result_handles (one per result), "
           "so that later requests can name its results");
+    } else if (request.options().fetch_results()) {
+      status = absl::InvalidArgumentError(
+          "fetch_results is for Execute: a streamed request's reply is an "
+          "acknowledgement and carries no results; read them with "
+          "ReadBuffer or Download");
     } else {
       infos.Clear();
       status = ExecuteOne(context, request, /*inline_idle=*/true, &infos);

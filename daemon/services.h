@@ -37,6 +37,9 @@ namespace pjrt::daemon {
 
 // Largest chunk of an upload, and the size of download chunks.
 inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
+// Most bytes of array contents one unary reply carries (ReadBuffer, and the
+// results of an Execute with fetch_results, together).
+inline constexpr int64_t kMaxInlineBytes = int64_t{1} << 20;
 
 // The daemon-wide cache of compiled programs.
 using ExecutableCache = CompileCache<runtime::Executable>;
@@ -266,6 +269,13 @@ class BufferService final : public v1::Buffers::Service {
       return DescribeBufferImpl(context, request, response);
     });
   }
+  grpc::Status ReadBuffer(grpc::ServerContext* context,
+                          const v1::DownloadRequest* request,
+                          v1::BufferInfo* response) override {
+    return Authenticated(auth_, *context, "Buffers.ReadBuffer", [&] {
+      return ReadBufferImpl(context, request, response);
+    });
+  }
   grpc::Status DeleteBuffers(grpc::ServerContext* context,
                              const v1::DeleteBuffersRequest* request,
                              v1::DeleteBuffersResponse* response) override {
@@ -367,6 +377,9 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status DescribeBufferImpl(grpc::ServerContext* context,
                                   const v1::DescribeBufferRequest* request,
                                   v1::BufferInfo* response);
+  grpc::Status ReadBufferImpl(grpc::ServerContext* context,
+                              const v1::DownloadRequest* request,
+                              v1::BufferInfo* response);
   grpc::Status DeleteBuffersImpl(grpc::ServerContext* context,
                                  const v1::DeleteBuffersRequest* request,
                                  v1::DeleteBuffersResponse* response);

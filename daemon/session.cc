@@ -380,6 +380,33 @@ absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
   return absl::OkStatus();
 }
 
+int Session::Release(absl::Span<const uint64_t> buffers,
+                     absl::Span<const uint64_t> executables) {
+  if (buffers.empty() && executables.empty()) return 0;
+  std::vector<std::shared_ptr<runtime::Buffer>> doomed;
+  std::vector<std::shared_ptr<runtime::Executable>> dropped;
+  int released = 0;
+  {
+    pjrt::MutexLock lock(&mu_);
+    for (uint64_t handle : buffers) {
+      if (!buffers_.contains(handle)) continue;
+      EraseBufferLocked(handle, &doomed);
+      ++released;
+    }
+    for (uint64_t handle : executables) {
+      auto it = executables_.find(handle);
+      if (it == executables_.end()) continue;
+      dropped.push_back(std::move(it->second));
+      executables_.erase(it);
+      if (account_ != nullptr) account_->GiveExecutables(1);
+      ++released;
+    }
+  }
+  // The last references may go here: outside the lock.
+  for (auto& buffer : doomed) buffer->Delete();
+  return released;
+}
+
 absl::StatusOr<uint64_t> Session::AddExecutable(
     std::shared_ptr<runtime::Executable> executable) {
   pjrt::MutexLock lock(&mu_);

@@ -167,6 +167,11 @@ class Session {
   // too); if any handle is unknown, deletes none and returns NOT_FOUND naming
   // it.
   absl::Status DeleteBuffers(absl::Span<const uint64_t> handles);
+  // Deletes those of `buffers` and `executables` that are in the session
+  // and passes over the others (already gone): what a client dropped.
+  // Returns how many handles it deleted.
+  int Release(absl::Span<const uint64_t> buffers,
+              absl::Span<const uint64_t> executables);
 
   // Registers `executable` (which may be shared with the compile cache and
   // other sessions) and returns its new handle. FAILED_PRECONDITION if the

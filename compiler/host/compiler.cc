@@ -1005,9 +1005,13 @@ class HostBackend : public Backend {
     return absl::StrCat("host;", kind_);
   }
   std::string Describe() const override {
-    return absl::StrFormat(
-        "host: fused loops, Eigen dot and FFT, %d compute threads",
-        ThreadPool::Get().num_threads());
+#if defined(PJRT_HAVE_ONEDNN)
+    constexpr const char* kDot = "oneDNN f32 dot, Eigen dot";
+#else
+    constexpr const char* kDot = "Eigen dot";
+#endif
+    return absl::StrFormat("host: fused loops, %s and FFT, %d compute threads",
+                           kDot, ThreadPool::Get().num_threads());
   }
   absl::StatusOr<std::unique_ptr<Program>> Compile(
       const hlo::Module& module, const BackendOptions& options) const override {

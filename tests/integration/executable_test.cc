@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/npy.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -451,7 +453,8 @@ ENTRY e {
   // A tuple and its elements are registered; deleting the tuples frees all.
   EXPECT_EQ(Stats().buffer_count(), buffers_before + 1 + 3);
   tuple->Delete().IgnoreError();
-  results->clear();
+  results->clear();  // released with the next call, or flushed
+  session_->FlushReleases();
   EXPECT_EQ(Stats().buffer_count(), buffers_before - 2);
 }
 
@@ -471,6 +474,50 @@ TEST_P(ExecutableTest, RunsChainWithoutWaitingForEachOther) {
   const float scale = 1 << 20;
   EXPECT_EQ(FromBytes<float>(*bytes),
             std::vector<float>({scale, -scale, scale / 2, 3 * scale}));
+}
+
+TEST_P(ExecutableTest, DroppedResultsRideOnTheNextExecuteOrAFlush) {
+  auto executable = session_->Compile(AddProgram(UniqueName("drops")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  const int64_t before = Stats().buffer_count();
+  pjrt_client::Buffer y = UploadF32({1, 2, 3, 4});
+  for (int i = 0; i < 50; ++i) {
+    auto next = executable->Execute({&y, &y}, 0);
+    ASSERT_TRUE(next.ok()) << next.status();
+    y = std::move((*next)[0]);  // drops the previous step's result
+  }
+  // Each Execute carried the release of the result dropped before it: the
+  // session holds y and at most the one dropped after the last Execute.
+  EXPECT_LE(Stats().buffer_count(), before + 2);
+  y = pjrt_client::Buffer();
+  // With no further Execute, the session's flusher sends it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Stats().buffer_count() != before && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Stats().buffer_count(), before);
+}
+
+TEST_P(ExecutableTest, FetchedResultsAreTheBytesADownloadReads) {
+  auto executable = session_->Compile(AddProgram(UniqueName("fetch")));
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  pjrt_client::Buffer a = UploadF32({1.5f, -0.0f, 1e30f, 7});
+  pjrt_client::ExecuteOptions options;
+  options.fetch_results = true;
+  auto fetched = executable->Execute({&a, &a}, 0, options);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), 1u);
+  EXPECT_TRUE((*fetched)[0].info().ready());
+  ASSERT_TRUE((*fetched)[0].info().has_data());
+  auto plain = executable->Execute({&a, &a}, 0);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto downloaded = (*plain)[0].Download();
+  ASSERT_TRUE(downloaded.ok()) << downloaded.status();
+  const std::string& inline_bytes = (*fetched)[0].info().data();
+  EXPECT_EQ(std::vector<uint8_t>(inline_bytes.begin(), inline_bytes.end()),
+            *downloaded);
+  EXPECT_EQ(FromBytes<float>(*downloaded),
+            std::vector<float>({3.0f, -0.0f, 2e30f, 14}));
 }
 
 TEST_P(ExecutableTest, BadArgumentsAreInvalidArgumentNamingTheArgument) {

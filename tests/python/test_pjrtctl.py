@@ -181,7 +181,8 @@ def test_bench_reports_min_median_max_of_each_measure(daemon):
         assert (doc["transfer_bytes"], doc["calls"]) == (1 << 20, 20)
         for name, unit in [("empty_call", "us"), ("upload", "bytes/s"),
                            ("download", "bytes/s"),
-                           ("execute_round_trip", "us")]:
+                           ("execute_round_trip", "us"),
+                           ("read_16_bytes", "us")]:
             m = doc[name]
             assert m["unit"] == unit
             assert 0 < m["min"] <= m["median"] <= m["max"], (name, m)

@@ -114,6 +114,21 @@ TEST_F(SessionTableTest, DeleteBuffersIsAllOrNothing) {
   EXPECT_EQ(BytesInUse(), 0);
 }
 
+TEST_F(SessionTableTest, ReleasePassesOverHandlesAlreadyGone) {
+  auto session = *table_.Open("a", "", absl::ZeroDuration());
+  uint64_t kept = *session->AddBuffer(MakeBuffer(4));
+  const int64_t kept_bytes = BytesInUse();
+  uint64_t h1 = *session->AddBuffer(MakeBuffer(100));
+  uint64_t h2 = *session->AddBuffer(MakeBuffer(28));
+  std::vector<uint64_t> buffers = {h1, 12345, h2, h1};
+  std::vector<uint64_t> executables = {777};
+  EXPECT_EQ(session->Release(buffers, executables), 2);
+  EXPECT_EQ(session->buffer_count(), 1);
+  EXPECT_TRUE(session->LookupBuffer(kept).ok());
+  EXPECT_EQ(BytesInUse(), kept_bytes);
+  EXPECT_EQ(session->Release({}, {}), 0);
+}
+
 TEST_F(SessionTableTest, ExpiredLeasesAreReaped) {
   auto session = *table_.Open("a", "", absl::ZeroDuration());
   session->AddBuffer(MakeBuffer(4)).IgnoreError();

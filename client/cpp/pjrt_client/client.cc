@@ -276,6 +276,8 @@ Session::~Session() {
   }
   if (kept) {
     state_->Shutdown();
+    // The session lives on: what was dropped must not.
+    state_->FlushReleases();
     return;
   }
   Close().IgnoreError();
@@ -417,8 +419,14 @@ absl::StatusOr<Executable> Session::Compile(
   return Executable(state_, std::move(response));
 }
 
-Executable::~Executable() {
-  if (valid()) Delete().IgnoreError();
+Executable::~Executable() { Drop(); }
+
+void Executable::Drop() {
+  if (!valid()) return;
+  std::shared_ptr<SessionState> state = std::move(state_);
+  uint64_t handle = info_.executable_handle();
+  info_.Clear();
+  state->DropExecutable(handle);
 }
 
 Executable::Executable(Executable&& other) noexcept
@@ -428,7 +436,7 @@ Executable::Executable(Executable&& other) noexcept
 
 Executable& Executable::operator=(Executable&& other) noexcept {
   if (this != &other) {
-    if (valid()) Delete().IgnoreError();
+    Drop();
     state_ = std::move(other.state_);
     info_ = std::move(other.info_);
     other.info_.Clear();
@@ -462,6 +470,7 @@ void ExecuteOptionsToProto(const ExecuteOptions& options,
   proto->set_arguments_are_tupled(options.arguments_are_tupled);
   proto->set_keep_tuple_result(options.keep_tuple_result);
   proto->set_wait_until_ready(options.wait_until_ready);
+  proto->set_fetch_results(options.fetch_results);
 }
 
 }  // namespace
@@ -485,11 +494,27 @@ absl::StatusOr<std::vector<Buffer>> Executable::Execute(
   }
   request.set_device_id(device_id);
   ExecuteOptionsToProto(options, request.mutable_options());
+  // What the program dropped goes with the run: no call of its own.
+  state_->TakeReleases(&request);
   v1::ExecuteResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status =
-      state_->client->executables_stub().Execute(&context, request, &response);
+  grpc::Status status;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    status = state_->client->executables_stub().Execute(&context, request,
+                                                        &response);
+  }
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // Memory or a quota may be held by what the program dropped and the
+    // daemon has not freed yet: free it, then try once more.
+    state_->FlushReleases();
+    request.clear_release_buffers();
+    request.clear_release_executables();
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    status = state_->client->executables_stub().Execute(&context, request,
+                                                        &response);
+  }
   if (!status.ok()) return ToAbslStatus(status);
   std::vector<Buffer> results;
   results.reserve(response.results_size());
@@ -645,8 +670,15 @@ std::string ShapeToString(const v1::ArrayShape& shape) {
                       absl::StrJoin(shape.dims(), ","), "]");
 }
 
-Buffer::~Buffer() {
-  if (valid() && owned_) Delete().IgnoreError();
+Buffer::~Buffer() { Drop(); }
+
+void Buffer::Drop() {
+  if (!valid() || !owned_) return;
+  std::shared_ptr<SessionState> state = std::move(state_);
+  uint64_t handle = info_.handle();
+  int64_t bytes = info_.size_bytes();
+  info_.Clear();
+  state->DropBuffer(handle, bytes);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
@@ -659,7 +691,7 @@ Buffer::Buffer(Buffer&& other) noexcept
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    if (valid() && owned_) Delete().IgnoreError();
+    Drop();
     state_ = std::move(other.state_);
     info_ = std::move(other.info_);
     owned_ = other.owned_;
@@ -741,6 +773,12 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
         "destination holds %d bytes; buffer %#x has %d", out.size(), handle(),
         size_bytes()));
   }
+  if (info_.has_data() && info_.data().size() == out.size()) {
+    // Fetched with the run that made the buffer.
+    if (!out.empty()) std::memcpy(out.data(), info_.data().data(), out.size());
+    if (progress) progress(size_bytes(), size_bytes());
+    return absl::OkStatus();
+  }
   if (size_bytes() >= kSharedMemoryThreshold && !is_tuple()) {
     if (std::optional<Mapping> staging = state_->TakeStaging(size_bytes())) {
       absl::Status status = DownloadToHandle(staging->handle, 0);
@@ -753,6 +791,22 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
   v1::DownloadRequest request;
   request.set_session_id(state_->id);
   request.set_handle(handle());
+  if (size_bytes() <= kInlineBytes && !is_tuple()) {
+    // Small: one unary call instead of a stream.
+    v1::BufferInfo info;
+    grpc::ClientContext context;
+    grpc::Status status =
+        state_->client->buffers_stub().ReadBuffer(&context, request, &info);
+    if (!status.ok()) return ToAbslStatus(status);
+    if (info.data().size() != out.size()) {
+      return absl::DataLossError(
+          absl::StrFormat("daemon sent %d bytes for buffer %#x of %d",
+                          info.data().size(), handle(), size_bytes()));
+    }
+    if (!out.empty()) std::memcpy(out.data(), info.data().data(), out.size());
+    if (progress) progress(size_bytes(), size_bytes());
+    return absl::OkStatus();
+  }
   grpc::ClientContext context;
   auto reader = state_->client->buffers_stub().Download(&context, request);
   v1::DownloadResponse response;

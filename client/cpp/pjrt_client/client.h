@@ -77,6 +77,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
 
 // Arrays smaller than this are streamed even when shared memory works.
 inline constexpr int64_t kSharedMemoryThreshold = int64_t{1} << 20;
+// Arrays of at most this many bytes are read in one unary call (ReadBuffer).
+inline constexpr int64_t kInlineBytes = int64_t{1} << 20;
 
 struct SessionOptions {
   // Shown in `pjrtctl sessions` and the daemon's log.
@@ -222,6 +224,10 @@ class Session {
   // far has run; returns the first error among them.
   absl::Status Synchronize();
 
+  // Has the daemon free now the buffers and executables whose objects went
+  // (which otherwise go with the next Execute, or within 0.1 s).
+  void FlushReleases();
+
   // Takes ownership of a buffer of this session known by handle.
   absl::StatusOr<Buffer> Adopt(uint64_t handle);
 
@@ -275,8 +281,9 @@ class Session {
 class Buffer {
  public:
   Buffer() = default;
-  // Deletes the buffer on the daemon (errors are ignored; use Delete() to
-  // see them).
+  // Releases the buffer without waiting: the daemon deletes it when the
+  // session's next Execute carries its handle, or within 0.1 s (use
+  // Delete() to delete it now and see errors).
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -336,6 +343,8 @@ class Buffer {
   // until the daemon has run it (returning the run's error).
   absl::Status Sync() const;
   absl::Status DownloadToHandle(uint64_t region, int64_t offset) const;
+  // The destructor's release (see ~Buffer).
+  void Drop();
 
   std::shared_ptr<SessionState> state_;
   pjrt::v1::BufferInfo info_;
@@ -360,14 +369,16 @@ struct ExecuteOptions {
   // run whose results are read at once); errors of the run stay bound to
   // the results.
   bool wait_until_ready = false;
+  // As wait_until_ready, and the reply carries the results' contents (those
+  // that fit in 1 MiB together): their Download then costs no call.
+  bool fetch_results = false;
 };
 
 // A compiled program of a session.
 class Executable {
  public:
   Executable() = default;
-  // Drops the executable on the daemon (errors are ignored; use Delete() to
-  // see them).
+  // Releases the executable without waiting, as ~Buffer.
   ~Executable();
   Executable(Executable&& other) noexcept;
   Executable& operator=(Executable&& other) noexcept;
@@ -457,6 +468,7 @@ class Executable {
   Executable(std::shared_ptr<SessionState> state,
              pjrt::v1::CompileResponse info)
       : state_(std::move(state)), info_(std::move(info)) {}
+  void Drop();
 
   std::shared_ptr<SessionState> state_;
   pjrt::v1::CompileResponse info_;

@@ -27,6 +27,11 @@ constexpr int64_t kStagingMinBytes = int64_t{64} << 20;
 constexpr size_t kStagingKeep = 4;
 // Buffers deleted while their runs were in flight go in batches this big.
 constexpr size_t kDeleteBatch = 64;
+// Dropped handles wait at most this long for an Execute to carry them, and
+// are sent at once when there are this many, or buffers of this many bytes.
+constexpr absl::Duration kReleaseInterval = absl::Milliseconds(100);
+constexpr size_t kReleaseBatch = 64;
+constexpr int64_t kReleaseBytes = int64_t{64} << 20;
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -226,6 +231,124 @@ void SessionState::DeleteNow(const std::vector<uint64_t>& handles) {
   client->buffers_stub().DeleteBuffers(&context, request, &response);
 }
 
+void SessionState::DropBuffer(uint64_t handle, int64_t bytes) {
+  {
+    pjrt::MutexLock lock(&mu);
+    if (closed) return;  // the daemon freed it with the session
+    if (pipeline == nullptr && !flusher_stop) {
+      dropped_buffers.push_back(handle);
+      dropped_bytes += bytes;
+      StartFlusherLocked();
+      return;
+    }
+  }
+  // Pipelined runs in flight may use it (or the session object is gone
+  // and its flusher with it): as Buffer::Delete.
+  DeleteWhenUnused(handle);
+}
+
+void SessionState::DropExecutable(uint64_t handle) {
+  {
+    pjrt::MutexLock lock(&mu);
+    if (closed) return;
+    if (!flusher_stop) {
+      dropped_executables.push_back(handle);
+      StartFlusherLocked();
+      return;
+    }
+  }
+  v1::DeleteExecutableRequest request;
+  request.set_session_id(id);
+  request.set_executable_handle(handle);
+  v1::DeleteExecutableResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  client->executables_stub().DeleteExecutable(&context, request, &response);
+}
+
+void SessionState::StartFlusherLocked() {
+  if (flusher_started) return;
+  flusher_started = true;
+  flusher = std::thread([this] { FlushLoop(); });
+}
+
+SessionState::~SessionState() {
+  {
+    pjrt::MutexLock lock(&mu);
+    flusher_stop = true;
+  }
+  if (flusher.joinable()) flusher.join();
+}
+
+void SessionState::TakeReleases(v1::ExecuteRequest* request) {
+  pjrt::MutexLock lock(&mu);
+  for (uint64_t h : dropped_buffers) request->add_release_buffers(h);
+  for (uint64_t h : dropped_executables) request->add_release_executables(h);
+  dropped_buffers.clear();
+  dropped_executables.clear();
+  dropped_bytes = 0;
+  ++takes;
+}
+
+void SessionState::FlushReleases() {
+  std::vector<uint64_t> buffers;
+  std::vector<uint64_t> executables;
+  {
+    pjrt::MutexLock lock(&mu);
+    if (closed) return;
+    buffers.swap(dropped_buffers);
+    executables.swap(dropped_executables);
+    dropped_bytes = 0;
+  }
+  if (!buffers.empty()) {
+    v1::DeleteBuffersRequest request;
+    request.set_session_id(id);
+    request.set_skip_unknown(true);
+    for (uint64_t h : buffers) request.add_handles(h);
+    v1::DeleteBuffersResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    client->buffers_stub().DeleteBuffers(&context, request, &response);
+  }
+  for (uint64_t h : executables) {
+    v1::DeleteExecutableRequest request;
+    request.set_session_id(id);
+    request.set_executable_handle(h);
+    v1::DeleteExecutableResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    client->executables_stub().DeleteExecutable(&context, request, &response);
+  }
+}
+
+void SessionState::FlushLoop() {
+  for (;;) {
+    {
+      pjrt::MutexLock lock(&mu);
+      auto pending = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+        return flusher_stop || !dropped_buffers.empty() ||
+               !dropped_executables.empty();
+      };
+      mu.Await(pending);
+      if (flusher_stop) return;
+      // Give an Execute the chance to carry them, unless they are many:
+      // while Executes keep taking what was dropped, nothing is sent.
+      auto full = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+        return flusher_stop ||
+               dropped_buffers.size() + dropped_executables.size() >=
+                   kReleaseBatch ||
+               dropped_bytes >= kReleaseBytes;
+      };
+      const uint64_t seen = takes;
+      if (!mu.AwaitWithTimeout(full, kReleaseInterval) && takes != seen) {
+        continue;
+      }
+      if (flusher_stop) return;
+    }
+    FlushReleases();
+  }
+}
+
 void SessionState::DeleteWhenUnused(uint64_t handle) {
   std::shared_ptr<PipelineState> p;
   {
@@ -304,11 +427,15 @@ void ReadPipeline(SessionState* session, PipelineState* p) {
 void SessionState::Shutdown() {
   std::shared_ptr<PipelineState> p;
   std::vector<Mapping> mappings;
+  bool join_flusher;
   {
     pjrt::MutexLock lock(&mu);
     p = std::move(pipeline);
     mappings.swap(staging);
+    flusher_stop = true;
+    join_flusher = flusher_started && flusher.joinable();
   }
+  if (join_flusher) flusher.join();
   if (p != nullptr) {
     bool ended;
     {
@@ -422,6 +549,8 @@ bool Session::uses_shared_memory() const {
   pjrt::MutexLock lock(&state_->mu);
   return state_->shm == SessionState::Shm::kWorks;
 }
+
+void Session::FlushReleases() { state_->FlushReleases(); }
 
 absl::Status Session::Synchronize() {
   int64_t last;

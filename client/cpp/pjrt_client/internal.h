@@ -80,6 +80,18 @@ struct SessionState {
   std::vector<Mapping> staging ABSL_GUARDED_BY(mu);
   std::shared_ptr<PipelineState> pipeline ABSL_GUARDED_BY(mu);
 
+  // Handles whose objects went (destructors), not yet sent to the daemon:
+  // the next Execute carries them, or the flusher thread sends them after
+  // kReleaseInterval, or at once when there are many.
+  std::vector<uint64_t> dropped_buffers ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> dropped_executables ABSL_GUARDED_BY(mu);
+  int64_t dropped_bytes ABSL_GUARDED_BY(mu) = 0;
+  // How often an Execute took them.
+  uint64_t takes ABSL_GUARDED_BY(mu) = 0;
+  std::thread flusher;
+  bool flusher_started ABSL_GUARDED_BY(mu) = false;
+  bool flusher_stop ABSL_GUARDED_BY(mu) = false;
+
   bool IsClosed() {
     pjrt::MutexLock lock(&mu);
     return closed;
@@ -94,6 +106,18 @@ struct SessionState {
 
   // Deletes `handles` on the daemon now (errors ignored).
   void DeleteNow(const std::vector<uint64_t>& handles);
+  // A destructor's release of a buffer (of `bytes`) or an executable: sent
+  // later, without waiting (see dropped_buffers).
+  void DropBuffer(uint64_t handle, int64_t bytes);
+  void DropExecutable(uint64_t handle);
+  // Moves the dropped handles into `request` (an Execute carries them).
+  void TakeReleases(pjrt::v1::ExecuteRequest* request);
+  // Sends the dropped handles now and waits until the daemon has freed
+  // them (errors ignored: what is gone is gone).
+  void FlushReleases();
+  void FlushLoop();
+  void StartFlusherLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  ~SessionState();
   // Deletes `handle` now or, while pipelined runs are in flight, once
   // they have run.
   void DeleteWhenUnused(uint64_t handle);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import os
@@ -16,8 +17,8 @@ from pjrt_client import _dtypes
 from pjrt_client._shm import SHM_THRESHOLD, Region, StagingPool
 from pjrt_client._stream import ExecuteStream
 from pjrt_client._errors import (Error, FailedPreconditionError,
-                                 InvalidArgumentError, UnavailableError,
-                                 from_rpc_error)
+                                 InvalidArgumentError, ResourceExhaustedError,
+                                 UnavailableError, from_rpc_error)
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
                                         executable_pb2, executable_pb2_grpc,
                                         server_pb2, server_pb2_grpc,
@@ -32,10 +33,22 @@ TOKEN_ENV_VAR = "PJRTD_TOKEN"
 TLS_CA_ENV_VAR = "PJRTD_TLS_CA"
 TLS_CERT_ENV_VAR = "PJRTD_TLS_CERT"
 TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
-#: pjrt.v1 protocol revision this client speaks (2: executables).
-PROTOCOL_VERSION = 5
+#: pjrt.v1 protocol revision this client speaks (6: inline reads and
+#: results, released handles carried by Execute).
+PROTOCOL_VERSION = 6
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
+#: Arrays of at most this many bytes are read in one unary call
+#: (ReadBuffer), and fetched results must fit in it together.
+INLINE_BYTES = 1 << 20
+
+# Dropped buffers and executables wait for the next Execute to carry them
+# to the daemon; this many handles, or buffers of this many bytes, are sent
+# at once in the background instead, and none waits longer than the flush
+# interval.
+_RELEASE_BATCH = 64
+_RELEASE_BYTES = 64 << 20
+_RELEASE_INTERVAL = 0.1
 
 _CALL_TIMEOUT = 60.0
 # A large program may take a while to compile.
@@ -97,6 +110,15 @@ class _Session:
         self._sessions = session_pb2_grpc.SessionsStub(channel)
         self.buffers = buffer_pb2_grpc.BuffersStub(channel)
         self.executables = executable_pb2_grpc.ExecutablesStub(channel)
+        # Bulk transfers with the chunks' messages as raw bytes: no
+        # protobuf copy of each MiB on the way (see _chunk_payload).
+        self.raw_download = channel.unary_stream(
+            "/pjrt.v1.Buffers/Download",
+            request_serializer=buffer_pb2.DownloadRequest.SerializeToString,
+            response_deserializer=None)
+        self.raw_upload = channel.stream_unary(
+            "/pjrt.v1.Buffers/Upload", request_serializer=None,
+            response_deserializer=buffer_pb2.BufferInfo.FromString)
         response = _call(self._sessions.OpenSession,
                          session_pb2.OpenSessionRequest(
                              client_name=client_name,
@@ -105,6 +127,17 @@ class _Session:
         self.public_id: int = response.public_id
         self.closed = False
         self._lock = threading.Lock()
+        # Handles the program dropped (appended by finalizers, which may run
+        # on any thread at any moment: deques, no locks), with the bytes of
+        # the buffers among them.
+        self._dropped_buffers: collections.deque[int] = collections.deque()
+        self._dropped_executables: collections.deque[int] = \
+            collections.deque()
+        self._dropped_bytes = 0
+        self._takes = 0  # how often a request took the dropped handles
+        self._flushes: set[Any] = set()
+        self._flusher: threading.Thread | None = None
+        self._wake = threading.Event()
         self._attach_call = None
         if attach:
             call = self._sessions.Attach(
@@ -115,11 +148,119 @@ class _Session:
                 raise from_rpc_error(e) from None
             self._attach_call = call
 
+    # --- handles the program dropped -------------------------------------
+
+    def drop_buffer(self, handle: int, nbytes: int) -> None:
+        """Frees a garbage-collected Buffer's handle: carried by the next
+        Execute, or sent in a batch by the flusher (a finalizer must not
+        wait for the daemon)."""
+        if self.closed:
+            return  # the daemon freed it with the session
+        self._dropped_buffers.append(handle)
+        self._dropped_bytes += nbytes
+        self._dropped()
+
+    def drop_executable(self, handle: int) -> None:
+        if self.closed:
+            return
+        self._dropped_executables.append(handle)
+        self._dropped()
+
+    def _dropped(self) -> None:
+        try:
+            if len(self._dropped_buffers) + len(self._dropped_executables) \
+                    >= _RELEASE_BATCH or self._dropped_bytes >= _RELEASE_BYTES:
+                self.flush_releases(wait=False)
+            elif self._flusher is None:
+                self._start_flusher()
+        except Exception:  # noqa: BLE001 - called by finalizers
+            pass  # the channel is closed: the session went with it
+
+    @property
+    def has_releases(self) -> bool:
+        return bool(self._dropped_buffers or self._dropped_executables)
+
+    def take_releases(self) -> tuple[list[int], list[int]]:
+        """Empties the queues of dropped handles (for a request to carry
+        them)."""
+        buffers: list[int] = []
+        executables: list[int] = []
+        try:
+            while True:
+                buffers.append(self._dropped_buffers.popleft())
+        except IndexError:
+            pass
+        try:
+            while True:
+                executables.append(self._dropped_executables.popleft())
+        except IndexError:
+            pass
+        if buffers:
+            self._dropped_bytes = 0
+        self._takes += 1
+        return buffers, executables
+
+    def flush_releases(self, wait: bool) -> None:
+        """Sends the dropped handles now; ``wait``: until the daemon has
+        freed them."""
+        if self.closed:
+            return
+        buffers, executables = self.take_releases()
+        calls = []
+        if buffers:
+            calls.append(self.buffers.DeleteBuffers.future(
+                buffer_pb2.DeleteBuffersRequest(session_id=self.id,
+                                                handles=buffers,
+                                                skip_unknown=True),
+                timeout=_CALL_TIMEOUT))
+        for handle in executables:
+            calls.append(self.executables.DeleteExecutable.future(
+                executable_pb2.DeleteExecutableRequest(
+                    session_id=self.id, executable_handle=handle),
+                timeout=_CALL_TIMEOUT))
+        for call in calls:
+            if wait:
+                try:
+                    call.result()
+                except grpc.RpcError:
+                    pass  # gone already, or the session is
+            else:
+                # A future dropped before it is done cancels its call.
+                self._flushes.add(call)
+                call.add_done_callback(self._flushes.discard)
+
+    def _start_flusher(self) -> None:
+        with self._lock:
+            if self._flusher is not None or self.closed:
+                return
+            self._flusher = threading.Thread(target=self._flush_loop,
+                                             name="pjrt-release",
+                                             daemon=True)
+            self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        # Handles dropped while Executes keep coming ride on them; those
+        # that no Execute took for a whole interval are sent (so each waits
+        # at most two intervals).
+        seen = None
+        while not self._wake.wait(_RELEASE_INTERVAL):
+            if not self.has_releases:
+                seen = None
+            elif seen == self._takes:
+                try:
+                    self.flush_releases(wait=False)
+                except Exception:  # noqa: BLE001 - the channel closed
+                    return  # with the session, which frees them all
+                seen = None
+            else:
+                seen = self._takes
+
     def close(self) -> None:
         with self._lock:
             if self.closed:
                 return
             self.closed = True
+        self._wake.set()
         try:
             _call(self._sessions.CloseSession,
                   session_pb2.CloseSessionRequest(session_id=self.id))
@@ -139,30 +280,15 @@ def _call(method: Any, request: Any, timeout: float | None = _CALL_TIMEOUT):
         raise from_rpc_error(e) from None
 
 
-def _delete_quietly(session: _Session, handle: int) -> None:
-    """Deletes a buffer of a garbage-collected Buffer object."""
-    if session.closed:
-        return
-    try:
-        session.buffers.DeleteBuffers(
-            buffer_pb2.DeleteBuffersRequest(session_id=session.id,
-                                            handles=[handle]),
-            timeout=_CALL_TIMEOUT)
-    except Exception:  # noqa: BLE001 - a finalizer must not raise
-        pass
+class _Run:
+    """What the results of one run share: once one of them is known to be
+    defined without error, so are the others (one event defines them
+    all), and waiting for them costs no further call."""
 
+    __slots__ = ("ready",)
 
-def _delete_executable_quietly(session: _Session, handle: int) -> None:
-    """Drops the executable of a garbage-collected Executable object."""
-    if session.closed:
-        return
-    try:
-        session.executables.DeleteExecutable(
-            executable_pb2.DeleteExecutableRequest(session_id=session.id,
-                                                   executable_handle=handle),
-            timeout=_CALL_TIMEOUT)
-    except Exception:  # noqa: BLE001 - a finalizer must not raise
-        pass
+    def __init__(self, ready: bool = False) -> None:
+        self.ready = ready
 
 
 class Buffer:
@@ -175,9 +301,16 @@ class Buffer:
 
     def __init__(self, client: "Client", info: buffer_pb2.BufferInfo,
                  owned: bool = True,
-                 pending: tuple[ExecuteStream, int] | None = None) -> None:
+                 pending: tuple[ExecuteStream, int] | None = None,
+                 run: _Run | None = None) -> None:
         self._client = client
         self._session = client._session
+        # Shared with the other results of the run that made the buffer.
+        self._run = run
+        # The contents, when the call that made the buffer carried them
+        # (an Execute with fetch=True).
+        self._data: bytes | None = \
+            info.data if info.HasField("data") else None
         # Made by a pipelined run the daemon may not have reached yet: calls
         # naming the buffer first wait for it (and raise its error).
         self._pending = pending
@@ -195,8 +328,8 @@ class Buffer:
             self._finalizer = weakref.finalize(
                 self, pending[0].defer_delete, pending[1], self._handle)
         else:
-            self._finalizer = weakref.finalize(self, _delete_quietly,
-                                               self._session, self._handle)
+            self._finalizer = weakref.finalize(self, self._session.drop_buffer,
+                                               self._handle, self._nbytes)
         self._finalizer.atexit = False
         if not owned:
             self._finalizer.detach()
@@ -299,9 +432,13 @@ class Buffer:
         if self._dtype_wire in _dtypes.INT4:
             # Packed two per byte: unpack to one value per byte.
             values = _dtypes.unpack_int4(
-                bytes(self._stream_download()), self.size,
+                bytes(self._read_bytes()), self.size,
                 signed=self._dtype_wire == types_pb2.DTYPE_S4)
             return values.view(self.dtype).reshape(self._shape)
+        if self._nbytes <= INLINE_BYTES:
+            array = np.frombuffer(self._read_bytes(), dtype=self.dtype)
+            # A fresh array the caller may write to.
+            return array.reshape(self._shape).copy()
         staging = self._client._staging.take(self._nbytes) \
             if self._nbytes >= SHM_THRESHOLD else None
         if staging is not None:
@@ -313,9 +450,7 @@ class Buffer:
                 return array
             finally:
                 self._client._staging.give_back(staging)
-        out_bytes = self._stream_download()
-        array = np.frombuffer(out_bytes, dtype=self.dtype)
-        return array.reshape(self._shape)
+        return self._stream_download().view(self.dtype).reshape(self._shape)
 
     def _download_to_region(self, region: Region, offset: int) -> None:
         _call(self._session.buffers.DownloadToRegion,
@@ -341,17 +476,36 @@ class Buffer:
         np.copyto(out, self.to_numpy())
         return out
 
-    def _stream_download(self) -> bytearray:
-        out = bytearray(self._nbytes)
+    def _read_bytes(self) -> bytes | np.ndarray:
+        """The contents: carried by the reply that made the buffer, in
+        one unary call when small, else streamed."""
+        if self._data is not None:
+            return self._data
+        if self._nbytes > INLINE_BYTES:
+            return self._stream_download()
+        info = _call(self._session.buffers.ReadBuffer,
+                     buffer_pb2.DownloadRequest(session_id=self._session.id,
+                                                handle=self._handle),
+                     timeout=None)
+        if len(info.data) != self._nbytes:
+            raise Error(f"daemon sent {len(info.data)} bytes for buffer "
+                        f"{self._handle:#x} of {self._nbytes}")
+        if self._run is not None:
+            self._run.ready = True
+        return info.data
+
+    def _stream_download(self) -> np.ndarray:
+        # Straight into memory that is not zero-filled first.
+        out = np.empty(self._nbytes, dtype=np.uint8)
         view = memoryview(out)
         received = 0
         request = buffer_pb2.DownloadRequest(session_id=self._session.id,
                                              handle=self._handle)
         try:
-            for response in self._session.buffers.Download(request):
-                if response.WhichOneof("kind") != "chunk":
-                    continue
-                chunk = response.chunk
+            for raw in self._session.raw_download(request):
+                chunk = _chunk_payload(raw)
+                if chunk is None:
+                    continue  # the header
                 end = received + len(chunk)
                 if end > self._nbytes:
                     raise Error(f"daemon sent more than the {self._nbytes} "
@@ -392,16 +546,22 @@ class Buffer:
         :class:`DeadlineExceededError` after ``timeout`` seconds.
         """
         self._sync()
+        if self._run is not None and self._run.ready:
+            return self  # a result of the same run was: so is this one
         timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         _call(self._session.buffers.BlockUntilReady,
               buffer_pb2.BlockUntilReadyRequest(session_id=self._session.id,
                                                 handle=self._handle,
                                                 timeout_ms=timeout_ms),
               timeout=None)
+        if self._run is not None:
+            self._run.ready = True
         return self
 
     def is_ready(self) -> bool:
         """True once the contents are defined (or their producer failed)."""
+        if self._run is not None and self._run.ready and not self._deleted:
+            return True
         return self.describe().ready
 
     def describe(self) -> buffer_pb2.BufferInfo:
@@ -525,12 +685,49 @@ def _shape_proto(spec: Any) -> types_pb2.ArrayShape:
     return types_pb2.ArrayShape(dtype=wire, dims=[int(d) for d in dims])
 
 
+# UploadRequest.chunk and DownloadResponse.chunk are field 2, bytes: on
+# the wire a tag byte, the length as a varint, then the bytes.
+_CHUNK_TAG = 0x12
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _chunk_payload(raw: bytes) -> memoryview | None:
+    """The bytes of a serialized DownloadResponse holding a chunk, as a
+    view of `raw`; None for the header."""
+    if not raw or raw[0] != _CHUNK_TAG:
+        return None
+    size = 0
+    shift = 0
+    i = 1
+    while True:
+        byte = raw[i]
+        size |= (byte & 0x7F) << shift
+        i += 1
+        if byte < 0x80:
+            break
+        shift += 7
+    if i + size != len(raw):
+        raise Error(f"malformed download chunk: {size} bytes announced, "
+                    f"{len(raw) - i} sent")
+    return memoryview(raw)[i:]
+
+
 def _chunks(header: buffer_pb2.UploadHeader,
-            data: memoryview) -> Iterator[buffer_pb2.UploadRequest]:
-    yield buffer_pb2.UploadRequest(header=header)
+            data: memoryview) -> Iterator[bytes]:
+    """An upload's messages, serialized: the header, then each chunk
+    copied once into its message."""
+    yield buffer_pb2.UploadRequest(header=header).SerializeToString()
     for offset in range(0, len(data), CHUNK_BYTES):
-        yield buffer_pb2.UploadRequest(
-            chunk=bytes(data[offset:offset + CHUNK_BYTES]))
+        piece = data[offset:offset + CHUNK_BYTES]
+        yield b"".join((bytes((_CHUNK_TAG,)), _varint(len(piece)), piece))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -597,8 +794,8 @@ class Executable:
         self._donated_parameters = list(response.donated_parameters)
         self._parameter_is_tuple: bool = response.parameter_is_tuple
         self._deleted = False
-        self._finalizer = weakref.finalize(self, _delete_executable_quietly,
-                                           self._session, self._handle)
+        self._finalizer = weakref.finalize(self, self._session.drop_executable,
+                                           self._handle)
         self._finalizer.atexit = False
 
     @property
@@ -754,19 +951,20 @@ class Executable:
 
     @staticmethod
     def _options(launch_id: int, arguments_are_tupled: bool,
-                 untuple_result: bool, wait: bool = False
-                 ) -> executable_pb2.ExecuteOptions:
+                 untuple_result: bool, wait: bool = False,
+                 fetch: bool = False) -> executable_pb2.ExecuteOptions:
         return executable_pb2.ExecuteOptions(
             launch_id=int(launch_id),
             arguments_are_tupled=bool(arguments_are_tupled),
             keep_tuple_result=not untuple_result,
-            wait_until_ready=bool(wait))
+            wait_until_ready=bool(wait), fetch_results=bool(fetch))
 
     def execute(self, args: Sequence[Any],
                 device: Device | int | None = None, *, launch_id: int = 0,
                 arguments_are_tupled: bool = False,
                 untuple_result: bool = True,
-                wait: bool = False, pipelined: bool = False) -> list[Buffer]:
+                wait: bool = False, fetch: bool = False,
+                pipelined: bool = False) -> list[Buffer]:
         """Enqueues one run on one device and returns its results at once.
 
         Args:
@@ -788,6 +986,10 @@ class Executable:
             wait: return only once the results are ready: one round trip
                 for a run whose results are read at once (an error of the
                 run is still raised by whoever reads them).
+            fetch: as ``wait``, and the reply also carries the contents of
+                the results (those that fit in 1 MiB together, in order):
+                their ``to_numpy`` then costs no call. A step that runs and
+                reads a scalar loss is one round trip.
             pipelined: return without waiting for the daemon at all: the
                 run goes out on the client's ordered execution stream with
                 result handles chosen here, so a loop of dependent steps
@@ -822,30 +1024,46 @@ class Executable:
         else:
             device_id = _device_id(device)
         if pipelined:
-            if wait or not untuple_result:
+            if wait or fetch or not untuple_result:
                 raise InvalidArgumentError(
                     "pipelined runs return one buffer per result without "
-                    "waiting; they cannot be combined with wait=True or "
-                    "untuple_result=False")
+                    "waiting; they cannot be combined with wait=True, "
+                    "fetch=True or untuple_result=False")
             return self._execute_pipelined(args, device_id, launch_id,
                                            arguments_are_tupled)
         temporaries: list[Buffer] = []
         try:
             handles = self._handles(args, device_id, temporaries)
-            response = _call(self._session.executables.Execute,
-                             executable_pb2.ExecuteRequest(
-                                 session_id=self._session.id,
-                                 executable_handle=self._handle,
-                                 argument_handles=handles,
-                                 device_id=device_id,
-                                 options=self._options(
-                                     launch_id, arguments_are_tupled,
-                                     untuple_result, wait)))
-        finally:
-            # The run holds its own references to uploaded arguments.
+            request = executable_pb2.ExecuteRequest(
+                session_id=self._session.id, executable_handle=self._handle,
+                argument_handles=handles, device_id=device_id,
+                options=self._options(launch_id, arguments_are_tupled,
+                                      untuple_result, wait, fetch))
+            # What the program dropped goes with the run: no call of its own.
+            buffers, executables = self._session.take_releases()
+            request.release_buffers.extend(
+                buffers + [t.handle for t in temporaries])
+            request.release_executables.extend(executables)
             for buffer in temporaries:
-                buffer.delete()
-        return [Buffer(self._client, info) for info in response.results]
+                # The run holds its own references to uploaded arguments.
+                buffer._deleted = True
+                buffer._finalizer.detach()
+            try:
+                response = _call(self._session.executables.Execute, request)
+            except ResourceExhaustedError:
+                # Memory or a quota may be held by what the program dropped
+                # and the daemon has not freed yet: free it, then retry.
+                if not (buffers or executables or
+                        self._session.has_releases):
+                    raise
+                self._session.flush_releases(wait=True)
+                del request.release_buffers[:]
+                del request.release_executables[:]
+                response = _call(self._session.executables.Execute, request)
+        finally:
+            for buffer in temporaries:
+                buffer.delete()  # when the request did not carry them
+        return _results(self._client, response.results)
 
     def _execute_pipelined(self, args: list[Any], device_id: int,
                            launch_id: int,
@@ -961,8 +1179,7 @@ class Executable:
         finally:
             for buffer in temporaries:
                 buffer.delete()
-        return [[Buffer(self._client, info) for info in r.results]
-                for r in response.results]
+        return [_results(self._client, r.results) for r in response.results]
 
     def __call__(self, *args: Any, device: Device | int | None = None
                  ) -> list[Buffer]:
@@ -992,6 +1209,14 @@ class Executable:
 
     def __exit__(self, *exc: object) -> None:
         self.delete()
+
+
+def _results(client: "Client", infos: Sequence[buffer_pb2.BufferInfo]
+             ) -> list[Buffer]:
+    """Buffer objects for the results of one run, sharing its state."""
+    run = _Run(ready=bool(infos) and all(i.ready and not i.error_code
+                                         for i in infos))
+    return [Buffer(client, info, run=run) for info in infos]
 
 
 class _BearerToken(grpc.UnaryUnaryClientInterceptor,
@@ -1192,7 +1417,11 @@ class Client:
             else _device_id(device)
 
     def stats(self) -> dict[str, Any]:
-        """Memory per device (bytes in use, peak, limit...) and counts."""
+        """Memory per device (bytes in use, peak, limit...) and counts.
+
+        Buffers and executables this client dropped are freed first, so
+        that the figures do not count them."""
+        self._session.flush_releases(wait=True)
         s = _call(self._server.GetStats, server_pb2.GetStatsRequest())
         return {
             "devices": [{
@@ -1321,6 +1550,18 @@ class Client:
         64-byte aligned offset) makes the region's bytes the buffer itself:
         leave them unchanged while the buffer lives.
         """
+        try:
+            return self._put(array, device, bf16, as_type, zero_copy)
+        except ResourceExhaustedError:
+            # Memory or a quota may be held by buffers the program dropped
+            # and the daemon has not freed yet: free them, then retry.
+            if not self._session.has_releases:
+                raise
+            self._session.flush_releases(wait=True)
+            return self._put(array, device, bf16, as_type, zero_copy)
+
+    def _put(self, array: Any, device: Device | int | None, bf16: bool,
+             as_type: str | None, zero_copy: bool) -> Buffer:
         if self._session.closed:
             raise FailedPreconditionError("the client is closed")
         a = np.asarray(array)
@@ -1361,8 +1602,8 @@ class Client:
         data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \
             memoryview(b"")
         try:
-            info = self._session.buffers.Upload(_chunks(header, data),
-                                                timeout=None)
+            info = self._session.raw_upload(_chunks(header, data),
+                                            timeout=None)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
         return Buffer(self, info)
