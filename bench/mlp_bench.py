@@ -73,19 +73,22 @@ def blas_name() -> str:
     return "reference BLAS"
 
 
-def median_time(fn, runs: int = 30) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
+def median_times(fns, runs: int) -> list[float]:
+    """Median seconds of each of `fns`, called in turn `runs` times, so
+    that all see the same machine (whose speed drifts)."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, t in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            t.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
     args = inputs()
-    numpy_seconds = median_time(lambda: numpy_step(*args), runs=200)
     blas = blas_name()
     with pjrt_client.connect(client_name="mlp_bench") as client:
         exe = client.compile(HLO.read_text())
@@ -102,8 +105,8 @@ def main() -> None:
         def one_call():
             exe.execute(params + data, wait=True)
 
-        pjrtd_seconds = median_time(step, runs=200)
-        one_call_seconds = median_time(one_call, runs=200)
+        numpy_seconds, pjrtd_seconds, one_call_seconds = median_times(
+            [lambda: numpy_step(*args), step, one_call], runs=300)
     metrics = [{
         "metric": "mlp_train_step_steps_per_second",
         "unit": "steps/s",

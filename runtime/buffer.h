@@ -151,8 +151,10 @@ class Buffer {
   void OnReady(absl::AnyInvocable<void(absl::Status) &&> callback);
 
   // Copies bytes [offset, offset + size) of the contents to `dst` once they
-  // are defined, on a device-to-host stream, and calls `on_done` with the
-  // outcome (the bound error if the producer failed). `dst` must stay valid
+  // are defined, on a device-to-host stream (or on this thread before
+  // returning, when they are defined already and the host can read device
+  // memory), and calls `on_done` with the outcome (the bound error if the
+  // producer failed). `dst` must stay valid
   // until then. Errors detectable now (range, deleted) go to `on_done` at
   // once.
   void CopyRawToHostAsync(void* dst, int64_t offset, int64_t size,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "base/parallel_copy.h"
 #include "base/status_macros.h"
 #include "runtime/buffer.h"
 #include "runtime/host_to_device_transfer.h"
@@ -164,7 +165,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
                         DeviceMemory::Allocate(local->allocator(), size));
   if (host_access && local->allocation_model() == AllocationModel::kSynchronous) {
     // Nothing else can touch fresh memory under the synchronous model.
-    if (size > 0) std::memcpy(memory.data(), data, size);
+    ParallelMemcpy(memory.data(), data, size);
     done();
     auto tracked = std::make_shared<TrackedDeviceBuffer>(
         local, std::move(memory),
@@ -182,7 +183,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
   if (semantics == HostBufferSemantics::kImmutableOnlyDuringCall) {
     PJRT_ASSIGN_OR_RETURN(staging,
                           DeviceMemory::Allocate(local->staging_allocator(), size));
-    if (size > 0) std::memcpy(staging.data(), data, size);
+    ParallelMemcpy(staging.data(), data, size);
     source = staging.data();
     done();
   }

@@ -362,16 +362,20 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
                    });
 }
 
-// f32 products through oneDNN's sgemm, which measured faster than Eigen's
-// GEMM on every shape of the benchmarks here, square 512-4096, the MLP's
-// skinny products and batched small ones, by 1.05-2x (docs/performance.md).
-// oneDNN threads each call itself (OpenMP). A huge product goes in
-// pieces of rows of about 2 GFLOP, so that a cancelled run stops soon.
-// Returns false when oneDNN is not there or refuses, for Eigen to do it.
+// f32 products through oneDNN's sgemm where it measured faster than
+// Eigen's GEMM here (bench/gemm_libraries, docs/performance.md): products
+// of 2048^2 and more, the MLP's products with a long inner dimension and
+// batched small ones, by 1.2-2.4x. Products with a narrow result (fewer than
+// 32 rows or columns, such as an MLP's 10 logits) stay with Eigen, which
+// was 1.5x faster there. oneDNN threads each call itself (OpenMP). A huge
+// product goes in pieces of rows of about 2 GFLOP, so that a cancelled run
+// stops soon. Returns false when oneDNN is not there, not chosen, or
+// refuses, for Eigen to do it.
 bool RunSgemm(const DotStep& s, const float* lhs, const float* rhs, float* out,
               const Cancellation* cancellation) {
 #if defined(PJRT_HAVE_ONEDNN)
-  if (s.k == 0) return false;
+  constexpr int64_t kNarrow = 32;
+  if (s.k == 0 || s.m < kNarrow || s.n < kNarrow) return false;
   // Row-major A is m x k (lda k), or stored k x m when transposed (lda m).
   const dnnl_dim_t lda = s.lhs_transposed ? s.m : s.k;
   const dnnl_dim_t ldb = s.rhs_transposed ? s.k : s.n;

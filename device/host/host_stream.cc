@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/parallel_copy.h"
 #include "device/host/host_event.h"
 
 namespace pjrt::device {
@@ -10,7 +11,7 @@ HostStream::HostStream(std::string name) : thread_(std::move(name)) {}
 
 absl::Status HostStream::Memcpy(void* dst, const void* src, int64_t size) {
   if (size > 0) {
-    thread_.Schedule([dst, src, size] { std::memcpy(dst, src, size); });
+    thread_.Schedule([dst, src, size] { ParallelMemcpy(dst, src, size); });
   }
   return absl::OkStatus();
 }

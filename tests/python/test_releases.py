@@ -317,3 +317,30 @@ def test_a_streamed_request_cannot_fetch(client):
         list(call)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "fetch_results is for Execute" in raised.value.details()
+
+
+def test_a_large_read_lends_its_staging_region_until_its_views_go(address):
+    if not address.startswith("unix"):
+        pytest.skip("shared memory is for clients on the daemon's host")
+    with pjrt_client.connect(address) as c:
+        data = np.arange(8 << 20, dtype=np.int32)  # 32 MiB
+        b = c.put(data)
+        if not c.uses_shared_memory:
+            pytest.skip("the daemon offers no shared memory")
+        a = b.to_numpy()
+        np.testing.assert_array_equal(a, data)
+        view = a[::3]
+        del a
+        gc.collect()
+        # The view still holds the region: a second read takes another one
+        # and leaves the view's bytes alone.
+        zeros = c.put(np.zeros_like(data)).to_numpy()
+        assert not zeros.any()
+        np.testing.assert_array_equal(view, data[::3])
+        view[0] = -1  # the caller's own memory
+        free_before = len(c._staging._free)
+        del view, zeros
+        gc.collect()
+        assert len(c._staging._free) == free_before + 2
+        again = b.to_numpy()
+        np.testing.assert_array_equal(again, data)

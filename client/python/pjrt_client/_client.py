@@ -14,7 +14,8 @@ import grpc
 import numpy as np
 
 from pjrt_client import _dtypes
-from pjrt_client._shm import SHM_THRESHOLD, Region, StagingPool
+from pjrt_client._shm import (LEASE_THRESHOLD, SHM_THRESHOLD, Region,
+                              StagingPool, copy_bytes)
 from pjrt_client._stream import ExecuteStream
 from pjrt_client._errors import (Error, FailedPreconditionError,
                                  InvalidArgumentError, ResourceExhaustedError,
@@ -442,14 +443,21 @@ class Buffer:
         staging = self._client._staging.take(self._nbytes) \
             if self._nbytes >= SHM_THRESHOLD else None
         if staging is not None:
+            lent = False
             try:
                 self._download_to_region(staging, 0)
+                if self._nbytes >= LEASE_THRESHOLD:
+                    # The region itself becomes the array's memory.
+                    flat = self._client._staging.lend(staging, self._nbytes)
+                    lent = True
+                    return flat.view(self.dtype).reshape(self._shape)
                 array = np.empty(self._shape, dtype=self.dtype)
-                np.copyto(array.reshape(-1).view(np.uint8),
-                          staging._bytes[:self._nbytes])
+                copy_bytes(array.reshape(-1).view(np.uint8),
+                           staging._bytes[:self._nbytes])
                 return array
             finally:
-                self._client._staging.give_back(staging)
+                if not lent:
+                    self._client._staging.give_back(staging)
         return self._stream_download().view(self.dtype).reshape(self._shape)
 
     def _download_to_region(self, region: Region, offset: int) -> None:
@@ -1591,8 +1599,8 @@ class Client:
             staging = self._staging.take(a.nbytes)
             if staging is not None:
                 try:
-                    np.copyto(staging._bytes[:a.nbytes],
-                              a.reshape(-1).view(np.uint8))
+                    copy_bytes(staging._bytes[:a.nbytes],
+                               a.reshape(-1).view(np.uint8))
                     return self._put_from_region(staging, 0, shape,
                                                  device_id, False)
                 finally:

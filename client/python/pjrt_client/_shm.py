@@ -27,6 +27,57 @@ _STAGING_MIN = 64 << 20
 _STAGING_KEEP = 4
 # Alignment of arrays made in a region (the daemon's zero-copy alignment).
 ALIGNMENT = 64
+# Arrays of at least this many bytes that a download brings through a
+# staging region are handed out in the region itself (the region goes back
+# to the pool when the array and every view of it are gone): no second
+# copy, and pages already faulted in.
+LEASE_THRESHOLD = 16 << 20
+# Copies of at least this many bytes into a staging region run on several
+# threads (numpy releases the GIL while it copies).
+_PARALLEL_COPY = 8 << 20
+_copy_pool: Any = None
+_copy_lock = threading.Lock()
+
+
+def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
+    """np.copyto of two flat uint8 arrays of one size, on several threads
+    when large: one core's copy is bounded by the misses it keeps in
+    flight."""
+    global _copy_pool
+    n = dst.nbytes
+    workers = min(os.cpu_count() or 1, 8, max(1, n // (4 << 20)))
+    if n < _PARALLEL_COPY or workers == 1:
+        np.copyto(dst, src)
+        return
+    with _copy_lock:
+        if _copy_pool is None:
+            import concurrent.futures
+            _copy_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=min(os.cpu_count() or 1, 8),
+                thread_name_prefix="pjrt-copy")
+    bounds = [(n * i // workers) & ~4095 for i in range(workers)] + [n]
+    futures = [_copy_pool.submit(np.copyto, dst[a:b], src[a:b])
+               for a, b in zip(bounds[1:-1], bounds[2:])]
+    np.copyto(dst[:bounds[1]], src[:bounds[1]])
+    for f in futures:
+        f.result()
+
+
+class _Lease:
+    """The memory of an array handed out in a staging region: every view
+    of the array keeps this object (its numpy base) alive; when the last
+    goes, the region goes back to the pool."""
+
+    def __init__(self, pool: "StagingPool", region: "Region",
+                 nbytes: int) -> None:
+        self._pool = pool
+        self._region = region
+        self.__array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "version": 3,
+            "data": (region._base, False)}
+
+    def __del__(self) -> None:
+        self._pool.give_back(self._region)
 
 
 def _socket_address(name: str) -> str:
@@ -209,6 +260,12 @@ class StagingPool:
         # Touch every page now, not during the first transfer.
         region._bytes[::mmap.PAGESIZE] = 0
         return region
+
+    def lend(self, region: Region, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` of ``region`` (taken from this pool) as a
+        flat uint8 array that gives the region back when it and its views
+        are gone."""
+        return np.asarray(_Lease(self, region, nbytes))
 
     def give_back(self, region: Region) -> None:
         with self._lock:
