@@ -344,3 +344,27 @@ def test_a_large_read_lends_its_staging_region_until_its_views_go(address):
         assert len(c._staging._free) == free_before + 2
         again = b.to_numpy()
         np.testing.assert_array_equal(again, data)
+
+
+DONATE = """HloModule donate, input_output_alias={ {}: (0, {}, may-alias) }
+ENTRY e {
+  x = f32[4] parameter(0)
+  one = f32[] constant(1)
+  b = f32[4] broadcast(one), dimensions={}
+  ROOT y = f32[4] add(x, b)
+}
+"""
+
+
+def test_a_fetched_result_once_donated_is_gone(client):
+    exe = client.compile(DONATE)
+    assert exe.donated_parameters == [0]
+    y = exe.execute([np.zeros(4, np.float32)], fetch=True)[0]
+    np.testing.assert_array_equal(y.to_numpy(), np.ones(4))
+    z = exe.execute([y])[0]
+    np.testing.assert_array_equal(z.to_numpy(), np.full(4, 2.0))
+    # What the client had fetched is not an answer any more.
+    with pytest.raises(pjrt_client.FailedPreconditionError, match="donated"):
+        y.to_numpy()
+    with pytest.raises(pjrt_client.FailedPreconditionError, match="donated"):
+        y.block_until_ready()

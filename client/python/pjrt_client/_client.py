@@ -137,7 +137,10 @@ class _Session:
         self._dropped_bytes = 0
         self._takes = 0  # how often a request took the dropped handles
         self._flushes: set[Any] = set()
-        self._flusher: threading.Thread | None = None
+        self._flusher: threading.Thread | bool | None = None
+        # Reentrant: a finalizer may run while this thread starts the
+        # flusher (creating a thread allocates, which may collect).
+        self._flusher_lock = threading.RLock()
         self._wake = threading.Event()
         self._attach_call = None
         if attach:
@@ -231,13 +234,14 @@ class _Session:
                 call.add_done_callback(self._flushes.discard)
 
     def _start_flusher(self) -> None:
-        with self._lock:
+        with self._flusher_lock:
             if self._flusher is not None or self.closed:
                 return
-            self._flusher = threading.Thread(target=self._flush_loop,
-                                             name="pjrt-release",
-                                             daemon=True)
-            self._flusher.start()
+            self._flusher = True  # being started
+            thread = threading.Thread(target=self._flush_loop,
+                                      name="pjrt-release", daemon=True)
+            thread.start()
+            self._flusher = thread
 
     def _flush_loop(self) -> None:
         # Handles dropped while Executes keep coming ride on them; those
@@ -716,6 +720,8 @@ def _chunk_payload(raw: bytes) -> memoryview | None:
     shift = 0
     i = 1
     while True:
+        if i >= len(raw):
+            raise Error("malformed download chunk: its length is cut off")
         byte = raw[i]
         size |= (byte & 0x7F) << shift
         i += 1
@@ -947,6 +953,14 @@ class Executable:
                 f"executable {self._name} ({self._handle:#x}) was deleted; "
                 f"compile the program again")
 
+    def _forget_donated(self, args: Sequence[Any]) -> None:
+        """Donated arguments stop answering from what this client knew of
+        them (fetched bytes, readiness): the daemon says they are gone."""
+        for i in self._donated_parameters:
+            if i < len(args) and isinstance(args[i], Buffer):
+                args[i]._data = None
+                args[i]._run = None
+
     def _handles(self, args: Sequence[Any], device_id: int,
                  temporaries: list[Buffer],
                  pipelined_on: ExecuteStream | None = None) -> list[int]:
@@ -1042,6 +1056,7 @@ class Executable:
         temporaries: list[Buffer] = []
         try:
             handles = self._handles(args, device_id, temporaries)
+            self._forget_donated(args)
             request = executable_pb2.ExecuteRequest(
                 session_id=self._session.id, executable_handle=self._handle,
                 argument_handles=handles, device_id=device_id,
@@ -1080,6 +1095,7 @@ class Executable:
         temporaries: list[Buffer] = []
         handles = self._handles(args, device_id, temporaries,
                                 pipelined_on=stream)
+        self._forget_donated(args)
         result_handles = [int.from_bytes(os.urandom(8), "little") | 1
                           for _ in self._result_protos]
         sequence = stream.send(
@@ -1176,6 +1192,8 @@ class Executable:
                 for args, device_id in zip(lists,
                                            self._addressable_device_ids)
             ]
+            for args in lists:
+                self._forget_donated(list(args))
             response = _call(self._session.executables.ExecuteReplicated,
                              executable_pb2.ExecuteReplicatedRequest(
                                  session_id=self._session.id,

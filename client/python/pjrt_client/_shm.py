@@ -228,7 +228,9 @@ class StagingPool:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._lock = threading.Lock()
+        # Reentrant: a lent array's last view may be collected, giving its
+        # region back, while this thread holds the lock.
+        self._lock = threading.RLock()
         self._free: list[Region] = []
         # None: not tried yet; False: shared memory does not work here.
         self._works: bool | None = None if client._info.region_socket \
