@@ -386,8 +386,8 @@ grpc::Status ExecutableService::ExecuteImpl(grpc::ServerContext* context,
 
 grpc::Status ExecutableService::ExecuteStreamImpl(
     grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
-        stream) {
+    const std::function<bool(v1::ExecuteRequest*)>& read,
+    const std::function<bool(const v1::ExecuteStreamResponse&)>& write) {
   {
     pjrt::MutexLock lock(&streams_mu_);
     if (streams_ended_) {
@@ -426,7 +426,7 @@ grpc::Status ExecutableService::ExecuteStreamImpl(
         sequence = done;
       }
       response.set_sequence(sequence);
-      bool ok = stream->Write(response);
+      bool ok = write(response);
       pjrt::MutexLock lock(&mu);
       replied = sequence;
       if (!ok) {
@@ -438,7 +438,7 @@ grpc::Status ExecutableService::ExecuteStreamImpl(
   absl::Status failure;
   v1::ExecuteRequest request;
   google::protobuf::RepeatedPtrField<v1::BufferInfo> infos;
-  for (int64_t sequence = 0; stream->Read(&request); ++sequence) {
+  for (int64_t sequence = 0; read(&request); ++sequence) {
     absl::Status status;
     if (request.result_handles().empty()) {
       status = absl::InvalidArgumentError(

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -506,8 +507,37 @@ class ExecutableService final : public v1::Executables::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
           stream) override {
-    return Authenticated(auth_, *context, "Executables.ExecuteStream",
-                         [&] { return ExecuteStreamImpl(context, stream); });
+    return Authenticated(auth_, *context, "Executables.ExecuteStream", [&] {
+      return ExecuteStreamImpl(
+          context, [stream](v1::ExecuteRequest* r) { return stream->Read(r); },
+          [stream](const v1::ExecuteStreamResponse& response) {
+            return stream->Write(response);
+          });
+    });
+  }
+  grpc::Status ExecuteStreamBatched(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteBatch>*
+          stream) override {
+    return Authenticated(
+        auth_, *context, "Executables.ExecuteStreamBatched", [&] {
+          // The requests of each message, one at a time.
+          v1::ExecuteBatch batch;
+          int next = 0;
+          auto read = [&](v1::ExecuteRequest* request) {
+            while (next >= batch.requests_size()) {
+              batch.Clear();
+              next = 0;
+              if (!stream->Read(&batch)) return false;
+            }
+            request->Swap(batch.mutable_requests(next++));
+            return true;
+          };
+          return ExecuteStreamImpl(
+              context, read, [stream](const v1::ExecuteStreamResponse& r) {
+                return stream->Write(r);
+              });
+        });
   }
   grpc::Status ExecuteReplicated(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
@@ -537,10 +567,12 @@ class ExecutableService final : public v1::Executables::Service {
   grpc::Status ExecuteImpl(grpc::ServerContext* context,
                            const v1::ExecuteRequest* request,
                            v1::ExecuteResponse* response);
+  // Both streams' work: `read` gives the next request (false at the end),
+  // `write` sends an acknowledgement (false once the client is gone).
   grpc::Status ExecuteStreamImpl(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::ExecuteStreamResponse, v1::ExecuteRequest>*
-          stream);
+      const std::function<bool(v1::ExecuteRequest*)>& read,
+      const std::function<bool(const v1::ExecuteStreamResponse&)>& write);
   grpc::Status ExecuteReplicatedImpl(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
       v1::ExecuteReplicatedResponse* response);

@@ -379,12 +379,17 @@ def test_pipelined_runs_leave_no_buffers_behind(daemon):
         x.block_until_ready()
         c.synchronize()
         # Steps dropped while the stream ran are deleted in batches once
-        # they have run; at most one batch can still be waiting. Without
-        # the deletions all 500 would be there.
-        session_buffers = next(
-            s for s in daemon_sessions(c) if s["public_id"] ==
-            c.session_id)["buffers"]
-        assert session_buffers <= 1 + 64
+        # they have run (the last batch on its way as the acknowledgement
+        # that covers it arrives); at most one batch can then still be
+        # waiting. Without the deletions all 500 would be there.
+
+        def session_buffers():
+            return next(s for s in daemon_sessions(c)
+                        if s["public_id"] == c.session_id)["buffers"]
+        deadline = time.monotonic() + 10
+        while session_buffers() > 1 + 64 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert session_buffers() <= 1 + 64
 
 
 def daemon_sessions(c):

@@ -368,3 +368,36 @@ def test_a_fetched_result_once_donated_is_gone(client):
         y.to_numpy()
     with pytest.raises(pjrt_client.FailedPreconditionError, match="donated"):
         y.block_until_ready()
+
+
+def test_a_batched_stream_counts_requests_not_messages(client):
+    from pjrt_client._proto.pjrt.v1 import executable_pb2
+    exe = client.compile(ADD_ONE)
+    x = client.put(np.zeros(4, np.float32))
+    handles = [1001, 1002, 1003]
+
+    def request(argument: int, result: int):
+        return executable_pb2.ExecuteRequest(
+            session_id=client._session.id, executable_handle=exe.handle,
+            argument_handles=[argument], result_handles=[result])
+
+    batches = [
+        executable_pb2.ExecuteBatch(requests=[
+            request(x.handle, handles[0]), request(handles[0], handles[1])]),
+        executable_pb2.ExecuteBatch(),  # empty messages are allowed
+        executable_pb2.ExecuteBatch(requests=[
+            request(handles[1], handles[2]),
+            request(0x5eed, 1004)]),  # no such argument: fails
+    ]
+    call = client._session.executables.ExecuteStreamBatched(
+        iter(batches), timeout=30)
+    acknowledged = []
+    with pytest.raises(grpc.RpcError) as raised:
+        for reply in call:
+            acknowledged.append(reply.sequence)
+    assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+    assert raised.value.details().startswith("stream request 3: ")
+    assert not acknowledged or max(acknowledged) <= 2
+    # The three requests before it stand.
+    np.testing.assert_array_equal(client.buffer(handles[2]).to_numpy(),
+                                  np.full(4, 3.0))

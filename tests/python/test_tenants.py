@@ -233,6 +233,10 @@ def request_naming(descriptor, session_id: int, handle: int) -> bytes:
     message = symbol_database.Default().GetSymbol(descriptor.full_name)()
     if "header" in descriptor.fields_by_name:  # UploadRequest
         message.header.session_id = session_id
+    if "requests" in descriptor.fields_by_name:  # ExecuteBatch
+        inner = message.requests.add(session_id=session_id,
+                                     executable_handle=handle)
+        inner.result_handles.append(handle)
     for field in descriptor.fields:
         if field.name == "session_id":
             setattr(message, field.name, session_id)

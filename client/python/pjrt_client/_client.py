@@ -285,6 +285,26 @@ def _call(method: Any, request: Any, timeout: float | None = _CALL_TIMEOUT):
         raise from_rpc_error(e) from None
 
 
+class _RandomHandles:
+    """Unguessable 64-bit handles for results the client names, drawn from
+    the kernel's random source 512 at a time (one system call each)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = memoryview(b"")
+
+    def take(self, n: int) -> list[int]:
+        with self._lock:
+            if len(self._pool) < 8 * n:
+                self._pool = memoryview(os.urandom(max(4096, 8 * n)))
+            words, self._pool = self._pool[:8 * n], self._pool[8 * n:]
+        return [int.from_bytes(words[8 * i:8 * i + 8], "little") | 1
+                for i in range(n)]
+
+
+_random_handles = _RandomHandles()
+
+
 class _Run:
     """What the results of one run share: once one of them is known to be
     defined without error, so are the others (one event defines them
@@ -338,6 +358,31 @@ class Buffer:
         self._finalizer.atexit = False
         if not owned:
             self._finalizer.detach()
+
+    @classmethod
+    def _pending_result(cls, client: "Client", handle: int, dtype: int,
+                        dims: tuple[int, ...], device_id: int, nbytes: int,
+                        pending: tuple[ExecuteStream, int]) -> "Buffer":
+        """A result of a pipelined run, as __init__ would make it from a
+        BufferInfo, without building one (the pipelined path's cost)."""
+        self = cls.__new__(cls)
+        self._client = client
+        self._session = client._session
+        self._run = None
+        self._data = None
+        self._pending = pending
+        self._handle = handle
+        self._dtype_wire = dtype
+        self._shape = dims
+        self._device_id = device_id
+        self._nbytes = nbytes
+        self._is_tuple = False
+        self._elements = []
+        self._deleted = False
+        self._finalizer = weakref.finalize(self, pending[0].defer_delete,
+                                           pending[1], handle)
+        self._finalizer.atexit = False
+        return self
 
     # --- description -----------------------------------------------------
 
@@ -793,6 +838,15 @@ class Executable:
                                   for s in response.parameter_shapes]
         self._result_shapes = [_array_shape(s) for s in response.result_shapes]
         self._result_protos = list(response.result_shapes)
+        # (wire dtype, dims, bytes) of each result, for pipelined runs.
+        self._result_meta = []
+        for shape in self._result_protos:
+            count = 1
+            for d in shape.dims:
+                count *= d
+            self._result_meta.append(
+                (shape.dtype, tuple(shape.dims),
+                 _dtypes.wire_nbytes(shape.dtype, count)))
         self._result_is_tuple: bool = response.result_is_tuple
         self._compile_seconds: float = response.compile_seconds
         self._cache_hit: bool = response.cache_hit
@@ -971,15 +1025,24 @@ class Executable:
         return [self._argument(i, a, device_id, temporaries, pipelined_on)
                 for i, a in enumerate(args)]
 
+    _OPTIONS: dict[tuple, executable_pb2.ExecuteOptions] = {}
+
     @staticmethod
     def _options(launch_id: int, arguments_are_tupled: bool,
                  untuple_result: bool, wait: bool = False,
                  fetch: bool = False) -> executable_pb2.ExecuteOptions:
-        return executable_pb2.ExecuteOptions(
-            launch_id=int(launch_id),
-            arguments_are_tupled=bool(arguments_are_tupled),
-            keep_tuple_result=not untuple_result,
-            wait_until_ready=bool(wait), fetch_results=bool(fetch))
+        # Requests copy their options: one message per combination serves.
+        key = (int(launch_id), bool(arguments_are_tupled),
+               bool(untuple_result), bool(wait), bool(fetch))
+        options = Executable._OPTIONS.get(key)
+        if options is None:
+            options = executable_pb2.ExecuteOptions(
+                launch_id=key[0], arguments_are_tupled=key[1],
+                keep_tuple_result=not key[2], wait_until_ready=key[3],
+                fetch_results=key[4])
+            if key[0] == 0:  # launch ids vary; keep the cache small
+                Executable._OPTIONS[key] = options
+        return options
 
     def execute(self, args: Sequence[Any],
                 device: Device | int | None = None, *, launch_id: int = 0,
@@ -1096,8 +1159,7 @@ class Executable:
         handles = self._handles(args, device_id, temporaries,
                                 pipelined_on=stream)
         self._forget_donated(args)
-        result_handles = [int.from_bytes(os.urandom(8), "little") | 1
-                          for _ in self._result_protos]
+        result_handles = _random_handles.take(len(self._result_meta))
         sequence = stream.send(
             executable_pb2.ExecuteRequest(
                 session_id=self._session.id, executable_handle=self._handle,
@@ -1110,18 +1172,11 @@ class Executable:
             buffer._finalizer.detach()
             buffer._deleted = True
             stream.defer_delete(sequence, buffer.handle)
-        results = []
-        for handle, shape in zip(result_handles, self._result_protos):
-            count = 1
-            for d in shape.dims:
-                count *= d
-            size = _dtypes.wire_nbytes(shape.dtype, count)
-            info = buffer_pb2.BufferInfo(handle=handle, shape=shape,
-                                         device_id=device_id,
-                                         size_bytes=size)
-            results.append(Buffer(self._client, info,
-                                  pending=(stream, sequence)))
-        return results
+        pending = (stream, sequence)
+        return [Buffer._pending_result(self._client, handle, dtype, dims,
+                                       device_id, nbytes, pending)
+                for handle, (dtype, dims, nbytes) in zip(result_handles,
+                                                         self._result_meta)]
 
     def execute_sharded(self, args: Sequence[Any], device: Device | int, *,
                         launch_id: int, arguments_are_tupled: bool = False,
@@ -1503,7 +1558,9 @@ class Client:
                 if stream.error is not None:
                     raise stream.error
             if self._stream is None:
-                self._stream = ExecuteStream(self._session)
+                self._stream = ExecuteStream(
+                    self._session,
+                    batched=self._info.protocol_version_max >= 6)
             return self._stream
 
     def synchronize(self) -> None:

@@ -14,6 +14,8 @@ from pjrt_client._proto.pjrt.v1 import buffer_pb2, executable_pb2
 # Buffers freed while their run was in flight are deleted in batches of this
 # many once the daemon has run it (one call per batch, not per buffer).
 _DELETE_BATCH = 64
+# Requests per message of a batched stream, at most.
+_MAX_BATCH = 256
 
 
 class ExecuteStream:
@@ -22,7 +24,7 @@ class ExecuteStream:
     its error is raised by the next send and by every wait for a request at
     or after it."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, batched: bool = True) -> None:
         self._session = session
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._cond = threading.Condition()
@@ -34,7 +36,13 @@ class ExecuteStream:
         # Argument Buffers of requests not yet run, kept alive (so that a
         # dropped one is not deleted before the daemon has used it).
         self._holds: dict[int, list[Any]] = {}
-        self._call = session.executables.ExecuteStream(self._generate())
+        # Batched (revision 6): the requests queued while the previous
+        # message was on its way go out in one message. gRPC sends a
+        # stream's messages one at a time, each waiting for the one before.
+        self._call = (
+            session.executables.ExecuteStreamBatched(self._batches())
+            if batched else
+            session.executables.ExecuteStream(self._generate()))
         self._reader = threading.Thread(target=self._read,
                                         name="pjrt-execute-stream",
                                         daemon=True)
@@ -46,6 +54,26 @@ class ExecuteStream:
             if request is None:
                 return
             yield request
+
+    def _batches(self):
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            batch = [request]
+            end = False
+            while len(batch) < _MAX_BATCH:
+                try:
+                    request = self._requests.get_nowait()
+                except queue.Empty:
+                    break
+                if request is None:
+                    end = True
+                    break
+                batch.append(request)
+            yield executable_pb2.ExecuteBatch(requests=batch)
+            if end:
+                return
 
     @property
     def error(self) -> Error | None:
