@@ -38,6 +38,7 @@ import numpy as np
 
 import pjrt_client
 from loopback import raw_tcp_seconds
+from timing import blas_name, median_seconds
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("PJRT_BUILD_DIR", REPO / "build"))
@@ -65,31 +66,9 @@ ENTRY main {{
 """
 
 
-def median_of(fn, runs: int = RUNS) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def per_step(fn, steps: int) -> float:
     """Median over runs of the seconds per step of `fn(steps)`."""
-    return median_of(lambda: fn(steps)) / steps
-
-
-def blas_name() -> str:
-    """The BLAS library numpy has loaded (after a matmul)."""
-    a = np.ones((64, 64), np.float32)
-    a @ a
-    with open("/proc/self/maps") as maps:
-        text = maps.read()
-    for name in ("openblas", "blis", "mkl", "atlas"):
-        if name in text:
-            return name
-    return "reference BLAS"
+    return median_seconds(lambda: fn(steps)) / steps
 
 
 class EchoServer:
@@ -187,7 +166,7 @@ def pipelined(client, address: str) -> list:
             x = exe.execute([x], pipelined=True)[0]
         assert x.to_numpy()[0] == n
 
-    seconds = median_of(lambda: run(PIPELINED_STEPS), runs=3)
+    seconds = median_seconds(lambda: run(PIPELINED_STEPS), runs=3)
     out = subprocess.run(
         [str(BUILD / "bin" / "pjrtctl"), "--address", address, "--json",
          "bench", "--size", str(1 << 20), "--transfers", "1",
@@ -207,10 +186,10 @@ def transfers_tcp(tcp_address: str) -> list:
                                    for _ in range(RUNS))
     with pjrt_client.connect(tcp_address, shared_memory=False) as c:
         buffer = c.put(data)
-        down = SIZE / median_of(buffer.to_numpy)
+        down = SIZE / median_seconds(buffer.to_numpy)
         assert np.array_equal(buffer.to_numpy(), data)
         del buffer
-        up = SIZE / median_of(lambda: c.put(data).delete())
+        up = SIZE / median_seconds(lambda: c.put(data).delete())
     return [
         metric("python_to_numpy_tcp_256MiB_GBps", "GB/s", down / 1e9,
                "raw TCP stream of the same bytes over loopback", tcp / 1e9,
@@ -222,19 +201,16 @@ def transfers_tcp(tcp_address: str) -> list:
 
 
 def transfers_shm(client) -> list:
-    if not client.uses_shared_memory and client.info().get("region_socket",
-                                                           "") == "":
-        raise RuntimeError("the daemon offers no shared memory")
     data = np.frombuffer(os.urandom(SIZE), dtype=np.uint8).copy()
     target = np.empty_like(data)
     target.fill(0)
-    memcpy = SIZE / median_of(lambda: np.copyto(target, data))
+    memcpy = SIZE / median_seconds(lambda: np.copyto(target, data))
     buffer = client.put(data)
     if not client.uses_shared_memory:
         raise RuntimeError("shared memory did not work with the daemon")
-    down = SIZE / median_of(buffer.to_numpy)
+    down = SIZE / median_seconds(buffer.to_numpy)
     del buffer
-    up = SIZE / median_of(lambda: client.put(data).delete())
+    up = SIZE / median_seconds(lambda: client.put(data).delete())
     return [
         metric("python_shared_memory_put_256MiB_GBps", "GB/s", up / 1e9,
                "warm memcpy of the same bytes (numpy copyto)", memcpy / 1e9,
@@ -258,8 +234,8 @@ def matmuls(client) -> list:
 
         def run() -> None:
             exe.execute([da, db], wait=True)
-        pjrtd = median_of(run, runs)
-        numpy = median_of(lambda: a @ b, runs)
+        pjrtd = median_seconds(run, runs)
+        numpy = median_seconds(lambda: a @ b, runs)
         flops = 2.0 * n ** 3
         out.append(metric(f"matmul_f32_{n}_GFLOPs", "GFLOP/s",
                           flops / pjrtd / 1e9,

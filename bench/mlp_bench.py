@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import pjrt_client
+from timing import blas_name
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HLO = REPO / "tests" / "data" / "mlp_train_step.hlo"
@@ -59,18 +60,6 @@ def numpy_step(w1, b1, w2, b2, x, labels):
     db1 = dz1.sum(axis=0)
     dw1 = x.T @ dz1
     return (w1 - LR * dw1, b1 - LR * db1, w2 - LR * dw2, b2 - LR * db2, loss)
-
-
-def blas_name() -> str:
-    """The BLAS library numpy has loaded (after a matmul)."""
-    a = np.ones((64, 64), np.float32)
-    a @ a
-    with open("/proc/self/maps") as maps:
-        text = maps.read()
-    for name in ("openblas", "blis", "mkl", "atlas"):
-        if name in text:
-            return name
-    return "reference BLAS"
 
 
 def median_times(fns, runs: int) -> list[float]:

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -32,16 +30,7 @@ import pjrt_client
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 import transformer_step  # noqa: E402
-
-
-def median_time(fn, runs: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_seconds  # noqa: E402
 
 
 def timed_run(exe, buffers, runs: int = 5) -> float:
@@ -49,7 +38,7 @@ def timed_run(exe, buffers, runs: int = 5) -> float:
         for r in exe.execute(buffers):
             r.block_until_ready()
             r.delete()
-    return median_time(step, runs)
+    return median_seconds(step, runs)
 
 
 def metric(name, unit, value, baseline, baseline_value, ratio, goal):
@@ -108,7 +97,7 @@ ENTRY e {{
 }}
 """)
     ours = timed_run(exe, [client.put(keys)], runs=3)
-    theirs = median_time(lambda: np.sort(keys), runs=3)
+    theirs = median_seconds(lambda: np.sort(keys), runs=3)
     return metric("sort_16M_f32_keys_per_second", "keys/s", n / ours,
                   "numpy_sort", n / theirs, theirs / ours, 1.0)
 
@@ -129,7 +118,7 @@ ENTRY e {{
 }}
 """)
     ours = timed_run(exe, [client.put(table), client.put(ids[:, None])])
-    theirs = median_time(lambda: np.take(table, ids, axis=0))
+    theirs = median_seconds(lambda: np.take(table, ids, axis=0))
     bytes_moved = 2.0 * picks * width * 4
     return metric("gather_64k_rows_of_1024_f32_GBps", "GB/s",
                   bytes_moved / ours / 1e9, "numpy_take",
@@ -171,7 +160,7 @@ def training_step(client) -> dict:
     exe = client.compile(transformer_step.program(**sizes))
     buffers = [client.put(a) for a in args]
     ours = timed_run(exe, buffers)
-    theirs = median_time(
+    theirs = median_seconds(
         lambda: transformer_step.numpy_step(args, sizes["layers"]))
     return metric("transformer_step_2_layers_steps_per_second", "steps/s",
                   1 / ours, "numpy_same_step_float32", 1 / theirs,

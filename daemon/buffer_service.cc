@@ -37,6 +37,22 @@ absl::StatusOr<SessionBuffer> Lookup(Authenticator* auth,
   return SessionBuffer{std::move(session), std::move(buffer)};
 }
 
+// Why a tuple's bytes cannot be read whole (`verb`: how the call reads),
+// naming its elements' handles, which can.
+grpc::Status TupleReadError(const Session& session, uint64_t handle,
+                            const runtime::Buffer& tuple, const char* verb) {
+  std::vector<std::string> elements;
+  for (const auto& element : tuple.tuple_elements()) {
+    elements.push_back(absl::StrFormat("%#x", session.HandleOf(element.get())));
+  }
+  return grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      absl::StrFormat("buffer %#x is a tuple %s; %s its elements "
+                      "(handles %s) instead",
+                      handle, tuple.shape().ToString(), verb,
+                      absl::StrJoin(elements, ", ")));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> CallerSession(
@@ -173,17 +189,8 @@ grpc::Status BufferService::DownloadImpl(
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
-    std::vector<std::string> elements;
-    for (const auto& element : buffer.tuple_elements()) {
-      elements.push_back(
-          absl::StrFormat("%#x", found->session->HandleOf(element.get())));
-    }
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrFormat("buffer %#x is a tuple %s; download its elements "
-                        "(handles %s) instead",
-                        request->handle(), buffer.shape().ToString(),
-                        absl::StrJoin(elements, ", ")));
+    return TupleReadError(*found->session, request->handle(), buffer,
+                          "download");
   }
   absl::Status ready =
       AwaitReady(context, buffer, absl::InfiniteDuration(),
@@ -218,10 +225,7 @@ grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
   if (!found.ok()) return ToGrpcStatus(found.status());
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrFormat("buffer %#x is a tuple %s; read its elements instead",
-                        request->handle(), buffer.shape().ToString()));
+    return TupleReadError(*found->session, request->handle(), buffer, "read");
   }
   if (buffer.size_bytes() > kMaxInlineBytes) {
     return grpc::Status(

@@ -567,14 +567,7 @@ absl::Status Executable::Delete() {
   info_.Clear();
   // A closed session has already dropped the executable.
   if (state->IsClosed()) return absl::OkStatus();
-  v1::DeleteExecutableRequest request;
-  request.set_session_id(state->id);
-  request.set_executable_handle(handle);
-  v1::DeleteExecutableResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  return ToAbslStatus(state->client->executables_stub().DeleteExecutable(
-      &context, request, &response));
+  return state->DeleteExecutableNow(handle);
 }
 
 uint64_t Executable::Release() {

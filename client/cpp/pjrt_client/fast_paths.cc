@@ -257,13 +257,18 @@ void SessionState::DropExecutable(uint64_t handle) {
       return;
     }
   }
+  DeleteExecutableNow(handle).IgnoreError();
+}
+
+absl::Status SessionState::DeleteExecutableNow(uint64_t handle) {
   v1::DeleteExecutableRequest request;
   request.set_session_id(id);
   request.set_executable_handle(handle);
   v1::DeleteExecutableResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  client->executables_stub().DeleteExecutable(&context, request, &response);
+  return ToAbslStatus(client->executables_stub().DeleteExecutable(
+      &context, request, &response));
 }
 
 void SessionState::StartFlusherLocked() {
@@ -310,15 +315,7 @@ void SessionState::FlushReleases() {
     SetDeadline(&context);
     client->buffers_stub().DeleteBuffers(&context, request, &response);
   }
-  for (uint64_t h : executables) {
-    v1::DeleteExecutableRequest request;
-    request.set_session_id(id);
-    request.set_executable_handle(h);
-    v1::DeleteExecutableResponse response;
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    client->executables_stub().DeleteExecutable(&context, request, &response);
-  }
+  for (uint64_t h : executables) DeleteExecutableNow(h).IgnoreError();
 }
 
 void SessionState::FlushLoop() {

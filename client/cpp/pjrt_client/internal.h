@@ -110,6 +110,8 @@ struct SessionState {
   // later, without waiting (see dropped_buffers).
   void DropBuffer(uint64_t handle, int64_t bytes);
   void DropExecutable(uint64_t handle);
+  // Deletes executable `handle` on the daemon now.
+  absl::Status DeleteExecutableNow(uint64_t handle);
   // Moves the dropped handles into `request` (an Execute carries them).
   void TakeReleases(pjrt::v1::ExecuteRequest* request);
   // Sends the dropped handles now and waits until the daemon has freed
