@@ -64,15 +64,19 @@ def numpy_step(w1, b1, w2, b2, x, labels):
 
 def median_times(fns, runs: int) -> list[float]:
     """Median seconds of each of `fns`, called in turn `runs` times, so
-    that all see the same machine (whose speed drifts)."""
+    that all see the same machine (whose speed drifts). The order rotates
+    from one round to the next: each follows each of the others as often
+    (OpenBLAS's threads, for one, spin for a while after numpy's step and
+    slow down whatever comes next)."""
     for fn in fns:
         fn()
     times = [[] for _ in fns]
-    for _ in range(runs):
-        for fn, t in zip(fns, times):
+    for run in range(runs):
+        for i in range(len(fns)):
+            k = (run + i) % len(fns)
             start = time.perf_counter()
-            fn()
-            t.append(time.perf_counter() - start)
+            fns[k]()
+            times[k].append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 

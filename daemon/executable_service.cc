@@ -23,6 +23,13 @@
 namespace pjrt::daemon {
 namespace {
 
+// A run of a program whose recent runs took less than this goes on the
+// calling thread when the device is idle (see ExecuteOne): the reply waits
+// for it, which costs the caller at most this much overlap with its own
+// work, and saves two thread switches and, for a caller that then reads or
+// waits for the results, a round trip.
+constexpr absl::Duration kInlineRunLimit = absl::Milliseconds(2);
+
 // The options as bytes that are equal exactly when the options are.
 std::string DeterministicBytes(const google::protobuf::Message& message) {
   std::string bytes;
@@ -80,11 +87,16 @@ void AwaitResults(grpc::ServerContext* context,
     }
   }
   for (runtime::Buffer* leaf : leaves) {
-    // A failed run's error stays bound to the leaf; only a cancelled call
-    // stops the wait.
-    AwaitReady(context, *leaf, absl::InfiniteDuration(), session_cancellation)
-        .IgnoreError();
-    if (context->IsCancelled() || IsCancelled(session_cancellation)) return;
+    // A failed run's error stays bound to the leaf: only a cancelled call
+    // or session stops the wait. Whether the call was cancelled is asked
+    // only of a wait that came back with an error: the question polls
+    // gRPC's completion queue, tens of microseconds each time.
+    absl::Status status = AwaitReady(context, *leaf, absl::InfiniteDuration(),
+                                     session_cancellation);
+    if (!status.ok() &&
+        (context->IsCancelled() || IsCancelled(session_cancellation))) {
+      return;
+    }
   }
 }
 
@@ -332,11 +344,15 @@ absl::Status ExecutableService::ExecuteOne(
   // A caller that waits for the results anyway, or that streams its steps
   // (the next request cannot start before this one is enqueued), gains from
   // running the work on this thread while the device is idle: two thread
-  // switches fewer per small step.
+  // switches fewer per small step. So does one whose program's runs have
+  // been short lately, as XLA's CPU client runs cheap computations inline:
+  // the reply then says the results are ready, and a read or a wait for
+  // them costs no second round trip.
   std::optional<device::WorkerThread::InlineScope> inline_scope;
   const bool wait =
       request.options().wait_until_ready() || request.options().fetch_results();
-  if (inline_idle || wait) inline_scope.emplace();
+  const bool short_run = single_device && e.recent_run_time() < kInlineRunLimit;
+  if (inline_idle || wait || short_run) inline_scope.emplace();
   // The runtime's errors name the executable, the argument and what was
   // expected.
   absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results;

@@ -1,6 +1,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <system_error>
@@ -24,6 +25,18 @@
 
 namespace pjrt::runtime {
 namespace {
+
+// Folds one run's duration into a moving average that follows the last few
+// runs (each weighs a quarter). Concurrent runs may lose an update: the
+// average is a hint, not an account.
+void RecordRunTime(std::atomic<int64_t>& recent,
+                   std::chrono::steady_clock::duration took) {
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+  const int64_t old = recent.load(std::memory_order_relaxed);
+  recent.store(old < 0 ? ns : old - old / 4 + ns / 4,
+               std::memory_order_relaxed);
+}
 
 int CountLeaves(const hlo::Shape& shape) {
   if (!shape.IsTuple()) return 1;
@@ -321,6 +334,11 @@ Executable::~Executable() = default;
 
 int64_t Executable::scratch_bytes() const { return program_->scratch_bytes(); }
 
+absl::Duration Executable::recent_run_time() const {
+  const int64_t ns = recent_run_ns_->load(std::memory_order_relaxed);
+  return ns < 0 ? absl::InfiniteDuration() : absl::Nanoseconds(ns);
+}
+
 int64_t Executable::host_memory_bytes() const {
   return static_cast<int64_t>(sizeof(*this)) + program_->host_memory_bytes();
 }
@@ -413,8 +431,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
       return absl::Status(joined.code(), where + std::string(joined.message()));
     }
   }
-  Kernel kernel = [program, replica, partition, R, P,
-                   hub](const KernelArgs& k) -> absl::Status {
+  Kernel kernel = [program, replica, partition, R, P, hub,
+                   recent =
+                       recent_run_ns_](const KernelArgs& k) -> absl::Status {
     compiler::RunContext context;
     context.arguments = k.arguments;
     context.results = k.results;
@@ -428,7 +447,13 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
     context.collectives = hub.get();
     context.cancellation = k.cancellation;
     try {
-      return program->Run(context);
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status status = program->Run(context);
+      // A run cut short (cancelled, failed) says nothing of the next.
+      if (status.ok()) {
+        RecordRunTime(*recent, std::chrono::steady_clock::now() - start);
+      }
+      return status;
     } catch (...) {
       // Peers waiting for this part must not wait out their timeout.
       if (hub != nullptr) {

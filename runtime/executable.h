@@ -32,6 +32,7 @@
 #ifndef PJRT_RUNTIME_EXECUTABLE_H_
 #define PJRT_RUNTIME_EXECUTABLE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -150,6 +151,10 @@ class Executable {
   const std::vector<int>& donated_parameters() const {
     return donated_parameters_;
   }
+  // How long the program's runs have taken lately (a moving average over
+  // the last few, from the start to the end of the kernel on the device's
+  // stream); InfiniteDuration until the first run ends.
+  absl::Duration recent_run_time() const;
 
   // Single-device programs only: runs on `device` (any device).
   absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Execute(
@@ -220,6 +225,11 @@ class Executable {
   // Whether the program meets peers at collectives (then each participant
   // runs on a stream of its own; see ExecuteOptions::own_stream).
   bool has_collectives_ = false;
+
+  // recent_run_time() in nanoseconds, -1 before the first run ends; shared
+  // with the kernels, which may end after the Executable is gone.
+  std::shared_ptr<std::atomic<int64_t>> recent_run_ns_ =
+      std::make_shared<std::atomic<int64_t>>(-1);
 
   Mutex hubs_mu_;
   // By (launch_scope, launch_id).

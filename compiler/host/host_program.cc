@@ -21,6 +21,7 @@
 
 #if defined(PJRT_HAVE_ONEDNN)
 #include "dnnl.h"
+#include "omp.h"
 #endif
 
 namespace pjrt::compiler::host {
@@ -367,15 +368,24 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
 // of 2048^2 and more, the MLP's products with a long inner dimension and
 // batched small ones, by 1.2-2.4x. Products with a narrow result (fewer than
 // 32 rows or columns, such as an MLP's 10 logits) stay with Eigen, which
-// was 1.5x faster there. oneDNN threads each call itself (OpenMP). A huge
-// product goes in pieces of rows of about 2 GFLOP, so that a cancelled run
-// stops soon. Returns false when oneDNN is not there, not chosen, or
-// refuses, for Eigen to do it.
+// was 1.5x faster there. oneDNN threads each call itself (OpenMP), except
+// small products (under 3e7 flops, as for Eigen above), which run on the
+// calling thread alone: waking an OpenMP team cost more than it saved there
+// (the MLP's 64x784x128 products took 1.45x as long with two threads), and
+// an idle team's threads spin. A huge product goes in pieces of rows of
+// about 2 GFLOP, so that a cancelled run stops soon. Returns false when
+// oneDNN is not there, not chosen, or refuses, for Eigen to do it.
 bool RunSgemm(const DotStep& s, const float* lhs, const float* rhs, float* out,
               const Cancellation* cancellation) {
 #if defined(PJRT_HAVE_ONEDNN)
   constexpr int64_t kNarrow = 32;
   if (s.k == 0 || s.m < kNarrow || s.n < kNarrow) return false;
+  // OpenMP's thread count for a thread that never set one (OMP_NUM_THREADS,
+  // or one per core); read before this thread sets its own.
+  static const int team =
+      std::min(omp_get_max_threads(), ThreadPool::Get().num_threads());
+  const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+  omp_set_num_threads(flops * s.batch < 3e7 ? 1 : team);
   // Row-major A is m x k (lda k), or stored k x m when transposed (lda m).
   const dnnl_dim_t lda = s.lhs_transposed ? s.m : s.k;
   const dnnl_dim_t ldb = s.rhs_transposed ? s.k : s.n;

@@ -6,6 +6,7 @@ results come in one unary reply, bit-identical to streamed downloads."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import time
@@ -291,16 +292,47 @@ def test_a_fetched_result_is_ready_and_read_without_a_call(client):
     assert reads == []
 
 
+def _fresh(text: str) -> str:
+    """`text` under a module name never compiled before: an executable
+    that has not run yet (the daemon's compile cache shares equal texts)."""
+    first, rest = text.split("\n", 1)
+    return f"{first}_{os.urandom(8).hex()}\n{rest}"
+
+
 def test_results_of_one_run_wait_once(client):
-    exe = client.compile(MANY)
+    # The program's first run: it goes on the device's stream, and the
+    # reply comes before it ends (unless it is that quick).
+    exe = client.compile(_fresh(MANY))
     results = exe.execute([np.ones(300000, np.float32)])
+    came_ready = results[0]._run.ready
     waits = []
     real = client._session.buffers.BlockUntilReady
     client._session.buffers.BlockUntilReady = _Counting(real, waits)
     for r in results:
         r.block_until_ready()
-    assert len(waits) == 1
+    assert len(waits) == (0 if came_ready else 1)
     assert results[0].to_numpy() == np.float32(300000)
+
+
+def test_a_program_whose_runs_are_short_comes_back_ready(client):
+    # Once its runs have been short, a run of the program goes on the
+    # calling thread of the daemon while the device is idle, and the reply
+    # says its results are ready: waiting for them or reading them costs no
+    # further call than the read.
+    exe = client.compile(_fresh(MANY))
+    x = client.put(np.ones(300000, np.float32))
+    for _ in range(3):
+        exe.execute([x], wait=True)
+    results = exe.execute([x])
+    assert results[0]._run.ready  # as the reply said
+    waits = []
+    real = client._session.buffers.BlockUntilReady
+    client._session.buffers.BlockUntilReady = _Counting(real, waits)
+    for r in results:
+        r.block_until_ready()
+    assert waits == []
+    np.testing.assert_array_equal(results[1].to_numpy(),
+                                  np.full(300000, 2, np.float32))
 
 
 def test_a_streamed_request_cannot_fetch(client):

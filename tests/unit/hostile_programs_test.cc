@@ -464,6 +464,26 @@ ENTRY e {
   absl::Status status = (*results)[0]->BlockHostUntilReady(absl::Seconds(60));
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // A run cut short does not make the program look quick (the daemon runs
+  // quick programs on the calling thread).
+  EXPECT_EQ((*program)->recent_run_time(), absl::InfiniteDuration());
+}
+
+TEST_F(HostileProgramTest, RunTimesAreMeasuredForRunsThatFinish) {
+  auto program = Executable::Compile(client_.get(), R"(
+HloModule quick
+ENTRY e { x = f32[4] parameter(0)  ROOT n = f32[4] negate(x) })");
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ((*program)->recent_run_time(), absl::InfiniteDuration());
+  auto a = Put(*client_, {1, 2, 3, 4}, 0);
+  Buffer* args[] = {a.get()};
+  for (int i = 0; i < 3; ++i) {
+    auto results = (*program)->Execute(args, client_->devices()[0]);
+    ASSERT_TRUE(results.ok()) << results.status();
+    ASSERT_TRUE((*results)[0]->BlockHostUntilReady().ok());
+  }
+  EXPECT_LT((*program)->recent_run_time(), absl::Seconds(10));
+  EXPECT_GT((*program)->recent_run_time(), absl::ZeroDuration());
 }
 
 TEST_F(HostileProgramTest, WaitsForInputsThatNeverComeCanBeCancelled) {
