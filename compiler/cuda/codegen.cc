@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
+#include "compiler/host/kernel_indexing.h"
 #include "compiler/host/kernel_util.h"
 
 namespace pjrt::compiler::cuda {
@@ -974,11 +975,106 @@ class Generator {
   }
 
   absl::Status Emit(const host::KernelStep& s) {
+    if (const auto* gather =
+            dynamic_cast<const host::GatherKernel*>(s.kernel.get())) {
+      return EmitGather(*gather);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot and reduce); run this program with --platform "
-        "host",
+        "data movement, dot, reduce and gather); run this program with "
+        "--platform host",
         s.kernel->name));
+  }
+
+  // The start index entry `k` of the index vector at `at`, as a signed
+  // 64-bit value (u64 saturates, as on the host).
+  static std::string IndexEntry(hlo::PrimitiveType type,
+                                const std::string& at) {
+    if (type == PrimitiveType::kU64) {
+      return absl::StrFormat(
+          "(indices[%s] > 0x7fffffffffffffffull ? 0x7fffffffffffffffLL : "
+          "(long long)indices[%s])",
+          at, at);
+    }
+    return absl::StrFormat("(long long)indices[%s]", at);
+  }
+
+  // A thread per output element: the element's batch position and window
+  // coordinates, the position's start index (read from the index array,
+  // clamped so that the slice stays inside the operand, as on the host),
+  // and one load.
+  absl::Status EmitGather(const host::GatherKernel& g) {
+    const host::IndexReader& r = g.reader;
+    const int64_t positions = Product(r.batch_sizes);
+    const int64_t window = Product(g.walk.sizes);
+    const int64_t n = positions * window;
+    if (n == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string w, WordType(g.bytes));
+    PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
+    int64_t index_limit = (r.vector_size - 1) * r.vector_stride;
+    for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+      index_limit += (r.batch_sizes[j] - 1) * r.batch_strides[j];
+    }
+    const char* idx =
+        IndexType(std::max({n, Product(g.operand_dims), index_limit}));
+    Launch launch;
+    launch.kernel = Name("gather");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(n);
+    launch.slots = {g.output, g.operand, g.indices};
+    std::string& k = out_.source;
+    Open(&launch,
+         {absl::StrCat(w, "* out"), absl::StrCat("const ", w, "* operand"),
+          absl::StrCat("const ", it, "* indices")});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
+    absl::StrAppendFormat(&k, "    %s e = i %% %d, p = i / %d;\n", idx, window,
+                          window);
+    for (int j = static_cast<int>(r.batch_sizes.size()) - 1; j >= 0; --j) {
+      absl::StrAppendFormat(&k, "    const %s b%d = p %% %d; p /= %d;\n", idx,
+                            j, r.batch_sizes[j], r.batch_sizes[j]);
+    }
+    for (int d = static_cast<int>(g.walk.sizes.size()) - 1; d >= 0; --d) {
+      absl::StrAppendFormat(&k, "    const %s w%d = e %% %d; e /= %d;\n", idx,
+                            d, g.walk.sizes[d], g.walk.sizes[d]);
+    }
+    std::string at = "0", src = "0", dst = "0";
+    for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+      absl::StrAppendFormat(&at, " + b%d * %d", j, r.batch_strides[j]);
+      absl::StrAppendFormat(&dst, " + b%d * %d", j, g.out_batch_strides[j]);
+    }
+    for (size_t d = 0; d < g.walk.sizes.size(); ++d) {
+      absl::StrAppendFormat(&src, " + w%d * %d", d, g.walk.src_strides[d]);
+      absl::StrAppendFormat(&dst, " + w%d * %d", d, g.walk.dst_strides[d]);
+    }
+    absl::StrAppendFormat(&k, "    const %s at = %s;\n    %s src = %s;\n", idx,
+                          at, idx, src);
+    for (size_t d = 0; d < g.operand_dims.size(); ++d) {
+      // As IndexReader::Start: index vector entries, then batching.
+      std::string start;
+      for (int64_t e = 0; e < r.vector_size; ++e) {
+        if (r.index_to_operand[e] == static_cast<int64_t>(d)) {
+          start = IndexEntry(r.type,
+                             absl::StrFormat("at + %d", e * r.vector_stride));
+        }
+      }
+      for (const auto& [dim, entry] : r.batching) {
+        if (dim == static_cast<int64_t>(d))
+          start = absl::StrFormat("(long long)b%d", entry);
+      }
+      if (start.empty()) continue;  // 0, which the clamp keeps
+      const int64_t room = g.operand_dims[d] - g.slice_sizes[d];
+      absl::StrAppendFormat(
+          &k,
+          "    { const long long s = %s;\n"
+          "      src += (%s)(s < 0 ? 0 : (s > %d ? %d : s)) * %d; }\n",
+          start, idx, room, room, g.operand_strides[d]);
+    }
+    absl::StrAppendFormat(&k, "    out[%s] = operand[src];\n  }\n}\n", dst);
+    launch.origin =
+        absl::StrFormat("gather of %d slices of %d %d-byte elements", positions,
+                        window, g.bytes);
+    Add(std::move(launch));
+    return absl::OkStatus();
   }
 
   const host::HostProgram& program_;

@@ -12,12 +12,14 @@
 //    reduction (a thread per output, reading along rows) otherwise;
 //  - GenericReduceStep: a thread per output, the reducer region inlined;
 //  - CopyStep, FillStep, DynamicSliceStep: affine copy kernels;
+//  - KernelStep of a gather (host::GatherKernel): a thread per result
+//    element, its start index read and clamped as on the host;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f16, bf16 (computed in f32 and
 // rounded after every op, as on the host), f32 and f64. Every other step
-// (kernels such as while, gather, sort) and every other type
+// (kernels such as while, scatter, sort) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit

@@ -2,6 +2,8 @@
 // included): gather clamps each start index so the slice stays inside the
 // operand; scatter skips a whole update window whose start puts any of it
 // outside the operand.
+#include "compiler/host/kernel_indexing.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -9,8 +11,8 @@
 #include "base/status_macros.h"
 #include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
-#include "compiler/host/types.h"
 #include "compiler/host/thread_pool.h"
+#include "compiler/host/types.h"
 #include "hlo/op_attributes.h"
 
 namespace pjrt::compiler::host {
@@ -21,33 +23,6 @@ using hlo::PrimitiveType;
 bool Contains(absl::Span<const int64_t> v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
-
-// How index vectors are read: for each batch position (a multi-index over
-// `batch_sizes`), the index array's elements start at sum(b * batch_strides)
-// and step by vector_stride.
-struct IndexReader {
-  std::vector<int64_t> batch_sizes;
-  std::vector<int64_t> batch_strides;  // into the index array
-  int64_t vector_stride = 0;
-  int64_t vector_size = 0;
-  PrimitiveType type = PrimitiveType::kS32;
-  // Operand dimension each index vector entry sets.
-  std::vector<int64_t> index_to_operand;
-  // Batching: operand dimension, and the batch position entry it takes.
-  std::vector<std::pair<int64_t, int>> batching;
-
-  // Fills start[] (operand rank) for batch position b.
-  void Start(const void* indices, absl::Span<const int64_t> b,
-             std::vector<int64_t>* start) const {
-    std::fill(start->begin(), start->end(), 0);
-    int64_t at = 0;
-    for (size_t j = 0; j < b.size(); ++j) at += b[j] * batch_strides[j];
-    for (int64_t k = 0; k < vector_size; ++k) {
-      (*start)[index_to_operand[k]] = LoadIndex(type, indices, at + k * vector_stride);
-    }
-    for (const auto& [dim, entry] : batching) (*start)[dim] = b[entry];
-  }
-};
 
 // `batch_dims`: the dimensions of the iterated array (gather's output,
 // scatter's updates) that are not window dimensions, in order; they match
@@ -81,45 +56,6 @@ IndexReader MakeReader(const hlo::Shape& indices, int64_t index_vector_dim,
   return r;
 }
 
-// A window of `sizes` read with src strides and written with dst strides,
-// row by row (the last window dimension is the row).
-struct WindowWalk {
-  std::vector<int64_t> sizes, src_strides, dst_strides;
-
-  template <typename F>
-  void ForEachRow(int64_t src_base, int64_t dst_base, int64_t first_begin,
-                  int64_t first_end, F row) const {
-    const int rank = static_cast<int>(sizes.size());
-    if (rank == 0) {
-      row(src_base, dst_base, int64_t{1}, int64_t{1}, int64_t{1});
-      return;
-    }
-    std::vector<int64_t> lo(rank, 0), hi(sizes);
-    lo[0] = first_begin;
-    hi[0] = first_end;
-    for (int d = 0; d < rank; ++d) {
-      if (lo[d] >= hi[d]) return;
-    }
-    std::vector<int64_t> idx = lo;
-    const int last = rank - 1;
-    const int64_t len = hi[last] - lo[last];
-    while (true) {
-      int64_t s = src_base, t = dst_base;
-      for (int d = 0; d < rank; ++d) {
-        s += idx[d] * src_strides[d];
-        t += idx[d] * dst_strides[d];
-      }
-      row(s, t, len, src_strides[last], dst_strides[last]);
-      int d = last - 1;
-      for (; d >= 0; --d) {
-        if (++idx[d] < hi[d]) break;
-        idx[d] = lo[d];
-      }
-      if (d < 0) return;
-    }
-  }
-};
-
 void CopyRow(int bytes, const char* src, int64_t src_stride, char* dst,
              int64_t dst_stride, int64_t n) {
   if (src_stride == 1 && dst_stride == 1) {
@@ -130,57 +66,6 @@ void CopyRow(int bytes, const char* src, int64_t src_stride, char* dst,
     std::memcpy(dst + i * dst_stride * bytes, src + i * src_stride * bytes, bytes);
   }
 }
-
-class GatherKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const char* operand = static_cast<const char*>(addresses[operand_]);
-    const void* indices = addresses[indices_];
-    char* out = static_cast<char*>(addresses[output_]);
-    const int64_t positions = Product(reader_.batch_sizes);
-    const int64_t window = std::max<int64_t>(Product(walk_.sizes), 1);
-    ThreadPool::Get().ParallelFor(
-        positions, 4.0 * static_cast<double>(window) + 20,
-        [&](int64_t first, int64_t last) {
-          std::vector<int64_t> b(reader_.batch_sizes.size(), 0);
-          std::vector<int64_t> start(operand_dims_.size());
-          // Position `first` as a multi-index.
-          int64_t rest = first;
-          for (int j = static_cast<int>(b.size()) - 1; j >= 0; --j) {
-            b[j] = rest % reader_.batch_sizes[j];
-            rest /= reader_.batch_sizes[j];
-          }
-          for (int64_t p = first; p < last; ++p) {
-            if ((p & 255) == 0 && IsCancelled(context.cancellation)) return;
-            reader_.Start(indices, b, &start);
-            int64_t src = 0, dst = 0;
-            for (size_t d = 0; d < start.size(); ++d) {
-              // XLA clamps so the whole slice is inside the operand.
-              const int64_t s = std::clamp<int64_t>(
-                  start[d], 0, operand_dims_[d] - slice_sizes_[d]);
-              src += s * operand_strides_[d];
-            }
-            for (size_t j = 0; j < b.size(); ++j) dst += b[j] * out_batch_strides_[j];
-            walk_.ForEachRow(src, dst, 0, walk_.sizes.empty() ? 1 : walk_.sizes[0],
-                             [&](int64_t s, int64_t t, int64_t n, int64_t ss,
-                                 int64_t ts) {
-                               CopyRow(bytes_, operand + s * bytes_, ss,
-                                       out + t * bytes_, ts, n);
-                             });
-            NextIndex(reader_.batch_sizes, &b);
-          }
-        });
-    return CheckCancelled(context.cancellation);
-  }
-
-  int operand_ = -1, indices_ = -1, output_ = -1;
-  int bytes_ = 4;
-  IndexReader reader_;
-  std::vector<int64_t> operand_dims_, operand_strides_, slice_sizes_;
-  std::vector<int64_t> out_batch_strides_;
-  WindowWalk walk_;
-};
 
 // The update computation, fast for add and for replacing (what JAX's
 // .at[].add and .at[].set print); any other region runs as an Expression.
@@ -338,6 +223,47 @@ class ScatterKernel : public Kernel {
 
 }  // namespace
 
+absl::Status GatherKernel::Run(absl::Span<void* const> addresses,
+                               const RunContext& context) const {
+  const char* from = static_cast<const char*>(addresses[operand]);
+  const void* index_data = addresses[indices];
+  char* out = static_cast<char*>(addresses[output]);
+  const int64_t positions = Product(reader.batch_sizes);
+  const int64_t window = std::max<int64_t>(Product(walk.sizes), 1);
+  ThreadPool::Get().ParallelFor(
+      positions, 4.0 * static_cast<double>(window) + 20,
+      [&](int64_t first, int64_t last) {
+        std::vector<int64_t> b(reader.batch_sizes.size(), 0);
+        std::vector<int64_t> start(operand_dims.size());
+        // Position `first` as a multi-index.
+        int64_t rest = first;
+        for (int j = static_cast<int>(b.size()) - 1; j >= 0; --j) {
+          b[j] = rest % reader.batch_sizes[j];
+          rest /= reader.batch_sizes[j];
+        }
+        for (int64_t p = first; p < last; ++p) {
+          if ((p & 255) == 0 && IsCancelled(context.cancellation)) return;
+          reader.Start(index_data, b, &start);
+          int64_t src = 0, dst = 0;
+          for (size_t d = 0; d < start.size(); ++d) {
+            // XLA clamps so the whole slice is inside the operand.
+            const int64_t s = std::clamp<int64_t>(
+                start[d], 0, operand_dims[d] - slice_sizes[d]);
+            src += s * operand_strides[d];
+          }
+          for (size_t j = 0; j < b.size(); ++j)
+            dst += b[j] * out_batch_strides[j];
+          walk.ForEachRow(
+              src, dst, 0, walk.sizes.empty() ? 1 : walk.sizes[0],
+              [&](int64_t s, int64_t t, int64_t n, int64_t ss, int64_t ts) {
+                CopyRow(bytes, from + s * bytes, ss, out + t * bytes, ts, n);
+              });
+          NextIndex(reader.batch_sizes, &b);
+        }
+      });
+  return CheckCancelled(context.cancellation);
+}
+
 absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
                                                     KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
@@ -346,32 +272,34 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
   const hlo::Shape& indices = args.input_shapes[1];
   const hlo::Shape& out = args.output_shapes[0];
   auto k = std::make_shared<GatherKernel>();
-  k->operand_ = args.inputs[0];
-  k->indices_ = args.inputs[1];
-  k->output_ = args.outputs[0];
-  k->bytes_ = hlo::ByteWidth(operand.element_type());
-  k->operand_dims_.assign(operand.dimensions().begin(), operand.dimensions().end());
-  k->operand_strides_ = RowMajorStrides(operand.dimensions());
-  k->slice_sizes_ = d.slice_sizes;
+  k->operand = args.inputs[0];
+  k->indices = args.inputs[1];
+  k->output = args.outputs[0];
+  k->bytes = hlo::ByteWidth(operand.element_type());
+  k->operand_dims.assign(operand.dimensions().begin(),
+                         operand.dimensions().end());
+  k->operand_strides = RowMajorStrides(operand.dimensions());
+  k->slice_sizes = d.slice_sizes;
   const std::vector<int64_t> out_strides = RowMajorStrides(out.dimensions());
   std::vector<int64_t> batch_dims;
   for (int i = 0; i < out.rank(); ++i) {
     if (!Contains(d.offset_dims, i)) {
       batch_dims.push_back(i);
-      k->out_batch_strides_.push_back(out_strides[i]);
+      k->out_batch_strides.push_back(out_strides[i]);
     }
   }
-  k->reader_ = MakeReader(indices, d.index_vector_dim, batch_dims,
-                          out.dimensions(), d.start_index_map,
-                          d.operand_batching_dims, d.start_indices_batching_dims);
+  k->reader =
+      MakeReader(indices, d.index_vector_dim, batch_dims, out.dimensions(),
+                 d.start_index_map, d.operand_batching_dims,
+                 d.start_indices_batching_dims);
   size_t next = 0;
   for (int i = 0; i < operand.rank(); ++i) {
     if (Contains(d.collapsed_slice_dims, i) || Contains(d.operand_batching_dims, i)) {
       continue;
     }
-    k->walk_.sizes.push_back(d.slice_sizes[i]);
-    k->walk_.src_strides.push_back(k->operand_strides_[i]);
-    k->walk_.dst_strides.push_back(out_strides[d.offset_dims[next++]]);
+    k->walk.sizes.push_back(d.slice_sizes[i]);
+    k->walk.src_strides.push_back(k->operand_strides[i]);
+    k->walk.dst_strides.push_back(out_strides[d.offset_dims[next++]]);
   }
   k->reads = {{args.inputs[0], operand.UnpackedByteSize()}, {args.inputs[1], indices.UnpackedByteSize()}};
   k->writes = {{args.outputs[0], out.UnpackedByteSize()}};

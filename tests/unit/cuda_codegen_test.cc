@@ -414,7 +414,8 @@ ENTRY e {
   mx = f32[33,65] maximum(d, a)
   mn = f32[33,65] minimum(mx, s)
   ROOT tr = f32[65,33] transpose(mn), dimensions={1,0}
-})", 1e-4},
+})",
+     1e-4},
     {"transposes_go_through_shared_memory_tiles", R"(
 HloModule m
 ENTRY e {
@@ -427,7 +428,8 @@ ENTRY e {
   p = bf16[37,5,40] transpose(c), dimensions={2,0,1}
   n = bf16[37,5,40] negate(p)
   ROOT r = (f32[45,70], bf16[37,5,40]) tuple(e, n)
-})", 1e-5},
+})",
+     1e-5},
     {"half_types_round_after_every_op", R"(
 HloModule m
 ENTRY e {
@@ -442,7 +444,8 @@ ENTRY e {
   sh = f16[300] convert(e)
   n = f16[300] negate(sh)
   ROOT t = (bf16[300], f16[300]) tuple(e, n)
-})", 1e-2},
+})",
+     1e-2},
     {"integer_semantics", R"(
 HloModule m
 ENTRY e {
@@ -551,7 +554,8 @@ ENTRY e {
   mid = s32[20,5] reduce(b, one), dimensions={1}, to_apply=mul
   pa = pred[70] reduce(p, t), dimensions={0}, to_apply=and
   ROOT r = (f32[37], f32[300], f32[], s32[20,5], pred[70]) tuple(rows, cols, all, mid, pa)
-})", 1e-4},
+})",
+     1e-4},
     // Inits are the reducers' identities: XLA lets a backend apply the init
     // value once per partial reduction (the host backend does, per thread).
     {"long_rows_reduce_in_chunks_then_partials", R"(
@@ -577,7 +581,8 @@ ENTRY e {
   m = s8[] reduce(b, lo), dimensions={0}, to_apply=max
   w = s16[2] reduce(c, zi), dimensions={1}, to_apply=addi
   ROOT r = (f32[3], f32[], s8[], s16[2]) tuple(rows, all, m, w)
-})", 1e-4},
+})",
+     1e-4},
     {"variadic_reduce_argmax", R"(
 HloModule m
 argmax {
@@ -612,7 +617,8 @@ ENTRY e {
   dd = f64[4,4] dot(d, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}
   ij = s64[3,2] dot(i, j), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT r = (f32[17,9], f32[9,17], f32[5,17,17], f64[4,4], s64[3,2]) tuple(ab, tb, bc, dd, ij)
-})", 1e-4},
+})",
+     1e-4},
     {"half_dots_multiply_their_operands_as_they_are", R"(
 HloModule m
 ENTRY e {
@@ -622,7 +628,43 @@ ENTRY e {
   ab = bf16[8,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   cc = f16[7,7] dot(c, c), lhs_contracting_dims={0}, rhs_contracting_dims={0}
   ROOT r = (bf16[8,6], f16[7,7]) tuple(ab, cc)
-})", 1e-2},
+})",
+     1e-2},
+    {"gather_rows_of_a_table_clamped", R"(
+HloModule m
+ENTRY e {
+  table = f32[50,16] parameter(0)
+  ids = s32[20] parameter(1)
+  ROOT g = f32[20,16] gather(table, ids), offset_dims={1},
+      collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1,
+      slice_sizes={1,16}
+})"},
+    {"gather_two_start_indices_s64_bf16", R"(
+HloModule m
+ENTRY e {
+  a = bf16[7,9,5] parameter(0)
+  i = s64[4,3,2] parameter(1)
+  ROOT g = bf16[4,3,4,3] gather(a, i), offset_dims={2,3},
+      collapsed_slice_dims={0}, start_index_map={0,2}, index_vector_dim=2,
+      slice_sizes={1,4,3}
+})"},
+    {"gather_with_batching_dimensions", R"(
+HloModule m
+ENTRY e {
+  a = f32[3,10,4] parameter(0)
+  i = s32[3,5,1] parameter(1)
+  ROOT g = f32[3,5,4] gather(a, i), offset_dims={2},
+      collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0},
+      start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1,4}
+})"},
+    {"gather_u64_index_vectors_first_u8_operand", R"(
+HloModule m
+ENTRY e {
+  a = u8[20,6] parameter(0)
+  i = u64[2,7] parameter(1)
+  ROOT g = u8[7,3] gather(a, i), offset_dims={1}, collapsed_slice_dims={0},
+      start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,3}
+})"},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
