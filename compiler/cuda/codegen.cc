@@ -979,10 +979,14 @@ class Generator {
             dynamic_cast<const host::GatherKernel*>(s.kernel.get())) {
       return EmitGather(*gather);
     }
+    if (const auto* scatter =
+            dynamic_cast<const host::ScatterKernel*>(s.kernel.get())) {
+      return EmitScatter(*scatter);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot, reduce and gather); run this program with "
-        "--platform host",
+        "data movement, dot, reduce, gather and scatter); run this program "
+        "with --platform host",
         s.kernel->name));
   }
 
@@ -1073,6 +1077,159 @@ class Generator {
     launch.origin =
         absl::StrFormat("gather of %d slices of %d %d-byte elements", positions,
                         window, g.bytes);
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // outputs = operands (a copy kernel each, skipped when the output is the
+  // operand's own memory), then the updates in the host kernel's order:
+  // a thread per first window coordinate when windows of different
+  // positions can meet only at the same window coordinates (the host's
+  // `parallel`), else one thread, each going through every position in
+  // order. Results are those of the host, bit for bit, for every combiner.
+  absl::Status EmitScatter(const host::ScatterKernel& sc) {
+    const int n = static_cast<int>(sc.types.size());
+    std::vector<std::string> storage(n), words(n);
+    for (int i = 0; i < n; ++i) {
+      PJRT_ASSIGN_OR_RETURN(storage[i], CudaStorageType(sc.types[i]));
+      const int width = hlo::ByteWidth(sc.types[i]);
+      PJRT_ASSIGN_OR_RETURN(words[i], WordType(width));
+      host::CopyStep copy;
+      copy.dst = sc.outputs[i];
+      copy.src = sc.inputs[i];
+      copy.element_bytes = width;
+      copy.dims = {sc.operand_bytes[i] / width};
+      copy.src_map = {0, {1}};
+      copy.dst_map = {0, {1}};
+      PJRT_RETURN_IF_ERROR(Emit(copy));
+    }
+    const host::IndexReader& r = sc.reader;
+    const int64_t positions = Product(r.batch_sizes);
+    if (positions == 0 || Product(sc.walk.sizes) == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
+    const int rank = static_cast<int>(sc.walk.sizes.size());
+    const int64_t first = rank == 0 ? 1 : sc.walk.sizes[0];
+    const int64_t chunks = sc.parallel ? first : 1;
+    Launch launch;
+    launch.kernel = Name("scatter");
+    launch.threads = static_cast<int>(std::min<int64_t>(kThreads, chunks));
+    launch.blocks = BlocksFor(chunks, launch.threads);
+    std::vector<std::string> params;
+    for (int i = 0; i < n; ++i) {
+      launch.slots.push_back(sc.outputs[i]);
+      params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
+    }
+    for (int i = 0; i < n; ++i) {
+      launch.slots.push_back(sc.updates[i]);
+      params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
+    }
+    launch.slots.push_back(sc.indices);
+    params.push_back(absl::StrCat("const ", it, "* indices"));
+    std::string& k = out_.source;
+    Open(&launch, params);
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", chunks,
+                          "long long");
+    absl::StrAppendFormat(&k, "    for (long long p = 0; p < %d; ++p) {\n",
+                          positions);
+    absl::StrAppend(&k, "      long long q = p;\n");
+    for (int j = static_cast<int>(r.batch_sizes.size()) - 1; j >= 0; --j) {
+      absl::StrAppendFormat(&k,
+                            "      const long long b%d = q %% %d; q /= %d;\n",
+                            j, r.batch_sizes[j], r.batch_sizes[j]);
+    }
+    std::string at = "0", src = "0";
+    for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+      absl::StrAppendFormat(&at, " + b%d * %d", j, r.batch_strides[j]);
+      absl::StrAppendFormat(&src, " + b%d * %d", j, sc.update_batch_strides[j]);
+    }
+    absl::StrAppendFormat(&k, "      const long long at = %s;\n", at);
+    absl::StrAppend(&k, "      long long dst = 0;\n      bool valid = true;\n");
+    for (size_t d = 0; d < sc.operand_dims.size(); ++d) {
+      // As IndexReader::Start: index vector entries, then batching.
+      std::string start;
+      for (int64_t e = 0; e < r.vector_size; ++e) {
+        if (r.index_to_operand[e] == static_cast<int64_t>(d)) {
+          start = IndexEntry(r.type,
+                             absl::StrFormat("at + %d", e * r.vector_stride));
+        }
+      }
+      for (const auto& [dim, entry] : r.batching) {
+        if (dim == static_cast<int64_t>(d))
+          start = absl::StrFormat("b%d", entry);
+      }
+      if (start.empty()) continue;  // 0, always inside
+      // A whole window that does not fit is skipped (XLA).
+      absl::StrAppendFormat(&k,
+                            "      { const long long s = %s;\n"
+                            "        valid = valid && s >= 0 && s <= %d;\n"
+                            "        dst += s * %d; }\n",
+                            start, sc.operand_dims[d] - sc.extent[d],
+                            sc.operand_strides[d]);
+    }
+    absl::StrAppendFormat(
+        &k, "      if (!valid) continue;\n      const long long src = %s;\n",
+        src);
+    std::string indent = "      ", s_at = "src", t_at = "dst";
+    for (int d = 0; d < rank; ++d) {
+      if (d == 0 && sc.parallel) {
+        absl::StrAppendFormat(&k, "%s{ const long long w0 = i;\n", indent);
+      } else {
+        absl::StrAppendFormat(&k,
+                              "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
+                              indent, d, d, sc.walk.sizes[d], d);
+      }
+      indent += "  ";
+      absl::StrAppendFormat(&s_at, " + w%d * %d", d, sc.walk.src_strides[d]);
+      absl::StrAppendFormat(&t_at, " + w%d * %d", d, sc.walk.dst_strides[d]);
+    }
+    absl::StrAppendFormat(&k, "%sconst long long s = %s, t = %s;\n", indent,
+                          s_at, t_at);
+    const PrimitiveType t0 = sc.types[0];
+    if (sc.combiner == host::Combiner::kReplace) {
+      absl::StrAppendFormat(&k, "%sout0[t] = upd0[s];\n", indent);
+    } else if (sc.combiner == host::Combiner::kAdd) {
+      if (t0 == PrimitiveType::kPred) {
+        absl::StrAppendFormat(
+            &k, "%sout0[t] = (pj_u8)((out0[t] | upd0[s]) != 0);\n", indent);
+      } else if (IsFloat(t0)) {
+        absl::StrAppendFormat(&k, "%sout0[t] = %s;\n", indent,
+                              Store(t0, absl::StrCat(Load(t0, "out0[t]"), " + ",
+                                                     Load(t0, "upd0[s]"))));
+      } else {
+        absl::StrAppendFormat(&k,
+                              "%sout0[t] = pj_iadd<%s>(out0[t], upd0[s]);\n",
+                              indent, storage[0]);
+      }
+    } else {
+      std::vector<std::string> inputs;
+      for (int i = 0; i < n; ++i) {
+        PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sc.types[i]));
+        absl::StrAppendFormat(
+            &k, "%sconst %s c%d = %s;\n", indent, ct, i,
+            Load(sc.types[i], absl::StrFormat("out%d[t]", i)));
+        inputs.push_back(absl::StrCat("c", i));
+      }
+      for (int i = 0; i < n; ++i) {
+        PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sc.types[i]));
+        absl::StrAppendFormat(
+            &k, "%sconst %s u%d = %s;\n", indent, ct, i,
+            Load(sc.types[i], absl::StrFormat("upd%d[s]", i)));
+        inputs.push_back(absl::StrCat("u", i));
+      }
+      PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                            EmitExpression(sc.region, inputs, "v", indent, &k));
+      for (int i = 0; i < n; ++i) {
+        absl::StrAppendFormat(&k, "%sout%d[t] = %s;\n", indent, i,
+                              Store(sc.types[i], results[i]));
+      }
+    }
+    for (int d = 0; d < rank; ++d) {
+      indent.resize(indent.size() - 2);
+      absl::StrAppendFormat(&k, "%s}\n", indent);
+    }
+    absl::StrAppend(&k, "    }\n  }\n}\n");
+    launch.origin = absl::StrFormat("scatter of %d windows of %d elements",
+                                    positions, Product(sc.walk.sizes));
     Add(std::move(launch));
     return absl::OkStatus();
   }

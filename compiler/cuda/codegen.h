@@ -14,12 +14,16 @@
 //  - CopyStep, FillStep, DynamicSliceStep: affine copy kernels;
 //  - KernelStep of a gather (host::GatherKernel): a thread per result
 //    element, its start index read and clamped as on the host;
+//  - KernelStep of a scatter (host::ScatterKernel): copies of the operands,
+//    then the updates in the host's order (a thread per first window
+//    coordinate where windows can meet only at equal coordinates, else
+//    one), so that results are the host's bit for bit;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f16, bf16 (computed in f32 and
 // rounded after every op, as on the host), f32 and f64. Every other step
-// (kernels such as while, scatter, sort) and every other type
+// (kernels such as while, sort, windows) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit

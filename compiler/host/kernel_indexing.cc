@@ -67,10 +67,6 @@ void CopyRow(int bytes, const char* src, int64_t src_stride, char* dst,
   }
 }
 
-// The update computation, fast for add and for replacing (what JAX's
-// .at[].add and .at[].set print); any other region runs as an Expression.
-enum class Combiner { kAdd, kReplace, kRegion };
-
 Combiner ClassifyCombiner(const hlo::Computation& region, int n) {
   if (n != 1 || region.parameters().size() != 2) return Combiner::kRegion;
   const hlo::Instruction* root = region.root();
@@ -85,143 +81,129 @@ Combiner ClassifyCombiner(const hlo::Computation& region, int n) {
   return Combiner::kRegion;
 }
 
-class ScatterKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const int n = static_cast<int>(types_.size());
-    for (int i = 0; i < n; ++i) {
-      std::memcpy(addresses[outputs_[i]], addresses[inputs_[i]], operand_bytes_[i]);
-    }
-    const void* indices = addresses[indices_];
-    const int64_t positions = Product(reader_.batch_sizes);
-    if (positions == 0 || Product(walk_.sizes) == 0) return absl::OkStatus();
-    const int64_t first_size = walk_.sizes.empty() ? 1 : walk_.sizes[0];
-    // Threads take ranges of the window's first dimension and go through
-    // every position in order, when windows of different positions can
-    // only meet at the same window coordinates; otherwise one thread.
-    const int64_t chunks = parallel_ ? first_size : 1;
-    const double cost = static_cast<double>(positions) *
-                        static_cast<double>(Product(walk_.sizes)) /
-                        static_cast<double>(first_size) * 4.0;
-    ThreadPool::Get().ParallelFor(chunks, cost, [&](int64_t c0, int64_t c1) {
-      const int64_t lo = parallel_ ? c0 : 0;
-      const int64_t hi = parallel_ ? c1 : first_size;
-      ScatterRange(addresses, indices, lo, hi, context.cancellation);
-    });
-    return CheckCancelled(context.cancellation);
-  }
-
-  void ScatterRange(absl::Span<void* const> addresses, const void* indices,
-                    int64_t lo, int64_t hi,
-                    const Cancellation* cancellation) const {
-    const int n = static_cast<int>(types_.size());
-    std::vector<int64_t> b(reader_.batch_sizes.size(), 0);
-    std::vector<int64_t> start(operand_dims_.size());
-    std::unique_ptr<RegionRunner> runner;
-    std::vector<std::vector<uint64_t>> cur, upd;
-    std::vector<const void*> in_ptrs;
-    std::vector<void*> out_ptrs;
-    if (combiner_ == Combiner::kRegion) {
-      runner = std::make_unique<RegionRunner>(region_);
-      runner->SetOutputTypes(types_);
-      cur.assign(n, std::vector<uint64_t>(kBlockWords));
-      upd.assign(n, std::vector<uint64_t>(kBlockWords));
-      for (int i = 0; i < n; ++i) in_ptrs.push_back(cur[i].data());
-      for (int i = 0; i < n; ++i) in_ptrs.push_back(upd[i].data());
-      for (int i = 0; i < n; ++i) out_ptrs.push_back(cur[i].data());
-    }
-    const int64_t positions = Product(reader_.batch_sizes);
-    for (int64_t p = 0; p < positions; ++p, NextIndex(reader_.batch_sizes, &b)) {
-      if ((p & 255) == 0 && IsCancelled(cancellation)) return;
-      reader_.Start(indices, b, &start);
-      bool valid = true;
-      int64_t dst = 0, src = 0;
-      for (size_t d = 0; d < start.size(); ++d) {
-        valid = valid && start[d] >= 0 && start[d] <= operand_dims_[d] - extent_[d];
-        dst += start[d] * operand_strides_[d];
-      }
-      if (!valid) continue;  // XLA skips the whole window
-      for (size_t j = 0; j < b.size(); ++j) src += b[j] * update_batch_strides_[j];
-      walk_.ForEachRow(src, dst, lo, hi, [&](int64_t s, int64_t t, int64_t len,
-                                             int64_t ss, int64_t ts) {
-        for (int64_t at = 0; at < len; at += kBlockElements) {
-          const int64_t m = std::min(kBlockElements, len - at);
-          Combine(addresses, s + at * ss, ss, t + at * ts, ts, m, cur, upd,
-                  runner.get(), in_ptrs, out_ptrs);
-        }
-      });
-    }
-  }
-
-  // out[t + i*ts] = f(out[t + i*ts], update[s + i*ss]) for i < m.
-  void Combine(absl::Span<void* const> addresses, int64_t s, int64_t ss,
-               int64_t t, int64_t ts, int64_t m,
-               std::vector<std::vector<uint64_t>>& cur,
-               std::vector<std::vector<uint64_t>>& upd, RegionRunner* runner,
-               const std::vector<const void*>& in_ptrs,
-               const std::vector<void*>& out_ptrs) const {
-    const int n = static_cast<int>(types_.size());
-    if (combiner_ != Combiner::kRegion) {
-      DispatchType(types_[0], [&](auto pt) {
-        using S = typename TypeTraits<decltype(pt)::value>::Storage;
-        using C = typename TypeTraits<decltype(pt)::value>::Compute;
-        S* out = static_cast<S*>(addresses[outputs_[0]]);
-        const S* up = static_cast<const S*>(addresses[updates_[0]]);
-        for (int64_t i = 0; i < m; ++i) {
-          S& o = out[t + i * ts];
-          const S u = up[s + i * ss];
-          if (combiner_ == Combiner::kReplace) {
-            o = u;
-          } else if constexpr (std::is_same_v<C, uint8_t> &&
-                               std::is_same_v<S, uint8_t>) {
-            o = static_cast<S>(o + u);
-          } else {
-            o = static_cast<S>(static_cast<C>(o) + static_cast<C>(u));
-          }
-        }
-      });
-      if (types_[0] == PrimitiveType::kPred && combiner_ == Combiner::kAdd) {
-        // pred add is or.
-        uint8_t* out = static_cast<uint8_t*>(addresses[outputs_[0]]);
-        for (int64_t i = 0; i < m; ++i) out[t + i * ts] = out[t + i * ts] != 0;
-      }
-      return;
-    }
-    for (int i = 0; i < n; ++i) {
-      const int w = hlo::ByteWidth(types_[i]);
-      uint64_t staging[kBlockWords];
-      CopyRow(w, static_cast<const char*>(addresses[outputs_[i]]) + t * w, ts,
-              reinterpret_cast<char*>(staging), 1, m);
-      StorageToCompute(types_[i], staging, cur[i].data(), m);
-      CopyRow(w, static_cast<const char*>(addresses[updates_[i]]) + s * w, ss,
-              reinterpret_cast<char*>(staging), 1, m);
-      StorageToCompute(types_[i], staging, upd[i].data(), m);
-    }
-    runner->Evaluate(in_ptrs, m, out_ptrs);
-    for (int i = 0; i < n; ++i) {
-      const int w = hlo::ByteWidth(types_[i]);
-      uint64_t staging[kBlockWords];
-      ComputeToStorage(types_[i], cur[i].data(), staging, m);
-      CopyRow(w, reinterpret_cast<const char*>(staging), 1,
-              static_cast<char*>(addresses[outputs_[i]]) + t * w, ts, m);
-    }
-  }
-
-  std::vector<int> inputs_, updates_, outputs_;
-  std::vector<int64_t> operand_bytes_;
-  std::vector<PrimitiveType> types_;
-  int indices_ = -1;
-  IndexReader reader_;
-  std::vector<int64_t> operand_dims_, operand_strides_, extent_;
-  std::vector<int64_t> update_batch_strides_;
-  WindowWalk walk_;
-  bool parallel_ = false;
-  Combiner combiner_ = Combiner::kRegion;
-  Expression region_;
-};
-
 }  // namespace
+
+absl::Status ScatterKernel::Run(absl::Span<void* const> addresses,
+                                const RunContext& context) const {
+  const int n = static_cast<int>(types.size());
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(addresses[outputs[i]], addresses[inputs[i]], operand_bytes[i]);
+  }
+  const void* index_data = addresses[indices];
+  const int64_t positions = Product(reader.batch_sizes);
+  if (positions == 0 || Product(walk.sizes) == 0) return absl::OkStatus();
+  const int64_t first_size = walk.sizes.empty() ? 1 : walk.sizes[0];
+  // Threads take ranges of the window's first dimension and go through
+  // every position in order, when windows of different positions can
+  // only meet at the same window coordinates; otherwise one thread.
+  const int64_t chunks = parallel ? first_size : 1;
+  const double cost = static_cast<double>(positions) *
+                      static_cast<double>(Product(walk.sizes)) /
+                      static_cast<double>(first_size) * 4.0;
+  ThreadPool::Get().ParallelFor(chunks, cost, [&](int64_t c0, int64_t c1) {
+    const int64_t lo = parallel ? c0 : 0;
+    const int64_t hi = parallel ? c1 : first_size;
+    ScatterRange(addresses, index_data, lo, hi, context.cancellation);
+  });
+  return CheckCancelled(context.cancellation);
+}
+
+void ScatterKernel::ScatterRange(absl::Span<void* const> addresses,
+                                 const void* index_data, int64_t lo, int64_t hi,
+                                 const Cancellation* cancellation) const {
+  const int n = static_cast<int>(types.size());
+  std::vector<int64_t> b(reader.batch_sizes.size(), 0);
+  std::vector<int64_t> start(operand_dims.size());
+  std::unique_ptr<RegionRunner> runner;
+  std::vector<std::vector<uint64_t>> cur, upd;
+  std::vector<const void*> in_ptrs;
+  std::vector<void*> out_ptrs;
+  if (combiner == Combiner::kRegion) {
+    runner = std::make_unique<RegionRunner>(region);
+    runner->SetOutputTypes(types);
+    cur.assign(n, std::vector<uint64_t>(kBlockWords));
+    upd.assign(n, std::vector<uint64_t>(kBlockWords));
+    for (int i = 0; i < n; ++i) in_ptrs.push_back(cur[i].data());
+    for (int i = 0; i < n; ++i) in_ptrs.push_back(upd[i].data());
+    for (int i = 0; i < n; ++i) out_ptrs.push_back(cur[i].data());
+  }
+  const int64_t positions = Product(reader.batch_sizes);
+  for (int64_t p = 0; p < positions; ++p, NextIndex(reader.batch_sizes, &b)) {
+    if ((p & 255) == 0 && IsCancelled(cancellation)) return;
+    reader.Start(index_data, b, &start);
+    bool valid = true;
+    int64_t dst = 0, src = 0;
+    for (size_t d = 0; d < start.size(); ++d) {
+      valid = valid && start[d] >= 0 && start[d] <= operand_dims[d] - extent[d];
+      dst += start[d] * operand_strides[d];
+    }
+    if (!valid) continue;  // XLA skips the whole window
+    for (size_t j = 0; j < b.size(); ++j) src += b[j] * update_batch_strides[j];
+    walk.ForEachRow(
+        src, dst, lo, hi,
+        [&](int64_t s, int64_t t, int64_t len, int64_t ss, int64_t ts) {
+          for (int64_t at = 0; at < len; at += kBlockElements) {
+            const int64_t m = std::min(kBlockElements, len - at);
+            Combine(addresses, s + at * ss, ss, t + at * ts, ts, m, cur, upd,
+                    runner.get(), in_ptrs, out_ptrs);
+          }
+        });
+  }
+}
+
+void ScatterKernel::Combine(absl::Span<void* const> addresses, int64_t s,
+                            int64_t ss, int64_t t, int64_t ts, int64_t m,
+                            std::vector<std::vector<uint64_t>>& cur,
+                            std::vector<std::vector<uint64_t>>& upd,
+                            RegionRunner* runner,
+                            const std::vector<const void*>& in_ptrs,
+                            const std::vector<void*>& out_ptrs) const {
+  const int n = static_cast<int>(types.size());
+  if (combiner != Combiner::kRegion) {
+    DispatchType(types[0], [&](auto pt) {
+      using S = typename TypeTraits<decltype(pt)::value>::Storage;
+      using C = typename TypeTraits<decltype(pt)::value>::Compute;
+      S* out = static_cast<S*>(addresses[outputs[0]]);
+      const S* up = static_cast<const S*>(addresses[updates[0]]);
+      for (int64_t i = 0; i < m; ++i) {
+        S& o = out[t + i * ts];
+        const S u = up[s + i * ss];
+        if (combiner == Combiner::kReplace) {
+          o = u;
+        } else if constexpr (std::is_same_v<C, uint8_t> &&
+                             std::is_same_v<S, uint8_t>) {
+          o = static_cast<S>(o + u);
+        } else {
+          o = static_cast<S>(static_cast<C>(o) + static_cast<C>(u));
+        }
+      }
+    });
+    if (types[0] == PrimitiveType::kPred && combiner == Combiner::kAdd) {
+      // pred add is or.
+      uint8_t* out = static_cast<uint8_t*>(addresses[outputs[0]]);
+      for (int64_t i = 0; i < m; ++i) out[t + i * ts] = out[t + i * ts] != 0;
+    }
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    const int w = hlo::ByteWidth(types[i]);
+    uint64_t staging[kBlockWords];
+    CopyRow(w, static_cast<const char*>(addresses[outputs[i]]) + t * w, ts,
+            reinterpret_cast<char*>(staging), 1, m);
+    StorageToCompute(types[i], staging, cur[i].data(), m);
+    CopyRow(w, static_cast<const char*>(addresses[updates[i]]) + s * w, ss,
+            reinterpret_cast<char*>(staging), 1, m);
+    StorageToCompute(types[i], staging, upd[i].data(), m);
+  }
+  runner->Evaluate(in_ptrs, m, out_ptrs);
+  for (int i = 0; i < n; ++i) {
+    const int w = hlo::ByteWidth(types[i]);
+    uint64_t staging[kBlockWords];
+    ComputeToStorage(types[i], cur[i].data(), staging, m);
+    CopyRow(w, reinterpret_cast<const char*>(staging), 1,
+            static_cast<char*>(addresses[outputs[i]]) + t * w, ts, m);
+  }
+}
 
 absl::Status GatherKernel::Run(absl::Span<void* const> addresses,
                                const RunContext& context) const {
@@ -316,63 +298,65 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
   const hlo::Shape& updates = args.input_shapes[n + 1];
   auto k = std::make_shared<ScatterKernel>();
   for (int i = 0; i < n; ++i) {
-    k->inputs_.push_back(args.inputs[i]);
-    k->updates_.push_back(args.inputs[n + 1 + i]);
-    k->outputs_.push_back(args.outputs[i]);
-    k->operand_bytes_.push_back(args.input_shapes[i].UnpackedByteSize());
-    k->types_.push_back(args.input_shapes[i].element_type());
+    k->inputs.push_back(args.inputs[i]);
+    k->updates.push_back(args.inputs[n + 1 + i]);
+    k->outputs.push_back(args.outputs[i]);
+    k->operand_bytes.push_back(args.input_shapes[i].UnpackedByteSize());
+    k->types.push_back(args.input_shapes[i].element_type());
     k->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
     k->reads.push_back({args.inputs[n + 1 + i], args.input_shapes[n + 1 + i].UnpackedByteSize()});
     k->writes.push_back({args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
   }
-  k->indices_ = args.inputs[n];
+  k->indices = args.inputs[n];
   k->reads.push_back({args.inputs[n], indices.UnpackedByteSize()});
-  k->operand_dims_.assign(operand.dimensions().begin(), operand.dimensions().end());
-  k->operand_strides_ = RowMajorStrides(operand.dimensions());
+  k->operand_dims.assign(operand.dimensions().begin(),
+                         operand.dimensions().end());
+  k->operand_strides = RowMajorStrides(operand.dimensions());
   const std::vector<int64_t> update_strides = RowMajorStrides(updates.dimensions());
   std::vector<int64_t> batch_dims;
   for (int i = 0; i < updates.rank(); ++i) {
     if (!Contains(d.update_window_dims, i)) {
       batch_dims.push_back(i);
-      k->update_batch_strides_.push_back(update_strides[i]);
+      k->update_batch_strides.push_back(update_strides[i]);
     }
   }
-  k->reader_ = MakeReader(indices, d.index_vector_dim, batch_dims,
-                          updates.dimensions(), d.scatter_dims_to_operand_dims,
-                          d.input_batching_dims, d.scatter_indices_batching_dims);
-  k->extent_.assign(operand.rank(), 1);
+  k->reader =
+      MakeReader(indices, d.index_vector_dim, batch_dims, updates.dimensions(),
+                 d.scatter_dims_to_operand_dims, d.input_batching_dims,
+                 d.scatter_indices_batching_dims);
+  k->extent.assign(operand.rank(), 1);
   size_t next = 0;
   for (int i = 0; i < operand.rank(); ++i) {
     if (Contains(d.inserted_window_dims, i) || Contains(d.input_batching_dims, i)) {
       continue;
     }
     const int64_t ud = d.update_window_dims[next++];
-    k->extent_[i] = updates.dimensions(ud);
-    k->walk_.sizes.push_back(updates.dimensions(ud));
-    k->walk_.src_strides.push_back(update_strides[ud]);
-    k->walk_.dst_strides.push_back(k->operand_strides_[i]);
+    k->extent[i] = updates.dimensions(ud);
+    k->walk.sizes.push_back(updates.dimensions(ud));
+    k->walk.src_strides.push_back(update_strides[ud]);
+    k->walk.dst_strides.push_back(k->operand_strides[i]);
   }
   // Threads split the window's first dimension. When no index moves the
   // operand dimension it covers, two positions' elements can meet only at
   // the same coordinate there, so the threads never touch one element.
-  k->parallel_ = false;
+  k->parallel = false;
   for (int i = 0; i < operand.rank(); ++i) {
     if (Contains(d.inserted_window_dims, i) || Contains(d.input_batching_dims, i)) {
       continue;
     }
-    k->parallel_ = !Contains(d.scatter_dims_to_operand_dims, i);
+    k->parallel = !Contains(d.scatter_dims_to_operand_dims, i);
     break;  // the first window dimension
   }
   const hlo::Computation& region = *inst.called_computations()[0];
-  k->combiner_ = ClassifyCombiner(region, n);
+  k->combiner = ClassifyCombiner(region, n);
   // s4 and u4 sums wrap to 4 bits: the region (an Expression) does that.
-  if (k->combiner_ == Combiner::kAdd && IsInt4(k->types_[0])) {
-    k->combiner_ = Combiner::kRegion;
+  if (k->combiner == Combiner::kAdd && IsInt4(k->types[0])) {
+    k->combiner = Combiner::kRegion;
   }
-  if (k->combiner_ == Combiner::kRegion) {
-    std::vector<PrimitiveType> types = k->types_;
-    types.insert(types.end(), k->types_.begin(), k->types_.end());
-    PJRT_ASSIGN_OR_RETURN(k->region_, ScalarRegionExpression(region, types));
+  if (k->combiner == Combiner::kRegion) {
+    std::vector<PrimitiveType> types = k->types;
+    types.insert(types.end(), k->types.begin(), k->types.end());
+    PJRT_ASSIGN_OR_RETURN(k->region, ScalarRegionExpression(region, types));
   }
   return k;
 }

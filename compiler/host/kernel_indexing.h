@@ -98,6 +98,46 @@ class GatherKernel : public Kernel {
   WindowWalk walk;
 };
 
+// The update computation, fast for add and for replacing (what JAX's
+// .at[].add and .at[].set print); any other region runs as an Expression.
+enum class Combiner { kAdd, kReplace, kRegion };
+
+// outputs = operands, then for each position in order, for each element of
+// its window in row-major order, output = combine(output, update), a
+// window whose start puts any of it outside the operand being skipped (as
+// XLA defines).
+class ScatterKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override;
+
+  std::vector<int> inputs, updates, outputs;
+  std::vector<int64_t> operand_bytes;
+  std::vector<hlo::PrimitiveType> types;
+  int indices = -1;
+  IndexReader reader;
+  std::vector<int64_t> operand_dims, operand_strides, extent;
+  std::vector<int64_t> update_batch_strides;
+  WindowWalk walk;
+  bool parallel = false;
+  Combiner combiner = Combiner::kRegion;
+  Expression region;
+
+ private:
+  // Scatters the window elements whose first window coordinate is in
+  // [lo, hi), over every position in order.
+  void ScatterRange(absl::Span<void* const> addresses, const void* index_data,
+                    int64_t lo, int64_t hi,
+                    const Cancellation* cancellation) const;
+  // out[t + i*ts] = f(out[t + i*ts], update[s + i*ss]) for i < m.
+  void Combine(absl::Span<void* const> addresses, int64_t s, int64_t ss,
+               int64_t t, int64_t ts, int64_t m,
+               std::vector<std::vector<uint64_t>>& cur,
+               std::vector<std::vector<uint64_t>>& upd, RegionRunner* runner,
+               const std::vector<const void*>& in_ptrs,
+               const std::vector<void*>& out_ptrs) const;
+};
+
 }  // namespace pjrt::compiler::host
 
 #endif  // PJRT_COMPILER_HOST_KERNEL_INDEXING_H_

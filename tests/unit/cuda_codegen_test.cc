@@ -665,6 +665,85 @@ ENTRY e {
   ROOT g = u8[7,3] gather(a, i), offset_dims={1}, collapsed_slice_dims={0},
       start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,3}
 })"},
+    {"scatter_add_rows_in_position_order", R"(
+HloModule m
+add { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  o = f32[10,8] parameter(0)
+  i = s32[12,1] parameter(1)
+  u = f32[12,8] parameter(2)
+  ROOT s = f32[10,8] scatter(o, i, u), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=add
+})"},
+    {"scatter_replace_duplicates_last_wins_s8", R"(
+HloModule m
+assign { a = s8[] parameter(0)
+  ROOT b = s8[] parameter(1) }
+ENTRY e {
+  o = s8[6,5] parameter(0)
+  i = s32[9,2] parameter(1)
+  u = s8[9,2] parameter(2)
+  ROOT s = s8[6,5] scatter(o, i, u), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0,1},
+      index_vector_dim=1, to_apply=assign
+})"},
+    {"scatter_variadic_region_keeps_the_minimum_and_its_id", R"(
+HloModule m
+keep_min {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  lt = pred[] compare(a, b), direction=LT
+  v = f32[] select(lt, a, b)
+  vi = s32[] select(lt, ai, bi)
+  ROOT r = (f32[], s32[]) tuple(v, vi)
+}
+ENTRY e {
+  o = f32[16] parameter(0)
+  oi = s32[16] parameter(1)
+  i = s32[10,1] parameter(2)
+  u = f32[10] parameter(3)
+  ui = s32[10] parameter(4)
+  ROOT s = (f32[16], s32[16]) scatter(o, oi, i, u, ui), update_window_dims={},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=keep_min
+})"},
+    {"scatter_add_bf16_pred_and_batching_dimensions", R"(
+HloModule m
+addb { a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT r = bf16[] add(a, b) }
+orp { a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT r = pred[] or(a, b) }
+addf { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b) }
+ENTRY e {
+  o = bf16[7] parameter(0)
+  i = u64[5,1] parameter(1)
+  u = bf16[5] parameter(2)
+  p = pred[7] parameter(3)
+  up = pred[5] parameter(4)
+  f = f32[3,10,4] parameter(5)
+  j = s32[3,5,1] parameter(6)
+  uf = f32[3,5,4] parameter(7)
+  sb = bf16[7] scatter(o, i, u), update_window_dims={},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=addb
+  sp = pred[7] scatter(p, i, up), update_window_dims={},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=orp
+  sf = f32[3,10,4] scatter(f, j, uf), update_window_dims={2},
+      inserted_window_dims={1}, input_batching_dims={0},
+      scatter_indices_batching_dims={0}, scatter_dims_to_operand_dims={1},
+      index_vector_dim=2, to_apply=addf
+  ROOT r = (bf16[7], pred[7], f32[3,10,4]) tuple(sb, sp, sf)
+})"},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
