@@ -12,6 +12,7 @@
 #include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
 #include "compiler/host/kernel_indexing.h"
+#include "compiler/host/kernel_random.h"
 #include "compiler/host/kernel_util.h"
 
 namespace pjrt::compiler::cuda {
@@ -983,10 +984,14 @@ class Generator {
             dynamic_cast<const host::ScatterKernel*>(s.kernel.get())) {
       return EmitScatter(*scatter);
     }
+    if (const auto* rng =
+            dynamic_cast<const host::RngBitGeneratorKernel*>(s.kernel.get())) {
+      return EmitRngBitGenerator(*rng);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot, reduce, gather and scatter); run this program "
-        "with --platform host",
+        "data movement, dot, reduce, gather, scatter and rng-bit-generator); "
+        "run this program with --platform host",
         s.kernel->name));
   }
 
@@ -1234,9 +1239,169 @@ class Generator {
     return absl::OkStatus();
   }
 
+  // ThreeFry-2x32 and Philox-4x32, as the host computes them
+  // (kernel_random.cc), emitted once per program.
+  void EmitRandomHelpers() {
+    if (random_helpers_) return;
+    random_helpers_ = true;
+    absl::StrAppend(&out_.source, R"(
+__device__ __forceinline__ unsigned pj_rotl32(unsigned v, int d) {
+  return (v << d) | (v >> (32 - d));
+}
+__device__ __forceinline__ void pj_threefry2x32(unsigned k0, unsigned k1, unsigned* x0,
+                                                unsigned* x1) {
+  const int rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const unsigned ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  unsigned a = *x0 + ks[0], b = *x1 + ks[1];
+  for (int g = 0; g < 5; ++g) {
+    for (int r = 0; r < 4; ++r) {
+      a += b;
+      b = pj_rotl32(b, rot[(g % 2) * 4 + r]) ^ a;
+    }
+    a += ks[(g + 1) % 3];
+    b += ks[(g + 2) % 3] + (unsigned)(g + 1);
+  }
+  *x0 = a;
+  *x1 = b;
+}
+__device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 high,
+                                                pj_u64 i, unsigned x[4]) {
+  const pj_u64 l = low + i;
+  const pj_u64 h = high + (l < low ? 1 : 0);
+  x[0] = (unsigned)l;
+  x[1] = (unsigned)(l >> 32);
+  x[2] = (unsigned)h;
+  x[3] = (unsigned)(h >> 32);
+  unsigned k0 = (unsigned)key, k1 = (unsigned)(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const pj_u64 p0 = (pj_u64)x[0] * 0xD2511F53u;
+    const pj_u64 p1 = (pj_u64)x[2] * 0xCD9E8D57u;
+    const unsigned y0 = (unsigned)(p1 >> 32) ^ x[1] ^ k0;
+    const unsigned y2 = (unsigned)(p0 >> 32) ^ x[3] ^ k1;
+    x[0] = y0;
+    x[1] = (unsigned)p1;
+    x[2] = y2;
+    x[3] = (unsigned)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+)");
+  }
+
+  // The bits (a thread per Philox block, or per ThreeFry element), then,
+  // in a second kernel (the state may be the donated input's memory), the
+  // updated state.
+  absl::Status EmitRngBitGenerator(const host::RngBitGeneratorKernel& g) {
+    const int64_t n = Product(g.dims);
+    PJRT_ASSIGN_OR_RETURN(std::string w, WordType(g.bytes));
+    EmitRandomHelpers();
+    const int rank = static_cast<int>(g.dims.size());
+    std::vector<int64_t> half = g.dims;
+    if (rank > 0) half[g.split] = (g.dims[g.split] + 1) / 2;
+    const int64_t half_count = rank == 0 ? 1 : Product(half);
+    const bool wide = g.bytes == 8;
+    const int64_t blocks = ((wide ? 2 * n : n) + 3) / 4;
+    const int64_t units = g.philox ? blocks : n;
+    std::string& k = out_.source;
+    if (units > 0) {
+      const char* idx = IndexType(std::max(units, 4 * blocks));
+      Launch launch;
+      launch.kernel = Name("rng_bits");
+      launch.threads = kThreads;
+      launch.blocks = BlocksFor(units);
+      launch.slots = {g.output, g.state_in};
+      Open(&launch, {absl::StrCat(w, "* out"), "const pj_u64* state"});
+      absl::StrAppendFormat(
+          &k, "  const pj_u64 key = state[0], counter = state[1];\n");
+      absl::StrAppendFormat(&k, kLoopHead, idx, idx, units, idx);
+      if (g.philox) {
+        absl::StrAppendFormat(&k,
+                              "    unsigned x[4];\n    pj_philox_block(key, "
+                              "counter, state[%d], i, x);\n",
+                              g.state_words == 3 ? 2 : 0);
+        if (wide) {
+          absl::StrAppendFormat(
+              &k,
+              "    for (int j = 0; j < 2; ++j) {\n"
+              "      if (2 * i + j < %d) out[2 * i + j] = (pj_u64)x[2 * j] | "
+              "((pj_u64)x[2 * j + 1] << 32);\n    }\n",
+              n);
+        } else {
+          absl::StrAppendFormat(
+              &k,
+              "    for (int j = 0; j < 4; ++j) {\n"
+              "      if (4 * i + j < %d) out[4 * i + j] = (%s)x[j];\n    }\n",
+              n, w);
+        }
+      } else if (wide) {
+        absl::StrAppend(
+            &k,
+            "    const pj_u64 c = counter + (pj_u64)i;\n"
+            "    unsigned x0 = (unsigned)c, x1 = (unsigned)(c >> 32);\n"
+            "    pj_threefry2x32((unsigned)key, (unsigned)(key >> 32), &x0, "
+            "&x1);\n"
+            "    out[i] = (pj_u64)x0 | ((pj_u64)x1 << 32);\n");
+      } else {
+        // Two outputs per block, the shape halved along `split`.
+        absl::StrAppend(&k, SplitIndex(g.dims, idx, "    "));
+        const std::vector<int64_t> half_strides = host::RowMajorStrides(half);
+        std::string block = "0";
+        std::string which = "0";
+        for (int d = 0; d < rank; ++d) {
+          if (d == g.split) {
+            absl::StrAppendFormat(&block, " + (c%d / 2) * %d", d,
+                                  half_strides[d]);
+            which = absl::StrFormat("(c%d %% 2)", d);
+          } else {
+            absl::StrAppendFormat(&block, " + c%d * %d", d, half_strides[d]);
+          }
+        }
+        absl::StrAppendFormat(
+            &k,
+            "    const pj_u64 c = counter + (pj_u64)(%s);\n"
+            "    unsigned x0 = (unsigned)c, x1 = (unsigned)(c >> 32);\n"
+            "    pj_threefry2x32((unsigned)key, (unsigned)(key >> 32), &x0, "
+            "&x1);\n"
+            "    out[i] = (%s)(%s == 0 ? x0 : x1);\n",
+            block, w, which);
+      }
+      absl::StrAppend(&k, "  }\n}\n");
+      launch.origin =
+          absl::StrFormat("rng-bit-generator (%s) of %d %d-byte elements",
+                          g.philox ? "philox" : "three_fry", n, g.bytes);
+      Add(std::move(launch));
+    }
+    Launch state;
+    state.kernel = Name("rng_state");
+    state.threads = 1;
+    state.blocks = 1;
+    state.slots = {g.state_out, g.state_in};
+    Open(&state, {"pj_u64* out", "const pj_u64* in"});
+    absl::StrAppendFormat(&k, "  pj_u64 s[3] = {in[0], in[1], %s};\n",
+                          g.state_words == 3 ? "in[2]" : "0");
+    if (g.philox) {
+      absl::StrAppendFormat(&k,
+                            "  const pj_u64 low = s[1];\n"
+                            "  s[1] = low + %dull;\n",
+                            blocks);
+      if (g.state_words == 3)
+        absl::StrAppend(&k, "  s[2] += s[1] < low ? 1 : 0;\n");
+    } else {
+      absl::StrAppendFormat(&k, "  s[1] += %dull;\n", wide ? n : half_count);
+    }
+    absl::StrAppendFormat(&k,
+                          "  for (int j = 0; j < %d; ++j) out[j] = s[j];\n}\n",
+                          g.state_words);
+    state.origin = "rng-bit-generator's state";
+    Add(std::move(state));
+    return absl::OkStatus();
+  }
+
   const host::HostProgram& program_;
   GeneratedProgram out_;
   int kernels_ = 0;
+  bool random_helpers_ = false;
 };
 
 }  // namespace

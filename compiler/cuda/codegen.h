@@ -18,6 +18,9 @@
 //    then the updates in the host's order (a thread per first window
 //    coordinate where windows can meet only at equal coordinates, else
 //    one), so that results are the host's bit for bit;
+//  - KernelStep of an rng-bit-generator (host::RngBitGeneratorKernel):
+//    ThreeFry or Philox bits, a thread per block or element, the host's
+//    bits exactly, then the updated state;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //

@@ -7,6 +7,8 @@
 // counts from word 1 (a u64); Philox counts in a u128 (words 1 and 2, low
 // first; with a u64[2] state, word 1 is the low half and the key the high
 // one, and only the low half is written back).
+#include "compiler/host/kernel_random.h"
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -75,102 +77,6 @@ void PhiloxBlock(uint64_t key, uint64_t low, uint64_t high, uint64_t i,
 void StoreBits(void* out, int bytes, int64_t i, uint64_t bits) {
   std::memcpy(static_cast<char*>(out) + i * bytes, &bits, bytes);  // little endian
 }
-
-class RngBitGeneratorKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    uint64_t state[3] = {0, 0, 0};
-    std::memcpy(state, addresses[state_in_], state_words_ * 8);
-    void* out = addresses[output_];
-    const int64_t n = Product(dims_);
-    uint64_t new_state[3] = {state[0], state[1], state[2]};
-    if (philox_) {
-      // A u64[2] state counts in (low = word 1, high = the key).
-      const uint64_t low = state[1];
-      const uint64_t high = state_words_ == 3 ? state[2] : state[0];
-      const bool wide = bytes_ == 8;
-      const int64_t blocks = ((wide ? 2 * n : n) + 3) / 4;
-      ThreadPool::Get().ParallelFor(blocks, 400, [&](int64_t first, int64_t last) {
-        uint32_t w[4];
-        for (int64_t b = first; b < last; ++b) {
-          PhiloxBlock(state[0], low, high, b, w);
-          if (wide) {
-            for (int k = 0; k < 2; ++k) {
-              const int64_t i = 2 * b + k;
-              if (i < n) {
-                StoreBits(out, 8, i, uint64_t{w[2 * k]} | uint64_t{w[2 * k + 1]} << 32);
-              }
-            }
-          } else {
-            for (int k = 0; k < 4; ++k) {
-              if (4 * b + k < n) StoreBits(out, bytes_, 4 * b + k, w[k]);
-            }
-          }
-        }
-      });
-      const uint64_t l = low + static_cast<uint64_t>(blocks);
-      new_state[1] = l;
-      if (state_words_ == 3) new_state[2] = high + (l < low ? 1 : 0);
-    } else if (bytes_ == 8) {
-      // One block per element: counter word 1 + its index.
-      ThreadPool::Get().ParallelFor(n, 100, [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) {
-          const uint64_t c = state[1] + static_cast<uint64_t>(i);
-          uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32);
-          ThreeFry2x32(static_cast<uint32_t>(state[0]),
-                       static_cast<uint32_t>(state[0] >> 32), &x0, &x1);
-          StoreBits(out, 8, i, uint64_t{x0} | uint64_t{x1} << 32);
-        }
-      });
-      new_state[1] = state[1] + static_cast<uint64_t>(n);
-    } else {
-      // Two 32-bit outputs per block: the shape is halved along split_
-      // (rounded up); an element with index k there takes output k % 2 of
-      // the block at k / 2.
-      const int rank = static_cast<int>(dims_.size());
-      std::vector<int64_t> half = dims_;
-      if (rank > 0) half[split_] = (dims_[split_] + 1) / 2;
-      const int64_t half_count = rank == 0 ? 1 : Product(half);
-      const std::vector<int64_t> half_strides = RowMajorStrides(half);
-      ThreadPool::Get().ParallelFor(n, 100, [&](int64_t first, int64_t last) {
-        std::vector<int64_t> idx(rank);
-        int64_t rest = first;
-        for (int d = rank - 1; d >= 0; --d) {
-          idx[d] = rest % dims_[d];
-          rest /= dims_[d];
-        }
-        for (int64_t i = first; i < last; ++i, NextIndex(dims_, &idx)) {
-          int64_t block = 0;
-          int which = 0;
-          for (int d = 0; d < rank; ++d) {
-            int64_t v = idx[d];
-            if (d == split_) {
-              which = static_cast<int>(v % 2);
-              v /= 2;
-            }
-            block += v * half_strides[d];
-          }
-          const uint64_t c = state[1] + static_cast<uint64_t>(block);
-          uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32);
-          ThreeFry2x32(static_cast<uint32_t>(state[0]),
-                       static_cast<uint32_t>(state[0] >> 32), &x0, &x1);
-          StoreBits(out, bytes_, i, which == 0 ? x0 : x1);
-        }
-      });
-      new_state[1] = state[1] + static_cast<uint64_t>(half_count);
-    }
-    std::memcpy(addresses[state_out_], new_state, state_words_ * 8);
-    return CheckCancelled(context.cancellation);
-  }
-
-  int state_in_ = -1, state_out_ = -1, output_ = -1;
-  int state_words_ = 2;
-  bool philox_ = true;
-  int bytes_ = 4;
-  std::vector<int64_t> dims_;
-  int split_ = 0;
-};
 
 // The dimension XLA halves for 32-bit ThreeFry output: the first even one,
 // else the largest.
@@ -252,21 +158,111 @@ class RngKernel : public Kernel {
 
 }  // namespace
 
+absl::Status RngBitGeneratorKernel::Run(absl::Span<void* const> addresses,
+                                        const RunContext& context) const {
+  uint64_t state[3] = {0, 0, 0};
+  std::memcpy(state, addresses[state_in], state_words * 8);
+  void* out = addresses[output];
+  const int64_t n = Product(dims);
+  uint64_t new_state[3] = {state[0], state[1], state[2]};
+  if (philox) {
+    // A u64[2] state counts in (low = word 1, high = the key).
+    const uint64_t low = state[1];
+    const uint64_t high = state_words == 3 ? state[2] : state[0];
+    const bool wide = bytes == 8;
+    const int64_t blocks = ((wide ? 2 * n : n) + 3) / 4;
+    ThreadPool::Get().ParallelFor(
+        blocks, 400, [&](int64_t first, int64_t last) {
+          uint32_t w[4];
+          for (int64_t b = first; b < last; ++b) {
+            PhiloxBlock(state[0], low, high, b, w);
+            if (wide) {
+              for (int k = 0; k < 2; ++k) {
+                const int64_t i = 2 * b + k;
+                if (i < n) {
+                  StoreBits(out, 8, i,
+                            uint64_t{w[2 * k]} | uint64_t{w[2 * k + 1]} << 32);
+                }
+              }
+            } else {
+              for (int k = 0; k < 4; ++k) {
+                if (4 * b + k < n) StoreBits(out, bytes, 4 * b + k, w[k]);
+              }
+            }
+          }
+        });
+    const uint64_t l = low + static_cast<uint64_t>(blocks);
+    new_state[1] = l;
+    if (state_words == 3) new_state[2] = high + (l < low ? 1 : 0);
+  } else if (bytes == 8) {
+    // One block per element: counter word 1 + its index.
+    ThreadPool::Get().ParallelFor(n, 100, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        const uint64_t c = state[1] + static_cast<uint64_t>(i);
+        uint32_t x0 = static_cast<uint32_t>(c),
+                 x1 = static_cast<uint32_t>(c >> 32);
+        ThreeFry2x32(static_cast<uint32_t>(state[0]),
+                     static_cast<uint32_t>(state[0] >> 32), &x0, &x1);
+        StoreBits(out, 8, i, uint64_t{x0} | uint64_t{x1} << 32);
+      }
+    });
+    new_state[1] = state[1] + static_cast<uint64_t>(n);
+  } else {
+    // Two 32-bit outputs per block: the shape is halved along split
+    // (rounded up); an element with index k there takes output k % 2 of
+    // the block at k / 2.
+    const int rank = static_cast<int>(dims.size());
+    std::vector<int64_t> half = dims;
+    if (rank > 0) half[split] = (dims[split] + 1) / 2;
+    const int64_t half_count = rank == 0 ? 1 : Product(half);
+    const std::vector<int64_t> half_strides = RowMajorStrides(half);
+    ThreadPool::Get().ParallelFor(n, 100, [&](int64_t first, int64_t last) {
+      std::vector<int64_t> idx(rank);
+      int64_t rest = first;
+      for (int d = rank - 1; d >= 0; --d) {
+        idx[d] = rest % dims[d];
+        rest /= dims[d];
+      }
+      for (int64_t i = first; i < last; ++i, NextIndex(dims, &idx)) {
+        int64_t block = 0;
+        int which = 0;
+        for (int d = 0; d < rank; ++d) {
+          int64_t v = idx[d];
+          if (d == split) {
+            which = static_cast<int>(v % 2);
+            v /= 2;
+          }
+          block += v * half_strides[d];
+        }
+        const uint64_t c = state[1] + static_cast<uint64_t>(block);
+        uint32_t x0 = static_cast<uint32_t>(c),
+                 x1 = static_cast<uint32_t>(c >> 32);
+        ThreeFry2x32(static_cast<uint32_t>(state[0]),
+                     static_cast<uint32_t>(state[0] >> 32), &x0, &x1);
+        StoreBits(out, bytes, i, which == 0 ? x0 : x1);
+      }
+    });
+    new_state[1] = state[1] + static_cast<uint64_t>(half_count);
+  }
+  std::memcpy(addresses[state_out], new_state, state_words * 8);
+  return CheckCancelled(context.cancellation);
+}
+
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(const KernelArgs& args,
                                                              KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
   auto k = std::make_shared<RngBitGeneratorKernel>();
   const std::string algorithm = hlo::WordAttribute(inst, "algorithm", "rng_default");
   // XLA's default on the CPU and GPU is Philox.
-  k->philox_ = algorithm != "rng_three_fry";
-  k->state_in_ = args.inputs[0];
-  k->state_out_ = args.outputs[0];
-  k->output_ = args.outputs[1];
-  k->state_words_ = static_cast<int>(args.input_shapes[0].dimensions(0));
+  k->philox = algorithm != "rng_three_fry";
+  k->state_in = args.inputs[0];
+  k->state_out = args.outputs[0];
+  k->output = args.outputs[1];
+  k->state_words = static_cast<int>(args.input_shapes[0].dimensions(0));
   const hlo::Shape& out = args.output_shapes[1];
-  k->bytes_ = hlo::ByteWidth(out.element_type());
-  k->dims_.assign(out.dimensions().begin(), out.dimensions().end());
-  k->split_ = SplitDimension(k->dims_);
+  k->bytes = hlo::ByteWidth(out.element_type());
+  k->dims.assign(out.dimensions().begin(), out.dimensions().end());
+  k->split = SplitDimension(k->dims);
   k->reads = {{args.inputs[0], args.input_shapes[0].UnpackedByteSize()}};
   k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()},
                {args.outputs[1], out.UnpackedByteSize()}};

@@ -744,6 +744,20 @@ ENTRY e {
       index_vector_dim=2, to_apply=addf
   ROOT r = (bf16[7], pred[7], f32[3,10,4]) tuple(sb, sp, sf)
 })"},
+    {"rng_bit_generator_philox_and_three_fry_every_width", R"(
+HloModule m
+ENTRY e {
+  s2 = u64[2] parameter(0)
+  s3 = u64[3] parameter(1)
+  a = (u64[2], u32[5,7]) rng-bit-generator(s2), algorithm=rng_default
+  b = (u64[3], u64[9]) rng-bit-generator(s3), algorithm=rng_philox
+  c = (u64[2], u32[3,5]) rng-bit-generator(s2), algorithm=rng_three_fry
+  d = (u64[2], u64[4]) rng-bit-generator(s2), algorithm=rng_three_fry
+  f = (u64[2], u8[6,3]) rng-bit-generator(s2), algorithm=rng_three_fry
+  g = (u64[2], u16[]) rng-bit-generator(s2), algorithm=rng_three_fry
+  ROOT r = ((u64[2], u32[5,7]), (u64[3], u64[9]), (u64[2], u32[3,5]),
+            (u64[2], u64[4]), (u64[2], u8[6,3]), (u64[2], u16[])) tuple(a, b, c, d, f, g)
+})"},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
