@@ -14,6 +14,7 @@
 #include "compiler/host/kernel_indexing.h"
 #include "compiler/host/kernel_random.h"
 #include "compiler/host/kernel_util.h"
+#include "compiler/host/kernel_window.h"
 
 namespace pjrt::compiler::cuda {
 
@@ -988,10 +989,14 @@ class Generator {
             dynamic_cast<const host::RngBitGeneratorKernel*>(s.kernel.get())) {
       return EmitRngBitGenerator(*rng);
     }
+    if (const auto* window =
+            dynamic_cast<const host::ReduceWindowKernel*>(s.kernel.get())) {
+      return EmitReduceWindow(*window);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot, reduce, gather, scatter and rng-bit-generator); "
-        "run this program with --platform host",
+        "data movement, dot, reduce, gather, scatter, rng-bit-generator and "
+        "reduce-window); run this program with --platform host",
         s.kernel->name));
   }
 
@@ -1395,6 +1400,101 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                           g.state_words);
     state.origin = "rng-bit-generator's state";
     Add(std::move(state));
+    return absl::OkStatus();
+  }
+
+  // A thread per output: the initial values, then each operand element the
+  // window covers (in the window's row-major order, padding and holes
+  // between base-dilated elements skipped), combined through the region,
+  // as the host does.
+  absl::Status EmitReduceWindow(const host::ReduceWindowKernel& rw) {
+    const int64_t total = Product(rw.out_dims);
+    if (total == 0) return absl::OkStatus();
+    const int n = static_cast<int>(rw.types.size());
+    const host::WindowGeometry& g = rw.geometry;
+    const int rank = static_cast<int>(g.in_dims.size());
+    std::vector<std::string> storage(n), compute(n);
+    for (int j = 0; j < n; ++j) {
+      PJRT_ASSIGN_OR_RETURN(storage[j], CudaStorageType(rw.types[j]));
+      PJRT_ASSIGN_OR_RETURN(compute[j], ComputeType(rw.types[j]));
+    }
+    const char* idx = IndexType(std::max(total, Product(g.in_dims)));
+    Launch launch;
+    launch.kernel = Name("reduce_window");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(total);
+    std::vector<std::string> params;
+    for (int j = 0; j < n; ++j) {
+      launch.slots.push_back(rw.outputs[j]);
+      params.push_back(absl::StrFormat("%s* out%d", storage[j], j));
+    }
+    for (int j = 0; j < n; ++j) {
+      launch.slots.push_back(rw.inputs[j]);
+      params.push_back(absl::StrFormat("const %s* in%d", storage[j], j));
+    }
+    for (int j = 0; j < n; ++j) {
+      launch.slots.push_back(rw.inits[j]);
+      params.push_back(absl::StrFormat("const %s* init%d", storage[j], j));
+    }
+    std::string& k = out_.source;
+    Open(&launch, params);
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, total, idx);
+    absl::StrAppend(&k, SplitIndex(rw.out_dims, idx, "    "));
+    for (int j = 0; j < n; ++j) {
+      absl::StrAppendFormat(&k, "    %s a%d = %s;\n", compute[j], j,
+                            Load(rw.types[j], absl::StrFormat("init%d[0]", j)));
+    }
+    std::string indent = "    ", offset = "0";
+    for (int d = 0; d < rank; ++d) {
+      const hlo::WindowDimension& wd = g.window[d];
+      absl::StrAppendFormat(&k,
+                            "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
+                            indent, d, d, wd.size, d);
+      indent += "  ";
+      absl::StrAppendFormat(
+          &k, "%sconst long long p%d = (long long)c%d * %d + w%d * %d - %d;\n",
+          indent, d, d, wd.stride, d, wd.window_dilation, wd.padding_low);
+      if (wd.base_dilation != 1) {
+        absl::StrAppendFormat(&k,
+                              "%sif (p%d < 0 || p%d %% %d != 0) continue;\n",
+                              indent, d, d, wd.base_dilation);
+        absl::StrAppendFormat(&k, "%sconst long long x%d = p%d / %d;\n", indent,
+                              d, d, wd.base_dilation);
+      } else {
+        absl::StrAppendFormat(
+            &k, "%sif (p%d < 0) continue;\n%sconst long long x%d = p%d;\n",
+            indent, d, indent, d, d);
+      }
+      absl::StrAppendFormat(&k, "%sif (x%d >= %d) continue;\n", indent, d,
+                            g.in_dims[d]);
+      absl::StrAppendFormat(&offset, " + x%d * %d", d, g.in_strides[d]);
+    }
+    absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, offset);
+    std::vector<std::string> inputs;
+    for (int j = 0; j < n; ++j) inputs.push_back(absl::StrCat("a", j));
+    for (int j = 0; j < n; ++j) {
+      absl::StrAppendFormat(&k, "%sconst %s e%d = %s;\n", indent, compute[j], j,
+                            Load(rw.types[j], absl::StrFormat("in%d[at]", j)));
+      inputs.push_back(absl::StrCat("e", j));
+    }
+    PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                          EmitExpression(rw.region, inputs, "v", indent, &k));
+    for (int j = 0; j < n; ++j) {
+      absl::StrAppendFormat(&k, "%sa%d = %s;\n", indent, j, results[j]);
+    }
+    for (int d = 0; d < rank; ++d) {
+      indent.resize(indent.size() - 2);
+      absl::StrAppendFormat(&k, "%s}\n", indent);
+    }
+    for (int j = 0; j < n; ++j) {
+      absl::StrAppendFormat(&k, "    out%d[i] = %s;\n", j,
+                            Store(rw.types[j], absl::StrCat("a", j)));
+    }
+    absl::StrAppend(&k, "  }\n}\n");
+    launch.origin = absl::StrFormat("reduce-window over [%s] into [%s]",
+                                    absl::StrJoin(g.in_dims, ","),
+                                    absl::StrJoin(rw.out_dims, ","));
+    Add(std::move(launch));
     return absl::OkStatus();
   }
 

@@ -21,6 +21,8 @@
 //  - KernelStep of an rng-bit-generator (host::RngBitGeneratorKernel):
 //    ThreeFry or Philox bits, a thread per block or element, the host's
 //    bits exactly, then the updated state;
+//  - KernelStep of a reduce-window (host::ReduceWindowKernel): a thread
+//    per output, its window in the host's order through the region;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //

@@ -2,6 +2,8 @@
 // positions that fall in the padding (or between base-dilated elements) are
 // skipped: an output is its initial value combined with the operand
 // elements its window covers.
+#include "compiler/host/kernel_window.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,8 +12,8 @@
 #include "base/status_macros.h"
 #include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
-#include "compiler/host/types.h"
 #include "compiler/host/thread_pool.h"
+#include "compiler/host/types.h"
 #include "hlo/op_attributes.h"
 #include "hlo/op_shapes.h"
 
@@ -19,40 +21,6 @@ namespace pjrt::compiler::host {
 namespace {
 
 using hlo::PrimitiveType;
-
-// The operand elements of one output's window, as element offsets.
-struct WindowGeometry {
-  std::vector<int64_t> in_dims, in_strides;
-  std::vector<hlo::WindowDimension> window;
-  std::vector<int64_t> window_sizes;
-
-  template <typename F>
-  void ForEachElement(absl::Span<const int64_t> out_index, F f) const {
-    const int rank = static_cast<int>(in_dims.size());
-    std::vector<int64_t> w(rank, 0);
-    if (Product(window_sizes) == 0) return;
-    do {
-      int64_t offset = 0;
-      bool valid = true;
-      for (int d = 0; d < rank && valid; ++d) {
-        const hlo::WindowDimension& wd = window[d];
-        const int64_t p = out_index[d] * wd.stride + w[d] * wd.window_dilation -
-                          wd.padding_low;
-        if (p < 0 || p % wd.base_dilation != 0) {
-          valid = false;
-          break;
-        }
-        const int64_t i = p / wd.base_dilation;
-        if (i >= in_dims[d]) {
-          valid = false;
-          break;
-        }
-        offset += i * in_strides[d];
-      }
-      if (valid) f(offset);
-    } while (NextIndex(window_sizes, &w));
-  }
-};
 
 // XLA's semantics for one step of a simple reducer, in the compute type
 // (then stored, so f16 and bf16 round after every step).
@@ -118,72 +86,6 @@ class ScalarCall {
   std::vector<void*> out_;
 };
 
-class ReduceWindowKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const int64_t total = Product(out_dims_);
-    if (total == 0) return absl::OkStatus();
-    const double cost = 8.0 * static_cast<double>(Product(geometry_.window_sizes)) *
-                        (op_.has_value() ? 1 : 20);
-    ThreadPool::Get().ParallelFor(total, cost, [&](int64_t first, int64_t last) {
-      std::vector<int64_t> o(out_dims_.size());
-      int64_t rest = first;
-      for (int d = static_cast<int>(o.size()) - 1; d >= 0; --d) {
-        o[d] = rest % out_dims_[d];
-        rest /= out_dims_[d];
-      }
-      const int n = static_cast<int>(types_.size());
-      std::unique_ptr<ScalarCall> call;
-      if (!op_.has_value()) call = std::make_unique<ScalarCall>(region_, types_, 2 * n);
-      for (int64_t e = first; e < last; ++e, NextIndex(out_dims_, &o)) {
-        if ((e & 1023) == 0 && IsCancelled(context.cancellation)) return;
-        if (op_.has_value()) {
-          DispatchType(types_[0], [&](auto pt) {
-            using S = typename TypeTraits<decltype(pt)::value>::Storage;
-            using C = typename TypeTraits<decltype(pt)::value>::Compute;
-            const S* in = static_cast<const S*>(addresses[inputs_[0]]);
-            S acc = *static_cast<const S*>(addresses[inits_[0]]);
-            geometry_.ForEachElement(o, [&](int64_t at) {
-              acc = static_cast<S>(Apply<C>(*op_, static_cast<C>(acc),
-                                            static_cast<C>(in[at])));
-            });
-            static_cast<S*>(addresses[outputs_[0]])[e] = acc;
-          });
-          continue;
-        }
-        for (int j = 0; j < n; ++j) call->Set(j, types_[j], addresses[inits_[j]]);
-        geometry_.ForEachElement(o, [&](int64_t at) {
-          for (int j = 0; j < n; ++j) {
-            const int w = hlo::ByteWidth(types_[j]);
-            call->Set(n + j, types_[j],
-                      static_cast<const char*>(addresses[inputs_[j]]) + at * w);
-          }
-          call->Call();
-          for (int j = 0; j < n; ++j) call->SetCompute(j, call->result(j));
-        });
-        // The accumulators (parameters 0..n-1) hold the result.
-        for (int j = 0; j < n; ++j) {
-          uint64_t raw = 0;
-          const uint64_t acc = call->param(j);
-          ComputeToStorage(types_[j], &acc, &raw, 1);
-          const int w = hlo::ByteWidth(types_[j]);
-          std::memcpy(static_cast<char*>(addresses[outputs_[j]]) + e * w, &raw, w);
-        }
-      }
-    });
-    return CheckCancelled(context.cancellation);
-  }
-
-  std::vector<int> inputs_, inits_, outputs_;
-  std::vector<PrimitiveType> types_;
-  std::vector<int64_t> out_dims_;
-  WindowGeometry geometry_;
-  // A simple reducer's op; none for any other region.
-  std::optional<ExprOp> op_;
-  Expression region_;
-};
-
 class SelectAndScatterKernel : public Kernel {
  public:
   absl::Status Run(absl::Span<void* const> addresses,
@@ -243,35 +145,92 @@ absl::StatusOr<WindowGeometry> Geometry(const hlo::Instruction& inst,
 
 }  // namespace
 
+absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
+                                     const RunContext& context) const {
+  const int64_t total = Product(out_dims);
+  if (total == 0) return absl::OkStatus();
+  const double cost = 8.0 *
+                      static_cast<double>(Product(geometry.window_sizes)) *
+                      (op.has_value() ? 1 : 20);
+  ThreadPool::Get().ParallelFor(total, cost, [&](int64_t first, int64_t last) {
+    std::vector<int64_t> o(out_dims.size());
+    int64_t rest = first;
+    for (int d = static_cast<int>(o.size()) - 1; d >= 0; --d) {
+      o[d] = rest % out_dims[d];
+      rest /= out_dims[d];
+    }
+    const int n = static_cast<int>(types.size());
+    std::unique_ptr<ScalarCall> call;
+    if (!op.has_value())
+      call = std::make_unique<ScalarCall>(region, types, 2 * n);
+    for (int64_t e = first; e < last; ++e, NextIndex(out_dims, &o)) {
+      if ((e & 1023) == 0 && IsCancelled(context.cancellation)) return;
+      if (op.has_value()) {
+        DispatchType(types[0], [&](auto pt) {
+          using S = typename TypeTraits<decltype(pt)::value>::Storage;
+          using C = typename TypeTraits<decltype(pt)::value>::Compute;
+          const S* in = static_cast<const S*>(addresses[inputs[0]]);
+          S acc = *static_cast<const S*>(addresses[inits[0]]);
+          geometry.ForEachElement(o, [&](int64_t at) {
+            acc = static_cast<S>(
+                Apply<C>(*op, static_cast<C>(acc), static_cast<C>(in[at])));
+          });
+          static_cast<S*>(addresses[outputs[0]])[e] = acc;
+        });
+        continue;
+      }
+      for (int j = 0; j < n; ++j) call->Set(j, types[j], addresses[inits[j]]);
+      geometry.ForEachElement(o, [&](int64_t at) {
+        for (int j = 0; j < n; ++j) {
+          const int w = hlo::ByteWidth(types[j]);
+          call->Set(n + j, types[j],
+                    static_cast<const char*>(addresses[inputs[j]]) + at * w);
+        }
+        call->Call();
+        for (int j = 0; j < n; ++j) call->SetCompute(j, call->result(j));
+      });
+      // The accumulators (parameters 0..n-1) hold the result.
+      for (int j = 0; j < n; ++j) {
+        uint64_t raw = 0;
+        const uint64_t acc = call->param(j);
+        ComputeToStorage(types[j], &acc, &raw, 1);
+        const int w = hlo::ByteWidth(types[j]);
+        std::memcpy(static_cast<char*>(addresses[outputs[j]]) + e * w, &raw, w);
+      }
+    }
+  });
+  return CheckCancelled(context.cancellation);
+}
+
 absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args,
                                                           KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
   const int n = static_cast<int>(args.inputs.size()) / 2;
   auto k = std::make_shared<ReduceWindowKernel>();
-  PJRT_ASSIGN_OR_RETURN(k->geometry_, Geometry(inst, args.input_shapes[0]));
+  PJRT_ASSIGN_OR_RETURN(k->geometry, Geometry(inst, args.input_shapes[0]));
   for (int j = 0; j < n; ++j) {
-    k->inputs_.push_back(args.inputs[j]);
-    k->inits_.push_back(args.inputs[n + j]);
-    k->outputs_.push_back(args.outputs[j]);
-    k->types_.push_back(args.input_shapes[j].element_type());
+    k->inputs.push_back(args.inputs[j]);
+    k->inits.push_back(args.inputs[n + j]);
+    k->outputs.push_back(args.outputs[j]);
+    k->types.push_back(args.input_shapes[j].element_type());
     k->reads.push_back({args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
     k->reads.push_back({args.inputs[n + j], args.input_shapes[n + j].UnpackedByteSize()});
     k->writes.push_back({args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
   }
-  k->out_dims_.assign(args.output_shapes[0].dimensions().begin(),
-                      args.output_shapes[0].dimensions().end());
+  k->out_dims.assign(args.output_shapes[0].dimensions().begin(),
+                     args.output_shapes[0].dimensions().end());
   const hlo::Computation& region = *inst.called_computations()[0];
   // (s4 and u4 sums wrap to 4 bits: the region's Expression does that.)
-  if (n == 1 && !IsInt4(k->types_[0])) k->op_ = SimpleReducer(region);
-  if (k->op_.has_value() && hlo::IsFloatingPoint(k->types_[0]) &&
-      (*k->op_ == ExprOp::kAnd || *k->op_ == ExprOp::kOr)) {
-    k->op_.reset();
+  if (n == 1 && !IsInt4(k->types[0])) k->op = SimpleReducer(region);
+  if (k->op.has_value() && hlo::IsFloatingPoint(k->types[0]) &&
+      (*k->op == ExprOp::kAnd || *k->op == ExprOp::kOr)) {
+    k->op.reset();
   }
-  if (!k->op_.has_value()) {
-    std::vector<PrimitiveType> types = k->types_;
-    types.insert(types.end(), k->types_.begin(), k->types_.end());
-    PJRT_ASSIGN_OR_RETURN(k->region_, ScalarRegionExpression(region, types));
-  }
+  // The region as an Expression even for a simple reducer: the CUDA
+  // backend computes every reducer through it.
+  std::vector<PrimitiveType> types = k->types;
+  types.insert(types.end(), k->types.begin(), k->types.end());
+  PJRT_ASSIGN_OR_RETURN(k->region, ScalarRegionExpression(region, types));
   return k;
 }
 

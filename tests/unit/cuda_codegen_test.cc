@@ -758,6 +758,55 @@ ENTRY e {
   ROOT r = ((u64[2], u32[5,7]), (u64[3], u64[9]), (u64[2], u32[3,5]),
             (u64[2], u64[4]), (u64[2], u8[6,3]), (u64[2], u16[])) tuple(a, b, c, d, f, g)
 })"},
+    {"reduce_window_pooling_cumsum_and_dilations", R"(
+HloModule m
+max { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(a, b) }
+add { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b) }
+addi { a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT r = s32[] add(a, b) }
+addb { a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT r = bf16[] add(a, b) }
+ENTRY e {
+  x = f32[2,9,9,3] parameter(0)
+  c = s32[10] parameter(1)
+  d = f32[5,6] parameter(2)
+  h = bf16[40] parameter(3)
+  ninf = f32[] constant(-inf)
+  zf = f32[] constant(0)
+  zi = s32[] constant(0)
+  zb = bf16[] constant(0)
+  pool = f32[2,5,5,3] reduce-window(x, ninf), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=max
+  cum = s32[10] reduce-window(c, zi), window={size=10 pad=9_0}, to_apply=addi
+  dil = f32[10,2] reduce-window(d, zf), window={size=2x3 stride=1x2 pad=1_1x0_1 lhs_dilate=2x1 rhs_dilate=1x2}, to_apply=add
+  sums = bf16[9] reduce-window(h, zb), window={size=8 stride=4}, to_apply=addb
+  ROOT r = (f32[2,5,5,3], s32[10], f32[10,2], bf16[9]) tuple(pool, cum, dil, sums)
+})",
+     1e-5},
+    {"reduce_window_variadic_argmax", R"(
+HloModule m
+argmax {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  ge = pred[] compare(v0, v1), direction=GE
+  v = f32[] select(ge, v0, v1)
+  i = s32[] select(ge, i0, i1)
+  ROOT r = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  a = f32[4,7] parameter(0)
+  ids = s32[4,7] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(-1)
+  ROOT r = (f32[4,7], s32[4,7]) reduce-window(a, ids, ninf, zero), window={size=1x3 pad=0_0x1_1}, to_apply=argmax
+})"},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
@@ -811,7 +860,7 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
-  EXPECT_GE(compared, 70);
+  EXPECT_GE(compared, 76);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
