@@ -993,10 +993,15 @@ class Generator {
             dynamic_cast<const host::ReduceWindowKernel*>(s.kernel.get())) {
       return EmitReduceWindow(*window);
     }
+    if (const auto* select =
+            dynamic_cast<const host::SelectAndScatterKernel*>(s.kernel.get())) {
+      return EmitSelectAndScatter(*select);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot, reduce, gather, scatter, rng-bit-generator and "
-        "reduce-window); run this program with --platform host",
+        "data movement, dot, reduce, gather, scatter, rng-bit-generator, "
+        "reduce-window and select-and-scatter); run this program with "
+        "--platform host",
         s.kernel->name));
   }
 
@@ -1494,6 +1499,139 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     launch.origin = absl::StrFormat("reduce-window over [%s] into [%s]",
                                     absl::StrJoin(g.in_dims, ","),
                                     absl::StrJoin(rw.out_dims, ","));
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // Two kernels, results the host's bit for bit: a thread per window
+  // selects its element (into a temporary), then a thread per operand
+  // element starts from the initial value and applies `scatter` for each
+  // window that selected it, in the windows' order.
+  absl::Status EmitSelectAndScatter(const host::SelectAndScatterKernel& ss) {
+    const host::WindowGeometry& g = ss.geometry;
+    const int rank = static_cast<int>(g.in_dims.size());
+    const int64_t count = Product(g.in_dims);
+    const int64_t windows = Product(ss.source_dims);
+    if (count == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string op_storage,
+                          CudaStorageType(ss.operand_type));
+    PJRT_ASSIGN_OR_RETURN(std::string op_compute, ComputeType(ss.operand_type));
+    PJRT_ASSIGN_OR_RETURN(std::string src_storage,
+                          CudaStorageType(ss.source_type));
+    PJRT_ASSIGN_OR_RETURN(std::string src_compute, ComputeType(ss.source_type));
+    const int selected = Temporary(std::max<int64_t>(windows, 1) * 8);
+    std::string& k = out_.source;
+    if (windows > 0) {
+      const char* idx = IndexType(std::max(windows, count));
+      Launch launch;
+      launch.kernel = Name("select");
+      launch.threads = kThreads;
+      launch.blocks = BlocksFor(windows);
+      launch.slots = {selected, ss.operand};
+      Open(&launch, {"long long* selected",
+                     absl::StrCat("const ", op_storage, "* operand")});
+      absl::StrAppendFormat(&k, kLoopHead, idx, idx, windows, idx);
+      absl::StrAppend(&k, SplitIndex(ss.source_dims, idx, "    "));
+      absl::StrAppend(&k, "    long long sel = -1;\n");
+      std::string indent = "    ", offset = "0";
+      for (int d = 0; d < rank; ++d) {
+        const hlo::WindowDimension& wd = g.window[d];
+        absl::StrAppendFormat(&k,
+                              "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
+                              indent, d, d, wd.size, d);
+        indent += "  ";
+        absl::StrAppendFormat(
+            &k,
+            "%sconst long long p%d = (long long)c%d * %d + w%d * %d - %d;\n"
+            "%sif (p%d < 0 || p%d %% %d != 0) continue;\n"
+            "%sconst long long x%d = p%d / %d;\n"
+            "%sif (x%d >= %d) continue;\n",
+            indent, d, d, wd.stride, d, wd.window_dilation, wd.padding_low,
+            indent, d, d, wd.base_dilation, indent, d, d, wd.base_dilation,
+            indent, d, g.in_dims[d]);
+        absl::StrAppendFormat(&offset, " + x%d * %d", d, g.in_strides[d]);
+      }
+      absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, offset);
+      absl::StrAppendFormat(&k, "%sif (sel < 0) {\n%s  sel = at;\n%s} else {\n",
+                            indent, indent, indent);
+      absl::StrAppendFormat(&k, "%s  const %s a = %s;\n%s  const %s b = %s;\n",
+                            indent, op_compute,
+                            Load(ss.operand_type, "operand[sel]"), indent,
+                            op_compute, Load(ss.operand_type, "operand[at]"));
+      PJRT_ASSIGN_OR_RETURN(
+          std::vector<std::string> keep,
+          EmitExpression(ss.select, {"a", "b"}, "v", indent + "  ", &k));
+      absl::StrAppendFormat(&k, "%s  if (!%s) sel = at;\n%s}\n", indent,
+                            keep[0], indent);
+      for (int d = 0; d < rank; ++d) {
+        indent.resize(indent.size() - 2);
+        absl::StrAppendFormat(&k, "%s}\n", indent);
+      }
+      absl::StrAppend(&k, "    selected[i] = sel;\n  }\n}\n");
+      launch.origin = absl::StrFormat(
+          "select-and-scatter's selection in %d windows", windows);
+      Add(std::move(launch));
+    }
+    const char* idx = IndexType(std::max(windows, count));
+    Launch launch;
+    launch.kernel = Name("select_and_scatter");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(count);
+    launch.slots = {ss.output, ss.source, ss.init, selected};
+    Open(&launch, {absl::StrCat(src_storage, "* out"),
+                   absl::StrCat("const ", src_storage, "* source"),
+                   absl::StrCat("const ", src_storage, "* init"),
+                   "const long long* selected"});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, count, idx);
+    absl::StrAppend(&k, SplitIndex(g.in_dims, idx, "    "));
+    absl::StrAppendFormat(&k, "    %s acc = %s;\n", src_compute,
+                          Load(ss.source_type, "init[0]"));
+    // The windows whose element c sits at window coordinate w: o * stride +
+    // w * window_dilation == c * base_dilation + padding_low.
+    const std::vector<int64_t> source_strides =
+        host::RowMajorStrides(ss.source_dims);
+    std::string indent = "    ", window_at = "0";
+    for (int d = 0; d < rank; ++d) {
+      const hlo::WindowDimension& wd = g.window[d];
+      absl::StrAppendFormat(
+          &k, "%sconst long long q%d = (long long)c%d * %d + %d;\n", indent, d,
+          d, wd.base_dilation, wd.padding_low);
+      absl::StrAppendFormat(
+          &k,
+          "%sconst long long lo%d = pj_ceildiv(q%d - %d, %d), hi%d = "
+          "pj_floordiv(q%d, %d);\n",
+          indent, d, d, (wd.size - 1) * wd.window_dilation, wd.stride, d, d,
+          wd.stride);
+      absl::StrAppendFormat(&k,
+                            "%sfor (long long o%d = lo%d < 0 ? 0 : lo%d; o%d "
+                            "<= hi%d && o%d < %d; "
+                            "++o%d) {\n",
+                            indent, d, d, d, d, d, d, ss.source_dims[d], d);
+      indent += "  ";
+      absl::StrAppendFormat(
+          &k,
+          "%sconst long long r%d = q%d - o%d * %d;\n"
+          "%sif (r%d %% %d != 0 || r%d / %d >= %d) continue;\n",
+          indent, d, d, d, wd.stride, indent, d, wd.window_dilation, d,
+          wd.window_dilation, wd.size);
+      absl::StrAppendFormat(&window_at, " + o%d * %d", d, source_strides[d]);
+    }
+    absl::StrAppendFormat(&k, "%sconst long long e = %s;\n", indent, window_at);
+    absl::StrAppendFormat(&k, "%sif (selected[e] == (long long)i) {\n", indent);
+    absl::StrAppendFormat(&k, "%s  const %s s = %s;\n", indent, src_compute,
+                          Load(ss.source_type, "source[e]"));
+    PJRT_ASSIGN_OR_RETURN(
+        std::vector<std::string> sum,
+        EmitExpression(ss.scatter, {"acc", "s"}, "v", indent + "  ", &k));
+    absl::StrAppendFormat(&k, "%s  acc = %s;\n%s}\n", indent, sum[0], indent);
+    for (int d = 0; d < rank; ++d) {
+      indent.resize(indent.size() - 2);
+      absl::StrAppendFormat(&k, "%s}\n", indent);
+    }
+    absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n",
+                          Store(ss.source_type, "acc"));
+    launch.origin = absl::StrFormat("select-and-scatter into [%s]",
+                                    absl::StrJoin(g.in_dims, ","));
     Add(std::move(launch));
     return absl::OkStatus();
   }

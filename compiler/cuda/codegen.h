@@ -23,12 +23,15 @@
 //    bits exactly, then the updated state;
 //  - KernelStep of a reduce-window (host::ReduceWindowKernel): a thread
 //    per output, its window in the host's order through the region;
+//  - KernelStep of a select-and-scatter (host::SelectAndScatterKernel): a
+//    thread per window selects, then a thread per operand element applies
+//    the windows that selected it, in the host's order;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f16, bf16 (computed in f32 and
 // rounded after every op, as on the host), f32 and f64. Every other step
-// (kernels such as while, sort, windows) and every other type
+// (kernels such as while, sort, convolution) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit

@@ -150,6 +150,14 @@ __device__ __forceinline__ double pj_reduce_precision(double value, int exponent
   return pj_reduce_precision_bits<double, pj_u64, 52, 11>(value, exponent_bits, mantissa_bits);
 }
 
+// Index arithmetic: division rounding down and up, for b > 0.
+__device__ __forceinline__ long long pj_floordiv(long long a, long long b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+__device__ __forceinline__ long long pj_ceildiv(long long a, long long b) {
+  return -pj_floordiv(-a, b);
+}
+
 // Integers: two's-complement wrap-around, and XLA's answers where C++ has
 // none.
 template <typename T> __device__ __forceinline__ T pj_iadd(T a, T b) {

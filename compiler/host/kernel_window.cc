@@ -86,53 +86,6 @@ class ScalarCall {
   std::vector<void*> out_;
 };
 
-class SelectAndScatterKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const int w_src = hlo::ByteWidth(source_type_);
-    const int w_op = hlo::ByteWidth(operand_type_);
-    char* out = static_cast<char*>(addresses[output_]);
-    const char* operand = static_cast<const char*>(addresses[operand_]);
-    const char* source = static_cast<const char*>(addresses[source_]);
-    const int64_t count = Product(geometry_.in_dims);
-    for (int64_t i = 0; i < count; ++i) {
-      std::memcpy(out + i * w_src, addresses[init_], w_src);
-    }
-    ScalarCall select(select_, {PrimitiveType::kPred}, 2);
-    ScalarCall scatter(scatter_, {source_type_}, 2);
-    std::vector<int64_t> o(source_dims_.size(), 0);
-    const int64_t windows = Product(source_dims_);
-    for (int64_t e = 0; e < windows; ++e, NextIndex(source_dims_, &o)) {
-      if ((e & 1023) == 0) PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
-      int64_t selected = -1;
-      geometry_.ForEachElement(o, [&](int64_t at) {
-        if (selected < 0) {
-          selected = at;
-          return;
-        }
-        select.Set(0, operand_type_, operand + selected * w_op);
-        select.Set(1, operand_type_, operand + at * w_op);
-        select.Call();
-        if (select.result(0) == 0) selected = at;
-      });
-      if (selected < 0) continue;  // the window covers only padding
-      scatter.Set(0, source_type_, out + selected * w_src);
-      scatter.Set(1, source_type_, source + e * w_src);
-      scatter.Call();
-      scatter.Store(0, source_type_, out + selected * w_src);
-    }
-    return absl::OkStatus();
-  }
-
-  int operand_ = -1, source_ = -1, init_ = -1, output_ = -1;
-  PrimitiveType operand_type_ = PrimitiveType::kF32;
-  PrimitiveType source_type_ = PrimitiveType::kF32;
-  std::vector<int64_t> source_dims_;
-  WindowGeometry geometry_;
-  Expression select_, scatter_;
-};
-
 absl::StatusOr<WindowGeometry> Geometry(const hlo::Instruction& inst,
                                         const hlo::Shape& operand) {
   WindowGeometry g;
@@ -202,6 +155,44 @@ absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
   return CheckCancelled(context.cancellation);
 }
 
+absl::Status SelectAndScatterKernel::Run(absl::Span<void* const> addresses,
+                                         const RunContext& context) const {
+  const int w_src = hlo::ByteWidth(source_type);
+  const int w_op = hlo::ByteWidth(operand_type);
+  char* out = static_cast<char*>(addresses[output]);
+  const char* operand_data = static_cast<const char*>(addresses[operand]);
+  const char* source_data = static_cast<const char*>(addresses[source]);
+  const int64_t count = Product(geometry.in_dims);
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(out + i * w_src, addresses[init], w_src);
+  }
+  ScalarCall select_call(select, {PrimitiveType::kPred}, 2);
+  ScalarCall scatter_call(scatter, {source_type}, 2);
+  std::vector<int64_t> o(source_dims.size(), 0);
+  const int64_t windows = Product(source_dims);
+  for (int64_t e = 0; e < windows; ++e, NextIndex(source_dims, &o)) {
+    if ((e & 1023) == 0)
+      PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
+    int64_t selected = -1;
+    geometry.ForEachElement(o, [&](int64_t at) {
+      if (selected < 0) {
+        selected = at;
+        return;
+      }
+      select_call.Set(0, operand_type, operand_data + selected * w_op);
+      select_call.Set(1, operand_type, operand_data + at * w_op);
+      select_call.Call();
+      if (select_call.result(0) == 0) selected = at;
+    });
+    if (selected < 0) continue;  // the window covers only padding
+    scatter_call.Set(0, source_type, out + selected * w_src);
+    scatter_call.Set(1, source_type, source_data + e * w_src);
+    scatter_call.Call();
+    scatter_call.Store(0, source_type, out + selected * w_src);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args,
                                                           KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
@@ -238,24 +229,25 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSelectAndScatter(
     const KernelArgs& args, KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
   auto k = std::make_shared<SelectAndScatterKernel>();
-  PJRT_ASSIGN_OR_RETURN(k->geometry_, Geometry(inst, args.input_shapes[0]));
-  k->operand_ = args.inputs[0];
-  k->source_ = args.inputs[1];
-  k->init_ = args.inputs[2];
-  k->output_ = args.outputs[0];
-  k->operand_type_ = args.input_shapes[0].element_type();
-  k->source_type_ = args.input_shapes[1].element_type();
-  k->source_dims_.assign(args.input_shapes[1].dimensions().begin(),
-                         args.input_shapes[1].dimensions().end());
+  PJRT_ASSIGN_OR_RETURN(k->geometry, Geometry(inst, args.input_shapes[0]));
+  k->operand = args.inputs[0];
+  k->source = args.inputs[1];
+  k->init = args.inputs[2];
+  k->output = args.outputs[0];
+  k->operand_type = args.input_shapes[0].element_type();
+  k->source_type = args.input_shapes[1].element_type();
+  k->source_dims.assign(args.input_shapes[1].dimensions().begin(),
+                        args.input_shapes[1].dimensions().end());
   for (int i = 0; i < 3; ++i) {
     k->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
   }
   k->writes.push_back({args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
-  const PrimitiveType t = k->operand_type_, s = k->source_type_;
+  const PrimitiveType t = k->operand_type, s = k->source_type;
+  PJRT_ASSIGN_OR_RETURN(k->select, ScalarRegionExpression(
+                                       *inst.called_computations()[0], {t, t}));
   PJRT_ASSIGN_OR_RETURN(
-      k->select_, ScalarRegionExpression(*inst.called_computations()[0], {t, t}));
-  PJRT_ASSIGN_OR_RETURN(
-      k->scatter_, ScalarRegionExpression(*inst.called_computations()[1], {s, s}));
+      k->scatter,
+      ScalarRegionExpression(*inst.called_computations()[1], {s, s}));
   return k;
 }
 

@@ -68,6 +68,23 @@ class ReduceWindowKernel : public Kernel {
   Expression region;
 };
 
+// out = init everywhere; then for each source element (window) in order,
+// the window's selected element gets out = scatter(out, source). Selecting
+// goes through the window in order, keeping the current choice c over the
+// next element x while select(c, x) holds.
+class SelectAndScatterKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override;
+
+  int operand = -1, source = -1, init = -1, output = -1;
+  hlo::PrimitiveType operand_type = hlo::PrimitiveType::kF32;
+  hlo::PrimitiveType source_type = hlo::PrimitiveType::kF32;
+  std::vector<int64_t> source_dims;
+  WindowGeometry geometry;
+  Expression select, scatter;
+};
+
 }  // namespace pjrt::compiler::host
 
 #endif  // PJRT_COMPILER_HOST_KERNEL_WINDOW_H_
