@@ -12,6 +12,7 @@
 #include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
 #include "compiler/host/kernel_indexing.h"
+#include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_random.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/kernel_window.h"
@@ -997,10 +998,14 @@ class Generator {
             dynamic_cast<const host::SelectAndScatterKernel*>(s.kernel.get())) {
       return EmitSelectAndScatter(*select);
     }
+    if (const auto* map =
+            dynamic_cast<const host::MapKernel*>(s.kernel.get())) {
+      return EmitMap(*map);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot, reduce, gather, scatter, rng-bit-generator, "
-        "reduce-window and select-and-scatter); run this program with "
+        "data movement, dot, reduce, map, gather, scatter, "
+        "rng-bit-generator and the window ops); run this program with "
         "--platform host",
         s.kernel->name));
   }
@@ -1632,6 +1637,42 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                           Store(ss.source_type, "acc"));
     launch.origin = absl::StrFormat("select-and-scatter into [%s]",
                                     absl::StrJoin(g.in_dims, ","));
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // A thread per element: the region on the inputs' elements.
+  absl::Status EmitMap(const host::MapKernel& m) {
+    if (m.count == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string out_storage,
+                          CudaStorageType(m.output_type));
+    const char* idx = IndexType(m.count);
+    Launch launch;
+    launch.kernel = Name("map");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(m.count);
+    launch.slots = {m.output};
+    std::vector<std::string> params = {absl::StrCat(out_storage, "* out")};
+    for (size_t j = 0; j < m.inputs.size(); ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(m.types[j]));
+      launch.slots.push_back(m.inputs[j]);
+      params.push_back(absl::StrFormat("const %s* in%d", st, j));
+    }
+    std::string& k = out_.source;
+    Open(&launch, params);
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, m.count, idx);
+    std::vector<std::string> inputs;
+    for (size_t j = 0; j < m.inputs.size(); ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(m.types[j]));
+      absl::StrAppendFormat(&k, "    const %s x%d = %s;\n", ct, j,
+                            Load(m.types[j], absl::StrFormat("in%d[i]", j)));
+      inputs.push_back(absl::StrCat("x", j));
+    }
+    PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                          EmitExpression(m.expr, inputs, "v", "    ", &k));
+    absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n",
+                          Store(m.output_type, results[0]));
+    launch.origin = absl::StrFormat("map over %d elements", m.count);
     Add(std::move(launch));
     return absl::OkStatus();
   }

@@ -12,6 +12,7 @@
 //    reduction (a thread per output, reading along rows) otherwise;
 //  - GenericReduceStep: a thread per output, the reducer region inlined;
 //  - CopyStep, FillStep, DynamicSliceStep: affine copy kernels;
+//  - KernelStep of a map (host::MapKernel): a thread per element;
 //  - KernelStep of a gather (host::GatherKernel): a thread per result
 //    element, its start index read and clamped as on the host;
 //  - KernelStep of a scatter (host::ScatterKernel): copies of the operands,

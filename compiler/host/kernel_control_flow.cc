@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "compiler/host/host_program.h"
 #include "compiler/host/kernel.h"
+#include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/thread_pool.h"
 
@@ -105,52 +106,42 @@ class ConditionalKernel : public Kernel {
   int scratch_ = -1;
 };
 
-class MapKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const int64_t blocks = (count_ + kBlockElements - 1) / kBlockElements;
-    ThreadPool::Get().ParallelFor(
-        blocks, expr_.CyclesPerElement() * kBlockElements,
-        [&](int64_t first, int64_t last) {
-          RegionRunner runner(expr_);
-          runner.SetOutputTypes({output_type_});
-          std::vector<std::vector<uint64_t>> in(inputs_.size(),
-                                                std::vector<uint64_t>(kBlockWords));
-          std::vector<uint64_t> out(kBlockWords);
-          std::vector<const void*> in_ptrs(inputs_.size());
-          for (int64_t block = first; block < last; ++block) {
-            if (IsCancelled(context.cancellation)) return;
-            const int64_t begin = block * kBlockElements;
-            const int64_t n = std::min(kBlockElements, count_ - begin);
-            for (size_t i = 0; i < inputs_.size(); ++i) {
-              const int width = hlo::ByteWidth(types_[i]);
-              StorageToCompute(types_[i],
-                               static_cast<const char*>(addresses[inputs_[i]]) +
-                                   begin * width,
-                               in[i].data(), n);
-              in_ptrs[i] = in[i].data();
-            }
-            void* out_ptr = out.data();
-            runner.Evaluate(in_ptrs, n, {&out_ptr, 1});
-            ComputeToStorage(output_type_, out.data(),
-                             static_cast<char*>(addresses[output_]) +
-                                 begin * hlo::ByteWidth(output_type_),
-                             n);
-          }
-        });
-    return CheckCancelled(context.cancellation);
-  }
-
-  Expression expr_;
-  std::vector<int> inputs_;
-  std::vector<hlo::PrimitiveType> types_;
-  int output_ = -1;
-  hlo::PrimitiveType output_type_ = hlo::PrimitiveType::kF32;
-  int64_t count_ = 0;
-};
-
 }  // namespace
+
+absl::Status MapKernel::Run(absl::Span<void* const> addresses,
+                            const RunContext& context) const {
+  const int64_t blocks = (count + kBlockElements - 1) / kBlockElements;
+  ThreadPool::Get().ParallelFor(
+      blocks, expr.CyclesPerElement() * kBlockElements,
+      [&](int64_t first, int64_t last) {
+        RegionRunner runner(expr);
+        runner.SetOutputTypes({output_type});
+        std::vector<std::vector<uint64_t>> in(
+            inputs.size(), std::vector<uint64_t>(kBlockWords));
+        std::vector<uint64_t> out(kBlockWords);
+        std::vector<const void*> in_ptrs(inputs.size());
+        for (int64_t block = first; block < last; ++block) {
+          if (IsCancelled(context.cancellation)) return;
+          const int64_t begin = block * kBlockElements;
+          const int64_t n = std::min(kBlockElements, count - begin);
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            const int width = hlo::ByteWidth(types[i]);
+            StorageToCompute(
+                types[i],
+                static_cast<const char*>(addresses[inputs[i]]) + begin * width,
+                in[i].data(), n);
+            in_ptrs[i] = in[i].data();
+          }
+          void* out_ptr = out.data();
+          runner.Evaluate(in_ptrs, n, {&out_ptr, 1});
+          ComputeToStorage(output_type, out.data(),
+                           static_cast<char*>(addresses[output]) +
+                               begin * hlo::ByteWidth(output_type),
+                           n);
+        }
+      });
+  return CheckCancelled(context.cancellation);
+}
 
 absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
                                                    KernelCompiler& compiler) {
@@ -225,16 +216,16 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildMap(const KernelArgs& args,
                                                  KernelCompiler&) {
   auto kernel = std::make_shared<MapKernel>();
   for (size_t i = 0; i < args.inputs.size(); ++i) {
-    kernel->inputs_.push_back(args.inputs[i]);
-    kernel->types_.push_back(args.input_shapes[i].element_type());
+    kernel->inputs.push_back(args.inputs[i]);
+    kernel->types.push_back(args.input_shapes[i].element_type());
     kernel->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
   }
   PJRT_ASSIGN_OR_RETURN(
-      kernel->expr_,
-      ScalarRegionExpression(*args.inst->called_computations()[0], kernel->types_));
-  kernel->output_ = args.outputs[0];
-  kernel->output_type_ = args.output_shapes[0].element_type();
-  kernel->count_ = args.output_shapes[0].ElementCount();
+      kernel->expr, ScalarRegionExpression(*args.inst->called_computations()[0],
+                                           kernel->types));
+  kernel->output = args.outputs[0];
+  kernel->output_type = args.output_shapes[0].element_type();
+  kernel->count = args.output_shapes[0].ElementCount();
   kernel->writes.push_back({args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
   return kernel;
 }

@@ -833,6 +833,19 @@ ENTRY e {
   ROOT r = (f32[2,9,9,3], bf16[11]) tuple(a, b)
 })",
      1e-6},
+    {"map_of_a_two_operand_region", R"(
+HloModule m
+f { a = f32[] parameter(0)
+  b = bf16[] parameter(1)
+  bf = f32[] convert(b)
+  p = f32[] multiply(a, bf)
+  ROOT r = f32[] tanh(p) }
+ENTRY e {
+  x = f32[6,7] parameter(0)
+  y = bf16[6,7] parameter(1)
+  ROOT m = f32[6,7] map(x, y), dimensions={0,1}, to_apply=f
+})",
+     1e-5},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
@@ -886,7 +899,7 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
-  EXPECT_GE(compared, 79);
+  EXPECT_GE(compared, 80);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
