@@ -35,8 +35,11 @@ int64_t BlocksFor(int64_t elements, int threads = kThreads) {
   return std::clamp<int64_t>((elements + threads - 1) / threads, 1, kMaxBlocks);
 }
 
+// The floats computed in float and rounded to their type after every op:
+// f16, bf16 and the f8 types.
 bool IsHalf(PrimitiveType t) {
-  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16;
+  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
+         t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2;
 }
 bool IsFloat(PrimitiveType t) {
   return IsHalf(t) || t == PrimitiveType::kF32 || t == PrimitiveType::kF64;
@@ -45,8 +48,8 @@ bool IsFloat(PrimitiveType t) {
 absl::Status Unsupported(PrimitiveType type) {
   return absl::UnimplementedError(absl::StrFormat(
       "the CUDA backend does not compute %s yet (it computes pred, s8-s64, "
-      "u8-u64, f16, bf16, f32 and f64); run this program with --platform "
-      "host",
+      "u8-u64, f8e4m3fn, f8e5m2, f16, bf16, f32 and f64); run this program "
+      "with --platform host",
       hlo::PrimitiveTypeName(type)));
 }
 
@@ -65,6 +68,9 @@ absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
     case PrimitiveType::kU64: return std::string("pj_u64");
     case PrimitiveType::kF16:
     case PrimitiveType::kBf16: return std::string("pj_u16");
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+      return std::string("pj_u8");
     case PrimitiveType::kF32: return std::string("float");
     case PrimitiveType::kF64: return std::string("double");
     default: return Unsupported(type);
@@ -83,12 +89,20 @@ absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
 std::string Load(PrimitiveType type, const std::string& storage) {
   if (type == PrimitiveType::kF16) return absl::StrCat("pj_f16_to_f32(", storage, ")");
   if (type == PrimitiveType::kBf16) return absl::StrCat("pj_bf16_to_f32(", storage, ")");
+  if (type == PrimitiveType::kF8E4M3FN)
+    return absl::StrCat("pj_f8e4m3fn_to_f32(", storage, ")");
+  if (type == PrimitiveType::kF8E5M2)
+    return absl::StrCat("pj_f8e5m2_to_f32(", storage, ")");
   return storage;
 }
 
 std::string Store(PrimitiveType type, const std::string& value) {
   if (type == PrimitiveType::kF16) return absl::StrCat("pj_f32_to_f16(", value, ")");
   if (type == PrimitiveType::kBf16) return absl::StrCat("pj_f32_to_bf16(", value, ")");
+  if (type == PrimitiveType::kF8E4M3FN)
+    return absl::StrCat("pj_f32_to_f8e4m3fn(", value, ")");
+  if (type == PrimitiveType::kF8E5M2)
+    return absl::StrCat("pj_f32_to_f8e5m2(", value, ")");
   return value;
 }
 
@@ -96,6 +110,10 @@ std::string Store(PrimitiveType type, const std::string& value) {
 std::string Round(PrimitiveType type, const std::string& value) {
   if (type == PrimitiveType::kF16) return absl::StrCat("pj_round_f16(", value, ")");
   if (type == PrimitiveType::kBf16) return absl::StrCat("pj_round_bf16(", value, ")");
+  if (type == PrimitiveType::kF8E4M3FN)
+    return absl::StrCat("pj_round_f8e4m3fn(", value, ")");
+  if (type == PrimitiveType::kF8E5M2)
+    return absl::StrCat("pj_round_f8e5m2(", value, ")");
   return value;
 }
 
@@ -883,6 +901,14 @@ class Generator {
                                     s.batch, s.m, s.k, s.k,
                                     s.n, s.lhs_transposed ? " (lhs transposed)" : "",
                                     s.rhs_transposed ? " (rhs transposed)" : "");
+    if (s.operand_type == PrimitiveType::kF8E4M3FN ||
+        s.operand_type == PrimitiveType::kF8E5M2) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "a dot of %s operands does not run on the CUDA backend yet (fp8 "
+          "products through cuBLASLt come later); run this program with "
+          "--platform host",
+          hlo::PrimitiveTypeName(s.operand_type)));
+    }
     if (s.type == PrimitiveType::kF32 || s.type == PrimitiveType::kF64) {
       launch.kind = Launch::Kind::kGemm;
       launch.gemm = s;

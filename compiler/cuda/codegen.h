@@ -30,8 +30,9 @@
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
-// Element types: pred, s8-s64, u8-u64, f16, bf16 (computed in f32 and
-// rounded after every op, as on the host), f32 and f64. Every other step
+// Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
+// f8 and 16-bit floats computed in f32 and rounded after every op, as on
+// the host; no f8 dot yet), f32 and f64. Every other step
 // (kernels such as while, sort, convolution) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //

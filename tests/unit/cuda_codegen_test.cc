@@ -29,6 +29,7 @@
 #include "compiler/cuda/nvrtc.h"
 #include "compiler/host/compiler.h"
 #include "gtest/gtest.h"
+#include "hlo/float8.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
 #include "hlo/verifier.h"
@@ -138,6 +139,10 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
       std::memcpy(&f, &u, 4);
       return f;
     }
+    case PrimitiveType::kF8E4M3FN:
+      return hlo::Float8E4M3FN::ToFloat(static_cast<const uint8_t*>(data)[i]);
+    case PrimitiveType::kF8E5M2:
+      return hlo::Float8E5M2::ToFloat(static_cast<const uint8_t*>(data)[i]);
     default: return 0;
   }
 }
@@ -846,6 +851,33 @@ ENTRY e {
   ROOT m = f32[6,7] map(x, y), dimensions={0,1}, to_apply=f
 })",
      1e-5},
+    {"f8_element_wise_converts_and_sums", R"(
+HloModule m
+add8 { a = f8e5m2[] parameter(0)
+  b = f8e5m2[] parameter(1)
+  ROOT r = f8e5m2[] add(a, b) }
+ENTRY e {
+  a = f8e4m3fn[6,9] parameter(0)
+  b = f8e4m3fn[6,9] parameter(1)
+  c = f8e5m2[6,9] parameter(2)
+  x = f32[6,9] parameter(3)
+  m = f8e4m3fn[6,9] multiply(a, b)
+  s = f8e4m3fn[6,9] add(m, a)
+  t = f8e4m3fn[9,6] transpose(s), dimensions={1,0}
+  xa = f8e4m3fn[6,9] convert(x)
+  xc = f8e5m2[6,9] convert(x)
+  big = f32[6,9] multiply(x, x)
+  ov = f8e4m3fn[6,9] convert(big)
+  cf = f32[6,9] convert(c)
+  ac = f8e5m2[6,9] convert(a)
+  mx = f8e5m2[6,9] maximum(c, ac)
+  z = f8e5m2[] constant(0)
+  r = f8e5m2[6] reduce(c, z), dimensions={1}, to_apply=add8
+  lt = pred[6,9] compare(a, b), direction=LT
+  ROOT o = (f8e4m3fn[9,6], f8e4m3fn[6,9], f8e5m2[6,9], f8e4m3fn[6,9], f32[6,9],
+            f8e5m2[6,9], f8e5m2[6], pred[6,9]) tuple(t, xa, xc, ov, cf, mx, r, lt)
+})",
+     0},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
@@ -899,7 +931,7 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
-  EXPECT_GE(compared, 80);
+  EXPECT_GE(compared, 81);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
