@@ -152,8 +152,9 @@ class Executable {
     return donated_parameters_;
   }
   // How long the program's runs have taken lately (a moving average over
-  // the last few, from the start to the end of the kernel on the device's
-  // stream); InfiniteDuration until the first run ends.
+  // the last few that finished, of the kernel's time on the stream: the
+  // run itself on the host platform, its launches on CUDA);
+  // InfiniteDuration until the first run ends.
   absl::Duration recent_run_time() const;
 
   // Single-device programs only: runs on `device` (any device).
