@@ -1049,6 +1049,24 @@ class Generator {
     return absl::StrFormat("(long long)indices[%s]", at);
   }
 
+  // The start index of operand dimension `d` for the position whose batch
+  // coordinates are b0, b1... and whose index vector is at `at`, as a
+  // signed 64-bit expression (as IndexReader::Start: index vector entries,
+  // then batching); empty when nothing sets it (0).
+  static std::string StartIndex(const host::IndexReader& r, int64_t d) {
+    std::string start;
+    for (int64_t e = 0; e < r.vector_size; ++e) {
+      if (r.index_to_operand[e] == d) {
+        start =
+            IndexEntry(r.type, absl::StrFormat("at + %d", e * r.vector_stride));
+      }
+    }
+    for (const auto& [dim, entry] : r.batching) {
+      if (dim == d) start = absl::StrFormat("(long long)b%d", entry);
+    }
+    return start;
+  }
+
   // A thread per output element: the element's batch position and window
   // coordinates, the position's start index (read from the index array,
   // clamped so that the slice stays inside the operand, as on the host),
@@ -1099,18 +1117,7 @@ class Generator {
     absl::StrAppendFormat(&k, "    const %s at = %s;\n    %s src = %s;\n", idx,
                           at, idx, src);
     for (size_t d = 0; d < g.operand_dims.size(); ++d) {
-      // As IndexReader::Start: index vector entries, then batching.
-      std::string start;
-      for (int64_t e = 0; e < r.vector_size; ++e) {
-        if (r.index_to_operand[e] == static_cast<int64_t>(d)) {
-          start = IndexEntry(r.type,
-                             absl::StrFormat("at + %d", e * r.vector_stride));
-        }
-      }
-      for (const auto& [dim, entry] : r.batching) {
-        if (dim == static_cast<int64_t>(d))
-          start = absl::StrFormat("(long long)b%d", entry);
-      }
+      const std::string start = StartIndex(r, static_cast<int64_t>(d));
       if (start.empty()) continue;  // 0, which the clamp keeps
       const int64_t room = g.operand_dims[d] - g.slice_sizes[d];
       absl::StrAppendFormat(
@@ -1191,18 +1198,7 @@ class Generator {
     absl::StrAppendFormat(&k, "      const long long at = %s;\n", at);
     absl::StrAppend(&k, "      long long dst = 0;\n      bool valid = true;\n");
     for (size_t d = 0; d < sc.operand_dims.size(); ++d) {
-      // As IndexReader::Start: index vector entries, then batching.
-      std::string start;
-      for (int64_t e = 0; e < r.vector_size; ++e) {
-        if (r.index_to_operand[e] == static_cast<int64_t>(d)) {
-          start = IndexEntry(r.type,
-                             absl::StrFormat("at + %d", e * r.vector_stride));
-        }
-      }
-      for (const auto& [dim, entry] : r.batching) {
-        if (dim == static_cast<int64_t>(d))
-          start = absl::StrFormat("b%d", entry);
-      }
+      const std::string start = StartIndex(r, static_cast<int64_t>(d));
       if (start.empty()) continue;  // 0, always inside
       // A whole window that does not fit is skipped (XLA).
       absl::StrAppendFormat(&k,
