@@ -101,7 +101,10 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
     absl::Duration slice =
         std::min(kCancellationPollInterval, deadline - absl::Now());
     absl::Status status = buffer.BlockHostUntilReady(slice);
-    if (!absl::IsDeadlineExceeded(status) || buffer.IsReady()) return status;
+    if (!absl::IsDeadlineExceeded(status)) return status;
+    // Ready as the slice ran out: wait again (at once) for its own status,
+    // which is the answer, not the slice's deadline.
+    if (buffer.IsReady()) return buffer.BlockHostUntilReady();
     if (context->IsCancelled()) {
       return absl::CancelledError("the call was cancelled");
     }

@@ -373,10 +373,14 @@ absl::Status Buffer::BlockHostUntilReady(absl::Duration timeout) {
                               ? absl::InfiniteDuration()
                               : deadline - absl::Now();
     absl::Status s = e->BlockHostUntilComplete(left);
-    if (absl::IsDeadlineExceeded(s) && !e->IsComplete()) {
-      return absl::DeadlineExceededError(
-          absl::StrFormat("buffer %s was not ready within %s", DebugString(),
-                          absl::FormatDuration(timeout)));
+    if (absl::IsDeadlineExceeded(s)) {
+      if (!e->IsComplete()) {
+        return absl::DeadlineExceededError(
+            absl::StrFormat("buffer %s was not ready within %s", DebugString(),
+                            absl::FormatDuration(timeout)));
+      }
+      // It completed as the wait timed out: its own status is the answer.
+      s = e->status();
     }
     status.Update(s);
   }

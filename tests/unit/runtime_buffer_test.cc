@@ -50,6 +50,57 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string("Unknown");
     });
 
+// A device event that completes just as a timed wait on it gives up: the
+// wait says "not complete", and the event is complete by the time anyone
+// asks again. (The daemon saw this under load as a spurious DEADLINE_EXCEEDED
+// for a buffer that was ready.)
+class CompletesAsTheWaitTimesOut : public device::Event {
+ public:
+  bool IsComplete() const override { return complete_; }
+  void Wait() override { Complete(); }
+  bool WaitFor(absl::Duration) override {
+    Complete();
+    return false;
+  }
+  void AddCallback(absl::AnyInvocable<void() &&> callback) override {
+    if (complete_) {
+      std::move(callback)();
+    } else {
+      callbacks_.push_back(std::move(callback));
+    }
+  }
+  void Reset() override { complete_ = false; }
+
+ private:
+  void Complete() {
+    complete_ = true;
+    for (auto& callback : callbacks_) std::move(callback)();
+    callbacks_.clear();
+  }
+  bool complete_ = false;
+  std::vector<absl::AnyInvocable<void() &&>> callbacks_;
+};
+
+TEST(BufferSequencingEvent,
+     AWaitThatTimesOutAsTheEventCompletesIsNotADeadline) {
+  auto event = std::make_shared<BufferSequencingEvent>();
+  event->SetSequencingEvent(std::make_shared<CompletesAsTheWaitTimesOut>(),
+                            /*stream=*/nullptr);
+  EXPECT_TRUE(event->BlockHostUntilComplete(absl::Milliseconds(1)).ok());
+  EXPECT_TRUE(event->IsComplete());
+}
+
+TEST(BufferSequencingEvent,
+     AFailedEventThatCompletesAsTheWaitTimesOutGivesItsError) {
+  auto event = std::make_shared<BufferSequencingEvent>();
+  event->SetProducerStatus(absl::InternalError("the kernel failed"));
+  event->SetSequencingEvent(std::make_shared<CompletesAsTheWaitTimesOut>(),
+                            /*stream=*/nullptr);
+  absl::Status status = event->BlockHostUntilComplete(absl::Milliseconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_EQ(status.message(), "the kernel failed");
+}
+
 TEST(RuntimeClient, CreatesTheRequestedHostDevices) {
   auto client = MakeClient(AllocationModel::kSynchronous, 3);
   ASSERT_EQ(client->devices().size(), 3u);
