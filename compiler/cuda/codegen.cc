@@ -14,6 +14,7 @@
 #include "compiler/host/kernel_indexing.h"
 #include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_random.h"
+#include "compiler/host/kernel_sort.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/kernel_window.h"
 
@@ -1028,9 +1029,17 @@ class Generator {
             dynamic_cast<const host::MapKernel*>(s.kernel.get())) {
       return EmitMap(*map);
     }
+    if (const auto* sort =
+            dynamic_cast<const host::SortKernel*>(s.kernel.get())) {
+      return EmitSort(*sort);
+    }
+    if (const auto* topk =
+            dynamic_cast<const host::TopKKernel*>(s.kernel.get())) {
+      return EmitTopK(*topk);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
-        "data movement, dot, reduce, map, gather, scatter, "
+        "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
         "rng-bit-generator and the window ops); run this program with "
         "--platform host",
         s.kernel->name));
@@ -1695,6 +1704,243 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n",
                           Store(m.output_type, results[0]));
     launch.origin = absl::StrFormat("map over %d elements", m.count);
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // A stable merge sort of `rows` rows of `n` positions, as the host's
+  // bottom-up merge sort: widths 1, 2, 4...; in each pass a thread per
+  // position finds where its element lands in the merged pair of runs by
+  // a binary search of the other run (an element of the left run goes
+  // after the right run's elements less than it, one of the right run
+  // after the left run's elements not greater than it). For a comparator
+  // that is a strict weak order, as XLA requires, the result is the
+  // stable sort, which is the host's; with any other comparator every
+  // position still stays within its row. `less` is the name of a device
+  // function (long long base, long long a, long long b, operands...)
+  // comparing the elements at positions a and b of the row at `base`
+  // (element position p at base + p * inner). Returns the temporary slot
+  // that holds, for each row, the sorted positions (long long).
+  int EmitMergeSort(int64_t rows, int64_t n, int64_t inner,
+                    const std::string& less, const std::vector<int>& slots,
+                    const std::vector<std::string>& params,
+                    const std::string& what) {
+    const int64_t count = rows * n;
+    const int perm[2] = {Temporary(count * 8), Temporary(count * 8)};
+    std::string& k = out_.source;
+    std::string args;
+    std::vector<std::string> names;
+    for (size_t j = 0; j < params.size(); ++j) {
+      names.push_back(params[j].substr(params[j].rfind(' ') + 1));
+    }
+    args = absl::StrJoin(names, ", ");
+    {
+      // Both buffers start as the identity, so that any position a pass
+      // leaves unwritten (an inconsistent comparator) is still in the row.
+      Launch launch;
+      launch.kernel = Name("sort_start");
+      launch.blocks = BlocksFor(count);
+      launch.slots = {perm[0], perm[1]};
+      Open(&launch, {"long long* a", "long long* b"});
+      absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                            "long long");
+      absl::StrAppendFormat(
+          &k, "    a[i] = i %% %dLL;\n    b[i] = a[i];\n  }\n}\n", n);
+      launch.origin = absl::StrFormat("%s: identity permutations", what);
+      Add(std::move(launch));
+    }
+    int from = 0;
+    for (int64_t width = 1; width < n; width *= 2) {
+      Launch launch;
+      launch.kernel = Name("sort_merge");
+      launch.blocks = BlocksFor(count);
+      launch.slots = {perm[from], perm[1 - from]};
+      launch.slots.insert(launch.slots.end(), slots.begin(), slots.end());
+      std::vector<std::string> all = {"const long long* src", "long long* dst"};
+      all.insert(all.end(), params.begin(), params.end());
+      Open(&launch, all);
+      absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                            "long long");
+      absl::StrAppendFormat(
+          &k,
+          "    const long long row = i / %dLL, p = i %% %dLL;\n"
+          "    const long long base = (row / %dLL) * %dLL + row %% %dLL;\n"
+          "    const long long* s = src + row * %dLL;\n"
+          "    const long long lo = p / %dLL * %dLL;\n"
+          "    const long long mid = lo + %dLL < %dLL ? lo + %dLL : %dLL;\n"
+          "    const long long hi = lo + %dLL < %dLL ? lo + %dLL : %dLL;\n"
+          "    const long long x = s[p];\n"
+          "    long long at = p;\n"
+          "    if (p < mid) {\n"
+          "      long long first = mid, left = hi - mid;\n"
+          "      while (left > 0) {\n"
+          "        const long long half = left / 2, j = first + half;\n"
+          "        if (%s(base, s[j], x, %s)) { first = j + 1; left -= half + "
+          "1; }\n"
+          "        else { left = half; }\n"
+          "      }\n"
+          "      at = p + (first - mid);\n"
+          "    } else {\n"
+          "      long long first = lo, left = mid - lo;\n"
+          "      while (left > 0) {\n"
+          "        const long long half = left / 2, j = first + half;\n"
+          "        if (!%s(base, x, s[j], %s)) { first = j + 1; left -= half + "
+          "1; }\n"
+          "        else { left = half; }\n"
+          "      }\n"
+          "      at = (p - mid) + first;\n"
+          "    }\n"
+          "    dst[row * %dLL + at] = x;\n  }\n}\n",
+          n, n, inner, n * inner, inner, n, 2 * width, 2 * width, width, n,
+          width, n, 2 * width, n, 2 * width, n, less, args, less, args, n);
+      launch.origin = absl::StrFormat("%s: merge runs of %d", what, width);
+      Add(std::move(launch));
+      from = 1 - from;
+    }
+    return perm[from];
+  }
+
+  // sort: the comparator as a device function, the merge sort of
+  // positions, then every operand gathered through the permutation.
+  absl::Status EmitSort(const host::SortKernel& sort) {
+    const int64_t rows = sort.outer * sort.inner;
+    const int64_t count = rows * sort.length;
+    if (count == 0) return absl::OkStatus();
+    if (!sort.has_comparator) {
+      return absl::UnimplementedError(
+          "this sort's comparator has no scalar form for the CUDA backend; "
+          "run this program with --platform host");
+    }
+    std::string& k = out_.source;
+    std::vector<std::string> params;
+    std::vector<std::string> storage;
+    for (size_t j = 0; j < sort.types.size(); ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(sort.types[j]));
+      storage.push_back(st);
+      params.push_back(absl::StrFormat("const %s* in%d", st, j));
+    }
+    const std::string less = Name("sort_less");
+    absl::StrAppendFormat(
+        &k,
+        "\n__device__ __forceinline__ bool %s(long long base, long long a, "
+        "long long b, %s) {\n",
+        less, absl::StrJoin(params, ", "));
+    std::vector<std::string> inputs;
+    for (size_t j = 0; j < sort.types.size(); ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sort.types[j]));
+      absl::StrAppendFormat(
+          &k, "  const %s l%d = %s;\n  const %s r%d = %s;\n", ct, j,
+          Load(sort.types[j],
+               absl::StrFormat("in%d[base + a * %dLL]", j, sort.inner)),
+          ct, j,
+          Load(sort.types[j],
+               absl::StrFormat("in%d[base + b * %dLL]", j, sort.inner)));
+      inputs.push_back(absl::StrCat("l", j));
+      inputs.push_back(absl::StrCat("r", j));
+    }
+    PJRT_ASSIGN_OR_RETURN(
+        std::vector<std::string> result,
+        EmitExpression(sort.comparator, inputs, "v", "  ", &k));
+    absl::StrAppendFormat(&k, "  return %s != 0;\n}\n", result[0]);
+    const std::string what =
+        absl::StrFormat("sort of %d rows of %d", rows, sort.length);
+    const int perm = EmitMergeSort(rows, sort.length, sort.inner, less,
+                                   sort.inputs, params, what);
+    Launch launch;
+    launch.kernel = Name("sort_gather");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {perm};
+    std::vector<std::string> all = {"const long long* perm"};
+    for (size_t j = 0; j < sort.types.size(); ++j) {
+      launch.slots.push_back(sort.inputs[j]);
+      all.push_back(params[j]);
+    }
+    for (size_t j = 0; j < sort.types.size(); ++j) {
+      launch.slots.push_back(sort.outputs[j]);
+      all.push_back(absl::StrFormat("%s* out%d", storage[j], j));
+    }
+    Open(&launch, all);
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                          "long long");
+    absl::StrAppendFormat(
+        &k,
+        "    const long long row = i / %dLL, p = i %% %dLL;\n"
+        "    const long long base = (row / %dLL) * %dLL + row %% %dLL;\n"
+        "    const long long from = base + perm[i] * %dLL, to = base + p * "
+        "%dLL;\n",
+        sort.length, sort.length, sort.inner, sort.length * sort.inner,
+        sort.inner, sort.inner, sort.inner);
+    for (size_t j = 0; j < sort.types.size(); ++j) {
+      absl::StrAppendFormat(&k, "    out%d[to] = in%d[from];\n", j, j);
+    }
+    absl::StrAppend(&k, "  }\n}\n");
+    launch.origin = absl::StrFormat("%s: the operands in order", what);
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // A key of `type`'s storage value `v` that orders, as a signed or
+  // unsigned integer, as XLA's total order does (floats by their bits, as
+  // the host's top-k).
+  static std::string TotalOrderKey(PrimitiveType type, const std::string& v) {
+    switch (type) {
+      case PrimitiveType::kF64:
+        return absl::StrFormat("pj_total_order(%s)", v);
+      case PrimitiveType::kF32:
+        return absl::StrFormat("pj_total_order(%s)", v);
+      case PrimitiveType::kF16:
+      case PrimitiveType::kBf16:
+        return absl::StrFormat(
+            "((%s & 0x8000u) ? (~(unsigned)%s & 0xffffu) : "
+            "((unsigned)%s | 0x8000u))",
+            v, v, v);
+      case PrimitiveType::kF8E4M3FN:
+      case PrimitiveType::kF8E5M2:
+        return absl::StrFormat(
+            "((%s & 0x80u) ? (~(unsigned)%s & 0xffu) : "
+            "((unsigned)%s | 0x80u))",
+            v, v, v);
+      case PrimitiveType::kPred:
+        return absl::StrFormat("(%s != 0)", v);
+      default:
+        return v;
+    }
+  }
+
+  // top-k: each row sorted largest (or smallest) first, ties to the lower
+  // index, its first k taken.
+  absl::Status EmitTopK(const host::TopKKernel& t) {
+    if (t.rows == 0 || t.k == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(t.type));
+    std::string& k = out_.source;
+    const std::string param = absl::StrFormat("const %s* in", st);
+    const std::string less = Name("topk_before");
+    absl::StrAppendFormat(
+        &k,
+        "\n__device__ __forceinline__ bool %s(long long base, long long a, "
+        "long long b, %s) {\n  return %s %s %s;\n}\n",
+        less, param, TotalOrderKey(t.type, "in[base + a]"),
+        t.largest ? ">" : "<", TotalOrderKey(t.type, "in[base + b]"));
+    const std::string what =
+        absl::StrFormat("top-%d of %d rows of %d", t.k, t.rows, t.n);
+    const int perm =
+        EmitMergeSort(t.rows, t.n, 1, less, {t.input}, {param}, what);
+    const int64_t count = t.rows * t.k;
+    Launch launch;
+    launch.kernel = Name("topk_take");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {perm, t.input, t.values, t.indices};
+    Open(&launch, {"const long long* perm", param,
+                   absl::StrFormat("%s* values", st), "pj_s32* indices"});
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                          "long long");
+    absl::StrAppendFormat(&k,
+                          "    const long long row = i / %dLL, j = i %% %dLL;\n"
+                          "    const long long from = perm[row * %dLL + j];\n"
+                          "    values[i] = in[row * %dLL + from];\n"
+                          "    indices[i] = (pj_s32)from;\n  }\n}\n",
+                          t.k, t.k, t.n, t.n);
+    launch.origin = what;
     Add(std::move(launch));
     return absl::OkStatus();
   }

@@ -27,13 +27,18 @@
 //  - KernelStep of a select-and-scatter (host::SelectAndScatterKernel): a
 //    thread per window selects, then a thread per operand element applies
 //    the windows that selected it, in the host's order;
+//  - KernelStep of a sort (host::SortKernel) or top-k (host::TopKKernel):
+//    a stable merge sort of each row's positions (a pass per run width, a
+//    thread per position placing it by binary search in the other run),
+//    the comparator inlined in a device function, then the operands
+//    gathered in order (top-k: the first k);
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
 // f8 and 16-bit floats computed in f32 and rounded after every op, as on
 // the host; no f8 dot yet), f32 and f64. Every other step
-// (kernels such as while, sort, convolution) and every other type
+// (kernels such as while, convolution) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit

@@ -6,13 +6,14 @@
 // a strict total order, so the result is stable and std::sort is safe. Any
 // other comparator runs as an Expression inside a merge sort of our own,
 // which stays in bounds however inconsistent the client's comparator is.
+#include "compiler/host/kernel_sort.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/thread_pool.h"
 #include "hlo/op_attributes.h"
@@ -259,9 +260,6 @@ void MergeSort(int64_t* perm, int64_t* tmp, int64_t n, Less less) {
   }
 }
 
-enum class KeyOrder { kGeneric, kTotalAscending, kTotalDescending,
-                      kFloatAscending, kFloatDescending };
-
 // What the comparator computes, when it is a plain comparison of operand
 // 0's parameters.
 KeyOrder Classify(const hlo::Computation& cmp, PrimitiveType key_type) {
@@ -294,209 +292,239 @@ KeyOrder Classify(const hlo::Computation& cmp, PrimitiveType key_type) {
   return less ? KeyOrder::kTotalAscending : KeyOrder::kTotalDescending;
 }
 
-class SortKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const int64_t rows = outer_ * inner_;
-    if (rows == 0 || length_ == 0) return absl::OkStatus();
-    if (scratch_ >= 0) {
-      SortKeysInPlace(addresses, context);
-      return CheckCancelled(context.cancellation);
-    }
-    const double cost = static_cast<double>(length_) *
-                        (order_ == KeyOrder::kGeneric ? 400.0 : 40.0);
-    // Each worker takes a share of the rows and a slice of the workspace
-    // (a scratch slot, so that a sort's working memory counts against the
-    // device like its buffers).
-    const int64_t workers = std::min<int64_t>(rows, workers_);
-    ThreadPool::Get().ParallelFor(workers, cost * rows / workers,
-                                  [&](int64_t first_worker, int64_t last_worker) {
-     for (int64_t worker = first_worker; worker < last_worker; ++worker) {
-      char* slice = static_cast<char*>(addresses[workspace_]) +
-                    worker * WorkspaceBytesPerWorker(length_);
-      int64_t* perm = reinterpret_cast<int64_t*>(slice);
-      int64_t* tmp = perm + length_;
-      auto* keyed = reinterpret_cast<std::pair<uint64_t, int64_t>*>(tmp + length_);
-      uint32_t* radix_keys = reinterpret_cast<uint32_t*>(keyed + length_);
-      uint32_t* radix_tmp = radix_keys + length_;
-      uint32_t* radix_payload = radix_tmp + length_;
-      uint32_t* radix_payload_tmp = radix_payload + length_;
-      const int64_t first = rows * worker / workers;
-      const int64_t last = rows * (worker + 1) / workers;
-      std::unique_ptr<RegionRunner> runner;
-      std::vector<uint64_t> params(2 * types_.size());
-      std::vector<const void*> in_ptrs;
-      if (order_ == KeyOrder::kGeneric) {
-        runner = std::make_unique<RegionRunner>(comparator_);
-        runner->SetOutputTypes({PrimitiveType::kPred});
-        for (uint64_t& p : params) in_ptrs.push_back(&p);
-      }
-      for (int64_t row = first; row < last; ++row) {
-        if (IsCancelled(context.cancellation)) return;
-        const int64_t base = (row / inner_) * length_ * inner_ + row % inner_;
-        const void* keys = addresses[inputs_[0]];
-        const PrimitiveType kt = types_[0];
-        const int radix_bits = RadixBits(kt);
-        if ((order_ == KeyOrder::kTotalAscending ||
-             order_ == KeyOrder::kTotalDescending) &&
-            radix_bits > 0 && length_ < (int64_t{1} << 32)) {
-          const bool flip = order_ == KeyOrder::kTotalDescending;
-          const uint32_t mask = radix_bits == 32
-                                    ? ~uint32_t{0}
-                                    : (uint32_t{1} << radix_bits) - 1;
-          LoadKeys(kt, static_cast<const char*>(keys) + base * hlo::ByteWidth(kt),
-                   inner_, length_, flip, mask, radix_keys);
-          const bool keys_only = types_.size() == 1;
-          if (!keys_only) std::iota(radix_payload, radix_payload + length_, 0u);
-          if (rows == 1 && length_ >= (int64_t{1} << 20)) {
-            // One long row: this runs on the calling thread, and the
-            // pool's threads can share the row.
-            ParallelRadixSort(radix_keys, keys_only ? nullptr : radix_payload,
-                              length_, radix_bits, radix_tmp,
-                              keys_only ? nullptr : radix_payload_tmp);
-          } else {
-            RadixSort(radix_keys, radix_tmp, keys_only ? nullptr : radix_payload,
-                      keys_only ? nullptr : radix_payload_tmp, length_,
-                      radix_bits);
-          }
-          if (keys_only) {
-            void* out = addresses[outputs_[0]];
-            for (int64_t i = 0; i < length_; ++i) {
-              const uint32_t k = flip ? (~radix_keys[i] & mask) : radix_keys[i];
-              StoreFromKey(kt, k, out, base + i * inner_);
-            }
-            continue;
-          }
-          for (int64_t i = 0; i < length_; ++i) perm[i] = radix_payload[i];
-        } else if (order_ == KeyOrder::kTotalAscending ||
-                   order_ == KeyOrder::kTotalDescending) {
-          const bool flip = order_ == KeyOrder::kTotalDescending;
-          for (int64_t i = 0; i < length_; ++i) {
-            const uint64_t k = UnsignedKey(kt, keys, base + i * inner_);
-            keyed[i] = {flip ? ~k : k, i};
-          }
-          std::sort(keyed, keyed + length_);
-          for (int64_t i = 0; i < length_; ++i) perm[i] = keyed[i].second;
-        } else if (order_ == KeyOrder::kFloatAscending ||
-                   order_ == KeyOrder::kFloatDescending) {
-          std::iota(perm, perm + length_, 0);
-          const bool asc = order_ == KeyOrder::kFloatAscending;
-          MergeSort(perm, tmp, length_, [&](int64_t a, int64_t b) {
-            const double x = LoadAsDouble(kt, keys, base + a * inner_);
-            const double y = LoadAsDouble(kt, keys, base + b * inner_);
-            return asc ? x < y : x > y;
-          });
-        } else {
-          std::iota(perm, perm + length_, 0);
-          MergeSort(perm, tmp, length_, [&](int64_t a, int64_t b) {
-            for (size_t j = 0; j < types_.size(); ++j) {
-              const int w = hlo::ByteWidth(types_[j]);
-              const char* data = static_cast<const char*>(addresses[inputs_[j]]);
-              uint64_t sa = 0, sb = 0;
-              std::memcpy(&sa, data + (base + a * inner_) * w, w);
-              std::memcpy(&sb, data + (base + b * inner_) * w, w);
-              StorageToCompute(types_[j], &sa, &params[2 * j], 1);
-              StorageToCompute(types_[j], &sb, &params[2 * j + 1], 1);
-            }
-            uint8_t result = 0;
-            void* out = &result;
-            runner->Evaluate(in_ptrs, 1, {&out, 1});
-            return result != 0;
-          });
-        }
-        for (size_t j = 0; j < types_.size(); ++j) {
-          const int w = hlo::ByteWidth(types_[j]);
-          const char* src = static_cast<const char*>(addresses[inputs_[j]]);
-          char* dst = static_cast<char*>(addresses[outputs_[j]]);
-          for (int64_t i = 0; i < length_; ++i) {
-            std::memcpy(dst + (base + i * inner_) * w,
-                        src + (base + perm[i] * inner_) * w, w);
-          }
-        }
-      }
-     }
-    });
+}  // namespace
+
+absl::Status SortKernel::Run(absl::Span<void* const> addresses,
+                             const RunContext& context) const {
+  const int64_t row_count = outer * inner;
+  if (row_count == 0 || length == 0) return absl::OkStatus();
+  if (scratch >= 0) {
+    SortKeysInPlace(addresses, context);
     return CheckCancelled(context.cancellation);
   }
-
-  // Keys alone, 32 bits wide, along the last dimension: each row's keys
-  // are radix sorted in the output itself, with the scratch slot as the
-  // second buffer (no allocation per run).
-  void SortKeysInPlace(absl::Span<void* const> addresses,
-                       const RunContext& context) const {
-    const PrimitiveType kt = types_[0];
-    const bool flip = order_ == KeyOrder::kTotalDescending;
-    const uint32_t mask = ~uint32_t{0};
-    uint32_t* keys = static_cast<uint32_t*>(addresses[outputs_[0]]);
-    uint32_t* tmp = static_cast<uint32_t*>(addresses[scratch_]);
-    const char* in = static_cast<const char*>(addresses[inputs_[0]]);
-    const auto finish = [&](int64_t row) {
-      uint32_t* k = keys + row * length_;
-      for (int64_t i = 0; i < length_; ++i) {
-        StoreFromKey(kt, flip ? ~k[i] : k[i], k, i);
-      }
-    };
-    const int64_t rows = outer_;
-    if (rows == 1 && length_ >= (int64_t{1} << 20)) {
-      // One long row: every step in parallel, over pieces of the row.
-      constexpr int64_t kPiece = int64_t{1} << 18;
-      const int64_t pieces = (length_ + kPiece - 1) / kPiece;
-      const auto piece_range = [&](int64_t p) {
-        return std::pair(p * kPiece, std::min(length_, (p + 1) * kPiece));
-      };
-      ThreadPool& pool = ThreadPool::Get();
-      pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
-        for (int64_t p = first; p < last; ++p) {
-          const auto [lo, hi] = piece_range(p);
-          LoadKeys(kt, in + lo * 4, 1, hi - lo, flip, mask, keys + lo);
-        }
-      });
-      ParallelRadixSort(keys, nullptr, length_, 32, tmp, nullptr);
-      if (IsCancelled(context.cancellation)) return;
-      pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
-        for (int64_t p = first; p < last; ++p) {
-          const auto [lo, hi] = piece_range(p);
-          if (kt == PrimitiveType::kF32 && !flip) {
-            // The inverse of the total-order fold, without a type switch.
-            for (int64_t i = lo; i < hi; ++i) {
-              const uint32_t k = keys[i];
-              keys[i] = (k & 0x80000000u) != 0 ? (k ^ 0x80000000u) : ~k;
+  const double cost = static_cast<double>(length) *
+                      (order == KeyOrder::kGeneric ? 400.0 : 40.0);
+  // Each worker takes a share of the rows and a slice of the workspace
+  // (a scratch slot, so that a sort's working memory counts against the
+  // device like its buffers).
+  const int64_t team = std::min<int64_t>(row_count, workers);
+  ThreadPool::Get().ParallelFor(
+      team, cost * row_count / team,
+      [&](int64_t first_worker, int64_t last_worker) {
+        for (int64_t worker = first_worker; worker < last_worker; ++worker) {
+          char* slice = static_cast<char*>(addresses[workspace]) +
+                        worker * WorkspaceBytesPerWorker(length);
+          int64_t* perm = reinterpret_cast<int64_t*>(slice);
+          int64_t* tmp = perm + length;
+          auto* keyed =
+              reinterpret_cast<std::pair<uint64_t, int64_t>*>(tmp + length);
+          uint32_t* radix_keys = reinterpret_cast<uint32_t*>(keyed + length);
+          uint32_t* radix_tmp = radix_keys + length;
+          uint32_t* radix_payload = radix_tmp + length;
+          uint32_t* radix_payload_tmp = radix_payload + length;
+          const int64_t first = row_count * worker / team;
+          const int64_t last = row_count * (worker + 1) / team;
+          std::unique_ptr<RegionRunner> runner;
+          std::vector<uint64_t> params(2 * types.size());
+          std::vector<const void*> in_ptrs;
+          if (order == KeyOrder::kGeneric) {
+            runner = std::make_unique<RegionRunner>(comparator);
+            runner->SetOutputTypes({PrimitiveType::kPred});
+            for (uint64_t& p : params) in_ptrs.push_back(&p);
+          }
+          for (int64_t row = first; row < last; ++row) {
+            if (IsCancelled(context.cancellation)) return;
+            const int64_t base = (row / inner) * length * inner + row % inner;
+            const void* keys = addresses[inputs[0]];
+            const PrimitiveType kt = types[0];
+            const int radix_bits = RadixBits(kt);
+            if ((order == KeyOrder::kTotalAscending ||
+                 order == KeyOrder::kTotalDescending) &&
+                radix_bits > 0 && length < (int64_t{1} << 32)) {
+              const bool flip = order == KeyOrder::kTotalDescending;
+              const uint32_t mask = radix_bits == 32
+                                        ? ~uint32_t{0}
+                                        : (uint32_t{1} << radix_bits) - 1;
+              LoadKeys(
+                  kt,
+                  static_cast<const char*>(keys) + base * hlo::ByteWidth(kt),
+                  inner, length, flip, mask, radix_keys);
+              const bool keys_only = types.size() == 1;
+              if (!keys_only)
+                std::iota(radix_payload, radix_payload + length, 0u);
+              if (row_count == 1 && length >= (int64_t{1} << 20)) {
+                // One long row: this runs on the calling thread, and the
+                // pool's threads can share the row.
+                ParallelRadixSort(radix_keys,
+                                  keys_only ? nullptr : radix_payload, length,
+                                  radix_bits, radix_tmp,
+                                  keys_only ? nullptr : radix_payload_tmp);
+              } else {
+                RadixSort(radix_keys, radix_tmp,
+                          keys_only ? nullptr : radix_payload,
+                          keys_only ? nullptr : radix_payload_tmp, length,
+                          radix_bits);
+              }
+              if (keys_only) {
+                void* out = addresses[outputs[0]];
+                for (int64_t i = 0; i < length; ++i) {
+                  const uint32_t k =
+                      flip ? (~radix_keys[i] & mask) : radix_keys[i];
+                  StoreFromKey(kt, k, out, base + i * inner);
+                }
+                continue;
+              }
+              for (int64_t i = 0; i < length; ++i) perm[i] = radix_payload[i];
+            } else if (order == KeyOrder::kTotalAscending ||
+                       order == KeyOrder::kTotalDescending) {
+              const bool flip = order == KeyOrder::kTotalDescending;
+              for (int64_t i = 0; i < length; ++i) {
+                const uint64_t k = UnsignedKey(kt, keys, base + i * inner);
+                keyed[i] = {flip ? ~k : k, i};
+              }
+              std::sort(keyed, keyed + length);
+              for (int64_t i = 0; i < length; ++i) perm[i] = keyed[i].second;
+            } else if (order == KeyOrder::kFloatAscending ||
+                       order == KeyOrder::kFloatDescending) {
+              std::iota(perm, perm + length, 0);
+              const bool asc = order == KeyOrder::kFloatAscending;
+              MergeSort(perm, tmp, length, [&](int64_t a, int64_t b) {
+                const double x = LoadAsDouble(kt, keys, base + a * inner);
+                const double y = LoadAsDouble(kt, keys, base + b * inner);
+                return asc ? x < y : x > y;
+              });
+            } else {
+              std::iota(perm, perm + length, 0);
+              MergeSort(perm, tmp, length, [&](int64_t a, int64_t b) {
+                for (size_t j = 0; j < types.size(); ++j) {
+                  const int w = hlo::ByteWidth(types[j]);
+                  const char* data =
+                      static_cast<const char*>(addresses[inputs[j]]);
+                  uint64_t sa = 0, sb = 0;
+                  std::memcpy(&sa, data + (base + a * inner) * w, w);
+                  std::memcpy(&sb, data + (base + b * inner) * w, w);
+                  StorageToCompute(types[j], &sa, &params[2 * j], 1);
+                  StorageToCompute(types[j], &sb, &params[2 * j + 1], 1);
+                }
+                uint8_t result = 0;
+                void* out = &result;
+                runner->Evaluate(in_ptrs, 1, {&out, 1});
+                return result != 0;
+              });
             }
-          } else {
-            for (int64_t i = lo; i < hi; ++i) {
-              StoreFromKey(kt, flip ? ~keys[i] : keys[i], keys, i);
+            for (size_t j = 0; j < types.size(); ++j) {
+              const int w = hlo::ByteWidth(types[j]);
+              const char* src = static_cast<const char*>(addresses[inputs[j]]);
+              char* dst = static_cast<char*>(addresses[outputs[j]]);
+              for (int64_t i = 0; i < length; ++i) {
+                std::memcpy(dst + (base + i * inner) * w,
+                            src + (base + perm[i] * inner) * w, w);
+              }
             }
           }
         }
       });
-      return;
+  return CheckCancelled(context.cancellation);
+}
+
+void SortKernel::SortKeysInPlace(absl::Span<void* const> addresses,
+                                 const RunContext& context) const {
+  const PrimitiveType kt = types[0];
+  const bool flip = order == KeyOrder::kTotalDescending;
+  const uint32_t mask = ~uint32_t{0};
+  uint32_t* keys = static_cast<uint32_t*>(addresses[outputs[0]]);
+  uint32_t* tmp = static_cast<uint32_t*>(addresses[scratch]);
+  const char* in = static_cast<const char*>(addresses[inputs[0]]);
+  const auto finish = [&](int64_t row) {
+    uint32_t* k = keys + row * length;
+    for (int64_t i = 0; i < length; ++i) {
+      StoreFromKey(kt, flip ? ~k[i] : k[i], k, i);
     }
-    ThreadPool::Get().ParallelFor(rows, length_ * 30.0, [&](int64_t first,
-                                                            int64_t last) {
-      for (int64_t row = first; row < last; ++row) {
-        if (IsCancelled(context.cancellation)) return;
-        uint32_t* k = keys + row * length_;
-        LoadKeys(kt, in + row * length_ * 4, 1, length_, flip, mask, k);
-        RadixSort(k, tmp + row * length_, nullptr, nullptr, length_, 32);
-        finish(row);
+  };
+  const int64_t rows = outer;
+  if (rows == 1 && length >= (int64_t{1} << 20)) {
+    // One long row: every step in parallel, over pieces of the row.
+    constexpr int64_t kPiece = int64_t{1} << 18;
+    const int64_t pieces = (length + kPiece - 1) / kPiece;
+    const auto piece_range = [&](int64_t p) {
+      return std::pair(p * kPiece, std::min(length, (p + 1) * kPiece));
+    };
+    ThreadPool& pool = ThreadPool::Get();
+    pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) {
+        const auto [lo, hi] = piece_range(p);
+        LoadKeys(kt, in + lo * 4, 1, hi - lo, flip, mask, keys + lo);
       }
     });
+    ParallelRadixSort(keys, nullptr, length, 32, tmp, nullptr);
+    if (IsCancelled(context.cancellation)) return;
+    pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) {
+        const auto [lo, hi] = piece_range(p);
+        if (kt == PrimitiveType::kF32 && !flip) {
+          // The inverse of the total-order fold, without a type switch.
+          for (int64_t i = lo; i < hi; ++i) {
+            const uint32_t k = keys[i];
+            keys[i] = (k & 0x80000000u) != 0 ? (k ^ 0x80000000u) : ~k;
+          }
+        } else {
+          for (int64_t i = lo; i < hi; ++i) {
+            StoreFromKey(kt, flip ? ~keys[i] : keys[i], keys, i);
+          }
+        }
+      }
+    });
+    return;
   }
+  ThreadPool::Get().ParallelFor(
+      rows, length * 30.0, [&](int64_t first, int64_t last) {
+        for (int64_t row = first; row < last; ++row) {
+          if (IsCancelled(context.cancellation)) return;
+          uint32_t* k = keys + row * length;
+          LoadKeys(kt, in + row * length * 4, 1, length, flip, mask, k);
+          RadixSort(k, tmp + row * length, nullptr, nullptr, length, 32);
+          finish(row);
+        }
+      });
+}
 
-  std::vector<int> inputs_, outputs_;
-  std::vector<PrimitiveType> types_;
-  int64_t outer_ = 1, length_ = 1, inner_ = 1;
-  KeyOrder order_ = KeyOrder::kGeneric;
-  Expression comparator_;
-  int scratch_ = -1;  // the in-place path's second buffer
-  int workspace_ = -1;  // the other paths' working memory
-  int64_t workers_ = 1;
+absl::Status TopKKernel::Run(absl::Span<void* const> addresses,
+                             const RunContext& context) const {
+  if (rows == 0) return absl::OkStatus();
+  const int64_t team = std::min<int64_t>(rows, workers);
+  ThreadPool::Get().ParallelFor(
+      team, static_cast<double>(n) * 20 * rows / team,
+      [&](int64_t first_worker, int64_t last_worker) {
+        for (int64_t worker = first_worker; worker < last_worker; ++worker) {
+          auto* keyed = reinterpret_cast<std::pair<uint64_t, int64_t>*>(
+                            addresses[workspace]) +
+                        worker * n;
+          const int64_t first = rows * worker / team;
+          const int64_t last = rows * (worker + 1) / team;
+          const int w = hlo::ByteWidth(type);
+          const char* in = static_cast<const char*>(addresses[input]);
+          char* value_out = static_cast<char*>(addresses[values]);
+          int32_t* index_out = static_cast<int32_t*>(addresses[indices]);
+          for (int64_t row = first; row < last; ++row) {
+            if (IsCancelled(context.cancellation)) return;
+            for (int64_t i = 0; i < n; ++i) {
+              // Largest (or smallest) first; ties keep the lower index first.
+              const uint64_t key = UnsignedKey(type, in, row * n + i);
+              keyed[i] = {largest ? ~key : key, i};
+            }
+            std::partial_sort(keyed, keyed + k, keyed + n);
+            for (int64_t i = 0; i < k; ++i) {
+              std::memcpy(value_out + (row * k + i) * w,
+                          in + (row * n + keyed[i].second) * w, w);
+              index_out[row * k + i] = static_cast<int32_t>(keyed[i].second);
+            }
+          }
+        }
+      });
+  return CheckCancelled(context.cancellation);
+}
 
- public:
-  // Permutation, merge buffer, keyed pairs and four radix arrays per row.
-  static int64_t WorkspaceBytesPerWorker(int64_t length) { return length * 48; }
-};
+namespace {
 
 // Bytes of `workers` slices of `per_worker` bytes, saturating past what any
 // slot may hold (the scratch plan then refuses the program).
@@ -505,49 +533,6 @@ int64_t WorkspaceBytes(int64_t workers, int64_t per_worker) {
   return total > hlo::kMaxArrayBytes ? hlo::kMaxArrayBytes + 1
                                      : static_cast<int64_t>(total);
 }
-
-class TopKKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    if (rows_ == 0) return absl::OkStatus();
-    const int64_t workers = std::min<int64_t>(rows_, workers_);
-    ThreadPool::Get().ParallelFor(
-        workers, static_cast<double>(n_) * 20 * rows_ / workers,
-        [&](int64_t first_worker, int64_t last_worker) {
-         for (int64_t worker = first_worker; worker < last_worker; ++worker) {
-          auto* keyed = reinterpret_cast<std::pair<uint64_t, int64_t>*>(
-                            addresses[workspace_]) + worker * n_;
-          const int64_t first = rows_ * worker / workers;
-          const int64_t last = rows_ * (worker + 1) / workers;
-          const int w = hlo::ByteWidth(type_);
-          const char* in = static_cast<const char*>(addresses[input_]);
-          char* values = static_cast<char*>(addresses[values_]);
-          int32_t* indices = static_cast<int32_t*>(addresses[indices_]);
-          for (int64_t row = first; row < last; ++row) {
-            if (IsCancelled(context.cancellation)) return;
-            for (int64_t i = 0; i < n_; ++i) {
-              // Largest first; ties keep the lower index first.
-              keyed[i] = {~UnsignedKey(type_, in, row * n_ + i), i};
-            }
-            std::partial_sort(keyed, keyed + k_, keyed + n_);
-            for (int64_t i = 0; i < k_; ++i) {
-              std::memcpy(values + (row * k_ + i) * w,
-                          in + (row * n_ + keyed[i].second) * w, w);
-              indices[row * k_ + i] = static_cast<int32_t>(keyed[i].second);
-            }
-          }
-         }
-        });
-    return CheckCancelled(context.cancellation);
-  }
-
-  int input_ = -1, values_ = -1, indices_ = -1;
-  PrimitiveType type_ = PrimitiveType::kF32;
-  int64_t rows_ = 0, n_ = 0, k_ = 0;
-  int workspace_ = -1;  // (key, index) pairs of one row per worker
-  int64_t workers_ = 1;
-};
 
 }  // namespace
 
@@ -558,49 +543,54 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
   const hlo::Shape& shape = args.input_shapes[0];
   const int64_t dim = inst.attributes().dimensions[0];
   for (size_t j = 0; j < args.inputs.size(); ++j) {
-    k->inputs_.push_back(args.inputs[j]);
-    k->outputs_.push_back(args.outputs[j]);
-    k->types_.push_back(args.input_shapes[j].element_type());
+    k->inputs.push_back(args.inputs[j]);
+    k->outputs.push_back(args.outputs[j]);
+    k->types.push_back(args.input_shapes[j].element_type());
     k->reads.push_back({args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
     k->writes.push_back({args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
   }
   if (shape.rank() == 0) {
-    k->length_ = 1;
+    k->length = 1;
   } else {
     for (int i = 0; i < shape.rank(); ++i) {
-      if (i < dim) k->outer_ *= shape.dimensions(i);
-      if (i > dim) k->inner_ *= shape.dimensions(i);
+      if (i < dim) k->outer *= shape.dimensions(i);
+      if (i > dim) k->inner *= shape.dimensions(i);
     }
-    k->length_ = shape.dimensions(dim);
+    k->length = shape.dimensions(dim);
   }
   const hlo::Computation& cmp = *inst.called_computations()[0];
-  k->order_ = Classify(cmp, k->types_[0]);
-  const PrimitiveType kt = k->types_[0];
-  if ((k->order_ == KeyOrder::kTotalAscending ||
-       k->order_ == KeyOrder::kTotalDescending) &&
-      k->types_.size() == 1 && k->inner_ == 1 &&
-      k->length_ < (int64_t{1} << 32) &&
+  k->order = Classify(cmp, k->types[0]);
+  const PrimitiveType kt = k->types[0];
+  if ((k->order == KeyOrder::kTotalAscending ||
+       k->order == KeyOrder::kTotalDescending) &&
+      k->types.size() == 1 && k->inner == 1 && k->length < (int64_t{1} << 32) &&
       (kt == PrimitiveType::kF32 || kt == PrimitiveType::kS32 ||
        kt == PrimitiveType::kU32)) {
     const int64_t bytes = shape.UnpackedByteSize();
-    k->scratch_ = compiler.NewScratch(bytes);
-    k->writes.push_back({k->scratch_, bytes});
+    k->scratch = compiler.NewScratch(bytes);
+    k->writes.push_back({k->scratch, bytes});
   } else {
-    const int64_t rows = k->outer_ * k->inner_;
-    k->workers_ = std::max<int64_t>(
+    const int64_t rows = k->outer * k->inner;
+    k->workers = std::max<int64_t>(
         1, std::min<int64_t>(rows, ThreadPool::Get().num_threads()));
     const int64_t bytes = WorkspaceBytes(
-        k->workers_, SortKernel::WorkspaceBytesPerWorker(k->length_));
-    k->workspace_ = compiler.NewScratch(bytes);
-    k->writes.push_back({k->workspace_, bytes});
+        k->workers, SortKernel::WorkspaceBytesPerWorker(k->length));
+    k->workspace = compiler.NewScratch(bytes);
+    k->writes.push_back({k->workspace, bytes});
   }
-  if (k->order_ == KeyOrder::kGeneric) {
-    std::vector<PrimitiveType> params;
-    for (PrimitiveType t : k->types_) {
-      params.push_back(t);
-      params.push_back(t);
-    }
-    PJRT_ASSIGN_OR_RETURN(k->comparator_, ScalarRegionExpression(cmp, params));
+  // The comparator as an Expression: the host runs it for kGeneric only,
+  // the CUDA backend for every order.
+  std::vector<PrimitiveType> params;
+  for (PrimitiveType t : k->types) {
+    params.push_back(t);
+    params.push_back(t);
+  }
+  auto comparator = ScalarRegionExpression(cmp, params);
+  if (comparator.ok()) {
+    k->comparator = *std::move(comparator);
+    k->has_comparator = true;
+  } else if (k->order == KeyOrder::kGeneric) {
+    return comparator.status();
   }
   return k;
 }
@@ -609,22 +599,31 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildTopK(const KernelArgs& args,
                                                   KernelCompiler& compiler) {
   auto k = std::make_shared<TopKKernel>();
   const hlo::Shape& in = args.input_shapes[0];
-  k->input_ = args.inputs[0];
-  k->values_ = args.outputs[0];
-  k->indices_ = args.outputs[1];
-  k->type_ = in.element_type();
-  k->n_ = in.dimensions(in.rank() - 1);
-  k->k_ = args.output_shapes[0].dimensions(in.rank() - 1);
-  k->rows_ = k->n_ == 0 ? 0 : in.ElementCount() / k->n_;
-  if (k->n_ == 0) k->rows_ = 0;
+  k->input = args.inputs[0];
+  k->values = args.outputs[0];
+  k->indices = args.outputs[1];
+  k->type = in.element_type();
+  if (args.inst->opcode() == hlo::Opcode::kTopK) {
+    const std::string largest =
+        hlo::WordAttribute(*args.inst, "largest", "true");
+    if (largest != "true" && largest != "false") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: largest=%s must be true or false", args.inst->name(), largest));
+    }
+    k->largest = largest == "true";
+  }
+  k->n = in.dimensions(in.rank() - 1);
+  k->k = args.output_shapes[0].dimensions(in.rank() - 1);
+  k->rows = k->n == 0 ? 0 : in.ElementCount() / k->n;
+  if (k->n == 0) k->rows = 0;
   k->reads = {{args.inputs[0], in.UnpackedByteSize()}};
   k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()},
                {args.outputs[1], args.output_shapes[1].UnpackedByteSize()}};
-  k->workers_ = std::max<int64_t>(
-      1, std::min<int64_t>(k->rows_, ThreadPool::Get().num_threads()));
-  const int64_t bytes = WorkspaceBytes(k->workers_, k->n_ * 16);
-  k->workspace_ = compiler.NewScratch(bytes);
-  k->writes.push_back({k->workspace_, bytes});
+  k->workers = std::max<int64_t>(
+      1, std::min<int64_t>(k->rows, ThreadPool::Get().num_threads()));
+  const int64_t bytes = WorkspaceBytes(k->workers, k->n * 16);
+  k->workspace = compiler.NewScratch(bytes);
+  k->writes.push_back({k->workspace, bytes});
   return k;
 }
 

@@ -392,6 +392,33 @@ ENTRY e {{
     assert np.isnan(values[0, 0]) and list(values[0, 1:]) == [5, 5]
 
 
+def test_top_k_with_largest_false_returns_the_smallest_first(client):
+    x = np.array([[1, 5, 3, 5, -1, np.nan], [0, 2, 0, 2, 2, 1]], np.float32)
+    program = """
+HloModule t
+ENTRY e {
+  x = f32[2,6] parameter(0)
+  ROOT t = (f32[2,3], s32[2,3]) topk(x), k=3, largest=false
+}
+"""
+    values, indices = run(client, program, [("f32", x)])
+    np.testing.assert_array_equal(indices, [[4, 0, 2], [0, 2, 5]])
+    np.testing.assert_array_equal(values, [[-1, 1, 3], [0, 0, 1]])
+
+
+def test_top_k_with_a_largest_that_is_not_a_boolean_is_invalid(client):
+    program = """
+HloModule t
+ENTRY e {
+  x = f32[6] parameter(0)
+  ROOT t = (f32[2], s32[2]) topk(x), k=2, largest=maybe
+}
+"""
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="largest=maybe must be true or false"):
+        client.compile(program)
+
+
 def test_sorting_one_long_row_shares_it_between_threads(client):
     n = (1 << 20) + 3
     x = np.random.default_rng(14).standard_normal(n).astype(np.float32)
