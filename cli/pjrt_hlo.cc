@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <random>
 #include <sstream>
@@ -117,24 +118,56 @@ int Compile(const std::string& path, const std::string& platform, const std::str
   std::cout << absl::StrFormat("%s: %d launches for %s (NVRTC %s), cubin %d bytes\n",
                                (*module)->name(), c->generated.launches.size(), arch,
                                compiler::cuda::NvrtcVersion(), c->cubin.cubin.size());
-  for (const compiler::cuda::Launch& launch : c->generated.launches) {
-    if (launch.kind == compiler::cuda::Launch::Kind::kGemm) {
-      std::cout << absl::StrFormat("  cublasLt matmul    %s\n", launch.origin);
-      continue;
-    }
-    std::string usage = "";
-    for (const compiler::cuda::KernelResources& r : c->cubin.resources) {
-      if (r.name != launch.kernel) continue;
-      usage = absl::StrFormat("%d registers, %d bytes shared%s", r.registers, r.shared_bytes,
-                              r.spill_bytes > 0 ? absl::StrCat(", ", r.spill_bytes, " bytes spilled")
-                                                : "");
-    }
-    const std::string threads =
-        launch.threads_y > 1 ? absl::StrFormat("(%d,%d)", launch.threads, launch.threads_y)
-                             : absl::StrCat(launch.threads);
-    std::cout << absl::StrFormat("  kernel %-24s <<<%d, %s>>>  %s\n    %s\n", launch.kernel,
-                                 launch.blocks, threads, usage, launch.origin);
-  }
+  using compiler::cuda::Launch;
+  // Sub-programs of loops and conditionals indented under them.
+  std::function<void(const std::vector<Launch>&, const std::string&)> list =
+      [&](const std::vector<Launch>& launches, const std::string& indent) {
+        for (const Launch& launch : launches) {
+          switch (launch.kind) {
+            case Launch::Kind::kGemm:
+              std::cout << absl::StrFormat("%scublasLt matmul    %s\n", indent,
+                                           launch.origin);
+              continue;
+            case Launch::Kind::kCollective:
+              std::cout << absl::StrFormat("%sNCCL collective    %s\n", indent,
+                                           launch.origin);
+              continue;
+            case Launch::Kind::kWhile:
+            case Launch::Kind::kConditional: {
+              const bool loop = launch.kind == Launch::Kind::kWhile;
+              std::cout << absl::StrFormat("%s%s\n", indent, launch.origin);
+              for (size_t p = 0; p < launch.control.programs.size(); ++p) {
+                std::cout << absl::StrFormat(
+                    "%s  %s:\n", indent,
+                    loop ? (p == 0 ? "condition" : "body")
+                         : absl::StrCat("branch ", p));
+                list(launch.control.programs[p]->launches, indent + "    ");
+              }
+              continue;
+            }
+            case Launch::Kind::kKernel:
+              break;
+          }
+          std::string usage = "";
+          for (const compiler::cuda::KernelResources& r : c->cubin.resources) {
+            if (r.name != launch.kernel) continue;
+            usage = absl::StrFormat(
+                "%d registers, %d bytes shared%s", r.registers, r.shared_bytes,
+                r.spill_bytes > 0
+                    ? absl::StrCat(", ", r.spill_bytes, " bytes spilled")
+                    : "");
+          }
+          const std::string threads =
+              launch.threads_y > 1
+                  ? absl::StrFormat("(%d,%d)", launch.threads, launch.threads_y)
+                  : absl::StrCat(launch.threads);
+          std::cout << absl::StrFormat(
+              "%skernel %-24s <<<%d, %s>>>  %s\n%s  %s\n", indent,
+              launch.kernel, launch.blocks, threads, usage, indent,
+              launch.origin);
+        }
+      };
+  list(c->generated.launches, "  ");
   if (!dump.empty()) {
     absl::Status s = WriteFile(dump + "/kernels.cu", c->generated.source);
     s.Update(WriteFile(absl::StrFormat("%s/kernels.%s.cubin", dump, arch), c->cubin.cubin));

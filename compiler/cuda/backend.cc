@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/cancellation.h"
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
@@ -175,26 +176,34 @@ class CudaProgram : public Program {
     int64_t bytes = AlignUp(lowered.scratch_bytes(), 256);
     temporaries_offset_ = bytes;
     bytes += c_.generated.temporary_bytes;
-    for (const BufferSlot& slot : lowered.slots) {
-      uses_ids_ |= slot.kind == BufferSlot::Kind::kReplicaId ||
-                   slot.kind == BufferSlot::Kind::kPartitionId;
-    }
+    const auto note_ids = [&](const host::HostProgram& program) {
+      for (const BufferSlot& slot : program.slots) {
+        uses_ids_ |= slot.kind == BufferSlot::Kind::kReplicaId ||
+                     slot.kind == BufferSlot::Kind::kPartitionId;
+      }
+    };
+    note_ids(lowered);
+    ForEachLaunch(c_.generated.launches, [&](const Launch& launch) {
+      for (const auto& sub : launch.control.programs) note_ids(*sub->lowered);
+    });
     if (uses_ids_) {
       ids_offset_ = bytes;
       bytes += 256;
     }
-    for (const Launch& launch : c_.generated.launches) {
-      if (launch.kind == Launch::Kind::kGemm && workspace_offset_ < 0) {
-        workspace_offset_ = bytes;
-        bytes += kGemmWorkspaceBytes;
-      }
+    bool gemm = false;
+    ForEachLaunch(c_.generated.launches, [&](const Launch& launch) {
+      gemm |= launch.kind == Launch::Kind::kGemm;
+    });
+    if (gemm) {
+      workspace_offset_ = bytes;
+      bytes += kGemmWorkspaceBytes;
     }
     scratch_bytes_ = bytes;
   }
 
   ~CudaProgram() override {
-    for (auto& [device, pointers] : constants_) {
-      cudaSetDevice(device);
+    for (auto& [key, pointers] : constants_) {
+      cudaSetDevice(key.second);
       for (void* p : pointers) cudaFree(p);
     }
     if (library_ != nullptr) cudaLibraryUnload(library_);
@@ -211,28 +220,7 @@ class CudaProgram : public Program {
     PJRT_RETURN_IF_ERROR(CudaError(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice"));
     PJRT_RETURN_IF_ERROR(CudaError(cudaSetDevice(device), "cudaSetDevice"));
     PJRT_RETURN_IF_ERROR(EnsureLoaded());
-    PJRT_ASSIGN_OR_RETURN(const std::vector<void*>* constants, ConstantsOn(device));
-
-    const host::HostProgram& lowered = *c_.lowered;
     char* scratch = static_cast<char*>(context.scratch);
-    std::vector<void*> addresses(lowered.slots.size() + c_.generated.temporary_offsets.size(),
-                                 nullptr);
-    for (size_t k = 0; k < c_.generated.temporary_offsets.size(); ++k) {
-      addresses[lowered.slots.size() + k] =
-          scratch + temporaries_offset_ + c_.generated.temporary_offsets[k];
-    }
-    for (size_t i = 0; i < lowered.slots.size(); ++i) {
-      const BufferSlot& slot = lowered.slots[i];
-      switch (slot.kind) {
-        case BufferSlot::Kind::kParameter: addresses[i] = context.arguments[slot.index]; break;
-        case BufferSlot::Kind::kResult: addresses[i] = context.results[slot.index]; break;
-        case BufferSlot::Kind::kScratch: addresses[i] = scratch + slot.offset; break;
-        case BufferSlot::Kind::kConstant: addresses[i] = (*constants)[slot.index]; break;
-        case BufferSlot::Kind::kView: addresses[i] = addresses[slot.index]; break;
-        case BufferSlot::Kind::kReplicaId: addresses[i] = scratch + ids_offset_; break;
-        case BufferSlot::Kind::kPartitionId: addresses[i] = scratch + ids_offset_ + 4; break;
-      }
-    }
     if (uses_ids_) {
       uint32_t replica = static_cast<uint32_t>(context.replica_id);
       uint32_t partition = static_cast<uint32_t>(context.partition_id);
@@ -243,46 +231,11 @@ class CudaProgram : public Program {
                            stream),
           "launching pj_set_ids"));
     }
-    for (size_t l = 0; l < c_.generated.launches.size(); ++l) {
-      const Launch& launch = c_.generated.launches[l];
-      if (launch.kind == Launch::Kind::kGemm) {
-        absl::StatusOr<const GemmPlan*> plan = GemmPlanFor(l, device);
-        if (!plan.ok()) return Annotate(plan.status(), launch);
-        absl::Status s = RunGemm(**plan, addresses[launch.slots[0]], addresses[launch.slots[1]],
-                                 addresses[launch.slots[2]], scratch + workspace_offset_, stream);
-        if (!s.ok()) return Annotate(s, launch);
-        continue;
-      }
-      if (launch.kind == Launch::Kind::kCollective) {
-        const size_t count = launch.collective.inputs.size();
-        std::vector<void*> ins, outs;
-        for (size_t a = 0; a < launch.slots.size(); ++a) {
-          (a < count ? ins : outs).push_back(addresses[launch.slots[a]]);
-        }
-        absl::Status s = RunNcclCollective(launch.collective, context, ins, outs, device, stream);
-        if (!s.ok()) return s;
-        continue;
-      }
-      if (launch.skip_when_same_memory &&
-          addresses[launch.slots[0]] == addresses[launch.slots[1]]) {
-        continue;
-      }
-      std::vector<void*> values(launch.slots.size());
-      std::vector<void*> args(launch.slots.size());
-      for (size_t a = 0; a < launch.slots.size(); ++a) {
-        values[a] = addresses[launch.slots[a]];
-        args[a] = &values[a];
-      }
-      absl::Status s = CudaError(
-          cudaLaunchKernel(reinterpret_cast<const void*>(kernels_[l]),
-                           dim3(static_cast<unsigned>(launch.blocks)),
-                           dim3(static_cast<unsigned>(launch.threads),
-                                static_cast<unsigned>(launch.threads_y)),
-                           args.data(), 0, stream),
-          absl::StrCat("launching ", launch.kernel));
-      if (!s.ok()) return Annotate(s, launch);
-    }
-    return absl::OkStatus();
+    const Env env{context, stream, device, scratch};
+    return RunLaunches(*c_.lowered, c_.generated.launches,
+                       c_.generated.temporary_offsets,
+                       scratch + temporaries_offset_, context.arguments,
+                       context.results, scratch, env);
   }
 
   int64_t scratch_bytes() const override { return scratch_bytes_; }
@@ -303,7 +256,201 @@ class CudaProgram : public Program {
 
  private:
   static absl::Status Annotate(const absl::Status& s, const Launch& launch) {
-    return absl::Status(s.code(), absl::StrCat(s.message(), " (", launch.origin, ")"));
+    return absl::Status(s.code(),
+                        absl::StrCat(s.message(), " (", launch.origin, ")"));
+  }
+
+  // What every level of a run shares.
+  struct Env {
+    const RunContext& context;
+    cudaStream_t stream;
+    int device;
+    char* scratch;  // the run's scratch (ids and the gemm workspace)
+  };
+
+  // Enqueues `launches` of `program` (the top level or a sub-program) with
+  // its arguments and results, its scratch at `scratch` and its generated
+  // temporaries at `temporaries`.
+  absl::Status RunLaunches(const host::HostProgram& program,
+                           const std::vector<Launch>& launches,
+                           const std::vector<int64_t>& temporary_offsets,
+                           char* temporaries, absl::Span<void* const> arguments,
+                           absl::Span<void* const> results, char* scratch,
+                           const Env& env) const {
+    PJRT_ASSIGN_OR_RETURN(const std::vector<void*>* constants,
+                          ConstantsOn(program, env.device));
+    std::vector<void*> addresses(
+        program.slots.size() + temporary_offsets.size(), nullptr);
+    for (size_t k = 0; k < temporary_offsets.size(); ++k) {
+      addresses[program.slots.size() + k] = temporaries + temporary_offsets[k];
+    }
+    for (size_t i = 0; i < program.slots.size(); ++i) {
+      const BufferSlot& slot = program.slots[i];
+      switch (slot.kind) {
+        case BufferSlot::Kind::kParameter:
+          addresses[i] = arguments[slot.index];
+          break;
+        case BufferSlot::Kind::kResult:
+          addresses[i] = results[slot.index];
+          break;
+        case BufferSlot::Kind::kScratch:
+          addresses[i] = scratch + slot.offset;
+          break;
+        case BufferSlot::Kind::kConstant:
+          addresses[i] = (*constants)[slot.index];
+          break;
+        case BufferSlot::Kind::kView:
+          addresses[i] = addresses[slot.index];
+          break;
+        case BufferSlot::Kind::kReplicaId:
+          addresses[i] = env.scratch + ids_offset_;
+          break;
+        case BufferSlot::Kind::kPartitionId:
+          addresses[i] = env.scratch + ids_offset_ + 4;
+          break;
+      }
+    }
+    const cudaStream_t stream = env.stream;
+    for (const Launch& launch : launches) {
+      if (launch.kind == Launch::Kind::kGemm) {
+        absl::StatusOr<const GemmPlan*> plan = GemmPlanFor(launch, env.device);
+        if (!plan.ok()) return Annotate(plan.status(), launch);
+        absl::Status s =
+            RunGemm(**plan, addresses[launch.slots[0]],
+                    addresses[launch.slots[1]], addresses[launch.slots[2]],
+                    env.scratch + workspace_offset_, stream);
+        if (!s.ok()) return Annotate(s, launch);
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kCollective) {
+        const size_t count = launch.collective.inputs.size();
+        std::vector<void*> ins, outs;
+        for (size_t a = 0; a < launch.slots.size(); ++a) {
+          (a < count ? ins : outs).push_back(addresses[launch.slots[a]]);
+        }
+        absl::Status s = RunNcclCollective(launch.collective, env.context, ins,
+                                           outs, env.device, stream);
+        if (!s.ok()) return s;
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kWhile) {
+        absl::Status s = RunWhile(launch.control, addresses, env);
+        if (!s.ok()) return Annotate(s, launch);
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kConditional) {
+        absl::Status s = RunConditional(launch.control, addresses, env);
+        if (!s.ok()) return Annotate(s, launch);
+        continue;
+      }
+      if (launch.skip_when_same_memory &&
+          addresses[launch.slots[0]] == addresses[launch.slots[1]]) {
+        continue;
+      }
+      std::vector<void*> values(launch.slots.size());
+      std::vector<void*> args(launch.slots.size());
+      for (size_t a = 0; a < launch.slots.size(); ++a) {
+        values[a] = addresses[launch.slots[a]];
+        args[a] = &values[a];
+      }
+      absl::Status s = CudaError(
+          cudaLaunchKernel(
+              reinterpret_cast<const void*>(kernels_.at(launch.kernel)),
+              dim3(static_cast<unsigned>(launch.blocks)),
+              dim3(static_cast<unsigned>(launch.threads),
+                   static_cast<unsigned>(launch.threads_y)),
+              args.data(), 0, stream),
+          absl::StrCat("launching ", launch.kernel));
+      if (!s.ok()) return Annotate(s, launch);
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies `bytes` from the device at `from` to the host, once the stream
+  // has done everything enqueued before: how a loop reads its predicate
+  // and a conditional its selector (one round trip each time).
+  static absl::Status ReadBack(void* to, const void* from, size_t bytes,
+                               cudaStream_t stream) {
+    PJRT_RETURN_IF_ERROR(CudaError(
+        cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream),
+        "reading a loop predicate or branch selector back"));
+    return CudaError(cudaStreamSynchronize(stream),
+                     "waiting for a loop predicate");
+  }
+
+  // A sub-program of `c`, on `arguments` and `results`.
+  absl::Status RunSub(const ControlFlow& c, size_t p,
+                      const std::vector<void*>& addresses,
+                      const std::vector<void*>& arguments,
+                      const std::vector<void*>& results, const Env& env) const {
+    const SubProgram& sub = *c.programs[p];
+    return RunLaunches(*sub.lowered, sub.launches, sub.temporary_offsets,
+                       static_cast<char*>(addresses[c.temporaries]), arguments,
+                       results, static_cast<char*>(addresses[c.scratch]), env);
+  }
+
+  // As host::WhileKernel: the state in place (A) and in spares (B),
+  // swapped after each run of the body; the condition's pred read back
+  // before each. A cancelled run stops between iterations.
+  absl::Status RunWhile(const ControlFlow& c,
+                        const std::vector<void*>& addresses,
+                        const Env& env) const {
+    const size_t n = c.state.size();
+    std::vector<void*> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = addresses[c.state[i]];
+      b[i] = c.spare[i] >= 0 ? addresses[c.spare[i]] : a[i];
+      if (addresses[c.init[i]] != a[i]) {
+        PJRT_RETURN_IF_ERROR(
+            CudaError(cudaMemcpyAsync(a[i], addresses[c.init[i]], c.bytes[i],
+                                      cudaMemcpyDeviceToDevice, env.stream),
+                      "copying a loop's initial state"));
+      }
+    }
+    void* predicate = addresses[c.predicate];
+    for (;;) {
+      PJRT_RETURN_IF_ERROR(CheckCancelled(env.context.cancellation));
+      PJRT_RETURN_IF_ERROR(RunSub(c, 0, addresses, a, {predicate}, env));
+      uint8_t more = 0;
+      PJRT_RETURN_IF_ERROR(ReadBack(&more, predicate, 1, env.stream));
+      if (more == 0) break;
+      PJRT_RETURN_IF_ERROR(RunSub(c, 1, addresses, a, b, env));
+      std::swap(a, b);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (a[i] != addresses[c.state[i]]) {
+        PJRT_RETURN_IF_ERROR(
+            CudaError(cudaMemcpyAsync(addresses[c.state[i]], a[i], c.bytes[i],
+                                      cudaMemcpyDeviceToDevice, env.stream),
+                      "copying a loop's final state"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // As host::ConditionalKernel: the selector read back, then the branch
+  // it names.
+  absl::Status RunConditional(const ControlFlow& c,
+                              const std::vector<void*>& addresses,
+                              const Env& env) const {
+    const int64_t last = static_cast<int64_t>(c.programs.size()) - 1;
+    int64_t branch = 0;
+    if (c.selector_is_pred) {
+      uint8_t pred = 0;
+      PJRT_RETURN_IF_ERROR(
+          ReadBack(&pred, addresses[c.selector], 1, env.stream));
+      branch = pred != 0 ? 0 : 1;
+    } else {
+      int32_t index = 0;
+      PJRT_RETURN_IF_ERROR(
+          ReadBack(&index, addresses[c.selector], 4, env.stream));
+      branch = index < 0 || index > last ? last : index;
+    }
+    std::vector<void*> arguments, results;
+    for (int slot : c.inputs[branch]) arguments.push_back(addresses[slot]);
+    for (int slot : c.outputs) results.push_back(addresses[slot]);
+    return RunSub(c, static_cast<size_t>(branch), addresses, arguments, results,
+                  env);
   }
 
   // Loads the cubin (into every GPU's context) and finds its kernels, once.
@@ -315,16 +462,26 @@ class CudaProgram : public Program {
         cudaLibraryLoadData(&library, c_.cubin.cubin.data(), nullptr, nullptr, 0, nullptr,
                             nullptr, 0),
         absl::StrFormat("loading the program's %s cubin", c_.arch)));
-    std::vector<cudaKernel_t> kernels(c_.generated.launches.size(), nullptr);
-    for (size_t l = 0; l < kernels.size(); ++l) {
-      const Launch& launch = c_.generated.launches[l];
-      if (launch.kind != Launch::Kind::kKernel) continue;
-      absl::Status s = CudaError(cudaLibraryGetKernel(&kernels[l], library, launch.kernel.c_str()),
-                                 absl::StrCat("finding kernel ", launch.kernel));
-      if (!s.ok()) {
-        cudaLibraryUnload(library);
-        return Annotate(s, launch);
+    absl::flat_hash_map<std::string, cudaKernel_t> kernels;
+    absl::Status found;
+    ForEachLaunch(c_.generated.launches, [&](const Launch& launch) {
+      if (launch.kind != Launch::Kind::kKernel || !found.ok() ||
+          kernels.contains(launch.kernel)) {
+        return;
       }
+      cudaKernel_t kernel = nullptr;
+      absl::Status s = CudaError(
+          cudaLibraryGetKernel(&kernel, library, launch.kernel.c_str()),
+          absl::StrCat("finding kernel ", launch.kernel));
+      if (!s.ok()) {
+        found = Annotate(s, launch);
+        return;
+      }
+      kernels[launch.kernel] = kernel;
+    });
+    if (!found.ok()) {
+      cudaLibraryUnload(library);
+      return found;
     }
     cudaKernel_t set_ids = nullptr;
     if (uses_ids_) {
@@ -341,24 +498,28 @@ class CudaProgram : public Program {
     return absl::OkStatus();
   }
 
-  // The cuBLASLt plan of launch `l` on `device`, made on its first run there.
-  absl::StatusOr<const GemmPlan*> GemmPlanFor(size_t l, int device) const {
+  // The cuBLASLt plan of `launch` on `device`, made on its first run there.
+  absl::StatusOr<const GemmPlan*> GemmPlanFor(const Launch& launch,
+                                              int device) const {
     MutexLock lock(&mu_);
-    auto& plan = gemm_plans_[{l, device}];
+    auto& plan = gemm_plans_[{&launch, device}];
     if (plan == nullptr) {
-      PJRT_ASSIGN_OR_RETURN(plan, PlanGemm(c_.generated.launches[l].gemm, device));
+      PJRT_ASSIGN_OR_RETURN(plan, PlanGemm(launch.gemm, device));
     }
     return plan.get();
   }
 
-  // The program's constants in `device`'s memory, uploaded on its first run
-  // there.
-  absl::StatusOr<const std::vector<void*>*> ConstantsOn(int device) const {
+  // The constants of `program` (the top level or a sub-program) in
+  // `device`'s memory, uploaded on its first run there.
+  absl::StatusOr<const std::vector<void*>*> ConstantsOn(
+      const host::HostProgram& program, int device) const {
     MutexLock lock(&mu_);
-    if (auto it = constants_.find(device); it != constants_.end()) return &it->second;
+    const auto key = std::make_pair(&program, device);
+    if (auto it = constants_.find(key); it != constants_.end())
+      return &it->second;
     std::vector<void*> pointers;
     absl::Status status;
-    for (const std::vector<uint64_t>& data : c_.lowered->constants) {
+    for (const std::vector<uint64_t>& data : program.constants) {
       void* p = nullptr;
       const size_t bytes = std::max<size_t>(data.size() * sizeof(uint64_t), 8);
       status = CudaError(cudaMalloc(&p, bytes), "cudaMalloc for the program's constants");
@@ -378,7 +539,7 @@ class CudaProgram : public Program {
       return status;
     }
     // std::map nodes stay put: the pointer outlives the lock.
-    return &(constants_[device] = std::move(pointers));
+    return &(constants_[key] = std::move(pointers));
   }
 
   const CudaCompilation c_;
@@ -389,10 +550,15 @@ class CudaProgram : public Program {
   int64_t scratch_bytes_ = 0;
   mutable Mutex mu_;
   mutable cudaLibrary_t library_ = nullptr;
-  mutable std::vector<cudaKernel_t> kernels_;
+  // Every kernel of the program and its sub-programs, by name.
+  mutable absl::flat_hash_map<std::string, cudaKernel_t> kernels_;
   mutable cudaKernel_t set_ids_ = nullptr;
-  mutable std::map<int, std::vector<void*>> constants_;
-  mutable std::map<std::pair<size_t, int>, std::unique_ptr<GemmPlan>> gemm_plans_;
+  // By (program or sub-program, device).
+  mutable std::map<std::pair<const host::HostProgram*, int>, std::vector<void*>>
+      constants_;
+  // By (launch, device).
+  mutable std::map<std::pair<const Launch*, int>, std::unique_ptr<GemmPlan>>
+      gemm_plans_;
 };
 
 // The kernel that writes a run's replica and partition ids where the

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
+#include "compiler/host/kernel_control_flow.h"
 #include "compiler/host/kernel_indexing.h"
 #include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_random.h"
@@ -371,12 +372,22 @@ const char* kLoopHead =
     "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %d;\n"
     "       i += (%s)gridDim.x * blockDim.x) {\n";
 
+// What the generators of a program and of its sub-programs share: one
+// source, one numbering of kernels.
+struct SharedSource {
+  std::string source = kPrelude;
+  int kernels = 0;
+  bool random_helpers = false;
+};
+
 class Generator {
  public:
-  explicit Generator(const host::HostProgram& program) : program_(program) {}
+  Generator(const host::HostProgram& program, SharedSource* shared)
+      : program_(program), shared_(shared) {}
 
+  // The program's launches and temporaries (its kernels go to the shared
+  // source).
   absl::StatusOr<GeneratedProgram> Run() {
-    out_.source = kPrelude;
     for (size_t i = 0; i < program_.steps.size(); ++i) {
       const size_t first = out_.launches.size();
       absl::Status status = std::visit(
@@ -398,7 +409,9 @@ class Generator {
   }
 
  private:
-  std::string Name(const char* what) { return absl::StrFormat("pj_%s_%d", what, kernels_++); }
+  std::string Name(const char* what) {
+    return absl::StrFormat("pj_%s_%d", what, shared_->kernels++);
+  }
 
   // A temporary buffer of `bytes` after the lowered program's scratch; its
   // slot number.
@@ -420,10 +433,11 @@ class Generator {
     for (const std::string& p : params) {
       launch->params.push_back(p.substr(0, p.rfind(' ')));
     }
-    absl::StrAppendFormat(&out_.source,
-                          "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n",
-                          launch->threads * launch->threads_y, launch->kernel,
-                          absl::StrJoin(params, ", "));
+    absl::StrAppendFormat(
+        &shared_->source,
+        "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n",
+        launch->threads * launch->threads_y, launch->kernel,
+        absl::StrJoin(params, ", "));
   }
 
   // The input of `s` that a tiled loop stages through shared memory, and the
@@ -497,7 +511,7 @@ class Generator {
       return absl::InternalError("a loop step must have one output");
     }
     absl::StrAppendFormat(&body, "    out[i] = %s;\n", Store(s.output_type, outputs[0]));
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     if (tiled < 0) {
       Open(&launch, params);
       absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
@@ -650,7 +664,7 @@ class Generator {
                                     const std::string& finish) {
         l->threads = kThreads;
         l->blocks = std::min(segments, kMaxBlocks);
-        std::string& k = out_.source;
+        std::string& k = shared_->source;
         Open(l, ps);
         absl::StrAppendFormat(&k, "  __shared__ %s partial[%d];\n", acc, kThreads / 32);
         absl::StrAppendFormat(&k, "  for (%s seg = blockIdx.x; seg < %d; seg += gridDim.x) {\n", idx,
@@ -710,7 +724,7 @@ class Generator {
       launch.kernel = Name("reduce_columns");
       launch.threads = kThreads;
       launch.blocks = BlocksFor(outputs);
-      std::string& k = out_.source;
+      std::string& k = shared_->source;
       Open(&launch, params);
       absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
       absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx, s.inner, s.inner);
@@ -751,7 +765,7 @@ class Generator {
       params.push_back(absl::StrFormat("const %s* init%d", st, j));
       launch.slots.push_back(s.inits[j]);
     }
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, params);
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
     absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx, s.inner, s.inner);
@@ -811,7 +825,7 @@ class Generator {
     launch.threads = kThreads;
     launch.blocks = BlocksFor(n);
     launch.slots = {s.dst, s.src};
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* src")});
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
     absl::StrAppend(&k, SplitIndex(s.dims, idx, "    "));
@@ -834,7 +848,7 @@ class Generator {
     launch.threads = kThreads;
     launch.blocks = BlocksFor(s.count);
     launch.slots = {s.dst, s.value};
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* value")});
     absl::StrAppendFormat(&k, "  const %s v = value[0];\n", w);
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, s.count, idx);
@@ -861,7 +875,7 @@ class Generator {
       params.push_back(absl::StrFormat("const %s* start%d", st, d));
       launch.slots.push_back(s.start_slots[d]);
     }
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, params);
     // Starts are clamped so that the window stays inside the array.
     for (int d = 0; d < rank; ++d) {
@@ -924,7 +938,7 @@ class Generator {
     launch.threads = kThreads;
     launch.blocks = BlocksFor(outputs);
     launch.slots = {s.out, s.lhs, s.rhs};
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, {"pj_s64* out", "const pj_s64* lhs", "const pj_s64* rhs"});
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
     absl::StrAppendFormat(&k, "    const %s b = i / %d, row = (i / %d) %% %d, col = i %% %d;\n", idx,
@@ -1029,6 +1043,14 @@ class Generator {
             dynamic_cast<const host::MapKernel*>(s.kernel.get())) {
       return EmitMap(*map);
     }
+    if (const auto* loop =
+            dynamic_cast<const host::WhileKernel*>(s.kernel.get())) {
+      return EmitWhile(*loop);
+    }
+    if (const auto* conditional =
+            dynamic_cast<const host::ConditionalKernel*>(s.kernel.get())) {
+      return EmitConditional(*conditional);
+    }
     if (const auto* sort =
             dynamic_cast<const host::SortKernel*>(s.kernel.get())) {
       return EmitSort(*sort);
@@ -1040,7 +1062,8 @@ class Generator {
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
         "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
-        "rng-bit-generator and the window ops); run this program with "
+        "rng-bit-generator, the window ops, while and conditional); run this "
+        "program with "
         "--platform host",
         s.kernel->name));
   }
@@ -1099,7 +1122,7 @@ class Generator {
     launch.threads = kThreads;
     launch.blocks = BlocksFor(n);
     launch.slots = {g.output, g.operand, g.indices};
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch,
          {absl::StrCat(w, "* out"), absl::StrCat("const ", w, "* operand"),
           absl::StrCat("const ", it, "* indices")});
@@ -1187,7 +1210,7 @@ class Generator {
     }
     launch.slots.push_back(sc.indices);
     params.push_back(absl::StrCat("const ", it, "* indices"));
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, params);
     absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", chunks,
                           "long long");
@@ -1288,9 +1311,9 @@ class Generator {
   // ThreeFry-2x32 and Philox-4x32, as the host computes them
   // (kernel_random.cc), emitted once per program.
   void EmitRandomHelpers() {
-    if (random_helpers_) return;
-    random_helpers_ = true;
-    absl::StrAppend(&out_.source, R"(
+    if (shared_->random_helpers) return;
+    shared_->random_helpers = true;
+    absl::StrAppend(&shared_->source, R"(
 __device__ __forceinline__ unsigned pj_rotl32(unsigned v, int d) {
   return (v << d) | (v >> (32 - d));
 }
@@ -1349,7 +1372,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     const bool wide = g.bytes == 8;
     const int64_t blocks = ((wide ? 2 * n : n) + 3) / 4;
     const int64_t units = g.philox ? blocks : n;
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     if (units > 0) {
       const char* idx = IndexType(std::max(units, 4 * blocks));
       Launch launch;
@@ -1477,7 +1500,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
       launch.slots.push_back(rw.inits[j]);
       params.push_back(absl::StrFormat("const %s* init%d", storage[j], j));
     }
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, params);
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, total, idx);
     absl::StrAppend(&k, SplitIndex(rw.out_dims, idx, "    "));
@@ -1556,7 +1579,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                           CudaStorageType(ss.source_type));
     PJRT_ASSIGN_OR_RETURN(std::string src_compute, ComputeType(ss.source_type));
     const int selected = Temporary(std::max<int64_t>(windows, 1) * 8);
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     if (windows > 0) {
       const char* idx = IndexType(std::max(windows, count));
       Launch launch;
@@ -1689,7 +1712,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
       launch.slots.push_back(m.inputs[j]);
       params.push_back(absl::StrFormat("const %s* in%d", st, j));
     }
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     Open(&launch, params);
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, m.count, idx);
     std::vector<std::string> inputs;
@@ -1727,7 +1750,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                     const std::string& what) {
     const int64_t count = rows * n;
     const int perm[2] = {Temporary(count * 8), Temporary(count * 8)};
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     std::string args;
     std::vector<std::string> names;
     for (size_t j = 0; j < params.size(); ++j) {
@@ -1811,7 +1834,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
           "this sort's comparator has no scalar form for the CUDA backend; "
           "run this program with --platform host");
     }
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     std::vector<std::string> params;
     std::vector<std::string> storage;
     for (size_t j = 0; j < sort.types.size(); ++j) {
@@ -1912,7 +1935,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
   absl::Status EmitTopK(const host::TopKKernel& t) {
     if (t.rows == 0 || t.k == 0) return absl::OkStatus();
     PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(t.type));
-    std::string& k = out_.source;
+    std::string& k = shared_->source;
     const std::string param = absl::StrFormat("const %s* in", st);
     const std::string less = Name("topk_before");
     absl::StrAppendFormat(
@@ -1945,13 +1968,91 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     return absl::OkStatus();
   }
 
+  // A computation a while or conditional runs, generated into the shared
+  // source with launches and temporaries of its own.
+  absl::StatusOr<std::shared_ptr<const SubProgram>> Sub(
+      const host::HostProgram& program) {
+    for (const host::BufferSlot& slot : program.slots) {
+      if (slot.shape.IsArray()) {
+        PJRT_RETURN_IF_ERROR(
+            CudaStorageType(slot.shape.element_type()).status());
+      }
+    }
+    PJRT_ASSIGN_OR_RETURN(GeneratedProgram g,
+                          Generator(program, shared_).Run());
+    auto sub = std::make_shared<SubProgram>();
+    sub->lowered = &program;
+    sub->launches = std::move(g.launches);
+    sub->temporary_offsets = std::move(g.temporary_offsets);
+    sub->temporary_bytes = g.temporary_bytes;
+    return sub;
+  }
+
+  // while: the condition and the body as sub-programs; the run evaluates
+  // the condition, reads its pred back, and runs the body, until false.
+  absl::Status EmitWhile(const host::WhileKernel& w) {
+    Launch launch;
+    launch.kind = Launch::Kind::kWhile;
+    ControlFlow& c = launch.control;
+    PJRT_ASSIGN_OR_RETURN(std::shared_ptr<const SubProgram> condition,
+                          Sub(*w.condition));
+    PJRT_ASSIGN_OR_RETURN(std::shared_ptr<const SubProgram> body, Sub(*w.body));
+    c.temporaries =
+        Temporary(std::max(condition->temporary_bytes, body->temporary_bytes));
+    c.predicate = Temporary(8);
+    c.programs = {std::move(condition), std::move(body)};
+    c.init = w.init;
+    c.state = w.state;
+    c.spare = w.spare;
+    c.bytes = w.bytes;
+    c.scratch = w.scratch;
+    launch.origin =
+        absl::StrFormat("while loop over %d state buffers", w.state.size());
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // conditional: every branch as a sub-program; the run reads the selector
+  // back and runs the one it names.
+  absl::Status EmitConditional(const host::ConditionalKernel& k) {
+    Launch launch;
+    launch.kind = Launch::Kind::kConditional;
+    ControlFlow& c = launch.control;
+    int64_t temporaries = 0;
+    for (const host::ConditionalKernel::Branch& b : k.branches) {
+      PJRT_ASSIGN_OR_RETURN(std::shared_ptr<const SubProgram> branch,
+                            Sub(*b.program));
+      temporaries = std::max(temporaries, branch->temporary_bytes);
+      c.programs.push_back(std::move(branch));
+      c.inputs.push_back(b.inputs);
+    }
+    c.temporaries = Temporary(temporaries);
+    c.selector = k.selector;
+    c.selector_is_pred = k.selector_is_pred;
+    c.outputs = k.outputs;
+    c.scratch = k.scratch;
+    launch.origin =
+        absl::StrFormat("conditional of %d branches", k.branches.size());
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
   const host::HostProgram& program_;
+  SharedSource* shared_;
   GeneratedProgram out_;
-  int kernels_ = 0;
-  bool random_helpers_ = false;
 };
 
 }  // namespace
+
+void ForEachLaunch(const std::vector<Launch>& launches,
+                   const std::function<void(const Launch&)>& visit) {
+  for (const Launch& launch : launches) {
+    visit(launch);
+    for (const auto& sub : launch.control.programs) {
+      ForEachLaunch(sub->launches, visit);
+    }
+  }
+}
 
 absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program) {
   for (const host::BufferSlot& slot : program.slots) {
@@ -1959,7 +2060,11 @@ absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program) 
       PJRT_RETURN_IF_ERROR(CudaStorageType(slot.shape.element_type()).status());
     }
   }
-  return Generator(program).Run();
+  SharedSource shared;
+  PJRT_ASSIGN_OR_RETURN(GeneratedProgram generated,
+                        Generator(program, &shared).Run());
+  generated.source = std::move(shared.source);
+  return generated;
 }
 
 }  // namespace pjrt::compiler::cuda

@@ -32,13 +32,18 @@
 //    thread per position placing it by binary search in the other run),
 //    the comparator inlined in a device function, then the operands
 //    gathered in order (top-k: the first k);
+//  - KernelStep of a while or conditional (host::WhileKernel,
+//    host::ConditionalKernel): a kWhile or kConditional launch whose
+//    condition, body or branches are SubPrograms generated the same way
+//    into the same source; the backend reads the predicate or selector
+//    back between them;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
 // f8 and 16-bit floats computed in f32 and rounded after every op, as on
 // the host; no f8 dot yet), f32 and f64. Every other step
-// (kernels such as while, convolution) and every other type
+// (kernels such as convolution, fft) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit
@@ -47,6 +52,8 @@
 #define PJRT_COMPILER_CUDA_CODEGEN_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,12 +62,41 @@
 
 namespace pjrt::compiler::cuda {
 
+struct SubProgram;
+
+// What a while or conditional does between its sub-programs' launches.
+// Slots are the enclosing program's.
+struct ControlFlow {
+  // kWhile: the condition, then the body; kConditional: the branches.
+  std::vector<std::shared_ptr<const SubProgram>> programs;
+  // kWhile, per state leaf: the initial value's slot, the state's, its
+  // spare (-1: the body passes it through) and its size (as
+  // host::WhileKernel).
+  std::vector<int> init, state, spare;
+  std::vector<int64_t> bytes;
+  // kWhile: a temporary of 8 bytes the condition writes its pred to; the
+  // run reads it back after each evaluation.
+  int predicate = -1;
+  // kConditional: the selector (pred: true runs branch 0; s32: the index,
+  // out of range the last), each branch's argument slots, the results.
+  int selector = -1;
+  bool selector_is_pred = false;
+  std::vector<std::vector<int>> inputs;
+  std::vector<int> outputs;
+  // The sub-programs' scratch (the host kernel's scratch slot) and the
+  // temporary that holds their generated temporaries.
+  int scratch = -1;
+  int temporaries = -1;
+};
+
 // One thing a run does, in order, on the compute stream.
 struct Launch {
   enum class Kind {
-    kKernel,  // a generated kernel
-    kGemm,    // a cuBLASLt matmul (gemm)
-    kCollective,  // an NCCL collective (nccl.h)
+    kKernel,       // a generated kernel
+    kGemm,         // a cuBLASLt matmul (gemm)
+    kCollective,   // an NCCL collective (nccl.h)
+    kWhile,        // a loop of sub-programs, its predicate read back each time
+    kConditional,  // one sub-program, chosen by a selector read back
   };
   Kind kind = Kind::kKernel;
   // kKernel: the kernel's name in the source, its grid, and the slots
@@ -80,6 +116,8 @@ struct Launch {
   host::DotStep gemm;
   // kCollective: slots are the operands, then the results.
   host::CollectiveStep collective;
+  // kWhile and kConditional.
+  ControlFlow control;
   // The step it came from ("loop over f32[8,128] (add, exp)"), for errors
   // and `pjrt-hlo compile`.
   std::string origin;
@@ -95,6 +133,23 @@ struct GeneratedProgram {
   std::vector<int64_t> temporary_offsets;
   int64_t temporary_bytes = 0;
 };
+
+// The launches of a computation that a while or conditional runs: slots
+// are those of `lowered` (owned by the host kernel in the enclosing
+// lowered program), then its temporaries, at temporary_offsets[k] bytes
+// into the region the enclosing program's ControlFlow::temporaries holds.
+// Its kernels are in the enclosing GeneratedProgram's source.
+struct SubProgram {
+  const host::HostProgram* lowered = nullptr;
+  std::vector<Launch> launches;
+  std::vector<int64_t> temporary_offsets;
+  int64_t temporary_bytes = 0;
+};
+
+// Calls `visit` on every launch of `launches` and, depth first, of their
+// sub-programs.
+void ForEachLaunch(const std::vector<Launch>& launches,
+                   const std::function<void(const Launch&)>& visit);
 
 // REQUIRES: `program` passed CheckBounds.
 absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program);

@@ -1,112 +1,85 @@
 // while, conditional and map: kernels that run computations of the module
 // (compiled as programs of their own, or as scalar expressions for map).
+#include "compiler/host/kernel_control_flow.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "compiler/host/host_program.h"
-#include "compiler/host/kernel.h"
 #include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/thread_pool.h"
 
 namespace pjrt::compiler::host {
-namespace {
 
-// The loop state lives in two sets of buffers, the outputs (A) and spares
-// (B): each iteration the body reads A and writes B, then they swap, so a
-// run allocates nothing per iteration. State the body passes through
-// unchanged has no spare: it stays in place and is never copied.
-class WhileKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const size_t n = state_.size();
-    std::vector<void*> a(n), b(n);
-    for (size_t i = 0; i < n; ++i) {
-      a[i] = addresses[state_[i]];
-      b[i] = spare_[i] >= 0 ? addresses[spare_[i]] : a[i];
-      if (addresses[init_[i]] != a[i]) {
-        std::memmove(a[i], addresses[init_[i]], bytes_[i]);
-      }
+absl::Status WhileKernel::Run(absl::Span<void* const> addresses,
+                              const RunContext& context) const {
+  const size_t n = state.size();
+  std::vector<void*> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = addresses[state[i]];
+    b[i] = spare[i] >= 0 ? addresses[spare[i]] : a[i];
+    if (addresses[init[i]] != a[i]) {
+      std::memmove(a[i], addresses[init[i]], bytes[i]);
     }
-    RunContext sub = context;
-    sub.scratch = addresses[scratch_];
-    uint8_t pred = 0;
-    void* const pred_result[1] = {&pred};
-    while (true) {
-      PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
-      sub.arguments = a;
-      sub.results = pred_result;
-      PJRT_RETURN_IF_ERROR(condition_->Run(sub));
-      if (pred == 0) break;
-      sub.results = b;
-      PJRT_RETURN_IF_ERROR(body_->Run(sub));
-      std::swap(a, b);
+  }
+  RunContext sub = context;
+  sub.scratch = addresses[scratch];
+  uint8_t pred = 0;
+  void* const pred_result[1] = {&pred};
+  while (true) {
+    PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
+    sub.arguments = a;
+    sub.results = pred_result;
+    PJRT_RETURN_IF_ERROR(condition->Run(sub));
+    if (pred == 0) break;
+    sub.results = b;
+    PJRT_RETURN_IF_ERROR(body->Run(sub));
+    std::swap(a, b);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != addresses[state[i]]) {
+      std::memcpy(addresses[state[i]], a[i], bytes[i]);
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (a[i] != addresses[state_[i]]) {
-        std::memcpy(addresses[state_[i]], a[i], bytes_[i]);
-      }
-    }
-    return absl::OkStatus();
   }
+  return absl::OkStatus();
+}
 
-  int64_t host_memory_bytes() const override {
-    return condition_->host_memory_bytes() + body_->host_memory_bytes();
+int64_t WhileKernel::host_memory_bytes() const {
+  return condition->host_memory_bytes() + body->host_memory_bytes();
+}
+
+absl::Status ConditionalKernel::Run(absl::Span<void* const> addresses,
+                                    const RunContext& context) const {
+  const void* chosen_by = addresses[selector];
+  int64_t branch = 0;
+  if (selector_is_pred) {
+    branch = *static_cast<const uint8_t*>(chosen_by) != 0 ? 0 : 1;
+  } else {
+    int32_t index = 0;
+    std::memcpy(&index, chosen_by, sizeof(index));
+    const int64_t last = static_cast<int64_t>(branches.size()) - 1;
+    // XLA: an index out of range runs the last branch.
+    branch = index < 0 || index > last ? last : index;
   }
+  const Branch& b = branches[branch];
+  std::vector<void*> arguments, results;
+  for (int slot : b.inputs) arguments.push_back(addresses[slot]);
+  for (int slot : outputs) results.push_back(addresses[slot]);
+  RunContext sub = context;
+  sub.arguments = arguments;
+  sub.results = results;
+  sub.scratch = addresses[scratch];
+  return b.program->Run(sub);
+}
 
-  std::unique_ptr<HostProgram> condition_, body_;
-  std::vector<int> init_, state_, spare_;
-  std::vector<int64_t> bytes_;
-  int scratch_ = -1;
-};
-
-class ConditionalKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const void* selector = addresses[selector_];
-    int64_t branch = 0;
-    if (selector_is_pred_) {
-      branch = *static_cast<const uint8_t*>(selector) != 0 ? 0 : 1;
-    } else {
-      int32_t index = 0;
-      std::memcpy(&index, selector, sizeof(index));
-      const int64_t last = static_cast<int64_t>(branches_.size()) - 1;
-      // XLA: an index out of range runs the last branch.
-      branch = index < 0 || index > last ? last : index;
-    }
-    const Branch& b = branches_[branch];
-    std::vector<void*> arguments, results;
-    for (int slot : b.inputs) arguments.push_back(addresses[slot]);
-    for (int slot : outputs_) results.push_back(addresses[slot]);
-    RunContext sub = context;
-    sub.arguments = arguments;
-    sub.results = results;
-    sub.scratch = addresses[scratch_];
-    return b.program->Run(sub);
-  }
-
-  int64_t host_memory_bytes() const override {
-    int64_t bytes = 0;
-    for (const Branch& b : branches_) bytes += b.program->host_memory_bytes();
-    return bytes;
-  }
-
-  struct Branch {
-    std::unique_ptr<HostProgram> program;
-    std::vector<int> inputs;
-  };
-  int selector_ = -1;
-  bool selector_is_pred_ = false;
-  std::vector<Branch> branches_;
-  std::vector<int> outputs_;
-  int scratch_ = -1;
-};
-
-}  // namespace
+int64_t ConditionalKernel::host_memory_bytes() const {
+  int64_t bytes = 0;
+  for (const Branch& b : branches) bytes += b.program->host_memory_bytes();
+  return bytes;
+}
 
 absl::Status MapKernel::Run(absl::Span<void* const> addresses,
                             const RunContext& context) const {
@@ -147,33 +120,33 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
                                                    KernelCompiler& compiler) {
   const hlo::Instruction& inst = *args.inst;
   auto kernel = std::make_shared<WhileKernel>();
-  PJRT_ASSIGN_OR_RETURN(kernel->condition_,
-                        compiler.CompileComputation(*inst.called_computations()[0]));
-  PJRT_ASSIGN_OR_RETURN(kernel->body_,
-                        compiler.CompileComputation(*inst.called_computations()[1]));
+  PJRT_ASSIGN_OR_RETURN(kernel->condition, compiler.CompileComputation(
+                                               *inst.called_computations()[0]));
+  PJRT_ASSIGN_OR_RETURN(kernel->body, compiler.CompileComputation(
+                                          *inst.called_computations()[1]));
   const size_t n = args.outputs.size();
-  if (args.inputs.size() != n || kernel->body_->result_parameters.size() != n) {
+  if (args.inputs.size() != n || kernel->body->result_parameters.size() != n) {
     return absl::InternalError(absl::StrFormat(
         "%s: %d state leaves in, %d out", inst.Describe(), args.inputs.size(), n));
   }
   for (size_t i = 0; i < n; ++i) {
     const int64_t bytes = args.output_shapes[i].UnpackedByteSize();
-    kernel->init_.push_back(args.inputs[i]);
-    kernel->state_.push_back(args.outputs[i]);
-    kernel->bytes_.push_back(bytes);
+    kernel->init.push_back(args.inputs[i]);
+    kernel->state.push_back(args.outputs[i]);
+    kernel->bytes.push_back(bytes);
     const bool pass_through =
-        kernel->body_->result_parameters[i] == static_cast<int>(i);
-    kernel->spare_.push_back(pass_through ? -1 : compiler.NewScratch(bytes));
+        kernel->body->result_parameters[i] == static_cast<int>(i);
+    kernel->spare.push_back(pass_through ? -1 : compiler.NewScratch(bytes));
     kernel->reads.push_back({args.inputs[i], bytes});
     kernel->writes.push_back({args.outputs[i], bytes});
-    if (kernel->spare_.back() >= 0) {
-      kernel->writes.push_back({kernel->spare_.back(), bytes});
+    if (kernel->spare.back() >= 0) {
+      kernel->writes.push_back({kernel->spare.back(), bytes});
     }
   }
-  const int64_t scratch = std::max(kernel->condition_->scratch_bytes(),
-                                   kernel->body_->scratch_bytes());
-  kernel->scratch_ = compiler.NewScratch(scratch);
-  kernel->writes.push_back({kernel->scratch_, scratch});
+  const int64_t scratch = std::max(kernel->condition->scratch_bytes(),
+                                   kernel->body->scratch_bytes());
+  kernel->scratch = compiler.NewScratch(scratch);
+  kernel->writes.push_back({kernel->scratch, scratch});
   return kernel;
 }
 
@@ -181,8 +154,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
     const KernelArgs& args, KernelCompiler& compiler) {
   const hlo::Instruction& inst = *args.inst;
   auto kernel = std::make_shared<ConditionalKernel>();
-  kernel->selector_ = args.inputs[0];
-  kernel->selector_is_pred_ =
+  kernel->selector = args.inputs[0];
+  kernel->selector_is_pred =
       args.input_shapes[0].element_type() == hlo::PrimitiveType::kPred;
   kernel->reads.push_back({args.inputs[0], args.input_shapes[0].UnpackedByteSize()});
   int64_t scratch = 0;
@@ -201,14 +174,14 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
           branch.program->result_shapes().size(), args.outputs.size()));
     }
     scratch = std::max(scratch, branch.program->scratch_bytes());
-    kernel->branches_.push_back(std::move(branch));
+    kernel->branches.push_back(std::move(branch));
   }
   for (size_t i = 0; i < args.outputs.size(); ++i) {
-    kernel->outputs_.push_back(args.outputs[i]);
+    kernel->outputs.push_back(args.outputs[i]);
     kernel->writes.push_back({args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
   }
-  kernel->scratch_ = compiler.NewScratch(scratch);
-  kernel->writes.push_back({kernel->scratch_, scratch});
+  kernel->scratch = compiler.NewScratch(scratch);
+  kernel->writes.push_back({kernel->scratch, scratch});
   return kernel;
 }
 

@@ -1,0 +1,54 @@
+// while's and conditional's kernels (kernel_control_flow.cc), declared here
+// for the CUDA code generator, which runs the same sub-programs' steps on
+// the GPU.
+#ifndef PJRT_COMPILER_HOST_KERNEL_CONTROL_FLOW_H_
+#define PJRT_COMPILER_HOST_KERNEL_CONTROL_FLOW_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "compiler/host/host_program.h"
+#include "compiler/host/kernel.h"
+
+namespace pjrt::compiler::host {
+
+// The loop state lives in two sets of buffers, the outputs (A) and spares
+// (B): each iteration the body reads A and writes B, then they swap, so a
+// run allocates nothing per iteration. State the body passes through
+// unchanged has no spare: it stays in place and is never copied.
+class WhileKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override;
+  int64_t host_memory_bytes() const override;
+
+  std::unique_ptr<HostProgram> condition, body;
+  // Per state leaf: the initial value's slot, the state's (the while's
+  // result), its spare (-1: passed through) and its size.
+  std::vector<int> init, state, spare;
+  std::vector<int64_t> bytes;
+  int scratch = -1;  // the condition's and the body's scratch
+};
+
+class ConditionalKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override;
+  int64_t host_memory_bytes() const override;
+
+  struct Branch {
+    std::unique_ptr<HostProgram> program;
+    std::vector<int> inputs;
+  };
+  // A pred (true: branch 0) or an s32 index (out of range: the last).
+  int selector = -1;
+  bool selector_is_pred = false;
+  std::vector<Branch> branches;
+  std::vector<int> outputs;
+  int scratch = -1;  // the branches' scratch
+};
+
+}  // namespace pjrt::compiler::host
+
+#endif  // PJRT_COMPILER_HOST_KERNEL_CONTROL_FLOW_H_
