@@ -12,6 +12,7 @@
 #include "compiler/cuda/nccl.h"
 #include "compiler/cuda/prelude.h"
 #include "compiler/host/kernel_control_flow.h"
+#include "compiler/host/kernel_convolution.h"
 #include "compiler/host/kernel_indexing.h"
 #include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_random.h"
@@ -1043,6 +1044,10 @@ class Generator {
             dynamic_cast<const host::MapKernel*>(s.kernel.get())) {
       return EmitMap(*map);
     }
+    if (const auto* conv =
+            dynamic_cast<const host::ConvolutionKernelBase*>(s.kernel.get())) {
+      return EmitConvolution(*conv);
+    }
     if (const auto* loop =
             dynamic_cast<const host::WhileKernel*>(s.kernel.get())) {
       return EmitWhile(*loop);
@@ -1062,7 +1067,8 @@ class Generator {
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
         "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
-        "rng-bit-generator, the window ops, while and conditional); run this "
+        "rng-bit-generator, the window ops, convolution, while and "
+        "conditional); run this "
         "program with "
         "--platform host",
         s.kernel->name));
@@ -1964,6 +1970,106 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                           "    indices[i] = (pj_s32)from;\n  }\n}\n",
                           t.k, t.k, t.n, t.n);
     launch.origin = what;
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // convolution: a thread per output element, its window's taps and the
+  // group's input features summed in the host's type (float, or double
+  // for f64 and integer results), then converted as the host converts.
+  // A direct kernel: correct for every dim_labels, group, padding,
+  // dilation and reversal; cuDNN's speed comes later.
+  absl::Status EmitConvolution(const host::ConvolutionKernelBase& conv) {
+    const host::ConvPlan& p = conv.plan;
+    const hlo::ConvolutionDimensions& d = p.dims;
+    const int rank = p.spatial + 2;
+    std::vector<int64_t> out_dims(rank);
+    out_dims[d.output_batch] = p.out_batch;
+    out_dims[d.output_feature] = p.out_features;
+    for (int s = 0; s < p.spatial; ++s)
+      out_dims[d.output_spatial[s]] = p.out_spatial[s];
+    const int64_t count = Product(out_dims);
+    if (count == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string lhs_storage, CudaStorageType(p.lhs_type));
+    PJRT_ASSIGN_OR_RETURN(std::string rhs_storage, CudaStorageType(p.rhs_type));
+    PJRT_ASSIGN_OR_RETURN(std::string out_storage, CudaStorageType(p.out_type));
+    PJRT_ASSIGN_OR_RETURN(std::string out_compute, ComputeType(p.out_type));
+    const char* acc_type = conv.wide ? "double" : "float";
+    const char* idx = IndexType(count);
+    Launch launch;
+    launch.kernel = Name("convolution");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {conv.out, conv.lhs, conv.rhs};
+    std::string& k = shared_->source;
+    Open(&launch, {absl::StrCat(out_storage, "* out"),
+                   absl::StrCat("const ", lhs_storage, "* lhs"),
+                   absl::StrCat("const ", rhs_storage, "* rhs")});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, count, idx);
+    absl::StrAppend(&k, SplitIndex(out_dims, idx, "    "));
+    absl::StrAppendFormat(&k,
+                          "    const long long b = c%d, oc = c%d;\n"
+                          "    const long long g = oc / %dLL;\n",
+                          d.output_batch, d.output_feature, p.out_per_group);
+    absl::StrAppendFormat(
+        &k, "    const long long image = (%s + b) * %dLL + %s * %dLL;\n",
+        p.batch_groups > 1 ? absl::StrFormat("g * %dLL", p.out_batch) : "0LL",
+        p.lhs_strides[d.input_batch],
+        p.feature_groups > 1 ? absl::StrFormat("g * %dLL", p.in_per_group)
+                             : "0LL",
+        p.lhs_strides[d.input_feature]);
+    absl::StrAppendFormat(&k, "    %s acc = 0;\n", acc_type);
+    std::string indent = "    ", in_at = "image", w_at = "0";
+    for (int s = 0; s < p.spatial; ++s) {
+      const hlo::WindowDimension& w = p.window[s];
+      absl::StrAppendFormat(&k,
+                            "%sfor (long long t%d = 0; t%d < %dLL; ++t%d) {\n",
+                            indent, s, s, p.taps[s], s);
+      indent += "  ";
+      absl::StrAppendFormat(
+          &k,
+          "%sconst long long x%d = (long long)c%d * %dLL + t%d * %dLL - %dLL;\n"
+          "%sif (x%d < 0 || x%d %% %dLL != 0 || x%d / %dLL >= %dLL) "
+          "continue;\n",
+          indent, s, d.output_spatial[s], w.stride, s, w.window_dilation,
+          w.padding_low, indent, s, s, w.base_dilation, s, w.base_dilation,
+          p.in_spatial[s]);
+      absl::StrAppendFormat(&in_at, " + (x%d / %dLL) * %dLL", s,
+                            w.base_dilation, p.lhs_strides[d.input_spatial[s]]);
+      absl::StrAppendFormat(
+          &w_at, " + %s * %dLL",
+          w.reversal ? absl::StrFormat("(%dLL - t%d)", p.taps[s] - 1, s)
+                     : absl::StrFormat("t%d", s),
+          p.rhs_strides[d.kernel_spatial[s]]);
+    }
+    absl::StrAppendFormat(
+        &k, "%sconst long long at = %s, wat = %s + oc * %dLL;\n", indent, in_at,
+        w_at, p.rhs_strides[d.kernel_output_feature]);
+    absl::StrAppendFormat(&k, "%sfor (long long ci = 0; ci < %dLL; ++ci) {\n",
+                          indent, p.in_per_group);
+    absl::StrAppendFormat(
+        &k, "%s  acc += (%s)%s * (%s)%s;\n%s}\n", indent, acc_type,
+        Load(p.lhs_type, absl::StrFormat("lhs[at + ci * %dLL]",
+                                         p.lhs_strides[d.input_feature])),
+        acc_type,
+        Load(p.rhs_type,
+             absl::StrFormat("rhs[wat + ci * %dLL]",
+                             p.rhs_strides[d.kernel_input_feature])),
+        indent);
+    for (int s = 0; s < p.spatial; ++s) {
+      indent.resize(indent.size() - 2);
+      absl::StrAppendFormat(&k, "%s}\n", indent);
+    }
+    std::string value;
+    if (p.out_type == PrimitiveType::kPred) {
+      value = "pj_to_pred(acc)";
+    } else if (hlo::IsFloatingPoint(p.out_type)) {
+      value = Store(p.out_type, absl::StrFormat("(%s)acc", out_compute));
+    } else {
+      value = absl::StrFormat("pj_convert<%s, double>(acc)", out_compute);
+    }
+    absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n", value);
+    launch.origin =
+        absl::StrFormat("convolution into [%s]", absl::StrJoin(out_dims, ","));
     Add(std::move(launch));
     return absl::OkStatus();
   }

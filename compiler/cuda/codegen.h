@@ -37,13 +37,15 @@
 //    condition, body or branches are SubPrograms generated the same way
 //    into the same source; the backend reads the predicate or selector
 //    back between them;
+//  - KernelStep of a convolution (host::ConvolutionKernelBase): a thread
+//    per output element, its window summed in the host's type;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
 // f8 and 16-bit floats computed in f32 and rounded after every op, as on
 // the host; no f8 dot yet), f32 and f64. Every other step
-// (kernels such as convolution, fft) and every other type
+// (kernels such as fft, rng) and every other type
 // is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit

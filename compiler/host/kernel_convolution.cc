@@ -7,6 +7,8 @@
 // through Eigen: a block's patches (im2col, zeros where the window meets
 // padding or dilation holes) times the group's kernel matrix. f32, f16 and
 // bf16 compute in f32; f64 and integers in f64.
+#include "compiler/host/kernel_convolution.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,7 +17,6 @@
 #include "Eigen/Core"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/thread_pool.h"
 #include "hlo/op_attributes.h"
@@ -25,117 +26,105 @@ namespace {
 
 using hlo::PrimitiveType;
 
-struct ConvPlan {
-  hlo::ConvolutionDimensions dims;
-  std::vector<hlo::WindowDimension> window;
-  int spatial = 0;
-  int64_t batch = 0, in_features = 0;            // input
-  std::vector<int64_t> in_spatial, out_spatial, taps;
-  int64_t out_batch = 0, out_features = 0;
-  int64_t feature_groups = 1, batch_groups = 1;
-  int64_t groups = 1;                             // of the two, the one > 1
-  int64_t in_per_group = 0, out_per_group = 0;    // features
-  int64_t positions = 0;                          // out_batch * prod(out_spatial)
-  int64_t tap_count = 1;                          // prod(taps)
-  int64_t cols = 0;                               // tap_count * in_per_group
-  std::vector<int64_t> lhs_strides, rhs_strides, out_strides;
-  PrimitiveType lhs_type, rhs_type, out_type;
-};
-
 template <typename T>
 void ToCanonicalValue(PrimitiveType type, const void* base, int64_t i, T* out) {
   *out = static_cast<T>(LoadAsDouble(type, base, i));
 }
 
 template <typename T>
-class ConvolutionKernel : public Kernel {
+class ConvolutionKernel : public ConvolutionKernelBase {
  public:
-  explicit ConvolutionKernel(ConvPlan plan) : p_(std::move(plan)) {}
+  explicit ConvolutionKernel(ConvPlan p)
+      : ConvolutionKernelBase(std::move(p)) {}
 
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override {
     // Operands already in the canonical layout and type are used in place.
-    const T* input = input_direct_ ? static_cast<const T*>(addresses[lhs_])
+    const T* input = input_direct_ ? static_cast<const T*>(addresses[lhs])
                                    : static_cast<T*>(addresses[input_scratch_]);
     T* weights = static_cast<T*>(addresses[kernel_scratch_]);
-    T* result = output_direct_ ? static_cast<T*>(addresses[out_])
+    T* result = output_direct_ ? static_cast<T*>(addresses[out])
                                : static_cast<T*>(addresses[output_scratch_]);
     if (!input_direct_) {
-      PrepareInput(addresses[lhs_], static_cast<T*>(addresses[input_scratch_]));
+      PrepareInput(addresses[lhs], static_cast<T*>(addresses[input_scratch_]));
     }
-    PrepareKernel(addresses[rhs_], weights);
+    PrepareKernel(addresses[rhs], weights);
     PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
     // Blocks of output positions, for every group: a block's patches take
     // about 1 MiB.
     const int64_t block = std::clamp<int64_t>(
-        (int64_t{1} << 18) / std::max<int64_t>(p_.cols, 1), 1, 4096);
-    const int64_t blocks = (p_.positions + block - 1) / block;
-    const double cost = static_cast<double>(block) * p_.cols * p_.out_per_group;
+        (int64_t{1} << 18) / std::max<int64_t>(plan.cols, 1), 1, 4096);
+    const int64_t blocks = (plan.positions + block - 1) / block;
+    const double cost =
+        static_cast<double>(block) * plan.cols * plan.out_per_group;
     ThreadPool::Get().ParallelFor(
-        blocks * p_.groups, cost, [&](int64_t first, int64_t last) {
-          std::vector<T> patches(block * p_.cols);
-          std::vector<int64_t> o(p_.spatial);
+        blocks * plan.groups, cost, [&](int64_t first, int64_t last) {
+          std::vector<T> patches(block * plan.cols);
+          std::vector<int64_t> o(plan.spatial);
           for (int64_t item = first; item < last; ++item) {
             if (IsCancelled(context.cancellation)) return;
             const int64_t g = item / blocks;
             const int64_t begin = (item % blocks) * block;
-            const int64_t rows = std::min(block, p_.positions - begin);
+            const int64_t rows = std::min(block, plan.positions - begin);
             Im2Col(input, g, begin, rows, patches.data(), &o);
             using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-            Eigen::Map<const Matrix> a_t(patches.data(), p_.cols, rows);
-            Eigen::Map<const Matrix> w_t(weights + g * p_.cols * p_.out_per_group,
-                                         p_.out_per_group, p_.cols);
+            Eigen::Map<const Matrix> a_t(patches.data(), plan.cols, rows);
+            Eigen::Map<const Matrix> w_t(
+                weights + g * plan.cols * plan.out_per_group,
+                plan.out_per_group, plan.cols);
             Eigen::Map<Matrix, 0, Eigen::OuterStride<>> c_t(
-                result + begin * p_.out_features + g * p_.out_per_group,
-                p_.out_per_group, rows, Eigen::OuterStride<>(p_.out_features));
+                result + begin * plan.out_features + g * plan.out_per_group,
+                plan.out_per_group, rows,
+                Eigen::OuterStride<>(plan.out_features));
             c_t.noalias() = w_t * a_t;
           }
         });
     PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
-    if (!output_direct_) WriteOutput(result, addresses[out_]);
+    if (!output_direct_) WriteOutput(result, addresses[out]);
     return absl::OkStatus();
   }
 
-  int lhs_ = -1, rhs_ = -1, out_ = -1;
   int input_scratch_ = -1, kernel_scratch_ = -1, output_scratch_ = -1;
   bool input_direct_ = false, output_direct_ = false;
 
  private:
   // input[b][s...][f] from lhs in its dim_labels layout.
-  void PrepareInput(const void* lhs, T* input) const {
-    std::vector<int64_t> dims = {p_.batch};
-    std::vector<int64_t> strides = {p_.lhs_strides[p_.dims.input_batch]};
-    for (int s = 0; s < p_.spatial; ++s) {
-      dims.push_back(p_.in_spatial[s]);
-      strides.push_back(p_.lhs_strides[p_.dims.input_spatial[s]]);
+  void PrepareInput(const void* src, T* input) const {
+    std::vector<int64_t> dims = {plan.batch};
+    std::vector<int64_t> strides = {plan.lhs_strides[plan.dims.input_batch]};
+    for (int s = 0; s < plan.spatial; ++s) {
+      dims.push_back(plan.in_spatial[s]);
+      strides.push_back(plan.lhs_strides[plan.dims.input_spatial[s]]);
     }
-    dims.push_back(p_.in_features);
-    strides.push_back(p_.lhs_strides[p_.dims.input_feature]);
-    Gather(lhs, p_.lhs_type, dims, strides, input);
+    dims.push_back(plan.in_features);
+    strides.push_back(plan.lhs_strides[plan.dims.input_feature]);
+    Gather(src, plan.lhs_type, dims, strides, input);
   }
 
   // Per group g: w[g][tap][ci][co] (row-major [cols x out_per_group]).
-  void PrepareKernel(const void* rhs, T* weights) const {
-    std::vector<int64_t> t(p_.spatial, 0);
-    for (int64_t g = 0; g < p_.groups; ++g) {
-      T* w = weights + g * p_.cols * p_.out_per_group;
-      for (int64_t tap = 0; tap < p_.tap_count; ++tap) {
+  void PrepareKernel(const void* src, T* weights) const {
+    std::vector<int64_t> t(plan.spatial, 0);
+    for (int64_t g = 0; g < plan.groups; ++g) {
+      T* w = weights + g * plan.cols * plan.out_per_group;
+      for (int64_t tap = 0; tap < plan.tap_count; ++tap) {
         int64_t rest = tap, base = 0;
-        for (int s = p_.spatial - 1; s >= 0; --s) {
-          int64_t k = rest % p_.taps[s];
-          rest /= p_.taps[s];
-          if (p_.window[s].reversal) k = p_.taps[s] - 1 - k;
-          base += k * p_.rhs_strides[p_.dims.kernel_spatial[s]];
+        for (int s = plan.spatial - 1; s >= 0; --s) {
+          int64_t k = rest % plan.taps[s];
+          rest /= plan.taps[s];
+          if (plan.window[s].reversal) k = plan.taps[s] - 1 - k;
+          base += k * plan.rhs_strides[plan.dims.kernel_spatial[s]];
         }
-        for (int64_t ci = 0; ci < p_.in_per_group; ++ci) {
+        for (int64_t ci = 0; ci < plan.in_per_group; ++ci) {
           // Feature groups split the kernel's output features; the input
           // feature index is within the group.
-          for (int64_t co = 0; co < p_.out_per_group; ++co) {
-            const int64_t oc = g * p_.out_per_group + co;
-            const int64_t at = base + ci * p_.rhs_strides[p_.dims.kernel_input_feature] +
-                               oc * p_.rhs_strides[p_.dims.kernel_output_feature];
-            ToCanonicalValue(p_.rhs_type, rhs, at,
-                             &w[(tap * p_.in_per_group + ci) * p_.out_per_group + co]);
+          for (int64_t co = 0; co < plan.out_per_group; ++co) {
+            const int64_t oc = g * plan.out_per_group + co;
+            const int64_t at =
+                base + ci * plan.rhs_strides[plan.dims.kernel_input_feature] +
+                oc * plan.rhs_strides[plan.dims.kernel_output_feature];
+            ToCanonicalValue(
+                plan.rhs_type, src, at,
+                &w[(tap * plan.in_per_group + ci) * plan.out_per_group + co]);
           }
         }
       }
@@ -176,63 +165,64 @@ class ConvolutionKernel : public Kernel {
   // group g (column-major: one column of cols per position).
   void Im2Col(const T* input, int64_t g, int64_t begin, int64_t rows, T* patches,
               std::vector<int64_t>* o) const {
-    const int64_t fg = p_.feature_groups > 1 ? g : 0;
-    const int64_t bg = p_.batch_groups > 1 ? g : 0;
-    const int64_t spatial_total = p_.positions / std::max<int64_t>(p_.out_batch, 1);
-    std::vector<int64_t> in_strides(p_.spatial);
-    int64_t stride = p_.in_features;
-    for (int s = p_.spatial - 1; s >= 0; --s) {
+    const int64_t fg = plan.feature_groups > 1 ? g : 0;
+    const int64_t bg = plan.batch_groups > 1 ? g : 0;
+    const int64_t spatial_total =
+        plan.positions / std::max<int64_t>(plan.out_batch, 1);
+    std::vector<int64_t> in_strides(plan.spatial);
+    int64_t stride = plan.in_features;
+    for (int s = plan.spatial - 1; s >= 0; --s) {
       in_strides[s] = stride;
-      stride *= p_.in_spatial[s];
+      stride *= plan.in_spatial[s];
     }
     const int64_t batch_stride = stride;
-    std::vector<int64_t> t(p_.spatial);
+    std::vector<int64_t> t(plan.spatial);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = begin + r;
       const int64_t b = pos / spatial_total;
       int64_t rest = pos % spatial_total;
-      for (int s = p_.spatial - 1; s >= 0; --s) {
-        (*o)[s] = rest % p_.out_spatial[s];
-        rest /= p_.out_spatial[s];
+      for (int s = plan.spatial - 1; s >= 0; --s) {
+        (*o)[s] = rest % plan.out_spatial[s];
+        rest /= plan.out_spatial[s];
       }
-      const T* image = input + (bg * p_.out_batch + b) * batch_stride +
-                       fg * p_.in_per_group;
-      T* column = patches + r * p_.cols;
+      const T* image = input + (bg * plan.out_batch + b) * batch_stride +
+                       fg * plan.in_per_group;
+      T* column = patches + r * plan.cols;
       std::fill(t.begin(), t.end(), 0);
-      for (int64_t tap = 0; tap < p_.tap_count; ++tap) {
+      for (int64_t tap = 0; tap < plan.tap_count; ++tap) {
         int64_t offset = 0;
         bool valid = true;
-        for (int s = 0; s < p_.spatial && valid; ++s) {
-          const hlo::WindowDimension& w = p_.window[s];
+        for (int s = 0; s < plan.spatial && valid; ++s) {
+          const hlo::WindowDimension& w = plan.window[s];
           const int64_t x = (*o)[s] * w.stride + t[s] * w.window_dilation - w.padding_low;
           if (x < 0 || x % w.base_dilation != 0 ||
-              x / w.base_dilation >= p_.in_spatial[s]) {
+              x / w.base_dilation >= plan.in_spatial[s]) {
             valid = false;
           } else {
             offset += (x / w.base_dilation) * in_strides[s];
           }
         }
-        T* dst = column + tap * p_.in_per_group;
+        T* dst = column + tap * plan.in_per_group;
         if (valid) {
-          std::memcpy(dst, image + offset, p_.in_per_group * sizeof(T));
+          std::memcpy(dst, image + offset, plan.in_per_group * sizeof(T));
         } else {
-          std::fill(dst, dst + p_.in_per_group, T(0));
+          std::fill(dst, dst + plan.in_per_group, T(0));
         }
-        NextIndex(p_.taps, &t);
+        NextIndex(plan.taps, &t);
       }
     }
   }
 
-  void WriteOutput(const T* result, void* out) const {
+  void WriteOutput(const T* result, void* to) const {
     // result[b][o...][f] -> out in its dim_labels layout.
-    std::vector<int64_t> dims = {p_.out_batch};
-    for (int64_t d : p_.out_spatial) dims.push_back(d);
-    dims.push_back(p_.out_features);
-    std::vector<int64_t> strides = {p_.out_strides[p_.dims.output_batch]};
-    for (int s = 0; s < p_.spatial; ++s) {
-      strides.push_back(p_.out_strides[p_.dims.output_spatial[s]]);
+    std::vector<int64_t> dims = {plan.out_batch};
+    for (int64_t d : plan.out_spatial) dims.push_back(d);
+    dims.push_back(plan.out_features);
+    std::vector<int64_t> strides = {plan.out_strides[plan.dims.output_batch]};
+    for (int s = 0; s < plan.spatial; ++s) {
+      strides.push_back(plan.out_strides[plan.dims.output_spatial[s]]);
     }
-    strides.push_back(p_.out_strides[p_.dims.output_feature]);
+    strides.push_back(plan.out_strides[plan.dims.output_feature]);
     const int64_t inner = dims.back();
     const int64_t rows = inner == 0 ? 0 : Product(dims) / inner;
     const std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
@@ -244,15 +234,15 @@ class ConvolutionKernel : public Kernel {
         idx[d] = rest % outer[d];
         rest /= outer[d];
       }
-      DispatchType(p_.out_type, [&](auto pt) {
+      DispatchType(plan.out_type, [&](auto pt) {
         using S = typename TypeTraits<decltype(pt)::value>::Storage;
-        S* o = static_cast<S*>(out);
+        S* o = static_cast<S*>(to);
         for (int64_t row = first; row < last; ++row, NextIndex(outer, &idx)) {
           int64_t at = 0;
           for (size_t d = 0; d < outer.size(); ++d) at += idx[d] * strides[d];
           const T* src = result + row * inner;
           for (int64_t i = 0; i < inner; ++i) {
-            o[at + i * strides.back()] = Convert<S>(src[i], p_.out_type);
+            o[at + i * strides.back()] = Convert<S>(src[i], plan.out_type);
           }
         }
       });
@@ -262,6 +252,8 @@ class ConvolutionKernel : public Kernel {
   template <typename S>
   static S Convert(T v, PrimitiveType type) {
     if constexpr (std::is_integral_v<S>) {
+      // pred: true where the sum of products (or of ANDs) is not zero.
+      if (type == PrimitiveType::kPred) return S(static_cast<double>(v) != 0);
       if (std::isnan(static_cast<double>(v))) return S(0);
       const double d = static_cast<double>(v);
       if (IsInt4(type)) {
@@ -281,8 +273,6 @@ class ConvolutionKernel : public Kernel {
       return static_cast<S>(v);
     }
   }
-
-  ConvPlan p_;
 };
 
 }  // namespace
@@ -348,9 +338,10 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
   const auto finish = [&](auto kernel) -> std::shared_ptr<Kernel> {
     kernel->input_direct_ = input_direct;
     kernel->output_direct_ = output_direct;
-    kernel->lhs_ = args.inputs[0];
-    kernel->rhs_ = args.inputs[1];
-    kernel->out_ = args.outputs[0];
+    kernel->wide = wide;
+    kernel->lhs = args.inputs[0];
+    kernel->rhs = args.inputs[1];
+    kernel->out = args.outputs[0];
     kernel->reads = {{args.inputs[0], lhs.UnpackedByteSize()}, {args.inputs[1], rhs.UnpackedByteSize()}};
     kernel->writes = {{args.outputs[0], out.UnpackedByteSize()}};
     kernel->kernel_scratch_ = compiler.NewScratch(kernel_elements * width);

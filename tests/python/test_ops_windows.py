@@ -264,6 +264,21 @@ def test_convolution_in_other_types(client, ty, out_ty):
     np.testing.assert_array_equal(out.astype(np.float64), want)
 
 
+def test_pred_convolution_is_true_where_any_product_is(client):
+    rng = np.random.default_rng(17)
+    lhs, rhs = (1, 5, 5, 2), (3, 3, 2, 2)
+    x = rng.random(lhs) < 0.3
+    w = rng.random(rhs) < 0.3
+    counts = ref.convolution(x.astype(np.float64), w.astype(np.float64),
+                             "b01f_01io->b01f")
+    assert counts.max() > 1  # sums of several products: still true, as 1
+    program = conv_program(lhs, rhs, counts.shape, "b01f_01io->b01f",
+                           ty="pred", out_ty="pred", size=[3, 3])
+    (out,) = run(client, program, [("pred", x), ("pred", w)])
+    assert out.dtype == np.bool_
+    np.testing.assert_array_equal(out.view(np.uint8), counts != 0)
+
+
 def test_bf16_convolution_rounds_like_bf16(client):
     rng = np.random.default_rng(13)
     x = bf16_values(bf16_bits(rng.standard_normal((1, 8, 8, 16)).astype(
