@@ -353,6 +353,14 @@ class CudaProgram : public Program {
         values[a] = addresses[launch.slots[a]];
         args[a] = &values[a];
       }
+      // An rng's key and draw for this run, by value after the slots.
+      unsigned long long key = 0, draw = 0;
+      if (launch.rng != nullptr) {
+        key = launch.rng->Key(env.context.prng_seed);
+        draw = launch.rng->NextDraw();
+        args.push_back(&key);
+        args.push_back(&draw);
+      }
       absl::Status s = CudaError(
           cudaLaunchKernel(
               reinterpret_cast<const void*>(kernels_.at(launch.kernel)),

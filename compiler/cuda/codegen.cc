@@ -1044,6 +1044,10 @@ class Generator {
             dynamic_cast<const host::MapKernel*>(s.kernel.get())) {
       return EmitMap(*map);
     }
+    if (const auto* rng =
+            dynamic_cast<const host::RngKernel*>(s.kernel.get())) {
+      return EmitRng(*rng);
+    }
     if (const auto* conv =
             dynamic_cast<const host::ConvolutionKernelBase*>(s.kernel.get())) {
       return EmitConvolution(*conv);
@@ -1067,7 +1071,7 @@ class Generator {
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
         "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
-        "rng-bit-generator, the window ops, convolution, while and "
+        "rng-bit-generator, rng, the window ops, convolution, while and "
         "conditional); run this "
         "program with "
         "--platform host",
@@ -1970,6 +1974,91 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                           "    indices[i] = (pj_s32)from;\n  }\n}\n",
                           t.k, t.k, t.n, t.n);
     launch.origin = what;
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+
+  // rng and rng-get-and-update-state, as host::RngKernel: Philox blocks
+  // under the run's key, from the run's draw; two values per block
+  // (uniform from words 2 and 3, or Box-Muller from words 0 and 1;
+  // integers from the 64-bit words modulo the range), computed in double.
+  absl::Status EmitRng(const host::RngKernel& r) {
+    EmitRandomHelpers();
+    std::string& k = shared_->source;
+    Launch launch;
+    launch.rng = &r;
+    if (r.get_and_update) {
+      launch.kernel = Name("rng_state");
+      launch.slots = {r.output};
+      Open(&launch, {"pj_u64* out", "unsigned long long key",
+                     "unsigned long long draw"});
+      absl::StrAppendFormat(
+          &k,
+          "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n"
+          "    out[0] = key;\n    out[1] = draw * %dull;\n  }\n}\n",
+          static_cast<uint64_t>(r.delta));
+      launch.origin = "rng-get-and-update-state";
+      Add(std::move(launch));
+      return absl::OkStatus();
+    }
+    if (r.count == 0) return absl::OkStatus();
+    PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(r.type));
+    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(r.type));
+    const int64_t blocks = (r.count + 1) / 2;
+    launch.kernel = Name("rng");
+    launch.blocks = BlocksFor(blocks);
+    launch.slots = {r.output, r.low, r.high};
+    Open(&launch,
+         {absl::StrCat(st, "* out"), absl::StrCat("const ", st, "* low"),
+          absl::StrCat("const ", st, "* high"), "unsigned long long key",
+          "unsigned long long draw"});
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", blocks,
+                          "long long");
+    absl::StrAppendFormat(&k,
+                          "    unsigned w[4];\n"
+                          "    pj_philox_block(key, draw, 0, (pj_u64)i, w);\n"
+                          "    const double a = (double)%s, b = (double)%s;\n"
+                          "    double v[2];\n",
+                          Load(r.type, "low[0]"), Load(r.type, "high[0]"));
+    const bool is_float = IsFloat(r.type);
+    if (r.normal) {
+      absl::StrAppend(
+          &k,
+          "    const double u0 = ((double)w[0] + 0.5) / 4294967296.0;\n"
+          "    const double u1 = ((double)w[1] + 0.5) / 4294967296.0;\n"
+          "    const double radius = sqrt(-2.0 * log(u0));\n"
+          "    v[0] = a + b * radius * cos(2.0 * 3.14159265358979323846 * "
+          "u1);\n"
+          "    v[1] = a + b * radius * sin(2.0 * 3.14159265358979323846 * "
+          "u1);\n");
+    } else if (is_float) {
+      absl::StrAppend(
+          &k,
+          "    v[0] = a + (b - a) * ((double)(w[2] >> 8) / 16777216.0);\n"
+          "    v[1] = a + (b - a) * ((double)(w[3] >> 8) / 16777216.0);\n");
+    } else {
+      absl::StrAppend(&k,
+                      "    const double range = b - a > 1.0 ? b - a : 1.0;\n"
+                      "    const pj_u64 r0 = ((pj_u64)w[2] << 32) | w[0];\n"
+                      "    const pj_u64 r1 = ((pj_u64)w[3] << 32) | w[1];\n"
+                      "    v[0] = a + floor((double)(r0 % (pj_u64)range));\n"
+                      "    v[1] = a + floor((double)(r1 % (pj_u64)range));\n");
+    }
+    absl::StrAppendFormat(&k,
+                          "    for (int h = 0; h < 2; ++h) {\n"
+                          "      const long long at = 2 * i + h;\n"
+                          "      if (at >= %dLL) break;\n"
+                          "      double x = v[h];\n",
+                          r.count);
+    if (is_float && !r.normal) {
+      absl::StrAppend(
+          &k,
+          "      if (x >= b) x = nextafter(b, a);  // [a, b) after rounding\n");
+    }
+    absl::StrAppendFormat(&k, "      out[at] = %s;\n    }\n  }\n}\n",
+                          Store(r.type, absl::StrFormat("(%s)x", ct)));
+    launch.origin = absl::StrFormat(
+        "rng of %d %s", r.count, r.normal ? "normal values" : "uniform values");
     Add(std::move(launch));
     return absl::OkStatus();
   }

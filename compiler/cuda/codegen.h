@@ -39,14 +39,17 @@
 //    back between them;
 //  - KernelStep of a convolution (host::ConvolutionKernelBase): a thread
 //    per output element, its window summed in the host's type;
+//  - KernelStep of an rng or rng-get-and-update-state (host::RngKernel):
+//    the host's Philox draws and distributions, keyed by the run's seed
+//    passed by value at launch;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
 // f8 and 16-bit floats computed in f32 and rounded after every op, as on
-// the host; no f8 dot yet), f32 and f64. Every other step
-// (kernels such as fft, rng) and every other type
-// is refused with UNIMPLEMENTED naming the op: those come to CUDA later.
+// the host; an f8 dot is lowered to f32 operands), f32 and f64. Every
+// other step (fft) and every other type is refused with UNIMPLEMENTED
+// naming the op: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit
 // otherwise.
@@ -61,6 +64,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/host/host_program.h"
+#include "compiler/host/kernel_random.h"
 
 namespace pjrt::compiler::cuda {
 
@@ -114,6 +118,9 @@ struct Launch {
   // A copy that does nothing when its source and destination (slots 1 and
   // 0) are the same memory (a donated buffer already holding the result).
   bool skip_when_same_memory = false;
+  // An rng's kernel takes, after its slots, the run's Philox key and draw
+  // for this op (two `unsigned long long` by value; params names them).
+  const host::RngKernel* rng = nullptr;
   // kGemm: slots are out, lhs, rhs.
   host::DotStep gemm;
   // kCollective: slots are the operands, then the results.

@@ -91,72 +91,63 @@ int SplitDimension(absl::Span<const int64_t> dims) {
   return best;
 }
 
+}  // namespace
+
 // rng (uniform in [a, b), or normal with mean a and deviation b), from
 // Philox bits under a key drawn from the run's seed.
-class RngKernel : public Kernel {
- public:
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const uint64_t key = context.prng_seed ^ (salt_ * 0x9E3779B97F4A7C15ull);
-    const uint64_t draw = draws_.fetch_add(1, std::memory_order_relaxed);
-    if (get_and_update_) {
-      uint64_t state[2] = {key, draw * static_cast<uint64_t>(delta_)};
-      std::memcpy(addresses[output_], state, sizeof(state));
-      return absl::OkStatus();
-    }
-    const double a = LoadAsDouble(type_, addresses[low_], 0);
-    const double b = LoadAsDouble(type_, addresses[high_], 0);
-    const int64_t n = count_;
-    const int64_t blocks = (n + 1) / 2;
-    ThreadPool::Get().ParallelFor(blocks, 200, [&](int64_t first, int64_t last) {
-      uint32_t w[4];
-      for (int64_t blk = first; blk < last; ++blk) {
-        PhiloxBlock(key, draw, 0, blk, w);
-        const double u0 = (static_cast<double>(w[0]) + 0.5) / 4294967296.0;
-        const double u1 = (static_cast<double>(w[1]) + 0.5) / 4294967296.0;
-        double v[2];
-        if (normal_) {
-          const double r = std::sqrt(-2.0 * std::log(u0));
-          v[0] = a + b * r * std::cos(2 * M_PI * u1);
-          v[1] = a + b * r * std::sin(2 * M_PI * u1);
-        } else if (hlo::IsFloatingPoint(type_)) {
-          v[0] = a + (b - a) * (static_cast<double>(w[2] >> 8) / 16777216.0);
-          v[1] = a + (b - a) * (static_cast<double>(w[3] >> 8) / 16777216.0);
-        } else {
-          // Integers: uniform in [a, b) (empty range: a).
-          const double range = std::max(b - a, 1.0);
-          const uint64_t r0 = (uint64_t{w[2]} << 32) | w[0];
-          const uint64_t r1 = (uint64_t{w[3]} << 32) | w[1];
-          v[0] = a + std::floor(static_cast<double>(r0 % static_cast<uint64_t>(range)));
-          v[1] = a + std::floor(static_cast<double>(r1 % static_cast<uint64_t>(range)));
-        }
-        for (int k = 0; k < 2; ++k) {
-          const int64_t i = 2 * blk + k;
-          if (i >= n) break;
-          DispatchType(type_, [&](auto pt) {
-            using S = typename TypeTraits<decltype(pt)::value>::Storage;
-            double x = v[k];
-            if (hlo::IsFloatingPoint(type_) && !normal_ && x >= b) {
-              x = std::nextafter(b, a);  // [a, b) after rounding
-            }
-            static_cast<S*>(addresses[output_])[i] = static_cast<S>(x);
-          });
-        }
-      }
-    });
-    return CheckCancelled(context.cancellation);
+absl::Status RngKernel::Run(absl::Span<void* const> addresses,
+                            const RunContext& context) const {
+  const uint64_t key = Key(context.prng_seed);
+  const uint64_t draw = NextDraw();
+  if (get_and_update) {
+    uint64_t state[2] = {key, draw * static_cast<uint64_t>(delta)};
+    std::memcpy(addresses[output], state, sizeof(state));
+    return absl::OkStatus();
   }
-
-  int low_ = -1, high_ = -1, output_ = -1;
-  PrimitiveType type_ = PrimitiveType::kF32;
-  int64_t count_ = 0;
-  bool normal_ = false, get_and_update_ = false;
-  int64_t delta_ = 1;
-  uint64_t salt_ = 0;
-  mutable std::atomic<uint64_t> draws_{0};
-};
-
-}  // namespace
+  const double a = LoadAsDouble(type, addresses[low], 0);
+  const double b = LoadAsDouble(type, addresses[high], 0);
+  const int64_t n = count;
+  const int64_t blocks = (n + 1) / 2;
+  ThreadPool::Get().ParallelFor(blocks, 200, [&](int64_t first, int64_t last) {
+    uint32_t w[4];
+    for (int64_t blk = first; blk < last; ++blk) {
+      PhiloxBlock(key, draw, 0, blk, w);
+      const double u0 = (static_cast<double>(w[0]) + 0.5) / 4294967296.0;
+      const double u1 = (static_cast<double>(w[1]) + 0.5) / 4294967296.0;
+      double v[2];
+      if (normal) {
+        const double r = std::sqrt(-2.0 * std::log(u0));
+        v[0] = a + b * r * std::cos(2 * M_PI * u1);
+        v[1] = a + b * r * std::sin(2 * M_PI * u1);
+      } else if (hlo::IsFloatingPoint(type)) {
+        v[0] = a + (b - a) * (static_cast<double>(w[2] >> 8) / 16777216.0);
+        v[1] = a + (b - a) * (static_cast<double>(w[3] >> 8) / 16777216.0);
+      } else {
+        // Integers: uniform in [a, b) (empty range: a).
+        const double range = std::max(b - a, 1.0);
+        const uint64_t r0 = (uint64_t{w[2]} << 32) | w[0];
+        const uint64_t r1 = (uint64_t{w[3]} << 32) | w[1];
+        v[0] = a + std::floor(
+                       static_cast<double>(r0 % static_cast<uint64_t>(range)));
+        v[1] = a + std::floor(
+                       static_cast<double>(r1 % static_cast<uint64_t>(range)));
+      }
+      for (int k = 0; k < 2; ++k) {
+        const int64_t i = 2 * blk + k;
+        if (i >= n) break;
+        DispatchType(type, [&](auto pt) {
+          using S = typename TypeTraits<decltype(pt)::value>::Storage;
+          double x = v[k];
+          if (hlo::IsFloatingPoint(type) && !normal && x >= b) {
+            x = std::nextafter(b, a);  // [a, b) after rounding
+          }
+          static_cast<S*>(addresses[output])[i] = static_cast<S>(x);
+        });
+      }
+    }
+  });
+  return CheckCancelled(context.cancellation);
+}
 
 absl::Status RngBitGeneratorKernel::Run(absl::Span<void* const> addresses,
                                         const RunContext& context) const {
@@ -273,19 +264,19 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs& args,
                                                  KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
   auto k = std::make_shared<RngKernel>();
-  k->output_ = args.outputs[0];
-  k->salt_ = static_cast<uint64_t>(inst.line()) * 1000003u + inst.column();
+  k->output = args.outputs[0];
+  k->salt = static_cast<uint64_t>(inst.line()) * 1000003u + inst.column();
   if (inst.opcode() == hlo::Opcode::kRngGetAndUpdateState) {
-    k->get_and_update_ = true;
-    PJRT_ASSIGN_OR_RETURN(k->delta_, hlo::ParseIntAttribute(inst, "delta", 1));
+    k->get_and_update = true;
+    PJRT_ASSIGN_OR_RETURN(k->delta, hlo::ParseIntAttribute(inst, "delta", 1));
     k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()}};
     return k;
   }
-  k->low_ = args.inputs[0];
-  k->high_ = args.inputs[1];
-  k->type_ = args.output_shapes[0].element_type();
-  k->count_ = args.output_shapes[0].ElementCount();
-  k->normal_ = hlo::WordAttribute(inst, "distribution", "") == "rng_normal";
+  k->low = args.inputs[0];
+  k->high = args.inputs[1];
+  k->type = args.output_shapes[0].element_type();
+  k->count = args.output_shapes[0].ElementCount();
+  k->normal = hlo::WordAttribute(inst, "distribution", "") == "rng_normal";
   k->reads = {{args.inputs[0], args.input_shapes[0].UnpackedByteSize()},
               {args.inputs[1], args.input_shapes[1].UnpackedByteSize()}};
   k->writes = {{args.outputs[0], args.output_shapes[0].UnpackedByteSize()}};

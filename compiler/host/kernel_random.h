@@ -1,12 +1,15 @@
-// rng-bit-generator's kernel (kernel_random.cc), declared here for the CUDA
-// code generator, which generates the same bits from the same parameters.
+// rng-bit-generator's and rng's kernels (kernel_random.cc), declared here
+// for the CUDA code generator, which generates the same bits from the same
+// parameters.
 #ifndef PJRT_COMPILER_HOST_KERNEL_RANDOM_H_
 #define PJRT_COMPILER_HOST_KERNEL_RANDOM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
 #include "compiler/host/kernel.h"
+#include "hlo/primitive_type.h"
 
 namespace pjrt::compiler::host {
 
@@ -23,6 +26,33 @@ class RngBitGeneratorKernel : public Kernel {
   int bytes = 4;
   std::vector<int64_t> dims;
   int split = 0;
+};
+
+// rng (uniform or normal) and rng-get-and-update-state: Philox bits keyed
+// by the run's seed and the op's salt, counting from the kernel's draws.
+class RngKernel : public Kernel {
+ public:
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override;
+
+  // The Philox key of a run whose seed is `seed`.
+  uint64_t Key(uint64_t seed) const {
+    return seed ^ (salt * 0x9E3779B97F4A7C15ull);
+  }
+  // This run's draw: each run of the program takes the next.
+  uint64_t NextDraw() const {
+    return draws_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  int low = -1, high = -1, output = -1;
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  int64_t count = 0;
+  bool normal = false, get_and_update = false;
+  int64_t delta = 1;
+  uint64_t salt = 0;
+
+ private:
+  mutable std::atomic<uint64_t> draws_{0};
 };
 
 }  // namespace pjrt::compiler::host

@@ -203,7 +203,12 @@ class Emulator {
         return;
       std::vector<std::string> args;
       for (size_t a = 0; a < launch.params.size(); ++a) {
-        args.push_back(absl::StrFormat("(%s)a[%d]", launch.params[a], a));
+        // Pointers come as they are, values (an rng's key and draw) by
+        // pointer.
+        const std::string& type = launch.params[a];
+        args.push_back(type.back() == '*'
+                           ? absl::StrFormat("(%s)a[%d]", type, a)
+                           : absl::StrFormat("*(%s*)a[%d]", type, a));
       }
       absl::StrAppendFormat(&source, "extern \"C\" void %s_call(void** a) { %s(%s); }\n",
                             launch.kernel, launch.kernel, absl::StrJoin(args, ", "));
@@ -295,6 +300,15 @@ class Emulator {
         continue;
       }
       if (launch.skip_when_same_memory && args[0] == args[1]) continue;
+      // An rng's key and draw, as a run with seed 0 (the reference's) has
+      // them.
+      uint64_t key = 0, draw = 0;
+      if (launch.rng != nullptr) {
+        key = launch.rng->Key(0);
+        draw = launch.rng->NextDraw();
+        args.push_back(&key);
+        args.push_back(&draw);
+      }
       auto call = reinterpret_cast<KernelCall>(dlsym(library_, (launch.kernel + "_call").c_str()));
       if (call == nullptr) return ::testing::AssertionFailure() << "no kernel " << launch.kernel;
       call(args.data());
@@ -1101,6 +1115,27 @@ ENTRY e {
   ROOT r = (f32[2,2,2,2], s32[1,3,3,4]) tuple(g, i)
 })",
      1e-5},
+    // rng in every distribution and kind of type, and the state op: the
+    // host's draws under the same key.
+    {"rng_uniform_normal_integer_and_state", R"(
+HloModule m
+ENTRY e {
+  a = f32[] parameter(0)
+  one = f32[] constant(1)
+  b = f32[] add(a, one)
+  u = f32[37] rng(a, b), distribution=rng_uniform
+  h0 = f16[] constant(-2)
+  h1 = f16[] constant(2)
+  uh = f16[9] rng(h0, h1), distribution=rng_uniform
+  m = f64[] constant(0.5)
+  sd = f64[] constant(2)
+  n = f64[11] rng(m, sd), distribution=rng_normal
+  i0 = s32[] constant(-5)
+  i1 = s32[] constant(1000)
+  i = s32[21] rng(i0, i1), distribution=rng_uniform
+  s = u64[2] rng-get-and-update-state(), delta=7
+  ROOT r = (f32[37], f16[9], f64[11], s32[21], u64[2]) tuple(u, uh, n, i, s)
+})"},
     {"map_of_a_two_operand_region", R"(
 HloModule m
 f { a = f32[] parameter(0)
@@ -1194,7 +1229,7 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
-  EXPECT_GE(compared, 97);
+  EXPECT_GE(compared, 99);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
@@ -1340,15 +1375,14 @@ TEST(CudaCodegen, RefusesWhatComesLaterByName) {
   std::unique_ptr<hlo::Module> module = Parse(R"(
 HloModule m
 ENTRY e {
-  a = f32[] constant(0)
-  b = f32[] constant(1)
-  ROOT r = f32[16] rng(a, b), distribution=rng_uniform
+  a = s4[8] parameter(0)
+  ROOT n = s4[8] negate(a)
 })");
   ASSERT_NE(module, nullptr);
   auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
   ASSERT_FALSE(generated.ok());
   EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(generated.status().message().find("rng"), absl::string_view::npos)
+  EXPECT_NE(generated.status().message().find("s4"), absl::string_view::npos)
       << generated.status();
   EXPECT_NE(generated.status().message().find("--platform host"), absl::string_view::npos);
 
