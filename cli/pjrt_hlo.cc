@@ -260,6 +260,9 @@ double Tolerance(hlo::PrimitiveType t) {
   }
 }
 
+// The seed of the devices' execution seeds in `run`.
+constexpr uint64_t kExecutionSeed = 0x5eed;
+
 struct Outputs {
   std::vector<hlo::Shape> shapes;
   std::vector<std::vector<uint8_t>> data;
@@ -269,6 +272,9 @@ absl::StatusOr<Outputs> RunOn(const std::string& platform, const std::string& te
                               const std::vector<cli::HostArray>& inputs) {
   runtime::ClientOptions options;
   options.platform = platform;
+  // The same execution seeds on every platform, so that programs using
+  // rng compare.
+  options.prng_seed = kExecutionSeed;
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Client> client,
                         runtime::Client::Create(options));
   PJRT_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Executable> executable,

@@ -10,7 +10,8 @@
 namespace pjrt::device {
 
 LocalDeviceState::LocalDeviceState(Platform* platform, int ordinal,
-                                   AllocationModel model, int queue_ahead)
+                                   AllocationModel model, int queue_ahead,
+                                   uint64_t prng_seed)
     : platform_(platform),
       ordinal_(ordinal),
       allocation_model_(model),
@@ -20,7 +21,7 @@ LocalDeviceState::LocalDeviceState(Platform* platform, int ordinal,
           [platform, ordinal] { return platform->CreateEvent(ordinal); }),
       compute_semaphore_(queue_ahead),
       collective_semaphore_(queue_ahead),
-      prng_(std::random_device()()) {}
+      prng_(prng_seed != 0 ? prng_seed : std::random_device()()) {}
 
 absl::StatusOr<std::unique_ptr<LocalDeviceState>> LocalDeviceState::Create(
     Platform* platform, int ordinal, const LocalDeviceOptions& options) {
@@ -43,8 +44,8 @@ absl::StatusOr<std::unique_ptr<LocalDeviceState>> LocalDeviceState::Create(
   DeviceDescription description = platform->Describe(ordinal);
   int64_t limit = options.memory_limit_bytes > 0 ? options.memory_limit_bytes
                                                  : description.memory_bytes;
-  std::unique_ptr<LocalDeviceState> state(
-      new LocalDeviceState(platform, ordinal, model, queue_ahead));
+  std::unique_ptr<LocalDeviceState> state(new LocalDeviceState(
+      platform, ordinal, model, queue_ahead, options.prng_seed));
   const std::string prefix = absl::StrFormat("%s%d", platform->name(), ordinal);
   state->allocator_ = std::make_unique<BfcAllocator>(
       platform->CreateDeviceMemoryAllocator(ordinal),

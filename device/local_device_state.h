@@ -68,6 +68,10 @@ struct LocalDeviceOptions {
   int64_t memory_limit_bytes = 0;
   int device_to_host_streams = 2;
   int device_to_device_streams = 2;
+  // Where the device's generator of execution seeds starts; 0: from
+  // std::random_device. (Fixed only by tools that compare runs: see
+  // `pjrt-hlo run --compare-with`.)
+  uint64_t prng_seed = 0;
 };
 
 class LocalDeviceState {
@@ -146,7 +150,7 @@ class LocalDeviceState {
 
  private:
   LocalDeviceState(Platform* platform, int ordinal, AllocationModel model,
-                   int queue_ahead);
+                   int queue_ahead, uint64_t prng_seed);
 
   Platform* const platform_;
   const int ordinal_;

@@ -76,6 +76,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     device_options.allocation_model = options.allocation_model;
     device_options.queue_ahead = options.queue_ahead;
     device_options.memory_limit_bytes = options.memory_limit_bytes;
+    if (options.prng_seed != 0) {
+      device_options.prng_seed =
+          options.prng_seed + static_cast<uint64_t>(ordinal);
+      if (device_options.prng_seed == 0) device_options.prng_seed = 1;
+    }
     PJRT_ASSIGN_OR_RETURN(auto state, device::LocalDeviceState::Create(
                                           platform.get(), ordinal,
                                           device_options));

@@ -48,6 +48,10 @@ struct ClientOptions {
   // Where the backend keeps compiled kernels across restarts (CUDA cubins);
   // empty: nowhere.
   std::string compile_cache_dir;
+  // Where device k's generator of execution seeds starts (prng_seed + k);
+  // 0: from std::random_device. Tools that compare two runs of a program
+  // using rng fix it; a daemon leaves it 0.
+  uint64_t prng_seed = 0;
 };
 
 // Opens the platform that `options` names (platform, host_device_count).

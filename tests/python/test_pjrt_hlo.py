@@ -105,6 +105,24 @@ def test_run_compares_platforms_element_by_element(program):
     assert "result 1: f32[4] matches host" in out.stdout
 
 
+def test_run_compares_programs_that_draw_random_numbers(tmp_path):
+    # Each run takes a fresh execution seed; `run` starts both platforms'
+    # seeds alike, so that rng's draws compare too.
+    path = tmp_path / "rng.hlo"
+    path.write_text("""HloModule r
+ENTRY e {
+  a = f32[] constant(0)
+  b = f32[] constant(1)
+  ROOT r = f32[64] rng(a, b), distribution=rng_uniform
+}
+""")
+    out = hlo("run", str(path), "--platform", "host", "--compare-with",
+              "host")
+    assert out.returncode == 0, out.stderr
+    assert "result 0: f32[64] matches host (0 of 64 elements differ" \
+        in out.stdout
+
+
 def test_run_names_a_wrong_number_of_inputs(program, tmp_path):
     np.save(tmp_path / "a.npy", np.zeros((4, 8), np.float32))
     out = hlo("run", str(program), "--input", str(tmp_path / "a.npy"))

@@ -192,6 +192,20 @@ TEST(LocalDeviceState, PrngSeedsDiffer) {
   EXPECT_NE(device->GetNewPrngSeed(), device->GetNewPrngSeed());
 }
 
+TEST(LocalDeviceState, AFixedPrngSeedGivesTheSameExecutionSeeds) {
+  auto platform = *CreateHostPlatform(1);
+  LocalDeviceOptions options;
+  options.prng_seed = 42;
+  auto a = MakeDevice(platform.get(), options);
+  auto b = MakeDevice(platform.get(), options);
+  const uint64_t first = a->GetNewPrngSeed();
+  EXPECT_EQ(first, b->GetNewPrngSeed());
+  EXPECT_NE(first, a->GetNewPrngSeed());
+  options.prng_seed = 43;
+  auto c = MakeDevice(platform.get(), options);
+  EXPECT_NE(first, c->GetNewPrngSeed());
+}
+
 TEST(LocalDeviceState, BorrowedStreamsAreReused) {
   auto platform = *CreateHostPlatform(1);
   auto device = MakeDevice(platform.get());
