@@ -399,7 +399,8 @@ class CudaProgram : public Program {
 
   // As host::WhileKernel: the state in place (A) and in spares (B),
   // swapped after each run of the body; the condition's pred read back
-  // before each. A cancelled run stops between iterations.
+  // before each, unless the trip count is known. A cancelled run stops
+  // between iterations.
   absl::Status RunWhile(const ControlFlow& c,
                         const std::vector<void*>& addresses,
                         const Env& env) const {
@@ -416,12 +417,18 @@ class CudaProgram : public Program {
       }
     }
     void* predicate = addresses[c.predicate];
-    for (;;) {
+    for (int64_t iteration = 0;; ++iteration) {
       PJRT_RETURN_IF_ERROR(CheckCancelled(env.context.cancellation));
-      PJRT_RETURN_IF_ERROR(RunSub(c, 0, addresses, a, {predicate}, env));
-      uint8_t more = 0;
-      PJRT_RETURN_IF_ERROR(ReadBack(&more, predicate, 1, env.stream));
-      if (more == 0) break;
+      if (c.trip_count >= 0) {
+        // A counted loop: its bodies are enqueued back to back, nothing
+        // read back.
+        if (iteration == c.trip_count) break;
+      } else {
+        PJRT_RETURN_IF_ERROR(RunSub(c, 0, addresses, a, {predicate}, env));
+        uint8_t more = 0;
+        PJRT_RETURN_IF_ERROR(ReadBack(&more, predicate, 1, env.stream));
+        if (more == 0) break;
+      }
       PJRT_RETURN_IF_ERROR(RunSub(c, 1, addresses, a, b, env));
       std::swap(a, b);
     }

@@ -2201,8 +2201,14 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     c.spare = w.spare;
     c.bytes = w.bytes;
     c.scratch = w.scratch;
+    c.trip_count = w.trip_count;
     launch.origin =
-        absl::StrFormat("while loop over %d state buffers", w.state.size());
+        w.trip_count >= 0
+            ? absl::StrFormat(
+                  "while loop of %d iterations over %d state buffers",
+                  w.trip_count, w.state.size())
+            : absl::StrFormat("while loop over %d state buffers",
+                              w.state.size());
     Add(std::move(launch));
     return absl::OkStatus();
   }

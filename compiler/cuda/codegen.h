@@ -83,6 +83,10 @@ struct ControlFlow {
   // kWhile: a temporary of 8 bytes the condition writes its pred to; the
   // run reads it back after each evaluation.
   int predicate = -1;
+  // kWhile: how many times the body runs when the compiler knows
+  // (host::KnownTripCount): the run then neither evaluates the condition
+  // nor waits for it; -1 otherwise.
+  int64_t trip_count = -1;
   // kConditional: the selector (pred: true runs branch 0; s32: the index,
   // out of range the last), each branch's argument slots, the results.
   int selector = -1;

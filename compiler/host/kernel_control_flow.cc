@@ -3,7 +3,9 @@
 #include "compiler/host/kernel_control_flow.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -13,6 +15,118 @@
 #include "compiler/host/thread_pool.h"
 
 namespace pjrt::compiler::host {
+
+namespace {
+
+// The value of `inst` if it is a constant s32, s64 or u32 scalar.
+std::optional<int64_t> ScalarInteger(const hlo::Instruction* inst) {
+  if (inst->opcode() != hlo::Opcode::kConstant || !inst->shape().IsArray() ||
+      inst->shape().rank() != 0) {
+    return std::nullopt;
+  }
+  const hlo::Literal& literal = inst->attributes().literal;
+  switch (inst->shape().element_type()) {
+    case hlo::PrimitiveType::kS32:
+      return literal.Get<int32_t>(0);
+    case hlo::PrimitiveType::kU32:
+      return literal.Get<uint32_t>(0);
+    case hlo::PrimitiveType::kS64:
+      return literal.Get<int64_t>(0);
+    default:
+      return std::nullopt;
+  }
+}
+
+// True if `inst` is get-tuple-element `index` of `param`.
+bool IsElement(const hlo::Instruction* inst, const hlo::Instruction* param,
+               int64_t index) {
+  return inst->opcode() == hlo::Opcode::kGetTupleElement &&
+         inst->operand(0) == param && inst->attributes().tuple_index == index;
+}
+
+}  // namespace
+
+int64_t KnownTripCount(const hlo::Instruction& loop) {
+  const hlo::Computation& condition = *loop.called_computations()[0];
+  const hlo::Computation& body = *loop.called_computations()[1];
+  if (condition.parameters().size() != 1 || body.parameters().size() != 1 ||
+      condition.root()->opcode() != hlo::Opcode::kCompare) {
+    return -1;
+  }
+  // The state is the counter itself, or a tuple with the counter at k.
+  const bool tuple = loop.shape().IsTuple();
+  const hlo::Instruction* compare = condition.root();
+  const auto is_counter = [&](const hlo::Instruction* inst,
+                              const hlo::Instruction* param, int64_t k) {
+    return tuple ? IsElement(inst, param, k) : inst == param;
+  };
+  // counter < limit (or <=), either way round.
+  const hlo::Instruction* counter = compare->operand(0);
+  const hlo::Instruction* limit = compare->operand(1);
+  hlo::ComparisonDirection direction =
+      compare->attributes().comparison_direction;
+  if (ScalarInteger(counter).has_value()) {
+    std::swap(counter, limit);
+    if (direction == hlo::ComparisonDirection::kGt) {
+      direction = hlo::ComparisonDirection::kLt;
+    } else if (direction == hlo::ComparisonDirection::kGe) {
+      direction = hlo::ComparisonDirection::kLe;
+    } else {
+      return -1;
+    }
+  }
+  if (direction != hlo::ComparisonDirection::kLt &&
+      direction != hlo::ComparisonDirection::kLe) {
+    return -1;
+  }
+  const int64_t k = tuple && counter->opcode() == hlo::Opcode::kGetTupleElement
+                        ? counter->attributes().tuple_index
+                        : -1;
+  const std::optional<int64_t> n = ScalarInteger(limit);
+  if (!n.has_value() || !is_counter(counter, condition.parameters()[0], k)) {
+    return -1;
+  }
+  // It starts at a constant...
+  const hlo::Instruction* init = loop.operand(0);
+  const hlo::Instruction* result = body.root();
+  if (tuple) {
+    if (init->opcode() != hlo::Opcode::kTuple ||
+        result->opcode() != hlo::Opcode::kTuple || k >= init->operand_count() ||
+        k >= result->operand_count()) {
+      return -1;
+    }
+    init = init->operand(k);
+    result = result->operand(k);
+  }
+  const std::optional<int64_t> start = ScalarInteger(init);
+  if (!start.has_value() ||
+      init->shape().element_type() != limit->shape().element_type()) {
+    return -1;
+  }
+  // ...and the body adds one to it.
+  if (result->opcode() != hlo::Opcode::kAdd) return -1;
+  const hlo::Instruction* body_param = body.parameters()[0];
+  const hlo::Instruction* a = result->operand(0);
+  const hlo::Instruction* b = result->operand(1);
+  if (!is_counter(a, body_param, k)) std::swap(a, b);
+  if (!is_counter(a, body_param, k) ||
+      ScalarInteger(b) != std::optional<int64_t>(1)) {
+    return -1;
+  }
+  const bool inclusive = direction == hlo::ComparisonDirection::kLe;
+  if (inclusive) {
+    // counter <= the type's largest value holds forever (it wraps).
+    const hlo::PrimitiveType t = limit->shape().element_type();
+    const int64_t largest = t == hlo::PrimitiveType::kS32   ? INT32_MAX
+                            : t == hlo::PrimitiveType::kU32 ? UINT32_MAX
+                                                            : INT64_MAX;
+    if (*n == largest) return -1;
+  }
+  if (*start > *n || (*start == *n && !inclusive)) return 0;
+  const __int128 count =
+      static_cast<__int128>(*n) - *start + (inclusive ? 1 : 0);
+  return count > INT64_MAX ? -1 : static_cast<int64_t>(count);
+}
 
 absl::Status WhileKernel::Run(absl::Span<void* const> addresses,
                               const RunContext& context) const {
@@ -29,12 +143,17 @@ absl::Status WhileKernel::Run(absl::Span<void* const> addresses,
   sub.scratch = addresses[scratch];
   uint8_t pred = 0;
   void* const pred_result[1] = {&pred};
-  while (true) {
+  for (int64_t iteration = 0;; ++iteration) {
     PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
     sub.arguments = a;
-    sub.results = pred_result;
-    PJRT_RETURN_IF_ERROR(condition->Run(sub));
-    if (pred == 0) break;
+    if (trip_count >= 0) {
+      // The condition only counts: no need to run it.
+      if (iteration == trip_count) break;
+    } else {
+      sub.results = pred_result;
+      PJRT_RETURN_IF_ERROR(condition->Run(sub));
+      if (pred == 0) break;
+    }
     sub.results = b;
     PJRT_RETURN_IF_ERROR(body->Run(sub));
     std::swap(a, b);
@@ -129,6 +248,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
     return absl::InternalError(absl::StrFormat(
         "%s: %d state leaves in, %d out", inst.Describe(), args.inputs.size(), n));
   }
+  kernel->trip_count = KnownTripCount(inst);
   for (size_t i = 0; i < n; ++i) {
     const int64_t bytes = args.output_shapes[i].UnpackedByteSize();
     kernel->init.push_back(args.inputs[i]);

@@ -10,6 +10,7 @@
 
 #include "compiler/host/host_program.h"
 #include "compiler/host/kernel.h"
+#include "hlo/ir.h"
 
 namespace pjrt::compiler::host {
 
@@ -29,7 +30,17 @@ class WhileKernel : public Kernel {
   std::vector<int> init, state, spare;
   std::vector<int64_t> bytes;
   int scratch = -1;  // the condition's and the body's scratch
+  // How many times the body runs when the loop counts a state element
+  // from a constant to a constant by one (KnownTripCount); -1: the
+  // condition decides each time.
+  int64_t trip_count = -1;
 };
+
+// The number of iterations of `loop`, a while, when its condition is
+// `counter < N` (or <=, either way round) for an s32, s64 or u32 element of
+// its state that starts at a constant and that the body increments by one
+// (JAX's fori_loop and scan); -1 otherwise.
+int64_t KnownTripCount(const hlo::Instruction& loop);
 
 class ConditionalKernel : public Kernel {
  public:

@@ -354,10 +354,14 @@ class Emulator {
       if (iteration == kMaxIterations) {
         return ::testing::AssertionFailure() << "the loop did not end";
       }
-      auto ran = run(*c.programs[0], a, {at[c.predicate]});
-      if (!ran) return ran;
-      if (*static_cast<const uint8_t*>(at[c.predicate]) == 0) break;
-      ran = run(*c.programs[1], a, b);
+      if (c.trip_count >= 0) {
+        if (iteration == c.trip_count) break;
+      } else {
+        auto ran = run(*c.programs[0], a, {at[c.predicate]});
+        if (!ran) return ran;
+        if (*static_cast<const uint8_t*>(at[c.predicate]) == 0) break;
+      }
+      auto ran = run(*c.programs[1], a, b);
       if (!ran) return ran;
       std::swap(a, b);
     }

@@ -7,7 +7,10 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "compiler/host/kernel_control_flow.h"
 #include "gtest/gtest.h"
+#include "hlo/parser.h"
 #include "runtime/executable.h"
 #include "tests/unit/hlo_run_test.h"
 
@@ -21,6 +24,83 @@ class HostKernelsTest : public testing::HloRunTest {
  protected:
   HostKernelsTest() : HloRunTest(/*devices=*/2) {}
 };
+
+// The trip count of the entry's while in a loop that counts with
+// `compare` (a compare instruction's text on i and a limit), starting at
+// `start`, stepping by `step`.
+int64_t TripCountOf(const std::string& compare, const std::string& start,
+                    const std::string& step = "1") {
+  const std::string text = absl::StrCat(R"(
+HloModule loop
+body {
+  p = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[3] get-tuple-element(p), index=1
+  s = s32[] constant()",
+                                        step, R"()
+  i1 = s32[] add(s, i)
+  ROOT t = (s32[], f32[3]) tuple(i1, x)
+}
+cond {
+  p = (s32[], f32[3]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  square = s32[] multiply(i, i)
+  ROOT c = pred[] )",
+                                        compare, R"(
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  n = s32[] parameter(1)
+  start = s32[] )",
+                                        start, R"(
+  init = (s32[], f32[3]) tuple(start, x)
+  ROOT w = (s32[], f32[3]) while(init), condition=cond, body=body
+})");
+  auto module = hlo::ParseHloModule(text);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return -2;
+  return compiler::host::KnownTripCount(*(*module)->entry()->root());
+}
+
+TEST(KnownTripCount, CountsLoopsFromAConstantToAConstantByOne) {
+  EXPECT_EQ(
+      TripCountOf("compare(i, s32[] constant(8)), direction=LT", "constant(0)"),
+      8);
+  EXPECT_EQ(
+      TripCountOf("compare(s32[] constant(8), i), direction=GT", "constant(3)"),
+      5);
+  EXPECT_EQ(TripCountOf("compare(i, s32[] constant(10)), direction=LE",
+                        "constant(2)"),
+            9);
+  EXPECT_EQ(TripCountOf("compare(i, s32[] constant(4)), direction=LT",
+                        "constant(-3)"),
+            7);
+  // A condition false from the start: none.
+  EXPECT_EQ(
+      TripCountOf("compare(i, s32[] constant(4)), direction=LT", "constant(9)"),
+      0);
+  EXPECT_EQ(
+      TripCountOf("compare(i, s32[] constant(4)), direction=LT", "constant(4)"),
+      0);
+}
+
+TEST(KnownTripCount, LeavesEveryOtherLoopToItsCondition) {
+  // Not a constant start, limit or step of one; another comparison; and
+  // i <= INT32_MAX, which never ends.
+  EXPECT_EQ(
+      TripCountOf("compare(i, s32[] constant(8)), direction=LT", "add(n, n)"),
+      -1);
+  EXPECT_EQ(TripCountOf("compare(i, square), direction=LT", "constant(0)"), -1);
+  EXPECT_EQ(TripCountOf("compare(i, s32[] constant(8)), direction=LT",
+                        "constant(0)", "2"),
+            -1);
+  EXPECT_EQ(
+      TripCountOf("compare(i, s32[] constant(8)), direction=NE", "constant(0)"),
+      -1);
+  EXPECT_EQ(TripCountOf("compare(i, s32[] constant(2147483647)), direction=LE",
+                        "constant(0)"),
+            -1);
+}
 
 TEST_F(HostKernelsTest, WhileKeepsPassThroughStateInPlaceAndCountsTrips) {
   const char* text = R"(
