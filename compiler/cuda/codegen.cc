@@ -373,6 +373,27 @@ const char* kLoopHead =
     "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %d;\n"
     "       i += (%s)gridDim.x * blockDim.x) {\n";
 
+// Every array slot of `program` has a CUDA storage type; UNIMPLEMENTED
+// naming the first type that has none.
+absl::Status CheckSlotTypes(const host::HostProgram& program) {
+  for (const host::BufferSlot& slot : program.slots) {
+    if (slot.shape.IsArray()) {
+      PJRT_RETURN_IF_ERROR(CudaStorageType(slot.shape.element_type()).status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Statements that split a sort's position i into its row, its place p in
+// the row, and the row's first element `base` (rows of n elements, element
+// p of a row at base + p * inner).
+std::string SortRowHead(int64_t n, int64_t inner) {
+  return absl::StrFormat(
+      "    const long long row = i / %dLL, p = i %% %dLL;\n"
+      "    const long long base = (row / %dLL) * %dLL + row %% %dLL;\n",
+      n, n, inner, n * inner, inner);
+}
+
 // What the generators of a program and of its sub-programs share: one
 // source, one numbering of kernels.
 struct SharedSource {
@@ -1072,9 +1093,7 @@ class Generator {
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
         "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
         "rng-bit-generator, rng, the window ops, convolution, while and "
-        "conditional); run this "
-        "program with "
-        "--platform host",
+        "conditional); run this program with --platform host",
         s.kernel->name));
   }
 
@@ -1761,12 +1780,11 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     const int64_t count = rows * n;
     const int perm[2] = {Temporary(count * 8), Temporary(count * 8)};
     std::string& k = shared_->source;
-    std::string args;
     std::vector<std::string> names;
-    for (size_t j = 0; j < params.size(); ++j) {
-      names.push_back(params[j].substr(params[j].rfind(' ') + 1));
+    for (const std::string& param : params) {
+      names.push_back(param.substr(param.rfind(' ') + 1));
     }
-    args = absl::StrJoin(names, ", ");
+    const std::string args = absl::StrJoin(names, ", ");
     {
       // Both buffers start as the identity, so that any position a pass
       // leaves unwritten (an inconsistent comparator) is still in the row.
@@ -1794,10 +1812,9 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
       Open(&launch, all);
       absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
                             "long long");
+      absl::StrAppend(&k, SortRowHead(n, inner));
       absl::StrAppendFormat(
           &k,
-          "    const long long row = i / %dLL, p = i %% %dLL;\n"
-          "    const long long base = (row / %dLL) * %dLL + row %% %dLL;\n"
           "    const long long* s = src + row * %dLL;\n"
           "    const long long lo = p / %dLL * %dLL;\n"
           "    const long long mid = lo + %dLL < %dLL ? lo + %dLL : %dLL;\n"
@@ -1824,8 +1841,8 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
           "      at = (p - mid) + first;\n"
           "    }\n"
           "    dst[row * %dLL + at] = x;\n  }\n}\n",
-          n, n, inner, n * inner, inner, n, 2 * width, 2 * width, width, n,
-          width, n, 2 * width, n, 2 * width, n, less, args, less, args, n);
+          n, 2 * width, 2 * width, width, n, width, n, 2 * width, n, 2 * width,
+          n, less, args, less, args, n);
       launch.origin = absl::StrFormat("%s: merge runs of %d", what, width);
       Add(std::move(launch));
       from = 1 - from;
@@ -1895,14 +1912,12 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
     Open(&launch, all);
     absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
                           "long long");
+    absl::StrAppend(&k, SortRowHead(sort.length, sort.inner));
     absl::StrAppendFormat(
         &k,
-        "    const long long row = i / %dLL, p = i %% %dLL;\n"
-        "    const long long base = (row / %dLL) * %dLL + row %% %dLL;\n"
         "    const long long from = base + perm[i] * %dLL, to = base + p * "
         "%dLL;\n",
-        sort.length, sort.length, sort.inner, sort.length * sort.inner,
-        sort.inner, sort.inner, sort.inner);
+        sort.inner, sort.inner);
     for (size_t j = 0; j < sort.types.size(); ++j) {
       absl::StrAppendFormat(&k, "    out%d[to] = in%d[from];\n", j, j);
     }
@@ -2167,12 +2182,7 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
   // source with launches and temporaries of its own.
   absl::StatusOr<std::shared_ptr<const SubProgram>> Sub(
       const host::HostProgram& program) {
-    for (const host::BufferSlot& slot : program.slots) {
-      if (slot.shape.IsArray()) {
-        PJRT_RETURN_IF_ERROR(
-            CudaStorageType(slot.shape.element_type()).status());
-      }
-    }
+    PJRT_RETURN_IF_ERROR(CheckSlotTypes(program));
     PJRT_ASSIGN_OR_RETURN(GeneratedProgram g,
                           Generator(program, shared_).Run());
     auto sub = std::make_shared<SubProgram>();
@@ -2256,11 +2266,7 @@ void ForEachLaunch(const std::vector<Launch>& launches,
 }
 
 absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program) {
-  for (const host::BufferSlot& slot : program.slots) {
-    if (slot.shape.IsArray()) {
-      PJRT_RETURN_IF_ERROR(CudaStorageType(slot.shape.element_type()).status());
-    }
-  }
+  PJRT_RETURN_IF_ERROR(CheckSlotTypes(program));
   SharedSource shared;
   PJRT_ASSIGN_OR_RETURN(GeneratedProgram generated,
                         Generator(program, &shared).Run());
