@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
-#include "hlo/float8.h"
 #include "compiler/host/types.h"
+#include "hlo/float8.h"
 #include "unsupported/Eigen/SpecialFunctions"
 
 namespace pjrt::compiler::host {
@@ -634,7 +635,13 @@ void BitcastConvert(PrimitiveType from, PrimitiveType to, const void* a,
 
 }  // namespace
 
+uint64_t ExpressionId::Next() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 int Expression::Add(const ExprNode& node) {
+  id_.Renew();
   nodes_.push_back(node);
   if (node.op == ExprOp::kInput) num_inputs_ = std::max(num_inputs_, node.input + 1);
   return static_cast<int>(nodes_.size()) - 1;
@@ -691,6 +698,7 @@ double Expression::CyclesPerElement() const {
 }
 
 void Expression::Finalize() {
+  id_.Renew();  // the slots change
   const int n = size();
   std::vector<int> last_use(n, -1);
   for (int i = 0; i < n; ++i) {
@@ -790,7 +798,7 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
                    BlockScratch& scratch) {
   // Splat slots still hold this expression's values from the last block.
   const bool splats_ready =
-      scratch.splats_of_ == &expr && scratch.splats_filled_ >= n;
+      scratch.splats_of_ == expr.id() && scratch.splats_filled_ >= n;
   const int size = expr.size();
   // Values are read through this table: inputs point at the caller's blocks.
   const void* values[256];
@@ -946,7 +954,7 @@ void EvaluateBlock(const Expression& expr, absl::Span<const void* const> inputs,
     }
   }
   if (!splats_ready) {
-    scratch.splats_of_ = &expr;
+    scratch.splats_of_ = expr.id();
     scratch.splats_filled_ = n;
   }
   for (size_t j = 0; j < expr.outputs().size(); ++j) {

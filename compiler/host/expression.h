@@ -60,6 +60,27 @@ struct ExprNode {
   int mantissa_bits = 0;
 };
 
+// A number that names one version of one Expression's contents, for
+// BlockScratch to know whose splats it holds. Addresses will not do: a
+// program's expression is freed with the program, and the next one built may
+// land at the same address with other constants. Copies (and moves, which
+// copy) draw a new number; so does every change (Renew).
+class ExpressionId {
+ public:
+  ExpressionId() : value_(Next()) {}
+  ExpressionId(const ExpressionId&) : value_(Next()) {}
+  ExpressionId& operator=(const ExpressionId&) {
+    value_ = Next();
+    return *this;
+  }
+  void Renew() { value_ = Next(); }
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t Next();
+  uint64_t value_;
+};
+
 class Expression {
  public:
   // Appends a node and returns its index.
@@ -74,7 +95,10 @@ class Expression {
   const ExprNode& node(int i) const { return nodes_[i]; }
   int size() const { return static_cast<int>(nodes_.size()); }
 
-  void AddOutput(int node) { outputs_.push_back(node); }
+  void AddOutput(int node) {
+    outputs_.push_back(node);
+    id_.Renew();
+  }
   const std::vector<int>& outputs() const { return outputs_; }
   int num_inputs() const { return num_inputs_; }
   // Rough cost of one element in cycles, for parallel chunking.
@@ -88,7 +112,12 @@ class Expression {
   // The scratch slot of node i (-1 for inputs).
   int slot(int i) const { return slots_.empty() ? i : slots_[i]; }
 
+  // Unique to these contents: no other expression, live or freed, and no
+  // earlier state of this one has it.
+  uint64_t id() const { return id_.value(); }
+
  private:
+  ExpressionId id_;
   std::vector<ExprNode> nodes_;
   std::vector<int> outputs_;
   std::vector<int> slots_;
@@ -118,7 +147,7 @@ class BlockScratch {
                             absl::Span<const void* const>, int64_t,
                             absl::Span<const void*>, BlockScratch&);
   std::vector<std::vector<uint64_t>> slots_;
-  const Expression* splats_of_ = nullptr;
+  uint64_t splats_of_ = 0;  // Expression::id(); ids start at 1
   int64_t splats_filled_ = 0;
 };
 

@@ -4,10 +4,12 @@
 // shapes, inconsistent comparators, padding beyond the operand. Part of the
 // sanitized test binary, so ASan and TSan check every access.
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/host/expression.h"
 #include "compiler/host/kernel_control_flow.h"
 #include "gtest/gtest.h"
 #include "hlo/parser.h"
@@ -339,6 +341,95 @@ ENTRY e {
   EXPECT_EQ(Read<uint32_t>(*(*out)[1]),
             std::vector<uint32_t>({0xc4923a9cu, 0x483df7a0u}));
   EXPECT_EQ(Read<uint64_t>(*(*out)[0]), std::vector<uint64_t>({key, counter + 1}));
+}
+
+// --- the block scratch's splats ----------------------------------------------
+//
+// A thread's BlockScratch outlives the programs it evaluates, and keeps an
+// expression's splats (its constants, broadcast over a block) from one block
+// to the next. A daemon frees and compiles programs all the time: the next
+// expression may be built where a freed one was.
+
+using compiler::host::BlockScratch;
+using compiler::host::Expression;
+
+// x + c, as a fused loop's expression.
+void BuildAddConstant(Expression& expr, double c) {
+  compiler::host::ExprNode add;
+  add.op = compiler::host::ExprOp::kAdd;
+  add.type = F32;
+  add.operands[0] = expr.AddInput(0, F32);
+  add.operands[1] = expr.AddSplatFromDouble(F32, c);
+  expr.AddOutput(expr.Add(add));
+  expr.Finalize();
+}
+
+std::vector<float> EvaluateOneBlock(const Expression& expr,
+                                    BlockScratch& scratch,
+                                    std::vector<float> x) {
+  const void* in[] = {x.data()};
+  const void* out = nullptr;
+  compiler::host::EvaluateBlock(expr, in, static_cast<int64_t>(x.size()),
+                                {&out, 1}, scratch);
+  const float* values = static_cast<const float*>(out);
+  return std::vector<float>(values, values + x.size());
+}
+
+TEST(BlockScratch, AnExpressionBuiltWhereAFreedOneWasGetsItsOwnConstants) {
+  BlockScratch scratch;
+  // The same storage for both expressions.
+  alignas(Expression) unsigned char storage[sizeof(Expression)];
+  Expression* expr = new (storage) Expression;
+  BuildAddConstant(*expr, 2);
+  EXPECT_EQ(EvaluateOneBlock(*expr, scratch, {1, 2, 3, 4}),
+            (std::vector<float>{3, 4, 5, 6}));
+  expr->~Expression();
+  expr = new (storage) Expression;
+  BuildAddConstant(*expr, 1);
+  EXPECT_EQ(EvaluateOneBlock(*expr, scratch, {1, 2, 3, 4}),
+            (std::vector<float>{2, 3, 4, 5}));
+  expr->~Expression();
+}
+
+TEST(BlockScratch, EveryChangeAndEveryCopyIsANewExpression) {
+  Expression a;
+  uint64_t before = a.id();
+  a.AddInput(0, F32);
+  EXPECT_NE(a.id(), before);
+  before = a.id();
+  a.AddOutput(0);
+  EXPECT_NE(a.id(), before);
+  before = a.id();
+  a.Finalize();
+  EXPECT_NE(a.id(), before);
+  Expression b = a;
+  EXPECT_NE(b.id(), a.id());
+  Expression c = std::move(b);
+  EXPECT_NE(c.id(), a.id());
+}
+
+// The daemon's case end to end: programs that differ only in a constant,
+// each compiled, run once and freed in turn on the same device thread.
+TEST_F(HostKernelsTest, ProgramsFreedAndRebuiltKeepTheirOwnConstants) {
+  auto x = Put(F32, {4}, std::vector<float>{1, 2, 3, 4});
+  for (int i = 0; i < 20; ++i) {
+    const int c = 1 + i % 2;
+    auto out = Run(absl::StrCat(R"(
+HloModule add_constant
+ENTRY main {
+  x = f32[4] parameter(0)
+  c = f32[] constant()",
+                                c, R"()
+  cs = f32[4] broadcast(c), dimensions={}
+  ROOT y = f32[4] add(x, cs)
+}
+)"),
+                   {x});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Read<float>(*(*out)[0]),
+              (std::vector<float>{1.0f + c, 2.0f + c, 3.0f + c, 4.0f + c}))
+        << "run " << i << " adds " << c;
+  }
 }
 
 }  // namespace
