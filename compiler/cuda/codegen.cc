@@ -88,6 +88,22 @@ absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
   return CudaStorageType(type);
 }
 
+// The element type of an element-wise loop's values: ComputeType, or for
+// c64 and c128 their stored pair (the loops move them and compute the few
+// ops EmitComplex writes; every other kernel refuses them).
+absl::StatusOr<std::string> LoopValueType(PrimitiveType type) {
+  if (type == PrimitiveType::kC64) return std::string("pj_c64");
+  if (type == PrimitiveType::kC128) return std::string("pj_c128");
+  return ComputeType(type);
+}
+
+// The stored type of an element-wise loop's arrays (CudaStorageType, or the
+// complex pairs).
+absl::StatusOr<std::string> LoopStorageType(PrimitiveType type) {
+  if (hlo::IsComplex(type)) return LoopValueType(type);
+  return CudaStorageType(type);
+}
+
 // `storage` (an expression of the storage type) as a compute value.
 std::string Load(PrimitiveType type, const std::string& storage) {
   if (type == PrimitiveType::kF16) return absl::StrCat("pj_f16_to_f32(", storage, ")");
@@ -154,6 +170,66 @@ const char* CompareOperator(hlo::ComparisonDirection d) {
   return "==";
 }
 
+// The value of `node` when it or its first operand is complex (c64, c128),
+// in `ct` (LoopValueType of its type): the moves, the component-wise ops and
+// the comparisons for equality, as std::complex computes them on the host.
+absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
+                                        PrimitiveType operand_type,
+                                        const std::string& ct,
+                                        const std::vector<std::string>& var) {
+  const auto a = [&](int k) { return var[node.operands[k]]; };
+  const PrimitiveType t = node.type;
+  switch (node.op) {
+    case ExprOp::kSplat:
+      if (t == PrimitiveType::kC64) {
+        uint32_t words[2];
+        std::memcpy(words, node.splat_bits, sizeof(words));
+        return absl::StrFormat(
+            "pj_c64{__uint_as_float(0x%08xu), __uint_as_float(0x%08xu)}",
+            words[0], words[1]);
+      }
+      return absl::StrFormat(
+          "pj_c128{__longlong_as_double(0x%016xLL), "
+          "__longlong_as_double(0x%016xLL)}",
+          node.splat_bits[0], node.splat_bits[1]);
+    case ExprOp::kSelect:
+      return absl::StrFormat("%s ? %s : %s", a(0), a(1), a(2));
+    case ExprOp::kReal:
+      return absl::StrCat(a(0), ".re");
+    case ExprOp::kImag:
+      return absl::StrCat(a(0), ".im");
+    case ExprOp::kComplex:
+      return absl::StrFormat("%s{%s, %s}", ct, a(0), a(1));
+    case ExprOp::kNegate:
+      return absl::StrFormat("%s{-%s.re, -%s.im}", ct, a(0), a(0));
+    case ExprOp::kAdd:
+    case ExprOp::kSubtract: {
+      const char* op = node.op == ExprOp::kAdd ? "+" : "-";
+      return absl::StrFormat("%s{%s.re %s %s.re, %s.im %s %s.im}", ct, a(0), op,
+                             a(1), a(0), op, a(1));
+    }
+    case ExprOp::kCompare:
+      if (node.direction == hlo::ComparisonDirection::kEq) {
+        return absl::StrFormat("(pj_u8)(%s.re == %s.re && %s.im == %s.im)",
+                               a(0), a(1), a(0), a(1));
+      }
+      if (node.direction == hlo::ComparisonDirection::kNe) {
+        return absl::StrFormat("(pj_u8)(%s.re != %s.re || %s.im != %s.im)",
+                               a(0), a(1), a(0), a(1));
+      }
+      break;
+    default:
+      break;
+  }
+  const PrimitiveType complex_type = hlo::IsComplex(t) ? t : operand_type;
+  return absl::UnimplementedError(absl::StrFormat(
+      "this element-wise op on %s does not run on the CUDA backend yet (on "
+      "complex numbers it adds, subtracts, negates, compares for equality, "
+      "selects, and builds and takes apart); run this program with "
+      "--platform host",
+      hlo::PrimitiveTypeName(complex_type)));
+}
+
 // Writes `expr` as straight-line CUDA statements, one variable per node
 // (`<prefix><node>`), inputs taken from `inputs`; returns the variables of
 // its outputs.
@@ -164,11 +240,18 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
   for (int i = 0; i < expr.size(); ++i) {
     const ExprNode& node = expr.node(i);
     const PrimitiveType t = node.type;
-    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(t));
+    PJRT_ASSIGN_OR_RETURN(std::string ct, LoopValueType(t));
     var[i] = absl::StrCat(prefix, i);
     const auto a = [&](int k) { return var[node.operands[k]]; };
     const PrimitiveType ot =
         node.operands[0] >= 0 ? expr.node(node.operands[0]).type : t;
+    if (node.op != ExprOp::kInput &&
+        (hlo::IsComplex(t) || hlo::IsComplex(ot))) {
+      PJRT_ASSIGN_OR_RETURN(std::string value, EmitComplex(node, ot, ct, var));
+      absl::StrAppend(out, indent, "const ", ct, " ", var[i], " = ", value,
+                      ";\n");
+      continue;
+    }
     if (node.operands[0] >= 0) PJRT_RETURN_IF_ERROR(ComputeType(ot).status());
     const bool fl = IsFloat(t);
     std::string value;
@@ -377,9 +460,13 @@ const char* kLoopHead =
 // naming the first type that has none.
 absl::Status CheckSlotTypes(const host::HostProgram& program) {
   for (const host::BufferSlot& slot : program.slots) {
-    if (slot.shape.IsArray()) {
-      PJRT_RETURN_IF_ERROR(CudaStorageType(slot.shape.element_type()).status());
-    }
+    if (!slot.shape.IsArray()) continue;
+    const PrimitiveType type = slot.shape.element_type();
+    // Complex arrays move (constants, copies, transposes, slices: by their
+    // 8 or 16 bytes); every kernel that computes on them asks for their
+    // compute type and is refused there, by name.
+    if (hlo::IsComplex(type)) continue;
+    PJRT_RETURN_IF_ERROR(CudaStorageType(type).status());
   }
   return absl::OkStatus();
 }
@@ -496,7 +583,7 @@ class Generator {
     launch.kernel = Name(tiled >= 0 ? "loop_tiled" : "loop");
     launch.blocks = BlocksFor(n);
     launch.threads = kThreads;
-    PJRT_ASSIGN_OR_RETURN(std::string out_type, CudaStorageType(s.output_type));
+    PJRT_ASSIGN_OR_RETURN(std::string out_type, LoopStorageType(s.output_type));
     std::vector<std::string> params = {absl::StrCat(out_type, "* out")};
     launch.slots.push_back(s.output_slot);
     // The statements computing element `i` (coordinates c0... in scope).
@@ -505,7 +592,7 @@ class Generator {
     std::string tile_type, tile_load;
     for (size_t k = 0; k < s.inputs.size(); ++k) {
       const host::LoopInput& in = s.inputs[k];
-      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(in.type));
+      PJRT_ASSIGN_OR_RETURN(std::string ct, LoopValueType(in.type));
       const std::string name = absl::StrCat("x", k);
       const std::string at = in.contiguous ? "i" : MapExpression(in.map, rank);
       if (in.kind == host::LoopInput::Kind::kIota) {
@@ -513,7 +600,7 @@ class Generator {
                               Round(in.type, absl::StrFormat("(%s)(long long)(%s)",
                                                              ct, MapExpression(in.map, rank))));
       } else {
-        PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(in.type));
+        PJRT_ASSIGN_OR_RETURN(std::string st, LoopStorageType(in.type));
         params.push_back(absl::StrFormat("const %s* in%d", st, k));
         launch.slots.push_back(in.slot);
         if (static_cast<int>(k) == tiled) {

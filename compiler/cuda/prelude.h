@@ -24,6 +24,10 @@ typedef unsigned int pj_u32;
 typedef unsigned long long pj_u64;
 
 struct __align__(16) pj_u128 { pj_u64 lo, hi; };
+// c64 and c128 as stored (real part first). Element-wise loops move them,
+// add, subtract, negate, compare them for equality and take them apart.
+struct __align__(8) pj_c64 { float re, im; };
+struct __align__(16) pj_c128 { double re, im; };
 
 template <typename T> struct pj_limits;
 template <> struct pj_limits<pj_s8> { static __device__ pj_s8 lo() { return -128; } static __device__ pj_s8 hi() { return 127; } };

@@ -1180,6 +1180,52 @@ ENTRY e {
             f8e5m2[6,9], f8e5m2[6], pred[6,9]) tuple(t, xa, xc, ov, cf, mx, r, lt)
 })",
      0},
+    {"complex_moves_and_component_wise_ops", R"(
+HloModule m
+ENTRY e {
+  a = c64[5,3] parameter(0)
+  b = c64[5,3] parameter(1)
+  w = c128[3,5] parameter(2)
+  k = c64[5,3] constant({{(1, 2), (-inf, nan), (0, -0)}, {(3, 4), (1, 2), (nan, 1)},
+                         {(0, 0), (5, -5), (1e30, 1e-30)}, {(2, 2), (2, 2), (2, 2)},
+                         {(-1, -1), (1, 1), (inf, -inf)}})
+  s = c64[5,3] add(a, k)
+  d = c64[5,3] subtract(s, b)
+  n = c64[5,3] negate(d)
+  eq = pred[5,3] compare(a, k), direction=EQ
+  ne = pred[5,3] compare(k, k), direction=NE
+  sel = c64[5,3] select(eq, a, n)
+  re = f32[5,3] real(sel)
+  im = f32[5,3] imag(k)
+  c = c64[5,3] complex(im, re)
+  t = c128[5,3] transpose(w), dimensions={1,0}
+  tr = f64[5,3] real(t)
+  ROOT o = (c64[5,3], pred[5,3], pred[5,3], f32[5,3], c64[5,3], c128[5,3], f64[5,3])
+           tuple(n, eq, ne, re, c, t, tr)
+})",
+     0},
+    {"complex_data_movement", R"(
+HloModule m
+ENTRY e {
+  a = c128[4,3] parameter(0)
+  i = s32[] constant(1)
+  s = c128[2,3] slice(a), slice={[1:3], [0:3]}
+  c = c128[6,3] concatenate(a, s), dimensions={0}
+  z = c128[] constant((1, -1))
+  p = c128[8,5] pad(c, z), padding=1_1x1_1
+  b = c128[2,4,3] broadcast(a), dimensions={1,2}
+  r = c128[4,3] reverse(a), dimensions={0}
+  rs = c128[12] reshape(r)
+  zero = s32[] constant(0)
+  ds = c128[2,3] dynamic-slice(a, i, zero), dynamic_slice_sizes={2,3}
+  dus = c128[4,3] dynamic-update-slice(a, ds, zero, zero)
+  idx = s32[2,1] constant({{3}, {0}})
+  g = c128[2,3] gather(a, idx), offset_dims={1}, collapsed_slice_dims={0},
+      start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT o = (c128[8,5], c128[2,4,3], c128[12], c128[2,3], c128[4,3], c128[2,3])
+           tuple(p, b, rs, ds, dus, g)
+})",
+     0},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
@@ -1233,7 +1279,7 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
-  EXPECT_GE(compared, 99);
+  EXPECT_GE(compared, 104);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
@@ -1394,7 +1440,7 @@ ENTRY e {
 HloModule m
 ENTRY e {
   a = c64[4] parameter(0)
-  ROOT n = c64[4] negate(a)
+  ROOT n = c64[4] multiply(a, a)
 })");
   ASSERT_NE(complex, nullptr);
   generated = CompileForCuda(*complex, {}, "sm_90", DiskCache(""));

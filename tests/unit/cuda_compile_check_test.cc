@@ -45,10 +45,9 @@ void CheckEveryProgram(const std::string& arch, const DiskCache& cache) {
   }
   std::cout << arch << ": " << compiled << " programs compiled through NVRTC, " << refused
             << " refused by name, " << not_verified << " not valid programs\n";
-  // 108 of the test programs use only what the CUDA backend runs: the
-  // straight-line op set, collectives included, map, gather, scatter,
-  // rng-bit-generator, reduce-window and select-and-scatter, f8 types too.
-  EXPECT_GE(compiled, 128) << arch;
+  // 133 of the test programs use only what the CUDA backend runs (all but
+  // fft and the tuple constant, with complex arrays moved and added).
+  EXPECT_GE(compiled, 133) << arch;
 }
 
 TEST(CudaCompileCheck, EveryTestProgramCompilesForSm90) {
