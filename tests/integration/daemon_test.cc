@@ -667,6 +667,45 @@ TEST(DaemonLifecycle, EveryAllocationModelServesRoundTripsAndCopies) {
   }
 }
 
+// A buffer the client dropped is freed on the daemon a little later (with
+// the next run, or a background flush); an upload that needs its memory
+// meanwhile must not fail: the client frees what it dropped and tries again.
+TEST(DaemonLifecycle, AnUploadRefusedForMemoryADroppedBufferHoldsSucceeds) {
+  TempDir dir;
+  std::string unix_address = "unix://" + dir.path() + "/p.sock";
+  auto daemon = DaemonProcess::Start(
+      PJRTD_PATH,
+      {"--platform", "host", "--host-devices", "1", "--memory-limit",
+       absl::StrCat(64 << 20), "--listen", unix_address, "--listen",
+       "127.0.0.1:0"},
+      dir.path());
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  // Shared memory (unix) and a gRPC stream (TCP).
+  for (const std::string& address : (*daemon)->addresses()) {
+    SCOPED_TRACE(address);
+    auto client = pjrt_client::Client::Connect({.address = address});
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto session = (*client)->OpenSession({.client_name = "retry"});
+    ASSERT_TRUE(session.ok()) << session.status();
+    const int64_t size = 30 << 20;  // two fit in 64 MiB, three do not
+    std::vector<uint8_t> data = RandomBytes(size, 5);
+    auto kept = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    {
+      auto dropped = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+      ASSERT_TRUE(dropped.ok()) << dropped.status();
+    }
+    auto again = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again->Download(), data);
+    // Without anything dropped, the refusal is the answer.
+    auto third = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+    EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted)
+        << third.status();
+  }
+  EXPECT_EQ(*(*daemon)->Stop(), 0);
+}
+
 TEST(DaemonLifecycle, BadFlagsAreUsageErrors) {
   CommandResult r = RunCommand({PJRTD_PATH, "--host-devices", "0"});
   EXPECT_EQ(r.exit_code, 2);

@@ -364,29 +364,37 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
       return buffer;
     }
   }
-  grpc::ClientContext context;
   v1::BufferInfo info;
-  auto writer = state_->client->buffers_stub().Upload(&context, &info);
-  v1::UploadRequest request;
-  v1::UploadHeader* header = request.mutable_header();
-  header->set_session_id(state_->id);
-  header->mutable_shape()->set_dtype(dtype);
-  for (int64_t d : dims) header->mutable_shape()->add_dims(d);
-  header->set_device_id(device_id);
-  bool ok = writer->Write(request);
-  for (size_t offset = 0; ok && offset < data.size(); offset += kChunkBytes) {
-    size_t size = std::min<size_t>(kChunkBytes, data.size() - offset);
-    request.set_chunk(data.data() + offset, size);
-    ok = writer->Write(request);
-    if (ok && progress) {
-      progress(static_cast<int64_t>(offset + size),
-               static_cast<int64_t>(data.size()));
+  const auto stream = [&]() -> grpc::Status {
+    grpc::ClientContext context;
+    auto writer = state_->client->buffers_stub().Upload(&context, &info);
+    v1::UploadRequest request;
+    v1::UploadHeader* header = request.mutable_header();
+    header->set_session_id(state_->id);
+    header->mutable_shape()->set_dtype(dtype);
+    for (int64_t d : dims) header->mutable_shape()->add_dims(d);
+    header->set_device_id(device_id);
+    bool ok = writer->Write(request);
+    for (size_t offset = 0; ok && offset < data.size(); offset += kChunkBytes) {
+      size_t size = std::min<size_t>(kChunkBytes, data.size() - offset);
+      request.set_chunk(data.data() + offset, size);
+      ok = writer->Write(request);
+      if (ok && progress) {
+        progress(static_cast<int64_t>(offset + size),
+                 static_cast<int64_t>(data.size()));
+      }
     }
+    // A failed write means the daemon has already answered (with an
+    // error); Finish returns it.
+    if (ok) writer->WritesDone();
+    return writer->Finish();
+  };
+  grpc::Status status = stream();
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+      state_->FreeReleasesForRetry()) {
+    // Memory or a quota was held by buffers this client dropped.
+    status = stream();
   }
-  // A failed write means the daemon has already answered (with an error);
-  // Finish returns it.
-  if (ok) writer->WritesDone();
-  grpc::Status status = writer->Finish();
   if (!status.ok()) return ToAbslStatus(status);
   return Buffer(state_, std::move(info));
 }

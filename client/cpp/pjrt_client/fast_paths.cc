@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "base/random.h"
 #include "client/cpp/pjrt_client/client.h"
@@ -304,7 +305,12 @@ void SessionState::FlushReleases() {
     buffers.swap(dropped_buffers);
     executables.swap(dropped_executables);
     dropped_bytes = 0;
+    ++flushing;
   }
+  absl::Cleanup done = [this] {
+    pjrt::MutexLock lock(&mu);
+    --flushing;
+  };
   if (!buffers.empty()) {
     v1::DeleteBuffersRequest request;
     request.set_session_id(id);
@@ -316,6 +322,21 @@ void SessionState::FlushReleases() {
     client->buffers_stub().DeleteBuffers(&context, request, &response);
   }
   for (uint64_t h : executables) DeleteExecutableNow(h).IgnoreError();
+}
+
+bool SessionState::FreeReleasesForRetry() {
+  {
+    pjrt::MutexLock lock(&mu);
+    if (closed || (dropped_buffers.empty() && dropped_executables.empty() &&
+                   flushing == 0)) {
+      return false;
+    }
+  }
+  FlushReleases();
+  pjrt::MutexLock lock(&mu);
+  mu.Await([this]()
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return flushing == 0; });
+  return true;
 }
 
 void SessionState::FlushLoop() {
@@ -524,9 +545,19 @@ absl::StatusOr<Buffer> Session::UploadFromHandle(
   request.set_device_id(device_id);
   request.set_zero_copy(zero_copy);
   v1::BufferInfo info;
-  grpc::ClientContext context;
-  grpc::Status status =
-      state_->client->buffers_stub().UploadFromRegion(&context, request, &info);
+  grpc::Status status;
+  {
+    grpc::ClientContext context;
+    status = state_->client->buffers_stub().UploadFromRegion(&context, request,
+                                                             &info);
+  }
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+      state_->FreeReleasesForRetry()) {
+    // Memory or a quota was held by buffers this client dropped.
+    grpc::ClientContext context;
+    status = state_->client->buffers_stub().UploadFromRegion(&context, request,
+                                                             &info);
+  }
   if (!status.ok()) return ToAbslStatus(status);
   return Buffer(state_, std::move(info));
 }

@@ -88,6 +88,8 @@ struct SessionState {
   int64_t dropped_bytes ABSL_GUARDED_BY(mu) = 0;
   // How often an Execute took them.
   uint64_t takes ABSL_GUARDED_BY(mu) = 0;
+  // FlushReleases calls sending their deletions now.
+  int flushing ABSL_GUARDED_BY(mu) = 0;
   std::thread flusher;
   bool flusher_started ABSL_GUARDED_BY(mu) = false;
   bool flusher_stop ABSL_GUARDED_BY(mu) = false;
@@ -117,6 +119,11 @@ struct SessionState {
   // Sends the dropped handles now and waits until the daemon has freed
   // them (errors ignored: what is gone is gone).
   void FlushReleases();
+  // For a call refused with RESOURCE_EXHAUSTED: if what this client dropped
+  // may still hold daemon memory (not sent yet, or being deleted by another
+  // thread), frees it, waits until the daemon has, and returns true (worth
+  // one more try).
+  bool FreeReleasesForRetry();
   void FlushLoop();
   void StartFlusherLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   ~SessionState();
