@@ -182,7 +182,10 @@ class _Session:
 
     @property
     def has_releases(self) -> bool:
-        return bool(self._dropped_buffers or self._dropped_executables)
+        """Whether what the program dropped may still hold daemon memory:
+        queued, or being deleted by a flush in flight."""
+        return bool(self._dropped_buffers or self._dropped_executables or
+                    self._flushes)
 
     def take_releases(self) -> tuple[list[int], list[int]]:
         """Empties the queues of dropped handles (for a request to carry
@@ -206,9 +209,15 @@ class _Session:
 
     def flush_releases(self, wait: bool) -> None:
         """Sends the dropped handles now; ``wait``: until the daemon has
-        freed them."""
+        freed them, and those that flushes in flight are deleting."""
         if self.closed:
             return
+        if wait:
+            for call in list(self._flushes):
+                try:
+                    call.result()
+                except (grpc.RpcError, grpc.FutureCancelledError):
+                    pass  # gone already, or the session is
         buffers, executables = self.take_releases()
         calls = []
         if buffers:
