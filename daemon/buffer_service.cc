@@ -22,6 +22,31 @@ namespace {
 constexpr absl::Duration kCancellationPollInterval =
     Cancellation::kPollInterval;
 
+// A data channel's transfer copies between the device and the socket in
+// pieces of this size, through the channel's staging memory.
+constexpr int64_t kChannelPieceBytes = int64_t{4} << 20;
+
+// The staging memory of `channel` for a transfer of `total` bytes.
+char* ChannelStaging(DataChannelUse& channel, int64_t total) {
+  std::string& staging = channel->staging();
+  size_t want = static_cast<size_t>(std::min(kChannelPieceBytes, total));
+  if (staging.size() < want) staging.resize(want);
+  return staging.data();
+}
+
+// The data channel an upload or download names, held for the transfer
+// (ended by the hold unless the transfer succeeds).
+absl::StatusOr<DataChannelUse> TakeChannel(Session& session, uint64_t handle) {
+  PJRT_ASSIGN_OR_RETURN(auto channel, session.LookupDataChannel(handle));
+  absl::Status acquired = channel->Acquire(handle);
+  if (!acquired.ok()) {
+    // Its bytes are on their way anyway, into another transfer's stream.
+    channel->End();
+    return acquired;
+  }
+  return DataChannelUse(std::move(channel));
+}
+
 struct SessionBuffer {
   std::shared_ptr<Session> session;
   std::shared_ptr<runtime::Buffer> buffer;
@@ -140,13 +165,41 @@ grpc::Status BufferService::UploadImpl(
   auto device =
       LookupAddressableDevice(*client_, *cluster_, header.device_id());
   if (!device.ok()) return ToGrpcStatus(device.status());
+  // Over a data channel: held from here, so that every failure below ends
+  // it (the client's bytes may be on their way).
+  DataChannelUse channel;
+  if (header.channel_handle() != 0) {
+    auto taken = TakeChannel(**session, header.channel_handle());
+    if (!taken.ok()) return ToGrpcStatus(taken.status());
+    channel = *std::move(taken);
+  }
   auto transfer = client_->CreateHostToDeviceTransfer(*shape, *device);
   if (!transfer.ok()) return ToGrpcStatus(transfer.status());
 
   // `transfer` aborts the buffer (and frees its memory) on every early
   // return below.
+  if (header.channel_handle() != 0) {
+    const int64_t total = (*transfer)->bytes_expected();
+    char* staging = ChannelStaging(channel, total);
+    auto cancellation = CallCancellation(context, **session);
+    const std::string what = absl::StrFormat("upload of %s", shape->ToString());
+    for (int64_t offset = 0; offset < total; offset += kChannelPieceBytes) {
+      int64_t size = std::min(kChannelPieceBytes, total - offset);
+      absl::Status status =
+          channel->Receive(staging, size, cancellation.get(), what);
+      if (status.ok()) status = (*transfer)->Append(staging, size);
+      if (!status.ok()) return ToGrpcStatus(status);
+    }
+    if (reader->Read(&request)) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrFormat("an upload over data channel %#x carries its header "
+                          "alone; got a second message",
+                          header.channel_handle()));
+    }
+  }
   int64_t chunks = 0;
-  while (reader->Read(&request)) {
+  while (header.channel_handle() == 0 && reader->Read(&request)) {
     if (!request.has_chunk() && request.has_header()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "an upload carries one header; got a second one "
@@ -180,6 +233,7 @@ grpc::Status BufferService::UploadImpl(
     buffer->Delete();
     return ToGrpcStatus(handle.status());
   }
+  if (header.channel_handle() != 0) channel.Succeeded();
   BufferInfoToProto(**session, *handle, *buffer, response);
   return grpc::Status::OK;
 }
@@ -187,6 +241,9 @@ grpc::Status BufferService::UploadImpl(
 grpc::Status BufferService::DownloadImpl(
     grpc::ServerContext* context, const v1::DownloadRequest* request,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
+  if (request->channel_handle() != 0) {
+    return DownloadOverChannel(context, request, writer);
+  }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
@@ -217,6 +274,69 @@ grpc::Status BufferService::DownloadImpl(
       return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     }
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::DownloadOverChannel(
+    grpc::ServerContext* context, const v1::DownloadRequest* request,
+    grpc::ServerWriter<v1::DownloadResponse>* writer) {
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  // Held from here: a failure below ends the channel, as the client
+  // expects of any failed transfer over one.
+  auto channel = TakeChannel(**session, request->channel_handle());
+  if (!channel.ok()) return ToGrpcStatus(channel.status());
+  auto found = (*session)->LookupBuffer(request->handle());
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  runtime::Buffer& buffer = **found;
+  if (buffer.is_tuple()) {
+    return TupleReadError(**session, request->handle(), buffer, "download");
+  }
+  absl::Status ready =
+      AwaitReady(context, buffer, absl::InfiniteDuration(),
+                 (*session)->cancellation().get(), session->get());
+  if (!ready.ok()) return ToGrpcStatus(ready);
+  v1::DownloadResponse response;
+  BufferInfoToProto(**session, request->handle(), buffer,
+                    response.mutable_header());
+  if (!writer->Write(response)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
+  const int64_t total = buffer.size_bytes();
+  char* staging = ChannelStaging(*channel, total);
+  auto cancellation = CallCancellation(context, **session);
+  const std::string what =
+      absl::StrFormat("download of buffer %#x", request->handle());
+  for (int64_t offset = 0; offset < total; offset += kChannelPieceBytes) {
+    int64_t size = std::min(kChannelPieceBytes, total - offset);
+    absl::Status status = buffer.CopyRawToHost(staging, offset, size);
+    if (status.ok()) {
+      status = (*channel)->Send(staging, size, cancellation.get(), what);
+    }
+    if (!status.ok()) return ToGrpcStatus(status);
+  }
+  channel->Succeeded();
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::OpenDataChannelImpl(
+    grpc::ServerContext* context, const v1::OpenDataChannelRequest* request,
+    v1::OpenDataChannelResponse* response) {
+  auto session =
+      CallerSession(auth_, sessions_, *context, request->session_id());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (channels_ == nullptr) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrFormat("this daemon offers no data channels (%s); stream "
+                        "arrays with Upload and Download instead",
+                        no_channels_reason_));
+  }
+  auto ticket = channels_->Offer(*session);
+  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  response->set_port(ticket->port);
+  response->set_token(ticket->token);
   return grpc::Status::OK;
 }
 

@@ -304,7 +304,8 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       .max_regions = limits.max_regions_per_session,
       .max_region_bytes = limits.max_region_bytes_per_session > 0
                               ? limits.max_region_bytes_per_session
-                              : physical};
+                              : physical,
+      .max_data_channels = limits.max_data_channels_per_session};
   sessions_ = std::make_unique<SessionTable>(
       SessionTableOptions{.default_lease = options_.default_lease,
                           .max_lease = options_.max_lease,
@@ -411,6 +412,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
         address, tls != nullptr ? tls : grpc::InsecureServerCredentials(),
         &ports[i]);
   }
+  PJRT_RETURN_IF_ERROR(StartDataChannels(tls != nullptr));
   builder.RegisterService(server_service_.get());
   builder.RegisterService(session_service_.get());
   builder.RegisterService(buffer_service_.get());
@@ -477,6 +479,44 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       first->compute_semaphore().capacity(),
       FormatByteSize(client_->devices()[0]->memory_bytes()),
       absl::StrJoin(addresses_, ", "));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartDataChannels(bool tls) {
+  std::string why_not;
+  std::optional<std::string> host;
+  for (const std::string& address : options_.listen) {
+    if (UnixSocketPath(address).has_value()) continue;
+    host = address.substr(0, address.rfind(':'));
+    break;
+  }
+  if (!options_.data_channels) {
+    why_not = "turned off with --no-data-channels";
+  } else if (tls) {
+    why_not = "its TCP listeners serve TLS, and channels are plaintext";
+  } else if (!host.has_value()) {
+    why_not = "it listens on no TCP address";
+  } else if (options_.limits.max_data_channels == 0 ||
+             options_.limits.max_data_channels_per_session == 0) {
+    why_not = "max_data_channels is 0";
+  }
+  if (!why_not.empty()) {
+    buffer_service_->SetDataChannels(nullptr, why_not);
+    return absl::OkStatus();
+  }
+  data_channels_ = std::make_unique<DataChannelServer>(DataChannelServerOptions{
+      .max_channels = options_.limits.max_data_channels});
+  absl::Status started = data_channels_->Start(*host);
+  if (!started.ok()) {
+    // Clients stream instead; the daemon still serves.
+    spdlog::warn("{}; clients will stream arrays through gRPC instead",
+                 started.message());
+    data_channels_.reset();
+    buffer_service_->SetDataChannels(nullptr, std::string(started.message()));
+    return absl::OkStatus();
+  }
+  spdlog::info("data channels on {} port {}", *host, data_channels_->port());
+  buffer_service_->SetDataChannels(data_channels_.get(), "");
   return absl::OkStatus();
 }
 
@@ -560,6 +600,7 @@ void Daemon::Shutdown() {
   });
   // No new unix connections (gRPC refuses new calls on the others).
   for (const auto& listener : unix_listeners_) listener->Stop();
+  if (data_channels_ != nullptr) data_channels_->Stop();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     // Attach and execution streams would otherwise hold the server open

@@ -20,6 +20,7 @@
 #include "base/mutex.h"
 #include "daemon/cluster.h"
 #include "daemon/cross_host.h"
+#include "daemon/data_channel.h"
 #include "daemon/options.h"
 #include "daemon/services.h"
 #include "daemon/session_table.h"
@@ -58,6 +59,9 @@ class Daemon {
   explicit Daemon(const DaemonOptions& options);
   absl::Status Init(const std::function<bool()>& stop_requested);
   absl::Status StartPeerServer();
+  // The data channel listener, beside the first TCP listener when it is
+  // plaintext (see daemon/data_channel.h).
+  absl::Status StartDataChannels(bool tls);
   void ReapLoop();
 
   const DaemonOptions options_;
@@ -69,6 +73,7 @@ class Daemon {
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<SessionTable> sessions_;
   std::unique_ptr<RegionServer> region_server_;
+  std::unique_ptr<DataChannelServer> data_channels_;
   std::unique_ptr<ExecutableCache> compile_cache_;
   std::unique_ptr<ServerService> server_service_;
   std::unique_ptr<SessionService> session_service_;

@@ -114,6 +114,12 @@ absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
   } else if (key == "max_regions") {
     PJRT_ASSIGN_OR_RETURN(limits->max_regions,
                           IntValue(node, source, key, 0, 1 << 20));
+  } else if (key == "max_data_channels_per_session") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_data_channels_per_session,
+                          IntValue(node, source, key, 0, 1 << 10));
+  } else if (key == "max_data_channels") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_data_channels,
+                          IntValue(node, source, key, 0, 1 << 20));
   } else if (key == "max_region_bytes_per_session") {
     PJRT_ASSIGN_OR_RETURN(limits->max_region_bytes_per_session,
                           ByteSizeValue(node, source, key));
@@ -249,6 +255,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       const toml::value<bool>* v = node.as_boolean();
       if (v == nullptr) return KeyError(source, key, "true or false");
       options->shared_memory = v->get();
+    } else if (key == "data_channels") {
+      const toml::value<bool>* v = node.as_boolean();
+      if (v == nullptr) return KeyError(source, key, "true or false");
+      options->data_channels = v->get();
     } else if (key == "task_id") {
       PJRT_ASSIGN_OR_RETURN(options->task_id,
                             IntValue(node, source, key, 0, 65535));
@@ -284,7 +294,7 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "max_lease_seconds, "
           "shutdown_timeout_seconds, admin_token_file, tenants_file, "
           "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
-          "task_id, "
+          "data_channels, task_id, "
           "cluster, cluster_secret_file, cluster_tls_ca, "
           "cluster_timeout_seconds, "
           "receive_timeout_seconds, and the limits of docs/limits.md "
@@ -292,8 +302,9 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "max_waiting_calls_per_session, max_regions_per_session, "
           "max_regions, max_region_bytes_per_session, max_region_bytes, "
           "max_region_connections_per_peer, max_region_connections_per_user, "
-          "max_region_connections, "
-          "max_program_bytes, max_concurrent_compiles, fair_queue_depth, "
+          "max_region_connections, max_data_channels_per_session, "
+          "max_data_channels, max_program_bytes, max_concurrent_compiles, "
+          "fair_queue_depth, "
           "max_handler_threads, "
           "compile_cache_entries, compile_cache_bytes, "
           "max_collective_timeout_seconds, max_receive_timeout_seconds)",
@@ -557,6 +568,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   app.add_flag("--no-shared-memory", no_shared_memory,
                "Refuse shared-memory regions: local clients then stream "
                "their data like remote ones");
+  bool no_data_channels = false;
+  app.add_flag("--no-data-channels", no_data_channels,
+               "Offer no data channels: TCP clients then stream their data "
+               "through gRPC");
   int task_id = -1;
   std::string cluster, cluster_secret_file;
   double cluster_timeout = -1, receive_timeout = -1;
@@ -621,6 +636,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!cluster_tls_ca.empty()) options.cluster_tls_ca = cluster_tls_ca;
   if (insecure_tcp) options.insecure_tcp = true;
   if (no_shared_memory) options.shared_memory = false;
+  if (no_data_channels) options.data_channels = false;
   if (task_id >= 0) options.task_id = task_id;
   if (!cluster.empty()) {
     options.cluster = absl::StrSplit(cluster, ',', absl::SkipWhitespace());

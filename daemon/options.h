@@ -42,6 +42,9 @@ struct DaemonLimits {
   int max_region_connections_per_peer = 8;
   int max_region_connections_per_user = 64;
   int max_region_connections = 256;
+  // Data channels (daemon/data_channel.h): per session, and in all.
+  int max_data_channels_per_session = 8;
+  int max_data_channels = 1024;
   // Size of one program's text.
   int64_t max_program_bytes = int64_t{32} << 20;
   // The compile cache, by entries and by bytes (program text and compiled
@@ -111,6 +114,10 @@ struct DaemonOptions {
   // Whether clients on this host may register shared-memory regions (over
   // an abstract unix socket named in ServerInfo.region_socket).
   bool shared_memory = true;
+
+  // Whether TCP clients may move arrays over data channels (raw TCP
+  // connections beside gRPC; offered beside plaintext TCP listeners only).
+  bool data_channels = true;
 
   // Cluster membership. `cluster` lists the peer address (host:port) of
   // every task, by task id; empty means a cluster of this daemon alone. The

@@ -366,6 +366,20 @@ class BufferService final : public v1::Buffers::Service {
       return ListRegionsImpl(context, request, response);
     });
   }
+  grpc::Status OpenDataChannel(grpc::ServerContext* context,
+                               const v1::OpenDataChannelRequest* request,
+                               v1::OpenDataChannelResponse* response) override {
+    return Authenticated(auth_, *context, "Buffers.OpenDataChannel", [&] {
+      return OpenDataChannelImpl(context, request, response);
+    });
+  }
+
+  // Where OpenDataChannel sends clients (null: channels are not offered,
+  // for the reason `why_not`). Set before the service is served.
+  void SetDataChannels(DataChannelServer* channels, std::string why_not) {
+    channels_ = channels;
+    no_channels_reason_ = std::move(why_not);
+  }
 
  private:
   // The handlers, run by the overrides above inside Guarded.
@@ -420,6 +434,13 @@ class BufferService final : public v1::Buffers::Service {
   grpc::Status ListRegionsImpl(grpc::ServerContext* context,
                                const v1::ListRegionsRequest* request,
                                v1::ListRegionsResponse* response);
+  grpc::Status OpenDataChannelImpl(grpc::ServerContext* context,
+                                   const v1::OpenDataChannelRequest* request,
+                                   v1::OpenDataChannelResponse* response);
+  // Download over the data channel `request` names.
+  grpc::Status DownloadOverChannel(
+      grpc::ServerContext* context, const v1::DownloadRequest* request,
+      grpc::ServerWriter<v1::DownloadResponse>* writer);
 
   runtime::Client* const client_;
   Cluster* const cluster_;
@@ -428,6 +449,8 @@ class BufferService final : public v1::Buffers::Service {
   Authenticator* const auth_;
   const absl::Duration default_receive_timeout_;
   const absl::Duration max_receive_timeout_;
+  DataChannelServer* channels_ = nullptr;
+  std::string no_channels_reason_ = "data channels are turned off";
 };
 
 // The daemon-to-daemon service, served on this task's cluster address.

@@ -272,7 +272,7 @@ uint64_t Session::NewHandle() const {
 
 bool Session::HandleInUse(uint64_t handle) const {
   return buffers_.contains(handle) || executables_.contains(handle) ||
-         regions_.contains(handle);
+         regions_.contains(handle) || channels_.contains(handle);
 }
 
 absl::StatusOr<uint64_t> Session::AddRegion(std::shared_ptr<Region> region) {
@@ -336,6 +336,45 @@ absl::Status Session::UnregisterRegion(uint64_t handle) {
     regions_.erase(it);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Session::AddDataChannel(
+    std::shared_ptr<DataChannel> channel) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is closed", DebugString()));
+  }
+  absl::erase_if(channels_, [](const auto& entry) {
+    return entry.second->EndIfAbandoned();
+  });
+  if (static_cast<int>(channels_.size()) >= limits_.max_data_channels) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s already has %d data channels, the most a session may "
+        "(max_data_channels_per_session)",
+        DebugString(), channels_.size()));
+  }
+  uint64_t handle = NewHandle();
+  channels_.emplace(handle, std::move(channel));
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<DataChannel>> Session::LookupDataChannel(
+    uint64_t handle) {
+  pjrt::MutexLock lock(&mu_);
+  auto it = channels_.find(handle);
+  if (it != channels_.end() && it->second->ended()) {
+    channels_.erase(it);
+    it = channels_.end();
+  }
+  if (it == channels_.end()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "data channel %#x is not an open channel of this session (never "
+        "opened, ended after a failed transfer or by its client, or owned "
+        "by another session)",
+        handle));
+  }
+  return it->second;
 }
 
 std::vector<std::pair<uint64_t, std::shared_ptr<Region>>> Session::Regions()
@@ -529,6 +568,8 @@ SessionCloseStats Session::Close(const absl::Status& why) {
     tuple_elements_ = 0;
     executables.swap(executables_);
     regions.swap(regions_);
+    for (auto& [handle, channel] : channels_) channel->End();
+    channels_.clear();
     if (attachment_ != nullptr) {
       attachment_->Detach(why);
       attachment_ = nullptr;

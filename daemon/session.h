@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "base/cancellation.h"
 #include "base/mutex.h"
+#include "daemon/data_channel.h"
 #include "daemon/shared_memory.h"
 #include "daemon/tenants.h"
 #include "runtime/buffer.h"
@@ -71,6 +72,7 @@ struct SessionLimits {
   int max_regions = 256;
   // 0: no limit.
   int64_t max_region_bytes = 0;
+  int max_data_channels = 8;
 };
 
 class Session {
@@ -200,6 +202,15 @@ class Session {
   std::vector<std::pair<uint64_t, std::shared_ptr<Region>>> Regions() const;
   int region_count() const;
 
+  // Registers a connected data channel and returns its new handle.
+  // FAILED_PRECONDITION if the session has closed; RESOURCE_EXHAUSTED if
+  // it holds max_data_channels channels that have not ended.
+  absl::StatusOr<uint64_t> AddDataChannel(std::shared_ptr<DataChannel> channel);
+  // NOT_FOUND unless `handle` names a channel of this session that has not
+  // ended (an ended one is forgotten here).
+  absl::StatusOr<std::shared_ptr<DataChannel>> LookupDataChannel(
+      uint64_t handle);
+
   // Renews the lease.
   void Touch(absl::Time now);
   // True if the lease ran out before `now` and no attachment holds it.
@@ -215,9 +226,10 @@ class Session {
   void Detach(const absl::Status& why);
 
   // Cancels the session's runs and waits, deletes every buffer, drops every
-  // executable and region, detaches, and refuses new buffers, executables
-  // and regions from now on (a region stays mapped until the last transfer
-  // or zero-copy buffer using it ends). Returns what was freed. Idempotent.
+  // executable and region, ends every data channel, detaches, and refuses new
+  // buffers, executables and regions from now on (a region stays mapped until
+  // the last transfer or zero-copy buffer using it ends). Returns what was
+  // freed. Idempotent.
   SessionCloseStats Close(const absl::Status& why);
 
   SessionSummary Summarize(absl::Time now) const;
@@ -281,6 +293,8 @@ class Session {
   absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
       executables_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<DataChannel>> channels_
       ABSL_GUARDED_BY(mu_);
   // Bytes of the registered arrays, and of the registered regions.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -295,6 +295,34 @@ TEST(SharedMemoryOption, OnByDefaultAndTurnedOffByConfigOrFlag) {
   EXPECT_FALSE(parsed.options.shared_memory);
 }
 
+TEST(DataChannelsOption, OnByDefaultAndTurnedOffByConfigOrFlag) {
+  EXPECT_TRUE(DaemonOptions().data_channels);
+  DaemonOptions options;
+  ASSERT_TRUE(ApplyConfigText("data_channels = false\n"
+                              "max_data_channels_per_session = 3\n"
+                              "max_data_channels = 100",
+                              "t.toml", &options)
+                  .ok());
+  EXPECT_FALSE(options.data_channels);
+  EXPECT_EQ(options.limits.max_data_channels_per_session, 3);
+  EXPECT_EQ(options.limits.max_data_channels, 100);
+  absl::Status wrong = ApplyConfigText("data_channels = 1", "t.toml", &options);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("data_channels"), absl::string_view::npos);
+  absl::Status too_many = ApplyConfigText(
+      "max_data_channels_per_session = 5000", "t.toml", &options);
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_many.message().find("max_data_channels_per_session"),
+            absl::string_view::npos);
+
+  std::vector<std::string> args = {"pjrtd", "--no-data-channels"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ParsedCommandLine parsed =
+      ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  ASSERT_FALSE(parsed.exit_code.has_value());
+  EXPECT_FALSE(parsed.options.data_channels);
+}
 
 TEST(CompileCacheDirOption, TheFlagSetsOrClearsIt) {
   for (const auto& [flag, want] :

@@ -16,6 +16,7 @@ import numpy as np
 from pjrt_client import _dtypes
 from pjrt_client._shm import (LEASE_THRESHOLD, SHM_THRESHOLD, Region,
                               StagingPool, copy_bytes)
+from pjrt_client._channels import DataChannels, finish_call
 from pjrt_client._stream import ExecuteStream
 from pjrt_client._errors import (Error, FailedPreconditionError,
                                  InvalidArgumentError, ResourceExhaustedError,
@@ -36,7 +37,7 @@ TLS_CERT_ENV_VAR = "PJRTD_TLS_CERT"
 TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
 #: pjrt.v1 protocol revision this client speaks (6: inline reads and
 #: results, released handles carried by Execute).
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 #: Arrays of at most this many bytes are read in one unary call
@@ -563,6 +564,10 @@ class Buffer:
     def _stream_download(self) -> np.ndarray:
         # Straight into memory that is not zero-filled first.
         out = np.empty(self._nbytes, dtype=np.uint8)
+        channel = self._client._channels.take()
+        if channel is not None:
+            self._download_over_channel(channel, out)
+            return out
         view = memoryview(out)
         received = 0
         request = buffer_pb2.DownloadRequest(session_id=self._session.id,
@@ -584,6 +589,31 @@ class Buffer:
             raise Error(f"download of buffer {self._handle:#x} ended after "
                         f"{received} of {self._nbytes} bytes")
         return out
+
+    def _download_over_channel(self, channel: Any, out: np.ndarray) -> None:
+        call = self._session.buffers.Download(
+            buffer_pb2.DownloadRequest(session_id=self._session.id,
+                                       handle=self._handle,
+                                       channel_handle=channel.handle),
+            timeout=None)
+        ok = False
+        try:
+            next(call)  # the header: the bytes follow on the channel
+            channel.receive_into(memoryview(out).cast("B"), call,
+                                 f"download of buffer {self._handle:#x}")
+            finish_call(call, upload=False)
+            ok = True
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        except StopIteration:
+            raise Error(f"download of buffer {self._handle:#x} ended "
+                        f"before its header") from None
+        finally:
+            if ok:
+                self._client._channels.give_back(channel)
+            else:
+                call.cancel()
+                self._client._channels.discard(channel)
 
     def to_numpy_async(self) -> "concurrent.futures.Future[Any]":
         """Starts reading the contents in the background and returns at
@@ -1359,7 +1389,8 @@ class Client:
                  client_name: str | None = None, attach: bool = True,
                  shared_memory: bool = True, token: str | None = None,
                  tls_ca: str | None = None, tls_cert: str | None = None,
-                 tls_key: str | None = None) -> None:
+                 tls_key: str | None = None,
+                 data_channels: bool = True) -> None:
         self.address = resolve_address(address)
         token = token or os.environ.get(TOKEN_ENV_VAR) or None
         tls_ca = tls_ca or os.environ.get(TLS_CA_ENV_VAR) or None
@@ -1409,6 +1440,10 @@ class Client:
         if not shared_memory:
             self._info.region_socket = ""
         self._staging = StagingPool(self)
+        # Beside plaintext TCP only: gRPC over TLS keeps the bytes private.
+        self._channels = DataChannels(
+            self.address, self._session,
+            data_channels and not (tls_ca or tls_cert))
         self._regions: weakref.WeakSet[Region] = weakref.WeakSet()
         self._stream: ExecuteStream | None = None
         self._stream_lock = threading.Lock()
@@ -1426,6 +1461,7 @@ class Client:
             stream, self._stream = self._stream, None
         if stream is not None and not self._session.closed:
             stream.close()
+        self._channels.close()
         if self._session is not None:
             self._session.close()
         self._channel.close()
@@ -1552,6 +1588,14 @@ class Client:
         offers it and, once tried, its region socket was reachable (it is
         not from another host)."""
         return self._staging.usable
+
+    @property
+    def uses_data_channels(self) -> bool:
+        """Whether arrays of 1 MiB or more that do not go through shared
+        memory travel over data channels (raw TCP beside gRPC): the client
+        reaches the daemon over plaintext TCP and, once tried, the daemon
+        offered channels and their port was reachable."""
+        return self._channels.unavailable is None
 
     # --- pipelined runs ---------------------------------------------------
 
@@ -1693,12 +1737,39 @@ class Client:
                                          shape=shape, device_id=device_id)
         data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \
             memoryview(b"")
+        if a.nbytes >= CHUNK_BYTES:
+            channel = self._channels.take()
+            if channel is not None:
+                return Buffer(self, self._put_over_channel(channel, header,
+                                                           data))
         try:
             info = self._session.raw_upload(_chunks(header, data),
                                             timeout=None)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
         return Buffer(self, info)
+
+    def _put_over_channel(self, channel: Any,
+                          header: buffer_pb2.UploadHeader,
+                          data: memoryview) -> buffer_pb2.BufferInfo:
+        header.channel_handle = channel.handle
+        call = self._session.raw_upload.future(
+            iter([buffer_pb2.UploadRequest(
+                header=header).SerializeToString()]), timeout=None)
+        ok = False
+        try:
+            channel.send_all(data, call, "upload")
+            info = finish_call(call, upload=True)
+            ok = True
+            return info
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        finally:
+            if ok:
+                self._channels.give_back(channel)
+            else:
+                call.cancel()
+                self._channels.discard(channel)
 
     def _put_from_region(self, region: Region, offset: int,
                          shape: types_pb2.ArrayShape, device_id: int,
@@ -1881,7 +1952,8 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
             client_name: str | None = None,
             shared_memory: bool = True, token: str | None = None,
             tls_ca: str | None = None, tls_cert: str | None = None,
-            tls_key: str | None = None) -> Client:
+            tls_key: str | None = None,
+            data_channels: bool = True) -> Client:
     """Connects to pjrtd and opens a session.
 
     Args:
@@ -1899,6 +1971,10 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
         tls_cert, tls_key: PEM client certificate and key, for a daemon
             that requires them (mutual TLS); default ``$PJRTD_TLS_CERT``
             and ``$PJRTD_TLS_KEY``.
+        data_channels: over plaintext TCP, move arrays of 1 MiB or more
+            over raw TCP connections beside gRPC, when the daemon offers
+            them (default; see :attr:`Client.uses_data_channels`); False
+            always streams them through gRPC.
 
     Raises:
         UnavailableError: nothing answered at the address.
@@ -1906,4 +1982,5 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
     """
     return Client(address, timeout=timeout, client_name=client_name,
                   shared_memory=shared_memory, token=token, tls_ca=tls_ca,
-                  tls_cert=tls_cert, tls_key=tls_key)
+                  tls_cert=tls_cert, tls_key=tls_key,
+                  data_channels=data_channels)
