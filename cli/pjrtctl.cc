@@ -707,12 +707,15 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
     rows.push_back({"memcpy", "bytes/s", SpreadOf(memcpy_rate)});
   }
   if (g.json) {
-    json doc = {{"address", (*client)->address()},
-                {"device", device},
-                {"transfer_bytes", o.size_bytes},
-                {"calls", o.calls},
-                {"transfers", o.transfers},
-                {"steps", o.steps}};
+    json doc = {
+        {"address", (*client)->address()},
+        {"device", device},
+        {"transfer_bytes", o.size_bytes},
+        {"calls", o.calls},
+        {"transfers", o.transfers},
+        {"steps", o.steps},
+        {"transfers_over",
+         (*session)->uses_data_channels() ? "data channels" : "gRPC stream"}};
     if (!shm_skipped.empty()) doc["shared_memory_skipped"] = shm_skipped;
     for (const Row& row : rows) {
       doc[row.name] = {{"unit", row.unit},

@@ -226,6 +226,64 @@ TEST_P(DaemonTest, RoundTrips256MiB) {
   EXPECT_EQ(BytesInUse(), before);
 }
 
+// Over TCP without shared memory, arrays of 1 MiB or more travel over data
+// channels, bit for bit as through the gRPC stream.
+TEST_P(DaemonTest, TcpClientsMoveArraysOverDataChannelsBitForBit) {
+  if (GetParam() != 1) GTEST_SKIP() << "data channels are for TCP clients";
+  std::unique_ptr<pjrt_client::Session> sessions[2];
+  for (bool channels : {true, false}) {
+    auto client = pjrt_client::Client::Connect({.address = address(),
+                                                .shared_memory = false,
+                                                .data_channels = channels});
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto session = (*client)->OpenSession({.client_name = "channels"});
+    ASSERT_TRUE(session.ok()) << session.status();
+    sessions[channels ? 0 : 1] = *std::move(session);
+  }
+  for (size_t bytes : {size_t{1} << 20, (size_t{9} << 20) + 3}) {
+    std::vector<uint8_t> data =
+        RandomBytes(bytes, static_cast<uint32_t>(bytes));
+    auto fast = sessions[0]->Upload(v1::DTYPE_U8, {static_cast<int64_t>(bytes)},
+                                    data, 0);
+    ASSERT_TRUE(fast.ok()) << fast.status();
+    auto slow = sessions[1]->Upload(v1::DTYPE_U8, {static_cast<int64_t>(bytes)},
+                                    data, 0);
+    ASSERT_TRUE(slow.ok()) << slow.status();
+    auto fast_back = fast->Download();
+    auto slow_back = slow->Download();
+    ASSERT_TRUE(fast_back.ok()) << fast_back.status();
+    ASSERT_TRUE(slow_back.ok()) << slow_back.status();
+    EXPECT_TRUE(*fast_back == data);
+    EXPECT_TRUE(*slow_back == data);
+  }
+  EXPECT_TRUE(sessions[0]->uses_data_channels());
+  EXPECT_FALSE(sessions[1]->uses_data_channels());
+}
+
+// A transfer the daemon refuses after its channel was named ends the
+// channel on both sides, without hanging the client mid-send, and the next
+// transfer opens another.
+TEST_P(DaemonTest, AnUploadRefusedOverADataChannelFailsAndTheNextSucceeds) {
+  if (GetParam() != 1) GTEST_SKIP() << "data channels are for TCP clients";
+  auto client = pjrt_client::Client::Connect(
+      {.address = address(), .shared_memory = false});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto session = (*client)->OpenSession({.client_name = "channels"});
+  ASSERT_TRUE(session.ok()) << session.status();
+  // More than the sockets buffer: the send must be woken by the refusal.
+  std::vector<uint8_t> data(size_t{64} << 20, 7);
+  auto refused = (*session)->Upload(v1::DTYPE_U8, {64 << 20}, data, 7);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("device 7"), std::string::npos);
+  auto accepted = (*session)->Upload(v1::DTYPE_U8, {64 << 20}, data, 0);
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  auto back = accepted->Download();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+  EXPECT_TRUE((*session)->uses_data_channels());
+}
+
 TEST_P(DaemonTest, CopyToDeviceReturnsIdenticalBytes) {
   std::vector<uint8_t> data = RandomBytes(4096, 3);
   auto src = session_->Upload(v1::DTYPE_U32, {1024}, data, 0);

@@ -186,8 +186,14 @@ def test_bench_reports_min_median_max_of_each_measure(daemon):
             m = doc[name]
             assert m["unit"] == unit
             assert 0 < m["min"] <= m["median"] <= m["max"], (name, m)
+        # Over the unix socket the arrays stream.
+        assert doc["transfers_over"] == "gRPC stream"
         # It cleans up after itself.
         assert c.stats()["session_count"] == sessions
+    tcp = ctl(daemon.addresses[1], "bench", "--size", "1MiB", "--calls", "2",
+              "--transfers", "1")
+    assert tcp.returncode == 0, tcp.stderr
+    assert json.loads(tcp.stdout)["transfers_over"] == "data channels"
     table = ctl(address, "bench", "--size", "64KiB", "--calls", "5",
                 "--transfers", "1", json_output=False)
     assert table.returncode == 0, table.stderr

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -104,6 +105,30 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 
 }  // namespace
 
+// The host a TCP target names ("127.0.0.1:7070", "[::1]:7070",
+// "dns:///host:7070", "ipv4:10.0.0.1:7070"); empty for a unix socket.
+static std::string ChannelHost(std::string address) {
+  if (absl::StartsWith(address, "unix:") ||
+      absl::StartsWith(address, "unix-abstract:") ||
+      absl::StartsWith(address, "vsock:")) {
+    return "";
+  }
+  for (const char* prefix : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(address, prefix)) {
+      address = address.substr(std::string(prefix).size());
+      break;
+    }
+  }
+  address = address.substr(0, address.find(','));
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "";
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
     const ConnectOptions& options) {
   std::string address = ResolveAddress(options.address);
@@ -154,6 +179,12 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
   }
   std::shared_ptr<Client> client(new Client(address, channel));
   client->shared_memory_ = options.shared_memory;
+  // Channels are plaintext: never beside TLS.
+  if (options.data_channels &&
+      OptionOrEnv(options.tls_ca, "PJRTD_TLS_CA").empty() &&
+      OptionOrEnv(options.tls_cert, "PJRTD_TLS_CERT").empty()) {
+    client->channel_host_ = ChannelHost(address);
+  }
   grpc::ClientContext context;
   SetDeadline(&context, options.timeout);
   grpc::Status status = client->server_->GetServerInfo(
@@ -362,6 +393,27 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
                  static_cast<int64_t>(data.size()));
       }
       return buffer;
+    }
+    if (std::optional<ChannelSocket> channel = state_->TakeChannel()) {
+      v1::UploadHeader header;
+      header.set_session_id(state_->id);
+      header.mutable_shape()->set_dtype(dtype);
+      for (int64_t d : dims) header.mutable_shape()->add_dims(d);
+      header.set_device_id(device_id);
+      auto info = UploadOverChannel(*state_, *channel, header, data);
+      if (info.ok()) {
+        if (progress) {
+          progress(static_cast<int64_t>(data.size()),
+                   static_cast<int64_t>(data.size()));
+        }
+        return Buffer(state_, *std::move(info));
+      }
+      // Memory or a quota held by buffers this client dropped: the stream
+      // below tries again once they are freed.
+      if (!absl::IsResourceExhausted(info.status()) ||
+          !state_->FreeReleasesForRetry()) {
+        return info.status();
+      }
     }
   }
   v1::BufferInfo info;
@@ -785,6 +837,12 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
       absl::Status status = DownloadToHandle(staging->handle, 0);
       if (status.ok()) std::memcpy(out.data(), staging->data, out.size());
       state_->GiveBackStaging(*staging);
+      if (status.ok() && progress) progress(size_bytes(), size_bytes());
+      return status;
+    }
+    if (std::optional<ChannelSocket> channel = state_->TakeChannel()) {
+      absl::Status status =
+          DownloadOverChannel(*state_, *channel, handle(), out);
       if (status.ok() && progress) progress(size_bytes(), size_bytes());
       return status;
     }

@@ -59,6 +59,11 @@ struct ConnectOptions {
   // memory when the daemon is on this host (it offers a region socket and
   // the socket is reachable); otherwise, or when false, stream them.
   bool shared_memory = true;
+  // Over plaintext TCP, move arrays of kSharedMemoryThreshold bytes or more
+  // that do not go through shared memory over data channels (raw TCP
+  // connections beside gRPC; docs/architecture.md) when the daemon offers
+  // them; otherwise, or when false, stream them.
+  bool data_channels = true;
   // The tenant's bearer token, for a daemon with a tenants file; empty:
   // $PJRTD_TOKEN, if set.
   std::string token;
@@ -173,6 +178,9 @@ class Client : public std::enable_shared_from_this<Client> {
 
   friend struct SessionState;
   bool shared_memory_ = true;
+  // The host data channels connect to; empty: no channels (a unix socket,
+  // TLS, or turned off).
+  std::string channel_host_;
   const std::string address_;
   const std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pjrt::v1::Server::Stub> server_;
@@ -219,6 +227,10 @@ class Session {
                                           bool zero_copy = false);
   // Whether large uploads and downloads go through shared memory.
   bool uses_shared_memory() const;
+  // Whether arrays that do not go through shared memory travel over data
+  // channels (see ConnectOptions::data_channels): true until they turn out
+  // not to work with this daemon.
+  bool uses_data_channels() const;
 
   // Waits until every pipelined run (Executable::ExecutePipelined) sent so
   // far has run; returns the first error among them.

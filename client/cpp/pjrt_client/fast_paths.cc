@@ -445,11 +445,14 @@ void ReadPipeline(SessionState* session, PipelineState* p) {
 void SessionState::Shutdown() {
   std::shared_ptr<PipelineState> p;
   std::vector<Mapping> mappings;
+  std::vector<ChannelSocket> channels;
   bool join_flusher;
   {
     pjrt::MutexLock lock(&mu);
     p = std::move(pipeline);
     mappings.swap(staging);
+    channels.swap(idle_channels);
+    open_channels -= static_cast<int>(channels.size());
     flusher_stop = true;
     join_flusher = flusher_started && flusher.joinable();
   }
@@ -464,6 +467,7 @@ void SessionState::Shutdown() {
     p->reader.join();
   }
   for (const Mapping& m : mappings) Unmap(m);
+  for (const ChannelSocket& c : channels) close(c.fd);
 }
 
 // --- Region ----------------------------------------------------------------
@@ -576,6 +580,12 @@ absl::StatusOr<Buffer> Session::UploadFromRegion(
 bool Session::uses_shared_memory() const {
   pjrt::MutexLock lock(&state_->mu);
   return state_->shm == SessionState::Shm::kWorks;
+}
+
+bool Session::uses_data_channels() const {
+  pjrt::MutexLock lock(&state_->mu);
+  return !state_->client->channel_host_.empty() &&
+         state_->channels_unusable.empty();
 }
 
 void Session::FlushReleases() { state_->FlushReleases(); }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -40,6 +42,16 @@ absl::StatusOr<Mapping> CreateMapping(const std::string& socket_name,
                                       uint64_t session_id, int64_t size,
                                       const std::string& name);
 void Unmap(const Mapping& mapping);
+
+// A connected data channel (daemon/data_channel.h): a blocking TCP socket
+// and its handle in the session.
+struct ChannelSocket {
+  int fd = -1;
+  uint64_t handle = 0;
+};
+// Channels a session keeps open at once; a transfer that finds them all
+// busy streams through gRPC instead.
+inline constexpr int kMaxDataChannels = 4;
 
 // The ordered ExecuteStream of a session, for pipelined runs.
 struct PipelineState {
@@ -78,6 +90,11 @@ struct SessionState {
   Shm shm ABSL_GUARDED_BY(mu) = Shm::kUntried;
   // Staging regions not in use.
   std::vector<Mapping> staging ABSL_GUARDED_BY(mu);
+  // Data channels: why they are not used (empty while they may be), the
+  // idle ones, and how many are open.
+  std::string channels_unusable ABSL_GUARDED_BY(mu);
+  std::vector<ChannelSocket> idle_channels ABSL_GUARDED_BY(mu);
+  int open_channels ABSL_GUARDED_BY(mu) = 0;
   std::shared_ptr<PipelineState> pipeline ABSL_GUARDED_BY(mu);
 
   // Handles whose objects went (destructors), not yet sent to the daemon:
@@ -103,7 +120,13 @@ struct SessionState {
   // nullopt when shared memory is not to be used.
   std::optional<Mapping> TakeStaging(int64_t size);
   void GiveBackStaging(Mapping mapping);
-  // Ends the pipeline (waiting for runs sent) and unmaps staging regions.
+  // An idle data channel, a new one, or nullopt (stream instead).
+  std::optional<ChannelSocket> TakeChannel();
+  void GiveBackChannel(ChannelSocket channel);
+  // Closes a channel whose transfer failed (the daemon ended it).
+  void DiscardChannel(ChannelSocket channel);
+  // Ends the pipeline (waiting for runs sent), unmaps staging regions and
+  // closes data channels.
   void Shutdown();
 
   // Deletes `handles` on the daemon now (errors ignored).
@@ -133,6 +156,15 @@ struct SessionState {
   // Waits until pipelined request `sequence` has run.
   absl::Status WaitForPipelined(int64_t sequence);
 };
+
+// Uploads `data` over `channel`; the daemon's reply.
+absl::StatusOr<pjrt::v1::BufferInfo> UploadOverChannel(
+    SessionState& session, const ChannelSocket& channel,
+    const pjrt::v1::UploadHeader& header, absl::Span<const uint8_t> data);
+// Downloads buffer `handle` into `out` (exactly its size) over `channel`.
+absl::Status DownloadOverChannel(SessionState& session,
+                                 const ChannelSocket& channel, uint64_t handle,
+                                 absl::Span<uint8_t> out);
 
 }  // namespace pjrt_client
 
