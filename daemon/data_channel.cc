@@ -77,15 +77,19 @@ void DataChannel::Release(bool ok) {
 }
 
 bool DataChannel::EndIfAbandoned() {
-  if (ended_.load() || busy_.load()) return ended_.load();
+  bool idle = false;
+  if (ended_.load() || !busy_.compare_exchange_strong(idle, true)) {
+    return ended_.load();
+  }
+  // Bytes waiting are an upload whose call has not taken the channel yet;
+  // only the end of the stream (or an error) means the client is gone.
   char byte;
   ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0 ||
       (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-    End();  // closed, or reset
-  } else if (n > 0) {
-    End();  // bytes between transfers: the stream is out of step
+    End();
   }
+  busy_.store(false);
   return ended_.load();
 }
 
@@ -255,10 +259,19 @@ absl::StatusOr<DataChannelServer::Ticket> DataChannelServer::Offer(
   }
   absl::Time now = absl::Now();
   MutexLock lock(&mu_);
-  if (static_cast<int>(tokens_.size()) >= options_.max_pending_tokens) {
-    absl::erase_if(tokens_, [now](const auto& entry) {
-      return entry.second.expiry <= now;
-    });
+  absl::erase_if(
+      tokens_, [now](const auto& entry) { return entry.second.expiry <= now; });
+  int mine = 0;
+  for (const auto& [unused, pending] : tokens_) {
+    if (pending.session_id == session->id()) ++mine;
+  }
+  if (mine >= options_.max_pending_tokens_per_session) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s has %d data channel tokens waiting for their connection, the "
+        "most a session may; connect with those first (they expire after "
+        "%s)",
+        session->DebugString(), mine,
+        absl::FormatDuration(kDataChannelTokenLifetime)));
   }
   if (static_cast<int>(tokens_.size()) >= options_.max_pending_tokens) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -266,7 +279,8 @@ absl::StatusOr<DataChannelServer::Ticket> DataChannelServer::Offer(
         "daemon keeps; connect with those first",
         tokens_.size()));
   }
-  tokens_[token] = Pending{session, now + kDataChannelTokenLifetime};
+  tokens_[token] =
+      Pending{session, session->id(), now + kDataChannelTokenLifetime};
   return Ticket{port_, std::move(token)};
 }
 
@@ -317,22 +331,29 @@ void DataChannelServer::Loop() {
     std::string hello;
   };
   std::vector<Connection> pending;
+  // Out of descriptors, accept fails while the listener stays readable:
+  // it is left alone for a while rather than polled in a busy loop.
+  absl::Time accept_paused_until = absl::InfinitePast();
   while (!stopping_.load()) {
     std::vector<pollfd> fds;
     fds.push_back({.fd = wake_fd_, .events = POLLIN, .revents = 0});
-    fds.push_back({.fd = listen_fd_, .events = POLLIN, .revents = 0});
+    const bool accepting = absl::Now() >= accept_paused_until;
+    fds.push_back(
+        {.fd = accepting ? listen_fd_ : -1, .events = POLLIN, .revents = 0});
     for (const Connection& c : pending) {
       fds.push_back({.fd = c.fd, .events = POLLIN, .revents = 0});
     }
     absl::Time now = absl::Now();
     absl::Duration wait = absl::Seconds(1);
     for (const Connection& c : pending) wait = std::min(wait, c.deadline - now);
+    if (!accepting) wait = std::min(wait, accept_paused_until - now);
     int n = poll(fds.data(), fds.size(),
                  static_cast<int>(
                      std::max<int64_t>(1, absl::ToInt64Milliseconds(wait))));
     if (n < 0 && errno != EINTR) {
       spdlog::error("data channels: poll: {}", strerror(errno));
-      break;
+      absl::SleepFor(absl::Milliseconds(100));
+      continue;
     }
     if (stopping_.load()) break;
     // Hellos first (their slots may free room for new connections).
@@ -355,7 +376,10 @@ void DataChannelServer::Loop() {
         }
       }
       if (now >= c.deadline) {
-        close(c.fd);  // too slow: the slot goes to others
+        // Too slow: the slot goes to others. The refusal tells a client
+        // that is merely slow to stream this time.
+        SendReply(c.fd, 0);
+        close(c.fd);
         continue;
       }
       still.push_back(std::move(c));
@@ -365,9 +389,18 @@ void DataChannelServer::Loop() {
       for (;;) {
         int fd =
             accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+              errno == ENOMEM) {
+            spdlog::warn("data channels: accept: {}; pausing for 100 ms",
+                         strerror(errno));
+            accept_paused_until = absl::Now() + absl::Milliseconds(100);
+          }
+          break;
+        }
         if (static_cast<int>(pending.size()) >=
             options_.max_pending_connections) {
+          SendReply(fd, 0);  // busy: the client streams this time
           close(fd);
           continue;
         }

@@ -89,12 +89,12 @@ class DataChannel {
   // Idempotent.
   void End();
   bool ended() const { return ended_.load(); }
-  // Ends an idle channel whose client has closed its end (or sent bytes
-  // no transfer asked for); returns ended().
+  // Ends an idle channel whose client has closed its end; returns
+  // ended().
   bool EndIfAbandoned();
 
-  // The transfer's staging memory (kept between transfers, so that its
-  // pages are faulted in once).
+  // The transfer's staging memory: up to 4 MiB, kept between transfers so
+  // that its pages are faulted in once.
   std::string& staging() { return staging_; }
 
  private:
@@ -133,10 +133,11 @@ class DataChannelUse {
 struct DataChannelServerOptions {
   // Connections that have not sent their hello yet, at most.
   int max_pending_connections = 64;
-  // Tokens handed out and not used yet, at most (expired ones go first).
+  // Tokens handed out and not used yet, at most, per session and in all.
+  int max_pending_tokens_per_session = 16;
   int max_pending_tokens = 4096;
   // Connected channels of every session, at most.
-  int max_channels = 1024;
+  int max_channels = 256;
 };
 
 // Accepts channel connections on a TCP port and hands each to the session
@@ -171,6 +172,7 @@ class DataChannelServer {
  private:
   struct Pending {
     std::weak_ptr<Session> session;
+    uint64_t session_id = 0;
     absl::Time expiry;
   };
   void Loop();

@@ -60,14 +60,9 @@ int main(int argc, char** argv) {
   // big program) lands in a heap and fragments it, and the daemon's memory
   // stays high after the client that caused it is gone.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  // Fixing that threshold also fixes the one above which free memory at
-  // the top of a heap goes back to the kernel, at glibc's 128 KiB. A
-  // transfer churns 1 MiB messages through gRPC's threads; with 128 KiB,
-  // every one of them was handed back and faulted in again, page by page:
-  // three quarters of a 256 MiB upload's time on a machine where page
-  // faults are dear. 32 MiB covers what gRPC keeps in flight per call; the
-  // reaper still trims everything once a session closes.
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+  // That also fixes the threshold above which free memory at the top of a
+  // heap goes back to the kernel at 128 KiB (glibc's), which large gRPC
+  // streams raise while they run (see StreamingScope).
   pjrt::daemon::ParsedCommandLine parsed =
       pjrt::daemon::ParseCommandLine(argc, argv);
   if (parsed.exit_code.has_value()) return *parsed.exit_code;

@@ -44,7 +44,7 @@ struct DaemonLimits {
   int max_region_connections = 256;
   // Data channels (daemon/data_channel.h): per session, and in all.
   int max_data_channels_per_session = 8;
-  int max_data_channels = 1024;
+  int max_data_channels = 256;
   // Size of one program's text.
   int64_t max_program_bytes = int64_t{32} << 20;
   // The compile cache, by entries and by bytes (program text and compiled

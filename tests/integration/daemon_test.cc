@@ -276,6 +276,11 @@ TEST_P(DaemonTest, AnUploadRefusedOverADataChannelFailsAndTheNextSucceeds) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
       << refused.status();
   EXPECT_NE(refused.status().message().find("device 7"), std::string::npos);
+  // Bytes that do not match the shape never go over a channel (they would
+  // leave it out of step): the daemon names the mismatch.
+  auto mismatched = (*session)->Upload(v1::DTYPE_F32, {1 << 20}, data, 0);
+  EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kInvalidArgument)
+      << mismatched.status();
   auto accepted = (*session)->Upload(v1::DTYPE_U8, {64 << 20}, data, 0);
   ASSERT_TRUE(accepted.ok()) << accepted.status();
   auto back = accepted->Download();

@@ -122,7 +122,7 @@ TEST(DataChannel, OneTransferAtATime) {
   EXPECT_TRUE(pair.channel->ended());
 }
 
-TEST(DataChannel, AnIdleChannelIsAbandonedWhenItsPeerClosesOrSpeaksOutOfTurn) {
+TEST(DataChannel, AnIdleChannelIsAbandonedOnlyOnceItsPeerClosed) {
   {
     Pair pair;
     EXPECT_FALSE(pair.channel->EndIfAbandoned());
@@ -131,9 +131,23 @@ TEST(DataChannel, AnIdleChannelIsAbandonedWhenItsPeerClosesOrSpeaksOutOfTurn) {
     EXPECT_TRUE(pair.channel->EndIfAbandoned());
   }
   {
+    // Bytes waiting are an upload whose call has not taken the channel
+    // yet: the channel stays, and the upload gets them.
     Pair pair;
-    ASSERT_EQ(write(pair.peer, "x", 1), 1);
-    EXPECT_TRUE(pair.channel->EndIfAbandoned());
+    ASSERT_EQ(write(pair.peer, "xy", 2), 2);
+    EXPECT_FALSE(pair.channel->EndIfAbandoned());
+    ASSERT_TRUE(pair.channel->Acquire(1).ok());
+    char got[2];
+    ASSERT_TRUE(pair.channel->Receive(got, 2, nullptr, "upload").ok());
+    EXPECT_EQ(std::string(got, 2), "xy");
+  }
+  {
+    // A channel in a transfer is not looked at.
+    Pair pair;
+    ASSERT_TRUE(pair.channel->Acquire(1).ok());
+    close(pair.peer);
+    pair.peer = -1;
+    EXPECT_FALSE(pair.channel->EndIfAbandoned());
   }
 }
 

@@ -107,6 +107,18 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 
 // The host a TCP target names ("127.0.0.1:7070", "[::1]:7070",
 // "dns:///host:7070", "ipv4:10.0.0.1:7070"); empty for a unix socket.
+// The bytes of an array of `dims` elements of `dtype`; -1 when the dtype is
+// unknown or the dimensions are negative or overflow.
+static int64_t ShapeBytes(v1::DType dtype, absl::Span<const int64_t> dims) {
+  if (DTypeByteWidth(dtype) == 0) return -1;
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || __builtin_mul_overflow(count, d, &count)) return -1;
+  }
+  if (count > (int64_t{1} << 60)) return -1;
+  return DTypeBytes(dtype, count);
+}
+
 static std::string ChannelHost(std::string address) {
   if (absl::StartsWith(address, "unix:") ||
       absl::StartsWith(address, "unix-abstract:") ||
@@ -394,7 +406,13 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
       }
       return buffer;
     }
-    if (std::optional<ChannelSocket> channel = state_->TakeChannel()) {
+    // The channel carries exactly the shape's bytes: another size streams,
+    // and the daemon names what is wrong.
+    std::optional<ChannelSocket> channel;
+    if (ShapeBytes(dtype, dims) == static_cast<int64_t>(data.size())) {
+      channel = state_->TakeChannel();
+    }
+    if (channel.has_value()) {
       v1::UploadHeader header;
       header.set_session_id(state_->id);
       header.mutable_shape()->set_dtype(dtype);

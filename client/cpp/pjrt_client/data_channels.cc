@@ -158,10 +158,10 @@ std::optional<ChannelSocket> SessionState::TakeChannel() {
     uint64_t handle = 0;
     if (got == sizeof(reply) && std::memcmp(reply, kMagic, 8) == 0) {
       for (int i = 7; i >= 0; --i) handle = (handle << 8) | reply[8 + i];
-    } else if (sent) {
+    } else if (got >= sizeof(kMagic) && std::memcmp(reply, kMagic, 8) != 0) {
       unusable = absl::StrFormat("port %d did not answer as a data channel",
                                  ticket.port());
-    }
+    }  // else closed or slow (the daemon is busy): stream this time
     if (handle == 0) {  // refused (too many channels): stream this time
       close(fd);
       break;
@@ -243,10 +243,21 @@ absl::Status DownloadOverChannel(SessionState& session,
   bool extra = false;
   if (reader->Read(&response)) {
     // The header: the bytes follow on the channel.
-    received = ReceiveAll(channel.fd, out.data(), out.size());
-    if (received.ok()) extra = reader->Read(&response);
+    if (response.header().size_bytes() != static_cast<int64_t>(out.size())) {
+      context.TryCancel();
+      received = absl::DataLossError(
+          absl::StrFormat("daemon announced %d bytes for buffer %#x of %d",
+                          response.header().size_bytes(), handle, out.size()));
+    } else {
+      received = ReceiveAll(channel.fd, out.data(), out.size());
+      if (received.ok()) extra = reader->Read(&response);
+    }
   }
   grpc::Status status = reader->Finish();
+  if (!received.ok() && absl::IsDataLoss(received)) {
+    session.DiscardChannel(channel);
+    return received;
+  }
   if (status.ok() && received.ok() && !extra) {
     session.GiveBackChannel(channel);
     return absl::OkStatus();

@@ -232,10 +232,13 @@ class DataChannels:
         except OSError:
             sock.close()
             return None
-        if len(reply) < 16 or reply[:8] != MAGIC:
+        if len(reply) >= 8 and reply[:8] != MAGIC:
             sock.close()
             self._give_up(f"the daemon's channel port {ticket.port} did not "
                           f"answer as one")
+            return None
+        if len(reply) < 16:
+            sock.close()  # closed or slow (the daemon is busy): stream
             return None
         (handle,) = struct.unpack("<Q", reply[8:])
         if handle == 0:
