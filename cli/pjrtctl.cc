@@ -890,7 +890,8 @@ int RunStats(const GlobalOptions& g) {
   table.Print(std::cout);
   std::cout << "\nsessions: " << stats->session_count()
             << "  buffers: " << stats->buffer_count()
-            << "  executables: " << stats->executable_count() << "\n";
+            << "  executables: " << stats->executable_count()
+            << "  data channels: " << stats->data_channel_count() << "\n";
   const v1::CompileCacheStats& cache = stats->compile_cache();
   std::cout << absl::StrFormat(
       "compile cache: %d of %d programs, %d hits, %d compiles (%d failed), "

@@ -195,13 +195,15 @@ grpc::Status BufferService::UploadImpl(
         "device); got a data chunk");
   }
   const v1::UploadHeader& header = request.header();
+  // `header` lives in `request`, which the reads below reuse.
+  const uint64_t channel_handle = header.channel_handle();
   auto session = CallerSession(auth_, sessions_, *context, header.session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
   // Over a data channel: held from here, so that every failure below ends
   // it (the client's bytes may be on their way).
   DataChannelUse channel;
-  if (header.channel_handle() != 0) {
-    auto taken = TakeChannel(**session, header.channel_handle());
+  if (channel_handle != 0) {
+    auto taken = TakeChannel(**session, channel_handle);
     if (!taken.ok()) return ToGrpcStatus(taken.status());
     channel = *std::move(taken);
   }
@@ -215,9 +217,9 @@ grpc::Status BufferService::UploadImpl(
 
   // `transfer` aborts the buffer (and frees its memory) on every early
   // return below.
-  StreamingScope streaming(
-      header.channel_handle() == 0 ? (*transfer)->bytes_expected() : 0);
-  if (header.channel_handle() != 0) {
+  StreamingScope streaming(channel_handle == 0 ? (*transfer)->bytes_expected()
+                                               : 0);
+  if (channel_handle != 0) {
     const int64_t total = (*transfer)->bytes_expected();
     char* staging = ChannelStaging(channel, total);
     auto cancellation = CallCancellation(context, **session);
@@ -234,11 +236,11 @@ grpc::Status BufferService::UploadImpl(
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrFormat("an upload over data channel %#x carries its header "
                           "alone; got a second message",
-                          header.channel_handle()));
+                          channel_handle));
     }
   }
   int64_t chunks = 0;
-  while (header.channel_handle() == 0 && reader->Read(&request)) {
+  while (channel_handle == 0 && reader->Read(&request)) {
     if (!request.has_chunk() && request.has_header()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "an upload carries one header; got a second one "
@@ -272,7 +274,7 @@ grpc::Status BufferService::UploadImpl(
     buffer->Delete();
     return ToGrpcStatus(handle.status());
   }
-  if (header.channel_handle() != 0) channel.Succeeded();
+  if (channel_handle != 0) channel.Succeeded();
   BufferInfoToProto(**session, *handle, *buffer, response);
   return grpc::Status::OK;
 }

@@ -517,6 +517,7 @@ absl::Status Daemon::StartDataChannels(bool tls) {
   }
   spdlog::info("data channels on {} port {}", *host, data_channels_->port());
   buffer_service_->SetDataChannels(data_channels_.get(), "");
+  server_service_->SetDataChannels(data_channels_.get());
   return absl::OkStatus();
 }
 

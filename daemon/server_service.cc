@@ -117,6 +117,9 @@ grpc::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
   auto [region_count, region_bytes] = sessions_->region_totals();
   response->set_region_count(region_count);
   response->set_region_bytes(region_bytes);
+  if (channels_ != nullptr) {
+    response->set_data_channel_count(channels_->channels());
+  }
   CompileCacheStats cache = compile_cache_->stats();
   v1::CompileCacheStats* out = response->mutable_compile_cache();
   out->set_entries(cache.entries);

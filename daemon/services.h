@@ -108,6 +108,12 @@ class ServerService final : public v1::Server::Service {
         region_socket_(std::move(region_socket)),
         start_(absl::Now()) {}
 
+  // The data channel listener whose channels GetStats counts (null: none).
+  // Set before the service is served.
+  void SetDataChannels(const DataChannelServer* channels) {
+    channels_ = channels;
+  }
+
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
                              v1::ServerInfo* response) override {
@@ -170,6 +176,7 @@ class ServerService final : public v1::Server::Service {
   // Empty when shared memory is off.
   const std::string region_socket_;
   const absl::Time start_;
+  const DataChannelServer* channels_ = nullptr;
 };
 
 class SessionService final : public v1::Sessions::CallbackService {

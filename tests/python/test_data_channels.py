@@ -8,6 +8,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -246,13 +247,21 @@ class _Stub:
 
 
 def test_closing_the_session_ends_its_channels(tcp):
-    c = tcp_client(tcp)
-    sock, handle, _ = open_channel(c)
-    assert handle != 0
-    c.close()
-    sock.settimeout(10)
-    assert sock.recv(1) == b""  # the daemon closed its end
-    sock.close()
+    with tcp_client(tcp) as watcher:
+        before = watcher.stats()["data_channel_count"]
+        c = tcp_client(tcp)
+        sock, handle, _ = open_channel(c)
+        assert handle != 0
+        assert watcher.stats()["data_channel_count"] == before + 1
+        c.close()
+        sock.settimeout(10)
+        assert sock.recv(1) == b""  # the daemon closed its end
+        sock.close()
+        # Gone from the daemon's count once the session let go of it.
+        deadline = time.monotonic() + 10
+        while watcher.stats()["data_channel_count"] != before:
+            assert time.monotonic() < deadline, "the channel is still counted"
+            time.sleep(0.01)
 
 
 def test_a_daemon_without_channels_says_why_and_clients_stream():

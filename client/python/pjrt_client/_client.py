@@ -1560,6 +1560,7 @@ class Client:
                 "largest_free_block": d.largest_free_block,
                 "fragmentation": d.fragmentation,
                 "queue_depth": d.queue_depth,
+                "bytes_reserved": d.bytes_reserved,
             } for d in s.devices],
             "session_count": s.session_count,
             "buffer_count": s.buffer_count,
@@ -1568,6 +1569,7 @@ class Client:
             "cross_host_bytes_received": s.cross_host_bytes_received,
             "region_count": s.region_count,
             "region_bytes": s.region_bytes,
+            "data_channel_count": s.data_channel_count,
             "compile_cache": {
                 "entries": s.compile_cache.entries,
                 "capacity": s.compile_cache.capacity,
