@@ -124,44 +124,31 @@ absl::Status DataChannel::Wait(short events, const Cancellation* cancellation,
 absl::Status DataChannel::Send(const void* data, int64_t size,
                                const Cancellation* cancellation,
                                const std::string& what) {
-  const char* p = static_cast<const char*>(data);
-  int64_t done = 0;
-  absl::Time stall_deadline = absl::Now() + kDataChannelStallTimeout;
-  while (done < size) {
-    ssize_t n = send(fd_, p + done, static_cast<size_t>(size - done),
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      done += n;
-      stall_deadline = absl::Now() + kDataChannelStallTimeout;
-      continue;
-    }
-    absl::Status status;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      status = Wait(POLLOUT, cancellation, stall_deadline);
-      if (status.ok()) continue;
-    } else {
-      status = absl::UnavailableError(
-          absl::StrFormat("the client closed the data channel (%s)",
-                          n < 0 ? strerror(errno) : "end of stream"));
-    }
-    End();
-    return absl::Status(
-        status.code(),
-        absl::StrFormat("%s: after %d of %d bytes over the data channel: %s",
-                        what, done, size, status.message()));
-  }
-  return absl::OkStatus();
+  return Move(
+      POLLOUT, size, cancellation, what, [&](int64_t done, int64_t left) {
+        return send(fd_, static_cast<const char*>(data) + done,
+                    static_cast<size_t>(left), MSG_NOSIGNAL | MSG_DONTWAIT);
+      });
 }
 
 absl::Status DataChannel::Receive(void* data, int64_t size,
                                   const Cancellation* cancellation,
                                   const std::string& what) {
-  char* p = static_cast<char*>(data);
+  return Move(POLLIN, size, cancellation, what,
+              [&](int64_t done, int64_t left) {
+                return recv(fd_, static_cast<char*>(data) + done,
+                            static_cast<size_t>(left), MSG_DONTWAIT);
+              });
+}
+
+absl::Status DataChannel::Move(
+    short events, int64_t size, const Cancellation* cancellation,
+    const std::string& what,
+    absl::FunctionRef<ssize_t(int64_t done, int64_t left)> step) {
   int64_t done = 0;
   absl::Time stall_deadline = absl::Now() + kDataChannelStallTimeout;
   while (done < size) {
-    ssize_t n =
-        recv(fd_, p + done, static_cast<size_t>(size - done), MSG_DONTWAIT);
+    ssize_t n = step(done, size - done);
     if (n > 0) {
       done += n;
       stall_deadline = absl::Now() + kDataChannelStallTimeout;
@@ -169,7 +156,7 @@ absl::Status DataChannel::Receive(void* data, int64_t size,
     }
     absl::Status status;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      status = Wait(POLLIN, cancellation, stall_deadline);
+      status = Wait(events, cancellation, stall_deadline);
       if (status.ok()) continue;
     } else {
       status = absl::UnavailableError(

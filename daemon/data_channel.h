@@ -30,6 +30,8 @@
 #ifndef PJRT_DAEMON_DATA_CHANNEL_H_
 #define PJRT_DAEMON_DATA_CHANNEL_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -37,6 +39,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -98,6 +101,12 @@ class DataChannel {
   std::string& staging() { return staging_; }
 
  private:
+  // Moves `size` bytes by calling `step(done, left)` (a non-blocking send
+  // or recv of the rest) until it has, waiting for `events` between calls.
+  absl::Status Move(
+      short events, int64_t size, const Cancellation* cancellation,
+      const std::string& what,
+      absl::FunctionRef<ssize_t(int64_t done, int64_t left)> step);
   // Waits until the socket is ready for `events` (POLLIN or POLLOUT),
   // checking `cancellation` every poll interval.
   absl::Status Wait(short events, const Cancellation* cancellation,
