@@ -45,6 +45,12 @@ class Allocator {
 
   // REQUIRES: `ptr` came from Allocate on this allocator and was not freed.
   virtual void Deallocate(void* ptr) = 0;
+  // Counts `bytes` that live elsewhere (host memory a buffer aliases) as in
+  // use on the device, against its limit, as Allocate would:
+  // RESOURCE_EXHAUSTED when the limit leaves no room for them.
+  virtual absl::Status Charge(int64_t bytes) = 0;
+  // Undoes one successful Charge of `bytes`.
+  virtual void Discharge(int64_t bytes) = 0;
 
   virtual AllocatorStats GetStats() const = 0;
 };

@@ -68,7 +68,7 @@ BfcAllocator::Chunk* BfcAllocator::FindFreeChunk(int64_t size) {
 }
 
 bool BfcAllocator::Extend(int64_t size) {
-  int64_t room = options_.memory_limit - reserved_;
+  int64_t room = options_.memory_limit - reserved_ - charged_;
   if (room < size) return false;
   int64_t region_bytes = std::min(std::max(size, next_region_bytes_), room);
   region_bytes = region_bytes / kMinChunkBytes * kMinChunkBytes;
@@ -190,6 +190,37 @@ void BfcAllocator::Deallocate(void* ptr) {
   InsertFree(chunk);
 }
 
+absl::Status BfcAllocator::Charge(int64_t bytes) {
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: cannot charge %d bytes", options_.name, bytes));
+  }
+  MutexLock lock(&mu_);
+  // Free regions go back first, so that what the limit bounds stays held
+  // where possible; free chunks of regions in use stay cached.
+  if (options_.memory_limit - reserved_ - charged_ < bytes)
+    ReleaseFreeRegions();
+  if (options_.memory_limit - chunk_bytes_in_use_ - charged_ < bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "out of memory on %s: cannot hold %d bytes (%s); %s", options_.name,
+        bytes, FormatByteSize(bytes), StatsLocked().ToString()));
+  }
+  charged_ += bytes;
+  stats_.bytes_in_use += bytes;
+  stats_.peak_bytes_in_use =
+      std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  stats_.num_allocs++;
+  stats_.total_allocs++;
+  return absl::OkStatus();
+}
+
+void BfcAllocator::Discharge(int64_t bytes) {
+  MutexLock lock(&mu_);
+  charged_ -= bytes;
+  stats_.bytes_in_use -= bytes;
+  stats_.num_allocs--;
+}
+
 AllocatorStats BfcAllocator::StatsLocked() const {
   AllocatorStats stats = stats_;
   stats.bytes_reserved = reserved_;
@@ -207,9 +238,10 @@ AllocatorStats BfcAllocator::StatsLocked() const {
       releasable += region->size;
     }
   }
-  stats.largest_free_block = std::max(
-      largest_chunk, options_.memory_limit - reserved_ + releasable);
-  int64_t free_bytes = options_.memory_limit - chunk_bytes_in_use_;
+  stats.largest_free_block =
+      std::max({int64_t{0}, largest_chunk,
+                options_.memory_limit - reserved_ - charged_ + releasable});
+  int64_t free_bytes = options_.memory_limit - chunk_bytes_in_use_ - charged_;
   stats.fragmentation =
       free_bytes > 0
           ? 1.0 - static_cast<double>(stats.largest_free_block) / free_bytes

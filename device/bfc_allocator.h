@@ -16,9 +16,13 @@
 //
 // The largest free block is the largest request that would succeed now:
 // the largest free chunk, or the room left under the limit once entirely
-// free regions are returned. Statistics count requested bytes (`bytes_in_use`), so a 1000-byte buffer
-// shows as 1000 bytes, not as its 1024-byte chunk; `bytes_reserved` is what
-// the regions hold.
+// free regions are returned. Charged bytes (memory a buffer holds outside
+// the allocator) count as in use and against the limit: a charge fits when
+// the chunks in use and the charges leave room for it (entirely free
+// regions are returned first), and a new region only in what the regions
+// and the charges leave. Statistics count requested bytes (`bytes_in_use`), so
+// a 1000-byte buffer shows as 1000 bytes, not as its 1024-byte chunk;
+// `bytes_reserved` is what the regions hold.
 //
 // Thread-safe.
 #ifndef PJRT_DEVICE_BFC_ALLOCATOR_H_
@@ -57,6 +61,8 @@ class BfcAllocator : public Allocator {
 
   absl::StatusOr<void*> Allocate(int64_t bytes) override;
   void Deallocate(void* ptr) override;
+  absl::Status Charge(int64_t bytes) override;
+  void Discharge(int64_t bytes) override;
   AllocatorStats GetStats() const override;
 
   static constexpr int64_t kMinChunkBytes = 256;
@@ -106,6 +112,9 @@ class BfcAllocator : public Allocator {
   int64_t next_region_bytes_ ABSL_GUARDED_BY(mu_);
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t chunk_bytes_in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of Charge not yet discharged: memory held elsewhere that counts
+  // against the limit like a region.
+  int64_t charged_ ABSL_GUARDED_BY(mu_) = 0;
   AllocatorStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -155,10 +155,16 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
 
   if (semantics == HostBufferSemantics::kZeroCopy && host_access &&
       reinterpret_cast<uintptr_t>(data) % kZeroCopyAlignment == 0) {
+    // The buffer counts against its device's memory wherever its bytes
+    // live, so that the memory limit bounds every buffer.
+    device::Allocator* allocator = local->allocator();
+    PJRT_RETURN_IF_ERROR(allocator->Charge(size));
     DeviceMemory memory = DeviceMemory::Borrowed(
         const_cast<void*>(data), size,
-        on_done != nullptr ? std::move(on_done)
-                           : absl::AnyInvocable<void() &&>([] {}));
+        [allocator, size, on_done = std::move(on_done)]() mutable {
+          allocator->Discharge(size);
+          if (on_done != nullptr) std::move(on_done)();
+        });
     auto tracked = std::make_shared<TrackedDeviceBuffer>(
         local, std::move(memory),
         std::vector<std::shared_ptr<BufferSequencingEvent>>{

@@ -1,5 +1,6 @@
 #include "device/host/host_platform.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,6 +14,7 @@ namespace {
 
 constexpr int kMaxHostDevices = 256;
 constexpr int64_t kAlignment = 256;
+constexpr int64_t kHugePageBytes = int64_t{2} << 20;
 
 int64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -24,12 +26,20 @@ int64_t PhysicalMemoryBytes() {
 }  // namespace
 
 absl::StatusOr<void*> HostMemoryAllocator::Alloc(int64_t bytes) {
-  int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
+  // Large regions sit on huge-page boundaries and ask for transparent huge
+  // pages: where the kernel backs memory only on first touch (and a virtual
+  // machine's host does the same beneath it), 4 KiB pages cost a fault each,
+  // 15-20x the copy into them; a 2 MiB page costs one fault per 512.
+  const bool huge = bytes >= kHugePageBytes;
+  const int64_t alignment = huge ? kHugePageBytes : kAlignment;
+  int64_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* ptr = std::aligned_alloc(alignment, static_cast<size_t>(rounded));
   if (ptr == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the host could not provide %d bytes of memory", bytes));
   }
+  // Advice only: where huge pages are off, the memory is as before.
+  if (huge) madvise(ptr, static_cast<size_t>(rounded), MADV_HUGEPAGE);
   return ptr;
 }
 

@@ -21,7 +21,7 @@ import pjrt_client
 from pjrt_client import _shm
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, executable_pb2,
                                         types_pb2)
-from conftest import Daemon
+from conftest import PLATFORM, Daemon
 
 ADD_ONE = """HloModule add_one
 ENTRY main {
@@ -272,6 +272,131 @@ def test_large_transfers_use_shared_memory_only_when_allowed(
         assert c.uses_shared_memory is shared_memory
         staging = [r for r in c.regions() if r["name"] == "pjrt-staging"]
         assert len(staging) == (1 if shared_memory else 0)
+
+
+# --- put() keeps its staging region as the buffer --------------------------
+
+BIG = _shm.ADOPT_THRESHOLD
+ADD_ONE_BIG = ("HloModule add_one_big, "
+               "input_output_alias={ {}: (0, {}, may-alias) }\n") + f"""
+ENTRY main {{
+  x = f32[{BIG // 4}] parameter(0)
+  one = f32[] constant(1)
+  ones = f32[{BIG // 4}] broadcast(one), dimensions={{}}
+  ROOT y = f32[{BIG // 4}] add(x, ones)
+}}
+"""
+
+
+def random_bytes(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, BIG, dtype=np.uint8)
+
+
+def adopted(c) -> list[int]:
+    """The handles of the staging regions buffers keep."""
+    return [region.handle for region, _ in c._staging._adopted]
+
+
+def uses(c, handle: int) -> int:
+    return {r["handle"]: r["uses"] for r in c.regions()}[handle]
+
+
+def staging_regions(c) -> set[int]:
+    return {r["handle"] for r in c.regions() if r["name"] == "pjrt-staging"}
+
+
+@pytest.mark.skipif(PLATFORM != "host", reason="the daemon aliases host "
+                    "memory only on the host platform")
+def test_a_large_put_is_one_copy_into_a_region_the_buffer_keeps(daemon):
+    before = daemon_maps(daemon, "pjrt-staging")
+    with pjrt_client.connect(daemon.addresses[0]) as c:
+        in_use = c.stats()["devices"][0]["bytes_in_use"]
+        data = random_bytes(1)
+        buffer = c.put(data)
+        (region,) = adopted(c)
+        assert uses(c, region) == 1
+        # Counted as memory of the device, though it lives in the region.
+        assert c.stats()["devices"][0]["bytes_in_use"] == in_use + BIG
+        np.testing.assert_array_equal(buffer.to_numpy(), data)
+        buffer.delete()
+        assert uses(c, region) == 0
+        assert c.stats()["devices"][0]["bytes_in_use"] == in_use
+        # A loop of puts and deletes keeps reusing the regions it has (the
+        # download took one too): no new one.
+        regions = staging_regions(c)
+        for seed in range(2, 6):
+            data = random_bytes(seed)
+            buffer = c.put(data)
+            assert len(adopted(c)) == 1
+            assert set(adopted(c)) <= regions
+            np.testing.assert_array_equal(buffer.to_numpy(), data)
+            buffer.delete()
+        assert staging_regions(c) == regions
+    gc.collect()
+    assert daemon_maps(daemon, "pjrt-staging") == before
+
+
+@pytest.mark.skipif(PLATFORM != "host", reason="the daemon aliases host "
+                    "memory only on the host platform")
+def test_kept_buffers_regions_are_not_written_again(local):
+    data = [random_bytes(seed) for seed in range(10, 16)]
+    kept = [local.put(d) for d in data]
+    # At most two regions are kept by buffers at once; the rest of the
+    # puts copied through one more, which stays warm for the next.
+    assert len(adopted(local)) == 2
+    assert len(staging_regions(local)) == 3
+    for handle in adopted(local):
+        assert uses(local, handle) == 1
+    for buffer, d in zip(kept, data):
+        np.testing.assert_array_equal(buffer.to_numpy(), d)
+    # Dropped without delete(): its region comes back once the daemon has
+    # freed the buffer, which the next put makes sure of.
+    first = adopted(local)[0]
+    regions = staging_regions(local)
+    del kept[0]
+    gc.collect()
+    again = local.put(data[0])
+    assert len(adopted(local)) == 2  # so the first came back
+    assert uses(local, first) == (1 if first in adopted(local) else 0)
+    assert staging_regions(local) == regions
+    np.testing.assert_array_equal(again.to_numpy(), data[0])
+    for buffer, d in zip(kept, data[1:]):
+        np.testing.assert_array_equal(buffer.to_numpy(), d)
+
+
+def test_a_donated_region_stays_with_the_result(local):
+    exe = local.compile(ADD_ONE_BIG)
+    assert exe.donated_parameters == [0]
+    x = np.random.default_rng(3).standard_normal(BIG // 4, dtype=np.float32)
+    (y,) = exe.execute([local.put(x)])
+    # The argument's memory may be the result's now: a put must not write
+    # it while the result lives.
+    other = np.full(BIG // 4, 7, np.float32)
+    z = local.put(other)
+    np.testing.assert_array_equal(y.to_numpy(), x + 1)
+    np.testing.assert_array_equal(z.to_numpy(), other)
+    y.delete()
+    w = local.put(x)
+    np.testing.assert_array_equal(w.to_numpy(), x)
+    np.testing.assert_array_equal(z.to_numpy(), other)
+
+
+def test_the_memory_limit_bounds_buffers_kept_in_regions(tmp_path):
+    d = Daemon(tmp_path, "--platform", "host", "--host-devices", "1",
+               "--memory-limit", str(BIG + BIG // 2),
+               "--listen", f"unix://{tmp_path}/p.sock")
+    try:
+        with pjrt_client.connect(d.addresses[0]) as c:
+            first = c.put(random_bytes(20))
+            assert c.stats()["devices"][0]["bytes_in_use"] == BIG
+            with pytest.raises(pjrt_client.ResourceExhaustedError,
+                               match=f"cannot (hold|allocate) {BIG} bytes"):
+                c.put(random_bytes(21))
+            first.delete()
+            data = random_bytes(22)
+            np.testing.assert_array_equal(c.put(data).to_numpy(), data)
+    finally:
+        assert d.stop() == 0
 
 
 def test_small_arrays_never_touch_shared_memory(local):

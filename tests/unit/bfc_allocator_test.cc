@@ -149,6 +149,46 @@ TEST(BfcAllocator, ReleasesFreeRegionsWhenTheLimitIsReached) {
   a->Deallocate(*big);
 }
 
+TEST(BfcAllocator, ChargedBytesCountAgainstTheLimitWithoutBeingReserved) {
+  int64_t live = 0;
+  auto a = MakeAllocator(8 << 20, &live);
+  ASSERT_TRUE(a->Charge(5 << 20).ok());
+  AllocatorStats stats = a->GetStats();
+  EXPECT_EQ(stats.bytes_in_use, 5 << 20);
+  EXPECT_EQ(stats.num_allocs, 1);
+  EXPECT_EQ(stats.bytes_reserved, 0);
+  EXPECT_EQ(live, 0);
+  EXPECT_EQ(stats.largest_free_block, 3 << 20);
+  // Neither an allocation nor another charge fits beside it.
+  auto r = a->Allocate(4 << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  absl::Status charged = a->Charge(4 << 20);
+  EXPECT_EQ(charged.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(charged.message().find("4194304 bytes"), std::string::npos)
+      << charged.message();
+  void* p = *a->Allocate(2 << 20);
+  a->Discharge(5 << 20);
+  EXPECT_EQ(a->GetStats().bytes_in_use, 2 << 20);
+  EXPECT_EQ(a->GetStats().num_allocs, 1);
+  auto big = a->Allocate(5 << 20);
+  ASSERT_TRUE(big.ok()) << big.status();
+  a->Deallocate(p);
+  a->Deallocate(*big);
+  EXPECT_EQ(a->GetStats().bytes_in_use, 0);
+}
+
+TEST(BfcAllocator, ChargeReturnsFreeRegionsToMakeRoom) {
+  int64_t live = 0;
+  auto a = MakeAllocator(8 << 20, &live);
+  a->Deallocate(*a->Allocate(6 << 20));
+  EXPECT_GE(live, 6 << 20);
+  ASSERT_TRUE(a->Charge(7 << 20).ok());
+  EXPECT_EQ(live, 0);
+  a->Discharge(7 << 20);
+  EXPECT_EQ(a->Charge(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BfcAllocator, RandomWorkloadKeepsAccountsExact) {
   auto a = MakeAllocator(64 << 20);
   std::mt19937 gen(42);

@@ -262,7 +262,8 @@ TEST_P(EveryModel, ZeroCopyAliasesAlignedHostMemory) {
   auto buffer = *client_->BufferFromHostBuffer(
       data, F32(16), HostBufferSemantics::kZeroCopy, [&] { released = true; },
       client_->devices()[0]);
-  EXPECT_EQ(BytesInUse(*client_), before);  // nothing allocated
+  // Nothing allocated, but the buffer counts as memory in use.
+  EXPECT_EQ(BytesInUse(*client_), before + 64);
   {
     auto ref = *buffer->AcquireExternalReference();
     EXPECT_EQ(ref->data(), static_cast<void*>(data));
@@ -272,6 +273,32 @@ TEST_P(EveryModel, ZeroCopyAliasesAlignedHostMemory) {
   buffer->Delete();
   SyncAll(*client_);
   EXPECT_TRUE(released);
+  EXPECT_EQ(BytesInUse(*client_), before);
+}
+
+TEST(ZeroCopy, BuffersOverTheMemoryLimitAreRefusedAndLeaveNothing) {
+  auto client = MakeClient(AllocationModel::kAsynchronous, 1, 1 << 20);
+  alignas(64) static float whole[1 << 18];  // 1 MiB, the whole limit
+  alignas(64) static float quarter[1 << 16];
+  auto held =
+      *client->CreateUninitializedBuffer(F32(1 << 16), client->devices()[0]);
+  auto refused = client->BufferFromHostBuffer(whole, F32(1 << 18),
+                                              HostBufferSemantics::kZeroCopy,
+                                              nullptr, client->devices()[0]);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_EQ(BytesInUse(*client), 256 << 10);
+  // What fits is taken, and counted until the buffer lets go.
+  auto fits = client->BufferFromHostBuffer(quarter, F32(1 << 16),
+                                           HostBufferSemantics::kZeroCopy,
+                                           nullptr, client->devices()[0]);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(BytesInUse(*client), 512 << 10);
+  (*fits)->Delete();
+  held->Delete();
+  SyncAll(*client);
+  EXPECT_EQ(BytesInUse(*client), 0);
 }
 
 TEST_P(EveryModel, ZeroCopyOfMisalignedMemoryCopies) {

@@ -1682,8 +1682,11 @@ class Client:
         ml_dtypes. complex64 and complex128 arrays upload as c64 and c128.
 
         On the daemon's host, arrays of 1 MiB or more travel through shared
-        memory (a staging region; see :attr:`uses_shared_memory`); an array
-        made in a :class:`Region` of this client goes without that copy.
+        memory (a staging region; see :attr:`uses_shared_memory`); on the
+        host platform one of 32 MiB or more stays there, the region's bytes
+        becoming the buffer's (the daemon copies nothing), until the buffer
+        is gone. An array made in a :class:`Region` of this client goes
+        without the copy into staging.
         ``zero_copy=True`` (for such an array, on the host platform, at a
         64-byte aligned offset) makes the region's bytes the buffer itself:
         leave them unchanged while the buffer lives.
@@ -1726,15 +1729,23 @@ class Client:
             return self._put_from_region(found[0], found[1], shape,
                                          device_id, zero_copy)
         if a.nbytes >= SHM_THRESHOLD:
-            staging = self._staging.take(a.nbytes)
+            staging, adopt = self._staging.take_for_put(
+                a.nbytes, can_alias=self._info.platform == "host")
             if staging is not None:
+                buffer = None
                 try:
                     copy_bytes(staging._bytes[:a.nbytes],
                                a.reshape(-1).view(np.uint8))
-                    return self._put_from_region(staging, 0, shape,
-                                                 device_id, False)
+                    buffer = self._put_from_region(staging, 0, shape,
+                                                   device_id, adopt)
+                    return buffer
                 finally:
-                    self._staging.give_back(staging)
+                    if adopt:
+                        # Until the daemon says it holds no use of it (the
+                        # buffer may exist even when the call failed).
+                        self._staging.adopted(staging, buffer)
+                    else:
+                        self._staging.give_back(staging)
         header = buffer_pb2.UploadHeader(session_id=self._session.id,
                                          shape=shape, device_id=device_id)
         data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \

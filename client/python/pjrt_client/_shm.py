@@ -7,6 +7,7 @@ import mmap
 import os
 import socket
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,13 @@ ALIGNMENT = 64
 # to the pool when the array and every view of it are gone): no second
 # copy, and pages already faulted in.
 LEASE_THRESHOLD = 16 << 20
+# Arrays of at least this many bytes that put() copies into a staging
+# region keep the region as the buffer's memory where the daemon can alias
+# it (the host platform): the daemon copies nothing. The region comes back
+# to the pool once the daemon holds no use of it.
+ADOPT_THRESHOLD = 32 << 20
+# Adopted regions a client may have in use at once (see take_for_put).
+_ADOPT_MAX = 2
 # Copies of at least this many bytes into a staging region run on several
 # threads (numpy releases the GIL while it copies).
 _PARALLEL_COPY = 8 << 20
@@ -223,6 +231,13 @@ class Region:
         return not self._unregistered and not self._session.closed
 
 
+def _gone(ref: Any) -> bool:
+    """Whether the buffer behind ``ref`` (a weak reference, or None for
+    one never known) is deleted or collected."""
+    buffer = ref() if ref is not None else None
+    return buffer is None or buffer.is_deleted
+
+
 class StagingPool:
     """Regions a client copies ordinary arrays through, made on demand."""
 
@@ -232,6 +247,9 @@ class StagingPool:
         # region back, while this thread holds the lock.
         self._lock = threading.RLock()
         self._free: list[Region] = []
+        # Regions that became a buffer's memory, with a weak reference to
+        # the buffer: at most one at a time (see take_for_put).
+        self._adopted: list[tuple[Region, Any]] = []
         # None: not tried yet; False: shared memory does not work here.
         self._works: bool | None = None if client._info.region_socket \
             else False
@@ -243,25 +261,91 @@ class StagingPool:
     def take(self, nbytes: int) -> Region | None:
         """A region of at least ``nbytes`` for the caller alone, or None
         when shared memory does not work with this daemon."""
+        return self._take(nbytes)[0]
+
+    def _take(self, nbytes: int) -> tuple[Region | None, bool]:
+        """take(), and whether the region was made for this call."""
         if self._works is False:
-            return None
+            return None, False
         with self._lock:
             for i, region in enumerate(self._free):
                 if region.nbytes >= nbytes:
-                    return self._free.pop(i)
+                    return self._free.pop(i), False
         size = max(_STAGING_MIN, (nbytes + (1 << 20) - 1) & ~((1 << 20) - 1))
         try:
             region = Region(self._client, size, "pjrt-staging")
         except UnavailableError:
             self._works = False
-            return None
+            return None, False
         except Error:
             # The daemon refused it (e.g. too many regions): stream instead.
-            return None
+            return None, False
         self._works = True
         # Touch every page now, not during the first transfer.
         region._bytes[::mmap.PAGESIZE] = 0
-        return region
+        return region, True
+
+    def take_for_put(self, nbytes: int,
+                     can_alias: bool) -> tuple[Region | None, bool]:
+        """A region for put() to copy ``nbytes`` into, and whether the
+        buffer should keep it as its memory (then hand it to
+        :meth:`adopted`, else to :meth:`give_back`).
+
+        Fresh memory costs a fault per page, far more than the copy into
+        it, so a region is made to be adopted only when none is adopted:
+        a program that keeps its buffers ends up copying through one warm
+        region rather than filling a fresh one for each, and one that puts
+        and drops arrays (beside a few it keeps) reuses warm regions with
+        one copy.
+        """
+        if not can_alias or nbytes < ADOPT_THRESHOLD:
+            return self.take(nbytes), False
+        outstanding = self._reclaim()
+        region, fresh = self._take(nbytes)
+        adopt = (region is not None and region.nbytes <= 2 * nbytes and
+                 (outstanding == 0 or
+                  (not fresh and outstanding < _ADOPT_MAX)))
+        return region, adopt
+
+    def adopted(self, region: Region, buffer: Any) -> None:
+        """``region`` (from take_for_put) is ``buffer``'s memory now, or
+        may be (``buffer`` None: the upload failed after the daemon may
+        have made the buffer)."""
+        ref = weakref.ref(buffer) if buffer is not None else None
+        with self._lock:
+            self._adopted.append((region, ref))
+
+    def _reclaim(self) -> int:
+        """Gives adopted regions the daemon no longer uses back to the
+        pool; returns how many stay adopted."""
+        with self._lock:
+            if not any(_gone(ref) for _, ref in self._adopted):
+                return len(self._adopted)
+        session = self._client._session
+        if session.closed:
+            return len(self._adopted)
+        from pjrt_client._client import _call
+        try:
+            # Buffers the program dropped are freed first.
+            if session.has_releases:
+                session.flush_releases(wait=True)
+            listed = _call(session.buffers.ListRegions,
+                           buffer_pb2.ListRegionsRequest(
+                               session_id=session.id))
+        except Error:
+            return len(self._adopted)
+        uses = {r.region_handle: r.uses for r in listed.regions}
+        with self._lock:
+            kept, freed = [], []
+            for region, ref in self._adopted:
+                if _gone(ref) and uses.get(region.handle, 1) == 0:
+                    freed.append(region)
+                else:
+                    kept.append((region, ref))
+            self._adopted = kept
+        for region in freed:
+            self.give_back(region)
+        return len(kept)
 
     def lend(self, region: Region, nbytes: int) -> np.ndarray:
         """The first ``nbytes`` of ``region`` (taken from this pool) as a
