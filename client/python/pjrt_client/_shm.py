@@ -248,7 +248,7 @@ class StagingPool:
         self._lock = threading.RLock()
         self._free: list[Region] = []
         # Regions that became a buffer's memory, with a weak reference to
-        # the buffer: at most one at a time (see take_for_put).
+        # the buffer: at most _ADOPT_MAX (see take_for_put).
         self._adopted: list[tuple[Region, Any]] = []
         # None: not tried yet; False: shared memory does not work here.
         self._works: bool | None = None if client._info.region_socket \
@@ -292,8 +292,9 @@ class StagingPool:
         :meth:`adopted`, else to :meth:`give_back`).
 
         Fresh memory costs a fault per page, far more than the copy into
-        it, so a region is made to be adopted only when none is adopted:
-        a program that keeps its buffers ends up copying through one warm
+        it, so a region is made to be adopted only when none is adopted,
+        and a warm one is adopted while fewer than _ADOPT_MAX are: a
+        program that keeps its buffers ends up copying through one warm
         region rather than filling a fresh one for each, and one that puts
         and drops arrays (beside a few it keeps) reuses warm regions with
         one copy.
