@@ -373,7 +373,10 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
 // calling thread alone: waking an OpenMP team cost more than it saved there
 // (the MLP's 64x784x128 products took 1.45x as long with two threads), and
 // an idle team's threads spin. A huge product goes in pieces of rows of
-// about 2 GFLOP, so that a cancelled run stops soon. Returns false when
+// about 20 GFLOP (a few tens of milliseconds), so that a cancelled run
+// stops soon; not smaller, as each piece packs the whole right-hand side
+// again into fresh scratch memory (a 2048^3 product in pieces of 2 GFLOP
+// took 1.5x as long as in one). Returns false when
 // oneDNN is not there, not chosen, or refuses, for Eigen to do it.
 bool RunSgemm(const DotStep& s, const float* lhs, const float* rhs, float* out,
               const Cancellation* cancellation) {
@@ -391,7 +394,7 @@ bool RunSgemm(const DotStep& s, const float* lhs, const float* rhs, float* out,
   const dnnl_dim_t ldb = s.rhs_transposed ? s.k : s.n;
   const double row_flops = 2.0 * static_cast<double>(s.n) * s.k;
   const int64_t rows_per_piece =
-      std::clamp<int64_t>(static_cast<int64_t>(2e9 / row_flops), 1, s.m);
+      std::clamp<int64_t>(static_cast<int64_t>(2e10 / row_flops), 1, s.m);
   for (int64_t b = 0; b < s.batch; ++b) {
     const float* a = lhs + b * s.m * s.k;
     const float* bm = rhs + b * s.k * s.n;
