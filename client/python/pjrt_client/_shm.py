@@ -40,6 +40,9 @@ LEASE_THRESHOLD = 16 << 20
 ADOPT_THRESHOLD = 32 << 20
 # Adopted regions a client may have in use at once (see take_for_put).
 _ADOPT_MAX = 2
+# madvise advice (Linux 5.14) that faults a range in for writing; Python
+# 3.11's mmap module has no name for it.
+_MADV_POPULATE_WRITE = 23
 # Copies of at least this many bytes into a staging region run on several
 # threads (numpy releases the GIL while it copies).
 _PARALLEL_COPY = 8 << 20
@@ -281,7 +284,14 @@ class StagingPool:
             # The daemon refused it (e.g. too many regions): stream instead.
             return None, False
         self._works = True
-        # Touch every page now, not during the first transfer.
+        # Fault every page in now, not during the first transfer: the
+        # kernel's populate first, then a write to each page, took a fresh
+        # 256 MiB region 415-440 ms on a virtual machine where the writes
+        # alone took 740-1020 (each first write of a page is a fault).
+        try:
+            region._mmap.madvise(_MADV_POPULATE_WRITE)
+        except OSError:
+            pass  # a kernel before 5.14
         region._bytes[::mmap.PAGESIZE] = 0
         return region, True
 
