@@ -387,14 +387,23 @@ def test_the_memory_limit_bounds_buffers_kept_in_regions(tmp_path):
                "--listen", f"unix://{tmp_path}/p.sock")
     try:
         with pjrt_client.connect(d.addresses[0]) as c:
-            first = c.put(random_bytes(20))
+            first = c.put(random_bytes(20))  # kept in its region
             assert c.stats()["devices"][0]["bytes_in_use"] == BIG
+            # Copied into device memory (the one region is kept): the
+            # allocator has no room.
             with pytest.raises(pjrt_client.ResourceExhaustedError,
-                               match=f"cannot (hold|allocate) {BIG} bytes"):
+                               match=f"cannot allocate {BIG} bytes"):
                 c.put(random_bytes(21))
             first.delete()
-            data = random_bytes(22)
+            small = c.put(np.zeros(BIG // 2 + MIB, np.uint8))  # copied
+            # Kept in a region again: the charge has no room either.
+            with pytest.raises(pjrt_client.ResourceExhaustedError,
+                               match=f"cannot hold {BIG} bytes"):
+                c.put(random_bytes(22))
+            small.delete()
+            data = random_bytes(23)
             np.testing.assert_array_equal(c.put(data).to_numpy(), data)
+            assert c.stats()["devices"][0]["bytes_in_use"] == 0
     finally:
         assert d.stop() == 0
 
