@@ -15,6 +15,7 @@
 namespace pjrt::device {
 
 struct AllocatorStats {
+  // Allocated and charged bytes (see Charge).
   int64_t bytes_in_use = 0;
   int64_t peak_bytes_in_use = 0;
   int64_t bytes_limit = 0;
