@@ -419,7 +419,11 @@ def long_chain(length: int, elements: int) -> str:
 def test_closing_a_session_cancels_its_running_execution(daemon_h, victim):
     victim_client, buffers, data = victim
     with pjrt_client.connect(daemon_h.addresses[0], client_name="long") as c:
-        exe = c.compile(long_chain(20000, 1 << 20))
+        # Seconds of work however fast the machine (0.4 s for 1 Mi
+        # elements on one of CI's kind), so that it still runs when the
+        # session closes, and a victim waiting for it would wait longer
+        # than the bound below.
+        exe = c.compile(long_chain(20000, 1 << 24))
         (y,) = exe.execute([], device=0)
         time.sleep(0.5)
         assert not y.is_ready()
