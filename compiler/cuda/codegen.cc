@@ -2150,15 +2150,30 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
                           "    for (int h = 0; h < 2; ++h) {\n"
                           "      const long long at = 2 * i + h;\n"
                           "      if (at >= %dLL) break;\n"
-                          "      double x = v[h];\n",
-                          r.count);
+                          "      %s s = %s;\n",
+                          r.count, st,
+                          Store(r.type, absl::StrFormat("(%s)v[h]", ct)));
     if (is_float && !r.normal) {
-      absl::StrAppend(
-          &k,
-          "      if (x >= b) x = nextafter(b, a);  // [a, b) after rounding\n");
+      // [a, b) after rounding to the element type: a value that rounds up
+      // to b becomes the largest one below it (as host::ValueBelow).
+      absl::StrAppendFormat(&k, "      if (a < b && (double)%s >= b) {\n",
+                            Load(r.type, "s"));
+      if (r.type == PrimitiveType::kF32) {
+        absl::StrAppend(&k, "        s = nextafterf(high[0], (float)a);\n");
+      } else if (r.type == PrimitiveType::kF64) {
+        absl::StrAppend(&k, "        s = nextafter(high[0], a);\n");
+      } else {
+        const char* sign = st == "pj_u16" ? "0x8000u" : "0x80u";
+        absl::StrAppendFormat(
+            &k,
+            "        const unsigned bits = high[0], sign = %s;\n"
+            "        s = (%s)((bits & ~sign) == 0 ? (sign | 1u)\n"
+            "                 : (bits & sign) ? bits + 1u : bits - 1u);\n",
+            sign, st);
+      }
+      absl::StrAppend(&k, "      }\n");
     }
-    absl::StrAppendFormat(&k, "      out[at] = %s;\n    }\n  }\n}\n",
-                          Store(r.type, absl::StrFormat("(%s)x", ct)));
+    absl::StrAppend(&k, "      out[at] = s;\n    }\n  }\n}\n");
     launch.origin = absl::StrFormat(
         "rng of %d %s", r.count, r.normal ? "normal values" : "uniform values");
     Add(std::move(launch));

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -25,6 +26,38 @@ namespace pjrt::compiler::host {
 namespace {
 
 using hlo::PrimitiveType;
+
+template <typename S>
+constexpr bool kIsFloatStorage =
+    std::is_floating_point_v<S> || std::is_same_v<S, Eigen::half> ||
+    std::is_same_v<S, Eigen::bfloat16> || std::is_same_v<S, Float8E4M3FN> ||
+    std::is_same_v<S, Float8E5M2>;
+
+// The largest finite value of S below b, a value of S: every floating type
+// here is sign and magnitude, its magnitudes ordered as their bits are.
+template <typename S>
+S ValueBelow(S b) {
+  static_assert(sizeof(S) <= 8 && kIsFloatStorage<S>);
+  using Bits = std::conditional_t<
+      sizeof(S) == 1, uint8_t,
+      std::conditional_t<
+          sizeof(S) == 2, uint16_t,
+          std::conditional_t<sizeof(S) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(Bits) == sizeof(S));
+  constexpr Bits kSign = Bits{1} << (8 * sizeof(S) - 1);
+  Bits bits;
+  std::memcpy(&bits, &b, sizeof(S));
+  if ((bits & ~kSign) == 0) {
+    bits = kSign | 1;  // below zero: the smallest negative denormal
+  } else if (bits & kSign) {
+    ++bits;  // negative: one step larger in magnitude
+  } else {
+    --bits;  // positive: one step smaller
+  }
+  S below = b;
+  std::memcpy(static_cast<void*>(&below), &bits, sizeof(S));
+  return below;
+}
 
 uint32_t RotateLeft(uint32_t v, int d) { return (v << d) | (v >> (32 - d)); }
 
@@ -137,11 +170,15 @@ absl::Status RngKernel::Run(absl::Span<void* const> addresses,
         if (i >= n) break;
         DispatchType(type, [&](auto pt) {
           using S = typename TypeTraits<decltype(pt)::value>::Storage;
-          double x = v[k];
-          if (hlo::IsFloatingPoint(type) && !normal && x >= b) {
-            x = std::nextafter(b, a);  // [a, b) after rounding
+          S stored = static_cast<S>(v[k]);
+          if constexpr (kIsFloatStorage<S>) {
+            // [a, b) after rounding to the element type, where a value
+            // just below b rounds up to it.
+            if (!normal && a < b && static_cast<double>(stored) >= b) {
+              stored = ValueBelow(static_cast<S>(b));
+            }
           }
-          static_cast<S*>(addresses[output])[i] = static_cast<S>(x);
+          static_cast<S*>(addresses[output])[i] = stored;
         });
       }
     }

@@ -140,6 +140,49 @@ ENTRY e {
     assert abs(n.mean() - 2) < 0.1 and abs(n.std() - 5) < 0.1
 
 
+@pytest.mark.parametrize("ty, below_five", [
+    ("f16", 4.99609375), ("bf16", 4.96875), ("f8e4m3fn", 4.5),
+    ("f8e5m2", 4.0)])
+def test_rng_uniform_never_rounds_up_to_its_upper_bound(client, ty,
+                                                        below_five):
+    # A value just below 5 that rounds to the element type's nearest value
+    # would be 5 itself: [a, b) keeps it at the largest value below.
+    program = f"""
+HloModule rng_narrow
+ENTRY e {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  na = {ty}[] convert(a)
+  nb = {ty}[] convert(b)
+  u = {ty}[100000] rng(na, nb), distribution=rng_uniform
+  ROOT w = f32[100000] convert(u)
+}}
+"""
+    u, = run(client, program, [("f32", np.float32(2)),
+                               ("f32", np.float32(5))])
+    assert u.min() == 2 and u.max() == below_five
+
+
+def test_rng_uniform_up_to_zero_stays_below_zero(client):
+    # f8e4m3fn's smallest magnitude is 2^-9: about one value in 1,000 of
+    # [-1, 0) rounds to -0, which is not below 0; the largest value below
+    # it is -2^-9.
+    program = """
+HloModule rng_to_zero
+ENTRY e {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  na = f8e4m3fn[] convert(a)
+  nb = f8e4m3fn[] convert(b)
+  u = f8e4m3fn[100000] rng(na, nb), distribution=rng_uniform
+  ROOT w = f32[100000] convert(u)
+}
+"""
+    u, = run(client, program, [("f32", np.float32(-1)),
+                               ("f32", np.float32(0))])
+    assert u.min() == -1 and u.max() == -2.0 ** -9
+
+
 def test_a_state_of_the_wrong_shape_is_invalid(client):
     with pytest.raises(pjrt_client.InvalidArgumentError,
                        match="rng_three_fry needs u64"):

@@ -1138,7 +1138,15 @@ ENTRY e {
   i1 = s32[] constant(1000)
   i = s32[21] rng(i0, i1), distribution=rng_uniform
   s = u64[2] rng-get-and-update-state(), delta=7
-  ROOT r = (f32[37], f16[9], f64[11], s32[21], u64[2]) tuple(u, uh, n, i, s)
+  q0 = f8e4m3fn[] constant(-1)
+  q1 = f8e4m3fn[] constant(0)
+  uq = f8e4m3fn[3000] rng(q0, q1), distribution=rng_uniform
+  b0 = bf16[] constant(2)
+  b1 = bf16[] constant(5)
+  ub = bf16[2000] rng(b0, b1), distribution=rng_uniform
+  ud = f64[13] rng(m, sd), distribution=rng_uniform
+  ROOT r = (f32[37], f16[9], f64[11], s32[21], u64[2], f8e4m3fn[3000],
+            bf16[2000], f64[13]) tuple(u, uh, n, i, s, uq, ub, ud)
 })"},
     {"map_of_a_two_operand_region", R"(
 HloModule m
