@@ -126,6 +126,9 @@ absl::StatusOr<std::shared_ptr<Session>> CallerSession(
 
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session) {
+  if (context == nullptr) {
+    return std::make_shared<Cancellation>(session.cancellation());
+  }
   const auto call_deadline = context->deadline();
   absl::Time deadline = absl::InfiniteFuture();
   if (call_deadline != std::chrono::system_clock::time_point::max()) {
@@ -167,7 +170,7 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
     // Ready as the slice ran out: wait again (at once) for its own status,
     // which is the answer, not the slice's deadline.
     if (buffer.IsReady()) return buffer.BlockHostUntilReady();
-    if (context->IsCancelled()) {
+    if (context != nullptr && context->IsCancelled()) {
       return absl::CancelledError("the call was cancelled");
     }
     absl::Status cancelled = CheckCancelled(session_cancellation);

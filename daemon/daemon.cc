@@ -455,6 +455,32 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       mode = st.st_mode & 07777;
     }
     PJRT_RETURN_IF_ERROR(region_server_->Start(region_socket, mode));
+    // Execute lanes for the same clients, beside the region socket.
+    if (limits.max_execute_lanes > 0 &&
+        limits.max_execute_lanes_per_session > 0) {
+      std::string lane_socket =
+          main_socket.has_value() ? *main_socket + ".lanes"
+                                  : absl::StrFormat("@pjrtd-lanes-%d-%016x",
+                                                    getpid(), SecureRandomId());
+      if (main_socket.has_value()) {
+        PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(lane_socket));
+      }
+      ExecutableService* executables = executable_service_.get();
+      execute_lanes_ = std::make_unique<ExecuteLaneServer>(
+          sessions_.get(),
+          ExecuteLaneOptions{
+              .max_lanes_per_session = limits.max_execute_lanes_per_session,
+              .max_lanes = limits.max_execute_lanes},
+          [executables](const std::shared_ptr<Session>& session,
+                        const v1::ExecuteRequest& request,
+                        v1::ExecuteResponse* response,
+                        std::shared_ptr<Cancellation> call) {
+            return executables->ExecuteOnLane(session, request, response,
+                                              std::move(call));
+          });
+      PJRT_RETURN_IF_ERROR(execute_lanes_->Start(lane_socket, mode));
+      server_service_->SetExecuteLanes(execute_lanes_.get());
+    }
   }
   if (!unix_listeners_.empty()) {
     auth_->SetUnixPeerLookup(
@@ -535,6 +561,7 @@ void Daemon::ReapLoop() {
       int closed = sessions_->ReapExpired();
       if (closed > 0) spdlog::info("closed {} expired session(s)", closed);
       receives_->Reap(absl::Now());
+      if (execute_lanes_ != nullptr) execute_lanes_->Sweep();
       // Sessions free what they held into malloc's arenas; hand the free
       // pages back to the system, so that the daemon's memory returns to
       // its baseline after a client goes (a few MiB stay as malloc's
@@ -602,6 +629,12 @@ void Daemon::Shutdown() {
   // No new unix connections (gRPC refuses new calls on the others).
   for (const auto& listener : unix_listeners_) listener->Stop();
   if (data_channels_ != nullptr) data_channels_->Stop();
+  // Lanes end (a request running on one finishes first, or is cancelled
+  // with the rest once the grace period is over).
+  std::thread lanes_stopped;
+  if (execute_lanes_ != nullptr) {
+    lanes_stopped = std::thread([this] { execute_lanes_->Stop(); });
+  }
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     // Attach and execution streams would otherwise hold the server open
@@ -631,6 +664,7 @@ void Daemon::Shutdown() {
   watchdog.join();
   // Nothing may wait any longer.
   cancellation_->Cancel(absl::UnavailableError("pjrtd is shutting down"));
+  if (lanes_stopped.joinable()) lanes_stopped.join();
   if (region_server_ != nullptr) region_server_->Stop();
   if (peer_server_ != nullptr) {
     // Transfers in flight end; their receive buffers get the error.

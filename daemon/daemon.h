@@ -79,6 +79,8 @@ class Daemon {
   std::unique_ptr<SessionService> session_service_;
   std::unique_ptr<BufferService> buffer_service_;
   std::unique_ptr<ExecutableService> executable_service_;
+  // After executable_service_, whose Execute its lanes call: goes first.
+  std::unique_ptr<ExecuteLaneServer> execute_lanes_;
   std::unique_ptr<grpc::Server> server_;
   // With tenants: the unix sockets, accepted by the daemon (see
   // UnixListener).

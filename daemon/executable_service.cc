@@ -93,8 +93,8 @@ void AwaitResults(grpc::ServerContext* context,
     // gRPC's completion queue, tens of microseconds each time.
     absl::Status status = AwaitReady(context, *leaf, absl::InfiniteDuration(),
                                      session_cancellation);
-    if (!status.ok() &&
-        (context->IsCancelled() || IsCancelled(session_cancellation))) {
+    if (!status.ok() && ((context != nullptr && context->IsCancelled()) ||
+                         IsCancelled(session_cancellation))) {
       return;
     }
   }
@@ -265,6 +265,24 @@ absl::Status ExecutableService::ExecuteOne(
     google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
   PJRT_ASSIGN_OR_RETURN(auto session, CallerSession(auth_, sessions_, *context,
                                                     request.session_id()));
+  return ExecuteInSession(session, context, /*lane_call=*/nullptr, request,
+                          inline_idle, infos);
+}
+
+absl::Status ExecutableService::ExecuteOnLane(
+    const std::shared_ptr<Session>& session, const v1::ExecuteRequest& request,
+    v1::ExecuteResponse* response, std::shared_ptr<Cancellation> call) {
+  // As a unary Execute: a lane's caller waits for the reply anyway.
+  return ExecuteInSession(session, /*context=*/nullptr, std::move(call),
+                          request, /*inline_idle=*/false,
+                          response->mutable_results());
+}
+
+absl::Status ExecutableService::ExecuteInSession(
+    const std::shared_ptr<Session>& session, grpc::ServerContext* context,
+    std::shared_ptr<Cancellation> lane_call, const v1::ExecuteRequest& request,
+    bool inline_idle,
+    google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
   // What the client dropped goes once this run is enqueued (or refused):
   // the run's own lookups below hold what it uses.
   absl::Cleanup release = [&] {
@@ -306,7 +324,9 @@ absl::Status ExecutableService::ExecuteOne(
   options.launch_scope = session->public_id();
   PJRT_ASSIGN_OR_RETURN(Session::WaitingCall waiting,
                         MaybeStartWaitingCall(*session, raw_arguments));
-  std::shared_ptr<Cancellation> call = CallCancellation(context, *session);
+  std::shared_ptr<Cancellation> call =
+      lane_call != nullptr ? std::move(lane_call)
+                           : CallCancellation(context, *session);
   options.wait_cancellation = call.get();
   // With tenants, executions take turns on each device, and count against
   // the tenant's queued_executions quota until they finish. A run of a
@@ -373,7 +393,13 @@ absl::Status ExecutableService::ExecuteOne(
     }
     if (!first->is_tuple()) first->OnReady([queued](absl::Status) {});
   }
-  if (wait) AwaitResults(context, *results, session->cancellation().get());
+  if (wait) {
+    // A lane's call covers its session's cancellation and its client's
+    // hanging up; a gRPC call's context is asked apart (see AwaitResults).
+    AwaitResults(
+        context, *results,
+        context == nullptr ? call.get() : session->cancellation().get());
+  }
   if (result_handles.empty()) {
     PJRT_RETURN_IF_ERROR(RegisterResults(*session, *results, infos));
   } else {

@@ -120,6 +120,12 @@ absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
   } else if (key == "max_data_channels") {
     PJRT_ASSIGN_OR_RETURN(limits->max_data_channels,
                           IntValue(node, source, key, 0, 1 << 20));
+  } else if (key == "max_execute_lanes_per_session") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_execute_lanes_per_session,
+                          IntValue(node, source, key, 0, 1 << 10));
+  } else if (key == "max_execute_lanes") {
+    PJRT_ASSIGN_OR_RETURN(limits->max_execute_lanes,
+                          IntValue(node, source, key, 0, 1 << 12));
   } else if (key == "max_region_bytes_per_session") {
     PJRT_ASSIGN_OR_RETURN(limits->max_region_bytes_per_session,
                           ByteSizeValue(node, source, key));
@@ -303,7 +309,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "max_regions, max_region_bytes_per_session, max_region_bytes, "
           "max_region_connections_per_peer, max_region_connections_per_user, "
           "max_region_connections, max_data_channels_per_session, "
-          "max_data_channels, max_program_bytes, max_concurrent_compiles, "
+          "max_data_channels, max_execute_lanes_per_session, "
+          "max_execute_lanes, max_program_bytes, max_concurrent_compiles, "
           "fair_queue_depth, "
           "max_handler_threads, "
           "compile_cache_entries, compile_cache_bytes, "

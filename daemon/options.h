@@ -45,6 +45,10 @@ struct DaemonLimits {
   // Data channels (daemon/data_channel.h): per session, and in all.
   int max_data_channels_per_session = 8;
   int max_data_channels = 256;
+  // Execute lanes (daemon/execute_lane.h): per session, and in all (each
+  // holds a thread while open); 0 in all offers none.
+  int max_execute_lanes_per_session = 4;
+  int max_execute_lanes = 64;
   // Size of one program's text.
   int64_t max_program_bytes = int64_t{32} << 20;
   // The compile cache, by entries and by bytes (program text and compiled

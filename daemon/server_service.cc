@@ -29,6 +29,10 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
     response->add_capabilities("buffers.shared_memory");
     response->set_region_socket(region_socket_);
   }
+  if (lanes_ != nullptr) {
+    response->add_capabilities("executables.lane");
+    response->set_execute_lane_socket(lanes_->address());
+  }
   response->set_task_id(client_->task_id());
   response->set_task_count(cluster_->task_count());
   response->set_addressable_device_count(
@@ -120,6 +124,7 @@ grpc::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
   if (channels_ != nullptr) {
     response->set_data_channel_count(channels_->channels());
   }
+  if (lanes_ != nullptr) response->set_execute_lane_count(lanes_->lanes());
   CompileCacheStats cache = compile_cache_->stats();
   v1::CompileCacheStats* out = response->mutable_compile_cache();
   out->set_entries(cache.entries);

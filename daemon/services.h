@@ -20,6 +20,7 @@
 #include "daemon/cluster.h"
 #include "daemon/compile_cache.h"
 #include "daemon/cross_host.h"
+#include "daemon/execute_lane.h"
 #include "daemon/fair_queue.h"
 #include "daemon/grpc_status.h"
 #include "daemon/options.h"
@@ -47,7 +48,7 @@ using ExecutableCache = CompileCache<runtime::Executable>;
 
 // Waits for `buffer` to be ready within `timeout` and returns its status
 // (see runtime::Buffer::BlockHostUntilReady), giving up early with
-// CANCELLED when `context` is cancelled, or with the reason when
+// CANCELLED when `context` (may be null) is cancelled, or with the reason when
 // `session_cancellation` (may be null) is (checked every 50 ms). With a
 // `waiting_session`, a wait for data from outside or for collective peers
 // (see runtime::Buffer::UseWouldBlock) takes one of its waiting-call slots:
@@ -58,7 +59,8 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
                         Session* waiting_session = nullptr);
 
 // For the waits of one call of `session`: cancelled when the session is,
-// when the call's deadline passes, and when its client cancels it.
+// when the call's deadline passes, and when its client cancels it (with no
+// `context`, an execute lane's request: when the session is).
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session);
 
@@ -113,6 +115,7 @@ class ServerService final : public v1::Server::Service {
   void SetDataChannels(const DataChannelServer* channels) {
     channels_ = channels;
   }
+  void SetExecuteLanes(const ExecuteLaneServer* lanes) { lanes_ = lanes; }
 
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
@@ -177,6 +180,7 @@ class ServerService final : public v1::Server::Service {
   const std::string region_socket_;
   const absl::Time start_;
   const DataChannelServer* channels_ = nullptr;
+  const ExecuteLaneServer* lanes_ = nullptr;
 };
 
 class SessionService final : public v1::Sessions::CallbackService {
@@ -584,6 +588,14 @@ class ExecutableService final : public v1::Executables::Service {
     });
   }
 
+  // One Execute of an execute lane (daemon/execute_lane.h) of `session`:
+  // what the RPC does, without a call around it.
+  // `call` stops its waits (see ExecuteLaneServer::Handler).
+  absl::Status ExecuteOnLane(const std::shared_ptr<Session>& session,
+                             const v1::ExecuteRequest& request,
+                             v1::ExecuteResponse* response,
+                             std::shared_ptr<Cancellation> call);
+
   // Ends every open ExecuteStream (the requests already read still run)
   // and refuses new ones: a stream stays open as long as its client likes,
   // which would otherwise hold a graceful shutdown until its deadline.
@@ -616,6 +628,14 @@ class ExecutableService final : public v1::Executables::Service {
   absl::Status ExecuteOne(
       grpc::ServerContext* context, const v1::ExecuteRequest& request,
       bool inline_idle,
+      google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos);
+  // ExecuteOne once the caller's session is known. An execute lane's
+  // request has no `context` but its own `lane_call`, which stops its
+  // waits.
+  absl::Status ExecuteInSession(
+      const std::shared_ptr<Session>& session, grpc::ServerContext* context,
+      std::shared_ptr<Cancellation> lane_call,
+      const v1::ExecuteRequest& request, bool inline_idle,
       google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos);
 
   runtime::Client* const client_;

@@ -17,6 +17,8 @@
 // INTERNAL, UNKNOWN or DATA_LOSS, or an error without a message; a call
 // takes longer than kCallDeadline; or, once the input's sessions are closed,
 // device memory is still in use.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -69,6 +71,8 @@ struct Harness {
   std::unique_ptr<v1::Executables::Stub> executables;
   std::unique_ptr<v1::Sessions::Stub> sessions;
   std::unique_ptr<v1::Server::Stub> server;
+  // Where execute lanes connect (ServerInfo.execute_lane_socket).
+  std::string lane_socket;
 };
 
 Harness* harness = nullptr;
@@ -303,6 +307,142 @@ void CallExecuteStream(const ExecuteStream& stream, Objects* objects) {
   CheckCall(call->Finish(), "ExecuteStream", objects->may_wait);
 }
 
+// --- execute lanes ---
+
+int ConnectLane() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string& name = harness->lane_socket;
+  if (name.empty() || name.size() >= sizeof(addr.sun_path)) {
+    Fail("the daemon offers no execute lane socket", name);
+  }
+  std::memcpy(addr.sun_path, name.data(), name.size());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Fail("connecting to the execute lane socket", std::strerror(errno));
+  }
+  timeval timeout{
+      .tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kCallDeadline)
+                    .count(),
+      .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+bool SendFrame(int fd, const std::string& message) {
+  std::string frame(4, '\0');
+  for (int i = 0; i < 4; ++i) {
+    frame[i] = static_cast<char>((message.size() >> (8 * i)) & 0xff);
+  }
+  frame += message;
+  return send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(frame.size());
+}
+
+bool ReceiveExactly(int fd, char* data, size_t size, bool* timed_out) {
+  while (size > 0) {
+    ssize_t n = recv(fd, data, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *timed_out = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The next reply on lane `fd`; false when the lane ended (or, with
+// `timed_out`, the daemon did not answer within kCallDeadline).
+bool ReceiveLaneReply(int fd, v1::ExecuteLaneReply* reply, bool* timed_out) {
+  *timed_out = false;
+  unsigned char prefix[4];
+  if (!ReceiveExactly(fd, reinterpret_cast<char*>(prefix), 4, timed_out)) {
+    return false;
+  }
+  const uint32_t length = uint32_t{prefix[0]} | (uint32_t{prefix[1]} << 8) |
+                          (uint32_t{prefix[2]} << 16) |
+                          (uint32_t{prefix[3]} << 24);
+  if (length > (uint32_t{4} << 20)) {
+    Fail("a lane reply longer than a lane's messages may be",
+         absl::StrCat(length));
+  }
+  std::string body(length, '\0');
+  if (!ReceiveExactly(fd, body.data(), length, timed_out)) {
+    Fail("a lane reply cut short", absl::StrCat(length));
+  }
+  if (!reply->ParseFromString(body)) Fail("an unreadable lane reply", body);
+  return true;
+}
+
+void CheckLaneReply(const v1::ExecuteLaneReply& reply, absl::string_view what,
+                    bool may_wait) {
+  CheckCall(grpc::Status(static_cast<grpc::StatusCode>(reply.error_code()),
+                         reply.error_message()),
+            what, may_wait);
+}
+
+// A request on a lane may wait (for a receive, or a long program) as an
+// Execute may; a lane that does not answer is a finding otherwise.
+void LaneUnanswered(bool timed_out, const Objects& objects,
+                    absl::string_view what) {
+  if (timed_out && !objects.may_wait) {
+    Fail("a lane request that did not end within its deadline", what);
+  }
+}
+
+void CallLaneExecute(const v1::ExecuteRequest& request, Objects* objects) {
+  const int fd = ConnectLane();
+  v1::ExecuteLaneHello hello;
+  hello.set_session_id(request.session_id());
+  hello.set_protocol_version(8);
+  v1::ExecuteLaneReply reply;
+  bool timed_out = false;
+  if (!SendFrame(fd, hello.SerializeAsString()) ||
+      !ReceiveLaneReply(fd, &reply, &timed_out)) {
+    Fail("a lane hello went unanswered", request.ShortDebugString());
+  }
+  CheckLaneReply(reply, "lane hello", /*may_wait=*/false);
+  if (reply.error_code() == 0) {
+    if (!SendFrame(fd, request.SerializeAsString())) {
+      Fail("a lane closed before its request", request.ShortDebugString());
+    }
+    if (ReceiveLaneReply(fd, &reply, &timed_out)) {
+      CheckLaneReply(reply, "lane Execute", objects->may_wait);
+      if (reply.error_code() == 0) Harvest(reply.response(), objects);
+    } else {
+      LaneUnanswered(timed_out, *objects, request.ShortDebugString());
+    }
+  }
+  close(fd);
+}
+
+void CallLaneBytes(const LaneBytes& bytes, const Objects& objects) {
+  const int fd = ConnectLane();
+  for (const std::string& message : bytes.messages()) {
+    if (!SendFrame(fd, message)) break;
+    v1::ExecuteLaneReply reply;
+    bool timed_out = false;
+    if (!ReceiveLaneReply(fd, &reply, &timed_out)) {
+      LaneUnanswered(timed_out, objects, "raw lane message");
+      break;
+    }
+    CheckLaneReply(reply, "raw lane message", objects.may_wait);
+  }
+  if (bytes.trailing_length() != 0) {
+    unsigned char prefix[4];
+    for (int i = 0; i < 4; ++i) {
+      prefix[i] = static_cast<unsigned char>(
+          (bytes.trailing_length() >> (8 * i)) & 0xff);
+    }
+    send(fd, prefix, sizeof(prefix), MSG_NOSIGNAL);
+  }
+  close(fd);
+}
+
 // An Attach stream lasts as long as its caller wants: this one ends by its
 // deadline after kAttachMillis.
 constexpr int kAttachMillis = 50;
@@ -329,6 +469,10 @@ void Run(Call call, Objects* objects) {
       return CallExecuteStream(call.execute_stream(), objects);
     case Call::kAttach:
       return CallAttach(call.attach());
+    case Call::kLaneExecute:
+      return CallLaneExecute(call.lane_execute(), objects);
+    case Call::kLaneBytes:
+      return CallLaneBytes(call.lane_bytes(), *objects);
     case Call::CALL_NOT_SET:
       return;
     default: {
@@ -444,7 +588,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   options.memory_limit_bytes = 256 << 20;
   const std::string socket = harness->dir + "/pjrtd.sock";
   options.listen = {absl::StrCat("unix://", socket)};
-  options.shared_memory = false;
+  // For the execute lanes (beside the region socket).
+  options.shared_memory = true;
   auto daemon = pjrt::daemon::Daemon::Start(options);
   CheckOk(daemon.status(), "starting the daemon");
   harness->daemon = *std::move(daemon);
@@ -455,6 +600,14 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   harness->executables = pjrt::v1::Executables::NewStub(harness->channel);
   harness->sessions = pjrt::v1::Sessions::NewStub(harness->channel);
   harness->server = pjrt::v1::Server::NewStub(harness->channel);
+  {
+    auto context = Context();
+    v1::ServerInfo info;
+    grpc::Status status = harness->server->GetServerInfo(
+        context.get(), v1::GetServerInfoRequest(), &info);
+    if (!status.ok()) Fail("GetServerInfo", status.error_message());
+    harness->lane_socket = info.execute_lane_socket();
+  }
   return 0;
 }
 

@@ -305,6 +305,44 @@ TEST_P(ExecutableTest, ExecuteRoundTrip) {
   EXPECT_EQ(FromBytes<float>(*bytes), std::vector<float>({11, 22, 33, 44}));
 }
 
+// Execute goes over an execute lane on its own (the daemon is on this
+// host), with the results and errors of a gRPC call.
+TEST_P(ExecutableTest, ExecuteOverALaneMatchesGrpc) {
+  std::vector<std::vector<float>> sums;
+  std::vector<std::string> errors;
+  for (bool lanes : {true, false}) {
+    auto client = pjrt_client::Client::Connect(
+        {.address = address(), .execute_lanes = lanes});
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto session = (*client)->OpenSession({.client_name = "lanes"});
+    ASSERT_TRUE(session.ok()) << session.status();
+    auto executable =
+        (*session)->Compile(AddProgram(UniqueName("lane_round_trip")));
+    ASSERT_TRUE(executable.ok()) << executable.status();
+    std::vector<float> a = {1, 2, 3, 4}, b = {10, 20, 30, 40};
+    auto x = (*session)->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(a), 0);
+    auto y = (*session)->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(b), 0);
+    ASSERT_TRUE(x.ok() && y.ok());
+    // A dependent loop whose dropped results ride on the next request.
+    pjrt_client::Buffer acc = *std::move(x);
+    for (int i = 0; i < 50; ++i) {
+      auto step = executable->Execute({&acc, &*y}, 0);
+      ASSERT_TRUE(step.ok()) << step.status();
+      acc = std::move((*step)[0]);
+    }
+    auto bytes = acc.Download();
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    sums.push_back(FromBytes<float>(*bytes));
+    auto wrong = executable->Execute({&acc}, 0);
+    EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+    errors.push_back(std::string(wrong.status().message()));
+    EXPECT_EQ((*session)->uses_execute_lanes(), lanes);
+  }
+  EXPECT_EQ(sums[0], std::vector<float>({501, 1002, 1503, 2004}));
+  EXPECT_EQ(sums[0], sums[1]);
+  EXPECT_EQ(errors[0], errors[1]);
+}
+
 TEST_P(ExecutableTest, ATupleRootGivesOneBufferPerElement) {
   auto executable = session_->Compile(kTupleProgram);
   ASSERT_TRUE(executable.ok()) << executable.status();

@@ -191,6 +191,7 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
   }
   std::shared_ptr<Client> client(new Client(address, channel));
   client->shared_memory_ = options.shared_memory;
+  client->execute_lanes_ = options.execute_lanes;
   // Channels are plaintext: never beside TLS.
   if (options.data_channels &&
       OptionOrEnv(options.tls_ca, "PJRTD_TLS_CA").empty() &&
@@ -575,25 +576,16 @@ absl::StatusOr<std::vector<Buffer>> Executable::Execute(
   // What the program dropped goes with the run: no call of its own.
   state_->TakeReleases(&request);
   v1::ExecuteResponse response;
-  grpc::Status status;
-  {
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    status = state_->client->executables_stub().Execute(&context, request,
-                                                        &response);
-  }
-  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+  absl::Status status = state_->ExecuteCall(request, &response);
+  if (absl::IsResourceExhausted(status)) {
     // Memory or a quota may be held by what the program dropped and the
     // daemon has not freed yet: free it, then try once more.
     state_->FlushReleases();
     request.clear_release_buffers();
     request.clear_release_executables();
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    status = state_->client->executables_stub().Execute(&context, request,
-                                                        &response);
+    status = state_->ExecuteCall(request, &response);
   }
-  if (!status.ok()) return ToAbslStatus(status);
+  if (!status.ok()) return status;
   std::vector<Buffer> results;
   results.reserve(response.results_size());
   for (v1::BufferInfo& info : *response.mutable_results()) {

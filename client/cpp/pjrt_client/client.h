@@ -64,6 +64,11 @@ struct ConnectOptions {
   // connections beside gRPC; docs/architecture.md) when the daemon offers
   // them; otherwise, or when false, stream them.
   bool data_channels = true;
+  // Send Execute calls over execute lanes (unix sockets of the session
+  // beside gRPC, one write and one read per call; docs/architecture.md)
+  // when the daemon offers them and this process reaches their socket;
+  // otherwise, or when false, call gRPC.
+  bool execute_lanes = true;
   // The tenant's bearer token, for a daemon with a tenants file; empty:
   // $PJRTD_TOKEN, if set.
   std::string token;
@@ -178,6 +183,7 @@ class Client : public std::enable_shared_from_this<Client> {
 
   friend struct SessionState;
   bool shared_memory_ = true;
+  bool execute_lanes_ = true;
   // The host data channels connect to; empty: no channels (a unix socket,
   // TLS, or turned off).
   std::string channel_host_;
@@ -231,6 +237,10 @@ class Session {
   // channels (see ConnectOptions::data_channels): true until they turn out
   // not to work with this daemon.
   bool uses_data_channels() const;
+  // Whether Execute calls go over execute lanes (see
+  // ConnectOptions::execute_lanes): true until they turn out not to work
+  // with this daemon.
+  bool uses_execute_lanes() const;
 
   // Waits until every pipelined run (Executable::ExecutePipelined) sent so
   // far has run; returns the first error among them.

@@ -446,6 +446,7 @@ void SessionState::Shutdown() {
   std::shared_ptr<PipelineState> p;
   std::vector<Mapping> mappings;
   std::vector<ChannelSocket> channels;
+  std::vector<int> lanes;
   bool join_flusher;
   {
     pjrt::MutexLock lock(&mu);
@@ -453,6 +454,8 @@ void SessionState::Shutdown() {
     mappings.swap(staging);
     channels.swap(idle_channels);
     open_channels -= static_cast<int>(channels.size());
+    lanes.swap(idle_lanes);
+    open_lanes -= static_cast<int>(lanes.size());
     flusher_stop = true;
     join_flusher = flusher_started && flusher.joinable();
   }
@@ -468,6 +471,191 @@ void SessionState::Shutdown() {
   }
   for (const Mapping& m : mappings) Unmap(m);
   for (const ChannelSocket& c : channels) close(c.fd);
+  for (int fd : lanes) close(fd);
+}
+
+// --- Execute lanes ----------------------------------------------------------
+
+namespace {
+
+// Lanes a session holds at most (the daemon's max_execute_lanes_per_session
+// is 4 by default); a call beyond them goes through gRPC.
+constexpr int kMaxLanes = 4;
+constexpr uint32_t kMaxLaneMessageBytes = uint32_t{4} << 20;
+constexpr uint32_t kLaneProtocolVersion = 8;
+
+bool SendAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool ReceiveAll(int fd, char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = recv(fd, data, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool SendMessage(int fd, const google::protobuf::MessageLite& message) {
+  const size_t size = message.ByteSizeLong();
+  std::string frame(4 + size, '\0');
+  for (int i = 0; i < 4; ++i) {
+    frame[i] = static_cast<char>((size >> (8 * i)) & 0xff);
+  }
+  message.SerializeToArray(frame.data() + 4, static_cast<int>(size));
+  return SendAll(fd, frame.data(), frame.size());
+}
+
+// The next reply; an error status when the lane broke (errno says how).
+absl::Status ReceiveReply(int fd, v1::ExecuteLaneReply* reply) {
+  unsigned char prefix[4];
+  if (!ReceiveAll(fd, reinterpret_cast<char*>(prefix), sizeof(prefix))) {
+    return absl::UnavailableError("the lane ended");
+  }
+  const uint32_t length = uint32_t{prefix[0]} | (uint32_t{prefix[1]} << 8) |
+                          (uint32_t{prefix[2]} << 16) |
+                          (uint32_t{prefix[3]} << 24);
+  if (length > kMaxLaneMessageBytes) {
+    return absl::UnavailableError(
+        absl::StrFormat("a reply of %d bytes claimed", length));
+  }
+  std::string body(length, '\0');
+  if (!ReceiveAll(fd, body.data(), body.size()) ||
+      !reply->ParseFromString(body)) {
+    return absl::UnavailableError("the reply was cut short");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int SessionState::TakeLane() {
+  {
+    pjrt::MutexLock lock(&mu);
+    if (closed || lanes_unusable) return -1;
+    if (!idle_lanes.empty()) {
+      int fd = idle_lanes.back();
+      idle_lanes.pop_back();
+      return fd;
+    }
+    if (open_lanes >= kMaxLanes) return -1;
+    ++open_lanes;
+  }
+  const std::string& name = client->server_info().execute_lane_socket();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  int fd = -1;
+  bool reached = false;
+  if (client->execute_lanes_ && !name.empty() &&
+      name.size() < sizeof(addr.sun_path)) {
+    std::memcpy(addr.sun_path, name.data(), name.size());
+    socklen_t length =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+    if (name[0] == '@') {
+      addr.sun_path[0] = '\0';
+    } else {
+      length += 1;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      timeval timeout = absl::ToTimeval(kCallTimeout);
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+      reached = connect(fd, reinterpret_cast<sockaddr*>(&addr), length) == 0;
+    }
+  }
+  if (reached) {
+    v1::ExecuteLaneHello hello;
+    hello.set_session_id(id);
+    hello.set_protocol_version(kLaneProtocolVersion);
+    v1::ExecuteLaneReply reply;
+    if (SendMessage(fd, hello) && ReceiveReply(fd, &reply).ok()) {
+      if (reply.error_code() == 0) return fd;
+      // Refused (too many lanes, say): this call goes through gRPC.
+      DiscardLane(fd);
+      return -1;
+    }
+  }
+  // Not offered, out of reach (another host), or turned away before the
+  // hello: gRPC; and when not even one lane works, for good.
+  if (fd >= 0) close(fd);
+  pjrt::MutexLock lock(&mu);
+  --open_lanes;
+  if (open_lanes == 0 && idle_lanes.empty()) lanes_unusable = true;
+  return -1;
+}
+
+void SessionState::GiveBackLane(int fd) {
+  pjrt::MutexLock lock(&mu);
+  if (!closed) {
+    idle_lanes.push_back(fd);
+    return;
+  }
+  --open_lanes;
+  close(fd);
+}
+
+void SessionState::DiscardLane(int fd) {
+  close(fd);
+  pjrt::MutexLock lock(&mu);
+  --open_lanes;
+}
+
+absl::Status SessionState::ExecuteCall(const v1::ExecuteRequest& request,
+                                       v1::ExecuteResponse* response) {
+  const int fd = TakeLane();
+  if (fd >= 0) {
+    if (!SendMessage(fd, request)) {
+      // The daemon closed the lane before reading the request (its session
+      // closed, or it is stopping): gRPC says which.
+      DiscardLane(fd);
+    } else {
+      v1::ExecuteLaneReply reply;
+      absl::Status received = ReceiveReply(fd, &reply);
+      if (!received.ok()) {
+        const bool timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+        DiscardLane(fd);
+        if (timed_out) {
+          return absl::DeadlineExceededError(absl::StrFormat(
+              "pjrtd did not answer an Execute within %s (execute lane)",
+              absl::FormatDuration(kCallTimeout)));
+        }
+        return absl::UnavailableError(absl::StrFormat(
+            "pjrtd closed the execute lane while an Execute was in flight "
+            "(%s); the daemon is stopping or the session closed, and "
+            "whether the run was enqueued is unknown",
+            received.message()));
+      }
+      GiveBackLane(fd);
+      if (reply.error_code() != 0) {
+        return absl::Status(static_cast<absl::StatusCode>(reply.error_code()),
+                            reply.error_message());
+      }
+      *response = std::move(*reply.mutable_response());
+      return absl::OkStatus();
+    }
+  }
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  return ToAbslStatus(
+      client->executables_stub().Execute(&context, request, response));
+}
+
+bool Session::uses_execute_lanes() const {
+  pjrt::MutexLock lock(&state_->mu);
+  return state_->client->execute_lanes_ &&
+         !state_->client->server_info().execute_lane_socket().empty() &&
+         !state_->lanes_unusable;
 }
 
 // --- Region ----------------------------------------------------------------

@@ -96,6 +96,11 @@ struct SessionState {
   std::vector<ChannelSocket> idle_channels ABSL_GUARDED_BY(mu);
   int open_channels ABSL_GUARDED_BY(mu) = 0;
   std::shared_ptr<PipelineState> pipeline ABSL_GUARDED_BY(mu);
+  // Execute lanes: whether they turned out not to work, the idle ones
+  // (sockets), and how many are open.
+  bool lanes_unusable ABSL_GUARDED_BY(mu) = false;
+  std::vector<int> idle_lanes ABSL_GUARDED_BY(mu);
+  int open_lanes ABSL_GUARDED_BY(mu) = 0;
 
   // Handles whose objects went (destructors), not yet sent to the daemon:
   // the next Execute carries them, or the flusher thread sends them after
@@ -126,8 +131,17 @@ struct SessionState {
   // Closes a channel whose transfer failed (the daemon ended it).
   void DiscardChannel(ChannelSocket channel);
   // Ends the pipeline (waiting for runs sent), unmaps staging regions and
-  // closes data channels.
+  // closes data channels and execute lanes.
   void Shutdown();
+
+  // Execute's call: over an execute lane when one is free, else gRPC.
+  absl::Status ExecuteCall(const pjrt::v1::ExecuteRequest& request,
+                           pjrt::v1::ExecuteResponse* response);
+  // An idle execute lane, a new one, or -1 (call gRPC instead).
+  int TakeLane();
+  void GiveBackLane(int fd);
+  // Closes a lane that broke (or was turned away).
+  void DiscardLane(int fd);
 
   // Deletes `handles` on the daemon now (errors ignored).
   void DeleteNow(const std::vector<uint64_t>& handles);

@@ -17,6 +17,7 @@ from pjrt_client import _dtypes
 from pjrt_client._shm import (LEASE_THRESHOLD, SHM_THRESHOLD, Region,
                               StagingPool, copy_bytes)
 from pjrt_client._channels import DataChannels, finish_call
+from pjrt_client._lane import ExecuteLanes
 from pjrt_client._stream import ExecuteStream
 from pjrt_client._errors import (Error, FailedPreconditionError,
                                  InvalidArgumentError, ResourceExhaustedError,
@@ -37,7 +38,7 @@ TLS_CERT_ENV_VAR = "PJRTD_TLS_CERT"
 TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
 #: pjrt.v1 protocol revision this client speaks (6: inline reads and
 #: results, released handles carried by Execute).
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 #: Arrays of at most this many bytes are read in one unary call
@@ -1174,7 +1175,7 @@ class Executable:
                 buffer._deleted = True
                 buffer._finalizer.detach()
             try:
-                response = _call(self._session.executables.Execute, request)
+                response = self._client._execute_call(request)
             except ResourceExhaustedError:
                 # Memory or a quota may be held by what the program dropped
                 # and the daemon has not freed yet: free it, then retry.
@@ -1184,7 +1185,7 @@ class Executable:
                 self._session.flush_releases(wait=True)
                 del request.release_buffers[:]
                 del request.release_executables[:]
-                response = _call(self._session.executables.Execute, request)
+                response = self._client._execute_call(request)
         finally:
             for buffer in temporaries:
                 buffer.delete()  # when the request did not carry them
@@ -1390,7 +1391,8 @@ class Client:
                  shared_memory: bool = True, token: str | None = None,
                  tls_ca: str | None = None, tls_cert: str | None = None,
                  tls_key: str | None = None,
-                 data_channels: bool = True) -> None:
+                 data_channels: bool = True,
+                 execute_lanes: bool = True) -> None:
         self.address = resolve_address(address)
         token = token or os.environ.get(TOKEN_ENV_VAR) or None
         tls_ca = tls_ca or os.environ.get(TLS_CA_ENV_VAR) or None
@@ -1445,6 +1447,11 @@ class Client:
             self.address, self._session,
             data_channels and not (tls_ca or tls_cert))
         self._regions: weakref.WeakSet[Region] = weakref.WeakSet()
+        # Execute calls through the daemon's lane socket when it offers one
+        # this process reaches (see _lane.py); through gRPC otherwise.
+        self._lanes = ExecuteLanes(
+            self._info.execute_lane_socket if execute_lanes else "",
+            self._session, _CALL_TIMEOUT)
         self._stream: ExecuteStream | None = None
         self._stream_lock = threading.Lock()
 
@@ -1462,6 +1469,7 @@ class Client:
         if stream is not None and not self._session.closed:
             stream.close()
         self._channels.close()
+        self._lanes.close()
         if self._session is not None:
             self._session.close()
         self._channel.close()
@@ -1570,6 +1578,7 @@ class Client:
             "region_count": s.region_count,
             "region_bytes": s.region_bytes,
             "data_channel_count": s.data_channel_count,
+            "execute_lane_count": s.execute_lane_count,
             "compile_cache": {
                 "entries": s.compile_cache.entries,
                 "capacity": s.compile_cache.capacity,
@@ -1598,6 +1607,23 @@ class Client:
         reaches the daemon over plaintext TCP and, once tried, the daemon
         offered channels and their port was reachable."""
         return self._channels.unavailable is None
+
+    @property
+    def uses_execute_lanes(self) -> bool:
+        """Whether ``execute`` calls go over execute lanes (a unix socket
+        beside gRPC, one write and one read per call): the daemon offers
+        them and, once tried, this process reached its lane socket. Lanes
+        are used only as long as one is free (four per client); other calls
+        go through gRPC."""
+        return self._lanes.offered
+
+    def _execute_call(self, request: Any) -> Any:
+        """The ExecuteResponse of ``request``: over a lane when one is
+        free, else through gRPC."""
+        response = self._lanes.call(request)
+        if response is None:
+            response = _call(self._session.executables.Execute, request)
+        return response
 
     # --- pipelined runs ---------------------------------------------------
 
@@ -1966,7 +1992,8 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
             shared_memory: bool = True, token: str | None = None,
             tls_ca: str | None = None, tls_cert: str | None = None,
             tls_key: str | None = None,
-            data_channels: bool = True) -> Client:
+            data_channels: bool = True,
+            execute_lanes: bool = True) -> Client:
     """Connects to pjrtd and opens a session.
 
     Args:
@@ -1988,6 +2015,10 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
             over raw TCP connections beside gRPC, when the daemon offers
             them (default; see :attr:`Client.uses_data_channels`); False
             always streams them through gRPC.
+        execute_lanes: send ``execute`` calls over the daemon's execute
+            lane socket when it offers one this process can reach (a
+            client on its host; default; see
+            :attr:`Client.uses_execute_lanes`); False always calls gRPC.
 
     Raises:
         UnavailableError: nothing answered at the address.
@@ -1996,4 +2027,4 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
     return Client(address, timeout=timeout, client_name=client_name,
                   shared_memory=shared_memory, token=token, tls_ca=tls_ca,
                   tls_cert=tls_cert, tls_key=tls_key,
-                  data_channels=data_channels)
+                  data_channels=data_channels, execute_lanes=execute_lanes)
