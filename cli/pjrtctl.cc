@@ -715,7 +715,9 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
         {"transfers", o.transfers},
         {"steps", o.steps},
         {"transfers_over",
-         (*session)->uses_data_channels() ? "data channels" : "gRPC stream"}};
+         (*session)->uses_data_channels() ? "data channels" : "gRPC stream"},
+        {"executes_over", (*session)->uses_execute_lanes() ? "execute lanes"
+                                                           : "gRPC"}};
     if (!shm_skipped.empty()) doc["shared_memory_skipped"] = shm_skipped;
     for (const Row& row : rows) {
       doc[row.name] = {{"unit", row.unit},
@@ -891,7 +893,8 @@ int RunStats(const GlobalOptions& g) {
   std::cout << "\nsessions: " << stats->session_count()
             << "  buffers: " << stats->buffer_count()
             << "  executables: " << stats->executable_count()
-            << "  data channels: " << stats->data_channel_count() << "\n";
+            << "  data channels: " << stats->data_channel_count()
+            << "  execute lanes: " << stats->execute_lane_count() << "\n";
   const v1::CompileCacheStats& cache = stats->compile_cache();
   std::cout << absl::StrFormat(
       "compile cache: %d of %d programs, %d hits, %d compiles (%d failed), "

@@ -602,9 +602,9 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   harness->server = pjrt::v1::Server::NewStub(harness->channel);
   {
     auto context = Context();
-    v1::ServerInfo info;
+    pjrt::v1::ServerInfo info;
     grpc::Status status = harness->server->GetServerInfo(
-        context.get(), v1::GetServerInfoRequest(), &info);
+        context.get(), pjrt::v1::GetServerInfoRequest(), &info);
     if (!status.ok()) Fail("GetServerInfo", status.error_message());
     harness->lane_socket = info.execute_lane_socket();
   }

@@ -275,11 +275,21 @@ def test_lanes_per_session_are_bounded(local):
         assert "max_execute_lanes_per_session" in reply.error_message
         # The client's own calls go through gRPC meanwhile.
         exe = local.compile(ADD_ONE)
+        calls = local._lanes.calls
         out = exe.execute([np.zeros(4, np.float32)])[0].to_numpy()
         np.testing.assert_array_equal(out, np.ones(4, np.float32))
+        assert local._lanes.calls == calls
     finally:
         for sock in lanes:
             sock.close()
+    # Once lanes are free again, the client takes one.
+    deadline = time.monotonic() + 10
+    while lane_count(local) != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)  # polling the daemon's count, with a deadline
+    exe.execute([np.zeros(4, np.float32)])
+    assert local._lanes.calls == calls + 1
+    assert local.uses_execute_lanes
 
 
 def test_closing_the_session_ends_its_lanes(daemon):

@@ -186,8 +186,9 @@ def test_bench_reports_min_median_max_of_each_measure(daemon):
             m = doc[name]
             assert m["unit"] == unit
             assert 0 < m["min"] <= m["median"] <= m["max"], (name, m)
-        # Over the unix socket the arrays stream.
+        # Over the unix socket the arrays stream; runs go over lanes.
         assert doc["transfers_over"] == "gRPC stream"
+        assert doc["executes_over"] == "execute lanes"
         # It cleans up after itself.
         assert c.stats()["session_count"] == sessions
     tcp = ctl(daemon.addresses[1], "bench", "--size", "1MiB", "--calls", "2",

@@ -579,19 +579,20 @@ int SessionState::TakeLane() {
     hello.set_session_id(id);
     hello.set_protocol_version(kLaneProtocolVersion);
     v1::ExecuteLaneReply reply;
-    if (SendMessage(fd, hello) && ReceiveReply(fd, &reply).ok()) {
-      if (reply.error_code() == 0) return fd;
-      // Refused (too many lanes, say): this call goes through gRPC.
-      DiscardLane(fd);
-      return -1;
+    if (SendMessage(fd, hello) && ReceiveReply(fd, &reply).ok() &&
+        reply.error_code() == 0) {
+      return fd;
     }
+    // Refused (too many lanes, say), or turned away before the hello (the
+    // daemon has all the lanes it serves): this call goes through gRPC.
+    DiscardLane(fd);
+    return -1;
   }
-  // Not offered, out of reach (another host), or turned away before the
-  // hello: gRPC; and when not even one lane works, for good.
+  // Not offered, or out of reach (another host): gRPC, from now on.
   if (fd >= 0) close(fd);
   pjrt::MutexLock lock(&mu);
   --open_lanes;
-  if (open_lanes == 0 && idle_lanes.empty()) lanes_unusable = true;
+  lanes_unusable = true;
   return -1;
 }
 

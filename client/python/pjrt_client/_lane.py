@@ -86,9 +86,12 @@ class ExecuteLanes:
         return bool(self._name)
 
     def close(self) -> None:
+        """Closes the idle lanes; a lane in use closes when its call ends,
+        and none opens any more."""
         with self._lock:
             idle, self._idle = self._idle, []
             self._open -= len(idle)
+            self._name = ""
         for sock in idle:
             sock.close()
 
@@ -104,25 +107,30 @@ class ExecuteLanes:
             if self._open >= _MAX_LANES:
                 return None
             self._open += 1
-        sock = None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self._timeout)
             sock.connect(_address(self._name))
+        except OSError:
+            # Out of reach (another host, another network namespace): gRPC,
+            # from now on.
+            sock.close()
+            with self._lock:
+                self._open -= 1
+                self._name = ""
+            return None
+        try:
             hello = executable_pb2.ExecuteLaneHello(
                 session_id=self._session.id,
                 protocol_version=LANE_PROTOCOL_VERSION).SerializeToString()
             sock.sendall(_LENGTH.pack(len(hello)) + hello)
             reply = _read_reply(sock)
         except OSError:
-            # The socket is out of reach (another host, another network
-            # namespace) or the daemon turned this connection away: gRPC.
-            if sock is not None:
-                sock.close()
+            # Turned away before the hello (the daemon has all the lanes it
+            # serves): this call goes through gRPC.
+            sock.close()
             with self._lock:
                 self._open -= 1
-                if self._open == 0 and not self._idle:
-                    self._name = ""  # not even one lane: stop trying
             return None
         if reply.error_code != 0:
             # Refused (too many lanes, say): this call goes through gRPC.
@@ -134,9 +142,10 @@ class ExecuteLanes:
 
     def _give_back(self, sock: socket.socket) -> None:
         with self._lock:
-            if self._pid == os.getpid():
+            if self._name and self._pid == os.getpid():
                 self._idle.append(sock)
                 return
+            self._open -= 1
         sock.close()
 
     def _lose(self) -> None:
