@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -33,8 +34,17 @@ void SetTimeout(int fd, int option, absl::Duration timeout) {
   }
 }
 
-bool ReadExactly(int fd, char* data, size_t size) {
+// Reads `size` bytes; with a `deadline`, gives up there (each wait is cut
+// to what is left, so that a peer sending a byte at a time cannot stretch
+// it).
+bool ReadExactly(int fd, char* data, size_t size,
+                 absl::Time deadline = absl::InfiniteFuture()) {
   while (size > 0) {
+    if (deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      SetTimeout(fd, SO_RCVTIMEO, std::max(left, absl::Milliseconds(1)));
+    }
     ssize_t n = recv(fd, data, size, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;  // closed, shut down, or timed out
@@ -57,17 +67,21 @@ bool WriteExactly(int fd, const char* data, size_t size) {
 
 enum class Read { kMessage, kEnd, kTooLong };
 
-// One length-prefixed message into `message`.
-Read ReadMessage(int fd, std::string* message, uint32_t* length) {
+// One length-prefixed message of at most `max_length` bytes into
+// `message`, by `deadline`.
+Read ReadMessage(int fd, std::string* message, uint32_t* length,
+                 uint32_t max_length = kMaxLaneMessageBytes,
+                 absl::Time deadline = absl::InfiniteFuture()) {
   unsigned char prefix[4];
-  if (!ReadExactly(fd, reinterpret_cast<char*>(prefix), sizeof(prefix))) {
+  if (!ReadExactly(fd, reinterpret_cast<char*>(prefix), sizeof(prefix),
+                   deadline)) {
     return Read::kEnd;
   }
   *length = uint32_t{prefix[0]} | (uint32_t{prefix[1]} << 8) |
             (uint32_t{prefix[2]} << 16) | (uint32_t{prefix[3]} << 24);
-  if (*length > kMaxLaneMessageBytes) return Read::kTooLong;
+  if (*length > max_length) return Read::kTooLong;
   message->resize(*length);
-  if (!ReadExactly(fd, message->data(), *length)) return Read::kEnd;
+  if (!ReadExactly(fd, message->data(), *length, deadline)) return Read::kEnd;
   return Read::kMessage;
 }
 
@@ -216,19 +230,19 @@ void ExecuteLaneServer::AcceptLoop() {
 
 void ExecuteLaneServer::Serve(std::shared_ptr<Lane> lane) {
   const int fd = lane->fd;
-  SetTimeout(fd, SO_RCVTIMEO, kLaneHelloTimeout);
   SetTimeout(fd, SO_SNDTIMEO, kLaneSendTimeout);
   std::string message;
   std::string scratch;
   v1::ExecuteLaneReply reply;
   uint32_t length = 0;
-  Read read = ReadMessage(fd, &message, &length);
+  Read read = ReadMessage(fd, &message, &length, kMaxLaneHelloBytes,
+                          absl::Now() + kLaneHelloTimeout);
   bool open = false;
   if (read == Read::kTooLong) {
     SetError(absl::InvalidArgumentError(absl::StrFormat(
-                 "an execute lane's hello is an ExecuteLaneHello of a few "
-                 "bytes; this message claims %d",
-                 length)),
+                 "an execute lane's hello is an ExecuteLaneHello of at most "
+                 "%d bytes; this message claims %d",
+                 kMaxLaneHelloBytes, length)),
              &reply);
     WriteMessage(fd, reply, &scratch);
   } else if (read == Read::kMessage) {

@@ -24,7 +24,7 @@
 //
 // Each lane holds a thread of the daemon while open (its requests run on
 // it, as a unary Execute's run on a handler thread); lanes are bounded per
-// session and in all, a hello must come within kLaneHelloTimeout, and a
+// session and in all, a hello must come whole within kLaneHelloTimeout, and a
 // lane ends when its session closes (within a second: Sweep), when its
 // client closes it, or when a reply cannot be written for
 // kLaneSendTimeout.
@@ -53,6 +53,8 @@ class SessionTable;
 
 // Longest message either way (a request, or a reply with fetched results).
 inline constexpr uint32_t kMaxLaneMessageBytes = uint32_t{4} << 20;
+// Longest hello (an ExecuteLaneHello is about 15 bytes).
+inline constexpr uint32_t kMaxLaneHelloBytes = 256;
 inline constexpr absl::Duration kLaneHelloTimeout = absl::Seconds(2);
 inline constexpr absl::Duration kLaneSendTimeout = absl::Seconds(60);
 // The first protocol revision with lanes.

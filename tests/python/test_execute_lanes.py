@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import stat
 import struct
@@ -260,6 +261,26 @@ def test_a_silent_connection_is_dropped_after_two_seconds(local):
         start = time.monotonic()
         assert sock.recv(16) == b""
         assert 1.5 < time.monotonic() - start < 10
+
+
+def test_a_hello_sent_a_byte_at_a_time_still_ends_in_two_seconds(local):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(local._info.execute_lane_socket)
+        start = time.monotonic()
+        sock.sendall(struct.pack("<I", 40))
+        closed = False
+        for _ in range(40):  # 40 bytes at 4 a second: 10 s if let be
+            try:
+                sock.sendall(b"\x00")
+            except OSError:
+                closed = True
+                break
+            readable, _, _ = select.select([sock], [], [], 0.25)
+            if readable and sock.recv(16) == b"":
+                closed = True
+                break
+        assert closed
+        assert time.monotonic() - start < 5
 
 
 def test_lanes_per_session_are_bounded(local):
