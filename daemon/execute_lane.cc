@@ -3,23 +3,22 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "base/cancellation.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "base/text.h"
 #include "daemon/grpc_status.h"
 #include "daemon/session.h"
 #include "daemon/session_table.h"
+#include "daemon/shared_memory.h"
 #include "daemon/tenants.h"
 
 namespace pjrt::daemon {
@@ -123,36 +122,9 @@ ExecuteLaneServer::~ExecuteLaneServer() { Stop(); }
 
 absl::Status ExecuteLaneServer::Start(const std::string& address,
                                       std::optional<unsigned> mode) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (address.empty() || address.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "execute lane socket address '%s' must have 1 to %d characters",
-        address, sizeof(addr.sun_path) - 1));
-  }
-  std::memcpy(addr.sun_path, address.data(), address.size());
-  socklen_t length =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
-  if (address[0] == '@') {
-    addr.sun_path[0] = '\0';
-  } else {
-    unlink(address.c_str());
-    length += 1;
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    return absl::InternalError("cannot create the execute lane socket: " +
-                               ErrnoText());
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), length) != 0 ||
-      (mode.has_value() && address[0] != '@' &&
-       chmod(address.c_str(), *mode) != 0) ||
-      listen(fd, 64) != 0) {
-    std::string why = ErrnoText();
-    close(fd);
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot listen for execute lanes on %s: %s", address, why));
-  }
+  PJRT_ASSIGN_OR_RETURN(
+      const int fd,
+      ListenOnUnixSocket(address, SOCK_STREAM, mode, "execute lanes"));
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
     std::string why = ErrnoText();

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "base/text.h"
 #include "daemon/grpc_status.h"
 #include "daemon/session_table.h"
@@ -187,28 +188,29 @@ RegionServer::RegionServer(SessionTable* sessions, RegionServerOptions options)
 
 RegionServer::~RegionServer() { Stop(); }
 
-absl::Status RegionServer::Start(const std::string& address,
-                                 std::optional<unsigned> mode) {
+absl::StatusOr<int> ListenOnUnixSocket(const std::string& address, int type,
+                                       std::optional<unsigned> mode,
+                                       absl::string_view what) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (address.empty() || address.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region socket address '%s' must have 1 to %d characters", address,
-        sizeof(addr.sun_path) - 1));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s socket address '%s' must have 1 to %d characters",
+                        what, address, sizeof(addr.sun_path) - 1));
   }
   std::memcpy(addr.sun_path, address.data(), address.size());
-  socklen_t length = static_cast<socklen_t>(
-      offsetof(sockaddr_un, sun_path) + address.size());
+  socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
   if (address[0] == '@') {
     addr.sun_path[0] = '\0';
   } else {
     unlink(address.c_str());
     length += 1;
   }
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
-    return absl::InternalError("cannot create the region socket: " +
-                               ErrnoText());
+    return absl::InternalError(
+        absl::StrFormat("cannot create the %s socket: %s", what, ErrnoText()));
   }
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), length) != 0 ||
       (mode.has_value() && address[0] != '@' &&
@@ -216,9 +218,17 @@ absl::Status RegionServer::Start(const std::string& address,
       listen(fd, 64) != 0) {
     std::string why = ErrnoText();
     close(fd);
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot listen for shared-memory regions on %s: %s", address, why));
+    return absl::UnavailableError(
+        absl::StrFormat("cannot listen for %s on %s: %s", what, address, why));
   }
+  return fd;
+}
+
+absl::Status RegionServer::Start(const std::string& address,
+                                 std::optional<unsigned> mode) {
+  PJRT_ASSIGN_OR_RETURN(const int fd,
+                        ListenOnUnixSocket(address, SOCK_SEQPACKET, mode,
+                                           "shared-memory regions"));
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event listen_event{.events = EPOLLIN, .data = {.fd = fd}};

@@ -35,6 +35,14 @@ namespace pjrt::daemon {
 
 class SessionTable;
 
+// A listening unix socket of `type` (SOCK_STREAM, SOCK_SEQPACKET;
+// non-blocking) on `address`: a path (a stale socket there is replaced; the
+// socket gets `mode` when given, as chmod would) or "@name" for an abstract
+// socket. `what` names it in errors.
+absl::StatusOr<int> ListenOnUnixSocket(const std::string& address, int type,
+                                       std::optional<unsigned> mode,
+                                       absl::string_view what);
+
 // Longest region name a client may give.
 inline constexpr size_t kMaxRegionNameBytes = 256;
 
