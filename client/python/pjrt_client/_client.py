@@ -37,7 +37,8 @@ TLS_CA_ENV_VAR = "PJRTD_TLS_CA"
 TLS_CERT_ENV_VAR = "PJRTD_TLS_CERT"
 TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
 #: pjrt.v1 protocol revision this client speaks (6: inline reads and
-#: results, released handles carried by Execute).
+#: results, released handles carried by Execute; 7: data channels; 8:
+#: execute lanes).
 PROTOCOL_VERSION = 8
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
