@@ -126,9 +126,6 @@ absl::StatusOr<std::shared_ptr<Session>> CallerSession(
 
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session) {
-  if (context == nullptr) {
-    return std::make_shared<Cancellation>(session.cancellation());
-  }
   const auto call_deadline = context->deadline();
   absl::Time deadline = absl::InfiniteFuture();
   if (call_deadline != std::chrono::system_clock::time_point::max()) {

@@ -59,8 +59,7 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
                         Session* waiting_session = nullptr);
 
 // For the waits of one call of `session`: cancelled when the session is,
-// when the call's deadline passes, and when its client cancels it (with no
-// `context`, an execute lane's request: when the session is).
+// when the call's deadline passes, and when its client cancels it.
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session);
 
