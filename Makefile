@@ -3,7 +3,8 @@
 #   make demo    install what is missing, build, run the example end to end
 #   make test    install what is missing, build, run every test
 #
-# Other targets: deps, build, test-cpp, test-python, lint, test-sanitize
+# Other targets: deps, build, test-cpp, test-python, test-cuda-programs,
+# lint, test-sanitize
 # (everything under ASan+UBSan and TSan; `make test` runs its short
 # profile), fuzz (FUZZ_SECONDS per target, default 60), stress (the long
 # load and fault tests), bench, install, format, clean.
@@ -16,8 +17,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo bench-deps bench-gemm test test-cpp test-python lint test-sanitize \
-	test-sanitize-short fuzz stress bench install format clean
+.PHONY: all deps build demo bench-deps bench-gemm test test-cpp test-python test-cuda-programs lint \
+	test-sanitize test-sanitize-short fuzz stress bench install format clean
 
 all: build
 
@@ -34,14 +35,33 @@ demo: build
 	@scripts/demo $(BUILD_DIR)
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python lint test-sanitize-short
+	$(MAKE) --no-print-directory test-cpp test-python test-cuda-programs lint \
+	  test-sanitize-short
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
+# The Python suites write every program they compile to RECORDED (for
+# test-cuda-programs).
+RECORDED := $(abspath $(BUILD_DIR))/recorded-programs
+
 test-python:
+	rm -rf $(RECORDED)
 	PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) PYTHONPATH=$(abspath $(BUILD_DIR))/python \
-	  $(PYTHON) -m pytest -q tests/python tests/stress
+	  PJRT_RECORD_PROGRAMS=$(RECORDED) $(PYTHON) -m pytest -q tests/python tests/stress
+
+# Every program the Python suites ran on the host platform compiles for
+# CUDA (sm_90 and sm_80, through NVRTC: no GPU needed) or is refused by
+# name. Run after test-python; skipped where the build has no CUDA Toolkit.
+test-cuda-programs:
+	@if [ ! -x $(BUILD_DIR)/bin/pjrt_cuda_codegen_tests ]; then \
+	  echo "test-cuda-programs: skipped (built without the CUDA Toolkit)"; \
+	elif [ ! -d $(RECORDED) ]; then \
+	  echo "test-cuda-programs: run make test-python first (it records the programs)"; exit 1; \
+	else \
+	  PJRT_RECORDED_PROGRAMS=$(RECORDED) $(BUILD_DIR)/bin/pjrt_cuda_codegen_tests \
+	    --gtest_filter=CudaCompileCheck.EveryProgramThePythonSuitesCompiledCompiles; \
+	fi
 
 lint:
 	flake8 client/python tests/python examples bench

@@ -51,8 +51,8 @@ bool IsFloat(PrimitiveType t) {
 absl::Status Unsupported(PrimitiveType type) {
   return absl::UnimplementedError(absl::StrFormat(
       "the CUDA backend does not compute %s yet (it computes pred, s8-s64, "
-      "u8-u64, f8e4m3fn, f8e5m2, f16, bf16, f32 and f64); run this program "
-      "with --platform host",
+      "u8-u64, f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64 and c128); run "
+      "this program with --platform host",
       hlo::PrimitiveTypeName(type)));
 }
 
@@ -76,6 +76,10 @@ absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
       return std::string("pj_u8");
     case PrimitiveType::kF32: return std::string("float");
     case PrimitiveType::kF64: return std::string("double");
+    case PrimitiveType::kC64:
+      return std::string("pj_c64");
+    case PrimitiveType::kC128:
+      return std::string("pj_c128");
     default: return Unsupported(type);
   }
 }
@@ -85,22 +89,6 @@ namespace {
 // The type values of `type` are computed in (f16 and bf16 in float).
 absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
   if (IsHalf(type)) return std::string("float");
-  return CudaStorageType(type);
-}
-
-// The element type of an element-wise loop's values: ComputeType, or for
-// c64 and c128 their stored pair (the loops move them and compute the few
-// ops EmitComplex writes; every other kernel refuses them).
-absl::StatusOr<std::string> LoopValueType(PrimitiveType type) {
-  if (type == PrimitiveType::kC64) return std::string("pj_c64");
-  if (type == PrimitiveType::kC128) return std::string("pj_c128");
-  return ComputeType(type);
-}
-
-// The stored type of an element-wise loop's arrays (CudaStorageType, or the
-// complex pairs).
-absl::StatusOr<std::string> LoopStorageType(PrimitiveType type) {
-  if (hlo::IsComplex(type)) return LoopValueType(type);
   return CudaStorageType(type);
 }
 
@@ -170,15 +158,74 @@ const char* CompareOperator(hlo::ComparisonDirection d) {
   return "==";
 }
 
+// The HLO name of an element-wise op ("multiply").
+std::string ExprOpName(ExprOp op) {
+  static const char* const kNames[] = {"input",
+                                       "splat",
+                                       "abs",
+                                       "negate",
+                                       "sign",
+                                       "exp",
+                                       "expm1",
+                                       "log",
+                                       "log1p",
+                                       "sqrt",
+                                       "rsqrt",
+                                       "cbrt",
+                                       "tanh",
+                                       "logistic",
+                                       "sin",
+                                       "cos",
+                                       "tan",
+                                       "erf",
+                                       "floor",
+                                       "ceil",
+                                       "round",
+                                       "round-even",
+                                       "is-finite",
+                                       "not",
+                                       "popcnt",
+                                       "clz",
+                                       "reduce-precision",
+                                       "convert",
+                                       "bitcast-convert",
+                                       "real",
+                                       "imag",
+                                       "add",
+                                       "subtract",
+                                       "multiply",
+                                       "divide",
+                                       "remainder",
+                                       "power",
+                                       "maximum",
+                                       "minimum",
+                                       "atan2",
+                                       "and",
+                                       "or",
+                                       "xor",
+                                       "shift-left",
+                                       "shift-right-logical",
+                                       "shift-right-arithmetic",
+                                       "compare",
+                                       "complex",
+                                       "select",
+                                       "clamp"};
+  const size_t i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "op";
+}
+
 // The value of `node` when it or its first operand is complex (c64, c128),
-// in `ct` (LoopValueType of its type): the moves, the component-wise ops and
-// the comparisons for equality, as std::complex computes them on the host.
+// in `ct` (ComputeType of its type), as std::complex computes it on the
+// host (the prelude's pj_complex operators and pj_c* functions).
 absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
                                         PrimitiveType operand_type,
                                         const std::string& ct,
                                         const std::vector<std::string>& var) {
   const auto a = [&](int k) { return var[node.operands[k]]; };
   const PrimitiveType t = node.type;
+  const auto call = [&](const char* f) {
+    return absl::StrCat(f, "(", a(0), ")");
+  };
   switch (node.op) {
     case ExprOp::kSplat:
       if (t == PrimitiveType::kC64) {
@@ -198,24 +245,71 @@ absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
       return absl::StrCat(a(0), ".re");
     case ExprOp::kImag:
       return absl::StrCat(a(0), ".im");
+    case ExprOp::kAbs:
+      return call("pj_cabs");
     case ExprOp::kComplex:
       return absl::StrFormat("%s{%s, %s}", ct, a(0), a(1));
-    case ExprOp::kNegate:
-      return absl::StrFormat("%s{-%s.re, -%s.im}", ct, a(0), a(0));
-    case ExprOp::kAdd:
-    case ExprOp::kSubtract: {
-      const char* op = node.op == ExprOp::kAdd ? "+" : "-";
-      return absl::StrFormat("%s{%s.re %s %s.re, %s.im %s %s.im}", ct, a(0), op,
-                             a(1), a(0), op, a(1));
+    case ExprOp::kConvert: {
+      if (t == PrimitiveType::kPred) return call("pj_to_pred");
+      if (hlo::IsComplex(t) && hlo::IsComplex(operand_type)) {
+        const char* r = t == PrimitiveType::kC64 ? "float" : "double";
+        return absl::StrFormat("%s{(%s)%s.re, (%s)%s.im}", ct, r, a(0), r,
+                               a(0));
+      }
+      if (hlo::IsComplex(t)) {  // a real value becomes the real part
+        const char* r = t == PrimitiveType::kC64 ? "float" : "double";
+        return absl::StrFormat("%s{(%s)%s, (%s)0}", ct, r, a(0), r);
+      }
+      // The imaginary part is dropped; the real part converts as a real
+      // value of its type would.
+      const std::string re = absl::StrCat(a(0), ".re");
+      const char* from =
+          operand_type == PrimitiveType::kC64 ? "float" : "double";
+      if (IsFloat(t)) return Round(t, absl::StrFormat("(%s)%s", ct, re));
+      return absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, re);
     }
+    case ExprOp::kNegate:
+      return absl::StrCat("-", a(0));
+    case ExprOp::kSign:
+      return call("pj_csign");
+    case ExprOp::kExp:
+      return call("pj_cexp");
+    case ExprOp::kExpm1:
+      return call("pj_cexpm1");
+    case ExprOp::kLog:
+      return call("pj_clog");
+    case ExprOp::kLog1p:
+      return call("pj_clog1p");
+    case ExprOp::kSqrt:
+      return call("pj_csqrt");
+    case ExprOp::kRsqrt:
+      return call("pj_crsqrt");
+    case ExprOp::kTanh:
+      return call("pj_ctanh");
+    case ExprOp::kLogistic:
+      return call("pj_clogistic");
+    case ExprOp::kSin:
+      return call("pj_csin");
+    case ExprOp::kCos:
+      return call("pj_ccos");
+    case ExprOp::kTan:
+      return call("pj_ctan");
+    case ExprOp::kAdd:
+      return absl::StrCat(a(0), " + ", a(1));
+    case ExprOp::kSubtract:
+      return absl::StrCat(a(0), " - ", a(1));
+    case ExprOp::kMultiply:
+      return absl::StrCat(a(0), " * ", a(1));
+    case ExprOp::kDivide:
+      return absl::StrCat(a(0), " / ", a(1));
+    case ExprOp::kPower:
+      return absl::StrFormat("pj_cpow(%s, %s)", a(0), a(1));
     case ExprOp::kCompare:
       if (node.direction == hlo::ComparisonDirection::kEq) {
-        return absl::StrFormat("(pj_u8)(%s.re == %s.re && %s.im == %s.im)",
-                               a(0), a(1), a(0), a(1));
+        return absl::StrFormat("(pj_u8)(%s == %s)", a(0), a(1));
       }
       if (node.direction == hlo::ComparisonDirection::kNe) {
-        return absl::StrFormat("(pj_u8)(%s.re != %s.re || %s.im != %s.im)",
-                               a(0), a(1), a(0), a(1));
+        return absl::StrFormat("(pj_u8)(%s != %s)", a(0), a(1));
       }
       break;
     default:
@@ -223,11 +317,9 @@ absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
   }
   const PrimitiveType complex_type = hlo::IsComplex(t) ? t : operand_type;
   return absl::UnimplementedError(absl::StrFormat(
-      "this element-wise op on %s does not run on the CUDA backend yet (on "
-      "complex numbers it adds, subtracts, negates, compares for equality, "
-      "selects, and builds and takes apart); run this program with "
-      "--platform host",
-      hlo::PrimitiveTypeName(complex_type)));
+      "%s on %s does not run on the CUDA backend (the verifier refuses it on "
+      "complex values); run this program with --platform host",
+      ExprOpName(node.op), hlo::PrimitiveTypeName(complex_type)));
 }
 
 // Writes `expr` as straight-line CUDA statements, one variable per node
@@ -240,7 +332,7 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
   for (int i = 0; i < expr.size(); ++i) {
     const ExprNode& node = expr.node(i);
     const PrimitiveType t = node.type;
-    PJRT_ASSIGN_OR_RETURN(std::string ct, LoopValueType(t));
+    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(t));
     var[i] = absl::StrCat(prefix, i);
     const auto a = [&](int k) { return var[node.operands[k]]; };
     const PrimitiveType ot =
@@ -462,10 +554,6 @@ absl::Status CheckSlotTypes(const host::HostProgram& program) {
   for (const host::BufferSlot& slot : program.slots) {
     if (!slot.shape.IsArray()) continue;
     const PrimitiveType type = slot.shape.element_type();
-    // Complex arrays move (constants, copies, transposes, slices: by their
-    // 8 or 16 bytes); every kernel that computes on them asks for their
-    // compute type and is refused there, by name.
-    if (hlo::IsComplex(type)) continue;
     PJRT_RETURN_IF_ERROR(CudaStorageType(type).status());
   }
   return absl::OkStatus();
@@ -583,7 +671,7 @@ class Generator {
     launch.kernel = Name(tiled >= 0 ? "loop_tiled" : "loop");
     launch.blocks = BlocksFor(n);
     launch.threads = kThreads;
-    PJRT_ASSIGN_OR_RETURN(std::string out_type, LoopStorageType(s.output_type));
+    PJRT_ASSIGN_OR_RETURN(std::string out_type, CudaStorageType(s.output_type));
     std::vector<std::string> params = {absl::StrCat(out_type, "* out")};
     launch.slots.push_back(s.output_slot);
     // The statements computing element `i` (coordinates c0... in scope).
@@ -592,7 +680,7 @@ class Generator {
     std::string tile_type, tile_load;
     for (size_t k = 0; k < s.inputs.size(); ++k) {
       const host::LoopInput& in = s.inputs[k];
-      PJRT_ASSIGN_OR_RETURN(std::string ct, LoopValueType(in.type));
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(in.type));
       const std::string name = absl::StrCat("x", k);
       const std::string at = in.contiguous ? "i" : MapExpression(in.map, rank);
       if (in.kind == host::LoopInput::Kind::kIota) {
@@ -600,7 +688,7 @@ class Generator {
                               Round(in.type, absl::StrFormat("(%s)(long long)(%s)",
                                                              ct, MapExpression(in.map, rank))));
       } else {
-        PJRT_ASSIGN_OR_RETURN(std::string st, LoopStorageType(in.type));
+        PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(in.type));
         params.push_back(absl::StrFormat("const %s* in%d", st, k));
         launch.slots.push_back(in.slot);
         if (static_cast<int>(k) == tiled) {
@@ -677,7 +765,7 @@ class Generator {
     std::vector<std::string> names;
     for (const ExprNode& node : s.expr.nodes()) {
       if (node.op != ExprOp::kInput && node.op != ExprOp::kSplat) {
-        names.push_back(OpName(node.op));
+        names.push_back(ExprOpName(node.op));
       }
     }
     launch.origin = absl::StrFormat("%sloop over %s[%s] (%s)", tiled >= 0 ? "tiled " : "",
@@ -685,20 +773,6 @@ class Generator {
                                     absl::StrJoin(s.dims, ","), absl::StrJoin(names, ", "));
     Add(std::move(launch));
     return absl::OkStatus();
-  }
-
-  static std::string OpName(ExprOp op) {
-    static const char* const kNames[] = {
-        "input", "splat", "abs", "negate", "sign", "exp", "expm1", "log",
-        "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sin", "cos",
-        "tan", "erf", "floor", "ceil", "round", "round-even", "is-finite",
-        "not", "popcnt", "clz", "reduce-precision", "convert",
-        "bitcast-convert", "real", "imag", "add", "subtract", "multiply",
-        "divide", "remainder", "power", "maximum", "minimum", "atan2", "and",
-        "or", "xor", "shift-left", "shift-right-logical",
-        "shift-right-arithmetic", "compare", "complex", "select", "clamp"};
-    const size_t i = static_cast<size_t>(op);
-    return i < std::size(kNames) ? kNames[i] : "op";
   }
 
   // The reducer as CUDA, combining `a` and `b` of compute type `ct`.
@@ -744,9 +818,9 @@ class Generator {
     const std::vector<std::string> params = {absl::StrCat(st, "* out"),
                                              absl::StrCat("const ", st, "* in"),
                                              absl::StrCat("const ", st, "* init")};
-    launch.origin = absl::StrFormat("reduce %s[%d,%d,%d] to [%d,%d] (%s)",
-                                    hlo::PrimitiveTypeName(s.type), s.outer, s.reduced,
-                                    s.inner, s.outer, s.inner, OpName(s.op));
+    launch.origin = absl::StrFormat(
+        "reduce %s[%d,%d,%d] to [%d,%d] (%s)", hlo::PrimitiveTypeName(s.type),
+        s.outer, s.reduced, s.inner, s.outer, s.inner, ExprOpName(s.op));
     if (s.inner == 1 && s.reduced >= 64) {
       // Blocks reduce segments of rows: threads stride over a segment,
       // warps combine by shuffles, the block's warps through shared memory.
@@ -1040,25 +1114,36 @@ class Generator {
       Add(std::move(launch));
       return absl::OkStatus();
     }
-    if (s.type != PrimitiveType::kS64) return Unsupported(s.type);
-    // Integer products: a thread per output element, wrapping.
+    if (s.type != PrimitiveType::kS64 && !hlo::IsComplex(s.type))
+      return Unsupported(s.type);
+    // Integer products (wrapping) and complex ones: a thread per output
+    // element, summing in the host's order.
+    PJRT_ASSIGN_OR_RETURN(const std::string t, CudaStorageType(s.type));
+    const bool wraps = s.type == PrimitiveType::kS64;
     const char* idx = IndexType(std::max({outputs, s.batch * s.m * s.k, s.batch * s.k * s.n}));
     launch.kernel = Name("dot");
     launch.threads = kThreads;
     launch.blocks = BlocksFor(outputs);
     launch.slots = {s.out, s.lhs, s.rhs};
     std::string& k = shared_->source;
-    Open(&launch, {"pj_s64* out", "const pj_s64* lhs", "const pj_s64* rhs"});
+    Open(&launch, {absl::StrCat(t, "* out"), absl::StrCat("const ", t, "* lhs"),
+                   absl::StrCat("const ", t, "* rhs")});
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
     absl::StrAppendFormat(&k, "    const %s b = i / %d, row = (i / %d) %% %d, col = i %% %d;\n", idx,
                           s.m * s.n, s.n, s.m, s.n);
-    absl::StrAppend(&k, "    pj_s64 acc = 0;\n");
+    absl::StrAppendFormat(&k, "    %s acc = %s;\n", t,
+                          wraps ? "0" : absl::StrCat(t, "{0, 0}"));
     absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.k);
     const std::string l = s.lhs_transposed ? absl::StrFormat("lhs[(b * %d + j) * %d + row]", s.k, s.m)
                                            : absl::StrFormat("lhs[(b * %d + row) * %d + j]", s.m, s.k);
     const std::string r = s.rhs_transposed ? absl::StrFormat("rhs[(b * %d + col) * %d + j]", s.n, s.k)
                                            : absl::StrFormat("rhs[(b * %d + j) * %d + col]", s.k, s.n);
-    absl::StrAppendFormat(&k, "      acc = pj_iadd(acc, pj_imul(%s, %s));\n    }\n", l, r);
+    if (wraps) {
+      absl::StrAppendFormat(
+          &k, "      acc = pj_iadd(acc, pj_imul(%s, %s));\n    }\n", l, r);
+    } else {
+      absl::StrAppendFormat(&k, "      acc = acc + %s * %s;\n    }\n", l, r);
+    }
     absl::StrAppend(&k, "    out[i] = acc;\n  }\n}\n");
     Add(std::move(launch));
     return absl::OkStatus();

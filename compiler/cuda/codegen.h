@@ -42,16 +42,17 @@
 //  - KernelStep of an rng or rng-get-and-update-state (host::RngKernel):
 //    the host's Philox draws and distributions, keyed by the run's seed
 //    passed by value at launch;
-//  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64);
+//  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64,
+//    c64, c128);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
 // Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
 // f8 and 16-bit floats computed in f32 and rounded after every op, as on
-// the host; an f8 dot is lowered to f32 operands), f32 and f64; c64 and
-// c128 in data movement and in element-wise loops that add, subtract,
-// negate, compare for equality, select, build and take them apart. Every
-// other step (fft) and every other type or op is refused with
-// UNIMPLEMENTED naming it: those come to CUDA later.
+// the host; an f8 dot is lowered to f32 operands), f32, f64, c64 and c128
+// (the prelude's pj_complex: every element-wise op the host computes on
+// them, as std::complex computes it, C99 Annex G's infinities included;
+// reduce, dot, converts). Every other step (fft) and every other type or
+// op is refused with UNIMPLEMENTED naming it: those come to CUDA later.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit
 // otherwise.

@@ -24,10 +24,10 @@ typedef unsigned int pj_u32;
 typedef unsigned long long pj_u64;
 
 struct __align__(16) pj_u128 { pj_u64 lo, hi; };
-// c64 and c128 as stored (real part first). Element-wise loops move them,
-// add, subtract, negate, compare them for equality and take them apart.
-struct __align__(8) pj_c64 { float re, im; };
-struct __align__(16) pj_c128 { double re, im; };
+// c64 and c128 as stored and computed (real part first).
+template <typename R> struct __align__(2 * sizeof(R)) pj_complex { R re, im; };
+typedef pj_complex<float> pj_c64;
+typedef pj_complex<double> pj_c128;
 
 template <typename T> struct pj_limits;
 template <> struct pj_limits<pj_s8> { static __device__ pj_s8 lo() { return -128; } static __device__ pj_s8 hi() { return 127; } };
@@ -202,6 +202,197 @@ __device__ __forceinline__ float pj_reduce_precision(float value, int exponent_b
 }
 __device__ __forceinline__ double pj_reduce_precision(double value, int exponent_bits, int mantissa_bits) {
   return pj_reduce_precision_bits<double, pj_u64, 52, 11>(value, exponent_bits, mantissa_bits);
+}
+
+// Complex arithmetic and functions, with the results std::complex gives on
+// the host (C99 Annex G where infinities and NaNs meet). c64 quotients are
+// computed in double, then rounded.
+template <typename R> __device__ __forceinline__ pj_complex<R> pj_cmake(R re, R im) {
+  pj_complex<R> z;
+  z.re = re;
+  z.im = im;
+  return z;
+}
+template <typename R>
+__device__ __forceinline__ pj_complex<R> operator+(pj_complex<R> a, pj_complex<R> b) {
+  return pj_cmake(a.re + b.re, a.im + b.im);
+}
+template <typename R>
+__device__ __forceinline__ pj_complex<R> operator-(pj_complex<R> a, pj_complex<R> b) {
+  return pj_cmake(a.re - b.re, a.im - b.im);
+}
+template <typename R> __device__ __forceinline__ pj_complex<R> operator-(pj_complex<R> a) {
+  return pj_cmake(-a.re, -a.im);
+}
+template <typename R>
+__device__ __forceinline__ bool operator==(pj_complex<R> a, pj_complex<R> b) {
+  return a.re == b.re && a.im == b.im;
+}
+template <typename R>
+__device__ __forceinline__ bool operator!=(pj_complex<R> a, pj_complex<R> b) {
+  return !(a == b);
+}
+template <typename R> __device__ __forceinline__ bool pj_isinf_(R v) {
+  return v - v != v - v && v == v;
+}
+template <typename R> __device__ __forceinline__ R pj_box(bool inf, R v) {
+  return copysign(inf ? R(1) : R(0), v);
+}
+template <typename R>
+__device__ pj_complex<R> operator*(pj_complex<R> x, pj_complex<R> y) {
+  R a = x.re, b = x.im, c = y.re, d = y.im;
+  const R ac = a * c, bd = b * d, ad = a * d, bc = b * c;
+  R re = ac - bd, im = ad + bc;
+  if (re != re && im != im) {
+    // Annex G: an infinite factor makes an infinite product.
+    bool recalc = false;
+    if (pj_isinf_(a) || pj_isinf_(b)) {
+      a = pj_box(pj_isinf_(a), a);
+      b = pj_box(pj_isinf_(b), b);
+      if (c != c) c = copysign(R(0), c);
+      if (d != d) d = copysign(R(0), d);
+      recalc = true;
+    }
+    if (pj_isinf_(c) || pj_isinf_(d)) {
+      c = pj_box(pj_isinf_(c), c);
+      d = pj_box(pj_isinf_(d), d);
+      if (a != a) a = copysign(R(0), a);
+      if (b != b) b = copysign(R(0), b);
+      recalc = true;
+    }
+    if (!recalc && (pj_isinf_(ac) || pj_isinf_(bd) || pj_isinf_(ad) || pj_isinf_(bc))) {
+      if (a != a) a = copysign(R(0), a);
+      if (b != b) b = copysign(R(0), b);
+      if (c != c) c = copysign(R(0), c);
+      if (d != d) d = copysign(R(0), d);
+      recalc = true;
+    }
+    if (recalc) {
+      const R inf = R(1) / R(0);
+      re = inf * (a * c - b * d);
+      im = inf * (a * d + b * c);
+    }
+  }
+  return pj_cmake(re, im);
+}
+// (a + bi) / (c + di) by Smith's method, scaled against overflow, with
+// Annex G's infinities and zeros.
+template <typename W>
+__device__ pj_complex<W> pj_cdiv_wide(W a, W b, W c, W d) {
+  W re, im;
+  if (fabs(c) < fabs(d)) {
+    const W r = c / d, den = c * r + d;
+    re = (a * r + b) / den;
+    im = (b * r - a) / den;
+  } else {
+    const W r = d / c, den = c + d * r;
+    re = (b * r + a) / den;
+    im = (b - a * r) / den;
+  }
+  if (re != re && im != im) {
+    const W inf = W(1) / W(0);
+    if (c == W(0) && d == W(0) && (a == a || b == b)) {
+      re = copysign(inf, c) * a;
+      im = copysign(inf, c) * b;
+    } else if ((pj_isinf_(a) || pj_isinf_(b)) && c - c == c - c && d - d == d - d) {
+      a = pj_box(pj_isinf_(a), a);
+      b = pj_box(pj_isinf_(b), b);
+      re = inf * (a * c + b * d);
+      im = inf * (b * c - a * d);
+    } else if ((pj_isinf_(c) || pj_isinf_(d)) && a - a == a - a && b - b == b - b) {
+      c = pj_box(pj_isinf_(c), c);
+      d = pj_box(pj_isinf_(d), d);
+      re = W(0) * (a * c + b * d);
+      im = W(0) * (b * c - a * d);
+    }
+  }
+  return pj_cmake(re, im);
+}
+__device__ __forceinline__ pj_c64 operator/(pj_c64 x, pj_c64 y) {
+  const pj_c128 q = pj_cdiv_wide<double>(x.re, x.im, y.re, y.im);
+  return pj_cmake((float)q.re, (float)q.im);
+}
+__device__ __forceinline__ pj_c128 operator/(pj_c128 x, pj_c128 y) {
+  return pj_cdiv_wide<double>(x.re, x.im, y.re, y.im);
+}
+template <typename R> __device__ __forceinline__ R pj_cabs(pj_complex<R> z) {
+  return hypot(z.re, z.im);
+}
+template <typename R> __device__ pj_complex<R> pj_cexp(pj_complex<R> z) {
+  const R x = z.re, y = z.im;
+  if (y == R(0)) return pj_cmake(exp(x), y);
+  if (pj_isinf_(x)) {  // C99 Annex G's infinite real parts
+    const R e = x > R(0) ? x : R(0);
+    if (y - y != y - y) return x > R(0) ? pj_cmake(x, y - y) : pj_cmake(R(0), copysign(R(0), y));
+    return pj_cmake(copysign(e, cos(y)), copysign(e, sin(y)));
+  }
+  const R e = exp(x);
+  return pj_cmake(e * cos(y), e * sin(y));
+}
+template <typename R> __device__ pj_complex<R> pj_cexpm1(pj_complex<R> z) {
+  const R h = sin(z.im / 2);
+  return pj_cmake(expm1(z.re) * cos(z.im) - 2 * h * h, exp(z.re) * sin(z.im));
+}
+template <typename R> __device__ pj_complex<R> pj_clog(pj_complex<R> z) {
+  return pj_cmake(log(hypot(z.re, z.im)), atan2(z.im, z.re));
+}
+template <typename R> __device__ pj_complex<R> pj_clog1p(pj_complex<R> z) {
+  const R x = z.re, y = z.im, xp1 = x + 1;
+  const R re = fabs(x) < R(0.5) && fabs(y) < R(0.5)
+                   ? log1p(x) + log1p((y / xp1) * (y / xp1)) / 2
+                   : log(hypot(xp1, y));
+  return pj_cmake(re, atan2(y, xp1));
+}
+template <typename R> __device__ pj_complex<R> pj_csqrt(pj_complex<R> z) {
+  const R x = z.re, y = z.im;
+  if (x == R(0) && y == R(0)) return pj_cmake(R(0), y);
+  if (pj_isinf_(y)) return pj_cmake(R(1) / R(0), y);
+  const R t = sqrt((fabs(x) + hypot(x, y)) / 2);
+  if (x >= R(0)) return pj_cmake(t, y / (2 * t));
+  return pj_cmake(fabs(y) / (2 * t), copysign(t, y));
+}
+template <typename R> __device__ pj_complex<R> pj_ctanh(pj_complex<R> z) {
+  const R x = z.re, y = z.im;
+  // Past this |x| tanh's real part is 1 to the type's precision.
+  const R big = sizeof(R) == 4 ? R(10) : R(22);
+  if (fabs(x) > big) {
+    return pj_cmake(copysign(R(1), x), 4 * sin(y) * cos(y) * exp(-2 * fabs(x)));
+  }
+  // Kahan's formula.
+  const R t = tan(y), beta = 1 + t * t, s = sinh(x), rho = sqrt(1 + s * s);
+  const R den = 1 + beta * s * s;
+  return pj_cmake(beta * rho * s / den, t / den);
+}
+template <typename R> __device__ pj_complex<R> pj_csin(pj_complex<R> z) {
+  return pj_cmake(sin(z.re) * cosh(z.im), cos(z.re) * sinh(z.im));
+}
+template <typename R> __device__ pj_complex<R> pj_ccos(pj_complex<R> z) {
+  return pj_cmake(cos(z.re) * cosh(z.im), -(sin(z.re) * sinh(z.im)));
+}
+template <typename R> __device__ pj_complex<R> pj_ctan(pj_complex<R> z) {
+  // tan z = -i tanh(iz).
+  const pj_complex<R> t = pj_ctanh(pj_cmake(-z.im, z.re));
+  return pj_cmake(t.im, -t.re);
+}
+template <typename R> __device__ pj_complex<R> pj_csign(pj_complex<R> z) {
+  const R m = pj_cabs(z);
+  return m == R(0) ? pj_cmake(R(0), R(0)) : pj_cmake(z.re / m, z.im / m);
+}
+template <typename R> __device__ pj_complex<R> pj_crsqrt(pj_complex<R> z) {
+  return pj_cmake(R(1), R(0)) / pj_csqrt(z);
+}
+template <typename R> __device__ pj_complex<R> pj_clogistic(pj_complex<R> z) {
+  const pj_complex<R> one = pj_cmake(R(1), R(0));
+  return one / (one + pj_cexp(-z));
+}
+template <typename R> __device__ pj_complex<R> pj_cpow(pj_complex<R> a, pj_complex<R> b) {
+  const pj_complex<R> zero = pj_cmake(R(0), R(0));
+  if (a == zero && b == zero) return pj_cmake(R(1), R(0));
+  if (a == zero && b.re > R(0)) return zero;
+  return pj_cexp(b * pj_clog(a));
+}
+template <typename R> __device__ __forceinline__ pj_u8 pj_to_pred(pj_complex<R> z) {
+  return z.re != R(0) || z.im != R(0) ? 1 : 0;
 }
 
 // Index arithmetic: division rounding down and up, for b > 0.

@@ -108,3 +108,39 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = (str(item.fspath), item.location[1] or 0,
                            "Skipped: not on the CUDA backend yet: "
                            + text.splitlines()[0][:200])
+
+
+# Every program the suites compile, for the CUDA compile check (make
+# test-cuda-programs): with PJRT_RECORD_PROGRAMS set to a folder, each
+# program the daemon accepted is written there once, named by the hash of
+# its text.
+RECORD_PROGRAMS = os.environ.get("PJRT_RECORD_PROGRAMS")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_programs() -> Iterator[None]:
+    if not RECORD_PROGRAMS:
+        yield
+        return
+    import hashlib
+
+    import pjrt_client
+    folder = pathlib.Path(RECORD_PROGRAMS)
+    folder.mkdir(parents=True, exist_ok=True)
+    compile_program = pjrt_client.Client.compile
+
+    def recording_compile(self, hlo_text, *args, **kwargs):
+        executable = compile_program(self, hlo_text, *args, **kwargs)
+        text = (hlo_text.decode("utf-8") if isinstance(hlo_text, bytes)
+                else hlo_text)
+        name = hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+        path = folder / f"{name}.hlo"
+        if not path.exists():
+            path.write_text(text)
+        return executable
+
+    pjrt_client.Client.compile = recording_compile
+    try:
+        yield
+    finally:
+        pjrt_client.Client.compile = compile_program

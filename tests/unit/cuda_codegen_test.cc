@@ -112,6 +112,14 @@ void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
         static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(u >> 16);
         break;
       }
+      case PrimitiveType::kC64:
+        static_cast<float*>(out)[2 * i] = static_cast<float>(real(rng));
+        static_cast<float*>(out)[2 * i + 1] = static_cast<float>(real(rng));
+        break;
+      case PrimitiveType::kC128:
+        static_cast<double*>(out)[2 * i] = real(rng);
+        static_cast<double*>(out)[2 * i + 1] = real(rng);
+        break;
       case PrimitiveType::kPred: static_cast<uint8_t*>(out)[i] = bits & 1; break;
       default: {
         // Small values mostly (shifts, divisions), extremes sometimes.
@@ -143,18 +151,25 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
       return hlo::Float8E4M3FN::ToFloat(static_cast<const uint8_t*>(data)[i]);
     case PrimitiveType::kF8E5M2:
       return hlo::Float8E5M2::ToFloat(static_cast<const uint8_t*>(data)[i]);
+    // Complex element i/2's real (even i) or imaginary (odd i) part.
+    case PrimitiveType::kC64:
+      return static_cast<const float*>(data)[i];
+    case PrimitiveType::kC128:
+      return static_cast<const double*>(data)[i];
     default: return 0;
   }
 }
 
-// Element-wise comparison: integers exactly, floats within `rtol` of the
-// larger magnitude or of 1 (math functions and sums differ in their last
-// bits between libraries and orders), NaN where NaN.
+// Element-wise comparison: integers exactly, floats (and each part of a
+// complex number) within `rtol` of the larger magnitude or of 1 (math
+// functions and sums differ in their last bits between libraries and
+// orders), NaN where NaN.
 ::testing::AssertionResult Same(const hlo::Shape& shape, const void* want, const void* got,
                                 double rtol) {
   const PrimitiveType t = shape.element_type();
-  const int64_t n = shape.ElementCount();
-  const bool fl = hlo::IsFloatingPoint(t);
+  const bool complex = hlo::IsComplex(t);
+  const int64_t n = shape.ElementCount() * (complex ? 2 : 1);
+  const bool fl = hlo::IsFloatingPoint(t) || complex;
   int mismatches = 0;
   std::string first;
   for (int64_t i = 0; i < n; ++i) {
@@ -1212,6 +1227,104 @@ ENTRY e {
            tuple(n, eq, ne, re, c, t, tr)
 })",
      0},
+    {"complex_arithmetic_and_functions", R"(
+HloModule m
+ENTRY e {
+  a = c64[6,5] parameter(0)
+  b = c64[6,5] parameter(1)
+  k = c64[6,5] constant({{(1, 2), (0, 0), (-2, 0.5), (3, -1), (0, 1)},
+                         {(0, 0), (1, 0), (-1, -0), (2, 2), (0.25, -4)},
+                         {(1e-3, 2e-3), (-3, 3), (0.5, 0.5), (1, 1), (-1, 0)},
+                         {(4, 0), (0, -4), (2, -3), (-0.5, 1.5), (7, 7)},
+                         {(1, 1), (1, -1), (-1, 1), (-1, -1), (0.1, 0)},
+                         {(3, 4), (-3, 4), (3, -4), (-3, -4), (0, 5)}})
+  m = c64[6,5] multiply(a, b)
+  d = c64[6,5] divide(a, b)
+  dk = c64[6,5] divide(k, a)
+  e = c64[6,5] exponential(a)
+  em = c64[6,5] exponential-minus-one(a)
+  l = c64[6,5] log(a)
+  lp = c64[6,5] log-plus-one(a)
+  q = c64[6,5] sqrt(a)
+  qk = c64[6,5] sqrt(k)
+  r = c64[6,5] rsqrt(a)
+  th = c64[6,5] tanh(a)
+  lg = c64[6,5] logistic(a)
+  sn = c64[6,5] sine(a)
+  cs = c64[6,5] cosine(a)
+  tn = c64[6,5] tan(a)
+  sg = c64[6,5] sign(k)
+  p = c64[6,5] power(a, b)
+  pk = c64[6,5] power(k, k)
+  ab = f32[6,5] abs(a)
+  ng = c64[6,5] negate(m)
+  ROOT o = (c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5],
+            c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5],
+            c64[6,5], c64[6,5], c64[6,5], c64[6,5], f32[6,5], c64[6,5])
+           tuple(m, d, dk, e, em, l, lp, q, qk, r, th, lg, sn, cs, tn, sg, p, pk, ab, ng)
+})",
+     1e-5},
+    {"complex_infinities_and_nans_as_annex_g", R"(
+HloModule m
+ENTRY e {
+  p = pred[] parameter(0)
+  pb = pred[10] broadcast(p), dimensions={}
+  k1 = c64[10] constant({(inf, 0), (inf, inf), (nan, inf), (1, 2), (0, 0), (inf, 1),
+                         (-inf, nan), (3, 4), (1e30, 1e30), (nan, nan)})
+  k2 = c64[10] constant({(1, 0), (0, 1), (2, 3), (0, 0), (0, 0), (inf, inf),
+                         (1, 1), (inf, 0), (1e30, -1e30), (1, 0)})
+  x = c64[10] select(pb, k1, k2)
+  y = c64[10] select(pb, k2, k1)
+  m = c64[10] multiply(x, y)
+  d = c64[10] divide(x, y)
+  e = c64[10] exponential(x)
+  ROOT o = (c64[10], c64[10], c64[10]) tuple(m, d, e)
+})",
+     1e-6},
+    {"complex128_functions_converts_reduce_and_dot", R"(
+HloModule m
+addc {
+  x = c128[] parameter(0)
+  y = c128[] parameter(1)
+  ROOT s = c128[] add(x, y)
+}
+mulc {
+  x = c64[] parameter(0)
+  y = c64[] parameter(1)
+  ROOT s = c64[] multiply(x, y)
+}
+ENTRY e {
+  a = c128[4,7] parameter(0)
+  b = c128[7,3] parameter(1)
+  f = f32[4,7] parameter(2)
+  h = f16[4,7] parameter(3)
+  i = s32[4,7] parameter(4)
+  x = c64[4,7] parameter(5)
+  e = c128[4,7] exponential(a)
+  l = c128[4,7] log(a)
+  q = c128[4,7] sqrt(a)
+  t = c128[4,7] tan(a)
+  d = c128[4,7] divide(e, a)
+  dot = c128[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = c128[] constant((0, 0))
+  sum = c128[4] reduce(a, z), dimensions={1}, to_apply=addc
+  one = c64[] constant((1, 0))
+  prod = c64[7] reduce(x, one), dimensions={0}, to_apply=mulc
+  fc = c64[4,7] convert(f)
+  hc = c128[4,7] convert(h)
+  ic = c64[4,7] convert(i)
+  narrow = c64[4,7] convert(a)
+  wide = c128[4,7] convert(x)
+  cf = f32[4,7] convert(x)
+  ch = f16[4,7] convert(a)
+  ci = s32[4,7] convert(x)
+  cp = pred[4,7] convert(x)
+  ROOT o = (c128[4,7], c128[4,7], c128[4,7], c128[4,7], c128[4,7], c128[4,3], c128[4],
+            c64[7], c64[4,7], c128[4,7], c64[4,7], c64[4,7], c128[4,7], f32[4,7],
+            f16[4,7], s32[4,7], pred[4,7])
+           tuple(e, l, q, t, d, dot, sum, prod, fc, hc, ic, narrow, wide, cf, ch, ci, cp)
+})",
+     1e-9},
     {"complex_data_movement", R"(
 HloModule m
 ENTRY e {
@@ -1444,17 +1557,17 @@ ENTRY e {
       << generated.status();
   EXPECT_NE(generated.status().message().find("--platform host"), absl::string_view::npos);
 
-  std::unique_ptr<hlo::Module> complex = Parse(R"(
+  std::unique_ptr<hlo::Module> fft = Parse(R"(
 HloModule m
 ENTRY e {
-  a = c64[4] parameter(0)
-  ROOT n = c64[4] multiply(a, a)
+  a = c64[8] parameter(0)
+  ROOT f = c64[8] fft(a), fft_type=FFT, fft_length={8}
 })");
-  ASSERT_NE(complex, nullptr);
-  generated = CompileForCuda(*complex, {}, "sm_90", DiskCache(""));
+  ASSERT_NE(fft, nullptr);
+  generated = CompileForCuda(*fft, {}, "sm_90", DiskCache(""));
   ASSERT_FALSE(generated.ok());
   EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(generated.status().message().find("c64"), absl::string_view::npos);
+  EXPECT_NE(generated.status().message().find("fft"), absl::string_view::npos);
 }
 
 TEST(CudaCodegen, UnknownArchitecturesAreRefusedByName) {

@@ -1,13 +1,22 @@
 // Every HLO program of the repository's tests compiles for CUDA through
 // NVRTC, for sm_90 and sm_80, without a GPU, unless it uses an op or type
-// the CUDA backend refuses by name (UNIMPLEMENTED: loops, sorting, rng,
-// convolution, complex and 4-bit types come later). Anything
-// else (NVRTC refusing generated source, an internal error) fails.
+// the CUDA backend refuses by name (UNIMPLEMENTED: what comes to CUDA
+// later). Anything else (NVRTC refusing generated source, an internal
+// error) fails. The programs are those under tests/data and, with
+// PJRT_RECORDED_PROGRAMS naming a folder, every program the Python suites
+// compiled on the host platform (make test-cuda-programs records and
+// checks them).
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <mutex>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,7 +55,7 @@ void CheckEveryProgram(const std::string& arch, const DiskCache& cache) {
   std::cout << arch << ": " << compiled << " programs compiled through NVRTC, " << refused
             << " refused by name, " << not_verified << " not valid programs\n";
   // 133 of the test programs use only what the CUDA backend runs (all but
-  // fft and the tuple constant, with complex arrays moved and added).
+  // fft and the tuple constant).
   EXPECT_GE(compiled, 133) << arch;
 }
 
@@ -94,6 +103,78 @@ ENTRY e {
   EXPECT_EQ(again->cubin.cubin, cold->cubin.cubin);
   EXPECT_TRUE(CompileForCuda(**module, {}, "sm_90", cache)->from_cache);
   std::filesystem::remove_all(dir);
+}
+
+// What the refusal of `status` names, without the instruction's name and
+// line ("%f (line 4): this op ..." and "fft %f (line 4) does not ..."
+// become "this op ..." and "fft does not ..."), up to its first
+// parenthesis.
+std::string RefusalKind(const absl::Status& status) {
+  static const std::regex kInstruction(R"( ?%[^ ]+ \(line [0-9]+\):?)");
+  std::string message =
+      std::regex_replace(std::string(status.message()), kInstruction, "");
+  message = message.substr(message.find_first_not_of(' '));
+  return message.substr(0, message.find(" ("));
+}
+
+// The programs the Python suites compiled (tests/python/conftest.py writes
+// them), for both architectures, on every core. Each must compile or be
+// refused by name; the refusals are counted by what they name.
+TEST(CudaCompileCheck, EveryProgramThePythonSuitesCompiledCompiles) {
+  const char* folder = std::getenv("PJRT_RECORDED_PROGRAMS");
+  if (folder == nullptr) {
+    GTEST_SKIP() << "PJRT_RECORDED_PROGRAMS is not set (make "
+                    "test-cuda-programs sets it)";
+  }
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) {
+    if (e.path().extension() == ".hlo") paths.push_back(e.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  ASSERT_FALSE(paths.empty()) << "no .hlo files in " << folder;
+  const char* archs[] = {"sm_90", "sm_80"};
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  int compiled = 0, refused = 0;
+  std::map<std::string, int> refusals;
+  std::vector<std::string> failures;
+  const auto work = [&] {
+    const DiskCache no_cache("");
+    for (size_t job = next++; job < paths.size() * 2; job = next++) {
+      const std::string& path = paths[job / 2];
+      const char* arch = archs[job % 2];
+      std::unique_ptr<hlo::Module> module = LoadTestProgram(path);
+      if (module == nullptr) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(
+            path + ": the host platform ran it, but it does not verify here");
+        continue;
+      }
+      auto c = CompileForCuda(*module, {}, arch, no_cache);
+      std::lock_guard<std::mutex> lock(mu);
+      if (c.ok()) {
+        ++compiled;
+      } else if (c.status().code() == absl::StatusCode::kUnimplemented) {
+        ++refused;
+        ++refusals[RefusalKind(c.status())];
+      } else {
+        failures.push_back(
+            absl::StrCat(path, " for ", arch, ": ", c.status().ToString()));
+      }
+    }
+  };
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+  std::cout << paths.size()
+            << " recorded programs, for sm_90 and sm_80: " << compiled
+            << " compiled through NVRTC, " << refused << " refused by name\n";
+  for (const auto& [kind, count] : refusals) {
+    std::cout << "  " << count << " x " << kind << "\n";
+  }
+  EXPECT_GT(compiled, 0);
 }
 
 }  // namespace
