@@ -44,14 +44,17 @@ bool IsHalf(PrimitiveType t) {
   return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
          t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2;
 }
+bool IsInt4(PrimitiveType t) {
+  return t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
+}
 bool IsFloat(PrimitiveType t) {
   return IsHalf(t) || t == PrimitiveType::kF32 || t == PrimitiveType::kF64;
 }
 
 absl::Status Unsupported(PrimitiveType type) {
   return absl::UnimplementedError(absl::StrFormat(
-      "the CUDA backend does not compute %s yet (it computes pred, s8-s64, "
-      "u8-u64, f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64 and c128); run "
+      "the CUDA backend does not compute %s (it computes pred, s4-s64, "
+      "u4-u64, f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64 and c128); run "
       "this program with --platform host",
       hlo::PrimitiveTypeName(type)));
 }
@@ -61,10 +64,12 @@ absl::Status Unsupported(PrimitiveType type) {
 absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
   switch (type) {
     case PrimitiveType::kPred: return std::string("pj_u8");
+    case PrimitiveType::kS4:  // one value per byte, sign-extended
     case PrimitiveType::kS8: return std::string("pj_s8");
     case PrimitiveType::kS16: return std::string("pj_s16");
     case PrimitiveType::kS32: return std::string("pj_s32");
     case PrimitiveType::kS64: return std::string("pj_s64");
+    case PrimitiveType::kU4:  // one value per byte
     case PrimitiveType::kU8: return std::string("pj_u8");
     case PrimitiveType::kU16: return std::string("pj_u16");
     case PrimitiveType::kU32: return std::string("pj_u32");
@@ -113,14 +118,29 @@ std::string Store(PrimitiveType type, const std::string& value) {
   return value;
 }
 
-// A value computed in float, rounded to `type` when it is f16 or bf16.
+// A value computed in float, rounded to `type` when it is a narrower float;
+// an integer wrapped to 4 bits when `type` is s4 or u4.
 std::string Round(PrimitiveType type, const std::string& value) {
+  if (type == PrimitiveType::kS4)
+    return absl::StrCat("pj_wrap_s4(", value, ")");
+  if (type == PrimitiveType::kU4)
+    return absl::StrCat("pj_wrap_u4(", value, ")");
   if (type == PrimitiveType::kF16) return absl::StrCat("pj_round_f16(", value, ")");
   if (type == PrimitiveType::kBf16) return absl::StrCat("pj_round_bf16(", value, ")");
   if (type == PrimitiveType::kF8E4M3FN)
     return absl::StrCat("pj_round_f8e4m3fn(", value, ")");
   if (type == PrimitiveType::kF8E5M2)
     return absl::StrCat("pj_round_f8e5m2(", value, ")");
+  return value;
+}
+
+// A float converted to s4 or u4 saturates to the 4-bit range (after the
+// saturating convert to 8 bits that `value` holds).
+std::string SaturateInt4(PrimitiveType type, const std::string& value) {
+  if (type == PrimitiveType::kS4)
+    return absl::StrCat("pj_imin((pj_s8)7, pj_imax((pj_s8)-8, ", value, "))");
+  if (type == PrimitiveType::kU4)
+    return absl::StrCat("pj_imin((pj_u8)15, ", value, ")");
   return value;
 }
 
@@ -266,7 +286,8 @@ absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
       const char* from =
           operand_type == PrimitiveType::kC64 ? "float" : "double";
       if (IsFloat(t)) return Round(t, absl::StrFormat("(%s)%s", ct, re));
-      return absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, re);
+      return SaturateInt4(
+          t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, re));
     }
     case ExprOp::kNegate:
       return absl::StrCat("-", a(0));
@@ -363,6 +384,9 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
         PJRT_ASSIGN_OR_RETURN(std::string from, ComputeType(ot));
         if (t == PrimitiveType::kPred) {
           value = absl::StrCat("pj_to_pred(", a(0), ")");
+        } else if (IsInt4(t) && IsFloat(ot)) {
+          value = SaturateInt4(
+              t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
         } else if (ot == PrimitiveType::kPred || from == ct) {
           value = Round(t, absl::StrCat("(", ct, ")", a(0)));
         } else {
@@ -421,8 +445,17 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
                     ? absl::StrCat("(pj_u8)(", a(0), " == 0)")
                     : absl::StrCat("pj_not(", a(0), ")");
         break;
-      case ExprOp::kPopcnt: value = absl::StrCat("pj_popcnt(", a(0), ")"); break;
-      case ExprOp::kClz: value = absl::StrCat("pj_clz(", a(0), ")"); break;
+      // s4 and u4 count within their 4 bits.
+      case ExprOp::kPopcnt:
+        value = IsInt4(t) ? absl::StrFormat("(%s)pj_popcnt((pj_u8)(%s & 0xF))",
+                                            ct, a(0))
+                          : absl::StrCat("pj_popcnt(", a(0), ")");
+        break;
+      case ExprOp::kClz:
+        value = IsInt4(t) ? absl::StrFormat(
+                                "(%s)(pj_clz((pj_u8)(%s & 0xF)) - 4)", ct, a(0))
+                          : absl::StrCat("pj_clz(", a(0), ")");
+        break;
       case ExprOp::kAdd:
         value = fl ? absl::StrCat(a(0), " + ", a(1))
                    : absl::StrCat("pj_iadd(", a(0), ", ", a(1), ")");
@@ -461,10 +494,20 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
       case ExprOp::kXor: value = absl::StrCat("(", ct, ")(", a(0), " ^ ", a(1), ")"); break;
       case ExprOp::kShiftLeft: value = absl::StrCat("pj_shl(", a(0), ", ", a(1), ")"); break;
       case ExprOp::kShiftRightLogical:
-        value = absl::StrCat("pj_shr_logical(", a(0), ", ", a(1), ")");
+        // s4 shifts its 4 bits, not the sign-extended byte.
+        value = t == PrimitiveType::kS4
+                    ? absl::StrFormat("pj_shr_logical((pj_s8)(%s & 0xF), %s)",
+                                      a(0), a(1))
+                    : absl::StrCat("pj_shr_logical(", a(0), ", ", a(1), ")");
         break;
       case ExprOp::kShiftRightArithmetic:
-        value = absl::StrCat("pj_shr_arith(", a(0), ", ", a(1), ")");
+        // u4 is held zero-extended: its sign bit for this shift is bit 3.
+        value =
+            t == PrimitiveType::kU4
+                ? absl::StrFormat(
+                      "pj_shr_arith((pj_u8)(%s & 0x8 ? %s | 0xF0 : %s), %s)",
+                      a(0), a(0), a(0), a(1))
+                : absl::StrCat("pj_shr_arith(", a(0), ", ", a(1), ")");
         break;
       case ExprOp::kCompare:
         if (node.total_order && IsFloat(ot)) {
@@ -1261,12 +1304,51 @@ class Generator {
             dynamic_cast<const host::TopKKernel*>(s.kernel.get())) {
       return EmitTopK(*topk);
     }
+    if (const auto* int4 =
+            dynamic_cast<const host::Int4Kernel*>(s.kernel.get())) {
+      return EmitInt4Edge(*int4);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
         "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
         "rng-bit-generator, rng, the window ops, convolution, while and "
         "conditional); run this program with --platform host",
         s.kernel->name));
+  }
+
+  // s4 or u4 packed two per byte (element 2i in the high nibble) or
+  // unpacked one per byte: a thread per byte of the packed side.
+  absl::Status EmitInt4Edge(const host::Int4Kernel& edge) {
+    const int64_t count = edge.count();
+    if (count == 0) return absl::OkStatus();
+    const int64_t bytes = (count + 1) / 2;
+    const char* idx = IndexType(count + 1);
+    Launch launch;
+    launch.kernel = Name(edge.pack() ? "pack_int4" : "unpack_int4");
+    launch.blocks = BlocksFor(bytes);
+    launch.slots = {edge.dst(), edge.src()};
+    std::string& k = shared_->source;
+    Open(&launch, {"pj_u8* dst", "const pj_u8* src"});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, bytes, idx);
+    if (edge.pack()) {
+      absl::StrAppendFormat(
+          &k,
+          "    const pj_u8 low = 2 * i + 1 < %d ? (pj_u8)(src[2 * i + 1] & "
+          "0xF) : 0;\n"
+          "    dst[i] = (pj_u8)((src[2 * i] & 0xF) << 4 | low);\n",
+          count);
+    } else {
+      const char* extend = edge.is_signed() ? "pj_wrap_s4" : "pj_wrap_u4";
+      absl::StrAppendFormat(
+          &k,
+          "    dst[2 * i] = (pj_u8)%s(src[i] >> 4);\n"
+          "    if (2 * i + 1 < %d) dst[2 * i + 1] = (pj_u8)%s(src[i] & 0xF);\n",
+          extend, count, extend);
+    }
+    absl::StrAppend(&k, "  }\n}\n");
+    launch.origin = edge.name;
+    Add(std::move(launch));
+    return absl::OkStatus();
   }
 
   // The start index entry `k` of the index vector at `at`, as a signed
@@ -2355,6 +2437,13 @@ __device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 h
       value = "pj_to_pred(acc)";
     } else if (hlo::IsFloatingPoint(p.out_type)) {
       value = Store(p.out_type, absl::StrFormat("(%s)acc", out_compute));
+    } else if (IsInt4(p.out_type)) {
+      // The exact integer sum, wrapped to 4 bits.
+      value =
+          Round(p.out_type,
+                absl::StrFormat(
+                    "(%s)(long long)fmin(fmax((double)acc, -9.0e18), 9.0e18)",
+                    out_compute));
     } else {
       value = absl::StrFormat("pj_convert<%s, double>(acc)", out_compute);
     }

@@ -46,7 +46,9 @@
 //    c64, c128);
 //  - CollectiveStep: an NCCL collective (nccl.h).
 //
-// Element types: pred, s8-s64, u8-u64, f8e4m3fn, f8e5m2, f16, bf16 (the
+// Element types: pred, s4-s64, u4-u64 (s4 and u4 one value per byte,
+// wrapped to 4 bits after every op; KernelStep of host::Int4Kernel packs
+// and unpacks them at the program's edges), f8e4m3fn, f8e5m2, f16, bf16 (the
 // f8 and 16-bit floats computed in f32 and rounded after every op, as on
 // the host; an f8 dot is lowered to f32 operands), f32, f64, c64 and c128
 // (the prelude's pj_complex: every element-wise op the host computes on

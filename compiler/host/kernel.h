@@ -127,8 +127,34 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildFft(const KernelArgs&,
                                                  KernelCompiler&);
 
 // Packs (pack) or unpacks `count` s4 or u4 values between slot `src` and
-// slot `dst` (kernel_int4.cc): packed two per byte, as buffers hold them,
-// and one per byte, as programs compute on them.
+// slot `dst` (kernel_int4.cc): packed two per byte, as buffers hold them
+// (element 2i in the high nibble of byte i, element 2i+1 in the low), and
+// one per byte, as programs compute on them (s4 sign-extended, u4
+// zero-extended).
+class Int4Kernel : public Kernel {
+ public:
+  Int4Kernel(bool pack, bool is_signed, int64_t count, int src, int dst)
+      : pack_(pack), signed_(is_signed), count_(count), src_(src), dst_(dst) {}
+
+  absl::Status Run(absl::Span<void* const> addresses,
+                   const RunContext& context) const override;
+
+  bool pack() const { return pack_; }
+  bool is_signed() const { return signed_; }
+  int64_t count() const { return count_; }
+  int src() const { return src_; }
+  int dst() const { return dst_; }
+
+ private:
+  uint8_t Extend(int nibble) const {
+    return static_cast<uint8_t>(signed_ && (nibble & 0x8) ? nibble | 0xF0
+                                                          : nibble);
+  }
+
+  const bool pack_, signed_;
+  const int64_t count_;
+  const int src_, dst_;
+};
 std::shared_ptr<Kernel> Int4EdgeKernel(bool pack, hlo::PrimitiveType type,
                                        int64_t count, int src, int dst);
 

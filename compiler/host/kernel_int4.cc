@@ -11,45 +11,27 @@
 #include "compiler/host/thread_pool.h"
 
 namespace pjrt::compiler::host {
-namespace {
 
-class Int4Kernel : public Kernel {
- public:
-  Int4Kernel(bool pack, bool is_signed, int64_t count, int src, int dst)
-      : pack_(pack), signed_(is_signed), count_(count), src_(src), dst_(dst) {}
-
-  absl::Status Run(absl::Span<void* const> addresses,
-                   const RunContext& context) const override {
-    const int64_t bytes = (count_ + 1) / 2;
-    const uint8_t* src = static_cast<const uint8_t*>(addresses[src_]);
-    uint8_t* dst = static_cast<uint8_t*>(addresses[dst_]);
-    ThreadPool::Get().ParallelFor(bytes, 4, [&](int64_t first, int64_t last) {
-      for (int64_t b = first; b < last; ++b) {
-        const int64_t i = 2 * b;
-        if (pack_) {
-          const uint8_t low = i + 1 < count_ ? (src[i + 1] & 0xF) : 0;
-          dst[b] = static_cast<uint8_t>((src[i] & 0xF) << 4 | low);
-        } else {
-          dst[i] = Extend(src[b] >> 4);
-          if (i + 1 < count_) dst[i + 1] = Extend(src[b] & 0xF);
-        }
+absl::Status Int4Kernel::Run(absl::Span<void* const> addresses,
+                             const RunContext& context) const {
+  const int64_t bytes = (count_ + 1) / 2;
+  const uint8_t* src = static_cast<const uint8_t*>(addresses[src_]);
+  uint8_t* dst = static_cast<uint8_t*>(addresses[dst_]);
+  ThreadPool::Get().ParallelFor(bytes, 4, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t i = 2 * b;
+      if (pack_) {
+        const uint8_t low = i + 1 < count_ ? (src[i + 1] & 0xF) : 0;
+        dst[b] = static_cast<uint8_t>((src[i] & 0xF) << 4 | low);
+      } else {
+        dst[i] = Extend(src[b] >> 4);
+        if (i + 1 < count_) dst[i + 1] = Extend(src[b] & 0xF);
       }
-    });
-    (void)context;
-    return absl::OkStatus();
-  }
-
- private:
-  uint8_t Extend(int nibble) const {
-    return static_cast<uint8_t>(signed_ && (nibble & 0x8) ? nibble | 0xF0 : nibble);
-  }
-
-  const bool pack_, signed_;
-  const int64_t count_;
-  const int src_, dst_;
-};
-
-}  // namespace
+    }
+  });
+  (void)context;
+  return absl::OkStatus();
+}
 
 std::shared_ptr<Kernel> Int4EdgeKernel(bool pack, hlo::PrimitiveType type,
                                        int64_t count, int src, int dst) {

@@ -94,6 +94,11 @@ Arrays Allocate(const std::vector<hlo::Shape>& shapes) {
 void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
   const int64_t n = shape.ElementCount();
   const PrimitiveType t = shape.element_type();
+  if (t == PrimitiveType::kS4 || t == PrimitiveType::kU4) {  // packed: any byte
+    for (int64_t b = 0; b < shape.ByteSize(); ++b)
+      static_cast<uint8_t*>(out)[b] = rng() & 0xFF;
+    return;
+  }
   std::uniform_real_distribution<double> real(-3, 3);
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t bits = rng();
@@ -168,7 +173,10 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
                                 double rtol) {
   const PrimitiveType t = shape.element_type();
   const bool complex = hlo::IsComplex(t);
-  const int64_t n = shape.ElementCount() * (complex ? 2 : 1);
+  const bool int4 = t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
+  // s4 and u4 come packed: their bytes are compared.
+  const int64_t n =
+      int4 ? shape.ByteSize() : shape.ElementCount() * (complex ? 2 : 1);
   const bool fl = hlo::IsFloatingPoint(t) || complex;
   int mismatches = 0;
   std::string first;
@@ -182,7 +190,7 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
       host_value = absl::StrFormat("%.9g", a);
       cuda_value = absl::StrFormat("%.9g", b);
     } else {
-      const int w = hlo::ByteWidth(t);
+      const int w = int4 ? 1 : hlo::ByteWidth(t);
       same = std::memcmp(static_cast<const char*>(want) + i * w,
                          static_cast<const char*>(got) + i * w, w) == 0;
       uint64_t a = 0, b = 0;
@@ -1264,6 +1272,47 @@ ENTRY e {
            tuple(m, d, dk, e, em, l, lp, q, qk, r, th, lg, sn, cs, tn, sg, p, pk, ab, ng)
 })",
      1e-5},
+    {"int4_arithmetic_packing_and_converts", R"(
+HloModule m
+add4 {
+  x = s4[] parameter(0)
+  y = s4[] parameter(1)
+  ROOT s = s4[] add(x, y)
+}
+ENTRY e {
+  a = s4[7,5] parameter(0)
+  b = s4[7,5] parameter(1)
+  u = u4[7,5] parameter(2)
+  v = u4[7,5] parameter(3)
+  f = f32[7,5] parameter(4)
+  s = s4[7,5] add(a, b)
+  m = s4[7,5] multiply(a, b)
+  d = s4[7,5] divide(a, b)
+  r = s4[7,5] remainder(a, b)
+  n = s4[7,5] negate(a)
+  ab = s4[7,5] abs(a)
+  sl = s4[7,5] shift-left(a, b)
+  sr = s4[7,5] shift-right-logical(a, b)
+  sa = u4[7,5] shift-right-arithmetic(u, v)
+  pc = s4[7,5] popcnt(a)
+  cz = u4[7,5] count-leading-zeros(u)
+  us = u4[7,5] subtract(u, v)
+  big = f32[7,5] multiply(f, f)
+  fs = s4[7,5] convert(big)
+  fu = u4[7,5] convert(big)
+  wide = s32[7,5] convert(a)
+  w100 = s32[7,5] multiply(wide, wide)
+  back = s4[7,5] convert(w100)
+  uf = f32[7,5] convert(u)
+  lt = pred[7,5] compare(a, b), direction=LT
+  z = s4[] constant(0)
+  sum = s4[7] reduce(a, z), dimensions={1}, to_apply=add4
+  t = s4[5,7] transpose(a), dimensions={1,0}
+  ROOT o = (s4[7,5], s4[7,5], s4[7,5], s4[7,5], s4[7,5], s4[7,5], s4[7,5], s4[7,5],
+            u4[7,5], s4[7,5], u4[7,5], u4[7,5], s4[7,5], u4[7,5], s4[7,5], f32[7,5],
+            pred[7,5], s4[7], s4[5,7])
+           tuple(s, m, d, r, n, ab, sl, sr, sa, pc, cz, us, fs, fu, back, uf, lt, sum, t)
+})"},
     {"complex_infinities_and_nans_as_annex_g", R"(
 HloModule m
 ENTRY e {
@@ -1543,20 +1592,6 @@ ENTRY e {
 }
 
 TEST(CudaCodegen, RefusesWhatComesLaterByName) {
-  std::unique_ptr<hlo::Module> module = Parse(R"(
-HloModule m
-ENTRY e {
-  a = s4[8] parameter(0)
-  ROOT n = s4[8] negate(a)
-})");
-  ASSERT_NE(module, nullptr);
-  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
-  ASSERT_FALSE(generated.ok());
-  EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(generated.status().message().find("s4"), absl::string_view::npos)
-      << generated.status();
-  EXPECT_NE(generated.status().message().find("--platform host"), absl::string_view::npos);
-
   std::unique_ptr<hlo::Module> fft = Parse(R"(
 HloModule m
 ENTRY e {
@@ -1564,7 +1599,7 @@ ENTRY e {
   ROOT f = c64[8] fft(a), fft_type=FFT, fft_length={8}
 })");
   ASSERT_NE(fft, nullptr);
-  generated = CompileForCuda(*fft, {}, "sm_90", DiskCache(""));
+  auto generated = CompileForCuda(*fft, {}, "sm_90", DiskCache(""));
   ASSERT_FALSE(generated.ok());
   EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(generated.status().message().find("fft"), absl::string_view::npos);
