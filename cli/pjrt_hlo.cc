@@ -132,6 +132,10 @@ int Compile(const std::string& path, const std::string& platform, const std::str
               std::cout << absl::StrFormat("%sNCCL collective    %s\n", indent,
                                            launch.origin);
               continue;
+            case Launch::Kind::kFft:
+              std::cout << absl::StrFormat("%scuFFT transform    %s\n", indent,
+                                           launch.origin);
+              continue;
             case Launch::Kind::kWhile:
             case Launch::Kind::kConditional: {
               const bool loop = launch.kind == Launch::Kind::kWhile;

@@ -2,15 +2,18 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <cufft.h>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/cancellation.h"
 #include "base/log.h"
 #include "base/mutex.h"
@@ -169,6 +172,98 @@ absl::Status RunGemm(const GemmPlan& plan, void* out, const void* lhs, const voi
                    "cublasLtMatmul");
 }
 
+absl::Status FftError(cufftResult result, absl::string_view what) {
+  if (result == CUFFT_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrFormat("%s failed: cufftResult %d (cufft.h names the codes)",
+                      what, static_cast<int>(result)));
+}
+
+// A cuFFT plan of one fft launch on one stream: its work area is its own,
+// so that runs on other streams never share it, and uses on its stream are
+// ordered by the stream. `mu` makes the enqueue of one host thread at a
+// time (cuFFT's rule for a plan).
+struct FftPlan {
+  cufftHandle handle = 0;
+  bool made = false;
+  Mutex mu;
+  ~FftPlan() {
+    if (made) cufftDestroy(handle);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<FftPlan>> PlanFft(const Launch::Fft& f,
+                                                 cudaStream_t stream) {
+  auto plan = std::make_unique<FftPlan>();
+  PJRT_RETURN_IF_ERROR(FftError(cufftCreate(&plan->handle), "cufftCreate"));
+  plan->made = true;
+  std::vector<long long> n(f.lengths.begin(), f.lengths.end());
+  cufftType type;
+  switch (f.type) {
+    case host::FftType::kFft:
+    case host::FftType::kIfft:
+      type = f.wide ? CUFFT_Z2Z : CUFFT_C2C;
+      break;
+    case host::FftType::kRfft:
+      type = f.wide ? CUFFT_D2Z : CUFFT_R2C;
+      break;
+    case host::FftType::kIrfft:
+      type = f.wide ? CUFFT_Z2D : CUFFT_C2R;
+      break;
+  }
+  // No embeddings: each batch element is its block, contiguous, row-major.
+  size_t work = 0;
+  PJRT_RETURN_IF_ERROR(FftError(
+      cufftMakePlanMany64(plan->handle, static_cast<int>(n.size()), n.data(),
+                          nullptr, 1, 0, nullptr, 1, 0, type, f.batch, &work),
+      absl::StrFormat("cufftMakePlanMany64 for %d transforms of [%s]", f.batch,
+                      absl::StrJoin(f.lengths, ","))));
+  PJRT_RETURN_IF_ERROR(
+      FftError(cufftSetStream(plan->handle, stream), "cufftSetStream"));
+  return plan;
+}
+
+absl::Status RunFft(FftPlan& plan, const Launch::Fft& f, void* out, void* in) {
+  MutexLock lock(&plan.mu);
+  const bool inverse = f.type == host::FftType::kIfft;
+  const int direction = inverse ? CUFFT_INVERSE : CUFFT_FORWARD;
+  switch (f.type) {
+    case host::FftType::kFft:
+    case host::FftType::kIfft:
+      return f.wide
+                 ? FftError(cufftExecZ2Z(plan.handle,
+                                         static_cast<cufftDoubleComplex*>(in),
+                                         static_cast<cufftDoubleComplex*>(out),
+                                         direction),
+                            "cufftExecZ2Z")
+                 : FftError(
+                       cufftExecC2C(plan.handle, static_cast<cufftComplex*>(in),
+                                    static_cast<cufftComplex*>(out), direction),
+                       "cufftExecC2C");
+    case host::FftType::kRfft:
+      return f.wide
+                 ? FftError(cufftExecD2Z(plan.handle,
+                                         static_cast<cufftDoubleReal*>(in),
+                                         static_cast<cufftDoubleComplex*>(out)),
+                            "cufftExecD2Z")
+                 : FftError(
+                       cufftExecR2C(plan.handle, static_cast<cufftReal*>(in),
+                                    static_cast<cufftComplex*>(out)),
+                       "cufftExecR2C");
+    case host::FftType::kIrfft:
+      return f.wide
+                 ? FftError(cufftExecZ2D(plan.handle,
+                                         static_cast<cufftDoubleComplex*>(in),
+                                         static_cast<cufftDoubleReal*>(out)),
+                            "cufftExecZ2D")
+                 : FftError(
+                       cufftExecC2R(plan.handle, static_cast<cufftComplex*>(in),
+                                    static_cast<cufftReal*>(out)),
+                       "cufftExecC2R");
+  }
+  return absl::InternalError("unknown fft type");
+}
+
 class CudaProgram : public Program {
  public:
   explicit CudaProgram(CudaCompilation c) : c_(std::move(c)) {
@@ -319,6 +414,14 @@ class CudaProgram : public Program {
             RunGemm(**plan, addresses[launch.slots[0]],
                     addresses[launch.slots[1]], addresses[launch.slots[2]],
                     env.scratch + workspace_offset_, stream);
+        if (!s.ok()) return Annotate(s, launch);
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kFft) {
+        absl::StatusOr<FftPlan*> plan = FftPlanFor(launch, env.device, stream);
+        if (!plan.ok()) return Annotate(plan.status(), launch);
+        absl::Status s = RunFft(**plan, launch.fft, addresses[launch.slots[0]],
+                                addresses[launch.slots[1]]);
         if (!s.ok()) return Annotate(s, launch);
         continue;
       }
@@ -524,6 +627,16 @@ class CudaProgram : public Program {
     return plan.get();
   }
 
+  absl::StatusOr<FftPlan*> FftPlanFor(const Launch& launch, int device,
+                                      cudaStream_t stream) const {
+    MutexLock lock(&mu_);
+    auto& plan = fft_plans_[{&launch, device, stream}];
+    if (plan == nullptr) {
+      PJRT_ASSIGN_OR_RETURN(plan, PlanFft(launch.fft, stream));
+    }
+    return plan.get();
+  }
+
   // The constants of `program` (the top level or a sub-program) in
   // `device`'s memory, uploaded on its first run there.
   absl::StatusOr<const std::vector<void*>*> ConstantsOn(
@@ -574,6 +687,10 @@ class CudaProgram : public Program {
   // By (launch, device).
   mutable std::map<std::pair<const Launch*, int>, std::unique_ptr<GemmPlan>>
       gemm_plans_;
+  // By (launch, device, stream): a plan is bound to its stream.
+  mutable std::map<std::tuple<const Launch*, int, cudaStream_t>,
+                   std::unique_ptr<FftPlan>>
+      fft_plans_;
 };
 
 // The kernel that writes a run's replica and partition ids where the

@@ -1308,12 +1308,71 @@ class Generator {
             dynamic_cast<const host::Int4Kernel*>(s.kernel.get())) {
       return EmitInt4Edge(*int4);
     }
+    if (const auto* fft =
+            dynamic_cast<const host::FftKernelBase*>(s.kernel.get())) {
+      return EmitFft(*fft);
+    }
     return absl::UnimplementedError(absl::StrFormat(
         "%s does not run on the CUDA backend yet (it runs element-wise ops, "
         "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
-        "rng-bit-generator, rng, the window ops, convolution, while and "
+        "rng-bit-generator, rng, the window ops, convolution, fft, while and "
         "conditional); run this program with --platform host",
         s.kernel->name));
+  }
+
+  // An fft through cuFFT: the batch of trailing blocks in one plan, then
+  // for an inverse a kernel scaling the result by 1/n (cuFFT does not).
+  absl::Status EmitFft(const host::FftKernelBase& f) {
+    const int64_t in_count = f.batch * Product(f.in_dims);
+    const int64_t out_count = f.batch * Product(f.out_dims);
+    if (out_count == 0) return absl::OkStatus();
+    const int element = f.wide ? 8 : 4;  // bytes of a real part
+    Launch launch;
+    launch.kind = Launch::Kind::kFft;
+    launch.fft.type = f.type;
+    launch.fft.wide = f.wide;
+    launch.fft.batch = f.batch;
+    launch.fft.lengths = f.lengths;
+    int input = f.input;
+    if (f.type == host::FftType::kIrfft && in_count > 0) {
+      // cuFFT's complex-to-real transforms overwrite their input.
+      host::CopyStep copy;
+      copy.src = f.input;
+      copy.dst = Temporary(in_count * 2 * element);
+      copy.element_bytes = 2 * element;
+      copy.dims = {in_count};
+      copy.src_map = {0, {1}};
+      copy.dst_map = {0, {1}};
+      PJRT_RETURN_IF_ERROR(Emit(copy));
+      input = copy.dst;
+    }
+    launch.slots = {f.output, input};
+    static const char* const kTypes[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+    launch.origin = absl::StrFormat(
+        "cuFFT %s %s of %d x [%s]", kTypes[static_cast<int>(f.type)],
+        f.wide ? "double" : "single", f.batch, absl::StrJoin(f.lengths, ","));
+    Add(std::move(launch));
+    if (f.type != host::FftType::kIfft && f.type != host::FftType::kIrfft) {
+      return absl::OkStatus();
+    }
+    // Scale every real number of the result (both parts of a complex one).
+    const int64_t reals = out_count * (f.type == host::FftType::kIfft ? 2 : 1);
+    const char* real = f.wide ? "double" : "float";
+    const char* idx = IndexType(reals);
+    Launch scale;
+    scale.kernel = Name("fft_scale");
+    scale.blocks = BlocksFor(reals);
+    scale.slots = {f.output};
+    std::string& k = shared_->source;
+    Open(&scale, {absl::StrCat(real, "* out")});
+    absl::StrAppendFormat(&k, "  const %s factor = (%s)1 / (%s)%d;\n", real,
+                          real, real, Product(f.lengths));
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, reals, idx);
+    absl::StrAppend(&k, "    out[i] *= factor;\n  }\n}\n");
+    scale.origin =
+        absl::StrFormat("scaling an inverse fft by 1/%d", Product(f.lengths));
+    Add(std::move(scale));
+    return absl::OkStatus();
   }
 
   // s4 or u4 packed two per byte (element 2i in the high nibble) or

@@ -44,7 +44,10 @@
 //    passed by value at launch;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64,
 //    c64, c128);
-//  - CollectiveStep: an NCCL collective (nccl.h).
+//  - CollectiveStep: an NCCL collective (nccl.h);
+//  - KernelStep of an fft (host::FftKernelBase): a cuFFT transform of the
+//    batch of trailing blocks (C2C, R2C or C2R, single or double), then for
+//    IFFT and IRFFT a kernel scaling by 1/n.
 //
 // Element types: pred, s4-s64, u4-u64 (s4 and u4 one value per byte,
 // wrapped to 4 bits after every op; KernelStep of host::Int4Kernel packs
@@ -53,8 +56,8 @@
 // the host; an f8 dot is lowered to f32 operands), f32, f64, c64 and c128
 // (the prelude's pj_complex: every element-wise op the host computes on
 // them, as std::complex computes it, C99 Annex G's infinities included;
-// reduce, dot, converts). Every other step (fft) and every other type or
-// op is refused with UNIMPLEMENTED naming it: those come to CUDA later.
+// reduce, dot, converts, fft). Every other type or op is refused with
+// UNIMPLEMENTED naming it.
 //
 // Indices are 32-bit where every offset of the kernel fits, 64-bit
 // otherwise.
@@ -69,6 +72,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/host/host_program.h"
+#include "compiler/host/kernel.h"
 #include "compiler/host/kernel_random.h"
 
 namespace pjrt::compiler::cuda {
@@ -112,6 +116,7 @@ struct Launch {
     kCollective,   // an NCCL collective (nccl.h)
     kWhile,        // a loop of sub-programs, its predicate read back each time
     kConditional,  // one sub-program, chosen by a selector read back
+    kFft,          // a cuFFT transform
   };
   Kind kind = Kind::kKernel;
   // kKernel: the kernel's name in the source, its grid, and the slots
@@ -136,6 +141,15 @@ struct Launch {
   host::CollectiveStep collective;
   // kWhile and kConditional.
   ControlFlow control;
+  // kFft: slots are out, in. Unnormalized, as cuFFT transforms: the
+  // generated kernel after an inverse scales it by 1/n. The input of an
+  // IRFFT is a copy (cuFFT's complex-to-real transforms overwrite theirs).
+  struct Fft {
+    host::FftType type = host::FftType::kFft;
+    bool wide = false;  // f64 and c128
+    int64_t batch = 1;
+    std::vector<int64_t> lengths;
+  } fft;
   // The step it came from ("loop over f32[8,128] (add, exp)"), for errors
   // and `pjrt-hlo compile`.
   std::string origin;

@@ -158,6 +158,23 @@ class Int4Kernel : public Kernel {
 std::shared_ptr<Kernel> Int4EdgeKernel(bool pack, hlo::PrimitiveType type,
                                        int64_t count, int src, int dst);
 
+// An fft (BuildFft; kernel_fft.cc runs it through Eigen's FFT, the CUDA
+// backend through cuFFT): `batch` blocks of the operand's trailing
+// dimensions, each transformed over `lengths` (fft_length). IFFT and
+// IRFFT are scaled by 1/n per dimension.
+enum class FftType { kFft, kIfft, kRfft, kIrfft };
+class FftKernelBase : public Kernel {
+ public:
+  FftType type = FftType::kFft;
+  // f64 and c128 (else f32 and c64).
+  bool wide = false;
+  int input = -1, output = -1;
+  int64_t batch = 1;
+  // The transform's lengths, and the trailing dimensions of the operand
+  // and of the result.
+  std::vector<int64_t> lengths, in_dims, out_dims;
+};
+
 // Row-major strides of `dims` (in elements).
 std::vector<int64_t> RowMajorStrides(absl::Span<const int64_t> dims);
 

@@ -30,91 +30,85 @@ namespace {
 
 using hlo::PrimitiveType;
 
-enum class FftType { kFft, kIfft, kRfft, kIrfft };
-
-class FftKernel : public Kernel {
+class FftKernel : public FftKernelBase {
  public:
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override {
-    if (wide_) return RunTyped<double>(addresses, context);
+    if (wide) return RunTyped<double>(addresses, context);
     return RunTyped<float>(addresses, context);
   }
-
-  FftType type_ = FftType::kFft;
-  bool wide_ = false;
-  int input_ = -1, output_ = -1;
-  int64_t batch_ = 1;
-  // The transform's lengths (fft_length), and the trailing dimensions of
-  // the operand and of the result.
-  std::vector<int64_t> lengths_, in_dims_, out_dims_;
 
  private:
   template <typename T>
   absl::Status RunTyped(absl::Span<void* const> addresses,
                         const RunContext& context) const {
     using C = std::complex<T>;
-    const int64_t in_block = Product(in_dims_);
-    const int64_t out_block = Product(out_dims_);
-    if (batch_ == 0 || out_block == 0) return absl::OkStatus();
-    const bool real_in = type_ == FftType::kRfft;
-    const bool real_out = type_ == FftType::kIrfft;
-    const char* in = static_cast<const char*>(addresses[input_]);
-    char* out = static_cast<char*>(addresses[output_]);
+    const int64_t in_block = Product(in_dims);
+    const int64_t out_block = Product(out_dims);
+    if (batch == 0 || out_block == 0) return absl::OkStatus();
+    const bool real_in = type == FftType::kRfft;
+    const bool real_out = type == FftType::kIrfft;
+    const char* in = static_cast<const char*>(addresses[input]);
+    char* out = static_cast<char*>(addresses[output]);
     // The working array: the full lengths (FFT, IFFT, RFFT) or the half
     // spectrum (IRFFT, until its last step).
     const std::vector<int64_t>& work_dims =
-        type_ == FftType::kIrfft ? in_dims_ : lengths_;
+        type == FftType::kIrfft ? in_dims : lengths;
     const int64_t work_block = Product(work_dims);
-    const double cost = 10.0 * work_block * (1 + lengths_.size());
-    ThreadPool::Get().ParallelFor(batch_, cost, [&](int64_t first, int64_t last) {
-      Eigen::FFT<T> fft;
-      std::vector<C> work(work_block), line, transformed;
-      for (int64_t b = first; b < last; ++b) {
-        if (IsCancelled(context.cancellation)) return;
-        if (real_in) {
-          const T* src = reinterpret_cast<const T*>(in) + b * in_block;
-          for (int64_t i = 0; i < in_block; ++i) work[i] = C(src[i], 0);
-        } else {
-          const C* src = reinterpret_cast<const C*>(in) + b * in_block;
-          std::copy(src, src + in_block, work.begin());
-        }
-        const bool inverse =
-            type_ == FftType::kIfft || type_ == FftType::kIrfft;
-        const int dims = static_cast<int>(work_dims.size());
-        // IRFFT leaves its last dimension for the real inverse below.
-        const int transformed_dims = type_ == FftType::kIrfft ? dims - 1 : dims;
-        for (int d = 0; d < transformed_dims; ++d) {
-          TransformAxis(fft, work.data(), work_dims, d, inverse, &line,
-                        &transformed);
-        }
-        if (real_out) {
-          const int64_t n = lengths_.back();
-          const int64_t half = work_dims.back();
-          const int64_t lines = work_block / std::max<int64_t>(half, 1);
-          T* dst = reinterpret_cast<T*>(out) + b * out_block;
-          line.resize(n);
-          transformed.resize(n);
-          for (int64_t r = 0; r < lines; ++r) {
-            const C* h = work.data() + r * half;
-            for (int64_t k = 0; k < n; ++k) {
-              line[k] = k < half ? h[k] : std::conj(h[n - k]);
+    const double cost = 10.0 * work_block * (1 + lengths.size());
+    ThreadPool::Get().ParallelFor(
+        batch, cost, [&](int64_t first, int64_t last) {
+          Eigen::FFT<T> fft;
+          std::vector<C> work(work_block), line, transformed;
+          for (int64_t b = first; b < last; ++b) {
+            if (IsCancelled(context.cancellation)) return;
+            if (real_in) {
+              const T* src = reinterpret_cast<const T*>(in) + b * in_block;
+              for (int64_t i = 0; i < in_block; ++i) work[i] = C(src[i], 0);
+            } else {
+              const C* src = reinterpret_cast<const C*>(in) + b * in_block;
+              std::copy(src, src + in_block, work.begin());
             }
-            if (n > 0) fft.inv(transformed.data(), line.data(), n);
-            for (int64_t k = 0; k < n; ++k) dst[r * n + k] = transformed[k].real();
+            const bool inverse =
+                type == FftType::kIfft || type == FftType::kIrfft;
+            const int dims = static_cast<int>(work_dims.size());
+            // IRFFT leaves its last dimension for the real inverse below.
+            const int transformed_dims =
+                type == FftType::kIrfft ? dims - 1 : dims;
+            for (int d = 0; d < transformed_dims; ++d) {
+              TransformAxis(fft, work.data(), work_dims, d, inverse, &line,
+                            &transformed);
+            }
+            if (real_out) {
+              const int64_t n = lengths.back();
+              const int64_t half = work_dims.back();
+              const int64_t lines = work_block / std::max<int64_t>(half, 1);
+              T* dst = reinterpret_cast<T*>(out) + b * out_block;
+              line.resize(n);
+              transformed.resize(n);
+              for (int64_t r = 0; r < lines; ++r) {
+                const C* h = work.data() + r * half;
+                for (int64_t k = 0; k < n; ++k) {
+                  line[k] = k < half ? h[k] : std::conj(h[n - k]);
+                }
+                if (n > 0) fft.inv(transformed.data(), line.data(), n);
+                for (int64_t k = 0; k < n; ++k)
+                  dst[r * n + k] = transformed[k].real();
+              }
+            } else {
+              // RFFT keeps the first n/2 + 1 values of each last-dimension
+              // line.
+              C* dst = reinterpret_cast<C*>(out) + b * out_block;
+              const int64_t n = work_dims.back();
+              const int64_t keep = out_dims.back();
+              const int64_t lines = work_block / std::max<int64_t>(n, 1);
+              for (int64_t r = 0; r < lines; ++r) {
+                std::copy(work.data() + r * n, work.data() + r * n + keep,
+                          dst + r * keep);
+              }
+            }
           }
-        } else {
-          // RFFT keeps the first n/2 + 1 values of each last-dimension line.
-          C* dst = reinterpret_cast<C*>(out) + b * out_block;
-          const int64_t n = work_dims.back();
-          const int64_t keep = out_dims_.back();
-          const int64_t lines = work_block / std::max<int64_t>(n, 1);
-          for (int64_t r = 0; r < lines; ++r) {
-            std::copy(work.data() + r * n, work.data() + r * n + keep,
-                      dst + r * keep);
-          }
-        }
-      }
-    });
+        });
     return CheckCancelled(context.cancellation);
   }
 
@@ -155,25 +149,25 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildFft(const KernelArgs& args,
   const hlo::Instruction& inst = *args.inst;
   auto k = std::make_shared<FftKernel>();
   const std::string type = hlo::WordAttribute(inst, "fft_type", "FFT");
-  k->type_ = type == "IFFT"    ? FftType::kIfft
-             : type == "RFFT"  ? FftType::kRfft
-             : type == "IRFFT" ? FftType::kIrfft
-                               : FftType::kFft;
-  PJRT_ASSIGN_OR_RETURN(k->lengths_,
+  k->type = type == "IFFT"    ? FftType::kIfft
+            : type == "RFFT"  ? FftType::kRfft
+            : type == "IRFFT" ? FftType::kIrfft
+                              : FftType::kFft;
+  PJRT_ASSIGN_OR_RETURN(k->lengths,
                         hlo::ParseIntListAttribute(inst, "fft_length"));
   const hlo::Shape& in = args.input_shapes[0];
   const hlo::Shape& out = args.output_shapes[0];
   const PrimitiveType t = in.element_type();
-  k->wide_ = t == PrimitiveType::kF64 || t == PrimitiveType::kC128;
-  const int l = static_cast<int>(k->lengths_.size());
+  k->wide = t == PrimitiveType::kF64 || t == PrimitiveType::kC128;
+  const int l = static_cast<int>(k->lengths.size());
   const int first = in.rank() - l;
-  for (int d = 0; d < first; ++d) k->batch_ *= in.dimensions(d);
+  for (int d = 0; d < first; ++d) k->batch *= in.dimensions(d);
   for (int d = first; d < in.rank(); ++d) {
-    k->in_dims_.push_back(in.dimensions(d));
-    k->out_dims_.push_back(out.dimensions(d));
+    k->in_dims.push_back(in.dimensions(d));
+    k->out_dims.push_back(out.dimensions(d));
   }
-  k->input_ = args.inputs[0];
-  k->output_ = args.outputs[0];
+  k->input = args.inputs[0];
+  k->output = args.outputs[0];
   k->reads = {{args.inputs[0], in.UnpackedByteSize()}};
   k->writes = {{args.outputs[0], out.UnpackedByteSize()}};
   return k;

@@ -122,6 +122,7 @@ def _record_programs() -> Iterator[None]:
     if not RECORD_PROGRAMS:
         yield
         return
+    import functools
     import hashlib
 
     import pjrt_client
@@ -129,6 +130,7 @@ def _record_programs() -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     compile_program = pjrt_client.Client.compile
 
+    @functools.wraps(compile_program)
     def recording_compile(self, hlo_text, *args, **kwargs):
         executable = compile_program(self, hlo_text, *args, **kwargs)
         text = (hlo_text.decode("utf-8") if isinstance(hlo_text, bytes)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <complex>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -308,6 +309,10 @@ class Emulator {
         Gemm(launch.gemm, args[0], args[1], args[2]);
         continue;
       }
+      if (launch.kind == Launch::Kind::kFft) {
+        Fft(launch.fft, args[0], args[1]);
+        continue;
+      }
       if (launch.kind == Launch::Kind::kCollective) {
         if (!fake_collectives_) {
           return ::testing::AssertionFailure() << "collectives need NCCL and GPUs";
@@ -433,6 +438,104 @@ class Emulator {
       GemmTyped(s, static_cast<double*>(out), static_cast<double*>(lhs), static_cast<double*>(rhs));
     } else {
       GemmTyped(s, static_cast<float*>(out), static_cast<float*>(lhs), static_cast<float*>(rhs));
+    }
+  }
+
+  // Instead of cuFFT: unnormalized DFTs, summed directly in double, one
+  // dimension at a time (an IRFFT's last one from its Hermitian half, as
+  // the host rebuilds it).
+  static void Fft(const Launch::Fft& f, void* out, const void* in) {
+    using C = std::complex<double>;
+    const bool irfft = f.type == host::FftType::kIrfft;
+    const bool real_in = f.type == host::FftType::kRfft;
+    const double sign = f.type == host::FftType::kIfft || irfft ? 1 : -1;
+    std::vector<int64_t> in_dims = f.lengths, out_dims = f.lengths;
+    const int64_t n_last = f.lengths.back(), half = n_last / 2 + 1;
+    if (f.type == host::FftType::kRfft) out_dims.back() = half;
+    if (irfft) in_dims.back() = half;
+    const std::vector<int64_t>& work_dims = irfft ? in_dims : f.lengths;
+    int64_t in_block = 1, out_block = 1, work_block = 1;
+    for (int64_t d : in_dims) in_block *= d;
+    for (int64_t d : out_dims) out_block *= d;
+    for (int64_t d : work_dims) work_block *= d;
+    const auto load =
+        [&](int64_t i) -> C {  // element i of the input, as complex
+      if (f.wide) {
+        const double* v = static_cast<const double*>(in);
+        return real_in ? C(v[i], 0) : C(v[2 * i], v[2 * i + 1]);
+      }
+      const float* v = static_cast<const float*>(in);
+      return real_in ? C(v[i], 0) : C(v[2 * i], v[2 * i + 1]);
+    };
+    const auto store = [&](int64_t i, C value, bool real) {
+      if (f.wide) {
+        double* v = static_cast<double*>(out);
+        if (real) {
+          v[i] = value.real();
+        } else {
+          v[2 * i] = value.real();
+          v[2 * i + 1] = value.imag();
+        }
+      } else {
+        float* v = static_cast<float*>(out);
+        if (real) {
+          v[i] = static_cast<float>(value.real());
+        } else {
+          v[2 * i] = static_cast<float>(value.real());
+          v[2 * i + 1] = static_cast<float>(value.imag());
+        }
+      }
+    };
+    const auto dft = [&](const std::vector<C>& x) {
+      const int64_t n = static_cast<int64_t>(x.size());
+      std::vector<C> y(n);
+      for (int64_t k = 0; k < n; ++k) {
+        for (int64_t j = 0; j < n; ++j) {
+          y[k] +=
+              x[j] * std::polar(1.0, sign * 2 * M_PI *
+                                         static_cast<double>(j * k % n) / n);
+        }
+      }
+      return y;
+    };
+    std::vector<C> work(work_block);
+    for (int64_t b = 0; b < f.batch; ++b) {
+      for (int64_t i = 0; i < in_block; ++i) work[i] = load(b * in_block + i);
+      const int dims = static_cast<int>(work_dims.size()) - (irfft ? 1 : 0);
+      for (int d = 0; d < dims; ++d) {
+        const int64_t n = work_dims[d];
+        int64_t inner = 1;
+        for (size_t k = d + 1; k < work_dims.size(); ++k) inner *= work_dims[k];
+        for (int64_t o = 0; o < work_block / (n * inner); ++o) {
+          for (int64_t i = 0; i < inner; ++i) {
+            std::vector<C> line(n);
+            for (int64_t k = 0; k < n; ++k)
+              line[k] = work[(o * n + k) * inner + i];
+            line = dft(line);
+            for (int64_t k = 0; k < n; ++k)
+              work[(o * n + k) * inner + i] = line[k];
+          }
+        }
+      }
+      if (irfft) {
+        for (int64_t r = 0; r < work_block / half; ++r) {
+          std::vector<C> line(n_last);
+          for (int64_t k = 0; k < n_last; ++k) {
+            line[k] = k < half ? work[r * half + k]
+                               : std::conj(work[r * half + n_last - k]);
+          }
+          line = dft(line);
+          for (int64_t k = 0; k < n_last; ++k)
+            store(b * out_block + r * n_last + k, line[k], true);
+        }
+      } else {
+        const int64_t n = work_dims.back(), keep = out_dims.back();
+        for (int64_t r = 0; r < work_block / n; ++r) {
+          for (int64_t k = 0; k < keep; ++k) {
+            store(b * out_block + r * keep + k, work[r * n + k], false);
+          }
+        }
+      }
     }
   }
 
@@ -1374,6 +1477,25 @@ ENTRY e {
            tuple(e, l, q, t, d, dot, sum, prod, fc, hc, ic, narrow, wide, cf, ch, ci, cp)
 })",
      1e-9},
+    {"fft_every_type_in_one_to_three_dimensions", R"(
+HloModule m
+ENTRY e {
+  a = c64[3,4,6] parameter(0)
+  r = f32[2,6,5] parameter(1)
+  h = c64[2,6,3] parameter(2)
+  w = c128[2,3,4,5] parameter(3)
+  x = f64[4,9] parameter(4)
+  f1 = c64[3,4,6] fft(a), fft_type=FFT, fft_length={6}
+  f2 = c64[3,4,6] fft(a), fft_type=IFFT, fft_length={4,6}
+  f3 = c64[2,6,3] fft(r), fft_type=RFFT, fft_length={6,5}
+  f4 = f32[2,6,4] fft(h), fft_type=IRFFT, fft_length={6,4}
+  f5 = c128[2,3,4,5] fft(w), fft_type=FFT, fft_length={3,4,5}
+  f6 = c128[4,5] fft(x), fft_type=RFFT, fft_length={9}
+  f7 = f64[4,9] fft(f6), fft_type=IRFFT, fft_length={9}
+  ROOT o = (c64[3,4,6], c64[3,4,6], c64[2,6,3], f32[2,6,4], c128[2,3,4,5], c128[4,5], f64[4,9])
+           tuple(f1, f2, f3, f4, f5, f6, f7)
+})",
+     1e-4},
     {"complex_data_movement", R"(
 HloModule m
 ENTRY e {
@@ -1449,7 +1571,7 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
-  EXPECT_GE(compared, 104);
+  EXPECT_GE(compared, 108);
 }
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
@@ -1591,18 +1713,60 @@ ENTRY e {
   EXPECT_EQ(generated->generated.launches[0].blocks, 65536);
 }
 
-TEST(CudaCodegen, RefusesWhatComesLaterByName) {
-  std::unique_ptr<hlo::Module> fft = Parse(R"(
-HloModule m
+TEST(CudaCodegen, RefusesWhatItDoesNotRunByName) {
+  // NCCL has no 16-bit integers.
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=2
+add {
+  x = s16[] parameter(0)
+  y = s16[] parameter(1)
+  ROOT s = s16[] add(x, y)
+}
 ENTRY e {
-  a = c64[8] parameter(0)
-  ROOT f = c64[8] fft(a), fft_type=FFT, fft_length={8}
+  a = s16[8] parameter(0)
+  ROOT r = s16[8] all-reduce(a), replica_groups={{0,1}}, to_apply=add
 })");
-  ASSERT_NE(fft, nullptr);
-  auto generated = CompileForCuda(*fft, {}, "sm_90", DiskCache(""));
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
   ASSERT_FALSE(generated.ok());
   EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(generated.status().message().find("fft"), absl::string_view::npos);
+  EXPECT_NE(generated.status().message().find("s16"), absl::string_view::npos)
+      << generated.status();
+  EXPECT_NE(generated.status().message().find("--platform host"),
+            absl::string_view::npos)
+      << generated.status();
+}
+
+TEST(CudaCodegen, AnFftIsACufftLaunchAndAnInverseIsScaled) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[2,8] parameter(0)
+  c = c64[2,5] parameter(1)
+  r = c64[2,5] fft(a), fft_type=RFFT, fft_length={8}
+  i = f32[2,8] fft(c), fft_type=IRFFT, fft_length={8}
+  ROOT o = (c64[2,5], f32[2,8]) tuple(r, i)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> kinds;
+  for (const Launch& l : c->generated.launches) {
+    kinds.push_back(l.kind == Launch::Kind::kFft
+                        ? "fft"
+                        : l.kernel.substr(0, l.kernel.rfind('_')));
+  }
+  // RFFT: one transform. IRFFT: a copy of its input (cuFFT overwrites
+  // it), the transform, then the 1/n scaling.
+  EXPECT_EQ(absl::StrJoin(kinds, " "), "fft pj_copy fft pj_fft_scale");
+  EXPECT_EQ(c->generated.launches[0].fft.type, host::FftType::kRfft);
+  EXPECT_EQ(c->generated.launches[0].fft.batch, 2);
+  EXPECT_EQ(c->generated.launches[2].fft.lengths, std::vector<int64_t>{8});
+  // The IRFFT transforms the copy, not its operand.
+  EXPECT_EQ(c->generated.launches[2].slots[1],
+            c->generated.launches[1].slots[0]);
+  EXPECT_NE(c->generated.launches[2].slots[1],
+            c->generated.launches[1].slots[1]);
 }
 
 TEST(CudaCodegen, UnknownArchitecturesAreRefusedByName) {

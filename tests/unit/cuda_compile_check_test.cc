@@ -1,11 +1,11 @@
 // Every HLO program of the repository's tests compiles for CUDA through
-// NVRTC, for sm_90 and sm_80, without a GPU, unless it uses an op or type
-// the CUDA backend refuses by name (UNIMPLEMENTED: what comes to CUDA
-// later). Anything else (NVRTC refusing generated source, an internal
-// error) fails. The programs are those under tests/data and, with
-// PJRT_RECORDED_PROGRAMS naming a folder, every program the Python suites
-// compiled on the host platform (make test-cuda-programs records and
-// checks them).
+// NVRTC, for sm_90 and sm_80, without a GPU. The programs under tests/data
+// may be refused by name (UNIMPLEMENTED: the parser's corpus holds a
+// tuple constant no backend compiles); anything else (NVRTC refusing
+// generated source, an internal error) fails. With PJRT_RECORDED_PROGRAMS
+// naming a folder, every program the Python suites compiled on the host
+// platform must compile, refusals included (make test-cuda-programs
+// records and checks them).
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -54,9 +54,9 @@ void CheckEveryProgram(const std::string& arch, const DiskCache& cache) {
   }
   std::cout << arch << ": " << compiled << " programs compiled through NVRTC, " << refused
             << " refused by name, " << not_verified << " not valid programs\n";
-  // 133 of the test programs use only what the CUDA backend runs (all but
-  // fft and the tuple constant).
-  EXPECT_GE(compiled, 133) << arch;
+  // 137 of the test programs use only what the CUDA backend runs (all but
+  // the tuple constant, which no backend compiles).
+  EXPECT_GE(compiled, 137) << arch;
 }
 
 TEST(CudaCompileCheck, EveryTestProgramCompilesForSm90) {
@@ -117,9 +117,29 @@ std::string RefusalKind(const absl::Status& status) {
   return message.substr(0, message.find(" ("));
 }
 
+// The CUDA backend's known gaps: collectives NCCL cannot run as they are
+// (no 16-bit integers, no bitwise reductions of integers, all-to-all along
+// a minor dimension). A refusal naming one of these is counted, not
+// failed; docs/ops.md lists them.
+constexpr const char* kKnownGaps[] = {
+    "NCCL has no s16 type",
+    "NCCL has no u16 type",
+    "NCCL reduces with add, multiply, maximum and minimum",
+    "splits collectives along their major dimension only",
+};
+
+bool IsKnownGap(const absl::Status& status) {
+  for (const char* gap : kKnownGaps) {
+    if (status.message().find(gap) != absl::string_view::npos) return true;
+  }
+  return false;
+}
+
 // The programs the Python suites compiled (tests/python/conftest.py writes
-// them), for both architectures, on every core. Each must compile or be
-// refused by name; the refusals are counted by what they name.
+// them), for both architectures, on every core. Each must compile: the
+// CUDA backend runs whatever the host platform runs, but for the known
+// gaps above. Any other refusal by name fails the test; all are listed
+// with their counts by what they name.
 TEST(CudaCompileCheck, EveryProgramThePythonSuitesCompiledCompiles) {
   const char* folder = std::getenv("PJRT_RECORDED_PROGRAMS");
   if (folder == nullptr) {
@@ -157,6 +177,10 @@ TEST(CudaCompileCheck, EveryProgramThePythonSuitesCompiledCompiles) {
       } else if (c.status().code() == absl::StatusCode::kUnimplemented) {
         ++refused;
         ++refusals[RefusalKind(c.status())];
+        if (!IsKnownGap(c.status())) {
+          failures.push_back(absl::StrCat(
+              path, " for ", arch, " is refused: ", c.status().ToString()));
+        }
       } else {
         failures.push_back(
             absl::StrCat(path, " for ", arch, ": ", c.status().ToString()));
