@@ -1192,7 +1192,67 @@ class Generator {
     return absl::OkStatus();
   }
 
+  // A kernel converting `count` integers from slot `src` (of `from`) into
+  // slot `dst` (of `to`): how 16-bit integers reach NCCL, which has no
+  // such type, and come back.
+  void EmitIntegerConvert(int dst, PrimitiveType to, int src,
+                          PrimitiveType from, int64_t count) {
+    const std::string to_type = *CudaStorageType(to),
+                      from_type = *CudaStorageType(from);
+    const char* idx = IndexType(count);
+    Launch launch;
+    launch.kernel = Name("convert");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {dst, src};
+    std::string& k = shared_->source;
+    Open(&launch, {absl::StrCat(to_type, "* dst"),
+                   absl::StrCat("const ", from_type, "* src")});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, count, idx);
+    absl::StrAppendFormat(&k, "    dst[i] = (%s)src[i];\n  }\n}\n", to_type);
+    launch.origin =
+        absl::StrFormat("%s[%d] as %s", hlo::PrimitiveTypeName(from), count,
+                        hlo::PrimitiveTypeName(to));
+    Add(std::move(launch));
+  }
+
   absl::Status Emit(const host::CollectiveStep& s) {
+    const bool reduces = s.kind == host::CollectiveStep::Kind::kAllReduce ||
+                         s.kind == host::CollectiveStep::Kind::kReduceScatter;
+    bool narrow = false;
+    for (PrimitiveType t : s.types) {
+      narrow |= t == PrimitiveType::kS16 || t == PrimitiveType::kU16;
+    }
+    if (reduces && narrow) {
+      // NCCL has no 16-bit integers: the operands are widened to 32 bits
+      // (sign- or zero-extended), reduced, and the results narrowed back.
+      // Sums and products wrap to the same 16 bits; maximum and minimum
+      // are the same values.
+      host::CollectiveStep wide = s;
+      const bool scatter = s.kind == host::CollectiveStep::Kind::kReduceScatter;
+      const int64_t out_elements = Product(s.output_dims);
+      std::vector<std::pair<int, int>> narrow_back;  // (wide result, result)
+      for (size_t j = 0; j < s.types.size(); ++j) {
+        const PrimitiveType t = s.types[j];
+        if (t != PrimitiveType::kS16 && t != PrimitiveType::kU16) continue;
+        const PrimitiveType w = t == PrimitiveType::kS16 ? PrimitiveType::kS32
+                                                         : PrimitiveType::kU32;
+        const int64_t in_count =
+            scatter ? Product(s.input_dims) : s.operand_elements[j];
+        const int64_t out_count =
+            scatter ? out_elements : s.operand_elements[j];
+        wide.types[j] = w;
+        wide.inputs[j] = Temporary(in_count * 4);
+        EmitIntegerConvert(wide.inputs[j], w, s.inputs[j], t, in_count);
+        wide.outputs[j] = Temporary(out_count * 4);
+        narrow_back.push_back({wide.outputs[j], static_cast<int>(j)});
+      }
+      PJRT_RETURN_IF_ERROR(Emit(wide));
+      for (const auto& [from, j] : narrow_back) {
+        EmitIntegerConvert(s.outputs[j], s.types[j], from, wide.types[j],
+                           scatter ? out_elements : s.operand_elements[j]);
+      }
+      return absl::OkStatus();
+    }
     PJRT_RETURN_IF_ERROR(CheckNcclCollective(s));
     host::CollectiveStep nccl = s;
     const bool gather = s.kind == host::CollectiveStep::Kind::kAllGather;

@@ -26,6 +26,11 @@ std::optional<ncclDataType_t> NcclType(PrimitiveType t) {
     case PrimitiveType::kPred:
     case PrimitiveType::kU8: return ncclUint8;
     case PrimitiveType::kS8: return ncclInt8;
+    // Moved only (all-gather, all-to-all, collective-permute): reductions
+    // of them are widened to 32 bits first (codegen.cc).
+    case PrimitiveType::kS16:
+    case PrimitiveType::kU16:
+      return ncclFloat16;
     case PrimitiveType::kS32: return ncclInt32;
     case PrimitiveType::kU32: return ncclUint32;
     case PrimitiveType::kS64: return ncclInt64;
@@ -86,7 +91,14 @@ bool SplitsMajorDimension(const std::vector<int64_t>& dims, int64_t dimension) {
 }
 
 absl::Status CheckNcclCollective(const CollectiveStep& s) {
+  const bool reduces = s.kind == CollectiveStep::Kind::kAllReduce ||
+                       s.kind == CollectiveStep::Kind::kReduceScatter;
   for (PrimitiveType t : s.types) {
+    if (reduces && (t == PrimitiveType::kS16 || t == PrimitiveType::kU16)) {
+      return absl::InternalError(
+          absl::StrFormat("%s: a reduction of %s reached NCCL unwidened",
+                          s.name, hlo::PrimitiveTypeName(t)));
+    }
     if (!NcclType(t).has_value()) {
       return absl::UnimplementedError(absl::StrFormat(
           "%s: NCCL has no %s type, so the CUDA backend cannot run this "

@@ -539,29 +539,54 @@ class Emulator {
     }
   }
 
-  // Instead of NCCL, as participant 0 of a group whose members p hold
-  // its operand + p: an all-gather gives the blocks input + p in order, a
-  // reduce-scatter block 0 summed over the group (f32 only).
-  static void FakeCollective(const host::CollectiveStep& s, const std::vector<void*>& args) {
+  // dst[i] = the sum over members p < n of src[i] + p, in `type` (f32,
+  // s32 or u32).
+  template <typename T>
+  static void FakeSum(const void* src, void* dst, int64_t count, int64_t n) {
+    for (int64_t i = 0; i < count; ++i) {
+      T sum = 0;
+      for (int64_t p = 0; p < n; ++p)
+        sum += static_cast<const T*>(src)[i] + static_cast<T>(p);
+      static_cast<T*>(dst)[i] = sum;
+    }
+  }
+  static void FakeSum(PrimitiveType type, const void* src, void* dst,
+                      int64_t count, int64_t n) {
+    if (type == PrimitiveType::kS32)
+      return FakeSum<int32_t>(src, dst, count, n);
+    if (type == PrimitiveType::kU32)
+      return FakeSum<uint32_t>(src, dst, count, n);
+    FakeSum<float>(src, dst, count, n);
+  }
+
+  // Instead of NCCL, as participant 0 of a group of fake_group_size_
+  // whose members p hold its operand + p: an all-gather gives the blocks
+  // input + p in order (f32), a reduce-scatter block 0 summed over the
+  // group, an all-reduce every operand summed over the group (f32, s32,
+  // u32; sums only).
+  void FakeCollective(const host::CollectiveStep& s,
+                      const std::vector<void*>& args) const {
     int64_t in = 1, out = 1;
     for (int64_t d : s.input_dims) in *= d;
     for (int64_t d : s.output_dims) out *= d;
-    const float* src = static_cast<const float*>(args[0]);
-    float* dst = static_cast<float*>(args[1]);
     if (s.kind == host::CollectiveStep::Kind::kAllGather) {
+      const float* src = static_cast<const float*>(args[0]);
+      float* dst = static_cast<float*>(args[1]);
       for (int64_t i = 0; i < out; ++i) dst[i] = src[i % in] + static_cast<float>(i / in);
+    } else if (s.kind == host::CollectiveStep::Kind::kReduceScatter) {
+      FakeSum(s.types[0], args[0], args[1], out, in / out);
     } else {
-      const int64_t n = in / out;
-      for (int64_t i = 0; i < out; ++i) {
-        float sum = 0;
-        for (int64_t p = 0; p < n; ++p) sum += src[i] + static_cast<float>(p);
-        dst[i] = sum;
+      const size_t k = s.inputs.size();
+      for (size_t j = 0; j < k; ++j) {
+        FakeSum(s.types[j], args[j], args[k + j], s.operand_elements[j],
+                fake_group_size_);
       }
     }
   }
 
  public:
   bool fake_collectives_ = false;
+  int64_t fake_group_size_ = 4;
 
  private:
   const CudaCompilation& c_;
@@ -1660,6 +1685,55 @@ ENTRY e {
   }
 }
 
+TEST(CudaCodegen, SixteenBitIntegersAreReducedAsThirtyTwoBitOnes) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+adds {
+  x = s16[] parameter(0)
+  y = s16[] parameter(1)
+  ROOT s = s16[] add(x, y)
+}
+addu {
+  x = u16[] parameter(0)
+  y = u16[] parameter(1)
+  ROOT s = u16[] add(x, y)
+}
+ENTRY e {
+  a = s16[6] parameter(0)
+  b = u16[2,8] parameter(1)
+  r = s16[6] all-reduce(a), replica_groups={}, to_apply=adds
+  s = u16[2,2] reduce-scatter(b), dimensions={1}, replica_groups={}, to_apply=addu
+  ROOT t = (s16[6], u16[2,2]) tuple(r, s)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind != Launch::Kind::kCollective) continue;
+    for (PrimitiveType t : l.collective.types) {
+      EXPECT_TRUE(t == PrimitiveType::kS32 || t == PrimitiveType::kU32)
+          << l.origin;
+    }
+  }
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;
+  ASSERT_TRUE(emulator.Build("sixteen_bit_collectives"));
+  std::vector<int16_t> a = {32767, -32768, -1, 0, 100, -100}, r(6, 7);
+  std::vector<uint16_t> b(16), s(4, 7);
+  for (int i = 0; i < 16; ++i) b[i] = static_cast<uint16_t>(65535 - 1000 * i);
+  ASSERT_TRUE(emulator.Run({a.data(), b.data()}, {r.data(), s.data()}));
+  for (int i = 0; i < 6; ++i) {
+    // Members hold a + p: the sum is 4a + 6, wrapped to 16 bits.
+    EXPECT_EQ(r[i], static_cast<int16_t>(4 * a[i] + 6)) << i;
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      EXPECT_EQ(s[i * 2 + j], static_cast<uint16_t>(4 * b[i * 8 + j] + 6))
+          << i << " " << j;
+    }
+  }
+}
+
 TEST(CudaCodegen, ATransposedReadUsesTiles) {
   std::unique_ptr<hlo::Module> module = Parse(R"(
 HloModule m
@@ -1714,23 +1788,23 @@ ENTRY e {
 }
 
 TEST(CudaCodegen, RefusesWhatItDoesNotRunByName) {
-  // NCCL has no 16-bit integers.
+  // NCCL has no bitwise reductions.
   std::unique_ptr<hlo::Module> module = Parse(R"(
 HloModule m, replica_count=2
-add {
-  x = s16[] parameter(0)
-  y = s16[] parameter(1)
-  ROOT s = s16[] add(x, y)
+and {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] and(x, y)
 }
 ENTRY e {
-  a = s16[8] parameter(0)
-  ROOT r = s16[8] all-reduce(a), replica_groups={{0,1}}, to_apply=add
+  a = s32[8] parameter(0)
+  ROOT r = s32[8] all-reduce(a), replica_groups={{0,1}}, to_apply=and
 })");
   ASSERT_NE(module, nullptr);
   auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
   ASSERT_FALSE(generated.ok());
   EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(generated.status().message().find("s16"), absl::string_view::npos)
+  EXPECT_NE(generated.status().message().find("%r"), absl::string_view::npos)
       << generated.status();
   EXPECT_NE(generated.status().message().find("--platform host"),
             absl::string_view::npos)

@@ -118,12 +118,11 @@ std::string RefusalKind(const absl::Status& status) {
 }
 
 // The CUDA backend's known gaps: collectives NCCL cannot run as they are
-// (no 16-bit integers, no bitwise reductions of integers, all-to-all along
-// a minor dimension). A refusal naming one of these is counted, not
-// failed; docs/ops.md lists them.
+// (no bitwise reductions of integers; all-to-all along a minor dimension,
+// whose pieces depend on the group size, known only at run time). A
+// refusal naming one of these is counted, not failed; docs/ops.md lists
+// them.
 constexpr const char* kKnownGaps[] = {
-    "NCCL has no s16 type",
-    "NCCL has no u16 type",
     "NCCL reduces with add, multiply, maximum and minimum",
     "splits collectives along their major dimension only",
 };
