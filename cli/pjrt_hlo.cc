@@ -1,4 +1,9 @@
-// pjrt-hlo: what pjrtd makes of an HLO program, offline.
+// pjrt-hlo: what pjrtd makes of an HLO program, offline. FILE is HLO text
+// or StableHLO (MLIR text, as jax.jit(f).lower(x).as_text() prints it).
+//
+//   pjrt-hlo convert FILE.mlir
+//
+// prints the HLO text a StableHLO program becomes.
 //
 //   pjrt-hlo compile FILE.hlo --platform host|cuda [--cuda-arch sm_90]
 //                    [--dump DIR]
@@ -38,6 +43,7 @@
 #include "hlo/literal.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
+#include "hlo/stablehlo.h"
 #include "hlo/verifier.h"
 #include "runtime/client.h"
 #include "runtime/executable.h"
@@ -68,14 +74,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<hlo::Module>> LoadModule(const std::string& path) {
   PJRT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  absl::StatusOr<std::unique_ptr<hlo::Module>> module = hlo::ParseHloModule(text);
+  absl::StatusOr<std::unique_ptr<hlo::Module>> module =
+      hlo::ParseAndVerifyProgram(text, hlo::ProgramFormat::kAuto);
   if (!module.ok()) {
     return absl::Status(module.status().code(),
                         absl::StrCat(path, ": ", module.status().message()));
-  }
-  absl::Status verified = hlo::VerifyModule(**module, text);
-  if (!verified.ok()) {
-    return absl::Status(verified.code(), absl::StrCat(path, ": ", verified.message()));
   }
   PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module->get()).status());
   return module;
@@ -86,6 +89,23 @@ absl::Status WriteFile(const std::string& path, const std::string& bytes) {
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!file) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
+}
+
+// The HLO text a StableHLO program becomes (checked as the daemon checks
+// it); an HLO program is printed as it is.
+int Convert(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return Fail(text.status());
+  auto module = LoadModule(path);
+  if (!module.ok()) return Fail(module.status());
+  if (hlo::DetectProgramFormat(*text) == hlo::ProgramFormat::kHlo) {
+    std::cout << *text;
+    return kExitOk;
+  }
+  auto translation = hlo::TranslateStableHlo(*text);
+  if (!translation.ok()) return Fail(translation.status());
+  std::cout << translation->hlo_text;
+  return kExitOk;
 }
 
 int Compile(const std::string& path, const std::string& platform, const std::string& arch,
@@ -417,7 +437,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string path, platform = "host", arch = "sm_90", dump;
   CLI::App* compile = app.add_subcommand("compile", "Lower a program and show what it becomes");
-  compile->add_option("file", path, "HLO text file")->required();
+  compile->add_option("file", path, "HLO text or StableHLO file")->required();
   compile->add_option("--platform", platform, "host or cuda")
       ->check(CLI::IsMember({"host", "cuda"}));
   compile->add_option("--cuda-arch", arch, "GPU architecture for cuda (default sm_90)");
@@ -425,7 +445,8 @@ int main(int argc, char** argv) {
   pjrt::RunOptions run_options;
   CLI::App* run = app.add_subcommand(
       "run", "Run a program in this process, and compare it with another platform");
-  run->add_option("file", run_options.file, "HLO text file")->required();
+  run->add_option("file", run_options.file, "HLO text or StableHLO file")
+      ->required();
   run->add_option("--platform", run_options.platform, "host or cuda")
       ->check(CLI::IsMember({"host", "cuda"}));
   run->add_option("--input", run_options.inputs,
@@ -436,7 +457,13 @@ int main(int argc, char** argv) {
                   "Run on this platform too and compare every output element")
       ->check(CLI::IsMember({"host", "cuda"}));
   run->add_option("--seed", run_options.seed, "Seed of the random inputs (default 1)");
+  std::string convert_path;
+  CLI::App* convert = app.add_subcommand(
+      "convert", "Print the HLO text a StableHLO program (.mlir) becomes");
+  convert->add_option("file", convert_path, "StableHLO (MLIR text) file")
+      ->required();
   CLI11_PARSE(app, argc, argv);
+  if (convert->parsed()) return pjrt::Convert(convert_path);
   if (compile->parsed()) return pjrt::Compile(path, platform, arch, dump);
   if (run->parsed()) return pjrt::Run(run_options);
   return pjrt::kExitUsage;

@@ -159,9 +159,9 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
-        "hlo_text is empty; send the program's HLO text (as printed by XLA's "
-        "HloModule::ToString() or jax.jit(f).lower(...).as_text("
-        "dialect=\"hlo\"))");
+        "hlo_text is empty; send the program's text: StableHLO as "
+        "jax.jit(f).lower(...).as_text() prints it, or HLO text as XLA's "
+        "HloModule::ToString() prints it");
   }
   auto options = CompileOptionsFromProto(request->options(),
                                          limits_.max_collective_timeout);

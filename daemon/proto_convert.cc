@@ -80,6 +80,23 @@ absl::StatusOr<runtime::CompileOptions> CompileOptionsFromProto(
   options.num_replicas = proto.num_replicas();
   options.num_partitions = proto.num_partitions();
   options.portable = proto.portable();
+  switch (proto.program_format()) {
+    case v1::PROGRAM_FORMAT_UNSPECIFIED:
+      options.format = hlo::ProgramFormat::kAuto;
+      break;
+    case v1::PROGRAM_FORMAT_HLO:
+      options.format = hlo::ProgramFormat::kHlo;
+      break;
+    case v1::PROGRAM_FORMAT_STABLEHLO:
+      options.format = hlo::ProgramFormat::kStableHlo;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "program_format %d is not one this daemon knows; use "
+          "PROGRAM_FORMAT_HLO (1), PROGRAM_FORMAT_STABLEHLO (2) or leave it "
+          "unset to detect it",
+          static_cast<int>(proto.program_format())));
+  }
   if (proto.device_assignment_size() > 0) {
     const int replicas = proto.num_replicas();
     const int partitions = proto.num_partitions();

@@ -22,7 +22,7 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
   for (const char* capability :
        {"sessions", "sessions.attach", "buffers", "buffers.copy_to_device",
         "buffers.ready_state", "executables", "stats", "cluster",
-        "buffers.cross_host", "executables.stream"}) {
+        "buffers.cross_host", "executables.stream", "executables.stablehlo"}) {
     response->add_capabilities(capability);
   }
   if (!region_socket_.empty()) {

@@ -138,6 +138,13 @@ class Instruction {
     column_ = column;
   }
 
+  // Where the op this instruction came from was written in the user's
+  // source ("model.py:12:3"), when the program said (StableHLO's loc(...)).
+  const std::string& source_location() const { return source_location_; }
+  void set_source_location(std::string location) {
+    source_location_ = std::move(location);
+  }
+
   // "%add.3 (line 12)", for messages.
   std::string Describe() const;
 
@@ -152,6 +159,7 @@ class Instruction {
   Computation* parent_ = nullptr;
   int line_ = 0;
   int column_ = 0;
+  std::string source_location_;
 };
 
 class Computation {

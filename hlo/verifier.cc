@@ -78,9 +78,12 @@ class Verifier {
  private:
   absl::Status Fail(const Instruction& inst, absl::StatusCode code,
                     absl::string_view message) {
-    return absl::Status(
-        code, FormatErrorAt(text_, inst.line(), inst.column(),
-                            absl::StrCat("%", inst.name(), ": ", message)));
+    std::string text = absl::StrCat("%", inst.name(), ": ", message);
+    if (!inst.source_location().empty()) {
+      absl::StrAppend(&text, " (at ", inst.source_location(), ")");
+    }
+    return absl::Status(code,
+                        FormatErrorAt(text_, inst.line(), inst.column(), text));
   }
   absl::Status Invalid(const Instruction& inst, absl::string_view message) {
     return Fail(inst, absl::StatusCode::kInvalidArgument, message);

@@ -20,6 +20,7 @@
 #include "compiler/collectives.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
+#include "hlo/stablehlo.h"
 #include "hlo/verifier.h"
 #include "runtime/execute.h"
 
@@ -135,8 +136,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
     Client* client, absl::string_view hlo_text, const CompileOptions& options) {
   const absl::Time start = absl::Now();
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<hlo::Module> module,
-                        hlo::ParseHloModule(hlo_text));
-  PJRT_RETURN_IF_ERROR(hlo::VerifyModule(*module, hlo_text));
+                        hlo::ParseAndVerifyProgram(hlo_text, options.format));
   PJRT_ASSIGN_OR_RETURN(const compiler::Backend* backend, client->backend());
   std::shared_ptr<Executable> e(new Executable());
   e->client_ = client;

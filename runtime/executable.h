@@ -48,6 +48,7 @@
 #include "base/mutex.h"
 #include "compiler/program.h"
 #include "hlo/shape.h"
+#include "hlo/stablehlo.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
 
@@ -71,6 +72,8 @@ struct CompileOptions {
   std::vector<int> non_donatable_parameters;
   // Bound on any wait for a peer at a collective.
   absl::Duration collective_timeout = absl::Seconds(30);
+  // How to read the program text; kAuto detects HLO or StableHLO.
+  hlo::ProgramFormat format = hlo::ProgramFormat::kAuto;
   // Devices of the other tasks of a cluster, which an assignment may name:
   // this task runs only the replicas and partitions on its own devices.
   struct RemoteDevice {

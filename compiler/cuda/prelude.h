@@ -194,7 +194,8 @@ __device__ __forceinline__ F pj_reduce_precision_bits(F value, int exponent_bits
     else if (x_exp <= min_exp) bits = bits & sign_mask;
   }
   const F result = pj_bitcast<F>(bits);
-  if (value != value) return mantissa_bits > 0 ? value : result;
+  // A NaN without a mantissa bit left is an infinity of its sign.
+  if (value != value) return mantissa_bits > 0 ? value : copysign(F(INFINITY), value);
   return result;
 }
 __device__ __forceinline__ float pj_reduce_precision(float value, int exponent_bits, int mantissa_bits) {
@@ -392,7 +393,7 @@ template <typename R> __device__ pj_complex<R> pj_cpow(pj_complex<R> a, pj_compl
   return pj_cexp(b * pj_clog(a));
 }
 template <typename R> __device__ __forceinline__ pj_u8 pj_to_pred(pj_complex<R> z) {
-  return z.re != R(0) || z.im != R(0) ? 1 : 0;
+  return z.re != R(0) ? 1 : 0;  // the real part only, as every conversion out of complex
 }
 
 // Index arithmetic: division rounding down and up, for b > 0.

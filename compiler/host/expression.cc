@@ -193,7 +193,14 @@ F ReducePrecision(F value, int exponent_bits, int mantissa_bits) {
     }
   }
   F result = std::bit_cast<F>(bits);
-  if (value != value) return mantissa_bits > 0 ? value : result;
+  // A NaN stays a NaN while a mantissa bit is left to say so; without one
+  // it is an infinity of its sign (rounding its mantissa must not carry
+  // into the sign bit).
+  if (value != value) {
+    return mantissa_bits > 0
+               ? value
+               : std::copysign(std::numeric_limits<F>::infinity(), value);
+  }
   return result;
 }
 
@@ -201,6 +208,11 @@ F ReducePrecision(F value, int exponent_bits, int mantissa_bits) {
 // semantics (saturating float-to-integer, NaN to 0, x != 0 to pred).
 template <typename D, typename S>
 D ConvertValue(S s, bool to_pred) {
+  // Complex to pred looks at the real part only, like every conversion out
+  // of complex (StableHLO's convert; XLA's literal conversion).
+  if constexpr (kIsComplex<S>) {
+    if (to_pred) return static_cast<D>(s.real() != 0);
+  }
   if (to_pred) return static_cast<D>(s != S(0));
   if constexpr (kIsComplex<S> && kIsComplex<D>) {
     using R = typename D::value_type;

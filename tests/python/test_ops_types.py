@@ -143,7 +143,7 @@ ENTRY e {
     np.testing.assert_array_equal(to_c128, x.astype(np.complex128))
     np.testing.assert_array_equal(from_f32, r.astype(np.complex64))
     np.testing.assert_array_equal(to_s32, np.trunc(x.real).astype(np.int32))
-    np.testing.assert_array_equal(to_pred, x != 0)
+    np.testing.assert_array_equal(to_pred, x.real != 0)
 
 
 @pytest.mark.parametrize("ty", sorted(CX))
