@@ -23,6 +23,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -1024,7 +1025,15 @@ std::optional<CompiledProgram> CompileFile(
     return std::nullopt;
   }
   program.session = *std::move(session);
-  auto executable = program.session->Compile(*text, options);
+  // The file's name says its format (.mlir: StableHLO, .hlo: HLO text);
+  // otherwise the daemon tells from the text.
+  v1::CompileOptions with_format = options;
+  if (absl::EndsWith(path, ".mlir")) {
+    with_format.set_program_format(v1::PROGRAM_FORMAT_STABLEHLO);
+  } else if (absl::EndsWith(path, ".hlo")) {
+    with_format.set_program_format(v1::PROGRAM_FORMAT_HLO);
+  }
+  auto executable = program.session->Compile(*text, with_format);
   if (!executable.ok()) {
     *exit_code =
         Fail(g, absl::Status(executable.status().code(),
@@ -1430,7 +1439,7 @@ int Main(int argc, char** argv) {
       "  pjrtctl devices\n"
       "  pjrtctl --address unix:///tmp/pjrtd.sock stats --json\n"
       "  pjrtctl health --wait 10\n"
-      "  pjrtctl run model.hlo --input x.npy --output-dir out\n"
+      "  pjrtctl run model.mlir --input x.npy --output-dir out\n"
       "  pjrtctl put x.npy --keep\n"
       "  pjrtctl bench --json\n"
       "  pjrtctl transfer x.npy --from HOST0:PORT --to HOST1:PORT\n",
@@ -1510,18 +1519,21 @@ int Main(int argc, char** argv) {
   std::string compile_file;
   auto* compile = app.add_subcommand(
       "compile",
-      "Compile an HLO text file; print its name, parameter and result shapes,\n"
+      "Compile a program (StableHLO .mlir, as jax.jit(f).lower(x).as_text()\n"
+      "prints it, or HLO text); print its name, parameter and result shapes,\n"
       "compile time and whether the daemon's cache had it. A bad program\n"
       "prints the error with its line, column and a caret (exit 1).\n"
-      "Example: pjrtctl compile model.hlo --json");
-  compile->add_option("FILE", compile_file, "HLO text file")
+      "Example: pjrtctl compile model.mlir --json");
+  compile
+      ->add_option("FILE", compile_file, "StableHLO (.mlir) or HLO text file")
       ->required()
       ->check(CLI::ExistingFile);
   RunOptions run_options;
   auto* run = app.add_subcommand(
       "run",
-      "Compile an HLO text file, run it with .npy inputs (one per parameter,\n"
-      "in order) and write one .npy file per result (a tuple's elements\n"
+      "Compile a program (StableHLO .mlir or HLO text), run it with .npy\n"
+      "inputs (one per parameter, in order) and write one .npy file per\n"
+      "result (a tuple's elements\n"
       "flattened in order) as DIR/out0.npy, out1.npy, ... bf16 parameters\n"
       "take uint16 bit patterns or float32 values; bf16 results are written\n"
       "as uint16 bit patterns. A program over several devices (--replicas,\n"
@@ -1532,7 +1544,8 @@ int Main(int argc, char** argv) {
       "--output-dir out --repeat 10\n"
       "Example: pjrtctl run allreduce.hlo --replicas 4 --input x.npy "
       "--output-dir out");
-  run->add_option("FILE", run_options.file, "HLO text file")
+  run->add_option("FILE", run_options.file,
+                  "StableHLO (.mlir) or HLO text file")
       ->required()
       ->check(CLI::ExistingFile);
   run->add_option("--input", run_options.inputs,

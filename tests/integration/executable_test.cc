@@ -1,14 +1,18 @@
 // Integration tests of the executable path: a real pjrtd, the C++ client and
 // pjrtctl compile/run, over a unix socket and over TCP.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -341,6 +345,119 @@ TEST_P(ExecutableTest, ExecuteOverALaneMatchesGrpc) {
   EXPECT_EQ(sums[0], std::vector<float>({501, 1002, 1503, 2004}));
   EXPECT_EQ(sums[0], sums[1]);
   EXPECT_EQ(errors[0], errors[1]);
+}
+
+std::string ReadSourceFile(const std::string& relative) {
+  std::ifstream file(absl::StrCat(PJRT_SOURCE_DIR, "/", relative));
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// The MLP training step of tests/data, as JAX prints it in StableHLO and in
+// HLO text: through the C++ client the two give the same bytes, and the
+// loss is the one a forward pass written here computes.
+TEST_P(ExecutableTest, StableHloMlpStepMatchesItsHloTwinAndAForwardPass) {
+  constexpr int kBatch = 64, kIn = 784, kHidden = 128, kOut = 10;
+  // Deterministic inputs: scaled like the Python test's.
+  uint64_t state = 12345;
+  const auto uniform = [&]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<float>((state >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
+  };
+  std::vector<float> w1(kIn * kHidden), b1(kHidden), w2(kHidden * kOut),
+      b2(kOut), x(kBatch * kIn);
+  for (float& v : w1) v = uniform() * 0.1f;
+  for (float& v : b1) v = uniform() * 0.1f;
+  for (float& v : w2) v = uniform() * 0.3f;
+  for (float& v : b2) v = uniform() * 0.1f;
+  for (float& v : x) v = uniform() * 2;
+  std::vector<int32_t> labels(kBatch);
+  for (int i = 0; i < kBatch; ++i) labels[i] = (i * 7) % kOut;
+
+  std::vector<std::vector<std::vector<uint8_t>>> results;
+  for (const char* file :
+       {"tests/data/mlp_train_step.mlir", "tests/data/mlp_train_step.hlo"}) {
+    v1::CompileOptions options;
+    if (absl::EndsWith(file, ".mlir")) {
+      options.set_program_format(v1::PROGRAM_FORMAT_STABLEHLO);
+    }
+    auto executable = session_->Compile(ReadSourceFile(file), options);
+    ASSERT_TRUE(executable.ok()) << file << ": " << executable.status();
+    ASSERT_EQ(executable->result_shapes().size(), 5);
+    std::vector<pjrt_client::Buffer> args;
+    const auto upload = [&](v1::DType type, std::vector<int64_t> dims,
+                            auto& data) {
+      auto b = session_->Upload(type, dims, pjrt_client::AsBytes(data), 0);
+      ASSERT_TRUE(b.ok()) << b.status();
+      args.push_back(*std::move(b));
+    };
+    upload(v1::DTYPE_F32, {kIn, kHidden}, w1);
+    upload(v1::DTYPE_F32, {kHidden}, b1);
+    upload(v1::DTYPE_F32, {kHidden, kOut}, w2);
+    upload(v1::DTYPE_F32, {kOut}, b2);
+    upload(v1::DTYPE_F32, {kBatch, kIn}, x);
+    upload(v1::DTYPE_S32, {kBatch}, labels);
+    std::vector<pjrt_client::Buffer*> pointers;
+    for (auto& a : args) pointers.push_back(&a);
+    auto outputs = executable->Execute(pointers, 0);
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    std::vector<std::vector<uint8_t>> bytes;
+    for (auto& o : *outputs) {
+      auto d = o.Download();
+      ASSERT_TRUE(d.ok()) << d.status();
+      bytes.push_back(*std::move(d));
+    }
+    results.push_back(std::move(bytes));
+  }
+  ASSERT_EQ(results.size(), 2);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
+
+  // The loss: mean softmax cross-entropy of relu(x w1 + b1) w2 + b2.
+  double loss = 0;
+  std::vector<double> h(kHidden), logits(kOut);
+  for (int n = 0; n < kBatch; ++n) {
+    for (int j = 0; j < kHidden; ++j) {
+      double z = b1[j];
+      for (int k = 0; k < kIn; ++k)
+        z += double{x[n * kIn + k]} * w1[k * kHidden + j];
+      h[j] = std::max(z, 0.0);
+    }
+    double top = -1e300;
+    for (int o = 0; o < kOut; ++o) {
+      double z = b2[o];
+      for (int j = 0; j < kHidden; ++j) z += h[j] * w2[j * kOut + o];
+      logits[o] = z;
+      top = std::max(top, z);
+    }
+    double sum = 0;
+    for (int o = 0; o < kOut; ++o) sum += std::exp(logits[o] - top);
+    loss -= logits[labels[n]] - top - std::log(sum);
+  }
+  loss /= kBatch;
+  const float got = FromBytes<float>(results[0][4])[0];
+  EXPECT_NEAR(got, loss, 1e-5 * std::abs(loss));
+}
+
+// A StableHLO program's errors point into its own text.
+TEST_P(ExecutableTest, StableHloErrorsNameTheLineOfTheProgram) {
+  const std::string program =
+      "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+      "  %0 = stablehlo.cholesky %x : tensor<4xf32>\n"
+      "  return %0 : tensor<4xf32>\n"
+      "}\n";
+  auto executable = session_->Compile(program);
+  EXPECT_EQ(executable.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(executable.status().message(),
+                                "line 2, column 8: stablehlo.cholesky"))
+      << executable.status();
+  // Told it is HLO text, the daemon reads it as HLO and says so.
+  v1::CompileOptions hlo;
+  hlo.set_program_format(v1::PROGRAM_FORMAT_HLO);
+  auto as_hlo = session_->Compile(program, hlo);
+  EXPECT_EQ(as_hlo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(as_hlo.status().message(), "HloModule"))
+      << as_hlo.status();
 }
 
 TEST_P(ExecutableTest, ATupleRootGivesOneBufferPerElement) {

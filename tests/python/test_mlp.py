@@ -1,7 +1,9 @@
-"""A JAX-style MLP training step (tests/data/mlp_train_step.hlo, written as
-``jax.jit(train_step).lower(...).as_text(dialect="hlo")`` prints it) run
-through the Python client and through ``pjrtctl run``, against the same step
-written in numpy.
+"""A JAX-style MLP training step, as JAX prints it in both formats:
+tests/data/mlp_train_step.mlir as ``jax.jit(train_step).lower(...)
+.as_text()`` prints it (StableHLO) and tests/data/mlp_train_step.hlo as
+``as_text(dialect="hlo")`` does, run through the Python client and through
+``pjrtctl run``, against the same step written in numpy; the two formats
+give bit-identical results.
 
 The step: two dense layers with relu, softmax cross-entropy against one-hot
 labels, backpropagation written out, and SGD with a learning rate of 0.01.
@@ -20,6 +22,8 @@ import pjrt_client
 from conftest import PJRTCTL, REPO
 
 HLO = REPO / "tests" / "data" / "mlp_train_step.hlo"
+STABLEHLO = REPO / "tests" / "data" / "mlp_train_step.mlir"
+PROGRAMS = {"hlo": HLO, "stablehlo": STABLEHLO}
 LEARNING_RATE = 0.01
 BATCH, IN, HIDDEN, OUT = 64, 784, 128, 10
 
@@ -98,8 +102,9 @@ def mlp_client(daemon):
         yield c
 
 
-def test_signature_is_the_train_step(mlp_client):
-    executable = mlp_client.compile(HLO.read_text())
+@pytest.mark.parametrize("program_format", sorted(PROGRAMS))
+def test_signature_is_the_train_step(mlp_client, program_format):
+    executable = mlp_client.compile(PROGRAMS[program_format].read_text())
     assert executable.name == "jit_train_step"
     assert [str(s) for s in executable.parameter_shapes] == [
         "f32[784,128]", "f32[128]", "f32[128,10]", "f32[10]", "f32[64,784]",
@@ -109,11 +114,24 @@ def test_signature_is_the_train_step(mlp_client):
     assert executable.result_is_tuple
 
 
-def test_train_step_through_python_matches_numpy(mlp_client):
+@pytest.mark.parametrize("program_format", sorted(PROGRAMS))
+def test_train_step_through_python_matches_numpy(mlp_client, program_format):
     inputs = make_inputs(seed=1)
-    executable = mlp_client.compile(HLO.read_text())
+    executable = mlp_client.compile(PROGRAMS[program_format].read_text(),
+                                    program_format=program_format)
     outputs = [b.to_numpy() for b in executable.execute(inputs)]
     check_step(outputs, inputs)
+
+
+def test_both_formats_give_bit_identical_results(mlp_client):
+    inputs = make_inputs(seed=5)
+    results = []
+    for path in (HLO, STABLEHLO):
+        executable = mlp_client.compile(path.read_text())
+        results.append([b.to_numpy() for b in executable.execute(inputs)])
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
 
 
 def test_three_chained_steps_lower_the_loss(mlp_client):
@@ -139,7 +157,9 @@ def test_three_chained_steps_lower_the_loss(mlp_client):
                                    atol=ATOL)
 
 
-def test_train_step_through_pjrtctl_matches_numpy(daemon, tmp_path):
+@pytest.mark.parametrize("program_format", sorted(PROGRAMS))
+def test_train_step_through_pjrtctl_matches_numpy(daemon, tmp_path,
+                                                  program_format):
     inputs = make_inputs(seed=3)
     names = ["w1", "b1", "w2", "b2", "x", "labels"]
     args = []
@@ -150,7 +170,7 @@ def test_train_step_through_pjrtctl_matches_numpy(daemon, tmp_path):
     out_dir = tmp_path / "out"
     result = subprocess.run(
         [str(PJRTCTL), "--address", daemon.addresses[1], "--json", "run",
-         str(HLO), *args, "--output-dir", str(out_dir), "--repeat", "2"],
+         str(PROGRAMS[program_format]), *args, "--output-dir", str(out_dir), "--repeat", "2"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr + result.stdout
     doc = json.loads(result.stdout)

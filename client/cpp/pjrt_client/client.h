@@ -253,7 +253,9 @@ class Session {
   // Takes ownership of a buffer of this session known by handle.
   absl::StatusOr<Buffer> Adopt(uint64_t handle);
 
-  // Compiles HLO text (as XLA or jax...as_text(dialect="hlo") prints it).
+  // Compiles a program: StableHLO (as jax.jit(f).lower(x).as_text() prints
+  // it) or HLO text (as XLA or as_text(dialect="hlo") prints it); the
+  // options' program_format says which, or leave it unset to detect it.
   // The daemon caches programs, so compiling one again is cheap. Errors keep
   // the daemon's code and message: INVALID_ARGUMENT with line, column and a
   // caret for bad text, UNIMPLEMENTED naming an unsupported op and its line.

@@ -750,6 +750,21 @@ class Buffer:
         self.delete()
 
 
+_PROGRAM_FORMATS = {
+    None: executable_pb2.PROGRAM_FORMAT_UNSPECIFIED,
+    "hlo": executable_pb2.PROGRAM_FORMAT_HLO,
+    "stablehlo": executable_pb2.PROGRAM_FORMAT_STABLEHLO,
+}
+
+
+def _program_format(name: str | None) -> int:
+    if name not in _PROGRAM_FORMATS:
+        raise InvalidArgumentError(
+            f"program_format={name!r}; use 'stablehlo', 'hlo' or None (told "
+            f"from the text)")
+    return _PROGRAM_FORMATS[name]
+
+
 def _device_id(device: "Device | int | None") -> int:
     if device is None:
         return 0
@@ -1837,11 +1852,14 @@ class Client:
                 num_partitions: int | None = None,
                 device_assignment: Any = None, portable: bool = False,
                 non_donatable_parameters: Sequence[int] = (),
-                collective_timeout: float | None = None) -> Executable:
-        """Compiles an HLO program for this daemon's devices.
+                collective_timeout: float | None = None,
+                program_format: str | None = None) -> Executable:
+        """Compiles a program for this daemon's devices.
 
-        ``hlo_text`` is HLO text as XLA's ``HloModule::ToString()`` or
-        ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` prints it. The
+        ``hlo_text`` is the program: StableHLO as
+        ``jax.jit(f).lower(*args).as_text()`` prints it (MLIR text, pretty
+        or generic syntax), or HLO text as XLA's ``HloModule::ToString()``
+        or ``as_text(dialect="hlo")`` prints it. The
         daemon caches compiled programs: compiling the same text again (from
         any client) is cheap, and :attr:`Executable.cache_hit` says so.
 
@@ -1857,6 +1875,9 @@ class Client:
                 would donate but that must be copied instead.
             collective_timeout: seconds any collective waits for a peer
                 (default 30).
+            program_format: ``"stablehlo"`` or ``"hlo"``; default: told
+                from the text (StableHLO starts with ``module``,
+                ``func.func`` or a ``#`` alias).
 
         Raises:
             InvalidArgumentError: the text does not parse or verify; the
@@ -1877,7 +1898,8 @@ class Client:
             portable=bool(portable),
             non_donatable_parameters=[int(p) for p in
                                       non_donatable_parameters],
-            collective_timeout_seconds=float(collective_timeout or 0))
+            collective_timeout_seconds=float(collective_timeout or 0),
+            program_format=_program_format(program_format))
         if device_assignment is not None:
             rows = [[_device_id(d) for d in row] for row in device_assignment]
             widths = {len(row) for row in rows}
