@@ -439,6 +439,78 @@ TEST_P(ExecutableTest, StableHloMlpStepMatchesItsHloTwinAndAForwardPass) {
   EXPECT_NEAR(got, loss, 1e-5 * std::abs(loss));
 }
 
+// The transformer-block training step of tests/data (StableHLO as JAX
+// prints it, and its HLO twin): the same bytes in both formats, and two
+// chained steps lower the loss.
+TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
+  constexpr int kTokens = 256, kVocab = 300, kWidth = 32, kLayers = 2;
+  uint64_t state = 777;
+  const auto uniform = [&]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<float>((state >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
+  };
+  std::vector<std::vector<float>> params;
+  params.emplace_back(kVocab * kWidth);
+  for (int i = 0; i < 2 * kLayers; ++i) params.emplace_back(kWidth * kWidth);
+  for (auto& p : params) {
+    for (float& v : p)
+      v = uniform() * (p.size() == kVocab * kWidth ? 2.0f : 0.6f);
+  }
+  std::vector<int32_t> ids(kTokens);
+  for (int i = 0; i < kTokens; ++i) ids[i] = (i * 37) % kVocab;
+  std::vector<float> target(kTokens * kWidth);
+  for (float& v : target) v = uniform() * 2;
+
+  std::vector<std::vector<std::vector<uint8_t>>> first_steps;
+  std::vector<float> losses;
+  for (const char* file : {"tests/data/transformer_step.mlir",
+                           "tests/data/transformer_step.hlo"}) {
+    auto executable = session_->Compile(ReadSourceFile(file));
+    ASSERT_TRUE(executable.ok()) << file << ": " << executable.status();
+    std::vector<std::vector<float>> current = params;
+    for (int step = 0; step < 2; ++step) {
+      std::vector<pjrt_client::Buffer> args;
+      for (const auto& p : current) {
+        const int64_t rows = static_cast<int64_t>(p.size()) / kWidth;
+        auto b = session_->Upload(v1::DTYPE_F32, {rows, kWidth},
+                                  pjrt_client::AsBytes(p), 0);
+        ASSERT_TRUE(b.ok()) << b.status();
+        args.push_back(*std::move(b));
+      }
+      auto i = session_->Upload(v1::DTYPE_S32, {kTokens},
+                                pjrt_client::AsBytes(ids), 0);
+      auto t = session_->Upload(v1::DTYPE_F32, {kTokens, kWidth},
+                                pjrt_client::AsBytes(target), 0);
+      ASSERT_TRUE(i.ok() && t.ok());
+      args.push_back(*std::move(i));
+      args.push_back(*std::move(t));
+      std::vector<pjrt_client::Buffer*> pointers;
+      for (auto& a : args) pointers.push_back(&a);
+      auto outputs = executable->Execute(pointers, 0);
+      ASSERT_TRUE(outputs.ok()) << outputs.status();
+      ASSERT_EQ(outputs->size(), current.size() + 1);
+      std::vector<std::vector<uint8_t>> bytes;
+      for (auto& o : *outputs) {
+        auto d = o.Download();
+        ASSERT_TRUE(d.ok()) << d.status();
+        bytes.push_back(*std::move(d));
+      }
+      for (size_t k = 0; k < current.size(); ++k) {
+        current[k] = FromBytes<float>(bytes[k]);
+      }
+      losses.push_back(FromBytes<float>(bytes.back())[0]);
+      if (step == 0) first_steps.push_back(std::move(bytes));
+    }
+  }
+  ASSERT_EQ(first_steps.size(), 2);
+  EXPECT_EQ(first_steps[0], first_steps[1]);
+  ASSERT_EQ(losses.size(), 4);
+  EXPECT_TRUE(std::isfinite(losses[0]));
+  EXPECT_LT(losses[1], losses[0]);
+  EXPECT_EQ(losses[0], losses[2]);
+  EXPECT_EQ(losses[1], losses[3]);
+}
+
 // A StableHLO program's errors point into its own text.
 TEST_P(ExecutableTest, StableHloErrorsNameTheLineOfTheProgram) {
   const std::string program =

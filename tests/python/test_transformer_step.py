@@ -1,7 +1,10 @@
 """A transformer-style training step written as JAX prints it (embedding
 gather, dots, softmax, layer norm, scatter-add gradient; see
-examples/transformer_step.py), run through the Python client and through
-`pjrtctl run`, against the same step in numpy."""
+examples/transformer_step.py), in StableHLO (tests/data/transformer_step.mlir,
+as jax.jit(f).lower(x).as_text() prints it) and in HLO text
+(tests/data/transformer_step.hlo), run through the Python client and through
+`pjrtctl run`, against the same step in numpy; the two formats give
+bit-identical results."""
 
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] /
 import transformer_step  # noqa: E402
 
 SIZES = dict(tokens=256, vocab=300, width=32, layers=2)
+DATA = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data"
+FILES = {"hlo": DATA / "transformer_step.hlo",
+         "stablehlo": DATA / "transformer_step.mlir"}
 
 
 def assert_close(outputs, expected):
@@ -34,12 +40,28 @@ def assert_close(outputs, expected):
         assert np.max(np.abs(got - want)) <= 1e-4 * scale
 
 
-def test_the_step_matches_numpy_through_the_python_client(client):
-    program = transformer_step.program(**SIZES)
+@pytest.mark.parametrize("dialect", sorted(FILES))
+def test_the_checked_in_programs_are_what_the_generator_writes(dialect):
+    assert FILES[dialect].read_text() == transformer_step.program(
+        **SIZES, dialect=dialect)
+
+
+@pytest.mark.parametrize("dialect", sorted(FILES))
+def test_the_step_matches_numpy_through_the_python_client(client, dialect):
+    program = FILES[dialect].read_text()
     args = transformer_step.inputs(**SIZES)
     types = ["f32"] * (len(args) - 2) + ["s32", "f32"]
     outputs = run(client, program, list(zip(types, args)))
     assert_close(outputs, transformer_step.numpy_step(args, SIZES["layers"]))
+
+
+def test_both_formats_give_bit_identical_results(client):
+    args = transformer_step.inputs(**SIZES, seed=3)
+    types = ["f32"] * (len(args) - 2) + ["s32", "f32"]
+    hlo, stablehlo = (run(client, FILES[d].read_text(), list(zip(types, args)))
+                      for d in ("hlo", "stablehlo"))
+    for a, b in zip(hlo, stablehlo):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
 
 
 def test_two_steps_reduce_the_loss(client):
@@ -53,9 +75,10 @@ def test_two_steps_reduce_the_loss(client):
 
 
 @pytest.mark.parametrize("address", ["unix"], indirect=True)
-def test_the_step_matches_numpy_through_pjrtctl_run(address, tmp_path):
-    program = tmp_path / "step.hlo"
-    program.write_text(transformer_step.program(**SIZES))
+@pytest.mark.parametrize("dialect", sorted(FILES))
+def test_the_step_matches_numpy_through_pjrtctl_run(address, tmp_path,
+                                                    dialect):
+    program = FILES[dialect]
     args = transformer_step.inputs(**SIZES)
     command = [str(PJRTCTL), "--address", address, "run", str(program),
                "--output-dir", str(tmp_path / "out")]
