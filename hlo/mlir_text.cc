@@ -1001,6 +1001,9 @@ absl::StatusOr<Operation> Reader::ParseOperation(int depth) {
   if (PeekChar() == '"') {
     PJRT_ASSIGN_OR_RETURN(op.name, StringLiteral());
     PJRT_RETURN_IF_ERROR(GenericOp(depth, &op));
+    if (op.name == "stablehlo.return" || op.name == "return") {
+      op.name = "func.return";
+    }
   } else {
     PJRT_ASSIGN_OR_RETURN(op.name, Identifier("an operation"));
     PJRT_RETURN_IF_ERROR(PrettyOp(depth, &op, name_offset));

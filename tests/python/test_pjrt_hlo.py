@@ -155,3 +155,44 @@ def test_a_program_that_does_not_parse_is_a_usage_error(tmp_path):
     out = hlo("compile", str(bad))
     assert out.returncode == 2
     assert "bad.hlo" in out.stderr
+
+
+STABLEHLO = """module @scale {
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %cst = stablehlo.constant dense<2.000000e+00> : tensor<f32>
+    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<4xf32>
+    %1 = stablehlo.multiply %arg0, %0 : tensor<4xf32>
+    return %1 : tensor<4xf32>
+  }
+}
+"""
+
+
+def test_convert_prints_the_hlo_a_stablehlo_program_becomes(tmp_path):
+    source = tmp_path / "scale.mlir"
+    source.write_text(STABLEHLO)
+    result = hlo("convert", str(source))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("HloModule scale")
+    assert "multiply(" in result.stdout and "ENTRY %main" in result.stdout
+    # What it prints is a program pjrt-hlo runs, with the same results.
+    converted = tmp_path / "scale.hlo"
+    converted.write_text(result.stdout)
+    x = np.array([1, -2, 3.5, 0], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for program, out in ((source, "a"), (converted, "b")):
+        run = hlo("run", str(program), "--platform", "host", "--input",
+                  str(tmp_path / "x.npy"), "--output-dir", str(tmp_path / out))
+        assert run.returncode == 0, run.stderr
+    a = np.load(tmp_path / "a" / "result_0.npy")
+    np.testing.assert_array_equal(a, 2 * x)
+    np.testing.assert_array_equal(a, np.load(tmp_path / "b" / "result_0.npy"))
+
+
+def test_convert_errors_point_into_the_stablehlo_text(tmp_path):
+    source = tmp_path / "bad.mlir"
+    source.write_text(STABLEHLO.replace("stablehlo.multiply", "stablehlo.mul"))
+    result = hlo("convert", str(source))
+    assert result.returncode == 1
+    assert "line 5, column 10: stablehlo.mul" in result.stderr
+    assert "UNIMPLEMENTED" in result.stderr
