@@ -11,17 +11,29 @@ import numpy as np
 import pjrt_client
 
 
-RELU_PLUS_ONE = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->\
-f32[4]{0}}
-
-ENTRY main.6 {
-  Arg_0.1 = f32[4]{0} parameter(0)
-  constant.2 = f32[] constant(0)
-  broadcast.3 = f32[4]{0} broadcast(constant.2), dimensions={}
-  maximum.4 = f32[4]{0} maximum(Arg_0.1, broadcast.3)
-  constant.5 = f32[] constant(1)
-  broadcast.6 = f32[4]{0} broadcast(constant.5), dimensions={}
-  ROOT add.7 = f32[4]{0} add(maximum.4, broadcast.6)
+# relu(x) + 1 as jax.jit(f).lower(x).as_text() prints it (StableHLO): what
+# a JAX user hands pjrtd as it is.
+#
+#   def f(x): return jax.nn.relu(x) + 1
+#   print(jax.jit(f).lower(jnp.zeros(4, jnp.float32)).as_text())
+RELU_PLUS_ONE = """module @jit_f attributes {mhlo.num_partitions = 1 : i32, \
+mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<4xf32> \
+{jax.result_info = ""}) {
+    %0 = call @relu(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+    %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
+    %1 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> \
+tensor<4xf32>
+    %2 = stablehlo.add %0, %1 : tensor<4xf32>
+    return %2 : tensor<4xf32>
+  }
+  func.func private @relu(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> \
+tensor<4xf32>
+    %1 = stablehlo.maximum %arg0, %0 : tensor<4xf32>
+    return %1 : tensor<4xf32>
+  }
 }
 """
 
@@ -58,8 +70,8 @@ def main() -> None:
         print(f"copied 4 MiB from {big.device} to {copy.device}: "
               f"sum {copy.to_numpy().sum():.0f}")
 
-        # An HLO program, as jax.jit(f).lower(x).as_text(dialect="hlo")
-        # prints it: relu(x) + 1.
+        # A StableHLO program (HLO text, as_text(dialect="hlo"), works
+        # too): relu(x) + 1.
         program = client.compile(RELU_PLUS_ONE)
         print(f"compiled {program!r} in {program.compile_seconds:.4f}s "
               f"(cache hit: {program.cache_hit})")
