@@ -4,11 +4,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "compiler/host/thread_pool.h"
+#include "hlo/stablehlo.h"
 #include "nlohmann/json.hpp"
 #include "runtime/client.h"
 #include "runtime/executable.h"
@@ -178,6 +182,30 @@ ENTRY e {
     metrics.push_back(Metric("all_reduce_f32_4_host_devices_4x32MiB_GBps", "GB/s",
                              bytes / ours / 1e9, "memcpy_4x32MiB", bytes / copy / 1e9,
                              0.5));
+  }
+  {  // The StableHLO frontend: the transformer step read and verified from
+     // StableHLO, against its HLO twin read and verified by the HLO parser.
+    const auto read = [](const char* relative) {
+      std::ifstream file(std::string(PJRT_SOURCE_DIR) + "/" + relative);
+      std::stringstream text;
+      text << file.rdbuf();
+      return text.str();
+    };
+    const std::string mlir = read("tests/data/transformer_step.mlir");
+    const std::string hlo = read("tests/data/transformer_step.hlo");
+    double stablehlo = Time(21, [&] {
+      Check(pjrt::hlo::ParseAndVerifyProgram(
+                mlir, pjrt::hlo::ProgramFormat::kStableHlo)
+                .status());
+    });
+    double hlo_only = Time(21, [&] {
+      Check(
+          pjrt::hlo::ParseAndVerifyProgram(hlo, pjrt::hlo::ProgramFormat::kHlo)
+              .status());
+    });
+    metrics.push_back(Metric("stablehlo_transformer_step_reads_per_second",
+                             "1/s", 1 / stablehlo, "hlo_twin_reads_per_second",
+                             1 / hlo_only, 0.3));
   }
   std::cout << nlohmann::json{{"benchmarks", metrics}}.dump(2) << std::endl;
   return 0;

@@ -158,10 +158,14 @@ absl::Status CollectiveGroup(const CollectiveOp& step, const RunContext& c,
               "%s: replica_groups names replica %d but the launch has %d", step.name,
               x, R));
         }
-        if (step.mode == CollectiveOp::Mode::kCrossReplica) {
-          ids.push_back(x * P + p);
-        } else {
-          for (int64_t q = 0; q < P; ++q) ids.push_back(x * P + q);
+      }
+      if (step.mode == CollectiveOp::Mode::kCrossReplica) {
+        for (int64_t x : replicas) ids.push_back(x * P + p);
+      } else {
+        // The group's replicas in every partition, partition by partition
+        // (StableHLO's cross_replica_and_partition, as XLA orders it).
+        for (int64_t q = 0; q < P; ++q) {
+          for (int64_t x : replicas) ids.push_back(x * P + q);
         }
       }
       break;
@@ -177,9 +181,23 @@ absl::Status CollectiveGroup(const CollectiveOp& step, const RunContext& c,
       ids = g != nullptr ? *g : all(R * P);
       break;
     }
-    case CollectiveOp::Mode::kCrossPartition:
-      for (int64_t q = 0; q < P; ++q) ids.push_back(r * P + q);
+    case CollectiveOp::Mode::kCrossPartition: {
+      // replica_groups lists partition ids here; none: every partition.
+      const std::vector<int64_t>* g = find(p, P);
+      if (g == nullptr && !step.replica_groups.empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: partition %d is in none of its replica_groups", step.name, p));
+      }
+      for (int64_t q : g != nullptr ? *g : all(P)) {
+        if (q < 0 || q >= P) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: replica_groups names partition %d but the launch has %d",
+              step.name, q, P));
+        }
+        ids.push_back(r * P + q);
+      }
       break;
+    }
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] == me) *index = static_cast<int>(i);
@@ -258,7 +276,7 @@ absl::Status CheckCollectives(absl::Span<const CollectiveOp* const> ops,
         break;
       }
       case CollectiveOp::Mode::kCrossPartition:
-        sizes = {P};
+        PJRT_ASSIGN_OR_RETURN(sizes, PartitionSizes(s, P, "partition"));
         break;
     }
     const int rank = static_cast<int>(s.input_dims.size());

@@ -497,6 +497,10 @@ class Translator {
                          const std::vector<int64_t>& rhs_dilate,
                          const std::vector<int64_t>& reversal);
   absl::Status Convolution(Builder* b, const Operation& op);
+  absl::Status AllToAll(Builder* b, const Operation& op);
+  // maximum/minimum of complex numbers: the lexicographic order of (real,
+  // imaginary), as StableHLO defines it.
+  absl::Status ComplexMinMax(Builder* b, const Operation& op, bool maximum);
   absl::Status Chlo(Builder* b, const Operation& op, absl::string_view name);
   absl::StatusOr<std::string> ReplicaGroups(const Operation& op);
 
@@ -506,6 +510,7 @@ class Translator {
   absl::flat_hash_map<std::string, std::string> function_computations_;
   absl::flat_hash_set<std::string> functions_in_progress_;
   absl::flat_hash_set<const Attribute*> used_;
+  absl::flat_hash_map<std::string, std::string> shared_regions_;
   int next_id_ = 0;
 };
 
@@ -610,6 +615,20 @@ absl::StatusOr<std::string> Translator::ClosedRegion(Builder* parent,
                                                      const Operation& op,
                                                      const Region& region,
                                                      absl::string_view what) {
+  // A reduce written `applies stablehlo.add` gets its region from the
+  // reader; every such region of one op and element type is the same
+  // computation, built once.
+  std::string shared_key;
+  if (!region.arguments.empty() &&
+      absl::StartsWith(region.arguments[0].name, "%__reduce_") &&
+      !region.operations.empty()) {
+    shared_key = region.operations[0].name;
+    for (const auto& a : region.arguments) {
+      absl::StrAppend(&shared_key, " ", a.type.ToString());
+    }
+    auto it = shared_regions_.find(shared_key);
+    if (it != shared_regions_.end()) return it->second;
+  }
   std::vector<std::string> free = FreeValues(region);
   for (const std::string& name : free) {
     if (name.rfind("%__", 0) == 0) continue;
@@ -647,7 +666,9 @@ absl::StatusOr<std::string> Translator::ClosedRegion(Builder* parent,
     root = Emit(&b, &op, Shape::Tuple(shapes), "tuple", names);
   }
   MarkRoot(&b, root);
-  return Finish(&b);
+  std::string name = Finish(&b);
+  if (!shared_key.empty()) shared_regions_[shared_key] = name;
+  return name;
 }
 
 absl::StatusOr<std::string> Translator::TupleRegion(
@@ -1105,6 +1126,110 @@ absl::Status Translator::Convolution(Builder* b, const Operation& op) {
                        result}});
 }
 
+absl::Status Translator::AllToAll(Builder* b, const Operation& op) {
+  PJRT_ASSIGN_OR_RETURN(int64_t split, Int(op, {"split_dimension"}, {}));
+  PJRT_ASSIGN_OR_RETURN(int64_t concat, Int(op, {"concat_dimension"}, {}));
+  PJRT_ASSIGN_OR_RETURN(int64_t count, Int(op, {"split_count"}, {}));
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  if (in.empty() || op.result_types.size() != in.size()) {
+    return Invalid(op, "needs one result per operand");
+  }
+  PJRT_ASSIGN_OR_RETURN(std::string tail, ReplicaGroups(op));
+  if (const Attribute* channel = Attr(op, {"channel_handle"})) {
+    if (const Attribute* handle = Field(*channel, "handle")) {
+      PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *handle, "channel handle"));
+      if (id > 0) absl::StrAppend(&tail, ", channel_id=", id);
+    }
+  }
+  // Each operand is an all-to-all of its own. HLO's array all-to-all splits
+  // and concatenates one dimension; with two, the split dimension is first
+  // made [count, size / count], the all-to-all exchanges along the count
+  // axis, and a transpose and a reshape move what arrived into the concat
+  // dimension, in the order of the senders.
+  std::vector<Value> results;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Shape& shape = in[i].shape;
+    const Shape& result = op.result_types[i];
+    const int rank = shape.rank();
+    if (split < 0 || split >= rank || concat < 0 || concat >= rank ||
+        count < 1 || shape.dimensions(split) % count != 0) {
+      return Invalid(
+          op,
+          absl::StrFormat("split_dimension %d, concat_dimension %d and "
+                          "split_count %d do not fit the operand %s",
+                          split, concat, count, mlir::MlirTypeString(shape)));
+    }
+    if (split == concat) {
+      results.push_back(
+          Value{Emit(b, &op, result, "all-to-all", {in[i].name},
+                     absl::StrCat("dimensions={", split, "}, ", tail)),
+                result});
+      continue;
+    }
+    std::vector<int64_t> dims(shape.dimensions().begin(),
+                              shape.dimensions().end());
+    std::vector<int64_t> y = dims;
+    y[split] = count;
+    y.insert(y.begin() + split + 1, dims[split] / count);
+    const Shape split_shape(shape.element_type(), y);
+    const std::string reshaped =
+        Emit(b, &op, split_shape, "reshape", {in[i].name});
+    const std::string exchanged =
+        Emit(b, &op, split_shape, "all-to-all", {reshaped},
+             absl::StrCat("dimensions={", split, "}, ", tail));
+    // The count axis goes just before the concat dimension (numbered in y).
+    const int64_t c = concat < split ? concat : concat + 1;
+    std::vector<int64_t> order;
+    for (int64_t a = 0; a < static_cast<int64_t>(y.size()); ++a) {
+      if (a == split) continue;
+      if (a == c) order.push_back(split);
+      order.push_back(a);
+    }
+    std::vector<int64_t> t;
+    for (int64_t a : order) t.push_back(y[a]);
+    const Shape transposed_shape(shape.element_type(), t);
+    const std::string transposed =
+        Emit(b, &op, transposed_shape, "transpose", {exchanged},
+             absl::StrCat("dimensions=", Braced(order)));
+    results.push_back(
+        Value{Emit(b, &op, result, "reshape", {transposed}), result});
+  }
+  return Define(b, op, std::move(results));
+}
+
+absl::Status Translator::ComplexMinMax(Builder* b, const Operation& op,
+                                       bool maximum) {
+  PJRT_RETURN_IF_ERROR(ExpectOperands(op, 2));
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
+  const PrimitiveType part = shape.element_type() == PrimitiveType::kC64
+                                 ? PrimitiveType::kF32
+                                 : PrimitiveType::kF64;
+  std::vector<int64_t> dims(shape.dimensions().begin(),
+                            shape.dimensions().end());
+  const Shape real(part, dims), pred(PrimitiveType::kPred, dims);
+  const auto compare = [&](const std::string& x, const std::string& y,
+                           absl::string_view direction) {
+    return Emit(b, &op, pred, "compare", {x, y},
+                absl::StrCat("direction=", direction));
+  };
+  const std::string ar = Emit(b, &op, real, "real", {in[0].name});
+  const std::string br = Emit(b, &op, real, "real", {in[1].name});
+  const std::string ai = Emit(b, &op, real, "imag", {in[0].name});
+  const std::string bi = Emit(b, &op, real, "imag", {in[1].name});
+  // The first operand wins when its real part is beyond the second's, or
+  // equal to it with the imaginary part beyond or equal.
+  const std::string beyond = compare(ar, br, maximum ? "GT" : "LT");
+  const std::string tie =
+      Emit(b, &op, pred, "and",
+           {compare(ar, br, "EQ"), compare(ai, bi, maximum ? "GE" : "LE")});
+  const std::string pick = Emit(b, &op, pred, "or", {beyond, tie});
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, shape, "select", {pick, in[0].name, in[1].name}),
+             shape}});
+}
+
 absl::StatusOr<std::string> Translator::ReplicaGroups(const Operation& op) {
   const Attribute* a = Attr(op, {"replica_groups"});
   if (a == nullptr) return std::string("replica_groups={}");
@@ -1363,6 +1488,10 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
   }
   if (IsKnownUnsupported(name)) {
     return Unsupported(op, "pjrtd does not run this operation");
+  }
+  if ((name == "maximum" || name == "minimum") && op.result_types.size() == 1 &&
+      IsComplex(op.result_types[0].element_type())) {
+    return ComplexMinMax(b, op, name == "maximum");
   }
   auto elementwise = ElementwiseOps().find(std::string(name));
   if (elementwise != ElementwiseOps().end()) {
@@ -1952,21 +2081,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     return Collective(b, op, "reduce-scatter",
                       absl::StrCat("dimensions={", dim, "}"));
   }
-  if (name == "all_to_all") {
-    PJRT_ASSIGN_OR_RETURN(int64_t split, Int(op, {"split_dimension"}, {}));
-    PJRT_ASSIGN_OR_RETURN(int64_t concat, Int(op, {"concat_dimension"}, {}));
-    Attr(op, {"split_count"});
-    if (split != concat || op.operands.size() != 1) {
-      return Unsupported(
-          op, absl::StrFormat("an all_to_all of one operand with "
-                              "split_dimension equal to concat_dimension "
-                              "is supported; this one splits %d and "
-                              "concatenates %d",
-                              split, concat));
-    }
-    return Collective(b, op, "all-to-all",
-                      absl::StrCat("dimensions={", split, "}"));
-  }
+  if (name == "all_to_all") return AllToAll(b, op);
   if (name == "collective_permute") {
     PJRT_ASSIGN_OR_RETURN(const Attribute* pairs,
                           RequireAttr(op, {"source_target_pairs"}));

@@ -195,7 +195,11 @@ __device__ __forceinline__ F pj_reduce_precision_bits(F value, int exponent_bits
   }
   const F result = pj_bitcast<F>(bits);
   // A NaN without a mantissa bit left is an infinity of its sign.
-  if (value != value) return mantissa_bits > 0 ? value : copysign(F(INFINITY), value);
+  if (value != value) {
+    if (mantissa_bits > 0) return value;
+    const B sign = pj_bitcast<B>(value) & (B(1) << (kMantissa + kExponent));
+    return pj_bitcast<F>(sign | (((B(1) << kExponent) - 1) << kMantissa));
+  }
   return result;
 }
 __device__ __forceinline__ float pj_reduce_precision(float value, int exponent_bits, int mantissa_bits) {

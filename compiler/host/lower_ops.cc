@@ -362,7 +362,12 @@ absl::Status Lowering::EmitCollective(int node) {
     case Opcode::kAllToAll: step.kind = CollectiveStep::Kind::kAllToAll; break;
     default: step.kind = CollectiveStep::Kind::kCollectivePermute; break;
   }
-  if (step.kind == CollectiveStep::Kind::kCollectivePermute) {
+  // XLA's group modes: collective-permute, and an all-to-all without
+  // use_global_device_ids, work across partitions when they have a channel
+  // id.
+  if (step.kind == CollectiveStep::Kind::kCollectivePermute ||
+      (step.kind == CollectiveStep::Kind::kAllToAll &&
+       !a.use_global_device_ids)) {
     step.mode = a.channel_id.has_value() ? CollectiveStep::Mode::kCrossPartition
                                          : CollectiveStep::Mode::kCrossReplica;
   } else if (!a.channel_id.has_value()) {

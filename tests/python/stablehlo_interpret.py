@@ -40,6 +40,15 @@ class Case:
     program: str       # the rewritten chunk, the test function as @main
     checks: list[str]  # "eq" or "almost", one per (value, expected) pair
     reason: str = ""   # why it cannot be a program, if it cannot
+    # interpreter.run_parallel: `program` returns the parallel program's
+    # inputs, then one expected value per check; `parallel` is the program
+    # every device runs (replicas x partitions); check i compares result
+    # checked[i] (the flattened results of every device, replica-major).
+    parallel: str = ""
+    replicas: int = 0
+    partitions: int = 0
+    inputs: int = 0
+    checked: list[int] = dataclasses.field(default_factory=list)
 
 
 _FUNC = re.compile(r"func\.func\s+(?:public\s+|private\s+)?@([\w.$-]+)\s*\(")
@@ -175,6 +184,88 @@ def _rewrite(function: str, name: str) -> tuple[str, list[str], str]:
     return body, checks, ""
 
 
+_RUN_PARALLEL = re.compile(
+    r"(%[\w.$-]+):(\d+)\s*=\s*\"interpreter\.run_parallel\"\(([^)]*)\)\s*"
+    r"\{\s*programs\s*=\s*(\[.*?\]\])\s*\}\s*:\s*\(([^)]*)\)\s*->\s*"
+    r"\(([^)]*)\)", re.S)
+
+
+def _parallel(chunk: str, functions, start: int, end: int,
+              case_name: str) -> Case:
+    """A test function that runs programs on several devices."""
+    function = chunk[start:end]
+    m = _RUN_PARALLEL.search(function)
+    if not m:
+        return Case(case_name, "", [], "uses interpreter.run_parallel in a "
+                                        "form this harness does not read")
+    results, count, operands = m.group(1), int(m.group(2)), m.group(3)
+    grid = [re.findall(r"@([\w.$-]+)", row)
+            for row in re.findall(r"\[([^\[\]]*)\]", m.group(4))]
+    names = {n for row in grid for n in row}
+    if len(names) != 1 or len({len(row) for row in grid}) != 1:
+        return Case(case_name, "", [], "runs different programs on different "
+                                       "devices (interpreter.run_parallel)")
+    (program_name,) = names
+    replicas, partitions = len(grid), len(grid[0])
+    input_types = [t.strip() for t in m.group(5).split(",") if t.strip()]
+    inputs = [o.strip() for o in operands.split(",") if o.strip()]
+    # The setup program: everything but the parallel run, returning its
+    # inputs, then the expected values.
+    setup = function[:m.start()] + function[m.end():]
+    returned, types, checks, checked = list(inputs), list(input_types), [], []
+    out, pos, counter = [], 0, 0
+    for c in re.finditer(r"check\.(\w+)", setup):
+        if c.start() < pos:
+            continue
+        stop = _statement_end(setup, c.start())
+        statement = setup[c.start():stop]
+        out.append(setup[pos:c.start()])
+        pos = stop
+        sm = re.match(r"check\.(expect_eq_const|expect_almost_eq_const)\s+"
+                      + re.escape(results) + r"#(\d+)\s*,\s*(.*)$",
+                      statement, re.S)
+        if not sm:
+            return Case(case_name, "", [], "checks a parallel run in a form "
+                                           "this harness does not read")
+        rest = sm.group(3).strip()
+        ty = rest[rest.rindex(":") + 1:].strip()
+        out.append(f"%__expected{counter} = stablehlo.constant {rest}")
+        returned.append(f"%__expected{counter}")
+        types.append(ty)
+        counter += 1
+        checks.append("eq" if sm.group(1) == "expect_eq_const" else "almost")
+        checked.append(int(sm.group(2)))
+    out.append(setup[pos:])
+    body = "".join(out)
+    ret = f"func.return {', '.join(returned)} : {', '.join(types)}"
+    body, n = re.subn(r"func\.return\b[^\n]*\n", ret + "\n", body, count=1)
+    if n == 0 or not returned:
+        return Case(case_name, "", [], "has no return to rewrite")
+    name = _FUNC.match(chunk, start).group(1)
+    body = re.sub(rf"@{re.escape(name)}\s*\(\s*\)\s*(->\s*\([^)]*\))?",
+                  f"@main() -> ({', '.join(types)})", body, count=1)
+    # The parallel program: the chunk's other functions, the program run on
+    # every device as @main.
+    parts = []
+    for other, s, e in functions:
+        if s == start:
+            continue
+        text = chunk[s:e]
+        if other == program_name:
+            text = re.sub(rf"@{re.escape(other)}\b", "@main", text, count=1)
+        parts.append(text)
+    parallel = (f"module @parallel attributes {{mhlo.num_replicas = "
+                f"{replicas} : i32, mhlo.num_partitions = {partitions} : "
+                f"i32}} {{\n" + "\n".join(parts) + "\n}\n")
+    if count != replicas * partitions * max(1, len(checked) and 1) and \
+            count % (replicas * partitions) != 0:
+        return Case(case_name, "", [], "has results this harness cannot "
+                                       "place on devices")
+    return Case(case_name, body, checks, parallel=parallel,
+                replicas=replicas, partitions=partitions,
+                inputs=len(inputs), checked=checked)
+
+
 def cases() -> list[Case]:
     """Every test function of every interpreter test file, in order."""
     out: list[Case] = []
@@ -186,6 +277,10 @@ def cases() -> list[Case]:
             tests = [f for f in functions if "check." in chunk[f[1]:f[2]]]
             for name, start, end in tests:
                 case_name = f"{path.name}:{index}:{name}"
+                if "interpreter.run_parallel" in chunk[start:end]:
+                    out.append(_parallel(chunk, functions, start, end,
+                                         case_name))
+                    continue
                 body, checks, reason = _rewrite(chunk[start:end], name)
                 if reason:
                     out.append(Case(case_name, "", [], reason))

@@ -416,8 +416,17 @@ def test_collective_matches_numpy(client, kind, dtype, groups, dim, pairs,
             hlo_groups = want_groups = None
             pairs = [[0, 1], [1, 0]]
             want_pairs = [[0, 1], [1, 0], [2, 3], [3, 2]]
+        elif kind == "all-to-all":
+            # With a channel id an all-to-all works across partitions (its
+            # groups list partition ids), as XLA and StableHLO define it.
+            hlo_groups = None if groups is None else [[0, 1]]
+            want_groups = [[0, 1], [2, 3]]
         elif groups is not None:
             hlo_groups, want_groups = [[0], [1]], [[0, 1], [2, 3]]
+        else:
+            # Every replica, in every partition, partition by partition:
+            # (r0 p0), (r1 p0), (r0 p1), (r1 p1).
+            want_groups = [[0, 2, 1, 3]]
     elif permute:
         # Cross-partition over four partitions of one replica.
         header, ids, extra = f"num_partitions={DEVICES}", "partition", \

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import pjrt_client
+from conftest import Daemon
 from hlo_harness import from_wire
 from stablehlo_interpret import (INTERPRET, cases, compare, read_skips,
                                  write_skips)
@@ -25,6 +26,15 @@ def _reason(error: Exception) -> str:
     return re.sub(r"line \d+, column \d+: ", "", first)
 
 
+def _values(executable, args=()) -> list[np.ndarray]:
+    outputs = executable.execute(list(args))
+    try:
+        return [from_wire(b) for b in outputs]
+    finally:
+        for b in outputs:
+            b.delete()
+
+
 def _run(client, case) -> str:
     """"" if the case passes, else why not."""
     if case.reason:
@@ -34,16 +44,13 @@ def _run(client, case) -> str:
     except pjrt_client.Error as e:
         return _reason(e)
     try:
-        outputs = executable.execute([])
-        try:
-            values = [from_wire(b) for b in outputs]
-        finally:
-            for b in outputs:
-                b.delete()
+        values = _values(executable)
     except pjrt_client.Error as e:
         return "run failed: " + _reason(e)
     finally:
         executable.delete()
+    if case.parallel:
+        return _run_parallel(client, case, values)
     for i, kind in enumerate(case.checks):
         why = compare(kind, values[2 * i], values[2 * i + 1])
         if why:
@@ -51,10 +58,57 @@ def _run(client, case) -> str:
     return ""
 
 
+def _run_parallel(client, case, values) -> str:
+    """Runs case.parallel on replicas x partitions devices with the inputs
+    the setup program computed, and checks the results."""
+    inputs, expected = values[:case.inputs], values[case.inputs:]
+    devices = case.replicas * case.partitions
+    try:
+        executable = client.compile(case.parallel)
+    except pjrt_client.Error as e:
+        return _reason(e)
+    try:
+        per_device = case.inputs // devices
+        args = [inputs[d * per_device:(d + 1) * per_device]
+                for d in range(devices)]
+        outputs = executable.execute_replicated(args)
+        results = []
+        for device_outputs in outputs:
+            results += [from_wire(b) for b in device_outputs]
+            for b in device_outputs:
+                b.delete()
+    except pjrt_client.Error as e:
+        return "run failed: " + _reason(e)
+    finally:
+        executable.delete()
+    for i, (kind, index) in enumerate(zip(case.checks, case.checked)):
+        why = compare(kind, results[index], expected[i])
+        if why:
+            return f"wrong result: check {i}: {why}"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def interpreter_client(tmp_path_factory):
+    """A daemon of its own with 8 host devices: the interpreter's parallel
+    tests run on up to 6."""
+    workdir = tmp_path_factory.mktemp("stablehlo")
+    d = Daemon(workdir, "--platform", "host", "--host-devices", "8",
+               "--memory-limit", str(1 << 28),
+               "--listen", f"unix://{workdir}/pjrtd.sock")
+    try:
+        with pjrt_client.connect(d.addresses[0],
+                                 client_name="stablehlo") as c:
+            yield c
+    finally:
+        assert d.stop() == 0, d.log_path.read_text()
+
+
 @pytest.mark.skipif(not INTERPRET.exists(),
                     reason="../shared/reference/stablehlo is not present")
-@pytest.mark.parametrize("address", ["unix"], indirect=True)
-def test_interpreter_tests_pass_or_are_listed_with_their_reason(client):
+def test_interpreter_tests_pass_or_are_listed_with_their_reason(
+        interpreter_client):
+    client = interpreter_client
     all_cases = cases()
     assert len(all_cases) > 500
     outcomes = {case.name: _run(client, case) for case in all_cases}
