@@ -19,6 +19,7 @@
 #include "device/worker_thread.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "hlo/stablehlo.h"
 
 namespace pjrt::daemon {
 namespace {
@@ -184,8 +185,16 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
   if (const auto& account = (*session)->account(); account != nullptr) {
     absl::StrAppend(&scope, "\ntenant=", account->name());
   }
-  std::string key =
-      CompileCacheKey(text, DeterministicBytes(request->options()), scope);
+  // The key names the format the text is read as, so that a program
+  // compiled with its format given and one left to detection share it.
+  v1::CompileOptions keyed = request->options();
+  if (keyed.program_format() == v1::PROGRAM_FORMAT_UNSPECIFIED) {
+    keyed.set_program_format(hlo::DetectProgramFormat(text) ==
+                                     hlo::ProgramFormat::kStableHlo
+                                 ? v1::PROGRAM_FORMAT_STABLEHLO
+                                 : v1::PROGRAM_FORMAT_HLO);
+  }
+  std::string key = CompileCacheKey(text, DeterministicBytes(keyed), scope);
   std::string owner;
   int owner_capacity = 0;
   if (const auto& account = (*session)->account(); account != nullptr) {

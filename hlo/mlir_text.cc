@@ -615,24 +615,25 @@ absl::StatusOr<NamedAttributes> Reader::Dictionary(int depth) {
 
 absl::Status Reader::DenseScalar(Attribute* attribute) {
   Skip();
-  if (TryKeyword("true")) {
-    attribute->scalars.push_back("true");
-  } else if (TryKeyword("false")) {
-    attribute->scalars.push_back("false");
+  const size_t start = pos_;
+  if (TryKeyword("true") || TryKeyword("false")) {
+    attribute->scalars.push_back(text_.substr(start, pos_ - start));
   } else if (TryConsume("(")) {
     attribute->dense_complex = true;
     for (int part = 0; part < 2; ++part) {
       if (part == 1) PJRT_RETURN_IF_ERROR(Expect(",", "between complex parts"));
       bool is_float = false;
       if (!AtNumber()) return Expected("a number in a complex value");
-      PJRT_ASSIGN_OR_RETURN(std::string number, NumberText(&is_float));
-      attribute->scalars.push_back(std::move(number));
+      const size_t number_start = pos_;
+      PJRT_RETURN_IF_ERROR(NumberText(&is_float).status());
+      attribute->scalars.push_back(
+          text_.substr(number_start, pos_ - number_start));
     }
     PJRT_RETURN_IF_ERROR(Expect(")", "to end a complex value"));
   } else if (AtNumber()) {
     bool is_float = false;
-    PJRT_ASSIGN_OR_RETURN(std::string number, NumberText(&is_float));
-    attribute->scalars.push_back(std::move(number));
+    PJRT_RETURN_IF_ERROR(NumberText(&is_float).status());
+    attribute->scalars.push_back(text_.substr(start, pos_ - start));
   } else {
     return Expected("an element value (a number, true, false or (re, im))");
   }
@@ -1551,52 +1552,6 @@ absl::StatusOr<Module> Reader::ReadModule() {
   return module;
 }
 
-// Location resolution: depth-limited scan of loc text.
-void FindLocation(const Module& module, absl::string_view text, int depth,
-                  std::string* file_location, std::string* name) {
-  if (depth > 16 || !file_location->empty()) return;
-  size_t i = 0;
-  while (i < text.size() && file_location->empty()) {
-    const char c = text[i];
-    if (c == '"') {
-      size_t end = i + 1;
-      while (end < text.size() && text[end] != '"') {
-        if (text[end] == '\\') ++end;
-        ++end;
-      }
-      absl::string_view s =
-          text.substr(i + 1, std::min(end, text.size()) - i - 1);
-      i = end + 1;
-      // "file":line:col
-      if (i < text.size() && text[i] == ':') {
-        size_t j = i + 1;
-        while (j < text.size() &&
-               (absl::ascii_isdigit(text[j]) || text[j] == ':')) {
-          ++j;
-        }
-        absl::string_view numbers = text.substr(i, j - i);
-        while (!numbers.empty() && numbers.back() == ':')
-          numbers.remove_suffix(1);
-        *file_location = absl::StrCat(s, numbers);
-        return;
-      }
-      if (name->empty()) *name = std::string(s);
-      continue;
-    }
-    if (c == '#') {
-      size_t end = i + 1;
-      while (end < text.size() && IsSuffixIdChar(text[end])) ++end;
-      auto it = module.location_aliases.find(text.substr(i, end - i));
-      if (it != module.location_aliases.end()) {
-        FindLocation(module, it->second, depth + 1, file_location, name);
-      }
-      i = end;
-      continue;
-    }
-    ++i;
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<Module> ParseMlirModule(absl::string_view text) {
@@ -1604,10 +1559,72 @@ absl::StatusOr<Module> ParseMlirModule(absl::string_view text) {
   return reader.ReadModule();
 }
 
-std::string ResolveLocation(const Module& module, absl::string_view location) {
-  std::string file_location, name;
-  FindLocation(module, location, 0, &file_location, &name);
-  return file_location.empty() ? name : file_location;
+std::string LocationResolver::Resolve(absl::string_view location) {
+  Found found = Scan(location, 0);
+  return found.file.empty() ? found.name : found.file;
+}
+
+// The first "file":line:col in `text` and the first name before it,
+// following #aliases (each resolved once: a chain of aliases that name each
+// other twice over costs its length, not 2^length).
+LocationResolver::Found LocationResolver::Scan(absl::string_view text,
+                                               int depth) {
+  Found found;
+  if (depth > kMaxMlirNesting) return found;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"') {
+      size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') {
+        if (text[end] == '\\') ++end;
+        ++end;
+      }
+      const absl::string_view s =
+          text.substr(i + 1, std::min(end, text.size()) - i - 1);
+      i = end + 1;
+      if (i < text.size() && text[i] == ':') {
+        size_t j = i + 1;
+        while (j < text.size() &&
+               (absl::ascii_isdigit(text[j]) || text[j] == ':')) {
+          ++j;
+        }
+        absl::string_view numbers = text.substr(i, j - i);
+        while (!numbers.empty() && numbers.back() == ':') {
+          numbers.remove_suffix(1);
+        }
+        found.file = absl::StrCat(s, numbers);
+        return found;
+      }
+      if (found.name.empty()) found.name = std::string(s);
+      continue;
+    }
+    if (c == '#') {
+      size_t end = i + 1;
+      while (end < text.size() && IsSuffixIdChar(text[end])) ++end;
+      const std::string alias(text.substr(i, end - i));
+      i = end;
+      auto it = memo_.find(alias);
+      if (it == memo_.end()) {
+        // In progress: a cycle reads as nothing.
+        memo_[alias] = Found();
+        auto definition = module_.location_aliases.find(alias);
+        Found inner;
+        if (definition != module_.location_aliases.end()) {
+          inner = Scan(definition->second, depth + 1);
+        }
+        it = memo_.insert_or_assign(alias, std::move(inner)).first;
+      }
+      if (found.name.empty()) found.name = it->second.name;
+      if (!it->second.file.empty()) {
+        found.file = it->second.file;
+        return found;
+      }
+      continue;
+    }
+    ++i;
+  }
+  return found;
 }
 
 std::string MlirTypeString(const Shape& shape) {

@@ -64,9 +64,10 @@ struct Attribute {
   bool has_type = false;
   Shape type;  // kDense, kType, and a typed number
   // kDense: the scalars as written, flattened ("1", "-2.5e+00", "0x7FC00000",
-  // "true"); a complex element is two entries, real then imaginary. A splat
+  // "true"), pointing into the program's text (which must outlive the
+  // Module); a complex element is two entries, real then imaginary. A splat
   // has one element. `hex` holds dense<"0x..."> raw bytes instead.
-  std::vector<std::string> scalars;
+  std::vector<absl::string_view> scalars;
   bool dense_complex = false;
   bool dense_hex = false;
   std::string hex;
@@ -134,12 +135,29 @@ struct Module {
 
 // Reads a whole program: `module [@name] [attributes {...}] { ... }`, or
 // function definitions at the top level (as StableHLO's tests write them).
+// The Module points into `text`, which must outlive it.
 absl::StatusOr<Module> ParseMlirModule(absl::string_view text);
 
-// "file.py:12:3" for the first file location inside a loc(...) text
-// (following #aliases, callsite callee first, fused locations in order);
-// otherwise the first name in it ("jit(f)/add"); empty when it has neither.
-std::string ResolveLocation(const Module& module, absl::string_view location);
+// Resolves loc(...) texts of one module: "file.py:12:3" for the first file
+// location inside (following #aliases, callsite callee first, fused
+// locations in order); otherwise the first name in it ("jit(f)/add"); empty
+// when it has neither. Each alias is resolved once, whatever the number of
+// ops that name it.
+class LocationResolver {
+ public:
+  explicit LocationResolver(const Module& module) : module_(module) {}
+  std::string Resolve(absl::string_view location);
+
+ private:
+  struct Found {
+    std::string file;
+    std::string name;
+  };
+  Found Scan(absl::string_view text, int depth);
+
+  const Module& module_;
+  absl::flat_hash_map<std::string, Found> memo_;
+};
 
 // The attribute named `name`, or nullptr.
 const Attribute* FindAttribute(const NamedAttributes& attributes,

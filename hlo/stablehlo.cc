@@ -98,6 +98,8 @@ using AttrKind = mlir::Attribute::Kind;
 
 // Deepest nesting of regions and calls the translation follows.
 constexpr int kMaxDepth = 256;
+// Most integers one attribute (a splat of dense<...> included) expands to.
+constexpr int64_t kMaxAttributeValues = int64_t{1} << 20;
 
 struct Value {
   std::string name;  // HLO instruction name, without '%'
@@ -247,7 +249,7 @@ class Translator {
       return out;
     }
     if (a.kind == AttrKind::kDense && !a.dense_hex) {
-      for (const std::string& s : a.scalars) {
+      for (absl::string_view s : a.scalars) {
         int64_t v = 0;
         if (s == "true" || s == "false") {
           v = s == "true";
@@ -259,6 +261,13 @@ class Translator {
         out.push_back(v);
       }
       if (out.size() == 1 && a.type.rank() == 1 && a.type.dimensions(0) > 1) {
+        if (a.type.dimensions(0) > kMaxAttributeValues) {
+          return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                         absl::StrFormat("%s: %s holds %d values; an "
+                                         "attribute holds at most %d",
+                                         op.name, what, a.type.dimensions(0),
+                                         kMaxAttributeValues));
+        }
         out.assign(a.type.dimensions(0), out[0]);  // a splat
       }
       return out;
@@ -294,6 +303,13 @@ class Translator {
                        absl::StrCat(op.name, ": ", what, " must be a matrix"));
       }
       const int64_t r = a.type.dimensions(0), c = a.type.dimensions(1);
+      if (r * c > kMaxAttributeValues) {
+        return ErrorAt(
+            a.position, absl::StatusCode::kInvalidArgument,
+            absl::StrFormat("%s: %s holds %d values; an attribute "
+                            "holds at most %d",
+                            op.name, what, r * c, kMaxAttributeValues));
+      }
       if (flat.size() == 1 && r * c > 1) flat.assign(r * c, flat[0]);
       if (static_cast<int64_t>(flat.size()) != r * c) {
         return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
@@ -803,14 +819,17 @@ absl::StatusOr<std::string> Translator::LiteralText(const Operation& op,
   }
   const bool complex = IsComplex(type);
   const int64_t count = shape.ElementCount();
-  // Scalars as HLO text, one per element (two per complex element).
-  std::vector<std::string> scalars;
   const PrimitiveType part = type == PrimitiveType::kC64 ? PrimitiveType::kF32
                              : type == PrimitiveType::kC128
                                  ? PrimitiveType::kF64
                                  : type;
   const bool is_float = IsFloatingPoint(part);
+  const bool wide = part == PrimitiveType::kF64;
   const int parts = complex ? 2 : 1;
+  // Scalars are read one at a time, from the text or the hex bytes, so that
+  // a large constant costs its HLO text and no more.
+  int64_t scalar_count = 0;
+  std::function<absl::StatusOr<std::string>(int64_t)> scalar;
   if (value.dense_hex) {
     const int bits = type == PrimitiveType::kPred ? 8 : BitWidth(part);
     const int bytes = std::max(1, bits / 8);
@@ -824,125 +843,105 @@ absl::StatusOr<std::string> Translator::LiteralText(const Operation& op,
                                          total, mlir::MlirTypeString(shape),
                                          per * count, per));
     }
-    const auto byte_at = [&](int64_t i) {
-      int v = 0;
-      for (int k = 0; k < 2; ++k) {
-        const char h = hex[2 * i + k];
-        v = v * 16 + (absl::ascii_isdigit(h)
-                          ? h - '0'
-                          : absl::ascii_tolower(h) - 'a' + 10);
+    for (char h : hex) {
+      if (!absl::ascii_isxdigit(static_cast<unsigned char>(h))) {
+        return Invalid(op,
+                       "the hex value holds a character that is not a "
+                       "hexadecimal digit");
       }
-      return static_cast<uint64_t>(v);
+    }
+    scalar_count = total / bytes;
+    scalar = [&hex, bytes, bits, type, part, is_float,
+              wide](int64_t e) -> absl::StatusOr<std::string> {
+      uint64_t pattern = 0;
+      for (int k = 0; k < bytes; ++k) {
+        int v = 0;
+        for (int d = 0; d < 2; ++d) {
+          const char h = hex[2 * (e * bytes + k) + d];
+          v = v * 16 + (absl::ascii_isdigit(h)
+                            ? h - '0'
+                            : absl::ascii_tolower(h) - 'a' + 10);
+        }
+        pattern |= static_cast<uint64_t>(v) << (8 * k);
+      }
+      if (is_float) return FloatText(FloatFromBits(part, pattern), wide);
+      if (type == PrimitiveType::kPred)
+        return std::string(pattern ? "true" : "false");
+      if (IsSignedInteger(type) && bits < 64 && ((pattern >> (bits - 1)) & 1)) {
+        return absl::StrCat(
+            static_cast<int64_t>(pattern | (~uint64_t{0} << bits)));
+      }
+      return absl::StrCat(pattern);
     };
-    for (int64_t e = 0; e < total / bytes; ++e) {
-      uint64_t bits_value = 0;
-      for (int k = 0; k < bytes; ++k)
-        bits_value |= byte_at(e * bytes + k) << (8 * k);
-      if (is_float) {
-        scalars.push_back(FloatText(FloatFromBits(part, bits_value),
-                                    part == PrimitiveType::kF64));
-      } else if (type == PrimitiveType::kPred) {
-        scalars.push_back(bits_value != 0 ? "true" : "false");
-      } else if (IsSignedInteger(type) && bits < 64 &&
-                 (bits_value >> (bits - 1)) & 1) {
-        scalars.push_back(absl::StrCat(
-            static_cast<int64_t>(bits_value | (~uint64_t{0} << bits))));
-      } else {
-        scalars.push_back(absl::StrCat(bits_value));
-      }
-    }
   } else {
-    if (value.dense_complex != complex && !value.scalars.empty() &&
-        value.dense_complex) {
+    if (value.dense_complex && !complex) {
       return Invalid(
           op, absl::StrCat("complex values for ", mlir::MlirTypeString(shape)));
     }
-    for (const std::string& s : value.scalars) {
+    // Real values for a complex type have zero imaginary parts.
+    const bool widen = complex && !value.dense_complex;
+    scalar_count = static_cast<int64_t>(value.scalars.size()) * (widen ? 2 : 1);
+    scalar = [&value, &op, this, widen, type, is_float, part,
+              wide](int64_t k) -> absl::StatusOr<std::string> {
+      if (widen && k % 2 == 1) return std::string("0");
+      const absl::string_view s = value.scalars[widen ? k / 2 : k];
       if (s == "true" || s == "false") {
-        scalars.push_back(
-            type == PrimitiveType::kPred ? s : (s == "true" ? "1" : "0"));
-        continue;
+        if (type == PrimitiveType::kPred) return std::string(s);
+        return std::string(s == "true" ? "1" : "0");
       }
-      const bool hex = absl::StartsWith(absl::StripPrefix(s, "-"), "0x") ||
-                       absl::StartsWith(absl::StripPrefix(s, "-"), "0X");
-      if (hex && is_float) {
-        uint64_t bits_value = 0;
-        if (!absl::SimpleHexAtoi(s, &bits_value)) {
+      absl::string_view digits = s;
+      const bool negative = absl::ConsumePrefix(&digits, "-");
+      if (absl::StartsWith(digits, "0x") || absl::StartsWith(digits, "0X")) {
+        uint64_t pattern = 0;
+        if (!absl::SimpleHexAtoi(digits, &pattern)) {
           return Invalid(op, absl::StrCat("cannot read ", s));
         }
-        scalars.push_back(FloatText(FloatFromBits(part, bits_value),
-                                    part == PrimitiveType::kF64));
-      } else if (hex) {
-        uint64_t bits_value = 0;
-        if (!absl::SimpleHexAtoi(s, &bits_value)) {
-          return Invalid(op, absl::StrCat("cannot read ", s));
+        if (is_float) {
+          const double v = FloatFromBits(part, pattern);
+          return FloatText(negative ? -v : v, wide);
         }
-        scalars.push_back(absl::StrCat(bits_value));
-      } else {
-        scalars.push_back(s);
+        return absl::StrCat(negative ? "-" : "", pattern);
       }
-    }
-    if (!complex && value.dense_complex) {
-      return Invalid(
-          op, absl::StrCat("complex values for ", mlir::MlirTypeString(shape)));
-    }
-    if (complex && !value.dense_complex) {
-      // Real values for a complex type: imaginary parts are zero.
-      std::vector<std::string> pairs;
-      for (const std::string& s : scalars) {
-        pairs.push_back(s);
-        pairs.push_back("0");
-      }
-      scalars = std::move(pairs);
-    }
+      return std::string(s);
+    };
   }
-  const int64_t n = static_cast<int64_t>(scalars.size()) / parts;
+  const int64_t n = scalar_count / parts;
   if (n != 1 && n != count) {
     return Invalid(op, absl::StrFormat("the value has %d element(s); %s has %d",
                                        n, mlir::MlirTypeString(shape), count));
   }
-  const auto element = [&](int64_t i) {
-    if (!complex) return scalars[i];
-    return absl::StrCat("(", scalars[2 * i], ", ", scalars[2 * i + 1], ")");
+  const auto element = [&](int64_t i) -> absl::StatusOr<std::string> {
+    PJRT_ASSIGN_OR_RETURN(std::string first, scalar(parts * i));
+    if (!complex) return first;
+    PJRT_ASSIGN_OR_RETURN(std::string second, scalar(parts * i + 1));
+    return absl::StrCat("(", first, ", ", second, ")");
   };
-  *splat = n == 1 && count != 1;
-  if (*splat || shape.rank() == 0) return element(0);
-  // Nested braces, one level per dimension.
-  std::string out;
-  out.reserve(static_cast<size_t>(count) * 4);
-  std::vector<int64_t> index(shape.rank(), 0);
-  const int rank = shape.rank();
-  if (rank == 0) return element(0);
   if (count == 0) {
-    // Braces only: {} nested per dimension until a zero-size one.
-    std::string s;
-    std::function<void(int)> empty = [&](int d) {
-      s += "{";
-      if (shape.dimensions(d) > 0 && d + 1 < rank) {
-        for (int64_t i = 0; i < shape.dimensions(d); ++i) {
-          if (i) s += ", ";
-          empty(d + 1);
-        }
-      }
-      s += "}";
-    };
-    empty(0);
-    return s;
+    // No elements: a broadcast of a zero scalar, however large the other
+    // dimensions (HLO text would spell out their braces).
+    *splat = true;
+    return std::string(type == PrimitiveType::kPred ? "false"
+                       : complex                    ? "(0, 0)"
+                                                    : "0");
   }
+  *splat = n == 1 && count != 1;
+  const int rank = shape.rank();
+  if (*splat || rank == 0) return element(0);
+  std::string out;
+  // One level of braces per dimension, opened and closed as the row-major
+  // index rolls over.
+  std::vector<int64_t> index(rank, 0);
   for (int64_t i = 0; i < count; ++i) {
-    // Open braces for every dimension whose index is 0 from the innermost
-    // changing one.
     int open = rank;
     for (int d = rank - 1; d >= 0 && index[d] == 0; --d) open = d;
     if (i > 0) out += ", ";
-    for (int d = open; d < rank; ++d) out += "{";
-    out += element(i);
-    int d = rank - 1;
-    while (d >= 0) {
+    out.append(static_cast<size_t>(rank - open), '{');
+    PJRT_ASSIGN_OR_RETURN(std::string text, element(i));
+    out += text;
+    for (int d = rank - 1; d >= 0; --d) {
       if (++index[d] < shape.dimensions(d)) break;
       index[d] = 0;
       out += "}";
-      --d;
     }
   }
   return out;
@@ -2354,6 +2353,7 @@ absl::StatusOr<StableHloTranslation> Translator::Run() {
   }
 
   StableHloTranslation out;
+  mlir::LocationResolver locations(module_);
   out.hlo_text = header + "\n";
   out.origins.push_back(SourceOrigin{1, 1, ""});
   const auto add_line = [&](const std::string& text, const Line* line) {
@@ -2363,8 +2363,7 @@ absl::StatusOr<StableHloTranslation> Translator::Run() {
       origin.line = line->position.line;
       origin.column = line->position.column;
       if (line->origin != nullptr && !line->origin->location.empty()) {
-        origin.location =
-            mlir::ResolveLocation(module_, line->origin->location);
+        origin.location = locations.Resolve(line->origin->location);
       }
     }
     out.origins.push_back(std::move(origin));

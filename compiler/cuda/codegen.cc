@@ -727,9 +727,19 @@ class Generator {
       const std::string name = absl::StrCat("x", k);
       const std::string at = in.contiguous ? "i" : MapExpression(in.map, rank);
       if (in.kind == host::LoopInput::Kind::kIota) {
+        std::string value;
+        if (hlo::IsComplex(in.type)) {
+          // The index as the real part.
+          const char* part =
+              in.type == hlo::PrimitiveType::kC64 ? "float" : "double";
+          value = absl::StrFormat("pj_cmake((%s)(long long)(%s), (%s)0)", part,
+                                  MapExpression(in.map, rank), part);
+        } else {
+          value = Round(in.type, absl::StrFormat("(%s)(long long)(%s)", ct,
+                                                 MapExpression(in.map, rank)));
+        }
         absl::StrAppendFormat(&body, "    const %s %s = %s;\n", ct, name,
-                              Round(in.type, absl::StrFormat("(%s)(long long)(%s)",
-                                                             ct, MapExpression(in.map, rank))));
+                              value);
       } else {
         PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(in.type));
         params.push_back(absl::StrFormat("const %s* in%d", st, k));

@@ -314,8 +314,8 @@ def test_capabilities_include_executables(client):
 def test_readme_python_example_runs(daemon):
     # The README's Python example, against this test's daemon.
     readme = (REPO / "README.md").read_text()
-    blocks = readme.split("```python\n")[1:]
-    example = next(b.split("```")[0] for b in blocks if ".compile(" in b)
+    blocks = [b.split("```")[0] for b in readme.split("```python\n")[1:]]
+    example = next(b for b in blocks if "client.compile(" in b)
     example = example.replace("unix:///tmp/pjrtd.sock", daemon.addresses[0])
     result = subprocess.run([sys.executable, "-c", example],
                             capture_output=True, text=True, timeout=120)

@@ -311,6 +311,49 @@ TEST(StableHloErrorTest, NestingIsCappedWithoutRecursingPastTheLimit) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(StableHloErrorTest, SizesFromTheTextAreCheckedBeforeAnythingIsAllocated) {
+  // A splat attribute of 2^40 values.
+  absl::Status splat = ErrorOf(
+      "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+      "  %0 = \"stablehlo.transpose\"(%x) {permutation = dense<0> : "
+      "tensor<1099511627776xi64>} : (tensor<4xf32>) -> tensor<4xf32>\n"
+      "  return %0 : tensor<4xf32>\n"
+      "}\n");
+  EXPECT_EQ(splat.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(splat.message(), "at most")) << splat;
+  // A constant with no elements but a huge dimension is a broadcast of a
+  // scalar, not 2^40 braces.
+  auto empty = hlo::TranslateStableHlo(
+      "func.func @main() -> tensor<1099511627776x0xf32> {\n"
+      "  %0 = stablehlo.constant dense<> : tensor<1099511627776x0xf32>\n"
+      "  return %0 : tensor<1099511627776x0xf32>\n"
+      "}\n");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_LT(empty->hlo_text.size(), 1000);
+  // A shape past the limits is refused where it is written.
+  absl::Status huge = ErrorOf(
+      "func.func @main(%x: tensor<72057594037927937xf32>) -> tensor<f32> {\n");
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StableHloErrorTest, LocationAliasesThatNameEachOtherResolveOnce) {
+  // Forty aliases, each naming the next twice and the last naming the
+  // first: a naive walk visits 2^40 of them.
+  std::string text =
+      "func.func @main(%x: tensor<2xf32>) -> tensor<3xf32> {\n"
+      "  %0 = stablehlo.negate %x : (tensor<2xf32>) -> tensor<3xf32> "
+      "loc(#l0)\n"
+      "  return %0 : tensor<3xf32>\n"
+      "}\n";
+  for (int i = 0; i < 40; ++i) {
+    absl::StrAppend(&text, "#l", i, " = loc(fused[#l", (i + 1) % 40, ", #l",
+                    (i + 1) % 40, "])\n");
+  }
+  absl::Status status = ErrorOf(text);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "line 2")) << status;
+}
+
 TEST(StableHloErrorTest, RecursionAndMissingFunctionsAreRefused) {
   absl::Status recursion = ErrorOf(
       "func.func private @f(%x: tensor<f32>) -> tensor<f32> {\n"

@@ -14,16 +14,19 @@
 #include "absl/strings/str_cat.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
+#include "hlo/stablehlo.h"
 #include "hlo/verifier.h"
 
 namespace pjrt::testing {
 
-// Every .hlo file under tests/data, sorted.
+// Every program under tests/data (.hlo, and StableHLO .mlir), sorted.
 inline std::vector<std::string> TestPrograms() {
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::recursive_directory_iterator(
            absl::StrCat(PJRT_SOURCE_DIR, "/tests/data"))) {
-    if (e.path().extension() == ".hlo") files.push_back(e.path().string());
+    if (e.path().extension() == ".hlo" || e.path().extension() == ".mlir") {
+      files.push_back(e.path().string());
+    }
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -36,9 +39,9 @@ inline std::unique_ptr<hlo::Module> LoadTestProgram(const std::string& path) {
   std::ifstream file(path);
   std::stringstream text;
   text << file.rdbuf();
-  auto module = hlo::ParseHloModule(text.str());
-  if (!module.ok() || !hlo::VerifyModule(**module, text.str()).ok() ||
-      !hlo::SimplifyModule(module->get()).ok()) {
+  auto module =
+      hlo::ParseAndVerifyProgram(text.str(), hlo::ProgramFormat::kAuto);
+  if (!module.ok() || !hlo::SimplifyModule(module->get()).ok()) {
     return nullptr;
   }
   return *std::move(module);
