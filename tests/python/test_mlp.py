@@ -124,10 +124,15 @@ def test_train_step_through_python_matches_numpy(mlp_client, program_format):
 
 
 def test_both_formats_give_bit_identical_results(mlp_client):
+    # Both compiled afresh (an option of their own makes the cache key) and
+    # run once: on the host platform an f32 product's last bit can depend on
+    # how earlier runs of the program went (docs/testing.md), which is not
+    # what this compares.
     inputs = make_inputs(seed=5)
     results = []
     for path in (HLO, STABLEHLO):
-        executable = mlp_client.compile(path.read_text())
+        executable = mlp_client.compile(path.read_text(),
+                                        collective_timeout=17.0)
         results.append([b.to_numpy() for b in executable.execute(inputs)])
     for got, want in zip(*results):
         assert got.dtype == want.dtype and got.shape == want.shape
