@@ -1,7 +1,7 @@
 """A training step of a small transformer-style model, as HLO text or as
-StableHLO, each written the way JAX prints it (gather for the embedding lookup, dot_general,
-softmax and layer norm from reduce/broadcast, the embedding gradient as a
-scatter-add), and the same step in numpy.
+StableHLO, each written the way JAX prints it (gather for the embedding
+lookup, dot_general, softmax and layer norm from reduce/broadcast, the
+embedding gradient as a scatter-add), and the same step in numpy.
 
     x = E[ids]                                   embedding lookup
     for each layer (W, U):
@@ -164,7 +164,8 @@ class StableHlo(Hlo):
     def const(self, value: float) -> str:
         if value in self.constants:
             return self.constants[value]
-        name = "%cst" if not self.constants else f"%cst_{len(self.constants) - 1}"
+        count = len(self.constants)
+        name = "%cst" if not count else f"%cst_{count - 1}"
         self.constants[value] = name
         return self._emit("f32[]", f"stablehlo.constant dense<"
                                    f"{mlir_float(value)}> : tensor<f32>", name)
@@ -212,7 +213,8 @@ class StableHlo(Hlo):
                                  f"offset_dims = [1], collapsed_slice_dims = "
                                  f"[0], start_index_map = [0], "
                                  f"index_vector_dim = 1>, indices_are_sorted "
-                                 f"= false, slice_sizes = array<i64: 1, {d}>}}>"
+                                 f"= false, slice_sizes = "
+                                 f"array<i64: 1, {d}>}}>"
                                  f" : ({tensor(self.shapes[table])}, "
                                  f"{tensor(self.shapes[ids])}) -> "
                                  f"{tensor(shape)}")
@@ -246,7 +248,9 @@ class StableHlo(Hlo):
         names = ", ".join(name for name, _ in outputs)
         types = ", ".join(tensor(shape) for _, shape in outputs)
         body = "\n".join(self.lines)
-        return f"""module @jit_train_step attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{
+        attributes = ("{mhlo.num_partitions = 1 : i32, "
+                      "mhlo.num_replicas = 1 : i32}")
+        return f"""module @jit_train_step attributes {attributes} {{
   func.func public @main({", ".join(self.arguments)}) -> ({results}) {{
 {body}
     return {names} : {types}

@@ -157,8 +157,9 @@ def _rewrite(function: str, name: str) -> tuple[str, list[str], str]:
                           r"\s*(.*)$", statement, re.S)
             if not sm:
                 return "", [], f"cannot read {statement[:60]!r}"
-            tys = [t.strip() for t in sm.group(4).split(",")] \
-                if sm.group(4).count("tensor") > 1 else [sm.group(4).strip()] * 2
+            written = sm.group(4)
+            tys = ([t.strip() for t in written.split(",")]
+                   if written.count("tensor") > 1 else [written.strip()] * 2)
             returned += [sm.group(1), sm.group(2)]
             types += tys[:2]
             checks.append("eq" if kind == "expect_eq" else
@@ -196,8 +197,9 @@ def _parallel(chunk: str, functions, start: int, end: int,
     function = chunk[start:end]
     m = _RUN_PARALLEL.search(function)
     if not m:
-        return Case(case_name, "", [], "uses interpreter.run_parallel in a "
-                                        "form this harness does not read")
+        return Case(case_name, "", [],
+                    "uses interpreter.run_parallel in a form this harness "
+                    "does not read")
     results, count, operands = m.group(1), int(m.group(2)), m.group(3)
     grid = [re.findall(r"@([\w.$-]+)", row)
             for row in re.findall(r"\[([^\[\]]*)\]", m.group(4))]

@@ -175,7 +175,8 @@ def test_train_step_through_pjrtctl_matches_numpy(daemon, tmp_path,
     out_dir = tmp_path / "out"
     result = subprocess.run(
         [str(PJRTCTL), "--address", daemon.addresses[1], "--json", "run",
-         str(PROGRAMS[program_format]), *args, "--output-dir", str(out_dir), "--repeat", "2"],
+         str(PROGRAMS[program_format]), *args, "--output-dir", str(out_dir),
+         "--repeat", "2"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr + result.stdout
     doc = json.loads(result.stdout)

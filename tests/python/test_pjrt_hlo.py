@@ -160,7 +160,8 @@ def test_a_program_that_does_not_parse_is_a_usage_error(tmp_path):
 STABLEHLO = """module @scale {
   func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
     %cst = stablehlo.constant dense<2.000000e+00> : tensor<f32>
-    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<4xf32>
+    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> \
+tensor<4xf32>
     %1 = stablehlo.multiply %arg0, %0 : tensor<4xf32>
     return %1 : tensor<4xf32>
   }
