@@ -51,6 +51,7 @@ class Case:
     checked: list[int] = dataclasses.field(default_factory=list)
 
 
+_COMMENT = re.compile(r"//[^\n]*")
 _FUNC = re.compile(r"func\.func\s+(?:public\s+|private\s+)?@([\w.$-]+)\s*\(")
 
 
@@ -118,7 +119,7 @@ def _rewrite(function: str, name: str) -> tuple[str, list[str], str]:
         if m.start() < pos:
             continue
         end = _statement_end(function, m.start())
-        statement = function[m.start():end]
+        statement = _COMMENT.sub("", function[m.start():end]).strip()
         kind = m.group(1)
         out.append(function[pos:m.start()])
         pos = end
@@ -220,7 +221,7 @@ def _parallel(chunk: str, functions, start: int, end: int,
         if c.start() < pos:
             continue
         stop = _statement_end(setup, c.start())
-        statement = setup[c.start():stop]
+        statement = _COMMENT.sub("", setup[c.start():stop]).strip()
         out.append(setup[pos:c.start()])
         pos = stop
         sm = re.match(r"check\.(expect_eq_const|expect_almost_eq_const)\s+"
