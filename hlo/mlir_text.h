@@ -37,7 +37,10 @@ struct Position {
 };
 
 struct Attribute;
-using NamedAttributes = std::vector<std::pair<std::string, Attribute>>;
+struct NamedAttribute;
+// `name = value` pairs in the order written (a vector of an incomplete
+// type, which std::vector allows; std::pair would not be).
+using NamedAttributes = std::vector<NamedAttribute>;
 
 struct Attribute {
   enum class Kind {
@@ -72,6 +75,13 @@ struct Attribute {
   bool dense_hex = false;
   std::string hex;
   bool dense_resource = false;
+};
+
+struct NamedAttribute {
+  NamedAttribute(std::string name, Attribute value)
+      : first(std::move(name)), second(std::move(value)) {}
+  std::string first;  // the name
+  Attribute second;   // the value
 };
 
 // A use of a value: %name, or %name#N for result N of a multi-result op.

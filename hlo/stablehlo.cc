@@ -482,6 +482,42 @@ class Translator {
                    std::vector<std::string>* free,
                    absl::flat_hash_set<std::string>* seen, int depth);
   std::string Finish(Builder* b);
+  // The values a function returns against the types it declares.
+  absl::Status CheckReturned(const mlir::Function& f,
+                             const std::vector<Value>& returned) const {
+    if (returned.size() != f.result_types.size()) {
+      return ErrorAt(
+          f.position, absl::StatusCode::kInvalidArgument,
+          absl::StrFormat("@%s returns %d value(s) but declares %d", f.name,
+                          returned.size(), f.result_types.size()));
+    }
+    for (size_t i = 0; i < returned.size(); ++i) {
+      if (returned[i].shape != f.result_types[i]) {
+        return ErrorAt(
+            f.position, absl::StatusCode::kInvalidArgument,
+            absl::StrFormat("@%s returns %s as result %d but "
+                            "declares %s",
+                            f.name, mlir::MlirTypeString(returned[i].shape), i,
+                            mlir::MlirTypeString(f.result_types[i])));
+      }
+    }
+    return absl::OkStatus();
+  }
+  static std::vector<std::string> Names(const std::vector<Value>& values) {
+    std::vector<std::string> names;
+    names.reserve(values.size());
+    for (const Value& v : values) names.push_back(v.name);
+    return names;
+  }
+  // What a computation returns: its one value, or a tuple of its values
+  // (a tuple always with `tuple`).
+  std::string ReturnValue(Builder* b, const Operation* origin,
+                          const std::vector<Value>& values, bool tuple) {
+    if (values.size() == 1 && !tuple) return values[0].name;
+    std::vector<Shape> shapes;
+    for (const Value& v : values) shapes.push_back(v.shape);
+    return Emit(b, origin, Shape::Tuple(shapes), "tuple", Names(values));
+  }
   // Marks the instruction named `root` as its computation's ROOT.
   static void MarkRoot(Builder* b, const std::string& root) {
     const std::string prefix = absl::StrCat("  %", root, " = ");
@@ -669,19 +705,7 @@ absl::StatusOr<std::string> Translator::ClosedRegion(Builder* parent,
   if (returned.empty()) {
     return Invalid(op, absl::StrCat("its ", what, " region returns nothing"));
   }
-  std::string root;
-  if (returned.size() == 1) {
-    root = returned[0].name;
-  } else {
-    std::vector<Shape> shapes;
-    std::vector<std::string> names;
-    for (const Value& v : returned) {
-      shapes.push_back(v.shape);
-      names.push_back(v.name);
-    }
-    root = Emit(&b, &op, Shape::Tuple(shapes), "tuple", names);
-  }
-  MarkRoot(&b, root);
+  MarkRoot(&b, ReturnValue(&b, &op, returned, /*tuple=*/false));
   std::string name = Finish(&b);
   if (!shared_key.empty()) shared_regions_[shared_key] = name;
   return name;
@@ -727,19 +751,7 @@ absl::StatusOr<std::string> Translator::TupleRegion(
       returned.push_back(elements[i]);
     }
   }
-  std::string root;
-  if (returned.size() == 1 && !pass_captures_through) {
-    root = returned[0].name;
-  } else {
-    std::vector<Shape> out_shapes;
-    std::vector<std::string> names;
-    for (const Value& v : returned) {
-      out_shapes.push_back(v.shape);
-      names.push_back(v.name);
-    }
-    root = Emit(&b, &op, Shape::Tuple(out_shapes), "tuple", names);
-  }
-  MarkRoot(&b, root);
+  MarkRoot(&b, ReturnValue(&b, &op, returned, pass_captures_through));
   return Finish(&b);
 }
 
@@ -777,21 +789,8 @@ absl::StatusOr<std::string> Translator::FunctionComputation(
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, f->body.operations, &returned));
-  if (returned.size() != f->result_types.size()) {
-    return ErrorAt(
-        f->position, absl::StatusCode::kInvalidArgument,
-        absl::StrFormat("@%s returns %d value(s) but declares %d", symbol,
-                        returned.size(), f->result_types.size()));
-  }
-  std::string root;
-  if (returned.size() == 1) {
-    root = returned[0].name;
-  } else {
-    std::vector<std::string> names;
-    for (const Value& v : returned) names.push_back(v.name);
-    root = Emit(&b, nullptr, Shape::Tuple(f->result_types), "tuple", names);
-  }
-  MarkRoot(&b, root);
+  PJRT_RETURN_IF_ERROR(CheckReturned(*f, returned));
+  MarkRoot(&b, ReturnValue(&b, nullptr, returned, /*tuple=*/false));
   functions_in_progress_.erase(symbol);
   std::string name = Finish(&b);
   function_computations_[symbol] = name;
@@ -1270,8 +1269,7 @@ absl::Status Translator::Collective(Builder* b, const Operation& op,
                           ClosedRegion(b, op, op.regions[0], "reducer"));
     parts.push_back(absl::StrCat("to_apply=%", reducer));
   }
-  std::vector<std::string> names;
-  for (const Value& v : in) names.push_back(v.name);
+  const std::vector<std::string> names = Names(in);
   return DefineFrom(
       b, op,
       Value{Emit(b, &op, shape, opcode, names, absl::StrJoin(parts, ", ")),
@@ -1469,8 +1467,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
                           FunctionComputation(callee->text, op, b->depth + 1));
     PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultsShape(op));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     if (op.results.empty()) return absl::OkStatus();
     return DefineFrom(b, op,
                       Value{Emit(b, &op, shape, "call", names,
@@ -1496,8 +1493,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
   if (elementwise != ElementwiseOps().end()) {
     PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     std::string opcode = elementwise->second;
     if (shape.element_type() == PrimitiveType::kPred) {
       // On booleans StableHLO's add and maximum are or, multiply and
@@ -1556,8 +1552,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
     PJRT_ASSIGN_OR_RETURN(int64_t dim, Int(op, {"dim", "dimension"}, {}));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return Define(b, op,
                   {Value{Emit(b, &op, shape, "concatenate", names,
                               absl::StrCat("dimensions={", dim, "}")),
@@ -1635,8 +1630,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
     PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
                           Ints(op, {"sizes", "slice_sizes"}));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return Define(
         b, op,
         {Value{Emit(b, &op, shape, "dynamic-slice", names,
@@ -1734,8 +1728,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     if (op.regions.size() != 1) return Invalid(op, "needs one reducer region");
     PJRT_ASSIGN_OR_RETURN(std::string reducer,
                           ClosedRegion(b, op, op.regions[0], "reducer"));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return DefineFrom(b, op,
                       Value{Emit(b, &op, shape, "reduce", names,
                                  absl::StrCat("dimensions=", Braced(dims),
@@ -1749,8 +1742,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     if (op.regions.size() != 1) return Invalid(op, "needs one region");
     PJRT_ASSIGN_OR_RETURN(std::string f,
                           ClosedRegion(b, op, op.regions[0], "computation"));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return Define(b, op,
                   {Value{Emit(b, &op, shape, "map", names,
                               absl::StrCat("dimensions=", Braced(dims),
@@ -1770,8 +1762,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     if (op.regions.size() != 1) return Invalid(op, "needs a comparator region");
     PJRT_ASSIGN_OR_RETURN(std::string comparator,
                           ClosedRegion(b, op, op.regions[0], "comparator"));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return DefineFrom(b, op,
                       Value{Emit(b, &op, shape, "sort", names,
                                  absl::StrCat("dimensions={", dim, "}",
@@ -1848,8 +1839,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     PJRT_ASSIGN_OR_RETURN(std::string update,
                           ClosedRegion(b, op, op.regions[0], "update"));
     parts.push_back(absl::StrCat("to_apply=%", update));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return DefineFrom(
         b, op,
         Value{Emit(b, &op, shape, "scatter", names, absl::StrJoin(parts, ", ")),
@@ -1889,8 +1879,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     std::string attributes = WindowText(size, stride, pad, lhs, rhs, {});
     if (!attributes.empty()) attributes += ", ";
     absl::StrAppend(&attributes, "to_apply=%", reducer);
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return DefineFrom(
         b, op,
         Value{Emit(b, &op, shape, "reduce-window", names, attributes), shape});
@@ -2026,8 +2015,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
                           RequireAttr(op, {"call_target_name"}));
     Shape shape = op.result_types.size() == 1 ? op.result_types[0]
                                               : Shape::Tuple(op.result_types);
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     std::string attributes = absl::StrCat("custom_call_target=\"",
                                           absl::CEscape(target->text), "\"");
     if (const Attribute* sharding = Attr(op, {"mhlo.sharding"})) {
@@ -2049,8 +2037,7 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
         FunctionComputation(decomposition->text, op, b->depth + 1));
     PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultsShape(op));
-    std::vector<std::string> names;
-    for (const Value& v : in) names.push_back(v.name);
+    const std::vector<std::string> names = Names(in);
     return DefineFrom(b, op,
                       Value{Emit(b, &op, shape, "call", names,
                                  absl::StrCat("to_apply=%", computation)),
@@ -2296,21 +2283,8 @@ absl::StatusOr<StableHloTranslation> Translator::Run() {
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, entry->body.operations, &returned));
-  if (returned.size() != entry->result_types.size()) {
-    return ErrorAt(
-        entry->position, absl::StatusCode::kInvalidArgument,
-        absl::StrFormat("@%s returns %d value(s) but declares %d", entry->name,
-                        returned.size(), entry->result_types.size()));
-  }
-  std::string root;
-  if (returned.size() == 1) {
-    root = returned[0].name;
-  } else {
-    std::vector<std::string> names;
-    for (const Value& v : returned) names.push_back(v.name);
-    root = Emit(&b, nullptr, Shape::Tuple(entry->result_types), "tuple", names);
-  }
-  MarkRoot(&b, root);
+  PJRT_RETURN_IF_ERROR(CheckReturned(*entry, returned));
+  MarkRoot(&b, ReturnValue(&b, nullptr, returned, /*tuple=*/false));
   Finish(&b);
 
   // Module header: name, replicas, partitions, donations.
