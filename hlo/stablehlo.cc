@@ -419,6 +419,12 @@ class Translator {
           !op.result_types[0].IsTuple())) {
       return Define(b, op, {v});
     }
+    if (!v.shape.IsTuple() ||
+        v.shape.tuple_shapes().size() != op.results.size()) {
+      return Invalid(op,
+                     absl::StrFormat("defines %d result(s) where it has %s",
+                                     op.results.size(), v.shape.ToString()));
+    }
     std::vector<Value> results;
     for (size_t i = 0; i < op.results.size(); ++i) {
       results.push_back(Value{EmitGte(b, &op, v, static_cast<int>(i)),
@@ -1321,7 +1327,7 @@ absl::Status Translator::While(Builder* b, const Operation& op) {
                   absl::StrCat("condition=%", cond, ", body=%", body)),
              tuple};
   std::vector<Value> results;
-  for (size_t i = 0; i < op.results.size(); ++i) {
+  for (size_t i = 0; i < in.size(); ++i) {
     results.push_back(
         Value{EmitGte(b, &op, loop, static_cast<int>(i)), shapes[i]});
   }
@@ -1534,8 +1540,9 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
   if (name == "dynamic_reshape") {
     PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
-    return Define(
-        b, op, {Value{Emit(b, &op, shape, "reshape", {in.at(0).name}), shape}});
+    if (in.size() != 2) return ExpectOperands(op, 2);
+    return Define(b, op,
+                  {Value{Emit(b, &op, shape, "reshape", {in[0].name}), shape}});
   }
   if (name == "transpose" || name == "reverse") {
     PJRT_RETURN_IF_ERROR(ExpectOperands(op, 1));
@@ -2013,6 +2020,12 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
     PJRT_ASSIGN_OR_RETURN(const Attribute* target,
                           RequireAttr(op, {"call_target_name"}));
+    if (op.result_types.size() != op.results.size()) {
+      return Invalid(
+          op, absl::StrFormat("has %d result(s) but %d result "
+                              "type(s)",
+                              op.results.size(), op.result_types.size()));
+    }
     Shape shape = op.result_types.size() == 1 ? op.result_types[0]
                                               : Shape::Tuple(op.result_types);
     const std::vector<std::string> names = Names(in);

@@ -336,6 +336,48 @@ TEST(StableHloErrorTest, SizesFromTheTextAreCheckedBeforeAnythingIsAllocated) {
   EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(StableHloErrorTest, ResultCountsThatDisagreeAreErrorsNotCrashes) {
+  for (const char* text : {
+           // A loop of one variable said to define three results.
+           "func.func @main(%x: tensor<i32>) -> tensor<i32> {\n"
+           "  %r:3 = stablehlo.while(%a = %x) : tensor<i32>\n"
+           "   cond {\n"
+           "    %c = stablehlo.compare LT, %a, %a : (tensor<i32>, "
+           "tensor<i32>) -> tensor<i1>\n"
+           "    stablehlo.return %c : tensor<i1>\n"
+           "  } do {\n"
+           "    stablehlo.return %a : tensor<i32>\n"
+           "  }\n"
+           "  return %x : tensor<i32>\n"
+           "}\n",
+           // Three results, two types.
+           "func.func @main(%x: tensor<i32>) -> tensor<i32> {\n"
+           "  %r:3 = \"stablehlo.custom_call\"(%x) {call_target_name = "
+           "\"Sharding\"} : (tensor<i32>) -> (tensor<i32>, tensor<i32>)\n"
+           "  return %x : tensor<i32>\n"
+           "}\n",
+           // A reshape without operands.
+           "func.func @main(%x: tensor<i32>) -> tensor<i32> {\n"
+           "  %r = \"stablehlo.dynamic_reshape\"() : () -> tensor<i32>\n"
+           "  return %x : tensor<i32>\n"
+           "}\n",
+           // A sort said to define more results than it has operands.
+           "func.func @main(%x: tensor<2xi32>) -> tensor<2xi32> {\n"
+           "  %r:2 = \"stablehlo.sort\"(%x) ({\n"
+           "  ^bb0(%p: tensor<i32>, %q: tensor<i32>):\n"
+           "    %c = stablehlo.compare LT, %p, %q : (tensor<i32>, "
+           "tensor<i32>) -> tensor<i1>\n"
+           "    stablehlo.return %c : tensor<i1>\n"
+           "  }) : (tensor<2xi32>) -> (tensor<2xi32>, tensor<2xi32>)\n"
+           "  return %x : tensor<2xi32>\n"
+           "}\n",
+       }) {
+    absl::Status status = ErrorOf(text);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "line 2")) << status;
+  }
+}
+
 TEST(StableHloErrorTest, LocationAliasesThatNameEachOtherResolveOnce) {
   // Forty aliases, each naming the next twice and the last naming the
   // first: a naive walk visits 2^40 of them.
