@@ -378,7 +378,11 @@ TEST_P(ExecutableTest, StableHloMlpStepMatchesItsHloTwinAndAForwardPass) {
   std::vector<std::vector<std::vector<uint8_t>>> results;
   for (const char* file :
        {"tests/data/mlp_train_step.mlir", "tests/data/mlp_train_step.hlo"}) {
+    // An executable of its own for each transport, run once: on the host
+    // platform the last bit of an f32 product can depend on the runs before
+    // (docs/testing.md), which is not what this compares.
     v1::CompileOptions options;
+    options.set_collective_timeout_seconds(17 + GetParam());
     if (absl::EndsWith(file, ".mlir")) {
       options.set_program_format(v1::PROGRAM_FORMAT_STABLEHLO);
     }
@@ -440,8 +444,8 @@ TEST_P(ExecutableTest, StableHloMlpStepMatchesItsHloTwinAndAForwardPass) {
 }
 
 // The transformer-block training step of tests/data (StableHLO as JAX
-// prints it, and its HLO twin): the same bytes in both formats, and two
-// chained steps lower the loss.
+// prints it, and its HLO twin): the same bytes in both formats for a first
+// step, and two chained steps lower the loss alike.
 TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
   constexpr int kTokens = 256, kVocab = 300, kWidth = 32, kLayers = 2;
   uint64_t state = 777;
@@ -465,7 +469,10 @@ TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
   std::vector<float> losses;
   for (const char* file : {"tests/data/transformer_step.mlir",
                            "tests/data/transformer_step.hlo"}) {
-    auto executable = session_->Compile(ReadSourceFile(file));
+    // Fresh executables, as in the MLP test above.
+    v1::CompileOptions options;
+    options.set_collective_timeout_seconds(19 + GetParam());
+    auto executable = session_->Compile(ReadSourceFile(file), options);
     ASSERT_TRUE(executable.ok()) << file << ": " << executable.status();
     std::vector<std::vector<float>> current = params;
     for (int step = 0; step < 2; ++step) {
@@ -507,8 +514,9 @@ TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
   ASSERT_EQ(losses.size(), 4);
   EXPECT_TRUE(std::isfinite(losses[0]));
   EXPECT_LT(losses[1], losses[0]);
+  EXPECT_LT(losses[3], losses[2]);
   EXPECT_EQ(losses[0], losses[2]);
-  EXPECT_EQ(losses[1], losses[3]);
+  EXPECT_NEAR(losses[1], losses[3], 1e-5 * losses[1]);
 }
 
 // A StableHLO program's errors point into its own text.
