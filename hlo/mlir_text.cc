@@ -456,6 +456,17 @@ class Reader {
   absl::Status PrettyOp(int depth, Operation* op, size_t name_offset);
   absl::Status Signature(int depth, Operation* op);
   absl::Status PrettyOperandsAndKeys(int depth, Operation* op);
+  // %a, %b, ... (at least one).
+  absl::Status OperandList(Operation* op);
+  // ( [%a, %b, ...] )
+  absl::Status ParenthesizedOperands(Operation* op);
+  // A {...} dictionary at the cursor, added to the op's attributes.
+  absl::Status AppendDictionary(int depth, Operation* op);
+  // AppendDictionary when the cursor is at a '{'.
+  absl::Status TrailingAttributes(int depth, Operation* op) {
+    if (PeekChar() != '{') return absl::OkStatus();
+    return AppendDictionary(depth, op);
+  }
   absl::Status ReduceOp(int depth, Operation* op);
   absl::Status WhileOp(int depth, Operation* op);
   absl::Status ConvolutionOp(int depth, Operation* op);
@@ -1013,15 +1024,29 @@ absl::StatusOr<Operation> Reader::ParseOperation(int depth) {
   return op;
 }
 
-absl::Status Reader::GenericOp(int depth, Operation* op) {
+absl::Status Reader::OperandList(Operation* op) {
+  do {
+    PJRT_ASSIGN_OR_RETURN(ValueUse use, Use());
+    op->operands.push_back(std::move(use));
+  } while (TryConsume(","));
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ParenthesizedOperands(Operation* op) {
   PJRT_RETURN_IF_ERROR(Expect("(", "and the operands"));
-  if (!TryConsume(")")) {
-    do {
-      PJRT_ASSIGN_OR_RETURN(ValueUse use, Use());
-      op->operands.push_back(std::move(use));
-    } while (TryConsume(","));
-    PJRT_RETURN_IF_ERROR(Expect(")", "to end the operands"));
-  }
+  if (TryConsume(")")) return absl::OkStatus();
+  PJRT_RETURN_IF_ERROR(OperandList(op));
+  return Expect(")", "to end the operands");
+}
+
+absl::Status Reader::AppendDictionary(int depth, Operation* op) {
+  PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
+  for (auto& a : attributes) op->attributes.push_back(std::move(a));
+  return absl::OkStatus();
+}
+
+absl::Status Reader::GenericOp(int depth, Operation* op) {
+  PJRT_RETURN_IF_ERROR(ParenthesizedOperands(op));
   if (At("[")) {
     return Unimplemented(pos_,
                          "operations with successor blocks are not "
@@ -1029,9 +1054,8 @@ absl::Status Reader::GenericOp(int depth, Operation* op) {
   }
   if (TryConsume("<{")) {
     pos_ -= 1;  // back onto the '{'
-    PJRT_ASSIGN_OR_RETURN(NamedAttributes properties, Dictionary(depth + 1));
+    PJRT_RETURN_IF_ERROR(AppendDictionary(depth, op));
     PJRT_RETURN_IF_ERROR(Expect(">", "to end the properties <{...}>"));
-    for (auto& p : properties) op->attributes.push_back(std::move(p));
   }
   if (TryConsume("(")) {
     do {
@@ -1040,10 +1064,7 @@ absl::Status Reader::GenericOp(int depth, Operation* op) {
     } while (TryConsume(","));
     PJRT_RETURN_IF_ERROR(Expect(")", "to end the regions"));
   }
-  if (PeekChar() == '{') {
-    PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-    for (auto& a : attributes) op->attributes.push_back(std::move(a));
-  }
+  PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
   return Signature(depth, op);
 }
 
@@ -1100,10 +1121,7 @@ absl::Status Reader::PrettyOperandsAndKeys(int depth, Operation* op) {
     }
     first = false;
   }
-  if (PeekChar() == '{') {
-    PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-    for (auto& a : attributes) op->attributes.push_back(std::move(a));
-  }
+  PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
   return absl::OkStatus();
 }
 
@@ -1133,10 +1151,7 @@ absl::Status Reader::ReduceOp(int depth, Operation* op) {
   PJRT_RETURN_IF_ERROR(Expect("="));
   PJRT_ASSIGN_OR_RETURN(Attribute dims, ParseAttribute(depth + 1));
   op->attributes.emplace_back("dimensions", std::move(dims));
-  if (PeekChar() == '{') {
-    PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-    for (auto& a : attributes) op->attributes.push_back(std::move(a));
-  }
+  PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
   PJRT_RETURN_IF_ERROR(Signature(depth, op));
   const size_t n = inputs.size();
   if (!applies.empty()) {
@@ -1226,8 +1241,7 @@ absl::Status Reader::WhileOp(int depth, Operation* op) {
                         names.size(), types.size()));
   }
   if (TryKeyword("attributes")) {
-    PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-    for (auto& a : attributes) op->attributes.push_back(std::move(a));
+    PJRT_RETURN_IF_ERROR(AppendDictionary(depth, op));
   }
   op->result_types = types;
   op->operand_types = types;
@@ -1247,10 +1261,7 @@ absl::Status Reader::WhileOp(int depth, Operation* op) {
 absl::Status Reader::ConvolutionOp(int depth, Operation* op) {
   // (%lhs, %rhs) dim_numbers = [..]x[..]->[..], window = {...} {attrs} : sig
   PJRT_RETURN_IF_ERROR(Expect("(", "after stablehlo.convolution"));
-  do {
-    PJRT_ASSIGN_OR_RETURN(ValueUse use, Use());
-    op->operands.push_back(std::move(use));
-  } while (TryConsume(","));
+  PJRT_RETURN_IF_ERROR(OperandList(op));
   PJRT_RETURN_IF_ERROR(Expect(")", "to end the convolution's operands"));
   while (!AtKeyword("dim_numbers") && !AtKeyword("window") && At(",")) ++pos_;
   while (true) {
@@ -1289,10 +1300,7 @@ absl::Status Reader::ConvolutionOp(int depth, Operation* op) {
     }
     TryConsume(",");
   }
-  if (PeekChar() == '{') {
-    PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-    for (auto& a : attributes) op->attributes.push_back(std::move(a));
-  }
+  PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
   return Signature(depth, op);
 }
 
@@ -1301,10 +1309,7 @@ absl::Status Reader::PrettyOp(int depth, Operation* op, size_t name_offset) {
   if (name == "return" || name == "func.return" || name == "stablehlo.return") {
     op->name = "func.return";
     if (PeekChar() == '%') {
-      do {
-        PJRT_ASSIGN_OR_RETURN(ValueUse use, Use());
-        op->operands.push_back(std::move(use));
-      } while (TryConsume(","));
+      PJRT_RETURN_IF_ERROR(OperandList(op));
       PJRT_RETURN_IF_ERROR(Expect(":", "and the returned types"));
       PJRT_ASSIGN_OR_RETURN(op->operand_types, TypeList(depth + 1));
       op->has_operand_types = true;
@@ -1322,25 +1327,12 @@ absl::Status Reader::PrettyOp(int depth, Operation* op, size_t name_offset) {
     op->attributes.emplace_back(
         op->name == "func.call" ? "callee" : "call_target_name",
         std::move(callee));
-    PJRT_RETURN_IF_ERROR(Expect("(", "and the operands"));
-    if (!TryConsume(")")) {
-      do {
-        PJRT_ASSIGN_OR_RETURN(ValueUse use, Use());
-        op->operands.push_back(std::move(use));
-      } while (TryConsume(","));
-      PJRT_RETURN_IF_ERROR(Expect(")", "to end the operands"));
-    }
-    if (PeekChar() == '{') {
-      PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-      for (auto& a : attributes) op->attributes.push_back(std::move(a));
-    }
+    PJRT_RETURN_IF_ERROR(ParenthesizedOperands(op));
+    PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
     return Signature(depth, op);
   }
   if (name == "stablehlo.constant") {
-    if (PeekChar() == '{') {
-      PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-      for (auto& a : attributes) op->attributes.push_back(std::move(a));
-    }
+    PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
     PJRT_ASSIGN_OR_RETURN(Attribute value, ParseAttribute(depth + 1));
     if (!value.has_type) return Expected("the constant's value and type");
     op->result_types.push_back(value.type);
@@ -1367,10 +1359,7 @@ absl::Status Reader::PrettyOp(int depth, Operation* op, size_t name_offset) {
                             Identifier("a comparison type (FLOAT, SIGNED...)"));
       op->attributes.emplace_back("compare_type", std::move(type));
     }
-    if (PeekChar() == '{') {
-      PJRT_ASSIGN_OR_RETURN(NamedAttributes attributes, Dictionary(depth + 1));
-      for (auto& a : attributes) op->attributes.push_back(std::move(a));
-    }
+    PJRT_RETURN_IF_ERROR(TrailingAttributes(depth, op));
     return Signature(depth, op);
   }
   if (name == "stablehlo.composite") {

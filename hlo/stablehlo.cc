@@ -16,8 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <map>
-#include <set>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,17 +40,6 @@
 #include "hlo/verifier.h"
 
 namespace pjrt::hlo {
-
-absl::string_view ProgramFormatName(ProgramFormat format) {
-  switch (format) {
-    case ProgramFormat::kHlo:
-      return "hlo";
-    case ProgramFormat::kStableHlo:
-      return "stablehlo";
-    default:
-      return "auto";
-  }
-}
 
 std::optional<ProgramFormat> ProgramFormatFromName(absl::string_view name) {
   if (name.empty() || name == "auto") return ProgramFormat::kAuto;
@@ -357,21 +345,47 @@ class Translator {
   std::string NewName(absl::string_view base) {
     return absl::StrCat(SanitizeName(base), ".", next_id_++);
   }
-  std::string Emit(Builder* b, const Operation* origin, const Shape& shape,
-                   absl::string_view opcode,
-                   const std::vector<std::string>& operands,
-                   absl::string_view attributes = "") {
+  // One instruction: `opcode(inside), attributes`; returns its name.
+  std::string EmitLine(Builder* b, const Operation* origin, const Shape& shape,
+                       absl::string_view opcode, absl::string_view inside,
+                       absl::string_view attributes = "") {
     const std::string name = NewName(opcode);
-    std::vector<std::string> refs;
-    for (const std::string& o : operands) refs.push_back(absl::StrCat("%", o));
-    std::string line =
-        absl::StrCat("  %", name, " = ", shape.ToString(), " ", opcode, "(",
-                     absl::StrJoin(refs, ", "), ")");
+    std::string line = absl::StrCat("  %", name, " = ", shape.ToString(), " ",
+                                    opcode, "(", inside, ")");
     if (!attributes.empty()) absl::StrAppend(&line, ", ", attributes);
     b->computation.lines.push_back(
         Line{std::move(line), origin,
              origin != nullptr ? origin->position : mlir::Position()});
     return name;
+  }
+  // An instruction of `operands` (instruction names).
+  std::string Emit(Builder* b, const Operation* origin, const Shape& shape,
+                   absl::string_view opcode,
+                   const std::vector<std::string>& operands,
+                   absl::string_view attributes = "") {
+    std::vector<std::string> refs;
+    for (const std::string& o : operands) refs.push_back(absl::StrCat("%", o));
+    return EmitLine(b, origin, shape, opcode, absl::StrJoin(refs, ", "),
+                    attributes);
+  }
+  // Parameter `number`, written where `argument` is.
+  std::string EmitParameter(Builder* b, const Shape& shape, int64_t number,
+                            mlir::Position argument) {
+    const std::string name =
+        EmitLine(b, nullptr, shape, "parameter", absl::StrCat(number));
+    b->computation.lines.back().position = argument;
+    return name;
+  }
+  // The channel id of a collective: its channel_handle's handle when
+  // positive.
+  absl::StatusOr<std::optional<int64_t>> ChannelId(const Operation& op) {
+    const Attribute* channel = Attr(op, {"channel_handle"});
+    if (channel == nullptr) return std::nullopt;
+    const Attribute* handle = Field(*channel, "handle");
+    if (handle == nullptr) return std::nullopt;
+    PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *handle, "channel handle"));
+    if (id <= 0) return std::nullopt;
+    return id;
   }
   std::string EmitGte(Builder* b, const Operation* origin, const Value& tuple,
                       int index) {
@@ -699,12 +713,8 @@ absl::StatusOr<std::string> Translator::ClosedRegion(Builder* parent,
   b.computation.name = NewName(absl::StrCat("region_", what));
   for (size_t i = 0; i < region.arguments.size(); ++i) {
     const auto& a = region.arguments[i];
-    const std::string name = Emit(&b, &op, a.type, "parameter", {}, "");
-    // parameter(N): patch the number into the line.
-    std::string& line = b.computation.lines.back().text;
-    line.replace(line.rfind("()"), 2, absl::StrCat("(", i, ")"));
-    b.computation.lines.back().position = a.position;
-    b.values[a.name] = Value{name, a.type};
+    b.values[a.name] = Value{
+        EmitParameter(&b, a.type, static_cast<int64_t>(i), a.position), a.type};
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, region.operations, &returned));
@@ -728,11 +738,7 @@ absl::StatusOr<std::string> Translator::TupleRegion(
   std::vector<Shape> shapes = argument_shapes;
   for (const Value& v : captured) shapes.push_back(v.shape);
   const Shape tuple = Shape::Tuple(shapes);
-  Value param{Emit(&b, &op, tuple, "parameter", {}), tuple};
-  {
-    std::string& line = b.computation.lines.back().text;
-    line.replace(line.rfind("()"), 2, "(0)");
-  }
+  Value param{EmitLine(&b, &op, tuple, "parameter", "0"), tuple};
   if (region.arguments.size() != argument_shapes.size()) {
     return Invalid(op, absl::StrFormat("its %s region takes %d argument(s); "
                                        "it must take %d",
@@ -787,11 +793,8 @@ absl::StatusOr<std::string> Translator::FunctionComputation(
   b.computation.name = NewName(symbol);
   for (size_t i = 0; i < f->arguments.size(); ++i) {
     const auto& a = f->arguments[i];
-    const std::string name = Emit(&b, nullptr, a.type, "parameter", {});
-    std::string& line = b.computation.lines.back().text;
-    line.replace(line.rfind("()"), 2, absl::StrCat("(", i, ")"));
-    b.computation.lines.back().position = a.position;
-    b.values[a.name] = Value{name, a.type};
+    b.values[a.name] = Value{
+        EmitParameter(&b, a.type, static_cast<int64_t>(i), a.position), a.type};
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, f->body.operations, &returned));
@@ -963,19 +966,14 @@ absl::Status Translator::Constant(Builder* b, const Operation& op) {
                         LiteralText(op, *value, shape, &splat));
   if (splat) {
     const std::string scalar =
-        Emit(b, &op, Shape(shape.element_type(), {}), "constant", {});
-    b->computation.lines.back().text.replace(
-        b->computation.lines.back().text.rfind("()"), 2,
-        absl::StrCat("(", literal, ")"));
+        EmitLine(b, &op, Shape(shape.element_type(), {}), "constant", literal);
     return Define(
         b, op,
         {Value{Emit(b, &op, shape, "broadcast", {scalar}, "dimensions={}"),
                shape}});
   }
-  const std::string name = Emit(b, &op, shape, "constant", {});
-  std::string& line = b->computation.lines.back().text;
-  line.replace(line.rfind("()"), 2, absl::StrCat("(", literal, ")"));
-  return Define(b, op, {Value{name, shape}});
+  return Define(b, op,
+                {Value{EmitLine(b, &op, shape, "constant", literal), shape}});
 }
 
 absl::Status Translator::BroadcastInDim(Builder* b, const Operation& op,
@@ -1139,12 +1137,8 @@ absl::Status Translator::AllToAll(Builder* b, const Operation& op) {
     return Invalid(op, "needs one result per operand");
   }
   PJRT_ASSIGN_OR_RETURN(std::string tail, ReplicaGroups(op));
-  if (const Attribute* channel = Attr(op, {"channel_handle"})) {
-    if (const Attribute* handle = Field(*channel, "handle")) {
-      PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *handle, "channel handle"));
-      if (id > 0) absl::StrAppend(&tail, ", channel_id=", id);
-    }
-  }
+  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+  if (channel.has_value()) absl::StrAppend(&tail, ", channel_id=", *channel);
   // Each operand is an all-to-all of its own. HLO's array all-to-all splits
   // and concatenates one dimension; with two, the split dimension is first
   // made [count, size / count], the all-to-all exchanges along the count
@@ -1258,13 +1252,9 @@ absl::Status Translator::Collective(Builder* b, const Operation& op,
   std::vector<std::string> parts;
   if (!attributes.empty()) parts.push_back(attributes);
   parts.push_back(groups);
-  if (const Attribute* channel = Attr(op, {"channel_handle"})) {
-    const Attribute* handle = Field(*channel, "handle");
-    if (handle != nullptr) {
-      PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *handle, "channel handle"));
-      if (id > 0) parts.push_back(absl::StrCat("channel_id=", id));
-    }
-  }
+  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+  if (channel.has_value())
+    parts.push_back(absl::StrCat("channel_id=", *channel));
   if (const Attribute* global = Attr(op, {"use_global_device_ids"})) {
     if (global->kind == AttrKind::kUnit || global->boolean) {
       parts.push_back("use_global_device_ids=true");
@@ -2063,11 +2053,10 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     if (in.size() != 1 || dim < 0 || dim >= in[0].shape.rank()) {
       return Invalid(op, absl::StrCat("dimension ", dim, " is out of range"));
     }
-    const std::string c = Emit(b, &op, shape, "constant", {});
-    std::string& line = b->computation.lines.back().text;
-    line.replace(line.rfind("()"), 2,
-                 absl::StrCat("(", in[0].shape.dimensions(dim), ")"));
-    return Define(b, op, {Value{c, shape}});
+    return Define(b, op,
+                  {Value{EmitLine(b, &op, shape, "constant",
+                                  absl::StrCat(in[0].shape.dimensions(dim))),
+                         shape}});
   }
   if (name == "all_reduce") return Collective(b, op, "all-reduce", "");
   if (name == "all_gather") {
@@ -2091,11 +2080,9 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
     std::string attributes =
         absl::StrCat("source_target_pairs={", absl::StrJoin(parts, ","), "}");
-    if (const Attribute* channel = Attr(op, {"channel_handle"})) {
-      if (const Attribute* handle = Field(*channel, "handle")) {
-        PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *handle, "channel handle"));
-        if (id > 0) absl::StrAppend(&attributes, ", channel_id=", id);
-      }
+    PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+    if (channel.has_value()) {
+      absl::StrAppend(&attributes, ", channel_id=", *channel);
     }
     if (in.size() != 1) return ExpectOperands(op, 1);
     return Define(b, op,
@@ -2149,10 +2136,8 @@ absl::Status Translator::Chlo(Builder* b, const Operation& op,
     return Emit(b, &op, shape, opcode, {a, c});
   };
   const auto constant = [&](double value) {
-    const std::string c = Emit(b, &op, Shape(type, {}), "constant", {});
-    std::string& line = b->computation.lines.back().text;
-    line.replace(line.rfind("()"), 2,
-                 absl::StrCat("(", FloatText(value, true), ")"));
+    const std::string c =
+        EmitLine(b, &op, Shape(type, {}), "constant", FloatText(value, true));
     return Emit(b, &op, shape, "broadcast", {c}, "dimensions={}");
   };
   std::string result;

@@ -29,8 +29,6 @@ namespace pjrt::hlo {
 
 enum class ProgramFormat { kAuto, kHlo, kStableHlo };
 
-// "auto", "hlo", "stablehlo".
-absl::string_view ProgramFormatName(ProgramFormat format);
 // The format named `name` ("hlo", "stablehlo" or "mlir", "auto" or empty),
 // or nullopt.
 std::optional<ProgramFormat> ProgramFormatFromName(absl::string_view name);

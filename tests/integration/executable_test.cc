@@ -347,6 +347,23 @@ TEST_P(ExecutableTest, ExecuteOverALaneMatchesGrpc) {
   EXPECT_EQ(errors[0], errors[1]);
 }
 
+// Runs `executable` on device 0 with `args` and downloads every result.
+absl::StatusOr<std::vector<std::vector<uint8_t>>> RunAndRead(
+    pjrt_client::Executable& executable,
+    std::vector<pjrt_client::Buffer>& args) {
+  std::vector<pjrt_client::Buffer*> pointers;
+  for (auto& a : args) pointers.push_back(&a);
+  auto outputs = executable.Execute(pointers, 0);
+  if (!outputs.ok()) return outputs.status();
+  std::vector<std::vector<uint8_t>> bytes;
+  for (auto& o : *outputs) {
+    auto d = o.Download();
+    if (!d.ok()) return d.status();
+    bytes.push_back(*std::move(d));
+  }
+  return bytes;
+}
+
 std::string ReadSourceFile(const std::string& relative) {
   std::ifstream file(absl::StrCat(PJRT_SOURCE_DIR, "/", relative));
   std::stringstream text;
@@ -402,17 +419,9 @@ TEST_P(ExecutableTest, StableHloMlpStepMatchesItsHloTwinAndAForwardPass) {
     upload(v1::DTYPE_F32, {kOut}, b2);
     upload(v1::DTYPE_F32, {kBatch, kIn}, x);
     upload(v1::DTYPE_S32, {kBatch}, labels);
-    std::vector<pjrt_client::Buffer*> pointers;
-    for (auto& a : args) pointers.push_back(&a);
-    auto outputs = executable->Execute(pointers, 0);
-    ASSERT_TRUE(outputs.ok()) << outputs.status();
-    std::vector<std::vector<uint8_t>> bytes;
-    for (auto& o : *outputs) {
-      auto d = o.Download();
-      ASSERT_TRUE(d.ok()) << d.status();
-      bytes.push_back(*std::move(d));
-    }
-    results.push_back(std::move(bytes));
+    auto bytes = RunAndRead(*executable, args);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    results.push_back(*std::move(bytes));
   }
   ASSERT_EQ(results.size(), 2);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(results[0][i], results[1][i]) << i;
@@ -491,17 +500,10 @@ TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
       ASSERT_TRUE(i.ok() && t.ok());
       args.push_back(*std::move(i));
       args.push_back(*std::move(t));
-      std::vector<pjrt_client::Buffer*> pointers;
-      for (auto& a : args) pointers.push_back(&a);
-      auto outputs = executable->Execute(pointers, 0);
-      ASSERT_TRUE(outputs.ok()) << outputs.status();
-      ASSERT_EQ(outputs->size(), current.size() + 1);
-      std::vector<std::vector<uint8_t>> bytes;
-      for (auto& o : *outputs) {
-        auto d = o.Download();
-        ASSERT_TRUE(d.ok()) << d.status();
-        bytes.push_back(*std::move(d));
-      }
+      auto read = RunAndRead(*executable, args);
+      ASSERT_TRUE(read.ok()) << read.status();
+      std::vector<std::vector<uint8_t>> bytes = *std::move(read);
+      ASSERT_EQ(bytes.size(), current.size() + 1);
       for (size_t k = 0; k < current.size(); ++k) {
         current[k] = FromBytes<float>(bytes[k]);
       }

@@ -131,3 +131,15 @@ def test_interpreter_tests_pass_or_are_listed_with_their_reason(
     assert not problems, "\n".join(problems[:50])
     # Refusals only: a case pjrtd runs must give the right answer.
     assert not [n for n, w in failed.items() if w.startswith("wrong")]
+
+
+def test_the_quick_start_program_runs(client):
+    """examples/quickstart.py's program: relu(x) + 1 as JAX's as_text()
+    prints it, which the README's quick start shows."""
+    import sys
+    sys.path.insert(0, str(INTERPRET.parents[3] / "examples"))
+    import quickstart
+    executable = client.compile(quickstart.RELU_PLUS_ONE)
+    assert executable.name == "jit_f"
+    (y,) = executable.execute([np.float32([-2, -0.5, 0, 1.5])])
+    np.testing.assert_array_equal(y.to_numpy(), [1, 1, 1, 2.5])
