@@ -1,6 +1,7 @@
 #include "compiler/collectives.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -11,10 +12,28 @@
 namespace pjrt::compiler {
 
 CollectiveHub::CollectiveHub(int64_t num_replicas, int64_t num_partitions,
-                             absl::Duration timeout)
+                             absl::Duration timeout,
+                             std::shared_ptr<const TaskPlacement> placement)
     : num_replicas_(num_replicas),
       num_partitions_(num_partitions),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      placement_(std::move(placement)) {}
+
+int CollectiveHub::TaskOf(int64_t id) const {
+  if (placement_ == nullptr) return 0;
+  if (id < 0 || id >= static_cast<int64_t>(placement_->task_of.size())) {
+    return -1;
+  }
+  return placement_->task_of[id];
+}
+
+bool CollectiveHub::SpansTasks(absl::Span<const int64_t> group) const {
+  if (placement_ == nullptr) return false;
+  for (int64_t id : group) {
+    if (TaskOf(id) != placement_->self) return true;
+  }
+  return false;
+}
 
 std::string CollectiveHub::Name(int64_t id) const {
   return absl::StrFormat("replica %d partition %d", id / num_partitions_,
@@ -27,6 +46,11 @@ absl::Status CollectiveHub::Join(int64_t id) {
     return absl::InvalidArgumentError(
         absl::StrFormat("participant %d is outside the launch's %d x %d", id,
                         num_replicas_, num_partitions_));
+  }
+  if (placement_ != nullptr && TaskOf(id) != placement_->self) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s runs on task %d, not on this task (%d)", Name(id),
+                        TaskOf(id), placement_->self));
   }
   if (!joined_.insert(id).second) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -59,7 +83,11 @@ absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
   r.members[index] = mine;
   r.arrived[index] = true;
   r.arrivals++;
-  const int size = static_cast<int>(group.size());
+  // Only this task's members meet here.
+  int size = 0;
+  for (int64_t id : group) {
+    size += placement_ == nullptr || TaskOf(id) == placement_->self;
+  }
   // The last to arrive commits the rendezvous for everyone.
   if (r.arrivals == size) r.working = size;
   // Once everyone is here the rendezvous is committed: each member does its
@@ -84,7 +112,9 @@ absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
     if (left <= absl::ZeroDuration()) {
       std::vector<std::string> missing;
       for (size_t i = 0; i < group.size(); ++i) {
-        if (!r.arrived[i]) missing.push_back(Name(group[i]));
+        const bool here =
+            placement_ == nullptr || TaskOf(group[i]) == placement_->self;
+        if (here && !r.arrived[i]) missing.push_back(Name(group[i]));
       }
       // Every peer still waiting gives up with the same error.
       failure_ = absl::DeadlineExceededError(absl::StrFormat(
@@ -111,6 +141,18 @@ void CollectiveHub::Depart(const std::string& key) {
   mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return rendezvous_[key].working == 0;
   });
+}
+
+absl::Status CollectiveHub::DepartWith(const std::string& key,
+                                       const absl::Status& status) {
+  MutexLock lock(&mu_);
+  Rendezvous& r = rendezvous_[key];
+  if (!status.ok() && r.status.ok()) r.status = status;
+  r.working--;
+  mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return rendezvous_[key].working == 0;
+  });
+  return rendezvous_[key].status;
 }
 
 void CollectiveHub::Fail(int64_t id, const absl::Status& status) {

@@ -21,11 +21,20 @@
 // member whose run is cancelled stops waiting within
 // Cancellation::kPollInterval, and its peers fail with it.
 //
+// Across tasks: a launch of a cluster may place its participants on the
+// devices of several tasks (TaskPlacement). Each task's hub then holds only
+// its own participants; a group that spans tasks meets in two steps. Its
+// members on this task meet at the hub as above; then one of them (the
+// task's leader, the member with the lowest index) moves the data between
+// the tasks through a TaskTransport (Gloo on the host platform), while the
+// others wait, and every member leaves with the leader's status.
+//
 // Thread-safe.
 #ifndef PJRT_COMPILER_COLLECTIVES_H_
 #define PJRT_COMPILER_COLLECTIVES_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,6 +54,58 @@
 namespace pjrt::compiler {
 
 struct RunContext;
+
+// Moves the data of collectives between the tasks of a cluster. One per
+// daemon; the daemon implements it (Gloo for the host platform).
+class TaskTransport {
+ public:
+  virtual ~TaskTransport() = default;
+
+  // One exchange between tasks: every task of `tasks` makes the same call
+  // with the same `id` at about the same time.
+  struct Exchange {
+    // Ascending task ids; this task is one of them.
+    std::vector<int> tasks;
+    // Names this exchange of this launch alike on every task (the launch's
+    // identity, the collective and its group).
+    std::string id;
+    // The collective, for messages ("%all-reduce.3 (line 12)").
+    std::string name;
+    // Bound on the wait for the other tasks and on the transfer itself.
+    absl::Duration timeout = absl::Seconds(30);
+    // Ends the wait for the other tasks early; may be null.
+    const Cancellation* cancellation = nullptr;
+  };
+
+  // acc[0..n) = acc op in, elementwise.
+  using Reducer = std::function<void(void* acc, const void* in, int64_t n)>;
+
+  // Reduces `data` (`elements` elements of `element_bytes` bytes: 1, 2, 4,
+  // 8 or 16) with every other task's, in place, with `reduce` (commutative
+  // and associative). Every task gets bit-identical results.
+  virtual absl::Status AllReduce(const Exchange& exchange, void* data,
+                                 int64_t elements, int element_bytes,
+                                 const Reducer& reduce) = 0;
+
+  // Concatenates every task's bytes into `out`, tasks in ascending order:
+  // task tasks[i] gives bytes[i] bytes (this task's are `mine`).
+  virtual absl::Status AllGather(const Exchange& exchange, const void* mine,
+                                 absl::Span<const int64_t> bytes,
+                                 void* out) = 0;
+};
+
+// Where the participants of a launch run when they span tasks.
+struct TaskPlacement {
+  TaskTransport* transport = nullptr;
+  // This task's id.
+  int self = 0;
+  // The task of each participant, by flattened id (replica *
+  // num_partitions + partition).
+  std::vector<int> task_of;
+  // The launch's identity, the same on every task (its launch id and the
+  // program's fingerprint): what tells its exchanges from another launch's.
+  std::string launch;
+};
 
 // One collective of a program, as XLA's op describes it.
 struct CollectiveOp {
@@ -102,13 +163,17 @@ class CollectiveHub {
  public:
   // `num_replicas` × `num_partitions` participants, identified by their
   // flattened id replica * num_partitions + partition.
+  // `placement` is null when every participant runs in this process; else
+  // only this task's participants join this hub.
   CollectiveHub(int64_t num_replicas, int64_t num_partitions,
-                absl::Duration timeout);
+                absl::Duration timeout,
+                std::shared_ptr<const TaskPlacement> placement = nullptr);
   CollectiveHub(const CollectiveHub&) = delete;
   CollectiveHub& operator=(const CollectiveHub&) = delete;
 
   int64_t num_replicas() const { return num_replicas_; }
   int64_t num_partitions() const { return num_partitions_; }
+  absl::Duration timeout() const { return timeout_; }
 
   struct Member {
     const void* input = nullptr;
@@ -117,12 +182,23 @@ class CollectiveHub {
 
   // Records that participant `id` (a flattened id) starts its part of the
   // launch. INVALID_ARGUMENT if it already did (two runs of one part would
-  // meet at a rendezvous in one member's place) or if `id` is out of range.
+  // meet at a rendezvous in one member's place), if `id` is out of range,
+  // or if it runs on another task.
   absl::Status Join(int64_t id);
+
+  // Whether `group` (flattened ids) has members on other tasks.
+  bool SpansTasks(absl::Span<const int64_t> group) const;
+  // The task of participant `id`; this task's when the launch spans none.
+  int TaskOf(int64_t id) const;
+  // The transport and identity of a launch that spans tasks; null
+  // otherwise.
+  const TaskPlacement* placement() const { return placement_.get(); }
 
   // Arrives at collective `key` (the same for every member of its group) as
   // member `index` of `group` (flattened ids), and returns every member's
-  // buffers in group order once all have arrived. DEADLINE_EXCEEDED naming
+  // buffers in group order once all have arrived. For a group that spans
+  // tasks, "all" are the members on this task; the others' entries are
+  // null. DEADLINE_EXCEEDED naming
   // the op (`name`, e.g. "%ar (line 7)") and the missing members after the
   // timeout; ABORTED if a member failed; the cancellation's reason if
   // `cancellation` (may be null) is cancelled meanwhile. Once every member
@@ -140,6 +216,12 @@ class CollectiveHub {
   // the members it waits for are doing plain memory work.
   void Depart(const std::string& key);
 
+  // Depart for a member whose share may fail (the leader's transfer
+  // between tasks): records `status` (the first error wins) and returns the
+  // rendezvous' error once every member has departed, so that every member
+  // fails alike.
+  absl::Status DepartWith(const std::string& key, const absl::Status& status);
+
   // Tells waiting and future members that participant `id` failed with
   // `status`.
   void Fail(int64_t id, const absl::Status& status);
@@ -155,11 +237,14 @@ class CollectiveHub {
     // Members of a committed rendezvous (all arrived) that have not
     // departed.
     int working = 0;
+    // The first error of a member's share (DepartWith).
+    absl::Status status;
   };
 
   const int64_t num_replicas_;
   const int64_t num_partitions_;
   const absl::Duration timeout_;
+  const std::shared_ptr<const TaskPlacement> placement_;
   Mutex mu_;
   std::map<std::string, Rendezvous> rendezvous_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

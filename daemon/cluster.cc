@@ -286,6 +286,11 @@ absl::Status Cluster::Form(const std::function<bool()>& stop) {
   return absl::OkStatus();
 }
 
+uint64_t Cluster::incarnation_of(int task) const {
+  pjrt::MutexLock lock(&mu_);
+  return tasks_[task].incarnation();
+}
+
 int Cluster::first_device_id(int task) const {
   pjrt::MutexLock lock(&mu_);
   int first = 0;

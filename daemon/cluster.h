@@ -64,6 +64,9 @@ class Cluster {
   }
   bool multi_task() const { return task_count() > 1; }
   uint64_t incarnation() const { return self_.incarnation(); }
+  // The incarnation of `task` as this task last saw it (its handshake).
+  // REQUIRES: formed().
+  uint64_t incarnation_of(int task) const;
   const v1::TaskTopology& self() const { return self_; }
   // The peer address of `task` ("" for a cluster of one).
   const std::string& address(int task) const;

@@ -276,8 +276,16 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   cluster_ = std::make_unique<Cluster>(std::move(cluster_config), self);
   if (cluster_->multi_task()) {
     peer_service_ = std::make_unique<PeerService>(cluster_.get());
+    // Task 0 keeps the cluster's rendezvous for collectives across tasks.
+    if (options_.task_id == 0) {
+      exchange_directory_ = std::make_unique<ExchangeDirectory>();
+      peer_service_->SetDirectory(exchange_directory_.get());
+    }
     PJRT_RETURN_IF_ERROR(StartPeerServer());
     PJRT_RETURN_IF_ERROR(cluster_->Form(stop_requested));
+    task_transport_ = std::make_unique<GlooTransport>(
+        cluster_.get(), exchange_directory_.get());
+    client_options.task_transport = task_transport_.get();
   }
   client_options.first_device_id = cluster_->first_device_id(options_.task_id);
   PJRT_ASSIGN_OR_RETURN(client_, runtime::Client::Create(client_options,

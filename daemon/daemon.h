@@ -67,6 +67,9 @@ class Daemon {
   const DaemonOptions options_;
   std::unique_ptr<Cluster> cluster_;
   std::unique_ptr<PeerService> peer_service_;
+  // Before client_, whose executables use it: destroyed after.
+  std::unique_ptr<ExchangeDirectory> exchange_directory_;
+  std::unique_ptr<GlooTransport> task_transport_;
   std::unique_ptr<runtime::Client> client_;
   // After client_: fails its receives before the devices go.
   std::unique_ptr<CrossHostReceives> receives_;

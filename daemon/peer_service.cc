@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "daemon/grpc_status.h"
 #include "daemon/services.h"
 
@@ -81,6 +82,52 @@ grpc::Status PeerService::PushTransferImpl(
   receives->Complete(*std::move(claimed), status);
   if (!status.ok()) return ToGrpcStatus(status);
   response->set_bytes_received(received);
+  return grpc::Status::OK;
+}
+
+absl::Status PeerService::CheckDirectoryCall(
+    const grpc::ServerContext& context) const {
+  PJRT_RETURN_IF_ERROR(cluster_->CheckSecret(context));
+  if (directory_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("task %d keeps no exchange directory; task 0 does",
+                        cluster_->task_id()));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status PeerService::StoreSetImpl(grpc::ServerContext* context,
+                                       const v1::StoreSetRequest* request,
+                                       v1::StoreSetResponse*) {
+  absl::Status status = CheckDirectoryCall(*context);
+  if (status.ok()) status = directory_->Set(request->key(), request->value());
+  return ToGrpcStatus(status);
+}
+
+grpc::Status PeerService::StoreGetImpl(grpc::ServerContext* context,
+                                       const v1::StoreGetRequest* request,
+                                       v1::StoreGetResponse* response) {
+  absl::Status status = CheckDirectoryCall(*context);
+  if (!status.ok()) return ToGrpcStatus(status);
+  if (request->keys_size() > kMaxDirectoryEntries) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrFormat("a StoreGet asks for %d keys; at most %d",
+                        request->keys_size(), kMaxDirectoryEntries)));
+  }
+  *response = directory_->Get(
+      std::vector<std::string>(request->keys().begin(), request->keys().end()),
+      absl::Milliseconds(request->timeout_ms()));
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::MeetImpl(grpc::ServerContext* context,
+                                   const v1::MeetRequest* request,
+                                   v1::MeetResponse* response) {
+  absl::Status status = CheckDirectoryCall(*context);
+  if (!status.ok()) return ToGrpcStatus(status);
+  auto met = directory_->Meet(*request);
+  if (!met.ok()) return ToGrpcStatus(met.status());
+  *response = *std::move(met);
   return grpc::Status::OK;
 }
 

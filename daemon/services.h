@@ -25,6 +25,7 @@
 #include "daemon/grpc_status.h"
 #include "daemon/options.h"
 #include "daemon/session_table.h"
+#include "daemon/task_collectives.h"
 #include "daemon/tenants.h"
 #include "device/semaphore.h"
 #include "pjrt/v1/buffer.grpc.pb.h"
@@ -471,6 +472,9 @@ class PeerService final : public v1::Peer::Service {
   explicit PeerService(Cluster* cluster) : cluster_(cluster) {}
 
   void SetReceives(CrossHostReceives* receives) { receives_.store(receives); }
+  // Task 0's exchange directory (null elsewhere: the calls below are
+  // refused).
+  void SetDirectory(ExchangeDirectory* directory) { directory_ = directory; }
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const v1::HandshakeRequest* request,
@@ -484,6 +488,24 @@ class PeerService final : public v1::Peer::Service {
     return Guarded("Peer.PushTransfer",
                    [&] { return PushTransferImpl(context, reader, response); });
   }
+  grpc::Status StoreSet(grpc::ServerContext* context,
+                        const v1::StoreSetRequest* request,
+                        v1::StoreSetResponse* response) override {
+    return Guarded("Peer.StoreSet",
+                   [&] { return StoreSetImpl(context, request, response); });
+  }
+  grpc::Status StoreGet(grpc::ServerContext* context,
+                        const v1::StoreGetRequest* request,
+                        v1::StoreGetResponse* response) override {
+    return Guarded("Peer.StoreGet",
+                   [&] { return StoreGetImpl(context, request, response); });
+  }
+  grpc::Status Meet(grpc::ServerContext* context,
+                    const v1::MeetRequest* request,
+                    v1::MeetResponse* response) override {
+    return Guarded("Peer.Meet",
+                   [&] { return MeetImpl(context, request, response); });
+  }
 
  private:
   // The handlers, run by the overrides above inside Guarded.
@@ -494,9 +516,21 @@ class PeerService final : public v1::Peer::Service {
       grpc::ServerContext* context,
       grpc::ServerReader<v1::PushTransferRequest>* reader,
       v1::PushTransferResponse* response);
+  grpc::Status StoreSetImpl(grpc::ServerContext* context,
+                            const v1::StoreSetRequest* request,
+                            v1::StoreSetResponse* response);
+  grpc::Status StoreGetImpl(grpc::ServerContext* context,
+                            const v1::StoreGetRequest* request,
+                            v1::StoreGetResponse* response);
+  grpc::Status MeetImpl(grpc::ServerContext* context,
+                        const v1::MeetRequest* request,
+                        v1::MeetResponse* response);
+  // OK on task 0 for an authenticated caller.
+  absl::Status CheckDirectoryCall(const grpc::ServerContext& context) const;
 
   Cluster* const cluster_;
   std::atomic<CrossHostReceives*> receives_{nullptr};
+  ExchangeDirectory* directory_ = nullptr;
 };
 
 // Compile goes through the daemon-wide cache; executables belong to the

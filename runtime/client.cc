@@ -91,10 +91,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
         description.kind,
         std::move(state), memory));
   }
-  return std::unique_ptr<Client>(
-      new Client(std::move(platform),
-                 compiler::BackendConfig{.compile_cache_dir = options.compile_cache_dir},
-                 options.task_id, std::move(devices)));
+  std::unique_ptr<Client> client(new Client(
+      std::move(platform),
+      compiler::BackendConfig{.compile_cache_dir = options.compile_cache_dir},
+      options.task_id, std::move(devices)));
+  client->task_transport_ = options.task_transport;
+  return client;
 }
 
 absl::StatusOr<const compiler::Backend*> Client::backend() const {

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compiler/backend.h"
+#include "compiler/collectives.h"
 #include "device/local_device_state.h"
 #include "device/platform.h"
 #include "hlo/shape.h"
@@ -52,6 +53,10 @@ struct ClientOptions {
   // 0: from std::random_device. Tools that compare two runs of a program
   // using rng fix it; a daemon leaves it 0.
   uint64_t prng_seed = 0;
+  // Moves collective data between the tasks of a cluster (owned by the
+  // caller, which outlives the client); null: a program whose collective
+  // groups span tasks is refused at compile time.
+  compiler::TaskTransport* task_transport = nullptr;
 };
 
 // Opens the platform that `options` names (platform, host_device_count).
@@ -131,6 +136,8 @@ class Client {
   absl::StatusOr<const compiler::Backend*> backend() const;
   int task_id() const { return task_id_; }
   absl::Span<Device* const> devices() const { return device_ptrs_; }
+  // See ClientOptions::task_transport.
+  compiler::TaskTransport* task_transport() const { return task_transport_; }
 
   // The addressable device with global id `id`, or INVALID_ARGUMENT naming
   // the id and the valid ones.
@@ -168,6 +175,7 @@ class Client {
   const int task_id_;
   const std::vector<std::unique_ptr<Device>> devices_;
   const std::vector<Device*> device_ptrs_;
+  compiler::TaskTransport* task_transport_ = nullptr;
 };
 
 }  // namespace pjrt::runtime

@@ -91,12 +91,13 @@ std::string Participant(int replica, int partition) {
 
 namespace {
 
-// Collectives between tasks are not supported yet: refuse a program whose
-// collective groups join devices of different tasks.
+// Without a way to move data between tasks (no transport, or a platform
+// whose collectives cannot reach another task yet), refuses a program
+// whose collective groups join devices of different tasks.
 absl::Status CheckCollectivesStayInTasks(
     const compiler::Program& program,
     const std::vector<std::vector<int>>& assignment,
-    const absl::flat_hash_map<int, int>& task_of) {
+    const absl::flat_hash_map<int, int>& task_of, absl::string_view why) {
   const int R = static_cast<int>(assignment.size());
   const int P = static_cast<int>(assignment[0].size());
   for (const compiler::CollectiveOp* collective : program.collectives()) {
@@ -118,16 +119,32 @@ absl::Status CheckCollectivesStayInTasks(
           if (theirs == mine) continue;
           return absl::InvalidArgumentError(absl::StrFormat(
               "%s joins %s on device %d (task %d) with %s on device %d (task "
-              "%d); collectives across tasks are not supported yet: assign "
-              "the devices of each replica group to one task",
+              "%d); %s: assign the devices of each replica group to one task",
               collective->name, Participant(r, p), assignment[r][p], mine,
               Participant(static_cast<int>(id / P), static_cast<int>(id % P)),
-              device, theirs));
+              device, theirs, why));
         }
       }
     }
   }
   return absl::OkStatus();
+}
+
+// A fingerprint of a program's text and placement that every task computes
+// alike (FNV-1a, 64 bits): part of a launch's identity across tasks.
+uint64_t ProgramFingerprint(absl::string_view text,
+                            const std::vector<std::vector<int>>& assignment) {
+  uint64_t h = 14695981039346656037ull;
+  const auto mix = [&h](absl::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(text);
+  for (const auto& row : assignment)
+    mix(absl::StrCat("|", absl::StrJoin(row, ",")));
+  return h;
 }
 
 }  // namespace
@@ -319,9 +336,29 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   const std::vector<const compiler::CollectiveOp*> collectives =
       program->collectives();
   PJRT_RETURN_IF_ERROR(compiler::CheckCollectives(collectives, R, P));
-  if (spans_tasks) {
-    PJRT_RETURN_IF_ERROR(
-        CheckCollectivesStayInTasks(*program, e->device_assignment_, task_of));
+  if (spans_tasks && !collectives.empty()) {
+    // Host programs exchange across tasks through the client's transport.
+    if (client->task_transport() == nullptr ||
+        client->platform_name() != "host") {
+      PJRT_RETURN_IF_ERROR(CheckCollectivesStayInTasks(
+          *program, e->device_assignment_, task_of,
+          client->task_transport() == nullptr
+              ? "this daemon has no transport between tasks"
+              : "collectives across tasks run on the host platform only "
+                "(NCCL between tasks is not built yet)"));
+    } else {
+      auto placement = std::make_shared<compiler::TaskPlacement>();
+      placement->transport = client->task_transport();
+      placement->self = client->task_id();
+      for (int r = 0; r < R; ++r) {
+        for (int p = 0; p < P; ++p) {
+          placement->task_of.push_back(task_of.at(e->device_assignment_[r][p]));
+        }
+      }
+      placement->launch = absl::StrFormat(
+          "%016x", ProgramFingerprint(hlo_text, e->device_assignment_));
+      e->placement_ = std::move(placement);
+    }
   }
   e->has_collectives_ = !collectives.empty();
   e->result_shapes_ = program->result_shapes();
@@ -494,6 +531,19 @@ std::vector<std::shared_ptr<Buffer>> Executable::ShapeResults(
   return {build(result_shape_)};
 }
 
+std::shared_ptr<compiler::CollectiveHub> Executable::NewHub(
+    int64_t launch_id) const {
+  std::shared_ptr<const compiler::TaskPlacement> placement;
+  if (placement_ != nullptr) {
+    auto p = std::make_shared<compiler::TaskPlacement>(*placement_);
+    p->launch = absl::StrCat(launch_id, ":", placement_->launch);
+    placement = std::move(p);
+  }
+  return std::make_shared<compiler::CollectiveHub>(
+      num_replicas_, num_partitions_, collective_timeout_,
+      std::move(placement));
+}
+
 std::shared_ptr<compiler::CollectiveHub> Executable::HubFor(
     uint64_t scope, int64_t launch_id) {
   MutexLock lock(&hubs_mu_);
@@ -504,8 +554,7 @@ std::shared_ptr<compiler::CollectiveHub> Executable::HubFor(
   if (auto it = hubs_.find(key); it != hubs_.end()) {
     if (auto hub = it->second.lock()) return hub;
   }
-  auto hub = std::make_shared<compiler::CollectiveHub>(
-      num_replicas_, num_partitions_, collective_timeout_);
+  auto hub = NewHub(launch_id);
   hubs_[key] = hub;
   return hub;
 }
@@ -596,10 +645,7 @@ Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
   ExecuteRunOptions run = options;
   if (run.launch_id == 0) run.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
   std::shared_ptr<compiler::CollectiveHub> hub;
-  if (n > 1) {
-    hub = std::make_shared<compiler::CollectiveHub>(
-        num_replicas_, num_partitions_, collective_timeout_);
-  }
+  if (n > 1 || placement_ != nullptr) hub = NewHub(run.launch_id);
   std::vector<absl::StatusOr<std::vector<std::shared_ptr<Buffer>>>> results(
       n, absl::InternalError("not run"));
   // Each device's launch from its own thread: one blocking on its compute

@@ -54,6 +54,7 @@
 
 namespace pjrt::compiler {
 class CollectiveHub;
+struct TaskPlacement;
 }  // namespace pjrt::compiler
 
 namespace pjrt::runtime {
@@ -196,6 +197,8 @@ class Executable {
       absl::Span<Buffer* const> leaves, Device* device, int replica,
       int partition, std::shared_ptr<compiler::CollectiveHub> hub,
       const ExecuteRunOptions& options, const std::string& where);
+  // A new hub for launch `launch_id`.
+  std::shared_ptr<compiler::CollectiveHub> NewHub(int64_t launch_id) const;
   // The hub shared by every participant of launch `launch_id` of `scope`.
   std::shared_ptr<compiler::CollectiveHub> HubFor(uint64_t scope,
                                                         int64_t launch_id);
@@ -229,6 +232,9 @@ class Executable {
   // Whether the program meets peers at collectives (then each participant
   // runs on a stream of its own; see ExecuteOptions::own_stream).
   bool has_collectives_ = false;
+  // Set when collective groups span the tasks of a cluster: where each
+  // participant runs; each launch's hub gets a copy naming the launch.
+  std::shared_ptr<const compiler::TaskPlacement> placement_;
 
   // recent_run_time() in nanoseconds, -1 before the first run ends; shared
   // with the kernels, which may end after the Executable is gone.

@@ -770,6 +770,151 @@ void Accumulate(hlo::PrimitiveType type, ExprOp op, void* acc, const void* in,
 // Bytes an all-reduce member reduces at a time (within L1/L2).
 constexpr int64_t kCollectiveBlockBytes = 16 << 10;
 
+// This task's leader's share of a collective whose group spans tasks:
+// `members` holds the group's members on this task (the others' entries
+// are null). The leader combines this task's inputs, exchanges them with
+// the other tasks through the launch's TaskTransport, and writes every
+// local member's output. All-reduce and reduce-scatter reduce this task's
+// inputs first and all-reduce the partial result across tasks; the
+// others gather every member's input everywhere, then each local output
+// takes its part.
+absl::Status ExchangeAcrossTasks(
+    const CollectiveStep& s, const RunContext& c,
+    const std::vector<int64_t>& group, int operand,
+    const std::vector<CollectiveHub::Member>& members, const std::string& key) {
+  const CollectiveHub& hub = *c.collectives;
+  const TaskPlacement& placement = *hub.placement();
+  const hlo::PrimitiveType type = s.types[operand];
+  const int bytes = hlo::ByteWidth(type);
+  const int n = static_cast<int>(group.size());
+  const int64_t in_elements = s.operand_elements[operand];
+  const int64_t in_bytes = in_elements * bytes;
+  const int rank = static_cast<int>(s.input_dims.size());
+  int64_t outer = 1, after = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (d < s.dimension) outer *= s.input_dims[d];
+    if (d > s.dimension) after *= s.input_dims[d];
+  }
+  const int64_t dim = rank > 0 ? s.input_dims[s.dimension] : 1;
+
+  TaskTransport::Exchange exchange;
+  for (int64_t id : group) exchange.tasks.push_back(hub.TaskOf(id));
+  std::sort(exchange.tasks.begin(), exchange.tasks.end());
+  exchange.tasks.erase(
+      std::unique(exchange.tasks.begin(), exchange.tasks.end()),
+      exchange.tasks.end());
+  exchange.id = absl::StrCat(placement.launch, "/", key);
+  exchange.name = s.name;
+  exchange.timeout = hub.timeout();
+  exchange.cancellation = c.cancellation;
+  std::vector<int> local;  // group indices of this task's members
+  for (int q = 0; q < n; ++q) {
+    if (hub.TaskOf(group[q]) == placement.self) local.push_back(q);
+  }
+  const auto at = [bytes](const void* base, int64_t element) {
+    return static_cast<const char*>(base) + element * bytes;
+  };
+  const auto at_mut = [bytes](void* base, int64_t element) {
+    return static_cast<char*>(base) + element * bytes;
+  };
+
+  if (s.kind == CollectiveStep::Kind::kAllReduce ||
+      s.kind == CollectiveStep::Kind::kReduceScatter) {
+    std::vector<char> sum(static_cast<size_t>(in_bytes));
+    if (in_bytes > 0)
+      std::memcpy(sum.data(), members[local[0]].input, in_bytes);
+    for (size_t l = 1; l < local.size(); ++l) {
+      Accumulate(type, s.op, sum.data(), members[local[l]].input, in_elements);
+    }
+    const ExprOp op = s.op;
+    PJRT_RETURN_IF_ERROR(placement.transport->AllReduce(
+        exchange, sum.data(), in_elements, bytes,
+        [type, op](void* acc, const void* in, int64_t count) {
+          Accumulate(type, op, acc, in, count);
+        }));
+    for (int q : local) {
+      if (s.kind == CollectiveStep::Kind::kAllReduce) {
+        if (in_bytes > 0) std::memcpy(members[q].output, sum.data(), in_bytes);
+        continue;
+      }
+      const int64_t slab = dim / n * after;
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(at_mut(members[q].output, o * slab),
+                    at(sum.data(), (o * n + q) * slab), slab * bytes);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Every member's input on every task: tasks in ascending order, each
+  // task's members in group order.
+  std::vector<char> mine(static_cast<size_t>(in_bytes * local.size()));
+  for (size_t l = 0; l < local.size(); ++l) {
+    if (in_bytes > 0) {
+      std::memcpy(mine.data() + l * in_bytes, members[local[l]].input,
+                  in_bytes);
+    }
+  }
+  std::vector<int64_t> task_bytes(exchange.tasks.size(), 0);
+  for (int64_t id : group) {
+    const auto t = std::lower_bound(exchange.tasks.begin(),
+                                    exchange.tasks.end(), hub.TaskOf(id));
+    task_bytes[t - exchange.tasks.begin()] += in_bytes;
+  }
+  std::vector<char> all(static_cast<size_t>(in_bytes * n));
+  PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.data(),
+                                                      task_bytes, all.data()));
+  std::vector<const char*> input(n);
+  int64_t offset = 0;
+  for (int task : exchange.tasks) {
+    for (int q = 0; q < n; ++q) {
+      if (hub.TaskOf(group[q]) != task) continue;
+      input[q] = all.data() + offset;
+      offset += in_bytes;
+    }
+  }
+  for (int m : local) {
+    void* output = members[m].output;
+    switch (s.kind) {
+      case CollectiveStep::Kind::kAllGather: {
+        const int64_t slab = dim * after;
+        for (int q = 0; q < n; ++q) {
+          for (int64_t o = 0; o < outer; ++o) {
+            std::memcpy(at_mut(output, (o * n + q) * slab),
+                        at(input[q], o * slab), slab * bytes);
+          }
+        }
+        break;
+      }
+      case CollectiveStep::Kind::kAllToAll: {
+        const int64_t slab = dim / n * after;
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int q = 0; q < n; ++q) {
+            std::memcpy(at_mut(output, (o * n + q) * slab),
+                        at(input[q], (o * n + m) * slab), slab * bytes);
+          }
+        }
+        break;
+      }
+      case CollectiveStep::Kind::kCollectivePermute: {
+        int source = -1;
+        for (const auto& [from, to] : s.source_target_pairs) {
+          if (to == m) source = static_cast<int>(from);
+        }
+        if (source >= 0 && source < n) {
+          std::memcpy(output, input[source], in_bytes);
+        } else {
+          std::memset(output, 0, in_bytes);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
                                   const std::vector<int64_t>& group, int me,
                                   int operand, const void* input, void* output) {
@@ -827,6 +972,28 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
     PJRT_ASSIGN_OR_RETURN(
         members, c.collectives->Arrive(key, s.name, group, me, {input, output},
                                        c.cancellation));
+    if (c.collectives->SpansTasks(group)) {
+      // The lowest-indexed member on this task moves the data; the others
+      // wait for it in DepartWith and leave with its status.
+      int leader = me;
+      for (int q = 0; q < n; ++q) {
+        if (c.collectives->TaskOf(group[q]) ==
+            c.collectives->placement()->self) {
+          leader = q;
+          break;
+        }
+      }
+      absl::Status share = absl::OkStatus();
+      if (leader == me) {
+        try {
+          share = ExchangeAcrossTasks(s, c, group, operand, members, key);
+        } catch (const std::exception& e) {
+          share = absl::ResourceExhaustedError(absl::StrFormat(
+              "%s: the exchange between tasks failed: %s", s.name, e.what()));
+        }
+      }
+      return c.collectives->DepartWith(key, share);
+    }
   }
   const auto at = [bytes](const void* base, int64_t element) {
     return static_cast<const char*>(base) + element * bytes;

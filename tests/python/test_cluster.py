@@ -770,12 +770,27 @@ def test_an_assignment_naming_a_device_no_task_has_is_refused(clients):
         clients[0].compile(SHIFT_BY_REPLICA, device_assignment=[[0], [17]])
 
 
-def test_collectives_across_tasks_are_refused_at_compile_time(clients):
+def test_collectives_across_tasks_run(clients):
+    """Groups that join devices of tasks 0 and 2 (the compile-time refusal
+    is gone); test_cluster_collectives.py covers every collective."""
     program = GROUP_SUM.replace("GROUPS", "{{0,1,2,3}}")
-    with pytest.raises(pjrt_client.InvalidArgumentError,
-                       match=r"all-reduce.*\(task 0\).*\(task 2\).*across "
-                             r"tasks are not supported"):
-        clients[0].compile(program, device_assignment=[[0], [1], [3], [4]])
+    assignment = [[0], [1], [3], [4]]
+    x = [np.full(3, r + 1, np.float32) for r in range(4)]
+    exe0 = clients[0].compile(program, device_assignment=assignment)
+    exe2 = clients[2].compile(program, device_assignment=assignment)
+    outs = {}
+    threads = [
+        threading.Thread(target=lambda: outs.update(
+            {0: exe0.execute_replicated([[x[0]], [x[1]]], launch_id=5)})),
+        threading.Thread(target=lambda: outs.update(
+            {2: exe2.execute_replicated([[x[2]], [x[3]]], launch_id=5)}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for task in (0, 2):
+        for (out,) in outs[task]:
+            np.testing.assert_array_equal(out.to_numpy(), np.full(3, 10.0))
 
 
 def test_collectives_within_each_task_run(clients):

@@ -310,10 +310,9 @@ def all_reduce_params():
             n += 1
 
 
-@pytest.mark.parametrize("op,dtype,a,b,m,offset,quarter,groups",
-                         all_reduce_params())
-def test_all_reduce_matches_numpy(client, op, dtype, a, b, m, offset,
-                                  quarter, groups):
+def all_reduce_case(op, dtype, a, b, m, offset, quarter, groups):
+    """An all-reduce over DEVICES replicas: its HLO and each replica's
+    expected result."""
     scalar = "pred" if dtype == "pred" else dtype
     hlo = (f"HloModule ar_{op}_{dtype}, replica_count={DEVICES}\n"
            f"red {{ a = {scalar}[] parameter(0)  b = {scalar}[] "
@@ -322,17 +321,28 @@ def test_all_reduce_matches_numpy(client, op, dtype, a, b, m, offset,
            + input_hlo(dtype, a, b, m, offset, quarter, "replica")
            + f"  ROOT ar = {dtype}[4,8] all-reduce(x), replica_groups="
            f"{groups_hlo(groups)}, to_apply=red\n}}\n")
-    e = client.compile(hlo)
-    results = e.execute_replicated([[] for _ in range(DEVICES)])
     inputs = [input_numpy(dtype, a, b, m, offset, quarter, r)
               for r in range(DEVICES)]
+    wants = []
     for r in range(DEVICES):
         members = group_of(groups, DEVICES, r)
         want = inputs[members[0]]
         for q in members[1:]:
             want = NUMPY_REDUCE[op](want, inputs[q])
+        wants.append(want)
+    return hlo, wants
+
+
+@pytest.mark.parametrize("op,dtype,a,b,m,offset,quarter,groups",
+                         all_reduce_params())
+def test_all_reduce_matches_numpy(client, op, dtype, a, b, m, offset,
+                                  quarter, groups):
+    hlo, wants = all_reduce_case(op, dtype, a, b, m, offset, quarter, groups)
+    e = client.compile(hlo)
+    results = e.execute_replicated([[] for _ in range(DEVICES)])
+    for r in range(DEVICES):
         got = as_numpy(results[r][0])
-        np.testing.assert_array_equal(got, want.astype(got.dtype),
+        np.testing.assert_array_equal(got, wants[r].astype(got.dtype),
                                       err_msg=f"replica {r}")
 
 
@@ -393,17 +403,13 @@ COLLECTIVE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "kind,dtype,groups,dim,pairs", COLLECTIVE_CASES,
-    ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(COLLECTIVE_CASES)])
-@pytest.mark.parametrize("mode", ["cross-replica", "replica-and-partition",
-                                  "global-ids"])
-def test_collective_matches_numpy(client, kind, dtype, groups, dim, pairs,
-                                  mode):
-    """The group modes of XLA: replica ids without a channel id; with one,
-    replica ids that take all their partitions along, or flattened ids
-    (replica * partitions + partition) with use_global_device_ids;
-    collective-permute with a channel id pairs partitions."""
+MODES = ["cross-replica", "replica-and-partition", "global-ids"]
+
+
+def collective_case(kind, dtype, groups, dim, pairs, mode):
+    """A collective over DEVICES participants in one of XLA's group
+    modes: its HLO, the launch's replicas x partitions, and each
+    participant's expected result (by flattened id)."""
     permute = kind == "collective-permute"
     hlo_groups, want_groups, want_pairs = groups, groups, pairs
     if mode == "cross-replica":
@@ -444,15 +450,31 @@ def test_collective_matches_numpy(client, kind, dtype, groups, dim, pairs,
                             len(want_groups[0]) if want_groups else DEVICES,
                             dim, pairs, extra)
            + "}\n")
-    e = client.compile(hlo)
-    results = e.execute_replicated([[] for _ in range(DEVICES)])
     inputs = [input_numpy(dtype, a, b, m, offset, quarter, i)
               for i in range(DEVICES)]
+    wants = [expected_collective(kind, inputs, want_groups, dim, want_pairs, i)
+             for i in range(DEVICES)]
+    shape = {"replica": (DEVICES, 1), "partition": (1, DEVICES),
+             "flattened": (2, 2)}[ids]
+    return hlo, shape, wants
+
+
+@pytest.mark.parametrize(
+    "kind,dtype,groups,dim,pairs", COLLECTIVE_CASES,
+    ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(COLLECTIVE_CASES)])
+@pytest.mark.parametrize("mode", MODES)
+def test_collective_matches_numpy(client, kind, dtype, groups, dim, pairs,
+                                  mode):
+    """The group modes of XLA: replica ids without a channel id; with one,
+    replica ids that take all their partitions along, or flattened ids
+    (replica * partitions + partition) with use_global_device_ids;
+    collective-permute with a channel id pairs partitions."""
+    hlo, _, wants = collective_case(kind, dtype, groups, dim, pairs, mode)
+    e = client.compile(hlo)
+    results = e.execute_replicated([[] for _ in range(DEVICES)])
     for i in range(DEVICES):
-        want = expected_collective(kind, inputs, want_groups, dim,
-                                   want_pairs, i)
         got = as_numpy(results[i][0])
-        np.testing.assert_array_equal(got, want.astype(got.dtype),
+        np.testing.assert_array_equal(got, wants[i].astype(got.dtype),
                                       err_msg=f"participant {i}")
 
 

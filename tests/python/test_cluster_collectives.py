@@ -1,0 +1,404 @@
+"""Collectives whose groups span the tasks of a cluster (Gloo between
+tasks, memory within one): every collective, every group mode and every
+element type against numpy on a cluster of three pjrtd processes with two
+host devices each, a data-parallel training step, and tasks that never come
+or die."""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import signal
+import tempfile
+import threading
+import time
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import pjrt_client
+from test_cluster import Cluster
+from test_replicated import (COLLECTIVE_CASES, MODES, all_reduce_case,
+                             all_reduce_params, as_numpy, collective_case)
+
+pytestmark = pytest.mark.filterwarnings("ignore:ml_dtypes is not installed")
+
+DEVICES_PER_TASK = 2
+# Four participants on the devices of two tasks, or of three.
+PLACEMENTS = {"two-tasks": [0, 1, 2, 3], "three-tasks": [0, 2, 4, 5]}
+_launch_ids = itertools.count(1000)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with tempfile.TemporaryDirectory(prefix="pjrt.collectives.") as tmp:
+        c = Cluster(pathlib.Path(tmp), devices=[DEVICES_PER_TASK] * 3)
+        yield c
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def clients(cluster: Cluster) -> Iterator[list[pjrt_client.Client]]:
+    cs = [pjrt_client.connect(cluster.address(t), client_name=f"task{t}")
+          for t in range(len(cluster.daemons))]
+    yield cs
+    for c in cs:
+        c.close()
+
+
+def assignment_of(placement: list[int], replicas: int, partitions: int):
+    return [[placement[r * partitions + p] for p in range(partitions)]
+            for r in range(replicas)]
+
+
+def launch(clients, hlo: str, assignment, arguments=None, launch_id=None,
+           tasks=None, **compile_options):
+    """Compiles `hlo` on every task that owns a device of `assignment` (or
+    on `tasks`) and launches it there at once with one launch id, as one
+    client per task does (multi-controller). `arguments` maps a device id
+    to its argument list. Returns each device's results by device id, and
+    each task's error if its call failed."""
+    owners = tasks if tasks is not None else sorted(
+        {d // DEVICES_PER_TASK for row in assignment for d in row})
+    executables = {t: clients[t].compile(hlo, device_assignment=assignment,
+                                         **compile_options)
+                   for t in owners}
+    launch_id = launch_id if launch_id is not None else next(_launch_ids)
+    results: dict[int, list[pjrt_client.Buffer]] = {}
+    errors: dict[int, Exception] = {}
+
+    def run(task: int) -> None:
+        exe = executables[task]
+        lists = [(arguments or {}).get(d.id, [])
+                 for d in exe.addressable_devices]
+        try:
+            outs = exe.execute_replicated(lists, launch_id=launch_id)
+            for device, out in zip(exe.addressable_devices, outs):
+                for b in out:
+                    b.block_until_ready()
+                results[device.id] = out
+        except pjrt_client.Error as e:
+            errors[task] = e
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in owners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors
+
+
+def results_by_participant(results, assignment):
+    return [results[d][0] for row in assignment for d in row]
+
+
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+@pytest.mark.parametrize(
+    "kind,dtype,groups,dim,pairs", COLLECTIVE_CASES,
+    ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(COLLECTIVE_CASES)])
+@pytest.mark.parametrize("mode", MODES)
+def test_collectives_across_tasks_match_numpy(clients, kind, dtype, groups,
+                                              dim, pairs, mode, placement):
+    hlo, (replicas, partitions), wants = collective_case(
+        kind, dtype, groups, dim, pairs, mode)
+    assignment = assignment_of(PLACEMENTS[placement], replicas, partitions)
+    results, errors = launch(clients, hlo, assignment)
+    assert not errors, errors
+    for i, got in enumerate(results_by_participant(results, assignment)):
+        got = as_numpy(got)
+        np.testing.assert_array_equal(got, wants[i].astype(got.dtype),
+                                      err_msg=f"participant {i}")
+
+
+@pytest.mark.parametrize("op,dtype,a,b,m,offset,quarter,groups",
+                         all_reduce_params())
+def test_all_reduce_across_three_tasks_takes_every_type(
+        clients, op, dtype, a, b, m, offset, quarter, groups):
+    hlo, wants = all_reduce_case(op, dtype, a, b, m, offset, quarter, groups)
+    assignment = assignment_of(PLACEMENTS["three-tasks"], len(wants), 1)
+    results, errors = launch(clients, hlo, assignment)
+    assert not errors, errors
+    for r, got in enumerate(results_by_participant(results, assignment)):
+        got = as_numpy(got)
+        np.testing.assert_array_equal(got, wants[r].astype(got.dtype),
+                                      err_msg=f"replica {r}")
+
+
+ALL_REDUCE_6 = """
+HloModule ar6, replica_count=6, input_output_alias={ {}: (0, {}, may-alias) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)
+      ROOT s = f32[] add(a, b) }
+ENTRY e {
+  x = f32[N] parameter(0)
+  ROOT ar = f32[N] all-reduce(x), replica_groups={}, to_apply=add
+}"""
+
+
+def test_a_large_donated_all_reduce_over_every_device_is_exact(clients):
+    """Six replicas on three tasks, 4 MiB each, donated (the output is the
+    input's memory): integers, so that every order of summing is exact."""
+    n = 1 << 20
+    hlo = ALL_REDUCE_6.replace("[N]", f"[{n}]")
+    assignment = [[d] for d in range(6)]
+    rng = np.random.default_rng(5)
+    inputs = [rng.integers(-1000, 1000, n).astype(np.float32)
+              for _ in range(6)]
+    arguments = {d: [clients[d // DEVICES_PER_TASK].put(inputs[d], device=d)]
+                 for d in range(6)}
+    results, errors = launch(clients, hlo, assignment, arguments)
+    assert not errors, errors
+    want = sum(inputs)
+    for d in range(6):
+        np.testing.assert_array_equal(results[d][0].to_numpy(), want)
+        with pytest.raises(pjrt_client.Error, match="donated|deleted"):
+            arguments[d][0].to_numpy()
+
+
+def test_collectives_within_and_across_tasks_in_one_program(clients):
+    """One program, two all-reduces: one whose groups stay in each task
+    (memory only), one over every device (across tasks)."""
+    hlo = """
+HloModule mixed, replica_count=6
+add { a = s32[] parameter(0)  b = s32[] parameter(1)
+      ROOT s = s32[] add(a, b) }
+ENTRY e {
+  r = u32[] replica-id()
+  x = s32[] convert(r)
+  inner = s32[] all-reduce(x), replica_groups={{0,1},{2,3},{4,5}}, to_apply=add
+  ROOT outer = s32[] all-reduce(inner), replica_groups={}, to_apply=add
+}"""
+    assignment = [[d] for d in range(6)]
+    results, errors = launch(clients, hlo, assignment)
+    assert not errors, errors
+    for d in range(6):
+        assert int(results[d][0].to_numpy()) == 2 * sum(range(6))
+
+
+def test_launches_from_one_client_per_task_are_told_apart_by_launch_id(
+        clients):
+    """Two launches of one program at once: their exchanges do not mix."""
+    hlo = ALL_REDUCE_6.replace("[N]", "[64]")
+    assignment = [[d] for d in range(6)]
+    outs = []
+
+    def one(value: float) -> None:
+        arguments = {d: [np.full(64, value * (d + 1), np.float32)]
+                     for d in range(6)}
+        outs.append((value, launch(clients, hlo, assignment, arguments)))
+
+    threads = [threading.Thread(target=one, args=(v,)) for v in (1.0, 100.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for value, (results, errors) in outs:
+        assert not errors, errors
+        for d in range(6):
+            np.testing.assert_array_equal(results[d][0].to_numpy(),
+                                          np.full(64, value * 21, np.float32))
+
+
+# --- a data-parallel training step -------------------------------------------
+
+IN, HIDDEN, OUT = 32, 16, 10
+LR = 0.01
+
+
+def mlp_step_hlo(batch: int, total: int, replicas: int) -> str:
+    """The MLP step of bench/mlp_bench.py on a batch of `batch` rows, its
+    loss and gradients scaled for a global batch of `total` rows and summed
+    over `replicas` replicas by all-reduce: every replica ends with the
+    parameters that one step on the whole batch gives."""
+    scale = repr(float(np.float32(-1.0 / total)))
+    B, I, H, O = batch, IN, HIDDEN, OUT
+    return f"""
+HloModule dp_mlp, replica_count={replicas}
+add {{ a = f32[] parameter(0)  b = f32[] parameter(1)
+      ROOT c = f32[] add(a, b) }}
+max {{ a = f32[] parameter(0)  b = f32[] parameter(1)
+      ROOT c = f32[] maximum(a, b) }}
+ENTRY step {{
+  w1 = f32[{I},{H}] parameter(0)
+  b1 = f32[{H}] parameter(1)
+  w2 = f32[{H},{O}] parameter(2)
+  b2 = f32[{O}] parameter(3)
+  x = f32[{B},{I}] parameter(4)
+  labels = s32[{B}] parameter(5)
+  xw = f32[{B},{H}] dot(x, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  b1b = f32[{B},{H}] broadcast(b1), dimensions={{1}}
+  z1 = f32[{B},{H}] add(xw, b1b)
+  zero = f32[] constant(0)
+  zeros = f32[{B},{H}] broadcast(zero), dimensions={{}}
+  h = f32[{B},{H}] maximum(z1, zeros)
+  hw = f32[{B},{O}] dot(h, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  b2b = f32[{B},{O}] broadcast(b2), dimensions={{1}}
+  logits = f32[{B},{O}] add(hw, b2b)
+  ninf = f32[] constant(-inf)
+  mx = f32[{B}] reduce(logits, ninf), dimensions={{1}}, to_apply=max
+  mxb = f32[{B},{O}] broadcast(mx), dimensions={{0}}
+  shifted = f32[{B},{O}] subtract(logits, mxb)
+  e = f32[{B},{O}] exponential(shifted)
+  s = f32[{B}] reduce(e, zero), dimensions={{1}}, to_apply=add
+  sb = f32[{B},{O}] broadcast(s), dimensions={{0}}
+  logs = f32[{B},{O}] log(sb)
+  logp = f32[{B},{O}] subtract(shifted, logs)
+  classes = s32[{B},{O}] iota(), iota_dimension=1
+  lb = s32[{B},{O}] broadcast(labels), dimensions={{0}}
+  hit = pred[{B},{O}] compare(lb, classes), direction=EQ
+  one = f32[] constant(1)
+  ones = f32[{B},{O}] broadcast(one), dimensions={{}}
+  zbo = f32[{B},{O}] broadcast(zero), dimensions={{}}
+  onehot = f32[{B},{O}] select(hit, ones, zbo)
+  picked = f32[{B},{O}] multiply(onehot, logp)
+  total = f32[] reduce(picked, zero), dimensions={{0,1}}, to_apply=add
+  scale = f32[] constant({scale})
+  local_loss = f32[] multiply(total, scale)
+  loss = f32[] all-reduce(local_loss), replica_groups={{}}, to_apply=add
+  scb = f32[{B},{O}] broadcast(scale), dimensions={{}}
+  dlogp = f32[{B},{O}] multiply(onehot, scb)
+  p = f32[{B},{O}] divide(e, sb)
+  dsum = f32[{B}] reduce(dlogp, zero), dimensions={{1}}, to_apply=add
+  dsumb = f32[{B},{O}] broadcast(dsum), dimensions={{0}}
+  pd = f32[{B},{O}] multiply(p, dsumb)
+  dlogits = f32[{B},{O}] subtract(dlogp, pd)
+  db2l = f32[{O}] reduce(dlogits, zero), dimensions={{0}}, to_apply=add
+  dw2l = f32[{H},{O}] dot(h, dlogits), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+  dh = f32[{B},{H}] dot(dlogits, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
+  positive = pred[{B},{H}] compare(z1, zeros), direction=GT
+  dz1 = f32[{B},{H}] select(positive, dh, zeros)
+  db1l = f32[{H}] reduce(dz1, zero), dimensions={{0}}, to_apply=add
+  dw1l = f32[{I},{H}] dot(x, dz1), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+  dw1 = f32[{I},{H}] all-reduce(dw1l), replica_groups={{}}, to_apply=add
+  db1 = f32[{H}] all-reduce(db1l), replica_groups={{}}, to_apply=add
+  dw2 = f32[{H},{O}] all-reduce(dw2l), replica_groups={{}}, to_apply=add
+  db2 = f32[{O}] all-reduce(db2l), replica_groups={{}}, to_apply=add
+  lr = f32[] constant({LR})
+  lr1 = f32[{I},{H}] broadcast(lr), dimensions={{}}
+  lr2 = f32[{H}] broadcast(lr), dimensions={{}}
+  lr3 = f32[{H},{O}] broadcast(lr), dimensions={{}}
+  lr4 = f32[{O}] broadcast(lr), dimensions={{}}
+  u1 = f32[{I},{H}] multiply(lr1, dw1)
+  u2 = f32[{H}] multiply(lr2, db1)
+  u3 = f32[{H},{O}] multiply(lr3, dw2)
+  u4 = f32[{O}] multiply(lr4, db2)
+  w1n = f32[{I},{H}] subtract(w1, u1)
+  b1n = f32[{H}] subtract(b1, u2)
+  w2n = f32[{H},{O}] subtract(w2, u3)
+  b2n = f32[{O}] subtract(b2, u4)
+  ROOT out = (f32[{I},{H}], f32[{H}], f32[{H},{O}], f32[{O}], f32[]) tuple(w1n, b1n, w2n, b2n, loss)
+}}
+"""
+
+
+def mlp_inputs(total: int):
+    rng = np.random.default_rng(3)
+    params = [(rng.standard_normal((IN, HIDDEN)) / 6).astype(np.float32),
+              (0.1 * rng.standard_normal(HIDDEN)).astype(np.float32),
+              (rng.standard_normal((HIDDEN, OUT)) / 4).astype(np.float32),
+              (0.1 * rng.standard_normal(OUT)).astype(np.float32)]
+    x = rng.standard_normal((total, IN)).astype(np.float32)
+    labels = rng.integers(0, OUT, size=total).astype(np.int32)
+    return params, x, labels
+
+
+def test_a_data_parallel_step_over_three_tasks_equals_one_step_on_the_batch(
+        clients):
+    """3 tasks x 2 devices, one client per task, each replica on its sixth
+    of the batch; gradients summed across tasks by all-reduce. Every
+    replica's new parameters and loss equal the single-device step on the
+    concatenated batch (to float reassociation)."""
+    per_device, replicas = 8, 6
+    total = per_device * replicas
+    params, x, labels = mlp_inputs(total)
+    assignment = [[d] for d in range(replicas)]
+    arguments = {d: params + [x[d * per_device:(d + 1) * per_device],
+                              labels[d * per_device:(d + 1) * per_device]]
+                 for d in range(replicas)}
+    results, errors = launch(
+        clients, mlp_step_hlo(per_device, total, replicas), assignment,
+        arguments)
+    assert not errors, errors
+
+    single = clients[0].compile(mlp_step_hlo(total, total, 1))
+    want = [b.to_numpy() for b in single.execute(params + [x, labels])]
+    assert want[4] > 0  # the loss
+    for d in range(replicas):
+        got = [b.to_numpy() for b in results[d]]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6,
+                                       err_msg=f"device {d}")
+        # Every replica holds the same parameters, bit for bit.
+        for g, first in zip(got, [b.to_numpy() for b in results[0]]):
+            np.testing.assert_array_equal(g, first)
+
+
+# --- tasks that do not come, or die ------------------------------------------
+
+PAIR_SUM = ALL_REDUCE_6.replace("replica_count=6", "replica_count=2").replace(
+    ", input_output_alias={ {}: (0, {}, may-alias) }", "").replace("[N]", "[4]")
+
+
+@pytest.fixture
+def pair(tmp_path: pathlib.Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, devices=[1, 1])
+    yield c
+    for d in c.daemons:
+        if d.process.poll() is None:
+            d.process.kill()
+            d.process.wait()
+
+
+def pair_launch(cluster: Cluster, tasks, timeout: float, value: float = 1.0):
+    """The two-replica sum, launched by one client per task of `tasks`."""
+    cs = {t: pjrt_client.connect(cluster.address(t)) for t in tasks}
+    try:
+        arguments = {d: [np.full(4, value * (d + 1), np.float32)]
+                     for d in range(2)}
+        results, errors = launch(cs, PAIR_SUM, [[0], [1]], arguments,
+                                 tasks=tasks, collective_timeout=timeout)
+        values = {d: r[0].to_numpy() for d, r in results.items()}
+        return values, errors
+    finally:
+        for c in cs.values():
+            c.close()
+
+
+def test_a_task_that_never_launches_is_named_within_the_timeout(pair):
+    start = time.monotonic()
+    _, errors = pair_launch(pair, tasks=[0], timeout=1.5)
+    elapsed = time.monotonic() - start
+    assert isinstance(errors[0], pjrt_client.DeadlineExceededError)
+    assert "task 1 did not arrive within 1.5s" in str(errors[0])
+    assert elapsed < 15
+    # The devices stay usable: the next launch, with both tasks, runs.
+    values, errors = pair_launch(pair, tasks=[0, 1], timeout=10)
+    assert not errors, errors
+    for d in range(2):
+        np.testing.assert_array_equal(values[d], np.full(4, 3.0, np.float32))
+
+
+def test_a_killed_task_fails_its_peers_and_rejoins_after_a_restart(pair):
+    values, errors = pair_launch(pair, tasks=[0, 1], timeout=10)
+    assert not errors, errors  # connections made
+    outcome = {}
+
+    def survive() -> None:
+        outcome["values"], outcome["errors"] = pair_launch(
+            pair, tasks=[0], timeout=3)
+
+    survivor = threading.Thread(target=survive)
+    survivor.start()
+    # Task 1 dies while task 0 waits for it at the collective (or just
+    # before task 0 arrives: either way task 0 must fail naming it).
+    pair.daemons[1].process.send_signal(signal.SIGKILL)
+    pair.daemons[1].process.wait()
+    survivor.join()
+    error = outcome["errors"][0]
+    assert "task 1" in str(error), error
+    # Task 1 comes back (a new incarnation): the next launch connects anew.
+    pair.restart(1).wait_ready()
+    values, errors = pair_launch(pair, tasks=[0, 1], timeout=10, value=2.0)
+    assert not errors, errors
+    for d in range(2):
+        np.testing.assert_array_equal(values[d], np.full(4, 6.0, np.float32))
