@@ -211,7 +211,14 @@ def mlp_step_hlo(batch: int, total: int, replicas: int) -> str:
     over `replicas` replicas by all-reduce: every replica ends with the
     parameters that one step on the whole batch gives."""
     scale = repr(float(np.float32(-1.0 / total)))
-    B, I, H, O = batch, IN, HIDDEN, OUT
+    BI, BH, BO = f"[{batch},{IN}]", f"[{batch},{HIDDEN}]", f"[{batch},{OUT}]"
+    IH, HO = f"[{IN},{HIDDEN}]", f"[{HIDDEN},{OUT}]"
+    B, H, O_ = f"[{batch}]", f"[{HIDDEN}]", f"[{OUT}]"
+
+    def dot(lhs, rhs):
+        return (f"lhs_contracting_dims={{{lhs}}}, "
+                f"rhs_contracting_dims={{{rhs}}}")
+
     return f"""
 HloModule dp_mlp, replica_count={replicas}
 add {{ a = f32[] parameter(0)  b = f32[] parameter(1)
@@ -219,74 +226,75 @@ add {{ a = f32[] parameter(0)  b = f32[] parameter(1)
 max {{ a = f32[] parameter(0)  b = f32[] parameter(1)
       ROOT c = f32[] maximum(a, b) }}
 ENTRY step {{
-  w1 = f32[{I},{H}] parameter(0)
-  b1 = f32[{H}] parameter(1)
-  w2 = f32[{H},{O}] parameter(2)
-  b2 = f32[{O}] parameter(3)
-  x = f32[{B},{I}] parameter(4)
-  labels = s32[{B}] parameter(5)
-  xw = f32[{B},{H}] dot(x, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  b1b = f32[{B},{H}] broadcast(b1), dimensions={{1}}
-  z1 = f32[{B},{H}] add(xw, b1b)
+  w1 = f32{IH} parameter(0)
+  b1 = f32{H} parameter(1)
+  w2 = f32{HO} parameter(2)
+  b2 = f32{O_} parameter(3)
+  x = f32{BI} parameter(4)
+  labels = s32{B} parameter(5)
+  xw = f32{BH} dot(x, w1), {dot(1, 0)}
+  b1b = f32{BH} broadcast(b1), dimensions={{1}}
+  z1 = f32{BH} add(xw, b1b)
   zero = f32[] constant(0)
-  zeros = f32[{B},{H}] broadcast(zero), dimensions={{}}
-  h = f32[{B},{H}] maximum(z1, zeros)
-  hw = f32[{B},{O}] dot(h, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  b2b = f32[{B},{O}] broadcast(b2), dimensions={{1}}
-  logits = f32[{B},{O}] add(hw, b2b)
+  zeros = f32{BH} broadcast(zero), dimensions={{}}
+  h = f32{BH} maximum(z1, zeros)
+  hw = f32{BO} dot(h, w2), {dot(1, 0)}
+  b2b = f32{BO} broadcast(b2), dimensions={{1}}
+  logits = f32{BO} add(hw, b2b)
   ninf = f32[] constant(-inf)
-  mx = f32[{B}] reduce(logits, ninf), dimensions={{1}}, to_apply=max
-  mxb = f32[{B},{O}] broadcast(mx), dimensions={{0}}
-  shifted = f32[{B},{O}] subtract(logits, mxb)
-  e = f32[{B},{O}] exponential(shifted)
-  s = f32[{B}] reduce(e, zero), dimensions={{1}}, to_apply=add
-  sb = f32[{B},{O}] broadcast(s), dimensions={{0}}
-  logs = f32[{B},{O}] log(sb)
-  logp = f32[{B},{O}] subtract(shifted, logs)
-  classes = s32[{B},{O}] iota(), iota_dimension=1
-  lb = s32[{B},{O}] broadcast(labels), dimensions={{0}}
-  hit = pred[{B},{O}] compare(lb, classes), direction=EQ
+  mx = f32{B} reduce(logits, ninf), dimensions={{1}}, to_apply=max
+  mxb = f32{BO} broadcast(mx), dimensions={{0}}
+  shifted = f32{BO} subtract(logits, mxb)
+  e = f32{BO} exponential(shifted)
+  s = f32{B} reduce(e, zero), dimensions={{1}}, to_apply=add
+  sb = f32{BO} broadcast(s), dimensions={{0}}
+  logs = f32{BO} log(sb)
+  logp = f32{BO} subtract(shifted, logs)
+  classes = s32{BO} iota(), iota_dimension=1
+  lb = s32{BO} broadcast(labels), dimensions={{0}}
+  hit = pred{BO} compare(lb, classes), direction=EQ
   one = f32[] constant(1)
-  ones = f32[{B},{O}] broadcast(one), dimensions={{}}
-  zbo = f32[{B},{O}] broadcast(zero), dimensions={{}}
-  onehot = f32[{B},{O}] select(hit, ones, zbo)
-  picked = f32[{B},{O}] multiply(onehot, logp)
+  ones = f32{BO} broadcast(one), dimensions={{}}
+  zbo = f32{BO} broadcast(zero), dimensions={{}}
+  onehot = f32{BO} select(hit, ones, zbo)
+  picked = f32{BO} multiply(onehot, logp)
   total = f32[] reduce(picked, zero), dimensions={{0,1}}, to_apply=add
   scale = f32[] constant({scale})
   local_loss = f32[] multiply(total, scale)
   loss = f32[] all-reduce(local_loss), replica_groups={{}}, to_apply=add
-  scb = f32[{B},{O}] broadcast(scale), dimensions={{}}
-  dlogp = f32[{B},{O}] multiply(onehot, scb)
-  p = f32[{B},{O}] divide(e, sb)
-  dsum = f32[{B}] reduce(dlogp, zero), dimensions={{1}}, to_apply=add
-  dsumb = f32[{B},{O}] broadcast(dsum), dimensions={{0}}
-  pd = f32[{B},{O}] multiply(p, dsumb)
-  dlogits = f32[{B},{O}] subtract(dlogp, pd)
-  db2l = f32[{O}] reduce(dlogits, zero), dimensions={{0}}, to_apply=add
-  dw2l = f32[{H},{O}] dot(h, dlogits), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
-  dh = f32[{B},{H}] dot(dlogits, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
-  positive = pred[{B},{H}] compare(z1, zeros), direction=GT
-  dz1 = f32[{B},{H}] select(positive, dh, zeros)
-  db1l = f32[{H}] reduce(dz1, zero), dimensions={{0}}, to_apply=add
-  dw1l = f32[{I},{H}] dot(x, dz1), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
-  dw1 = f32[{I},{H}] all-reduce(dw1l), replica_groups={{}}, to_apply=add
-  db1 = f32[{H}] all-reduce(db1l), replica_groups={{}}, to_apply=add
-  dw2 = f32[{H},{O}] all-reduce(dw2l), replica_groups={{}}, to_apply=add
-  db2 = f32[{O}] all-reduce(db2l), replica_groups={{}}, to_apply=add
+  scb = f32{BO} broadcast(scale), dimensions={{}}
+  dlogp = f32{BO} multiply(onehot, scb)
+  p = f32{BO} divide(e, sb)
+  dsum = f32{B} reduce(dlogp, zero), dimensions={{1}}, to_apply=add
+  dsumb = f32{BO} broadcast(dsum), dimensions={{0}}
+  pd = f32{BO} multiply(p, dsumb)
+  dlogits = f32{BO} subtract(dlogp, pd)
+  db2l = f32{O_} reduce(dlogits, zero), dimensions={{0}}, to_apply=add
+  dw2l = f32{HO} dot(h, dlogits), {dot(0, 0)}
+  dh = f32{BH} dot(dlogits, w2), {dot(1, 1)}
+  positive = pred{BH} compare(z1, zeros), direction=GT
+  dz1 = f32{BH} select(positive, dh, zeros)
+  db1l = f32{H} reduce(dz1, zero), dimensions={{0}}, to_apply=add
+  dw1l = f32{IH} dot(x, dz1), {dot(0, 0)}
+  dw1 = f32{IH} all-reduce(dw1l), replica_groups={{}}, to_apply=add
+  db1 = f32{H} all-reduce(db1l), replica_groups={{}}, to_apply=add
+  dw2 = f32{HO} all-reduce(dw2l), replica_groups={{}}, to_apply=add
+  db2 = f32{O_} all-reduce(db2l), replica_groups={{}}, to_apply=add
   lr = f32[] constant({LR})
-  lr1 = f32[{I},{H}] broadcast(lr), dimensions={{}}
-  lr2 = f32[{H}] broadcast(lr), dimensions={{}}
-  lr3 = f32[{H},{O}] broadcast(lr), dimensions={{}}
-  lr4 = f32[{O}] broadcast(lr), dimensions={{}}
-  u1 = f32[{I},{H}] multiply(lr1, dw1)
-  u2 = f32[{H}] multiply(lr2, db1)
-  u3 = f32[{H},{O}] multiply(lr3, dw2)
-  u4 = f32[{O}] multiply(lr4, db2)
-  w1n = f32[{I},{H}] subtract(w1, u1)
-  b1n = f32[{H}] subtract(b1, u2)
-  w2n = f32[{H},{O}] subtract(w2, u3)
-  b2n = f32[{O}] subtract(b2, u4)
-  ROOT out = (f32[{I},{H}], f32[{H}], f32[{H},{O}], f32[{O}], f32[]) tuple(w1n, b1n, w2n, b2n, loss)
+  lr1 = f32{IH} broadcast(lr), dimensions={{}}
+  lr2 = f32{H} broadcast(lr), dimensions={{}}
+  lr3 = f32{HO} broadcast(lr), dimensions={{}}
+  lr4 = f32{O_} broadcast(lr), dimensions={{}}
+  u1 = f32{IH} multiply(lr1, dw1)
+  u2 = f32{H} multiply(lr2, db1)
+  u3 = f32{HO} multiply(lr3, dw2)
+  u4 = f32{O_} multiply(lr4, db2)
+  w1n = f32{IH} subtract(w1, u1)
+  b1n = f32{H} subtract(b1, u2)
+  w2n = f32{HO} subtract(w2, u3)
+  b2n = f32{O_} subtract(b2, u4)
+  ROOT out = (f32{IH}, f32{H}, f32{HO}, f32{O_}, f32[])
+    tuple(w1n, b1n, w2n, b2n, loss)
 }}
 """
 
@@ -335,8 +343,9 @@ def test_a_data_parallel_step_over_three_tasks_equals_one_step_on_the_batch(
 
 # --- tasks that do not come, or die ------------------------------------------
 
-PAIR_SUM = ALL_REDUCE_6.replace("replica_count=6", "replica_count=2").replace(
-    ", input_output_alias={ {}: (0, {}, may-alias) }", "").replace("[N]", "[4]")
+PAIR_SUM = (ALL_REDUCE_6.replace("replica_count=6", "replica_count=2")
+            .replace(", input_output_alias={ {}: (0, {}, may-alias) }", "")
+            .replace("[N]", "[4]"))
 
 
 @pytest.fixture
