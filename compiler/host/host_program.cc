@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <complex>
 #include <cstdio>
 #include <cstdlib>
-#include <complex>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -820,39 +821,50 @@ absl::Status ExchangeAcrossTasks(
 
   if (s.kind == CollectiveStep::Kind::kAllReduce ||
       s.kind == CollectiveStep::Kind::kReduceScatter) {
-    std::vector<char> sum(static_cast<size_t>(in_bytes));
-    if (in_bytes > 0)
-      std::memcpy(sum.data(), members[local[0]].input, in_bytes);
+    // An all-reduce sums into the first local member's output (no other
+    // member's input lives there); a reduce-scatter's outputs are too small.
+    const bool in_output = s.kind == CollectiveStep::Kind::kAllReduce;
+    // Not zero-filled: every byte is written before it is read.
+    auto scratch = std::make_unique_for_overwrite<char[]>(
+        in_output ? 0 : static_cast<size_t>(in_bytes));
+    char* sum = in_output ? static_cast<char*>(members[local[0]].output)
+                          : scratch.get();
+    if (in_bytes > 0 && sum != members[local[0]].input) {
+      std::memmove(sum, members[local[0]].input, in_bytes);
+    }
     for (size_t l = 1; l < local.size(); ++l) {
-      Accumulate(type, s.op, sum.data(), members[local[l]].input, in_elements);
+      Accumulate(type, s.op, sum, members[local[l]].input, in_elements);
     }
     const ExprOp op = s.op;
     PJRT_RETURN_IF_ERROR(placement.transport->AllReduce(
-        exchange, sum.data(), in_elements, bytes,
+        exchange, sum, in_elements, bytes,
         [type, op](void* acc, const void* in, int64_t count) {
           Accumulate(type, op, acc, in, count);
         }));
     for (int q : local) {
-      if (s.kind == CollectiveStep::Kind::kAllReduce) {
-        if (in_bytes > 0) std::memcpy(members[q].output, sum.data(), in_bytes);
+      if (in_output) {
+        if (in_bytes > 0 && members[q].output != sum) {
+          std::memcpy(members[q].output, sum, in_bytes);
+        }
         continue;
       }
       const int64_t slab = dim / n * after;
       for (int64_t o = 0; o < outer; ++o) {
         std::memcpy(at_mut(members[q].output, o * slab),
-                    at(sum.data(), (o * n + q) * slab), slab * bytes);
+                    at(sum, (o * n + q) * slab), slab * bytes);
       }
     }
     return absl::OkStatus();
   }
 
   // Every member's input on every task: tasks in ascending order, each
-  // task's members in group order.
-  std::vector<char> mine(static_cast<size_t>(in_bytes * local.size()));
+  // task's members in group order. Not zero-filled: every byte is
+  // written before it is read.
+  auto mine = std::make_unique_for_overwrite<char[]>(
+      static_cast<size_t>(in_bytes * local.size()));
   for (size_t l = 0; l < local.size(); ++l) {
     if (in_bytes > 0) {
-      std::memcpy(mine.data() + l * in_bytes, members[local[l]].input,
-                  in_bytes);
+      std::memcpy(mine.get() + l * in_bytes, members[local[l]].input, in_bytes);
     }
   }
   std::vector<int64_t> task_bytes(exchange.tasks.size(), 0);
@@ -861,15 +873,16 @@ absl::Status ExchangeAcrossTasks(
                                     exchange.tasks.end(), hub.TaskOf(id));
     task_bytes[t - exchange.tasks.begin()] += in_bytes;
   }
-  std::vector<char> all(static_cast<size_t>(in_bytes * n));
-  PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.data(),
-                                                      task_bytes, all.data()));
+  auto all =
+      std::make_unique_for_overwrite<char[]>(static_cast<size_t>(in_bytes * n));
+  PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.get(),
+                                                      task_bytes, all.get()));
   std::vector<const char*> input(n);
   int64_t offset = 0;
   for (int task : exchange.tasks) {
     for (int q = 0; q < n; ++q) {
       if (hub.TaskOf(group[q]) != task) continue;
-      input[q] = all.data() + offset;
+      input[q] = all.get() + offset;
       offset += in_bytes;
     }
   }
