@@ -1,6 +1,7 @@
 #include "daemon/options.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -268,6 +269,10 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     } else if (key == "task_id") {
       PJRT_ASSIGN_OR_RETURN(options->task_id,
                             IntValue(node, source, key, 0, 65535));
+    } else if (key == "task_id_from_hostname") {
+      const toml::value<bool>* v = node.as_boolean();
+      if (v == nullptr) return KeyError(source, key, "true or false");
+      options->task_id_from_hostname = v->get();
     } else if (key == "cluster") {
       options->cluster.clear();
       const toml::array* list = node.as_array();
@@ -300,7 +305,7 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "max_lease_seconds, "
           "shutdown_timeout_seconds, admin_token_file, tenants_file, "
           "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
-          "data_channels, task_id, "
+          "data_channels, task_id, task_id_from_hostname, "
           "cluster, cluster_secret_file, cluster_tls_ca, "
           "cluster_timeout_seconds, "
           "receive_timeout_seconds, and the limits of docs/limits.md "
@@ -319,6 +324,24 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> TaskIdFromHostname(absl::string_view hostname) {
+  const absl::string_view label = hostname.substr(0, hostname.find('.'));
+  const size_t dash = label.rfind('-');
+  int id = -1;
+  if (dash == absl::string_view::npos || dash + 1 == label.size() ||
+      label.size() - dash - 1 > 5 ||
+      !absl::SimpleAtoi(label.substr(dash + 1), &id) ||
+      label.substr(dash + 1).find_first_not_of("0123456789") !=
+          absl::string_view::npos ||
+      id > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--task-id-from-hostname: host name \"%s\" does not end in "
+        "-<task id> (a StatefulSet's pods are named <set>-0, <set>-1, ...)",
+        hostname));
+  }
+  return id;
 }
 
 absl::Status ValidateOptions(const DaemonOptions& options) {
@@ -585,6 +608,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   app.add_option("--task-id", task_id,
                  "This daemon's task id in its cluster (default 0)")
       ->check(CLI::Range(0, 65535));
+  bool task_id_from_hostname = false;
+  app.add_flag("--task-id-from-hostname", task_id_from_hostname,
+               "Take the task id from the host name's last '-' number (the "
+               "ordinal of a Kubernetes StatefulSet's pod, e.g. pjrtd-2 is "
+               "task 2)");
   app.add_option("--cluster", cluster,
                  "Peer addresses of every task, by task id, comma-separated: "
                  "host0:port,host1:port,... This daemon serves its peers on "
@@ -645,6 +673,22 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (no_shared_memory) options.shared_memory = false;
   if (no_data_channels) options.data_channels = false;
   if (task_id >= 0) options.task_id = task_id;
+  if (task_id_from_hostname) options.task_id_from_hostname = true;
+  if (options.task_id_from_hostname) {
+    if (task_id >= 0) {
+      return fail(absl::InvalidArgumentError(
+          "give --task-id or --task-id-from-hostname, not both"));
+    }
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) != 0) {
+      return fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--task-id-from-hostname: cannot read the host name: %s",
+          std::strerror(errno))));
+    }
+    auto id = TaskIdFromHostname(name);
+    if (!id.ok()) return fail(id.status());
+    options.task_id = *id;
+  }
   if (!cluster.empty()) {
     options.cluster = absl::StrSplit(cluster, ',', absl::SkipWhitespace());
     for (std::string& address : options.cluster) {

@@ -127,6 +127,9 @@ struct DaemonOptions {
   // every task, by task id; empty means a cluster of this daemon alone. The
   // daemon serves its peers on cluster[task_id], apart from its clients.
   int task_id = 0;
+  // Take the task id from this host's name instead (see
+  // TaskIdFromHostname): a StatefulSet's pods are named by their ordinal.
+  bool task_id_from_hostname = false;
   std::vector<std::string> cluster;
   // File holding the secret the tasks present to each other; required when
   // the cluster has more than one task.
@@ -160,6 +163,12 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
 
 // Checks the options together: INVALID_ARGUMENT naming the bad one.
 absl::Status ValidateOptions(const DaemonOptions& options);
+
+// The task id a host name carries: the number after its last '-' (a
+// Kubernetes StatefulSet names its pods "<set>-<ordinal>"), from a plain
+// host name or the first label of a qualified one. INVALID_ARGUMENT naming
+// the host name when it has none.
+absl::StatusOr<int> TaskIdFromHostname(absl::string_view hostname);
 
 // The contents of a file that only its owner may read or write (mode 600
 // or 400): INVALID_ARGUMENT naming `what` and the file otherwise, or when

@@ -30,13 +30,16 @@ class Daemon:
 
     def __init__(self, workdir: pathlib.Path, *args: str,
                  wait: bool = True,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 wrapper: list[str] | None = None) -> None:
+        """`wrapper` runs pjrtd (its argv follows the wrapper's)."""
         self.workdir = workdir
         self.address_file = workdir / "addresses"
         self.log_path = workdir / "pjrtd.log"
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [str(PJRTD), *args, "--address-file", str(self.address_file)],
+            [*(wrapper or []), str(PJRTD), *args,
+             "--address-file", str(self.address_file)],
             stdout=subprocess.DEVNULL, stderr=self._log,
             env={**os.environ, **env} if env else None)
         self.addresses: list[str] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import pathlib
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -18,7 +19,8 @@ import numpy as np
 import pytest
 
 import pjrt_client
-from test_cluster import Cluster
+from conftest import Daemon
+from test_cluster import Cluster, free_ports
 from test_replicated import (COLLECTIVE_CASES, MODES, all_reduce_case,
                              all_reduce_params, as_numpy, collective_case)
 
@@ -411,3 +413,69 @@ def test_a_killed_task_fails_its_peers_and_rejoins_after_a_restart(pair):
     assert not errors, errors
     for d in range(2):
         np.testing.assert_array_equal(values[d], np.full(4, 6.0, np.float32))
+
+
+# --- Kubernetes --------------------------------------------------------------
+
+MANIFEST = (pathlib.Path(__file__).resolve().parents[2] / "deploy" /
+            "kubernetes" / "pjrtd.yaml")
+
+
+def test_the_kubernetes_manifest_lists_every_pod_as_a_task():
+    import yaml
+    documents = list(yaml.safe_load_all(MANIFEST.read_text()))
+    service = next(d for d in documents if d["kind"] == "Service")
+    stateful = next(d for d in documents if d["kind"] == "StatefulSet")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert stateful["spec"]["serviceName"] == service["metadata"]["name"]
+    assert (stateful["spec"]["template"]["metadata"]["labels"].items()
+            >= service["spec"]["selector"].items())
+    peers = next(p["port"] for p in service["spec"]["ports"]
+                 if p["name"] == "peers")
+    args = stateful["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--task-id-from-hostname" in args
+    cluster = next(a.split("=", 1)[1] for a in args
+                   if a.startswith("--cluster="))
+    name, service_name = (stateful["metadata"]["name"],
+                          service["metadata"]["name"])
+    assert cluster.split(",") == [
+        f"{name}-{i}.{service_name}:{peers}"
+        for i in range(stateful["spec"]["replicas"])]
+
+
+def test_task_ids_come_from_the_host_names_of_statefulset_pods(tmp_path):
+    """Two tasks whose host names are pjrtd-0 and pjrtd-1 (each in a UTS
+    namespace of its own), started with --task-id-from-hostname and the same
+    flags otherwise, as the manifest starts them."""
+    probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("unshare --uts is not permitted here: "
+                    + probe.stderr.decode().strip())
+    peers = ",".join(f"127.0.0.1:{p}" for p in free_ports(2))
+    secret = tmp_path / "secret"
+    secret.write_text("kubernetes-secret-0123456789\n")
+    secret.chmod(0o600)
+    daemons = []
+    # The task ids come from the host names, whatever order they start in.
+    for pod in (1, 0):
+        d = tmp_path / f"pod{pod}"
+        d.mkdir()
+        wrapper = ["unshare", "--uts", "sh", "-c",
+                   f'hostname pjrtd-{pod} && exec "$@"', "sh"]
+        daemons.append(Daemon(
+            d, "--platform", "host", "--listen", f"unix://{d}/pjrtd.sock",
+            "--task-id-from-hostname", "--cluster", peers,
+            "--cluster-secret-file", str(secret), wait=False,
+            wrapper=wrapper))
+    try:
+        for daemon in daemons:
+            daemon.wait_ready()
+        for pod, daemon in zip((1, 0), daemons):
+            with pjrt_client.connect(daemon.addresses[0]) as client:
+                mine = [d.id for d in client.devices() if d.addressable]
+                assert mine == [pod]
+                assert client.info()["task_id"] == pod
+    finally:
+        for daemon in daemons:
+            daemon.stop()

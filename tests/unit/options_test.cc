@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pjrt::daemon {
@@ -333,6 +335,24 @@ TEST(CompileCacheDirOption, TheFlagSetsOrClearsIt) {
     ParsedCommandLine parsed = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
     ASSERT_FALSE(parsed.exit_code.has_value()) << flag;
     EXPECT_EQ(parsed.options.compile_cache_dir, want) << flag;
+  }
+}
+
+TEST(TaskIdFromHostname, ReadsAStatefulSetsOrdinal) {
+  EXPECT_EQ(*TaskIdFromHostname("pjrtd-0"), 0);
+  EXPECT_EQ(*TaskIdFromHostname("pjrtd-12"), 12);
+  EXPECT_EQ(*TaskIdFromHostname("gpu-pool-pjrtd-3"), 3);
+  EXPECT_EQ(*TaskIdFromHostname("pjrtd-2.pjrtd.ml.svc.cluster.local"), 2);
+}
+
+TEST(TaskIdFromHostname, NamesAHostNameWithoutOne) {
+  for (const char* name : {"pjrtd", "pjrtd-", "pjrtd-x1", "pjrtd-+1",
+                           "pjrtd-99999999999", "pjrtd-65536", "host.a-1"}) {
+    auto id = TaskIdFromHostname(name);
+    ASSERT_FALSE(id.ok()) << name;
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(id.status().message()),
+                ::testing::HasSubstr(absl::StrCat("\"", name, "\"")));
   }
 }
 
