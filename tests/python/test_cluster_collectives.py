@@ -10,6 +10,7 @@ import itertools
 import pathlib
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -479,3 +480,65 @@ def test_task_ids_come_from_the_host_names_of_statefulset_pods(tmp_path):
     finally:
         for daemon in daemons:
             daemon.stop()
+
+
+def test_the_readmes_data_parallel_example_runs_as_written(cluster):
+    readme = (pathlib.Path(__file__).resolve().parents[2] /
+              "README.md").read_text()
+    blocks = readme.split("```python\n")[1:]
+    example = next(b.split("```")[0] for b in blocks if "dp_sum" in b)
+    # Devices 0-3 are those of tasks 0 and 1, two each.
+    runs = [subprocess.Popen(
+        [sys.executable, "-c",
+         example.replace("localhost:7070", cluster.address(task))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for task in (0, 1)]
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+        assert out.split() == ["6.0"] * 3
+
+
+# --- the exchange directory on the peer channel ------------------------------
+
+SECRET = "cluster-secret-0123456789"  # test_cluster.Cluster's default
+
+
+def peer_stub(cluster: Cluster, task: int):
+    import grpc
+    from pjrt_client._proto.pjrt.v1 import cluster_pb2_grpc
+    channel = grpc.insecure_channel(cluster.peers[task])
+    return channel, cluster_pb2_grpc.PeerStub(channel)
+
+
+def test_the_directory_answers_only_peers_and_only_on_task_zero(cluster):
+    import grpc
+    from pjrt_client._proto.pjrt.v1 import cluster_pb2
+    secret = [("x-pjrt-cluster-secret", SECRET)]
+    channel, zero = peer_stub(cluster, 0)
+    with channel:
+        set_request = cluster_pb2.StoreSetRequest(key="k", value=b"v")
+        with pytest.raises(grpc.RpcError) as e:
+            zero.StoreSet(set_request, timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        zero.StoreSet(set_request, metadata=secret, timeout=10)
+        got = zero.StoreGet(cluster_pb2.StoreGetRequest(keys=["k", "gone"],
+                                                        timeout_ms=10),
+                            metadata=secret, timeout=10)
+        assert list(got.missing) == ["gone"] and not got.values
+        with pytest.raises(grpc.RpcError) as e:
+            zero.StoreSet(cluster_pb2.StoreSetRequest(key="k" * 2000),
+                          metadata=secret, timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(grpc.RpcError) as e:
+            zero.Meet(cluster_pb2.MeetRequest(id="m", task_id=2,
+                                              tasks=[0, 1], timeout_ms=10),
+                      metadata=secret, timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "include the caller (task 2)" in e.value.details()
+    channel, one = peer_stub(cluster, 1)
+    with channel:
+        with pytest.raises(grpc.RpcError) as e:
+            one.StoreSet(set_request, metadata=secret, timeout=10)
+        assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "task 0 does" in e.value.details()
