@@ -92,6 +92,15 @@ class TaskTransport {
   virtual absl::Status AllGather(const Exchange& exchange, const void* mine,
                                  absl::Span<const int64_t> bytes,
                                  void* out) = 0;
+
+  // Sends every task its part of `send` and receives each task's part for
+  // this one into `receive`, tasks in ascending order: send_bytes[i] bytes
+  // go to tasks[i] (this task's own part included), receive_bytes[i] come
+  // from tasks[i].
+  virtual absl::Status AllToAll(const Exchange& exchange, const void* send,
+                                absl::Span<const int64_t> send_bytes,
+                                void* receive,
+                                absl::Span<const int64_t> receive_bytes) = 0;
 };
 
 // Where the participants of a launch run when they span tasks.

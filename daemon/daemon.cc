@@ -285,6 +285,12 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     PJRT_RETURN_IF_ERROR(cluster_->Form(stop_requested));
     task_transport_ = std::make_unique<GlooTransport>(
         cluster_.get(), exchange_directory_.get());
+    if (!options_.cluster_tls_ca.empty()) {
+      spdlog::warn(
+          "collectives across tasks move their data over Gloo's TCP "
+          "transport in plaintext; the cluster's TLS covers the peer "
+          "channel only");
+    }
     client_options.task_transport = task_transport_.get();
   }
   client_options.first_device_id = cluster_->first_device_id(options_.task_id);

@@ -15,6 +15,7 @@
 #include "daemon/cluster.h"
 #include "gloo/allgatherv.h"
 #include "gloo/allreduce.h"
+#include "gloo/alltoallv.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/rendezvous/store.h"
@@ -529,6 +530,36 @@ absl::Status GlooTransport::AllGather(const Exchange& exchange,
     options.setTag(Tag(exchange.id));
     options.setTimeout(Millis(exchange.timeout));
     gloo::allgatherv(options);
+  } catch (const std::exception& e) {
+    return Failed(exchange, connections.get(), e.what());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooTransport::AllToAll(const Exchange& exchange, const void* send,
+                                     absl::Span<const int64_t> send_bytes,
+                                     void* receive,
+                                     absl::Span<const int64_t> receive_bytes) {
+  std::shared_ptr<Connections> connections;
+  // Every task takes part even when it moves nothing itself: the others
+  // may.
+  PJRT_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context,
+                        Prepare(exchange, &connections));
+  try {
+    gloo::AlltoallvOptions options(context);
+    // Gloo wants a buffer even for no bytes.
+    char none = 0;
+    options.setInput<uint8_t>(
+        const_cast<uint8_t*>(send != nullptr ? static_cast<const uint8_t*>(send)
+                                             : reinterpret_cast<uint8_t*>(&none)),
+        std::vector<int64_t>(send_bytes.begin(), send_bytes.end()));
+    options.setOutput<uint8_t>(
+        receive != nullptr ? static_cast<uint8_t*>(receive)
+                           : reinterpret_cast<uint8_t*>(&none),
+        std::vector<int64_t>(receive_bytes.begin(), receive_bytes.end()));
+    options.setTag(Tag(exchange.id));
+    options.setTimeout(Millis(exchange.timeout));
+    gloo::alltoallv(options);
   } catch (const std::exception& e) {
     return Failed(exchange, connections.get(), e.what());
   }

@@ -106,6 +106,9 @@ class GlooTransport final : public compiler::TaskTransport {
                          int element_bytes, const Reducer& reduce) override;
   absl::Status AllGather(const Exchange& exchange, const void* mine,
                          absl::Span<const int64_t> bytes, void* out) override;
+  absl::Status AllToAll(const Exchange& exchange, const void* send,
+                        absl::Span<const int64_t> send_bytes, void* receive,
+                        absl::Span<const int64_t> receive_bytes) override;
 
   // The directory's calls, on task 0's directory wherever this task is.
   absl::Status StoreSet(const std::string& key, const std::string& value);

@@ -771,6 +771,73 @@ void Accumulate(hlo::PrimitiveType type, ExprOp op, void* acc, const void* in,
 // Bytes an all-reduce member reduces at a time (within L1/L2).
 constexpr int64_t kCollectiveBlockBytes = 16 << 10;
 
+// How a collective's operand splits along its dimension: `outer` slabs
+// before it, `after` elements after it, `dim` its size.
+struct CollectiveLayout {
+  int64_t outer = 1, after = 1, dim = 1;
+};
+
+CollectiveLayout LayoutOf(const CollectiveStep& s) {
+  CollectiveLayout l;
+  const int rank = static_cast<int>(s.input_dims.size());
+  for (int d = 0; d < rank; ++d) {
+    if (d < s.dimension) l.outer *= s.input_dims[d];
+    if (d > s.dimension) l.after *= s.input_dims[d];
+  }
+  if (rank > 0) l.dim = s.input_dims[s.dimension];
+  return l;
+}
+
+// Writes member `me`'s output of an all-gather, all-to-all or
+// collective-permute from every member's input (`inputs`, group order;
+// `in_elements` elements of `bytes` bytes each).
+void PullCollectiveOutput(const CollectiveStep& s, const CollectiveLayout& l,
+                          int bytes, int64_t in_elements,
+                          absl::Span<const void* const> inputs, int me,
+                          void* output) {
+  const int n = static_cast<int>(inputs.size());
+  const auto at = [bytes](const void* base, int64_t element) {
+    return static_cast<const char*>(base) + element * bytes;
+  };
+  char* out = static_cast<char*>(output);
+  switch (s.kind) {
+    case CollectiveStep::Kind::kAllGather: {
+      const int64_t slab = l.dim * l.after;
+      for (int q = 0; q < n; ++q) {
+        for (int64_t o = 0; o < l.outer; ++o) {
+          std::memcpy(out + (o * n + q) * slab * bytes, at(inputs[q], o * slab),
+                      slab * bytes);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Kind::kAllToAll: {
+      const int64_t slab = l.dim / n * l.after;
+      for (int64_t o = 0; o < l.outer; ++o) {
+        for (int q = 0; q < n; ++q) {
+          std::memcpy(out + (o * n + q) * slab * bytes,
+                      at(inputs[q], (o * n + me) * slab), slab * bytes);
+        }
+      }
+      break;
+    }
+    case CollectiveStep::Kind::kCollectivePermute: {
+      int source = -1;
+      for (const auto& [from, to] : s.source_target_pairs) {
+        if (to == me) source = static_cast<int>(from);
+      }
+      if (source >= 0 && source < n) {
+        std::memcpy(output, inputs[source], in_elements * bytes);
+      } else {
+        std::memset(output, 0, in_elements * bytes);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 // This task's leader's share of a collective whose group spans tasks:
 // `members` holds the group's members on this task (the others' entries
 // are null). The leader combines this task's inputs, exchanges them with
@@ -790,13 +857,7 @@ absl::Status ExchangeAcrossTasks(
   const int n = static_cast<int>(group.size());
   const int64_t in_elements = s.operand_elements[operand];
   const int64_t in_bytes = in_elements * bytes;
-  const int rank = static_cast<int>(s.input_dims.size());
-  int64_t outer = 1, after = 1;
-  for (int d = 0; d < rank; ++d) {
-    if (d < s.dimension) outer *= s.input_dims[d];
-    if (d > s.dimension) after *= s.input_dims[d];
-  }
-  const int64_t dim = rank > 0 ? s.input_dims[s.dimension] : 1;
+  const CollectiveLayout layout = LayoutOf(s);
 
   TaskTransport::Exchange exchange;
   for (int64_t id : group) exchange.tasks.push_back(hub.TaskOf(id));
@@ -812,12 +873,6 @@ absl::Status ExchangeAcrossTasks(
   for (int q = 0; q < n; ++q) {
     if (hub.TaskOf(group[q]) == placement.self) local.push_back(q);
   }
-  const auto at = [bytes](const void* base, int64_t element) {
-    return static_cast<const char*>(base) + element * bytes;
-  };
-  const auto at_mut = [bytes](void* base, int64_t element) {
-    return static_cast<char*>(base) + element * bytes;
-  };
 
   if (s.kind == CollectiveStep::Kind::kAllReduce ||
       s.kind == CollectiveStep::Kind::kReduceScatter) {
@@ -848,81 +903,128 @@ absl::Status ExchangeAcrossTasks(
         }
         continue;
       }
-      const int64_t slab = dim / n * after;
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(at_mut(members[q].output, o * slab),
-                    at(sum, (o * n + q) * slab), slab * bytes);
+      const int64_t slab = layout.dim / n * layout.after;
+      for (int64_t o = 0; o < layout.outer; ++o) {
+        std::memcpy(static_cast<char*>(members[q].output) + o * slab * bytes,
+                    sum + (o * n + q) * slab * bytes, slab * bytes);
       }
     }
     return absl::OkStatus();
   }
 
-  // Every member's input on every task: tasks in ascending order, each
-  // task's members in group order. Not zero-filled: every byte is
-  // written before it is read.
-  auto mine = std::make_unique_for_overwrite<char[]>(
-      static_cast<size_t>(in_bytes * local.size()));
-  for (size_t l = 0; l < local.size(); ++l) {
-    if (in_bytes > 0) {
+  const auto rank_of = [&](int q) {
+    return static_cast<int>(std::lower_bound(exchange.tasks.begin(),
+                                             exchange.tasks.end(),
+                                             hub.TaskOf(group[q])) -
+                            exchange.tasks.begin());
+  };
+  if (in_bytes == 0) return absl::OkStatus();  // empty outputs, everywhere
+
+  if (s.kind == CollectiveStep::Kind::kAllGather) {
+    // Every member's input on every task: tasks in ascending order, each
+    // task's members in group order. Not zero-filled: every byte is
+    // written before it is read.
+    auto mine = std::make_unique_for_overwrite<char[]>(
+        static_cast<size_t>(in_bytes * local.size()));
+    for (size_t l = 0; l < local.size(); ++l) {
       std::memcpy(mine.get() + l * in_bytes, members[local[l]].input, in_bytes);
     }
+    std::vector<int64_t> task_bytes(exchange.tasks.size(), 0);
+    for (int q = 0; q < n; ++q) task_bytes[rank_of(q)] += in_bytes;
+    auto all =
+        std::make_unique_for_overwrite<char[]>(static_cast<size_t>(in_bytes * n));
+    PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.get(),
+                                                        task_bytes, all.get()));
+    std::vector<const void*> input(n);
+    int64_t offset = 0;
+    for (int task : exchange.tasks) {
+      for (int q = 0; q < n; ++q) {
+        if (hub.TaskOf(group[q]) != task) continue;
+        input[q] = all.get() + offset;
+        offset += in_bytes;
+      }
+    }
+    for (int m : local) {
+      PullCollectiveOutput(s, layout, bytes, in_elements, input, m,
+                           members[m].output);
+    }
+    return absl::OkStatus();
   }
-  std::vector<int64_t> task_bytes(exchange.tasks.size(), 0);
-  for (int64_t id : group) {
-    const auto t = std::lower_bound(exchange.tasks.begin(),
-                                    exchange.tasks.end(), hub.TaskOf(id));
-    task_bytes[t - exchange.tasks.begin()] += in_bytes;
+
+  // All-to-all and collective-permute: each member q sends member m only
+  // the piece m needs (all-to-all: slab m of each outer block; permute: its
+  // whole input, if m is q's target), task to task in one exchange. Pieces
+  // travel in (task of m, q, m) order and arrive in (task of q, q, m)
+  // order, q and m in group order.
+  const bool permute = s.kind == CollectiveStep::Kind::kCollectivePermute;
+  const int64_t slab = permute ? 0 : layout.dim / n * layout.after * bytes;
+  std::vector<int> target(n, -1);  // permute: q's target
+  for (const auto& [from, to] : s.source_target_pairs) {
+    if (from >= 0 && from < n) target[from] = static_cast<int>(to);
   }
-  auto all =
-      std::make_unique_for_overwrite<char[]>(static_cast<size_t>(in_bytes * n));
-  PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.get(),
-                                                      task_bytes, all.get()));
-  std::vector<const char*> input(n);
-  int64_t offset = 0;
-  for (int task : exchange.tasks) {
-    for (int q = 0; q < n; ++q) {
-      if (hub.TaskOf(group[q]) != task) continue;
-      input[q] = all.get() + offset;
-      offset += in_bytes;
+  const auto piece_bytes = [&](int q, int m) -> int64_t {
+    if (!permute) return layout.outer * slab;
+    return target[q] == m ? in_bytes : 0;
+  };
+  const auto is_local = [&](int q) {
+    return hub.TaskOf(group[q]) == placement.self;
+  };
+  const int T = static_cast<int>(exchange.tasks.size());
+  std::vector<int64_t> send_bytes(T, 0), receive_bytes(T, 0);
+  for (int q = 0; q < n; ++q) {
+    for (int m = 0; m < n; ++m) {
+      if (is_local(q)) send_bytes[rank_of(m)] += piece_bytes(q, m);
+      if (is_local(m)) receive_bytes[rank_of(q)] += piece_bytes(q, m);
     }
   }
-  for (int m : local) {
-    void* output = members[m].output;
-    switch (s.kind) {
-      case CollectiveStep::Kind::kAllGather: {
-        const int64_t slab = dim * after;
-        for (int q = 0; q < n; ++q) {
-          for (int64_t o = 0; o < outer; ++o) {
-            std::memcpy(at_mut(output, (o * n + q) * slab),
-                        at(input[q], o * slab), slab * bytes);
-          }
+  int64_t send_total = 0, receive_total = 0;
+  for (int t = 0; t < T; ++t) {
+    send_total += send_bytes[t];
+    receive_total += receive_bytes[t];
+  }
+  // Not zero-filled: every byte is written before it is read.
+  auto send = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(send_total));
+  auto receive =
+      std::make_unique_for_overwrite<char[]>(static_cast<size_t>(receive_total));
+  char* out = send.get();
+  for (int t = 0; t < T; ++t) {
+    for (int q : local) {
+      for (int m = 0; m < n; ++m) {
+        if (rank_of(m) != t || piece_bytes(q, m) == 0) continue;
+        const char* in = static_cast<const char*>(members[q].input);
+        if (permute) {
+          std::memcpy(out, in, in_bytes);
+          out += in_bytes;
+          continue;
         }
-        break;
+        for (int64_t o = 0; o < layout.outer; ++o, out += slab) {
+          std::memcpy(out, in + (o * n + m) * slab, slab);
+        }
       }
-      case CollectiveStep::Kind::kAllToAll: {
-        const int64_t slab = dim / n * after;
-        for (int64_t o = 0; o < outer; ++o) {
-          for (int q = 0; q < n; ++q) {
-            std::memcpy(at_mut(output, (o * n + q) * slab),
-                        at(input[q], (o * n + m) * slab), slab * bytes);
-          }
+    }
+  }
+  PJRT_RETURN_IF_ERROR(placement.transport->AllToAll(
+      exchange, send.get(), send_bytes, receive.get(), receive_bytes));
+  if (permute) {
+    // A member no source names gets zeros.
+    for (int m : local) std::memset(members[m].output, 0, in_bytes);
+  }
+  const char* in = receive.get();
+  for (int t = 0; t < T; ++t) {
+    for (int q = 0; q < n; ++q) {
+      if (rank_of(q) != t) continue;
+      for (int m : local) {
+        if (piece_bytes(q, m) == 0) continue;
+        char* output = static_cast<char*>(members[m].output);
+        if (permute) {
+          std::memcpy(output, in, in_bytes);
+          in += in_bytes;
+          continue;
         }
-        break;
+        for (int64_t o = 0; o < layout.outer; ++o, in += slab) {
+          std::memcpy(output + (o * n + q) * slab, in, slab);
+        }
       }
-      case CollectiveStep::Kind::kCollectivePermute: {
-        int source = -1;
-        for (const auto& [from, to] : s.source_target_pairs) {
-          if (to == m) source = static_cast<int>(from);
-        }
-        if (source >= 0 && source < n) {
-          std::memcpy(output, input[source], in_bytes);
-        } else {
-          std::memset(output, 0, in_bytes);
-        }
-        break;
-      }
-      default:
-        break;
     }
   }
   return absl::OkStatus();
@@ -937,13 +1039,8 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
   // Operands of a variadic all-reduce differ in size.
   const int64_t in_elements = s.operand_elements[operand];
   const int rank = static_cast<int>(s.input_dims.size());
-  // Elements of one slab along `dimension` and after it, and slabs before.
-  int64_t outer = 1, after = 1;
-  for (int d = 0; d < rank; ++d) {
-    if (d < s.dimension) outer *= s.input_dims[d];
-    if (d > s.dimension) after *= s.input_dims[d];
-  }
-  const int64_t dim = rank > 0 ? s.input_dims[s.dimension] : 1;
+  const CollectiveLayout layout = LayoutOf(s);
+  const int64_t outer = layout.outer, after = layout.after, dim = layout.dim;
   if (s.kind == CollectiveStep::Kind::kAllGather &&
       (rank == 0 || s.output_dims[s.dimension] != dim * n)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -973,6 +1070,7 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
   const int64_t block_elements =
       std::max<int64_t>(1, kCollectiveBlockBytes / bytes);
   std::vector<char> block(static_cast<size_t>(block_elements * bytes));
+  std::vector<const void*> inputs(n);
   if (n == 1) {
     members.push_back({input, output});
   } else {
@@ -1057,26 +1155,10 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
       }
       break;
     }
-    case CollectiveStep::Kind::kAllToAll: {
-      const int64_t slab = dim / n * after;
-      for (int64_t o = 0; o < outer; ++o) {
-        for (int q = 0; q < n; ++q) {
-          std::memcpy(at_mut(output, (o * n + q) * slab),
-                      at(members[q].input, (o * n + me) * slab), slab * bytes);
-        }
-      }
-      break;
-    }
+    case CollectiveStep::Kind::kAllToAll:
     case CollectiveStep::Kind::kCollectivePermute: {
-      int source = -1;
-      for (const auto& [from, to] : s.source_target_pairs) {
-        if (to == me) source = static_cast<int>(from);
-      }
-      if (source >= 0 && source < n) {
-        std::memcpy(output, members[source].input, in_elements * bytes);
-      } else {
-        std::memset(output, 0, in_elements * bytes);
-      }
+      for (int q = 0; q < n; ++q) inputs[q] = members[q].input;
+      PullCollectiveOutput(s, layout, bytes, in_elements, inputs, me, output);
       break;
     }
   }

@@ -416,6 +416,20 @@ def test_a_killed_task_fails_its_peers_and_rejoins_after_a_restart(pair):
         np.testing.assert_array_equal(values[d], np.full(4, 6.0, np.float32))
 
 
+def test_without_task_zero_a_launch_fails_at_once_naming_it(pair):
+    """Task 0 keeps the rendezvous: with it gone, task 1's collective fails
+    without waiting out its timeout."""
+    values, errors = pair_launch(pair, tasks=[0, 1], timeout=10)
+    assert not errors, errors
+    pair.daemons[0].process.send_signal(signal.SIGKILL)
+    pair.daemons[0].process.wait()
+    start = time.monotonic()
+    _, errors = pair_launch(pair, tasks=[1], timeout=60)
+    assert time.monotonic() - start < 30
+    assert isinstance(errors[1], pjrt_client.UnavailableError)
+    assert "task 0 (the cluster's exchange directory) did not answer" in \
+        str(errors[1])
+
 # --- Kubernetes --------------------------------------------------------------
 
 MANIFEST = (pathlib.Path(__file__).resolve().parents[2] / "deploy" /
