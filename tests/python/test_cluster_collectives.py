@@ -430,6 +430,7 @@ def test_without_task_zero_a_launch_fails_at_once_naming_it(pair):
     assert "task 0 (the cluster's exchange directory) did not answer" in \
         str(errors[1])
 
+
 # --- Kubernetes --------------------------------------------------------------
 
 MANIFEST = (pathlib.Path(__file__).resolve().parents[2] / "deploy" /
