@@ -287,9 +287,9 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
         cluster_.get(), exchange_directory_.get());
     if (!options_.cluster_tls_ca.empty()) {
       spdlog::warn(
-          "collectives across tasks move their data over Gloo's TCP "
-          "transport in plaintext; the cluster's TLS covers the peer "
-          "channel only");
+          "the cluster's TLS covers the peer channel only: collectives "
+          "across tasks move their data over Gloo's TCP transport "
+          "unencrypted");
     }
     client_options.task_transport = task_transport_.get();
   }
