@@ -843,9 +843,9 @@ void PullCollectiveOutput(const CollectiveStep& s, const CollectiveLayout& l,
 // are null). The leader combines this task's inputs, exchanges them with
 // the other tasks through the launch's TaskTransport, and writes every
 // local member's output. All-reduce and reduce-scatter reduce this task's
-// inputs first and all-reduce the partial result across tasks; the
-// others gather every member's input everywhere, then each local output
-// takes its part.
+// inputs first and all-reduce the partial result across tasks; all-gather
+// gathers every member's input everywhere; all-to-all and
+// collective-permute send each member only the pieces it needs.
 absl::Status ExchangeAcrossTasks(
     const CollectiveStep& s, const RunContext& c,
     const std::vector<int64_t>& group, int operand,
