@@ -238,12 +238,18 @@ class DirectoryStore final : public gloo::rendezvous::Store {
   const Cancellation* const cancellation_;
 };
 
+// This task's rank among `tasks` (ascending, this task among them).
+int RankOf(const std::vector<int>& tasks, int task) {
+  return static_cast<int>(std::lower_bound(tasks.begin(), tasks.end(), task) -
+                          tasks.begin());
+}
+
 // Gloo's typed buffers only use the element type's size.
 struct Bytes16 {
   uint64_t lo, hi;
 };
 
-template <typename Options, typename Fn>
+template <typename Fn>
 void WithElementType(int element_bytes, Fn fn) {
   switch (element_bytes) {
     case 1:
@@ -275,67 +281,70 @@ GlooTransport::~GlooTransport() {
   device_.reset();
 }
 
+namespace {
+
+// Calls task 0's directory over the peer channel: `call(stub, context,
+// response)`, answered within `wait` and 10 s for the network; UNAVAILABLE
+// saying `what` failed otherwise.
+template <typename Response, typename Call>
+absl::StatusOr<Response> CallTaskZero(Cluster* cluster, absl::Duration wait,
+                                      absl::string_view what, Call call) {
+  grpc::ClientContext context;
+  cluster->PrepareContext(&context);
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + wait + absl::Seconds(10)));
+  Response response;
+  grpc::Status status = call(cluster->PeerStub(0), &context, &response);
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("task 0 (the cluster's exchange directory) %s: %s",
+                        what, status.error_message()));
+  }
+  return response;
+}
+
+}  // namespace
+
 absl::Status GlooTransport::StoreSet(const std::string& key,
                                      const std::string& value) {
   if (directory_ != nullptr) return directory_->Set(key, value);
-  grpc::ClientContext context;
-  cluster_->PrepareContext(&context);
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
   v1::StoreSetRequest request;
   request.set_key(key);
   request.set_value(value);
-  v1::StoreSetResponse response;
-  grpc::Status status =
-      cluster_->PeerStub(0)->StoreSet(&context, request, &response);
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrFormat(
-        "task 0 (the cluster's exchange directory) did not take a key: %s",
-        status.error_message()));
-  }
-  return absl::OkStatus();
+  return CallTaskZero<v1::StoreSetResponse>(
+             cluster_, absl::ZeroDuration(), "did not take a key",
+             [&](v1::Peer::Stub* stub, grpc::ClientContext* context,
+                 v1::StoreSetResponse* response) {
+               return stub->StoreSet(context, request, response);
+             })
+      .status();
 }
 
 absl::StatusOr<v1::StoreGetResponse> GlooTransport::StoreGet(
     const std::vector<std::string>& keys, absl::Duration timeout) {
   timeout = std::min(timeout, kDirectoryMaxWait);
   if (directory_ != nullptr) return directory_->Get(keys, timeout);
-  grpc::ClientContext context;
-  cluster_->PrepareContext(&context);
-  context.set_deadline(
-      absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(10)));
   v1::StoreGetRequest request;
   for (const std::string& key : keys) request.add_keys(key);
   request.set_timeout_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
-  v1::StoreGetResponse response;
-  grpc::Status status =
-      cluster_->PeerStub(0)->StoreGet(&context, request, &response);
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrFormat(
-        "task 0 (the cluster's exchange directory) did not answer: %s",
-        status.error_message()));
-  }
-  return response;
+  return CallTaskZero<v1::StoreGetResponse>(
+      cluster_, timeout, "did not answer",
+      [&](v1::Peer::Stub* stub, grpc::ClientContext* context,
+          v1::StoreGetResponse* response) {
+        return stub->StoreGet(context, request, response);
+      });
 }
 
 absl::StatusOr<v1::MeetResponse> GlooTransport::Meet(
     const v1::MeetRequest& request) {
   if (directory_ != nullptr) return directory_->Meet(request);
-  grpc::ClientContext context;
-  cluster_->PrepareContext(&context);
-  context.set_deadline(absl::ToChronoTime(
-      absl::Now() + absl::Milliseconds(request.timeout_ms()) +
-      absl::Seconds(10)));
-  v1::MeetResponse response;
-  grpc::Status status =
-      cluster_->PeerStub(0)->Meet(&context, request, &response);
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrFormat(
-        "task 0 (the cluster's exchange directory) did not answer: %s",
-        status.error_message()));
-  }
-  return response;
+  return CallTaskZero<v1::MeetResponse>(
+      cluster_, absl::Milliseconds(request.timeout_ms()), "did not answer",
+      [&](v1::Peer::Stub* stub, grpc::ClientContext* context,
+          v1::MeetResponse* response) {
+        return stub->Meet(context, request, response);
+      });
 }
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>>
@@ -418,10 +427,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooTransport::Prepare(
   c.generation = generation;
   PJRT_ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
                         Device());
-  const int rank = static_cast<int>(std::lower_bound(exchange.tasks.begin(),
-                                                     exchange.tasks.end(),
-                                                     cluster_->task_id()) -
-                                    exchange.tasks.begin());
+  const int rank = RankOf(exchange.tasks, cluster_->task_id());
   try {
     auto context = std::make_shared<gloo::rendezvous::Context>(
         rank, static_cast<int>(exchange.tasks.size()));
@@ -480,7 +486,7 @@ absl::Status GlooTransport::AllReduce(const Exchange& exchange, void* data,
                         Prepare(exchange, &connections));
   try {
     gloo::AllreduceOptions options(context);
-    WithElementType<gloo::AllreduceOptions>(element_bytes, [&](auto type) {
+    WithElementType(element_bytes, [&](auto type) {
       using T = decltype(type);
       options.setOutput<T>(static_cast<T*>(data),
                            static_cast<size_t>(elements));
@@ -516,10 +522,7 @@ absl::Status GlooTransport::AllGather(const Exchange& exchange,
   std::shared_ptr<Connections> connections;
   PJRT_ASSIGN_OR_RETURN(std::shared_ptr<gloo::Context> context,
                         Prepare(exchange, &connections));
-  const int rank = static_cast<int>(std::lower_bound(exchange.tasks.begin(),
-                                                     exchange.tasks.end(),
-                                                     cluster_->task_id()) -
-                                    exchange.tasks.begin());
+  const int rank = RankOf(exchange.tasks, cluster_->task_id());
   try {
     gloo::AllgathervOptions options(context);
     options.setInput<uint8_t>(
