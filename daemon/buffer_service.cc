@@ -199,6 +199,21 @@ grpc::Status BufferService::UploadImpl(
   const uint64_t channel_handle = header.channel_handle();
   auto session = CallerSession(auth_, sessions_, *context, header.session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
+  if (proxies_ != nullptr && (*session)->whole_cluster()) {
+    auto task = cluster_->TaskOfDevice(header.device_id());
+    if (task.ok() && *task != cluster_->task_id()) {
+      if (channel_handle != 0) {
+        return grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrFormat("device %d is task %d's: an upload to another "
+                            "task's device streams its bytes in chunks, not "
+                            "over a data channel of this daemon",
+                            header.device_id(), *task));
+      }
+      return ForwardUpload(context, reader, std::move(request), *session, *task,
+                           response);
+    }
+  }
   // Over a data channel: held from here, so that every failure below ends
   // it (the client's bytes may be on their way).
   DataChannelUse channel;
@@ -284,6 +299,11 @@ grpc::Status BufferService::DownloadImpl(
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
   if (request->channel_handle() != 0) {
     return DownloadOverChannel(context, request, writer);
+  }
+  auto remote = FindRemote(*context, request->session_id(), request->handle());
+  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (remote->has_value()) {
+    return ForwardDownload(context, *request, **remote, writer);
   }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
@@ -385,6 +405,13 @@ grpc::Status BufferService::OpenDataChannelImpl(
 grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
                                            const v1::DownloadRequest* request,
                                            v1::BufferInfo* response) {
+  auto remote = FindRemote(*context, request->session_id(), request->handle());
+  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (remote->has_value()) {
+    return ToGrpcStatus(proxies_->Forward(context, (*remote)->task,
+                                          (*remote)->proxy, *request, response,
+                                          &v1::Peer::Stub::ProxyReadBuffer));
+  }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
@@ -415,6 +442,13 @@ grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
 grpc::Status BufferService::DescribeBufferImpl(
     grpc::ServerContext* context, const v1::DescribeBufferRequest* request,
     v1::BufferInfo* response) {
+  auto remote = FindRemote(*context, request->session_id(), request->handle());
+  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (remote->has_value()) {
+    return ToGrpcStatus(
+        proxies_->Forward(context, (*remote)->task, (*remote)->proxy, *request,
+                          response, &v1::Peer::Stub::ProxyDescribeBuffer));
+  }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
@@ -429,6 +463,9 @@ grpc::Status BufferService::DeleteBuffersImpl(
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
+  if (proxies_ != nullptr && (*session)->whole_cluster()) {
+    return DeleteAcrossTasks(context, *session, *request);
+  }
   if (request->skip_unknown()) {
     (*session)->Release(request->handles(), {});
     return grpc::Status::OK;
@@ -439,6 +476,13 @@ grpc::Status BufferService::DeleteBuffersImpl(
 grpc::Status BufferService::BlockUntilReadyImpl(
     grpc::ServerContext* context, const v1::BlockUntilReadyRequest* request,
     v1::BufferInfo* response) {
+  auto remote = FindRemote(*context, request->session_id(), request->handle());
+  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (remote->has_value()) {
+    return ToGrpcStatus(
+        proxies_->Forward(context, (*remote)->task, (*remote)->proxy, *request,
+                          response, &v1::Peer::Stub::ProxyBlockUntilReady));
+  }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
   if (!found.ok()) return ToGrpcStatus(found.status());
@@ -497,6 +541,9 @@ grpc::Status BufferService::GetReadyStateImpl(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrFormat("GetReadyState names %d handles; at most %d per call",
                         request->handles_size(), kMaxReadyStateHandles));
+  }
+  if (proxies_ != nullptr && (*session)->whole_cluster()) {
+    return RemoteReadyState(context, *session, *request, response);
   }
   for (uint64_t handle : request->handles()) {
     auto buffer = (*session)->LookupBuffer(handle);
@@ -564,9 +611,163 @@ absl::StatusOr<runtime::Device*> LookupAddressableDevice(
   if (!task.ok()) return task.status();
   return absl::InvalidArgumentError(absl::StrFormat(
       "device %d belongs to task %d; this daemon is task %d and addresses "
-      "devices %d to %d (send the call to task %d's daemon)",
+      "devices %d to %d (send the call to task %d's daemon, or open the "
+      "session with whole_cluster to reach every task's devices from one)",
       id, *task, cluster.task_id(), client.devices().front()->id(),
       client.devices().back()->id(), *task));
+}
+
+absl::StatusOr<std::optional<BufferService::RemoteBuffer>>
+BufferService::FindRemote(const grpc::ServerContext& context, uint64_t id,
+                          uint64_t handle) {
+  if (proxies_ == nullptr) return std::nullopt;
+  PJRT_ASSIGN_OR_RETURN(auto session,
+                        CallerSession(auth_, sessions_, context, id));
+  const int task = session->RemoteBufferTask(handle);
+  if (task < 0) return std::nullopt;
+  PJRT_ASSIGN_OR_RETURN(uint64_t proxy, proxies_->ProxyOf(session, task));
+  return RemoteBuffer{task, proxy};
+}
+
+grpc::Status BufferService::ForwardUpload(
+    grpc::ServerContext* context, grpc::ServerReader<v1::UploadRequest>* reader,
+    v1::UploadRequest first, const std::shared_ptr<Session>& session, int task,
+    v1::BufferInfo* response) {
+  auto proxy = proxies_->ProxyOf(session, task);
+  if (!proxy.ok()) return ToGrpcStatus(proxy.status());
+  if (absl::Status room = session->CheckRoom(1); !room.ok()) {
+    return ToGrpcStatus(room);
+  }
+  first.mutable_header()->set_session_id(*proxy);
+  std::unique_ptr<grpc::ClientContext> peer = proxies_->Context(context);
+  v1::BufferInfo info;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadRequest>> upstream =
+      proxies_->Stub(task)->ProxyUpload(peer.get(), &info);
+  // The chunks go on as they come; the task checks them as it would a
+  // client's. A write fails when the task has ended the call (Finish then
+  // says why).
+  bool open = upstream->Write(first);
+  v1::UploadRequest chunk;
+  while (open && reader->Read(&chunk)) open = upstream->Write(chunk);
+  if (open) upstream->WritesDone();
+  grpc::Status status = upstream->Finish();
+  if (!status.ok()) return ToGrpcStatus(proxies_->PeerError(task, status));
+  absl::Status added = session->AddRemoteBuffers(task, {info.handle()});
+  if (!added.ok()) {
+    proxies_->DeleteRemoteBuffers(task, *proxy, {info.handle()});
+    return ToGrpcStatus(added);
+  }
+  *response = std::move(info);
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::ForwardDownload(
+    grpc::ServerContext* context, const v1::DownloadRequest& request,
+    const RemoteBuffer& remote,
+    grpc::ServerWriter<v1::DownloadResponse>* writer) {
+  v1::DownloadRequest forwarded = request;
+  forwarded.set_session_id(remote.proxy);
+  std::unique_ptr<grpc::ClientContext> peer = proxies_->Context(context);
+  std::unique_ptr<grpc::ClientReader<v1::DownloadResponse>> upstream =
+      proxies_->Stub(remote.task)->ProxyDownload(peer.get(), forwarded);
+  v1::DownloadResponse message;
+  while (upstream->Read(&message)) {
+    if (!writer->Write(message)) {
+      peer->TryCancel();
+      upstream->Finish().IgnoreError();
+      return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    }
+  }
+  grpc::Status status = upstream->Finish();
+  if (!status.ok()) {
+    return ToGrpcStatus(proxies_->PeerError(remote.task, status));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::RemoteReadyState(
+    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+    const v1::GetReadyStateRequest& request,
+    v1::GetReadyStateResponse* response) {
+  // Each task answers for its buffers in one call; the states then go back
+  // in the request's order.
+  absl::flat_hash_map<int, v1::GetReadyStateRequest> by_task;
+  for (uint64_t handle : request.handles()) {
+    const int task = session->RemoteBufferTask(handle);
+    if (task >= 0) by_task[task].add_handles(handle);
+  }
+  absl::flat_hash_map<uint64_t, v1::ReadyState> remote_states;
+  for (auto& [task, part] : by_task) {
+    auto proxy = proxies_->ProxyOf(session, task);
+    if (!proxy.ok()) return ToGrpcStatus(proxy.status());
+    v1::GetReadyStateResponse answer;
+    absl::Status status =
+        proxies_->Forward(context, task, *proxy, part, &answer,
+                          &v1::Peer::Stub::ProxyGetReadyState);
+    if (!status.ok()) return ToGrpcStatus(status);
+    for (v1::ReadyState& state : *answer.mutable_states()) {
+      const uint64_t handle = state.handle();
+      remote_states[handle] = std::move(state);
+    }
+  }
+  for (uint64_t handle : request.handles()) {
+    if (auto it = remote_states.find(handle); it != remote_states.end()) {
+      *response->add_states() = it->second;
+      continue;
+    }
+    auto buffer = session->LookupBuffer(handle);
+    if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+    v1::BufferInfo info;
+    BufferInfoToProto(*session, handle, **buffer, &info);
+    v1::ReadyState* state = response->add_states();
+    state->set_handle(handle);
+    state->set_ready(info.ready());
+    state->set_error_code(info.error_code());
+    state->set_error_message(info.error_message());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status BufferService::DeleteAcrossTasks(
+    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+    const v1::DeleteBuffersRequest& request) {
+  if (request.skip_unknown()) {
+    session->Release(request.handles(), {});
+    proxies_->FlushReleases(*session);
+    return grpc::Status::OK;
+  }
+  // All or none: every handle must name a buffer, here or on a task.
+  std::vector<uint64_t> local;
+  for (uint64_t handle : request.handles()) {
+    if (session->RemoteBufferTask(handle) >= 0) continue;
+    auto buffer = session->LookupBuffer(handle);
+    if (!buffer.ok()) {
+      return ToGrpcStatus(absl::NotFoundError(absl::StrFormat(
+          "buffer handle %#x is not a buffer of this session; no buffer was "
+          "deleted",
+          handle)));
+    }
+    local.push_back(handle);
+  }
+  absl::flat_hash_map<int, std::vector<uint64_t>> remote =
+      session->ForgetRemoteBuffers(request.handles());
+  absl::Status status = session->DeleteBuffers(local);
+  for (const auto& [task, handles] : remote) {
+    auto proxy = proxies_->ProxyOf(session, task);
+    if (!proxy.ok()) {
+      if (status.ok()) status = proxy.status();
+      continue;
+    }
+    v1::DeleteBuffersRequest part;
+    part.set_skip_unknown(true);
+    for (uint64_t handle : handles) part.add_handles(handle);
+    v1::DeleteBuffersResponse answer;
+    absl::Status deleted =
+        proxies_->Forward(context, task, *proxy, part, &answer,
+                          &v1::Peer::Stub::ProxyDeleteBuffers);
+    if (status.ok()) status = deleted;
+  }
+  return ToGrpcStatus(status);
 }
 
 grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(

@@ -380,6 +380,25 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   executable_service_ = std::make_unique<ExecutableService>(
       client_.get(), cluster_.get(), sessions_.get(), auth_.get(),
       compile_cache_.get(), limits);
+  if (peer_service_ != nullptr) {
+    proxies_ = std::make_unique<ProxySessions>(cluster_.get());
+    buffer_service_->SetProxies(proxies_.get());
+    executable_service_->SetProxies(proxies_.get());
+    peer_auth_ = std::make_unique<Authenticator>(
+        static_cast<int>(client_->devices().size()));
+    peer_buffer_service_ = std::make_unique<BufferService>(
+        client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
+        peer_auth_.get(), options_.receive_timeout, limits.max_receive_timeout);
+    peer_executable_service_ = std::make_unique<ExecutableService>(
+        client_.get(), cluster_.get(), sessions_.get(), peer_auth_.get(),
+        compile_cache_.get(), limits);
+    proxy_targets_ =
+        std::make_unique<PeerService::ProxyTargets>(PeerService::ProxyTargets{
+            .sessions = sessions_.get(),
+            .buffers = peer_buffer_service_.get(),
+            .executables = peer_executable_service_.get()});
+    peer_service_->SetProxyTargets(proxy_targets_.get());
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -658,6 +677,8 @@ void Daemon::Shutdown() {
     server_->Shutdown(absl::ToChronoTime(deadline));
     server_->Wait();
   }
+  // No client call reaches another task now: the proxies there end.
+  proxies_.reset();
   // Executions already enqueued may finish within what is left of the
   // grace period; then the watchdog cancels them.
   if (client_ != nullptr) {

@@ -82,6 +82,15 @@ class Daemon {
   std::unique_ptr<SessionService> session_service_;
   std::unique_ptr<BufferService> buffer_service_;
   std::unique_ptr<ExecutableService> executable_service_;
+  // Whole-cluster sessions' proxies on the other tasks, and the services
+  // that run the other tasks' proxies here (clusters of more than one task
+  // only). The peer services take every caller as anonymous: peers prove
+  // themselves with the cluster secret (see PeerService).
+  std::unique_ptr<ProxySessions> proxies_;
+  std::unique_ptr<Authenticator> peer_auth_;
+  std::unique_ptr<BufferService> peer_buffer_service_;
+  std::unique_ptr<ExecutableService> peer_executable_service_;
+  std::unique_ptr<PeerService::ProxyTargets> proxy_targets_;
   // After executable_service_, whose Execute its lanes call: goes first.
   std::unique_ptr<ExecuteLaneServer> execute_lanes_;
   std::unique_ptr<grpc::Server> server_;

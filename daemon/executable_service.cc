@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -259,6 +260,15 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
   }
   for (int p : executable.donated_parameters()) {
     response->add_donated_parameters(p);
+  }
+  if (proxies_ != nullptr && (*session)->whole_cluster() &&
+      !executable.portable()) {
+    absl::Status spanned =
+        CompileOnOtherTasks(context, *session, *request, executable, response);
+    if (!spanned.ok()) {
+      (*session)->DeleteExecutable(*handle).IgnoreError();
+      return ToGrpcStatus(spanned);
+    }
   }
   spdlog::info("{}: compiled {} in {}{} (fingerprint {:.12})",
                (*session)->DebugString(), EscapeForLog(executable.name(), 128),
@@ -542,56 +552,319 @@ grpc::Status ExecutableService::ExecuteReplicatedImpl(
   if (!session.ok()) return ToGrpcStatus(session.status());
   auto executable = (*session)->LookupExecutable(request->executable_handle());
   if (!executable.ok()) return ToGrpcStatus(executable.status());
-  runtime::Executable& e = **executable;
+  if (proxies_ != nullptr) {
+    absl::flat_hash_map<int, uint64_t> parts =
+        (*session)->RemoteParts(request->executable_handle());
+    if (!parts.empty()) {
+      return ToGrpcStatus(ExecuteOnEveryTask(context, *session, **executable,
+                                             parts, *request, response));
+    }
+  }
+  return ToGrpcStatus(ExecuteReplicatedHere(context, *session, **executable,
+                                            *request, response));
+}
+
+absl::Status ExecutableService::ExecuteReplicatedHere(
+    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+    runtime::Executable& e, const v1::ExecuteReplicatedRequest& request,
+    v1::ExecuteReplicatedResponse* response) {
   const auto& devices = e.addressable_devices();
-  if (request->arguments_size() != static_cast<int>(devices.size())) {
+  if (request.arguments_size() != static_cast<int>(devices.size())) {
     std::vector<int> ids;
     for (const runtime::Device* d : devices) ids.push_back(d->id());
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("%s runs on %d devices (ids %s); got %d argument "
                         "lists, one per device is needed",
                         e.name(), devices.size(), absl::StrJoin(ids, ", "),
-                        request->arguments_size()));
+                        request.arguments_size()));
   }
   std::vector<std::shared_ptr<runtime::Buffer>> arguments;
   std::vector<std::vector<runtime::Buffer*>> raw_arguments(devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
-    absl::Status status = LookupArguments(
-        **session, request->arguments(static_cast<int>(d)).argument_handles(),
+    PJRT_RETURN_IF_ERROR(LookupArguments(
+        *session, request.arguments(static_cast<int>(d)).argument_handles(),
         absl::StrFormat("device %d (list %d): ", devices[d]->id(), d),
-        &arguments, &raw_arguments[d]);
-    if (!status.ok()) return ToGrpcStatus(status);
+        &arguments, &raw_arguments[d]));
   }
   runtime::ExecuteRunOptions options =
-      ExecuteOptionsFromProto(request->options());
+      ExecuteOptionsFromProto(request.options());
   while (options.launch_id == 0) {
     options.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
   }
-  options.cancellation = (*session)->cancellation();
-  options.launch_scope = (*session)->public_id();
+  options.cancellation = session->cancellation();
+  options.launch_scope = session->public_id();
   std::vector<runtime::Buffer*> all_arguments;
   for (const auto& list : raw_arguments) {
     all_arguments.insert(all_arguments.end(), list.begin(), list.end());
   }
-  auto waiting = MaybeStartWaitingCall(**session, all_arguments);
-  if (!waiting.ok()) return ToGrpcStatus(waiting.status());
-  std::shared_ptr<Cancellation> call = CallCancellation(context, **session);
+  PJRT_ASSIGN_OR_RETURN(auto waiting,
+                        MaybeStartWaitingCall(*session, all_arguments));
+  std::shared_ptr<Cancellation> call = CallCancellation(context, *session);
   options.wait_cancellation = call.get();
-  auto results = e.ExecuteReplicated(raw_arguments, options);
-  if (!results.ok()) return ToGrpcStatus(results.status());
+  PJRT_ASSIGN_OR_RETURN(auto results,
+                        e.ExecuteReplicated(raw_arguments, options));
   response->set_launch_id(options.launch_id);
-  for (size_t d = 0; d < results->size(); ++d) {
+  for (size_t d = 0; d < results.size(); ++d) {
     absl::Status status = RegisterResults(
-        **session, (*results)[d], response->add_results()->mutable_results());
+        *session, results[d], response->add_results()->mutable_results());
     if (!status.ok()) {
-      for (size_t rest = d + 1; rest < results->size(); ++rest) {
-        for (auto& buffer : (*results)[rest]) buffer->Delete();
+      for (size_t rest = d + 1; rest < results.size(); ++rest) {
+        for (auto& buffer : results[rest]) buffer->Delete();
       }
-      return ToGrpcStatus(status);
+      return status;
     }
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Every handle a result names: its own and its tuple elements'.
+void CollectHandles(const v1::BufferInfo& info, std::vector<uint64_t>* out) {
+  out->push_back(info.handle());
+  for (const v1::BufferInfo& element : info.tuple_elements()) {
+    CollectHandles(element, out);
+  }
+}
+
+void CollectHandles(const v1::ExecuteReplicatedResponse& response,
+                    std::vector<uint64_t>* out) {
+  for (const v1::ResultList& list : response.results()) {
+    for (const v1::BufferInfo& info : list.results()) CollectHandles(info, out);
+  }
+}
+
+}  // namespace
+
+absl::Status ExecutableService::CompileOnOtherTasks(
+    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+    const v1::CompileRequest& request, const runtime::Executable& executable,
+    v1::CompileResponse* response) {
+  // Every device of the assignment in replica-major order: the order of
+  // ExecuteReplicated's argument lists; each task's own list keeps it.
+  std::vector<int> order;
+  std::vector<int> tasks;
+  for (const auto& row : executable.device_assignment()) {
+    for (int id : row) {
+      PJRT_ASSIGN_OR_RETURN(int task, cluster_->TaskOfDevice(id));
+      order.push_back(id);
+      if (task != cluster_->task_id() &&
+          std::find(tasks.begin(), tasks.end(), task) == tasks.end()) {
+        tasks.push_back(task);
+      }
+    }
+  }
+  if (tasks.empty()) return absl::OkStatus();
+  // Every task compiles at once.
+  struct Part {
+    int task;
+    uint64_t proxy = 0;
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::CompileRequest request;
+    v1::CompileResponse response;
+    absl::Status status;
+  };
+  std::vector<Part> parts(tasks.size());
+  pjrt::Mutex mu;
+  int pending = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    Part& part = parts[i];
+    part.task = tasks[i];
+    auto proxy = proxies_->ProxyOf(session, part.task);
+    if (!proxy.ok()) {
+      part.status = proxy.status();
+      continue;
+    }
+    part.proxy = *proxy;
+    part.request = request;
+    part.request.set_session_id(*proxy);
+    part.context = proxies_->Context(context);
+    {
+      pjrt::MutexLock lock(&mu);
+      ++pending;
+    }
+    proxies_->Stub(part.task)->async()->ProxyCompile(
+        part.context.get(), &part.request, &part.response,
+        [this, &mu, &pending, &part](grpc::Status status) {
+          pjrt::MutexLock lock(&mu);
+          if (!status.ok())
+            part.status = proxies_->PeerError(part.task, status);
+          --pending;
+        });
+  }
+  {
+    pjrt::MutexLock lock(&mu);
+    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
+  }
+  absl::Status failed;
+  absl::flat_hash_map<int, uint64_t> handles;
+  for (Part& part : parts) {
+    if (!part.status.ok()) {
+      if (failed.ok()) {
+        failed =
+            absl::Status(part.status.code(),
+                         absl::StrFormat("compiling the part of task %d: %s",
+                                         part.task, part.status.message()));
+      }
+      continue;
+    }
+    handles[part.task] = part.response.executable_handle();
+  }
+  if (!failed.ok()) {
+    for (const auto& [task, handle] : handles) {
+      v1::DeleteExecutableRequest drop;
+      drop.set_executable_handle(handle);
+      v1::DeleteExecutableResponse dropped;
+      proxies_
+          ->Forward(nullptr, task, session->ProxyOn(task), drop, &dropped,
+                    &v1::Peer::Stub::ProxyDeleteExecutable)
+          .IgnoreError();
+    }
+    return failed;
+  }
+  session->SetRemoteParts(response->executable_handle(), std::move(handles));
+  response->clear_addressable_device_ids();
+  for (int id : order) response->add_addressable_device_ids(id);
+  return absl::OkStatus();
+}
+
+absl::Status ExecutableService::ExecuteOnEveryTask(
+    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+    runtime::Executable& e, const absl::flat_hash_map<int, uint64_t>& parts,
+    const v1::ExecuteReplicatedRequest& request,
+    v1::ExecuteReplicatedResponse* response) {
+  const int self = cluster_->task_id();
+  std::vector<int> order;
+  for (const auto& row : e.device_assignment()) {
+    for (int id : row) order.push_back(id);
+  }
+  if (request.arguments_size() != static_cast<int>(order.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s runs on %d devices of the cluster (ids %s); got %d argument "
+        "lists, one per device is needed",
+        e.name(), order.size(), absl::StrJoin(order, ", "),
+        request.arguments_size()));
+  }
+  // Split the lists by task; where[i]: list i's task and place there.
+  struct Part {
+    int task;
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::ExecuteReplicatedRequest request;
+    v1::ExecuteReplicatedResponse response;
+    absl::Status status;
+  };
+  v1::ExecuteReplicatedRequest local;
+  local.set_session_id(request.session_id());
+  local.set_executable_handle(request.executable_handle());
+  *local.mutable_options() = request.options();
+  int64_t launch_id = request.options().launch_id();
+  while (launch_id == 0)
+    launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
+  local.mutable_options()->set_launch_id(launch_id);
+  std::vector<Part> remote;
+  absl::flat_hash_map<int, size_t> remote_index;
+  std::vector<std::pair<int, int>> where(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    PJRT_ASSIGN_OR_RETURN(int task, cluster_->TaskOfDevice(order[i]));
+    const v1::ArgumentList& list = request.arguments(static_cast<int>(i));
+    if (task == self) {
+      *local.add_arguments() = list;
+      where[i] = {self, local.arguments_size() - 1};
+      continue;
+    }
+    for (int a = 0; a < list.argument_handles_size(); ++a) {
+      const uint64_t handle = list.argument_handles(a);
+      if (session->RemoteBufferTask(handle) != task) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "device %d (list %d), argument %d: buffer %#x is not on task %d, "
+            "the task of device %d (put it there, or copy it)",
+            order[i], i, a, handle, task, order[i]));
+      }
+    }
+    auto [it, added] = remote_index.try_emplace(task, remote.size());
+    if (added) {
+      remote.push_back(Part{.task = task});
+      Part& part = remote.back();
+      auto proxy = proxies_->ProxyOf(session, task);
+      if (!proxy.ok()) return proxy.status();
+      part.request.set_session_id(*proxy);
+      part.request.set_executable_handle(parts.at(task));
+      *part.request.mutable_options() = local.options();
+    }
+    Part& part = remote[it->second];
+    *part.request.add_arguments() = list;
+    where[i] = {task, part.request.arguments_size() - 1};
+  }
+  // The other tasks' parts first (they meet this one's at the program's
+  // collectives), then this task's, on this thread.
+  pjrt::Mutex mu;
+  int pending = static_cast<int>(remote.size());
+  for (Part& part : remote) {
+    part.context = proxies_->Context(context);
+    proxies_->Stub(part.task)->async()->ProxyExecuteReplicated(
+        part.context.get(), &part.request, &part.response,
+        [this, &mu, &pending, &part](grpc::Status status) {
+          pjrt::MutexLock lock(&mu);
+          if (!status.ok()) {
+            absl::Status error = proxies_->PeerError(part.task, status);
+            part.status = absl::Status(
+                error.code(), absl::StrFormat("task %d's part: %s", part.task,
+                                              error.message()));
+          }
+          --pending;
+        });
+  }
+  v1::ExecuteReplicatedResponse here;
+  absl::Status status = absl::OkStatus();
+  if (local.arguments_size() > 0 || !e.addressable_devices().empty()) {
+    status = ExecuteReplicatedHere(context, session, e, local, &here);
+  }
+  {
+    pjrt::MutexLock lock(&mu);
+    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
+  }
+  for (const Part& part : remote) {
+    if (status.ok()) status = part.status;
+  }
+  if (status.ok()) {
+    for (const Part& part : remote) {
+      std::vector<uint64_t> handles;
+      CollectHandles(part.response, &handles);
+      status = session->AddRemoteBuffers(part.task, handles);
+      if (!status.ok()) break;
+    }
+  }
+  if (!status.ok()) {
+    // No result survives a launch that failed anywhere.
+    std::vector<uint64_t> handles;
+    CollectHandles(here, &handles);
+    session->Release(handles, {});
+    for (const Part& part : remote) {
+      std::vector<uint64_t> theirs;
+      CollectHandles(part.response, &theirs);
+      session->ForgetRemoteBuffers(theirs);
+      proxies_->DeleteRemoteBuffers(part.task, part.request.session_id(),
+                                    theirs);
+    }
+    return status;
+  }
+  response->set_launch_id(launch_id);
+  int64_t inline_bytes = 0;
+  for (const auto& [task, index] : where) {
+    const v1::ResultList& list =
+        task == self ? here.results(index)
+                     : remote[remote_index.at(task)].response.results(index);
+    v1::ResultList* out = response->add_results();
+    *out = list;
+    // Each task kept its own replies within the inline limit; together
+    // they keep it too (a result without its data is read as usual).
+    for (v1::BufferInfo& info : *out->mutable_results()) {
+      if (!info.has_data()) continue;
+      inline_bytes += static_cast<int64_t>(info.data().size());
+      if (inline_bytes > kMaxInlineBytes) info.clear_data();
+    }
+  }
+  return absl::OkStatus();
 }
 
 grpc::Status ExecutableService::DeleteExecutableImpl(
@@ -600,8 +873,10 @@ grpc::Status ExecutableService::DeleteExecutableImpl(
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
-  return ToGrpcStatus(
-      (*session)->DeleteExecutable(request->executable_handle()));
+  absl::Status status =
+      (*session)->DeleteExecutable(request->executable_handle());
+  if (status.ok() && proxies_ != nullptr) proxies_->FlushReleases(**session);
+  return ToGrpcStatus(status);
 }
 
 }  // namespace pjrt::daemon

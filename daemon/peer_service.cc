@@ -131,4 +131,62 @@ grpc::Status PeerService::MeetImpl(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::StatusOr<const PeerService::ProxyTargets*> PeerService::ProxyCall(
+    const grpc::ServerContext& context) const {
+  PJRT_RETURN_IF_ERROR(cluster_->CheckSecret(context));
+  const ProxyTargets* targets = proxy_targets_.load();
+  if (targets == nullptr) {
+    return absl::UnavailableError(
+        absl::StrFormat("task %d is still starting", cluster_->task_id()));
+  }
+  return targets;
+}
+
+grpc::Status PeerService::OpenProxySessionImpl(
+    grpc::ServerContext* context, const v1::OpenProxySessionRequest* request,
+    v1::OpenSessionResponse* response) {
+  auto targets = ProxyCall(*context);
+  if (!targets.ok()) return ToGrpcStatus(targets.status());
+  // "task 0 session 7 (train.py)": whose part this is, in listings.
+  std::string name = absl::StrFormat(
+      "task %d session %d (%s)", request->origin_task_id(),
+      request->origin_public_id(), request->client_name().substr(0, 128));
+  auto session =
+      (*targets)->sessions->Open(std::move(name), context->peer(),
+                                 absl::Seconds(request->lease_seconds()));
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  spdlog::info("{} opened for task {}", (*session)->DebugString(),
+               request->origin_task_id());
+  response->set_session_id((*session)->id());
+  response->set_public_id((*session)->public_id());
+  response->set_lease_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds((*session)->lease())));
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::KeepProxySessionsImpl(
+    grpc::ServerContext* context, const v1::KeepProxySessionsRequest* request,
+    v1::KeepProxySessionsResponse* response) {
+  auto targets = ProxyCall(*context);
+  if (!targets.ok()) return ToGrpcStatus(targets.status());
+  for (uint64_t id : request->session_ids()) {
+    // A lookup renews the lease.
+    if (!(*targets)->sessions->Lookup(id, Caller{}).ok()) {
+      response->add_gone(id);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::CloseProxySessionImpl(
+    grpc::ServerContext* context, const v1::CloseSessionRequest* request,
+    v1::CloseSessionResponse*) {
+  auto targets = ProxyCall(*context);
+  if (!targets.ok()) return ToGrpcStatus(targets.status());
+  auto closed = (*targets)->sessions->Close(
+      request->session_id(),
+      absl::CancelledError("its session on the origin task ended"));
+  return ToGrpcStatus(closed.status());
+}
+
 }  // namespace pjrt::daemon

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -24,6 +25,7 @@
 #include "daemon/fair_queue.h"
 #include "daemon/grpc_status.h"
 #include "daemon/options.h"
+#include "daemon/proxy_sessions.h"
 #include "daemon/session_table.h"
 #include "daemon/task_collectives.h"
 #include "daemon/tenants.h"
@@ -391,8 +393,39 @@ class BufferService final : public v1::Buffers::Service {
     channels_ = channels;
     no_channels_reason_ = std::move(why_not);
   }
+  // Where whole-cluster sessions reach other tasks (null: a cluster of one,
+  // or the peer-side instance that serves proxies). Set before serving.
+  void SetProxies(ProxySessions* proxies) { proxies_ = proxies; }
 
  private:
+  // A buffer a whole-cluster session holds on another task.
+  struct RemoteBuffer {
+    int task;
+    uint64_t proxy;
+  };
+  // When `handle` names one of session `id`'s buffers on another task.
+  absl::StatusOr<std::optional<RemoteBuffer>> FindRemote(
+      const grpc::ServerContext& context, uint64_t id, uint64_t handle);
+  // An upload to another task's device, `first` being its header.
+  grpc::Status ForwardUpload(grpc::ServerContext* context,
+                             grpc::ServerReader<v1::UploadRequest>* reader,
+                             v1::UploadRequest first,
+                             const std::shared_ptr<Session>& session, int task,
+                             v1::BufferInfo* response);
+  grpc::Status ForwardDownload(
+      grpc::ServerContext* context, const v1::DownloadRequest& request,
+      const RemoteBuffer& remote,
+      grpc::ServerWriter<v1::DownloadResponse>* writer);
+  // GetReadyState and DeleteBuffers of a whole-cluster session that name
+  // buffers on other tasks.
+  grpc::Status RemoteReadyState(grpc::ServerContext* context,
+                                const std::shared_ptr<Session>& session,
+                                const v1::GetReadyStateRequest& request,
+                                v1::GetReadyStateResponse* response);
+  grpc::Status DeleteAcrossTasks(grpc::ServerContext* context,
+                                 const std::shared_ptr<Session>& session,
+                                 const v1::DeleteBuffersRequest& request);
+
   // The handlers, run by the overrides above inside Guarded.
   grpc::Status UploadImpl(grpc::ServerContext* context,
                           grpc::ServerReader<v1::UploadRequest>* reader,
@@ -462,6 +495,7 @@ class BufferService final : public v1::Buffers::Service {
   const absl::Duration max_receive_timeout_;
   DataChannelServer* channels_ = nullptr;
   std::string no_channels_reason_ = "data channels are turned off";
+  ProxySessions* proxies_ = nullptr;
 };
 
 // The daemon-to-daemon service, served on this task's cluster address.
@@ -507,6 +541,119 @@ class PeerService final : public v1::Peer::Service {
                    [&] { return MeetImpl(context, request, response); });
   }
 
+  // Proxy sessions (see ProxySessions): the calls of a whole-cluster
+  // session of another task, run here by this task's own services.
+  grpc::Status OpenProxySession(grpc::ServerContext* context,
+                                const v1::OpenProxySessionRequest* request,
+                                v1::OpenSessionResponse* response) override {
+    return Guarded("Peer.OpenProxySession", [&] {
+      return OpenProxySessionImpl(context, request, response);
+    });
+  }
+  grpc::Status KeepProxySessions(
+      grpc::ServerContext* context, const v1::KeepProxySessionsRequest* request,
+      v1::KeepProxySessionsResponse* response) override {
+    return Guarded("Peer.KeepProxySessions", [&] {
+      return KeepProxySessionsImpl(context, request, response);
+    });
+  }
+  grpc::Status CloseProxySession(grpc::ServerContext* context,
+                                 const v1::CloseSessionRequest* request,
+                                 v1::CloseSessionResponse* response) override {
+    return Guarded("Peer.CloseProxySession", [&] {
+      return CloseProxySessionImpl(context, request, response);
+    });
+  }
+  grpc::Status ProxyDownload(
+      grpc::ServerContext* context, const v1::DownloadRequest* request,
+      grpc::ServerWriter<v1::DownloadResponse>* writer) override {
+    return Proxied(context, "Peer.ProxyDownload", [&](const ProxyTargets& t) {
+      return t.buffers->Download(context, request, writer);
+    });
+  }
+  grpc::Status ProxyUpload(grpc::ServerContext* context,
+                           grpc::ServerReader<v1::UploadRequest>* reader,
+                           v1::BufferInfo* response) override {
+    return Proxied(context, "Peer.ProxyUpload", [&](const ProxyTargets& t) {
+      return t.buffers->Upload(context, reader, response);
+    });
+  }
+  grpc::Status ProxyReadBuffer(grpc::ServerContext* context,
+                               const v1::DownloadRequest* request,
+                               v1::BufferInfo* response) override {
+    return Proxied(context, "Peer.ProxyReadBuffer", [&](const ProxyTargets& t) {
+      return t.buffers->ReadBuffer(context, request, response);
+    });
+  }
+  grpc::Status ProxyDescribeBuffer(grpc::ServerContext* context,
+                                   const v1::DescribeBufferRequest* request,
+                                   v1::BufferInfo* response) override {
+    return Proxied(
+        context, "Peer.ProxyDescribeBuffer", [&](const ProxyTargets& t) {
+          return t.buffers->DescribeBuffer(context, request, response);
+        });
+  }
+  grpc::Status ProxyBlockUntilReady(grpc::ServerContext* context,
+                                    const v1::BlockUntilReadyRequest* request,
+                                    v1::BufferInfo* response) override {
+    return Proxied(
+        context, "Peer.ProxyBlockUntilReady", [&](const ProxyTargets& t) {
+          return t.buffers->BlockUntilReady(context, request, response);
+        });
+  }
+  grpc::Status ProxyGetReadyState(
+      grpc::ServerContext* context, const v1::GetReadyStateRequest* request,
+      v1::GetReadyStateResponse* response) override {
+    return Proxied(
+        context, "Peer.ProxyGetReadyState", [&](const ProxyTargets& t) {
+          return t.buffers->GetReadyState(context, request, response);
+        });
+  }
+  grpc::Status ProxyDeleteBuffers(
+      grpc::ServerContext* context, const v1::DeleteBuffersRequest* request,
+      v1::DeleteBuffersResponse* response) override {
+    return Proxied(
+        context, "Peer.ProxyDeleteBuffers", [&](const ProxyTargets& t) {
+          return t.buffers->DeleteBuffers(context, request, response);
+        });
+  }
+  grpc::Status ProxyCompile(grpc::ServerContext* context,
+                            const v1::CompileRequest* request,
+                            v1::CompileResponse* response) override {
+    return Proxied(context, "Peer.ProxyCompile", [&](const ProxyTargets& t) {
+      return t.executables->Compile(context, request, response);
+    });
+  }
+  grpc::Status ProxyExecuteReplicated(
+      grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
+      v1::ExecuteReplicatedResponse* response) override {
+    return Proxied(
+        context, "Peer.ProxyExecuteReplicated", [&](const ProxyTargets& t) {
+          return t.executables->ExecuteReplicated(context, request, response);
+        });
+  }
+  grpc::Status ProxyDeleteExecutable(
+      grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
+      v1::DeleteExecutableResponse* response) override {
+    return Proxied(
+        context, "Peer.ProxyDeleteExecutable", [&](const ProxyTargets& t) {
+          return t.executables->DeleteExecutable(context, request, response);
+        });
+  }
+
+  // The services that run proxy calls, each with an authenticator that
+  // takes every caller as anonymous (the peer proved itself with the
+  // cluster secret), and the table the proxies live in. Until set, proxy
+  // calls are refused as UNAVAILABLE (the task is still starting).
+  struct ProxyTargets {
+    SessionTable* sessions;
+    v1::Buffers::Service* buffers;
+    v1::Executables::Service* executables;
+  };
+  void SetProxyTargets(const ProxyTargets* targets) {
+    proxy_targets_.store(targets);
+  }
+
  private:
   // The handlers, run by the overrides above inside Guarded.
   grpc::Status HandshakeImpl(grpc::ServerContext* context,
@@ -527,10 +674,32 @@ class PeerService final : public v1::Peer::Service {
                         v1::MeetResponse* response);
   // OK on task 0 for an authenticated caller.
   absl::Status CheckDirectoryCall(const grpc::ServerContext& context) const;
+  grpc::Status OpenProxySessionImpl(grpc::ServerContext* context,
+                                    const v1::OpenProxySessionRequest* request,
+                                    v1::OpenSessionResponse* response);
+  grpc::Status KeepProxySessionsImpl(
+      grpc::ServerContext* context, const v1::KeepProxySessionsRequest* request,
+      v1::KeepProxySessionsResponse* response);
+  grpc::Status CloseProxySessionImpl(grpc::ServerContext* context,
+                                     const v1::CloseSessionRequest* request,
+                                     v1::CloseSessionResponse* response);
+  // The targets for an authenticated proxy call, or why there are none.
+  absl::StatusOr<const ProxyTargets*> ProxyCall(
+      const grpc::ServerContext& context) const;
+  template <typename Call>
+  grpc::Status Proxied(grpc::ServerContext* context, absl::string_view rpc,
+                       Call&& call) {
+    return Guarded(rpc, [&]() -> grpc::Status {
+      absl::StatusOr<const ProxyTargets*> targets = ProxyCall(*context);
+      if (!targets.ok()) return ToGrpcStatus(targets.status());
+      return call(**targets);
+    });
+  }
 
   Cluster* const cluster_;
   std::atomic<CrossHostReceives*> receives_{nullptr};
   ExchangeDirectory* directory_ = nullptr;
+  std::atomic<const ProxyTargets*> proxy_targets_{nullptr};
 };
 
 // Compile goes through the daemon-wide cache; executables belong to the
@@ -634,7 +803,35 @@ class ExecutableService final : public v1::Executables::Service {
   // which would otherwise hold a graceful shutdown until its deadline.
   void EndStreams();
 
+  // Where whole-cluster sessions reach other tasks (null: a cluster of one,
+  // or the peer-side instance that serves proxies). Set before serving.
+  void SetProxies(ProxySessions* proxies) { proxies_ = proxies; }
+
  private:
+  // A whole-cluster session's compile of a program that spans tasks: the
+  // same program compiled on every other task of its assignment, after
+  // this task's compile answered `response` (whose device list it widens
+  // to the whole assignment).
+  absl::Status CompileOnOtherTasks(grpc::ServerContext* context,
+                                   const std::shared_ptr<Session>& session,
+                                   const v1::CompileRequest& request,
+                                   const runtime::Executable& executable,
+                                   v1::CompileResponse* response);
+  // ExecuteReplicated of such a program: every task's part launched at
+  // once, with one launch id.
+  absl::Status ExecuteOnEveryTask(
+      grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+      runtime::Executable& executable,
+      const absl::flat_hash_map<int, uint64_t>& parts,
+      const v1::ExecuteReplicatedRequest& request,
+      v1::ExecuteReplicatedResponse* response);
+  // ExecuteReplicated on this task's devices.
+  absl::Status ExecuteReplicatedHere(
+      grpc::ServerContext* context, const std::shared_ptr<Session>& session,
+      runtime::Executable& executable,
+      const v1::ExecuteReplicatedRequest& request,
+      v1::ExecuteReplicatedResponse* response);
+
   // The handlers, run by the overrides above inside Guarded.
   grpc::Status CompileImpl(grpc::ServerContext* context,
                            const v1::CompileRequest* request,
@@ -687,6 +884,7 @@ class ExecutableService final : public v1::Executables::Service {
   bool streams_ended_ ABSL_GUARDED_BY(streams_mu_) = false;
   absl::flat_hash_set<grpc::ServerContext*> streams_
       ABSL_GUARDED_BY(streams_mu_);
+  ProxySessions* proxies_ = nullptr;
 };
 
 }  // namespace pjrt::daemon

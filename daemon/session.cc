@@ -272,7 +272,8 @@ uint64_t Session::NewHandle() const {
 
 bool Session::HandleInUse(uint64_t handle) const {
   return buffers_.contains(handle) || executables_.contains(handle) ||
-         regions_.contains(handle) || channels_.contains(handle);
+         regions_.contains(handle) || channels_.contains(handle) ||
+         remote_buffers_.contains(handle);
 }
 
 absl::StatusOr<uint64_t> Session::AddRegion(std::shared_ptr<Region> region) {
@@ -393,6 +394,14 @@ absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
   pjrt::MutexLock lock(&mu_);
   auto it = buffers_.find(handle);
   if (it == buffers_.end()) {
+    if (auto remote = remote_buffers_.find(handle);
+        remote != remote_buffers_.end()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "buffer %#x lives on a device of task %d; this call takes buffers "
+          "of this task's devices only (read it back, or run programs on it "
+          "with ExecuteReplicated)",
+          handle, remote->second));
+    }
     return absl::NotFoundError(absl::StrFormat(
         "buffer handle %#x is not a buffer of this session (never created, "
         "already deleted, or owned by another session)",
@@ -428,6 +437,13 @@ int Session::Release(absl::Span<const uint64_t> buffers,
   {
     pjrt::MutexLock lock(&mu_);
     for (uint64_t handle : buffers) {
+      if (auto remote = remote_buffers_.find(handle);
+          remote != remote_buffers_.end()) {
+        remote_releases_.buffers[remote->second].push_back(handle);
+        remote_buffers_.erase(remote);
+        ++released;
+        continue;
+      }
       if (!buffers_.contains(handle)) continue;
       EraseBufferLocked(handle, &doomed);
       ++released;
@@ -435,6 +451,7 @@ int Session::Release(absl::Span<const uint64_t> buffers,
     for (uint64_t handle : executables) {
       auto it = executables_.find(handle);
       if (it == executables_.end()) continue;
+      ReleaseRemotePartsLocked(handle);
       dropped.push_back(std::move(it->second));
       executables_.erase(it);
       if (account_ != nullptr) account_->GiveExecutables(1);
@@ -492,6 +509,7 @@ absl::Status Session::DeleteExecutable(uint64_t handle) {
           "compiled, already deleted, or owned by another session)",
           handle));
     }
+    ReleaseRemotePartsLocked(handle);
     doomed = std::move(it->second);
     executables_.erase(it);
     if (account_ != nullptr) account_->GiveExecutables(1);
@@ -568,6 +586,11 @@ SessionCloseStats Session::Close(const absl::Status& why) {
     tuple_elements_ = 0;
     executables.swap(executables_);
     regions.swap(regions_);
+    // The proxies end with the session, and with them what they hold;
+    // proxies_ stays, for ProxySessions to close them.
+    remote_buffers_.clear();
+    remote_parts_.clear();
+    remote_releases_ = {};
     for (auto& [handle, channel] : channels_) channel->End();
     channels_.clear();
     if (attachment_ != nullptr) {
@@ -622,6 +645,105 @@ int64_t Session::buffer_count() const {
 int64_t Session::executable_count() const {
   pjrt::MutexLock lock(&mu_);
   return static_cast<int64_t>(executables_.size());
+}
+
+bool Session::closed() const {
+  pjrt::MutexLock lock(&mu_);
+  return closed_;
+}
+
+uint64_t Session::ProxyOn(int task) const {
+  pjrt::MutexLock lock(&mu_);
+  auto it = proxies_.find(task);
+  return it == proxies_.end() ? 0 : it->second;
+}
+
+absl::StatusOr<uint64_t> Session::SetProxy(int task, uint64_t proxy_id) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is closed", DebugString()));
+  }
+  return proxies_.try_emplace(task, proxy_id).first->second;
+}
+
+void Session::ForgetProxy(int task, uint64_t proxy_id) {
+  pjrt::MutexLock lock(&mu_);
+  auto it = proxies_.find(task);
+  if (it != proxies_.end() && it->second == proxy_id) proxies_.erase(it);
+}
+
+absl::flat_hash_map<int, uint64_t> Session::Proxies() const {
+  pjrt::MutexLock lock(&mu_);
+  return proxies_;
+}
+
+absl::Status Session::AddRemoteBuffers(int task,
+                                       absl::Span<const uint64_t> handles) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is closed", DebugString()));
+  }
+  PJRT_RETURN_IF_ERROR(CheckRoomLocked(static_cast<int64_t>(handles.size())));
+  for (uint64_t handle : handles) {
+    // Task `task` drew the handle at random in its proxy; one that this
+    // session uses already (odds of 2^-64 per pair) cannot name both.
+    if (HandleInUse(handle)) {
+      return absl::InternalError(absl::StrFormat(
+          "task %d chose buffer handle %#x, which this session already uses",
+          task, handle));
+    }
+  }
+  for (uint64_t handle : handles) remote_buffers_.emplace(handle, task);
+  return absl::OkStatus();
+}
+
+int Session::RemoteBufferTask(uint64_t handle) const {
+  pjrt::MutexLock lock(&mu_);
+  auto it = remote_buffers_.find(handle);
+  return it == remote_buffers_.end() ? -1 : it->second;
+}
+
+absl::flat_hash_map<int, std::vector<uint64_t>> Session::ForgetRemoteBuffers(
+    absl::Span<const uint64_t> handles) {
+  absl::flat_hash_map<int, std::vector<uint64_t>> by_task;
+  pjrt::MutexLock lock(&mu_);
+  for (uint64_t handle : handles) {
+    auto it = remote_buffers_.find(handle);
+    if (it == remote_buffers_.end()) continue;
+    by_task[it->second].push_back(handle);
+    remote_buffers_.erase(it);
+  }
+  return by_task;
+}
+
+void Session::SetRemoteParts(uint64_t handle,
+                             absl::flat_hash_map<int, uint64_t> parts) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_ || !executables_.contains(handle)) return;
+  remote_parts_[handle] = std::move(parts);
+}
+
+absl::flat_hash_map<int, uint64_t> Session::RemoteParts(uint64_t handle) const {
+  pjrt::MutexLock lock(&mu_);
+  auto it = remote_parts_.find(handle);
+  if (it == remote_parts_.end()) return {};
+  return it->second;
+}
+
+void Session::ReleaseRemotePartsLocked(uint64_t handle) {
+  auto it = remote_parts_.find(handle);
+  if (it == remote_parts_.end()) return;
+  for (const auto& [task, part] : it->second) {
+    remote_releases_.executables[task].push_back(part);
+  }
+  remote_parts_.erase(it);
+}
+
+Session::RemoteReleases Session::TakeRemoteReleases() {
+  pjrt::MutexLock lock(&mu_);
+  return std::exchange(remote_releases_, {});
 }
 
 }  // namespace pjrt::daemon

@@ -10,6 +10,7 @@
 #ifndef PJRT_DAEMON_SESSION_H_
 #define PJRT_DAEMON_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -235,6 +236,55 @@ class Session {
   SessionSummary Summarize(absl::Time now) const;
   int64_t buffer_count() const;
   int64_t executable_count() const;
+  bool closed() const;
+
+  // --- A whole-cluster session (v1::OpenSessionRequest.whole_cluster) ------
+  //
+  // Such a session holds buffers and executables on other tasks too, in its
+  // proxy session on each (see ProxySessions). A buffer there keeps the
+  // handle its task gave it, reserved here so that no handle of this
+  // session names two things; an executable keeps this session's handle,
+  // mapped to its handle on each task that runs a part of it.
+  void SetWholeCluster() {
+    whole_cluster_.store(true, std::memory_order_relaxed);
+  }
+  bool whole_cluster() const {
+    return whole_cluster_.load(std::memory_order_relaxed);
+  }
+  // The secret id of this session's proxy on `task`, or 0 if none is open.
+  uint64_t ProxyOn(int task) const;
+  // Records the proxy on `task` unless one is recorded; returns the one
+  // in force (FAILED_PRECONDITION if the session has closed: the caller
+  // closes the proxy it opened).
+  absl::StatusOr<uint64_t> SetProxy(int task, uint64_t proxy_id);
+  // Every proxy, by task.
+  absl::flat_hash_map<int, uint64_t> Proxies() const;
+  // Forgets the proxy on `task` if it is `proxy_id` (it ended there: the
+  // next call that needs the task opens a new one).
+  void ForgetProxy(int task, uint64_t proxy_id);
+  // Registers buffers of the proxy on `task` under their handles there.
+  // INVALID_ARGUMENT when one is in use here; RESOURCE_EXHAUSTED past
+  // max_handles; FAILED_PRECONDITION when the session has closed.
+  absl::Status AddRemoteBuffers(int task, absl::Span<const uint64_t> handles);
+  // The task whose device holds buffer `handle`, or -1 if it is not a
+  // remote buffer of this session.
+  int RemoteBufferTask(uint64_t handle) const;
+  // Forgets the remote buffers among `handles` and returns them by task.
+  absl::flat_hash_map<int, std::vector<uint64_t>> ForgetRemoteBuffers(
+      absl::Span<const uint64_t> handles);
+  // The handles of executable `handle` on other tasks (empty: it runs on
+  // this task alone).
+  void SetRemoteParts(uint64_t handle,
+                      absl::flat_hash_map<int, uint64_t> parts);
+  absl::flat_hash_map<int, uint64_t> RemoteParts(uint64_t handle) const;
+  // What Release and DeleteExecutable forgot of other tasks, for the
+  // proxies to delete there: buffers, and executables, by task.
+  struct RemoteReleases {
+    absl::flat_hash_map<int, std::vector<uint64_t>> buffers;
+    absl::flat_hash_map<int, std::vector<uint64_t>> executables;
+    bool empty() const { return buffers.empty() && executables.empty(); }
+  };
+  RemoteReleases TakeRemoteReleases();
 
  private:
   // A handle unused by any buffer or executable of the session.
@@ -253,9 +303,12 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t handle_count() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return static_cast<int64_t>(buffers_.size() + executables_.size() +
-                                regions_.size()) +
+                                regions_.size() + remote_buffers_.size()) +
            tuple_elements_;
   }
+  // Queues the remote parts of executable `handle` for deletion.
+  void ReleaseRemotePartsLocked(uint64_t handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unregisters `handle` and, for a tuple, its elements; appends what it
   // unregistered to `doomed`.
   // The buffers that registering `buffer` would add (itself and, for a
@@ -302,6 +355,15 @@ class Session {
   // Elements of the registered tuples (each counts as a handle too).
   int64_t tuple_elements_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_calls_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::atomic<bool> whole_cluster_{false};
+  absl::flat_hash_map<int, uint64_t> proxies_ ABSL_GUARDED_BY(mu_);
+  // Buffers on other tasks: handle → task.
+  absl::flat_hash_map<uint64_t, int> remote_buffers_ ABSL_GUARDED_BY(mu_);
+  // Executables with parts on other tasks: handle → task → handle there.
+  absl::flat_hash_map<uint64_t, absl::flat_hash_map<int, uint64_t>>
+      remote_parts_ ABSL_GUARDED_BY(mu_);
+  RemoteReleases remote_releases_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pjrt::daemon

@@ -141,6 +141,7 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
       sessions_->Open(request->client_name(), context->peer(),
                       absl::Seconds(request->lease_seconds()), *caller);
   if (!session.ok()) return Reply(context, session.status());
+  if (request->whole_cluster()) (*session)->SetWholeCluster();
   Audit("session_opened", {{"tenant", caller->name()},
                            {"peer", context->peer()},
                            {"session", absl::StrCat((*session)->public_id())},

@@ -557,3 +557,143 @@ def test_the_directory_answers_only_peers_and_only_on_task_zero(cluster):
             one.StoreSet(set_request, metadata=secret, timeout=10)
         assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "task 0 does" in e.value.details()
+
+
+# --- one client drives the whole cluster (single controller) -----------------
+
+@pytest.fixture(scope="module")
+def controller(cluster: Cluster) -> Iterator[pjrt_client.Client]:
+    c = pjrt_client.connect(cluster.address(0), client_name="controller",
+                            whole_cluster=True)
+    yield c
+    c.close()
+
+
+def sessions_of(cluster: Cluster, task: int) -> list:
+    import grpc
+    from pjrt_client._proto.pjrt.v1 import session_pb2, session_pb2_grpc
+    with grpc.insecure_channel(cluster.address(task)) as channel:
+        return list(session_pb2_grpc.SessionsStub(channel).ListSessions(
+            session_pb2.ListSessionsRequest(), timeout=10).sessions)
+
+
+def session_count(cluster: Cluster, task: int) -> int:
+    return len(sessions_of(cluster, task))
+
+
+def test_one_client_puts_and_reads_back_on_every_task(controller):
+    rng = np.random.default_rng(5)
+    # Small (inline reads) and larger than a chunk, a staging region and a
+    # data channel's threshold (streamed through the daemon to the task).
+    for shape in [(3, 4), (600, 1000)]:
+        for device in range(3 * DEVICES_PER_TASK):
+            a = rng.standard_normal(shape).astype(np.float32)
+            b = controller.put(a, device=device)
+            assert b.device.id == device
+            np.testing.assert_array_equal(b.to_numpy(), a)
+            out = np.empty_like(a)
+            np.testing.assert_array_equal(b.to_numpy(out=out), a)
+            b.delete()
+
+
+def test_one_execute_replicated_runs_a_program_on_every_task(controller):
+    """One call launches an all-reduce over all six devices of the three
+    tasks; every result stays on its device and reads back."""
+    hlo = ALL_REDUCE_6.replace("[N]", "[5]").replace(
+        ", input_output_alias={ {}: (0, {}, may-alias) }", "")
+    exe = controller.compile(hlo, device_assignment=[[d] for d in range(6)])
+    assert [d.id for d in exe.addressable_devices] == list(range(6))
+    inputs = [np.arange(5, dtype=np.float32) * (d + 1) for d in range(6)]
+    outs = exe.execute_replicated([[x] for x in inputs])
+    want = sum(inputs)
+    for d, out in enumerate(outs):
+        assert out[0].device.id == d
+        np.testing.assert_array_equal(out[0].to_numpy(), want)
+    # Again with the arguments already on their devices, and the results
+    # fed back in: a loop that stays on the devices.
+    args = [[controller.put(x, device=d)] for d, x in enumerate(inputs)]
+    for _ in range(3):
+        args = exe.execute_replicated(args)
+    want = sum(inputs) * 6 * 6
+    for out in args:
+        np.testing.assert_array_equal(out[0].to_numpy(), want)
+
+
+def test_a_data_parallel_step_driven_from_one_client_equals_one_step(
+        controller, clients):
+    """The MLP step of the multi-controller test above, launched by one
+    client for all three tasks."""
+    per_device, replicas = 8, 6
+    total = per_device * replicas
+    params, x, labels = mlp_inputs(total)
+    exe = controller.compile(mlp_step_hlo(per_device, total, replicas),
+                             device_assignment=[[d] for d in range(replicas)])
+    lists = [params + [x[d * per_device:(d + 1) * per_device],
+                       labels[d * per_device:(d + 1) * per_device]]
+             for d in range(replicas)]
+    outs = exe.execute_replicated(lists)
+    single = clients[0].compile(mlp_step_hlo(total, total, 1))
+    want = [b.to_numpy() for b in single.execute(params + [x, labels])]
+    first = [b.to_numpy() for b in outs[0]]
+    for d, out in enumerate(outs):
+        got = [b.to_numpy() for b in out]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6,
+                                       err_msg=f"device {d}")
+        for g, f in zip(got, first):
+            np.testing.assert_array_equal(g, f)
+
+
+def test_a_whole_cluster_session_lives_on_every_task_and_ends_with_it(
+        cluster):
+    before = [session_count(cluster, t) for t in range(3)]
+    c = pjrt_client.connect(cluster.address(1), client_name="from-one",
+                            whole_cluster=True)
+    buffers = [c.put(np.ones(4, np.float32), device=d) for d in (0, 4)]
+    # Task 1's session has a proxy on tasks 0 and 2, listed by whose it is.
+    names = [s.client_name for s in sessions_of(cluster, 2)]
+    assert any(n.startswith("task 1 session ") and n.endswith("(from-one)")
+               for n in names), names
+    assert [session_count(cluster, t) for t in range(3)] == \
+        [before[0] + 1, before[1] + 1, before[2] + 1]
+    def held_on_two() -> int:
+        return sum(s.buffer_count for s in sessions_of(cluster, 2)
+                   if s.client_name.endswith("(from-one)"))
+    assert held_on_two() == 1
+    buffers[1].delete()
+    assert held_on_two() == 0
+    c.close()
+    # The proxies close once the session has ended (the keeper looks every
+    # second).
+    deadline = time.monotonic() + 30
+    while [session_count(cluster, t) for t in range(3)] != before:
+        assert time.monotonic() < deadline, "the proxies outlived the session"
+        time.sleep(0.2)
+
+
+def test_whole_cluster_mistakes_are_named(controller, clients):
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="belongs to task 1.*whole_cluster"):
+        clients[0].put(np.ones(2, np.float32), device=2)
+    remote = controller.put(np.ones(5, np.float32), device=3)
+    one = controller.compile(ALL_REDUCE_6.replace("[N]", "[5]").replace(
+        "replica_count=6", "replica_count=1").replace(
+        ", input_output_alias={ {}: (0, {}, may-alias) }", ""))
+    # Execute runs on this task's devices; the buffer is task 1's.
+    with pytest.raises(pjrt_client.FailedPreconditionError,
+                       match=f"{remote._handle:#x} lives on a device of task 1"):
+        one.execute([remote], device=0)
+    exe = controller.compile(
+        ALL_REDUCE_6.replace("[N]", "[5]").replace(
+            ", input_output_alias={ {}: (0, {}, may-alias) }", ""),
+        device_assignment=[[d] for d in range(6)])
+    local = controller.put(np.ones(5, np.float32), device=0)
+    lists = [[controller.put(np.ones(5, np.float32), device=d)]
+             for d in range(6)]
+    lists[4] = [local]
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="device 4 .*is not on task 2"):
+        exe.execute_replicated(lists)
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="got 2 argument lists"):
+        exe.execute_replicated(lists[:2])

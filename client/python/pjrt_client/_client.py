@@ -40,6 +40,8 @@ TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
 #: results, released handles carried by Execute; 7: data channels; 8:
 #: execute lanes).
 PROTOCOL_VERSION = 8
+#: The revision that added whole-cluster sessions (Client(whole_cluster=)).
+WHOLE_CLUSTER_VERSION = 9
 #: Bytes per upload chunk (the protocol's maximum).
 CHUNK_BYTES = 1 << 20
 #: Arrays of at most this many bytes are read in one unary call
@@ -110,7 +112,7 @@ class _Session:
     """The daemon-side session behind a Client; buffers point at it."""
 
     def __init__(self, channel: grpc.Channel, client_name: str,
-                 attach: bool) -> None:
+                 attach: bool, whole_cluster: bool = False) -> None:
         self._sessions = session_pb2_grpc.SessionsStub(channel)
         self.buffers = buffer_pb2_grpc.BuffersStub(channel)
         self.executables = executable_pb2_grpc.ExecutablesStub(channel)
@@ -126,7 +128,10 @@ class _Session:
         response = _call(self._sessions.OpenSession,
                          session_pb2.OpenSessionRequest(
                              client_name=client_name,
-                             protocol_version=PROTOCOL_VERSION))
+                             protocol_version=(WHOLE_CLUSTER_VERSION
+                                               if whole_cluster
+                                               else PROTOCOL_VERSION),
+                             whole_cluster=whole_cluster))
         self.id: int = response.session_id
         self.public_id: int = response.public_id
         self.closed = False
@@ -502,7 +507,7 @@ class Buffer:
             # A fresh array the caller may write to.
             return array.reshape(self._shape).copy()
         staging = self._client._staging.take(self._nbytes) \
-            if self._nbytes >= SHM_THRESHOLD else None
+            if self._nbytes >= SHM_THRESHOLD and not self._remote else None
         if staging is not None:
             lent = False
             try:
@@ -520,6 +525,13 @@ class Buffer:
                 if not lent:
                     self._client._staging.give_back(staging)
         return self._stream_download().view(self.dtype).reshape(self._shape)
+
+    @property
+    def _remote(self) -> bool:
+        """On another task's device (a whole-cluster client): its bytes
+        cross the daemon's gRPC service, not this host's shared memory or
+        data channels."""
+        return self._client._is_remote(self._device_id)
 
     def _download_to_region(self, region: Region, offset: int) -> None:
         _call(self._session.buffers.DownloadToRegion,
@@ -539,7 +551,8 @@ class Buffer:
                 f"{list(self._shape)} array; got {out.dtype}"
                 f"{list(out.shape)}")
         found = self._client._region_of(out)
-        if found is not None and self._dtype_wire not in _dtypes.INT4:
+        if found is not None and self._dtype_wire not in _dtypes.INT4 and \
+                not self._remote:
             self._download_to_region(*found)
             return out
         np.copyto(out, self.to_numpy())
@@ -566,7 +579,7 @@ class Buffer:
     def _stream_download(self) -> np.ndarray:
         # Straight into memory that is not zero-filled first.
         out = np.empty(self._nbytes, dtype=np.uint8)
-        channel = self._client._channels.take()
+        channel = None if self._remote else self._client._channels.take()
         if channel is not None:
             self._download_over_channel(channel, out)
             return out
@@ -1408,7 +1421,8 @@ class Client:
                  tls_ca: str | None = None, tls_cert: str | None = None,
                  tls_key: str | None = None,
                  data_channels: bool = True,
-                 execute_lanes: bool = True) -> None:
+                 execute_lanes: bool = True,
+                 whole_cluster: bool = False) -> None:
         self.address = resolve_address(address)
         token = token or os.environ.get(TOKEN_ENV_VAR) or None
         tls_ca = tls_ca or os.environ.get(TLS_CA_ENV_VAR) or None
@@ -1450,7 +1464,17 @@ class Client:
                 f"{self._info.protocol_version_max}; this client speaks "
                 f"{PROTOCOL_VERSION}")
         name = client_name or f"python:{os.getpid()}"
-        self._session = _Session(self._channel, name, attach)
+        if whole_cluster and self._info.protocol_version_max < \
+                WHOLE_CLUSTER_VERSION:
+            self._channel.close()
+            raise FailedPreconditionError(
+                f"pjrtd at {self.address} ({self._info.build_version}) has no "
+                f"whole-cluster sessions (pjrt.v1 revision "
+                f"{WHOLE_CLUSTER_VERSION}; it speaks up to "
+                f"{self._info.protocol_version_max})")
+        self.whole_cluster = whole_cluster
+        self._session = _Session(self._channel, name, attach, whole_cluster)
+        self._local_devices: frozenset[int] | None = None
         self._devices: list[Device] | None = None
         self._default_device: int | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -1561,6 +1585,18 @@ class Client:
             self._default_device = next(
                 (d.id for d in devices if d.addressable), 0)
         return self._default_device
+
+    def _is_remote(self, device_id: int) -> bool:
+        """True for a device of another task that this (whole-cluster)
+        client reaches through its daemon."""
+        if not self.whole_cluster:
+            return False
+        if self._local_devices is None:
+            devices = self._devices if self._devices is not None \
+                else self.devices()
+            self._local_devices = frozenset(
+                d.id for d in devices if d.addressable)
+        return device_id not in self._local_devices
 
     def _resolve_device(self, device: Device | int | None) -> int:
         return self._default_device_id() if device is None \
@@ -1762,7 +1798,12 @@ class Client:
                     "zero_copy=True cannot take s4 or u4 data: buffers hold "
                     "them packed two per byte")
             a = _dtypes.pack_int4(a)
-        found = self._region_of(a) if a.nbytes else None
+        remote = self._is_remote(device_id)
+        if remote and zero_copy:
+            raise InvalidArgumentError(
+                f"zero_copy=True needs a device of this daemon's task; "
+                f"device {device_id} is another task's")
+        found = self._region_of(a) if a.nbytes and not remote else None
         if found is None and zero_copy:
             raise InvalidArgumentError(
                 "zero_copy=True needs an array made in a Region of this "
@@ -1770,7 +1811,7 @@ class Client:
         if found is not None:
             return self._put_from_region(found[0], found[1], shape,
                                          device_id, zero_copy)
-        if a.nbytes >= SHM_THRESHOLD:
+        if a.nbytes >= SHM_THRESHOLD and not remote:
             staging, adopt = self._staging.take_for_put(
                 a.nbytes, can_alias=self._info.platform == "host")
             if staging is not None:
@@ -1792,7 +1833,7 @@ class Client:
                                          shape=shape, device_id=device_id)
         data = memoryview(a.reshape(-1).view(np.uint8)) if a.size else \
             memoryview(b"")
-        if a.nbytes >= CHUNK_BYTES:
+        if a.nbytes >= CHUNK_BYTES and not remote:
             channel = self._channels.take()
             if channel is not None:
                 return Buffer(self, self._put_over_channel(channel, header,
@@ -2016,7 +2057,8 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
             tls_ca: str | None = None, tls_cert: str | None = None,
             tls_key: str | None = None,
             data_channels: bool = True,
-            execute_lanes: bool = True) -> Client:
+            execute_lanes: bool = True,
+            whole_cluster: bool = False) -> Client:
     """Connects to pjrtd and opens a session.
 
     Args:
@@ -2042,6 +2084,14 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
             lane socket when it offers one this process can reach (a
             client on its host; default; see
             :attr:`Client.uses_execute_lanes`); False always calls gRPC.
+        whole_cluster: drive every task of the daemon's cluster from this
+            one client (single controller): ``put`` takes any device of the
+            cluster, and a program whose device assignment spans tasks
+            takes one argument list per device of the assignment, its
+            ``execute_replicated`` launching it on every task at once. The
+            buffers on other tasks stay there and read back through this
+            client. Default: this task's devices only (one client per
+            task).
 
     Raises:
         UnavailableError: nothing answered at the address.
@@ -2050,4 +2100,5 @@ def connect(address: str | None = None, timeout: float = 10.0, *,
     return Client(address, timeout=timeout, client_name=client_name,
                   shared_memory=shared_memory, token=token, tls_ca=tls_ca,
                   tls_cert=tls_cert, tls_key=tls_key,
-                  data_channels=data_channels, execute_lanes=execute_lanes)
+                  data_channels=data_channels, execute_lanes=execute_lanes,
+                  whole_cluster=whole_cluster)
