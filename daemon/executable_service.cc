@@ -553,11 +553,19 @@ grpc::Status ExecutableService::ExecuteReplicatedImpl(
   auto executable = (*session)->LookupExecutable(request->executable_handle());
   if (!executable.ok()) return ToGrpcStatus(executable.status());
   if (proxies_ != nullptr) {
-    absl::flat_hash_map<int, uint64_t> parts =
-        (*session)->RemoteParts(request->executable_handle());
-    if (!parts.empty()) {
-      return ToGrpcStatus(ExecuteOnEveryTask(context, *session, **executable,
-                                             parts, *request, response));
+    auto parts = (*session)->RemoteParts(request->executable_handle());
+    if (parts.has_value()) {
+      // A task restarted since the program was compiled loses its part
+      // here (and the session's buffers there).
+      for (const auto& [task, part] : *parts) {
+        auto proxy = proxies_->ProxyOf(*session, task);
+        if (!proxy.ok()) return ToGrpcStatus(proxy.status());
+      }
+      parts = (*session)->RemoteParts(request->executable_handle());
+      return ToGrpcStatus(ExecuteOnEveryTask(
+          context, *session, **executable,
+          parts.value_or(absl::flat_hash_map<int, uint64_t>()), *request,
+          response));
     }
   }
   return ToGrpcStatus(ExecuteReplicatedHere(context, *session, **executable,
@@ -781,6 +789,13 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
             order[i], i, a, handle, task, order[i]));
       }
     }
+    auto part_there = parts.find(task);
+    if (part_there == parts.end()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s's part on task %d went when task %d restarted; compile the "
+          "program again",
+          e.name(), task, task));
+    }
     auto [it, added] = remote_index.try_emplace(task, remote.size());
     if (added) {
       remote.push_back(Part{.task = task});
@@ -788,7 +803,7 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
       auto proxy = proxies_->ProxyOf(session, task);
       if (!proxy.ok()) return proxy.status();
       part.request.set_session_id(*proxy);
-      part.request.set_executable_handle(parts.at(task));
+      part.request.set_executable_handle(part_there->second);
       *part.request.mutable_options() = local.options();
     }
     Part& part = remote[it->second];

@@ -12,6 +12,7 @@ namespace {
 // How long the keeper's calls, and the closes at shutdown, wait for a peer.
 constexpr absl::Duration kKeeperCallTimeout = absl::Seconds(2);
 constexpr absl::Duration kKeeperTick = absl::Seconds(1);
+constexpr absl::Duration kOpenTimeout = absl::Seconds(10);
 
 std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
   return absl::ToChronoTime(absl::Now() + timeout);
@@ -58,7 +59,23 @@ absl::Status ProxySessions::PeerError(int task,
 
 absl::StatusOr<uint64_t> ProxySessions::ProxyOf(
     const std::shared_ptr<Session>& session, int task) {
-  if (uint64_t proxy = session->ProxyOn(task); proxy != 0) return proxy;
+  const uint64_t incarnation = cluster_->incarnation_of(task);
+  if (uint64_t proxy = session->ProxyOn(task); proxy != 0) {
+    {
+      pjrt::MutexLock lock(&mu_);
+      auto entry = entries_.find(session->id());
+      if (entry != entries_.end() &&
+          entry->second.incarnations[task] == incarnation) {
+        return proxy;
+      }
+    }
+    if (session->ForgetProxy(task, proxy)) {
+      spdlog::warn(
+          "{}: task {} restarted; its proxy session there ended with the "
+          "buffers and program parts it held",
+          session->DebugString(), task);
+    }
+  }
   v1::OpenProxySessionRequest request;
   request.set_origin_task_id(cluster_->task_id());
   request.set_origin_public_id(session->public_id());
@@ -67,7 +84,9 @@ absl::StatusOr<uint64_t> ProxySessions::ProxyOf(
       static_cast<uint32_t>(absl::ToInt64Seconds(kProxyLease)));
   v1::OpenSessionResponse response;
   auto context = Context(nullptr);
-  context->set_deadline(Deadline(absl::Seconds(10)));
+  // A task that just came back may not be connected yet.
+  context->set_wait_for_ready(true);
+  context->set_deadline(Deadline(kOpenTimeout));
   grpc::Status status =
       Stub(task)->OpenProxySession(context.get(), request, &response);
   if (!status.ok()) return PeerError(task, status);
@@ -82,6 +101,7 @@ absl::StatusOr<uint64_t> ProxySessions::ProxyOf(
   Entry& entry = entries_[session->id()];
   entry.session = session;
   entry.proxies[task] = response.session_id();
+  entry.incarnations[task] = incarnation;
   return response.session_id();
 }
 

@@ -43,8 +43,10 @@ class ProxySessions {
   ProxySessions(const ProxySessions&) = delete;
   ProxySessions& operator=(const ProxySessions&) = delete;
 
-  // The secret id of `session`'s proxy on `task`, opened on first use.
-  // UNAVAILABLE naming the task when it cannot be reached.
+  // The secret id of `session`'s proxy on `task`, opened on first use, and
+  // opened anew when the task has restarted since (the old proxy went with
+  // it, and so did what it held). UNAVAILABLE naming the task when it
+  // cannot be reached.
   absl::StatusOr<uint64_t> ProxyOf(const std::shared_ptr<Session>& session,
                                    int task);
 
@@ -88,6 +90,8 @@ class ProxySessions {
     std::weak_ptr<Session> session;
     // Copied here: the session may be gone when its proxies are closed.
     absl::flat_hash_map<int, uint64_t> proxies;
+    // The incarnation of each proxy's task when it was opened.
+    absl::flat_hash_map<int, uint64_t> incarnations;
   };
 
   void KeeperLoop();

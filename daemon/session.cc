@@ -667,10 +667,17 @@ absl::StatusOr<uint64_t> Session::SetProxy(int task, uint64_t proxy_id) {
   return proxies_.try_emplace(task, proxy_id).first->second;
 }
 
-void Session::ForgetProxy(int task, uint64_t proxy_id) {
+bool Session::ForgetProxy(int task, uint64_t proxy_id) {
   pjrt::MutexLock lock(&mu_);
   auto it = proxies_.find(task);
-  if (it != proxies_.end() && it->second == proxy_id) proxies_.erase(it);
+  if (it == proxies_.end() || it->second != proxy_id) return false;
+  proxies_.erase(it);
+  absl::erase_if(remote_buffers_,
+                 [task](const auto& entry) { return entry.second == task; });
+  for (auto& [handle, parts] : remote_parts_) parts.erase(task);
+  remote_releases_.buffers.erase(task);
+  remote_releases_.executables.erase(task);
+  return true;
 }
 
 absl::flat_hash_map<int, uint64_t> Session::Proxies() const {
@@ -725,10 +732,11 @@ void Session::SetRemoteParts(uint64_t handle,
   remote_parts_[handle] = std::move(parts);
 }
 
-absl::flat_hash_map<int, uint64_t> Session::RemoteParts(uint64_t handle) const {
+std::optional<absl::flat_hash_map<int, uint64_t>> Session::RemoteParts(
+    uint64_t handle) const {
   pjrt::MutexLock lock(&mu_);
   auto it = remote_parts_.find(handle);
-  if (it == remote_parts_.end()) return {};
+  if (it == remote_parts_.end()) return std::nullopt;
   return it->second;
 }
 

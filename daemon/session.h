@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -260,8 +261,10 @@ class Session {
   // Every proxy, by task.
   absl::flat_hash_map<int, uint64_t> Proxies() const;
   // Forgets the proxy on `task` if it is `proxy_id` (it ended there: the
-  // next call that needs the task opens a new one).
-  void ForgetProxy(int task, uint64_t proxy_id);
+  // next call that needs the task opens a new one), with what it held: the
+  // buffers on `task` and the executables' parts there. Returns false if
+  // another proxy is in force.
+  bool ForgetProxy(int task, uint64_t proxy_id);
   // Registers buffers of the proxy on `task` under their handles there.
   // INVALID_ARGUMENT when one is in use here; RESOURCE_EXHAUSTED past
   // max_handles; FAILED_PRECONDITION when the session has closed.
@@ -272,11 +275,13 @@ class Session {
   // Forgets the remote buffers among `handles` and returns them by task.
   absl::flat_hash_map<int, std::vector<uint64_t>> ForgetRemoteBuffers(
       absl::Span<const uint64_t> handles);
-  // The handles of executable `handle` on other tasks (empty: it runs on
-  // this task alone).
+  // The handles of executable `handle` on other tasks: nullopt when it runs
+  // on this task alone; a task is missing when its part was lost (the task
+  // restarted).
   void SetRemoteParts(uint64_t handle,
                       absl::flat_hash_map<int, uint64_t> parts);
-  absl::flat_hash_map<int, uint64_t> RemoteParts(uint64_t handle) const;
+  std::optional<absl::flat_hash_map<int, uint64_t>> RemoteParts(
+      uint64_t handle) const;
   // What Release and DeleteExecutable forgot of other tasks, for the
   // proxies to delete there: buffers, and executables, by task.
   struct RemoteReleases {

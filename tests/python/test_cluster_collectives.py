@@ -697,3 +697,41 @@ def test_whole_cluster_mistakes_are_named(controller, clients):
     with pytest.raises(pjrt_client.InvalidArgumentError,
                        match="got 2 argument lists"):
         exe.execute_replicated(lists[:2])
+
+
+def test_one_client_names_a_dead_task_and_reaches_it_after_a_restart(pair):
+    c = pjrt_client.connect(pair.address(0), whole_cluster=True)
+    try:
+        def run(exe):
+            return exe.execute_replicated(
+                [[np.ones(4, np.float32)], [np.full(4, 2.0, np.float32)]])
+
+        exe = c.compile(PAIR_SUM, device_assignment=[[0], [1]],
+                        collective_timeout=5)
+        outs = run(exe)
+        np.testing.assert_array_equal(outs[1][0].to_numpy(), np.full(4, 3.0))
+        old = c.put(np.ones(4, np.float32), device=1)
+        pair.daemons[1].process.send_signal(signal.SIGKILL)
+        pair.daemons[1].process.wait()
+        with pytest.raises(pjrt_client.UnavailableError,
+                           match="task 1 .* did not answer"):
+            c.put(np.ones(4, np.float32), device=1)
+        with pytest.raises(pjrt_client.UnavailableError, match="task 1"):
+            run(exe)
+        pair.restart(1).wait_ready()
+        # The task's new incarnation gets a new proxy; what the old one
+        # held went with the old process.
+        b = c.put(np.full(4, 7.0, np.float32), device=1)
+        np.testing.assert_array_equal(b.to_numpy(), np.full(4, 7.0))
+        with pytest.raises(pjrt_client.Error,
+                           match=f"{old._handle:#x} is not a buffer"):
+            old.to_numpy()
+        with pytest.raises(pjrt_client.FailedPreconditionError,
+                           match="part on task 1 went when task 1 restarted"):
+            run(exe)
+        exe = c.compile(PAIR_SUM, device_assignment=[[0], [1]],
+                        collective_timeout=5)
+        outs = run(exe)
+        np.testing.assert_array_equal(outs[0][0].to_numpy(), np.full(4, 3.0))
+    finally:
+        c.close()
