@@ -395,6 +395,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     proxy_targets_ =
         std::make_unique<PeerService::ProxyTargets>(PeerService::ProxyTargets{
             .sessions = sessions_.get(),
+            .tenants = auth_.get(),
             .buffers = peer_buffer_service_.get(),
             .executables = peer_executable_service_.get()});
     peer_service_->SetProxyTargets(proxy_targets_.get());

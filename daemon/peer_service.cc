@@ -151,9 +151,12 @@ grpc::Status PeerService::OpenProxySessionImpl(
   std::string name = absl::StrFormat(
       "task %d session %d (%s)", request->origin_task_id(),
       request->origin_public_id(), request->client_name().substr(0, 128));
-  auto session =
-      (*targets)->sessions->Open(std::move(name), context->peer(),
-                                 absl::Seconds(request->lease_seconds()));
+  auto caller = (*targets)->tenants->CallerForPeer(request->tenant(),
+                                                   request->origin_task_id());
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto session = (*targets)->sessions->Open(
+      std::move(name), context->peer(), absl::Seconds(request->lease_seconds()),
+      *caller);
   if (!session.ok()) return ToGrpcStatus(session.status());
   spdlog::info("{} opened for task {}", (*session)->DebugString(),
                request->origin_task_id());

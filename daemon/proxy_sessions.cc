@@ -80,6 +80,9 @@ absl::StatusOr<uint64_t> ProxySessions::ProxyOf(
   request.set_origin_task_id(cluster_->task_id());
   request.set_origin_public_id(session->public_id());
   request.set_client_name(session->client_name());
+  if (session->account() != nullptr) {
+    request.set_tenant(session->account()->name());
+  }
   request.set_lease_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds(kProxyLease)));
   v1::OpenSessionResponse response;

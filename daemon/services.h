@@ -643,10 +643,13 @@ class PeerService final : public v1::Peer::Service {
 
   // The services that run proxy calls, each with an authenticator that
   // takes every caller as anonymous (the peer proved itself with the
-  // cluster secret), and the table the proxies live in. Until set, proxy
+  // cluster secret; an anonymous caller reaches a session of any tenant by
+  // its secret id), and the table the proxies live in. Until set, proxy
   // calls are refused as UNAVAILABLE (the task is still starting).
   struct ProxyTargets {
     SessionTable* sessions;
+    // This task's tenants: a proxy belongs to its origin's tenant.
+    Authenticator* tenants;
     v1::Buffers::Service* buffers;
     v1::Executables::Service* executables;
   };

@@ -556,6 +556,25 @@ absl::Status Authenticator::RequireAdmin(const Caller& caller,
                       what, caller.name()));
 }
 
+absl::StatusOr<Caller> Authenticator::CallerForPeer(absl::string_view tenant,
+                                                    int origin_task) const {
+  MutexLock lock(&mu_);
+  if (!enabled_) return Caller{};
+  if (tenant.empty()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "this task admits the tenants of %s only, and the session on task %d "
+        "has none: give every task of the cluster the same tenants file",
+        source_, origin_task));
+  }
+  for (const TenantConfig& config : configs_) {
+    if (config.name == tenant) return Caller{accounts_.at(config.name), "peer"};
+  }
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "tenant \"%s\" of task %d's session is not one of this task's tenants "
+      "(%s): give every task of the cluster the same tenants file",
+      absl::CEscape(tenant.substr(0, 64)), origin_task, source_));
+}
+
 std::vector<std::shared_ptr<TenantAccount>> Authenticator::accounts() const {
   MutexLock lock(&mu_);
   std::vector<std::shared_ptr<TenantAccount>> result;

@@ -166,6 +166,14 @@ class Authenticator {
   // that matches no tenant, a certificate subject that names none).
   absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context);
 
+  // The caller for a session another task of the cluster opens here on
+  // behalf of its tenant `tenant` ("" for its anonymous one): anonymous
+  // when no tenants are in force here; the tenant of that name when they
+  // are (PERMISSION_DENIED naming it when there is none, or when the
+  // other task's session has no tenant).
+  absl::StatusOr<Caller> CallerForPeer(absl::string_view tenant,
+                                       int origin_task) const;
+
   // PERMISSION_DENIED naming `what` unless `caller` is an admin.
   static absl::Status RequireAdmin(const Caller& caller,
                                    absl::string_view what);

@@ -735,3 +735,49 @@ def test_one_client_names_a_dead_task_and_reaches_it_after_a_restart(pair):
         np.testing.assert_array_equal(outs[0][0].to_numpy(), np.full(4, 3.0))
     finally:
         c.close()
+
+
+def test_a_proxy_belongs_to_its_sessions_tenant(tmp_path):
+    """With tenants, a whole-cluster session's part on another task is its
+    tenant's there, under that tenant's quotas; a tenant the other task
+    does not have is refused by name."""
+    from test_tenants import new_token
+    made = {name: new_token() for name in ("alice", "bob")}
+    quota = 1 << 16
+
+    def tenants_file(task: int, names) -> str:
+        path = tmp_path / f"tenants{task}.toml"
+        path.write_text("".join(f"""
+[[tenant]]
+name = "{n}"
+token_sha256 = "{made[n]['token_sha256']}"
+[tenant.quota]
+device_memory = {quota}
+""" for n in names))
+        path.chmod(0o600)
+        return str(path)
+
+    extra = [["--tenants", tenants_file(0, ["alice", "bob"]),
+              "--listen", "127.0.0.1:0"],
+             ["--tenants", tenants_file(1, ["alice"])]]
+    c = Cluster(tmp_path, devices=[1, 1], extra=extra)
+    try:
+        tcp = c.daemons[0].addresses[1]
+        alice = pjrt_client.connect(tcp, token=made["alice"]["token"],
+                                    whole_cluster=True)
+        half = np.zeros(quota // 8, np.float32)
+        kept = [alice.put(half, device=1), alice.put(half, device=1)]
+        with pytest.raises(pjrt_client.ResourceExhaustedError,
+                           match="quota.device_memory"):
+            alice.put(half, device=1)
+        np.testing.assert_array_equal(kept[1].to_numpy(), half)
+        bob = pjrt_client.connect(tcp, token=made["bob"]["token"],
+                                  whole_cluster=True)
+        with pytest.raises(pjrt_client.PermissionDeniedError,
+                           match='tenant "bob" of task 0.s session is not one '
+                                 "of this task's tenants"):
+            bob.put(half, device=1)
+        bob.close()
+        alice.close()
+    finally:
+        c.stop()

@@ -282,5 +282,71 @@ TEST_F(SessionTableTest, WaitingCallsBeyondTheSessionLimitAreRefused) {
   EXPECT_TRUE(session.StartWaitingCall().ok());
 }
 
+TEST_F(SessionTableTest, RemoteBuffersShareTheHandleSpaceAndTheLimit) {
+  Session session(1, 1, "s", "p", absl::Seconds(10), absl::Now(),
+                  SessionLimits{.max_handles = 3});
+  session.SetWholeCluster();
+  uint64_t local = *session.AddBuffer(MakeBuffer(1));
+  ASSERT_TRUE(session.AddRemoteBuffers(2, {0x77, 0x78}).ok());
+  EXPECT_EQ(session.RemoteBufferTask(0x77), 2);
+  EXPECT_EQ(session.RemoteBufferTask(local), -1);
+  // Remote buffers count against the session's handles.
+  EXPECT_EQ(session.AddRemoteBuffers(1, {0x79}).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(session.CheckNewHandles({0x77}).code(),
+            absl::StatusCode::kInvalidArgument);
+  // A remote buffer is named as such where a local one is needed.
+  absl::Status there = session.LookupBuffer(0x78).status();
+  EXPECT_EQ(there.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(there.message().find("0x78 lives on a device of task 2"),
+            absl::string_view::npos)
+      << there;
+  // Released ones wait for the proxy to delete them there.
+  std::vector<uint64_t> released = {0x77, 0x99};
+  EXPECT_EQ(session.Release(released, {}), 1);
+  Session::RemoteReleases pending = session.TakeRemoteReleases();
+  ASSERT_EQ(pending.buffers.size(), 1u);
+  EXPECT_EQ(pending.buffers[2], std::vector<uint64_t>{0x77});
+  EXPECT_TRUE(session.TakeRemoteReleases().empty());
+  EXPECT_EQ(session.RemoteBufferTask(0x77), -1);
+}
+
+TEST_F(SessionTableTest, AProxyForgottenTakesWhatItHeld) {
+  Session session(1, 1, "s", "p", absl::Seconds(10), absl::Now());
+  session.SetWholeCluster();
+  EXPECT_EQ(*session.SetProxy(1, 0xa1), 0xa1u);
+  // The first proxy recorded stays in force.
+  EXPECT_EQ(*session.SetProxy(1, 0xb1), 0xa1u);
+  EXPECT_EQ(*session.SetProxy(2, 0xa2), 0xa2u);
+  ASSERT_TRUE(session.AddRemoteBuffers(1, {0x10}).ok());
+  ASSERT_TRUE(session.AddRemoteBuffers(2, {0x20}).ok());
+  // Another task's handle that this session uses already cannot name both.
+  EXPECT_EQ(session.AddRemoteBuffers(2, {0x10}).code(),
+            absl::StatusCode::kInternal);
+  uint64_t program = *session.AddExecutable(nullptr);
+  session.SetRemoteParts(program, {{1, 0x31}, {2, 0x32}});
+  // Another proxy's id: nothing happens.
+  EXPECT_FALSE(session.ForgetProxy(1, 0xb1));
+  EXPECT_TRUE(session.ForgetProxy(1, 0xa1));
+  EXPECT_EQ(session.ProxyOn(1), 0u);
+  EXPECT_EQ(session.RemoteBufferTask(0x10), -1);
+  EXPECT_EQ(session.RemoteBufferTask(0x20), 2);
+  auto parts = session.RemoteParts(program);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(*parts, (absl::flat_hash_map<int, uint64_t>{{2, 0x32}}));
+  // Deleting the executable queues its remaining part for deletion.
+  ASSERT_TRUE(session.DeleteExecutable(program).ok());
+  EXPECT_FALSE(session.RemoteParts(program).has_value());
+  Session::RemoteReleases pending = session.TakeRemoteReleases();
+  EXPECT_EQ(pending.executables[2], std::vector<uint64_t>{0x32});
+  // A closed session keeps its proxies (for their closing) but no more
+  // remote buffers, and takes no new proxy.
+  session.Close(absl::OkStatus());
+  EXPECT_EQ(session.ProxyOn(2), 0xa2u);
+  EXPECT_EQ(session.RemoteBufferTask(0x20), -1);
+  EXPECT_EQ(session.SetProxy(3, 0xa3).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace pjrt::daemon
