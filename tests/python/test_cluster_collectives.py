@@ -514,6 +514,19 @@ def test_the_readmes_data_parallel_example_runs_as_written(cluster):
         assert out.split() == ["6.0"] * 3
 
 
+def test_the_readmes_single_controller_example_runs_as_written(cluster):
+    readme = (pathlib.Path(__file__).resolve().parents[2] /
+              "README.md").read_text()
+    blocks = readme.split("```python\n")[1:]
+    example = next(b.split("```")[0] for b in blocks if "dp_step" in b)
+    run = subprocess.run(
+        [sys.executable, "-c",
+         example.replace("localhost:7070", cluster.address(0))],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[1. 2. 3. 4.]"
+
+
 # --- the exchange directory on the peer channel ------------------------------
 
 SECRET = "cluster-secret-0123456789"  # test_cluster.Cluster's default
@@ -656,6 +669,7 @@ def test_a_whole_cluster_session_lives_on_every_task_and_ends_with_it(
                for n in names), names
     assert [session_count(cluster, t) for t in range(3)] == \
         [before[0] + 1, before[1] + 1, before[2] + 1]
+
     def held_on_two() -> int:
         return sum(s.buffer_count for s in sessions_of(cluster, 2)
                    if s.client_name.endswith("(from-one)"))
@@ -680,8 +694,9 @@ def test_whole_cluster_mistakes_are_named(controller, clients):
         "replica_count=6", "replica_count=1").replace(
         ", input_output_alias={ {}: (0, {}, may-alias) }", ""))
     # Execute runs on this task's devices; the buffer is task 1's.
-    with pytest.raises(pjrt_client.FailedPreconditionError,
-                       match=f"{remote._handle:#x} lives on a device of task 1"):
+    with pytest.raises(
+            pjrt_client.FailedPreconditionError,
+            match=f"{remote._handle:#x} lives on a device of task 1"):
         one.execute([remote], device=0)
     exe = controller.compile(
         ALL_REDUCE_6.replace("[N]", "[5]").replace(
