@@ -796,3 +796,41 @@ device_memory = {quota}
         alice.close()
     finally:
         c.stop()
+
+
+def test_proxy_calls_answer_only_peers(cluster):
+    """The calls another task makes for a whole-cluster session need the
+    cluster secret, like every peer call."""
+    import grpc
+    from pjrt_client._proto.pjrt.v1 import (buffer_pb2, cluster_pb2,
+                                            session_pb2)
+    channel, one = peer_stub(cluster, 1)
+    with channel:
+        calls = [
+            (one.OpenProxySession,
+             cluster_pb2.OpenProxySessionRequest(origin_task_id=0)),
+            (one.KeepProxySessions, cluster_pb2.KeepProxySessionsRequest()),
+            (one.CloseProxySession, session_pb2.CloseSessionRequest()),
+            (one.ProxyDescribeBuffer, buffer_pb2.DescribeBufferRequest()),
+        ]
+        for call, request in calls:
+            with pytest.raises(grpc.RpcError) as e:
+                call(request, timeout=10)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        # With it, a proxy opens, answers for itself only, and closes.
+        secret = [("x-pjrt-cluster-secret", SECRET)]
+        opened = one.OpenProxySession(
+            cluster_pb2.OpenProxySessionRequest(origin_task_id=0,
+                                                client_name="probe"),
+            metadata=secret, timeout=10)
+        with pytest.raises(grpc.RpcError) as e:
+            one.ProxyDescribeBuffer(buffer_pb2.DescribeBufferRequest(
+                session_id=opened.session_id, handle=1234),
+                metadata=secret, timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        kept = one.KeepProxySessions(cluster_pb2.KeepProxySessionsRequest(
+            session_ids=[opened.session_id, 99]), metadata=secret, timeout=10)
+        assert list(kept.gone) == [99]
+        one.CloseProxySession(
+            session_pb2.CloseSessionRequest(session_id=opened.session_id),
+            metadata=secret, timeout=10)
