@@ -278,6 +278,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   request.set_lease_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds(options.lease)));
   request.set_protocol_version(pjrt::kProtocolVersionMax);
+  request.set_whole_cluster(options.whole_cluster);
   v1::OpenSessionResponse response;
   {
     grpc::ClientContext context;
@@ -289,6 +290,12 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   state->client = shared_from_this();
   state->id = response.session_id();
   state->public_id = response.public_id();
+  if (options.whole_cluster) {
+    pjrt::MutexLock lock(&state->mu);
+    state->shm = SessionState::Shm::kUnusable;
+    state->channels_unusable =
+        "a whole-cluster session streams its arrays through gRPC";
+  }
   std::unique_ptr<Session> session(new Session(state));
   if (options.attach) {
     v1::AttachRequest attach;

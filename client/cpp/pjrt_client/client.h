@@ -98,6 +98,13 @@ struct SessionOptions {
   bool attach = true;
   // Lease without attachment; zero means the daemon's default.
   absl::Duration lease = absl::ZeroDuration();
+  // Drive every task of the daemon's cluster from this session (single
+  // controller): Upload takes any device of the cluster, and a program
+  // whose device assignment spans tasks takes one argument list per device
+  // of the assignment, ExecuteReplicated launching it on every task. Its
+  // arrays stream through gRPC (they may live on other tasks): no shared
+  // memory or data channels.
+  bool whole_cluster = false;
 };
 
 class Session;
