@@ -186,6 +186,11 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
   if (const auto& account = (*session)->account(); account != nullptr) {
     absl::StrAppend(&scope, "\ntenant=", account->name());
   }
+  // A whole-cluster session's programs default to the cluster's devices.
+  if (cluster_->multi_task() && (*session)->whole_cluster()) {
+    options->whole_cluster = true;
+    absl::StrAppend(&scope, "\nwhole_cluster");
+  }
   // The key names the format the text is read as, so that a program
   // compiled with its format given and one left to detection share it.
   v1::CompileOptions keyed = request->options();
@@ -309,6 +314,16 @@ absl::Status ExecutableService::ExecuteInSession(
   };
   PJRT_ASSIGN_OR_RETURN(
       auto executable, session->LookupExecutable(request.executable_handle()));
+  if (session->whole_cluster() && cluster_->multi_task()) {
+    auto task = cluster_->TaskOfDevice(request.device_id());
+    if (task.ok() && *task != cluster_->task_id()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "Execute runs programs on this task's devices; device %d is task "
+          "%d's: run it there with ExecuteReplicated (a program compiled "
+          "with that device in its assignment)",
+          request.device_id(), *task));
+    }
+  }
   PJRT_ASSIGN_OR_RETURN(
       runtime::Device * device,
       LookupAddressableDevice(*client_, *cluster_, request.device_id()));
@@ -686,6 +701,13 @@ absl::Status ExecutableService::CompileOnOtherTasks(
     part.proxy = *proxy;
     part.request = request;
     part.request.set_session_id(*proxy);
+    // The assignment this task settled on (a default one is this task's
+    // choice), spelled out.
+    v1::CompileOptions* options = part.request.mutable_options();
+    options->set_num_replicas(executable.num_replicas());
+    options->set_num_partitions(executable.num_partitions());
+    options->clear_device_assignment();
+    for (int id : order) options->add_device_assignment(id);
     part.context = proxies_->Context(context);
     {
       pjrt::MutexLock lock(&mu);

@@ -202,8 +202,19 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
           "assignment; this one has %d replica(s), %d partition(s)%s",
           R, P, options.device_assignment.empty() ? "" : " and an assignment"));
     }
-  } else if (!options.device_assignment.empty()) {
-    const auto& a = options.device_assignment;
+  } else if (!options.device_assignment.empty() ||
+             (options.whole_cluster && R * P > 1)) {
+    // The cluster-wide default: devices 0, 1, ... of every task.
+    std::vector<std::vector<int>> cluster_default;
+    if (options.device_assignment.empty()) {
+      cluster_default.assign(R, std::vector<int>(P));
+      for (int r = 0; r < R; ++r) {
+        for (int p = 0; p < P; ++p) cluster_default[r][p] = r * P + p;
+      }
+    }
+    const auto& a = options.device_assignment.empty()
+                        ? cluster_default
+                        : options.device_assignment;
     if (static_cast<int>(a.size()) != R) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "the device assignment has %d row(s) but the program has %d "
@@ -281,7 +292,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
       task_of[(*device)->id()] = client->task_id();
     }
   }
-  if (!e->portable_ && e->addressable_devices_.empty()) {
+  if (!e->portable_ && e->addressable_devices_.empty() &&
+      !options.whole_cluster) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "no device of the assignment belongs to this task (%d); compile the "
         "program on the tasks whose devices it names",

@@ -83,6 +83,11 @@ struct CompileOptions {
     std::string platform;
   };
   std::vector<RemoteDevice> remote_devices;
+  // For a session that drives the whole cluster: a program on more than one
+  // device without an assignment gets the cluster's devices 0, 1, ... (as
+  // the protocol's default says), not this task's, and an assignment that
+  // names no device of this task compiles (this task then runs no part).
+  bool whole_cluster = false;
 };
 
 struct ExecuteRunOptions {

@@ -632,6 +632,33 @@ def test_one_execute_replicated_runs_a_program_on_every_task(controller):
         np.testing.assert_array_equal(out[0].to_numpy(), want)
 
 
+def test_a_whole_cluster_program_defaults_to_the_clusters_devices(
+        controller):
+    """Without an assignment, a six-replica program runs on devices 0-5 of
+    the three tasks; one whose assignment names no device of the client's
+    own task runs too."""
+    hlo = ALL_REDUCE_6.replace("[N]", "[2]").replace(
+        ", input_output_alias={ {}: (0, {}, may-alias) }", "")
+    exe = controller.compile(hlo)
+    assert [d.id for d in exe.addressable_devices] == list(range(6))
+    outs = exe.execute_replicated(
+        [[np.full(2, d, np.float32)] for d in range(6)])
+    for out in outs:
+        np.testing.assert_array_equal(out[0].to_numpy(), np.full(2, 15.0))
+    elsewhere = controller.compile(
+        hlo.replace("replica_count=6", "replica_count=2"),
+        device_assignment=[[5], [2]])
+    assert [d.id for d in elsewhere.addressable_devices] == [5, 2]
+    outs = elsewhere.execute_replicated(
+        [[np.full(2, 1.0, np.float32)], [np.full(2, 2.0, np.float32)]])
+    assert [o[0].device.id for o in outs] == [5, 2]
+    np.testing.assert_array_equal(outs[1][0].to_numpy(), np.full(2, 3.0))
+    with pytest.raises(pjrt_client.FailedPreconditionError,
+                       match="device 5 is task 2's: run it there with "
+                             "ExecuteReplicated"):
+        elsewhere.execute([np.ones(2, np.float32)], device=5)
+
+
 def test_a_data_parallel_step_driven_from_one_client_equals_one_step(
         controller, clients):
     """The MLP step of the multi-controller test above, launched by one
