@@ -199,20 +199,15 @@ grpc::Status BufferService::UploadImpl(
   const uint64_t channel_handle = header.channel_handle();
   auto session = CallerSession(auth_, sessions_, *context, header.session_id());
   if (!session.ok()) return ToGrpcStatus(session.status());
-  if (proxies_ != nullptr && (*session)->whole_cluster()) {
+  // Another task's device: a whole-cluster session's upload streams there.
+  int remote_task = -1;
+  if (proxies_ != nullptr) {
     auto task = cluster_->TaskOfDevice(header.device_id());
-    if (task.ok() && *task != cluster_->task_id()) {
-      if (channel_handle != 0) {
-        return grpc::Status(
-            grpc::StatusCode::FAILED_PRECONDITION,
-            absl::StrFormat("device %d is task %d's: an upload to another "
-                            "task's device streams its bytes in chunks, not "
-                            "over a data channel of this daemon",
-                            header.device_id(), *task));
-      }
-      return ForwardUpload(context, reader, std::move(request), *session, *task,
-                           response);
-    }
+    if (task.ok() && *task != cluster_->task_id()) remote_task = *task;
+  }
+  if (remote_task >= 0 && channel_handle == 0 && (*session)->whole_cluster()) {
+    return ForwardUpload(context, reader, std::move(request), *session,
+                         remote_task, response);
   }
   // Over a data channel: held from here, so that every failure below ends
   // it (the client's bytes may be on their way).
@@ -221,6 +216,24 @@ grpc::Status BufferService::UploadImpl(
     auto taken = TakeChannel(**session, channel_handle);
     if (!taken.ok()) return ToGrpcStatus(taken.status());
     channel = *std::move(taken);
+  }
+  if (remote_task >= 0 && (*session)->whole_cluster()) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrFormat("device %d is task %d's: an upload to another task's "
+                        "device streams its bytes in chunks, not over a data "
+                        "channel of this daemon",
+                        header.device_id(), remote_task));
+  }
+  if (remote_task >= 0) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("device %d belongs to task %d, and this session "
+                        "reaches this task's (%d) devices only: upload "
+                        "through task %d's daemon, or open the session with "
+                        "whole_cluster to reach every task's devices",
+                        header.device_id(), remote_task, cluster_->task_id(),
+                        remote_task));
   }
   auto shape = ShapeFromProto(header.shape());
   if (!shape.ok()) return ToGrpcStatus(shape.status());
@@ -611,8 +624,7 @@ absl::StatusOr<runtime::Device*> LookupAddressableDevice(
   if (!task.ok()) return task.status();
   return absl::InvalidArgumentError(absl::StrFormat(
       "device %d belongs to task %d; this daemon is task %d and addresses "
-      "devices %d to %d (send the call to task %d's daemon, or open the "
-      "session with whole_cluster to reach every task's devices from one)",
+      "devices %d to %d (send the call to task %d's daemon)",
       id, *task, cluster.task_id(), client.devices().front()->id(),
       client.devices().back()->id(), *task));
 }
@@ -654,7 +666,8 @@ grpc::Status BufferService::ForwardUpload(
   if (!status.ok()) return ToGrpcStatus(proxies_->PeerError(task, status));
   absl::Status added = session->AddRemoteBuffers(task, {info.handle()});
   if (!added.ok()) {
-    proxies_->DeleteRemoteBuffers(task, *proxy, {info.handle()});
+    proxies_->DeleteRemoteBuffers(task, *proxy, {info.handle()})
+        .IgnoreError();  // the proxy frees it when it ends
     return ToGrpcStatus(added);
   }
   *response = std::move(info);
@@ -749,22 +762,28 @@ grpc::Status BufferService::DeleteAcrossTasks(
     }
     local.push_back(handle);
   }
-  absl::flat_hash_map<int, std::vector<uint64_t>> remote =
-      session->ForgetRemoteBuffers(request.handles());
+  absl::flat_hash_map<int, std::vector<uint64_t>> remote;
+  for (uint64_t handle : request.handles()) {
+    const int task = session->RemoteBufferTask(handle);
+    if (task >= 0) remote[task].push_back(handle);
+  }
   absl::Status status = session->DeleteBuffers(local);
+  // Each task's buffers are forgotten here once that task has deleted
+  // them: after a failure the client may delete them again.
   for (const auto& [task, handles] : remote) {
+    absl::Status deleted;
     auto proxy = proxies_->ProxyOf(session, task);
-    if (!proxy.ok()) {
-      if (status.ok()) status = proxy.status();
-      continue;
+    if (proxy.ok()) {
+      v1::DeleteBuffersRequest part;
+      part.set_skip_unknown(true);
+      for (uint64_t handle : handles) part.add_handles(handle);
+      v1::DeleteBuffersResponse answer;
+      deleted = proxies_->Forward(context, task, *proxy, part, &answer,
+                                  &v1::Peer::Stub::ProxyDeleteBuffers);
+    } else {
+      deleted = proxy.status();
     }
-    v1::DeleteBuffersRequest part;
-    part.set_skip_unknown(true);
-    for (uint64_t handle : handles) part.add_handles(handle);
-    v1::DeleteBuffersResponse answer;
-    absl::Status deleted =
-        proxies_->Forward(context, task, *proxy, part, &answer,
-                          &v1::Peer::Stub::ProxyDeleteBuffers);
+    if (deleted.ok()) session->ForgetRemoteBuffers(handles);
     if (status.ok()) status = deleted;
   }
   return ToGrpcStatus(status);

@@ -23,8 +23,11 @@ constexpr absl::Duration kFirstRetryDelay = absl::Milliseconds(100);
 constexpr absl::Duration kMaxRetryDelay = absl::Seconds(2);
 // Each handshake attempt.
 constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
-// Peer transfers carry chunks of 1 MiB plus framing.
-constexpr int kMaxPeerMessageBytes = 4 << 20;
+// Peer transfers carry chunks of 1 MiB plus framing; forwarded calls of
+// whole-cluster sessions carry what a client's may (programs up to the
+// daemon's max_program_bytes, replies with every result of a launch), as
+// much as the peer server takes.
+constexpr int kMaxPeerMessageBytes = 64 << 20;
 
 std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
   return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);

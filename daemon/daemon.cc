@@ -679,7 +679,11 @@ void Daemon::Shutdown() {
     server_->Wait();
   }
   // No client call reaches another task now: the proxies there end.
-  proxies_.reset();
+  if (proxies_ != nullptr) {
+    buffer_service_->SetProxies(nullptr);
+    executable_service_->SetProxies(nullptr);
+    proxies_.reset();
+  }
   // Executions already enqueued may finish within what is left of the
   // grace period; then the watchdog cancels them.
   if (client_ != nullptr) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -690,6 +691,11 @@ absl::Status ExecutableService::CompileOnOtherTasks(
   std::vector<Part> parts(tasks.size());
   pjrt::Mutex mu;
   int pending = 0;
+  // However this function ends, no callback may outlive what it uses.
+  absl::Cleanup wait_for_parts = [&] {
+    pjrt::MutexLock lock(&mu);
+    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
+  };
   for (size_t i = 0; i < tasks.size(); ++i) {
     Part& part = parts[i];
     part.task = tasks[i];
@@ -716,9 +722,10 @@ absl::Status ExecutableService::CompileOnOtherTasks(
     proxies_->Stub(part.task)->async()->ProxyCompile(
         part.context.get(), &part.request, &part.response,
         [this, &mu, &pending, &part](grpc::Status status) {
+          absl::Status error;
+          if (!status.ok()) error = proxies_->PeerError(part.task, status);
           pjrt::MutexLock lock(&mu);
-          if (!status.ok())
-            part.status = proxies_->PeerError(part.task, status);
+          part.status = std::move(error);
           --pending;
         });
   }
@@ -741,14 +748,12 @@ absl::Status ExecutableService::CompileOnOtherTasks(
     handles[part.task] = part.response.executable_handle();
   }
   if (!failed.ok()) {
-    for (const auto& [task, handle] : handles) {
-      v1::DeleteExecutableRequest drop;
-      drop.set_executable_handle(handle);
-      v1::DeleteExecutableResponse dropped;
+    for (const Part& part : parts) {
+      if (!part.status.ok()) continue;
       proxies_
-          ->Forward(nullptr, task, session->ProxyOn(task), drop, &dropped,
-                    &v1::Peer::Stub::ProxyDeleteExecutable)
-          .IgnoreError();
+          ->DeleteRemoteExecutable(part.task, part.proxy,
+                                   part.response.executable_handle())
+          .IgnoreError();  // the proxy frees it when it ends
     }
     return failed;
   }
@@ -775,7 +780,20 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
         e.name(), order.size(), absl::StrJoin(order, ", "),
         request.arguments_size()));
   }
+  // The launch's id on every task. One the client chose is made this
+  // session's own, as the runtime scopes a launch within a task: another
+  // session's launch with the same id and program cannot join it.
+  int64_t launch_id = request.options().launch_id();
+  if (launch_id != 0) {
+    launch_id = static_cast<int64_t>(
+        absl::HashOf(launch_id, self, session->public_id()) >> 1);
+  }
+  while (launch_id == 0)
+    launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
+
   // Split the lists by task; where[i]: list i's task and place there.
+  // Every argument is checked before any task starts, so that a mistake
+  // does not leave the others waiting at the program's collectives.
   struct Part {
     int task;
     std::unique_ptr<grpc::ClientContext> context;
@@ -787,9 +805,6 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
   local.set_session_id(request.session_id());
   local.set_executable_handle(request.executable_handle());
   *local.mutable_options() = request.options();
-  int64_t launch_id = request.options().launch_id();
-  while (launch_id == 0)
-    launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
   local.mutable_options()->set_launch_id(launch_id);
   std::vector<Part> remote;
   absl::flat_hash_map<int, size_t> remote_index;
@@ -797,19 +812,29 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
   for (size_t i = 0; i < order.size(); ++i) {
     PJRT_ASSIGN_OR_RETURN(int task, cluster_->TaskOfDevice(order[i]));
     const v1::ArgumentList& list = request.arguments(static_cast<int>(i));
+    for (int a = 0; a < list.argument_handles_size(); ++a) {
+      const uint64_t handle = list.argument_handles(a);
+      const int there = session->RemoteBufferTask(handle);
+      if (there == task) continue;
+      if (there < 0) {
+        auto buffer = session->LookupBuffer(handle);
+        if (!buffer.ok()) {
+          return absl::Status(
+              buffer.status().code(),
+              absl::StrFormat("device %d (list %d), argument %d: %s", order[i],
+                              i, a, buffer.status().message()));
+        }
+        if (task == self) continue;
+      }
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device %d (list %d), argument %d: buffer %#x is on task %d, not "
+          "on task %d, the task of device %d (put it there)",
+          order[i], i, a, handle, there < 0 ? self : there, task, order[i]));
+    }
     if (task == self) {
       *local.add_arguments() = list;
       where[i] = {self, local.arguments_size() - 1};
       continue;
-    }
-    for (int a = 0; a < list.argument_handles_size(); ++a) {
-      const uint64_t handle = list.argument_handles(a);
-      if (session->RemoteBufferTask(handle) != task) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "device %d (list %d), argument %d: buffer %#x is not on task %d, "
-            "the task of device %d (put it there, or copy it)",
-            order[i], i, a, handle, task, order[i]));
-      }
     }
     auto part_there = parts.find(task);
     if (part_there == parts.end()) {
@@ -822,9 +847,8 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
     if (added) {
       remote.push_back(Part{.task = task});
       Part& part = remote.back();
-      auto proxy = proxies_->ProxyOf(session, task);
-      if (!proxy.ok()) return proxy.status();
-      part.request.set_session_id(*proxy);
+      PJRT_ASSIGN_OR_RETURN(uint64_t proxy, proxies_->ProxyOf(session, task));
+      part.request.set_session_id(proxy);
       part.request.set_executable_handle(part_there->second);
       *part.request.mutable_options() = local.options();
     }
@@ -832,18 +856,32 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
     *part.request.add_arguments() = list;
     where[i] = {task, part.request.arguments_size() - 1};
   }
+
   // The other tasks' parts first (they meet this one's at the program's
   // collectives), then this task's, on this thread.
+  for (Part& part : remote) part.context = proxies_->Context(context);
   pjrt::Mutex mu;
-  int pending = static_cast<int>(remote.size());
+  int pending = 0;
+  // However this function ends, no callback may outlive what it uses.
+  absl::Cleanup wait_for_parts = [&] {
+    pjrt::MutexLock lock(&mu);
+    if (pending > 0) {
+      for (Part& part : remote) part.context->TryCancel();
+    }
+    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
+  };
   for (Part& part : remote) {
-    part.context = proxies_->Context(context);
+    {
+      pjrt::MutexLock lock(&mu);
+      ++pending;
+    }
     proxies_->Stub(part.task)->async()->ProxyExecuteReplicated(
         part.context.get(), &part.request, &part.response,
         [this, &mu, &pending, &part](grpc::Status status) {
+          absl::Status error;
+          if (!status.ok()) error = proxies_->PeerError(part.task, status);
           pjrt::MutexLock lock(&mu);
-          if (!status.ok()) {
-            absl::Status error = proxies_->PeerError(part.task, status);
+          if (!error.ok()) {
             part.status = absl::Status(
                 error.code(), absl::StrFormat("task %d's part: %s", part.task,
                                               error.message()));
@@ -860,8 +898,27 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
     pjrt::MutexLock lock(&mu);
     mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
   }
+  // A part that failed by itself says more than one that gave up waiting
+  // for it at a collective.
+  auto waited = [](const absl::Status& s) {
+    return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s);
+  };
   for (const Part& part : remote) {
-    if (status.ok()) status = part.status;
+    if (!part.status.ok() &&
+        (status.ok() || (waited(status) && !waited(part.status)))) {
+      status = part.status;
+    }
+    if (status.ok() &&
+        part.response.results_size() != part.request.arguments_size()) {
+      status = absl::InternalError(absl::StrFormat(
+          "task %d answered for %d devices of %d", part.task,
+          part.response.results_size(), part.request.arguments_size()));
+    }
+  }
+  if (status.ok() && here.results_size() != local.arguments_size()) {
+    status = absl::InternalError(
+        absl::StrFormat("this task ran %d devices of %d", here.results_size(),
+                        local.arguments_size()));
   }
   if (status.ok()) {
     for (const Part& part : remote) {
@@ -880,12 +937,15 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
       std::vector<uint64_t> theirs;
       CollectHandles(part.response, &theirs);
       session->ForgetRemoteBuffers(theirs);
-      proxies_->DeleteRemoteBuffers(part.task, part.request.session_id(),
-                                    theirs);
+      proxies_
+          ->DeleteRemoteBuffers(part.task, part.request.session_id(), theirs)
+          .IgnoreError();  // the proxy frees them when it ends
     }
     return status;
   }
-  response->set_launch_id(launch_id);
+  response->set_launch_id(request.options().launch_id() != 0
+                              ? request.options().launch_id()
+                              : launch_id);
   int64_t inline_bytes = 0;
   for (const auto& [task, index] : where) {
     const v1::ResultList& list =

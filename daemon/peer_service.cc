@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "daemon/grpc_status.h"
 #include "daemon/services.h"
 
@@ -150,7 +151,7 @@ grpc::Status PeerService::OpenProxySessionImpl(
   // "task 0 session 7 (train.py)": whose part this is, in listings.
   std::string name = absl::StrFormat(
       "task %d session %d (%s)", request->origin_task_id(),
-      request->origin_public_id(), request->client_name().substr(0, 128));
+      request->origin_public_id(), Excerpt(request->client_name(), 128));
   auto caller = (*targets)->tenants->CallerForPeer(request->tenant(),
                                                    request->origin_task_id());
   if (!caller.ok()) return ToGrpcStatus(caller.status());

@@ -18,6 +18,11 @@ std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
   return absl::ToChronoTime(absl::Now() + timeout);
 }
 
+// True for the failures of a task that did not answer (worth a retry).
+bool Unreachable(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
 }  // namespace
 
 ProxySessions::ProxySessions(Cluster* cluster)
@@ -31,11 +36,13 @@ ProxySessions::~ProxySessions() {
     entries.swap(entries_);
   }
   keeper_.join();
+  std::vector<std::pair<int, uint64_t>> proxies;
   for (const auto& [id, entry] : entries) {
     for (const auto& [task, proxy] : entry.proxies) {
-      CloseProxy(task, proxy, kKeeperCallTimeout);
+      proxies.emplace_back(task, proxy);
     }
   }
+  CloseProxies(proxies, kKeeperCallTimeout);
 }
 
 std::unique_ptr<grpc::ClientContext> ProxySessions::Context(
@@ -51,7 +58,7 @@ absl::Status ProxySessions::PeerError(int task,
                                       const grpc::Status& status) const {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::UnavailableError(
-        absl::StrFormat("task %d (%s) did not answer: %s", task,
+        absl::StrFormat("task %d (%s) is unavailable: %s", task,
                         cluster_->address(task), status.error_message()));
   }
   return FromGrpcStatus(status);
@@ -60,16 +67,9 @@ absl::Status ProxySessions::PeerError(int task,
 absl::StatusOr<uint64_t> ProxySessions::ProxyOf(
     const std::shared_ptr<Session>& session, int task) {
   const uint64_t incarnation = cluster_->incarnation_of(task);
-  if (uint64_t proxy = session->ProxyOn(task); proxy != 0) {
-    {
-      pjrt::MutexLock lock(&mu_);
-      auto entry = entries_.find(session->id());
-      if (entry != entries_.end() &&
-          entry->second.incarnations[task] == incarnation) {
-        return proxy;
-      }
-    }
-    if (session->ForgetProxy(task, proxy)) {
+  if (std::optional<Session::Proxy> proxy = session->ProxyOn(task)) {
+    if (proxy->incarnation == incarnation) return proxy->id;
+    if (session->ForgetProxy(task, proxy->id)) {
       spdlog::warn(
           "{}: task {} restarted; its proxy session there ended with the "
           "buffers and program parts it held",
@@ -93,41 +93,84 @@ absl::StatusOr<uint64_t> ProxySessions::ProxyOf(
   grpc::Status status =
       Stub(task)->OpenProxySession(context.get(), request, &response);
   if (!status.ok()) return PeerError(task, status);
-  absl::StatusOr<uint64_t> kept =
-      session->SetProxy(task, response.session_id());
-  if (!kept.ok() || *kept != response.session_id()) {
+  const uint64_t opened = response.session_id();
+  {
+    // Registered before the session can hand it out, so that the keeper
+    // renews it from the start (and closes it, if another call's proxy
+    // wins below).
+    pjrt::MutexLock lock(&mu_);
+    Entry& entry = entries_[session->id()];
+    entry.session = session;
+    entry.proxies[task] = opened;
+    // Renew well within the lease the task granted.
+    if (response.lease_seconds() > 0) {
+      renewal_ =
+          std::min(renewal_, absl::Seconds(response.lease_seconds()) / 3);
+    }
+  }
+  absl::StatusOr<Session::Proxy> kept =
+      session->SetProxy(task, {.id = opened, .incarnation = incarnation});
+  if (!kept.ok() || kept->id != opened) {
     // The session closed meanwhile, or another call opened one first.
-    CloseProxy(task, response.session_id(), kKeeperCallTimeout);
-    return kept;
+    {
+      pjrt::MutexLock lock(&mu_);
+      auto entry = entries_.find(session->id());
+      if (entry != entries_.end()) {
+        if (kept.ok()) {
+          entry->second.proxies[task] = kept->id;
+        } else {
+          entry->second.proxies.erase(task);
+        }
+      }
+    }
+    CloseProxies({{task, opened}}, kKeeperCallTimeout);
+    if (!kept.ok()) return kept.status();
   }
-  pjrt::MutexLock lock(&mu_);
-  Entry& entry = entries_[session->id()];
-  entry.session = session;
-  entry.proxies[task] = response.session_id();
-  entry.incarnations[task] = incarnation;
-  return response.session_id();
+  return kept->id;
 }
 
-void ProxySessions::CloseProxy(int task, uint64_t proxy_id,
-                               absl::Duration timeout) {
-  v1::CloseSessionRequest request;
-  request.set_session_id(proxy_id);
-  v1::CloseSessionResponse response;
-  auto context = Context(nullptr);
-  context->set_deadline(Deadline(timeout));
-  grpc::Status status =
-      Stub(task)->CloseProxySession(context.get(), request, &response);
-  if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
-    spdlog::warn(
-        "could not close a proxy session on task {}: {} (it ends with its "
-        "lease)",
-        task, status.error_message());
+void ProxySessions::CloseProxies(
+    const std::vector<std::pair<int, uint64_t>>& proxies,
+    absl::Duration timeout) {
+  if (proxies.empty()) return;
+  struct Close {
+    int task;
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::CloseSessionRequest request;
+    v1::CloseSessionResponse response;
+  };
+  std::vector<Close> closes(proxies.size());
+  pjrt::Mutex mu;
+  int pending = static_cast<int>(proxies.size());
+  for (size_t i = 0; i < proxies.size(); ++i) {
+    Close& close = closes[i];
+    close.task = proxies[i].first;
+    close.request.set_session_id(proxies[i].second);
+    close.context = Context(nullptr);
+    close.context->set_deadline(Deadline(timeout));
+    Stub(close.task)
+        ->async()
+        ->CloseProxySession(
+            close.context.get(), &close.request, &close.response,
+            [&mu, &pending, &close](grpc::Status status) {
+              if (!status.ok() &&
+                  status.error_code() != grpc::StatusCode::NOT_FOUND) {
+                spdlog::warn(
+                    "could not close a proxy session on task {}: {} (it ends "
+                    "with its lease)",
+                    close.task, status.error_message());
+              }
+              pjrt::MutexLock lock(&mu);
+              --pending;
+            });
   }
+  pjrt::MutexLock lock(&mu);
+  mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
 }
 
-void ProxySessions::DeleteRemoteBuffers(int task, uint64_t proxy,
-                                        absl::Span<const uint64_t> handles) {
-  if (handles.empty()) return;
+absl::Status ProxySessions::DeleteRemoteBuffers(
+    int task, uint64_t proxy, absl::Span<const uint64_t> handles) {
+  if (handles.empty()) return absl::OkStatus();
   v1::DeleteBuffersRequest request;
   request.set_session_id(proxy);
   request.set_skip_unknown(true);
@@ -137,59 +180,140 @@ void ProxySessions::DeleteRemoteBuffers(int task, uint64_t proxy,
   context->set_deadline(Deadline(kKeeperCallTimeout));
   grpc::Status status =
       Stub(task)->ProxyDeleteBuffers(context.get(), request, &response);
-  if (!status.ok()) {
-    spdlog::warn(
-        "could not delete {} buffers on task {}: {} (they go with the proxy "
-        "session)",
-        handles.size(), task, status.error_message());
+  return status.ok() ? absl::OkStatus() : PeerError(task, status);
+}
+
+absl::Status ProxySessions::DeleteRemoteExecutable(int task, uint64_t proxy,
+                                                   uint64_t handle) {
+  v1::DeleteExecutableRequest request;
+  request.set_session_id(proxy);
+  request.set_executable_handle(handle);
+  v1::DeleteExecutableResponse response;
+  auto context = Context(nullptr);
+  context->set_deadline(Deadline(kKeeperCallTimeout));
+  grpc::Status status =
+      Stub(task)->ProxyDeleteExecutable(context.get(), request, &response);
+  if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return absl::OkStatus();
   }
+  return PeerError(task, status);
 }
 
 void ProxySessions::FlushReleases(Session& session) {
   Session::RemoteReleases releases = session.TakeRemoteReleases();
   if (releases.empty()) return;
   const absl::flat_hash_map<int, uint64_t> proxies = session.Proxies();
+  absl::flat_hash_map<int, std::vector<uint64_t>> retry_buffers;
+  absl::flat_hash_map<int, std::vector<uint64_t>> retry_executables;
   for (auto& [task, handles] : releases.buffers) {
     auto proxy = proxies.find(task);
-    if (proxy != proxies.end()) {
-      DeleteRemoteBuffers(task, proxy->second, handles);
-    }
+    if (proxy == proxies.end()) continue;  // gone with its proxy
+    absl::Status status = DeleteRemoteBuffers(task, proxy->second, handles);
+    if (status.ok()) continue;
+    spdlog::warn("{}: could not delete {} buffers on task {}: {}",
+                 session.DebugString(), handles.size(), task, status.message());
+    if (Unreachable(status)) retry_buffers[task] = std::move(handles);
   }
   for (auto& [task, handles] : releases.executables) {
     auto proxy = proxies.find(task);
     if (proxy == proxies.end()) continue;
-    for (uint64_t handle : handles) {
-      v1::DeleteExecutableRequest request;
-      request.set_session_id(proxy->second);
-      request.set_executable_handle(handle);
-      v1::DeleteExecutableResponse response;
-      auto context = Context(nullptr);
-      context->set_deadline(Deadline(kKeeperCallTimeout));
-      grpc::Status status =
-          Stub(task)->ProxyDeleteExecutable(context.get(), request, &response);
-      if (!status.ok() && status.error_code() != grpc::StatusCode::NOT_FOUND) {
-        spdlog::warn("{}: could not delete an executable on task {}: {}",
-                     session.DebugString(), task, status.error_message());
+    for (size_t i = 0; i < handles.size(); ++i) {
+      absl::Status status =
+          DeleteRemoteExecutable(task, proxy->second, handles[i]);
+      if (status.ok()) continue;
+      spdlog::warn("{}: could not delete an executable on task {}: {}",
+                   session.DebugString(), task, status.message());
+      if (Unreachable(status)) {
+        retry_executables[task].assign(handles.begin() + i, handles.end());
+        break;
+      }
+    }
+  }
+  for (auto& [task, handles] : retry_buffers) {
+    session.RequeueRemoteReleases(task, std::move(handles),
+                                  std::move(retry_executables[task]));
+    retry_executables.erase(task);
+  }
+  for (auto& [task, handles] : retry_executables) {
+    session.RequeueRemoteReleases(task, {}, std::move(handles));
+  }
+}
+
+void ProxySessions::Renew(const std::vector<std::shared_ptr<Session>>& live) {
+  // One call per task renews every proxy there; the tasks answer at once.
+  struct Call {
+    int task;
+    std::vector<std::pair<Session*, uint64_t>> proxies;
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::KeepProxySessionsRequest request;
+    v1::KeepProxySessionsResponse response;
+    grpc::Status status;
+  };
+  absl::flat_hash_map<int, size_t> index;
+  std::vector<Call> calls;
+  for (const auto& session : live) {
+    for (const auto& [task, proxy] : session->Proxies()) {
+      auto [it, added] = index.try_emplace(task, calls.size());
+      if (added) calls.push_back(Call{.task = task});
+      calls[it->second].proxies.push_back({session.get(), proxy});
+      calls[it->second].request.add_session_ids(proxy);
+    }
+  }
+  pjrt::Mutex mu;
+  int pending = static_cast<int>(calls.size());
+  for (Call& call : calls) {
+    call.context = Context(nullptr);
+    call.context->set_deadline(Deadline(kKeeperCallTimeout));
+    Stub(call.task)->async()->KeepProxySessions(
+        call.context.get(), &call.request, &call.response,
+        [&mu, &pending, &call](grpc::Status status) {
+          pjrt::MutexLock lock(&mu);
+          call.status = std::move(status);
+          --pending;
+        });
+  }
+  {
+    pjrt::MutexLock lock(&mu);
+    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
+  }
+  for (const Call& call : calls) {
+    if (!call.status.ok()) {
+      spdlog::warn("could not renew {} proxy sessions on task {}: {}",
+                   call.proxies.size(), call.task, call.status.error_message());
+      continue;
+    }
+    for (uint64_t gone : call.response.gone()) {
+      for (const auto& [session, proxy] : call.proxies) {
+        if (proxy != gone || !session->ForgetProxy(call.task, proxy)) continue;
+        spdlog::warn(
+            "{}: its proxy session on task {} ended there (the task "
+            "restarted, or lost touch with this one for its lease); its "
+            "buffers there are gone",
+            session->DebugString(), call.task);
       }
     }
   }
 }
 
 void ProxySessions::KeeperLoop() {
-  absl::Time next_renewal = absl::Now() + kProxyRenewal;
+  absl::Time next_renewal = absl::Now();
   while (true) {
     std::vector<std::shared_ptr<Session>> live;
-    std::vector<Entry> ended;
+    std::vector<std::pair<int, uint64_t>> ended;
+    absl::Duration renewal;
     {
       pjrt::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(
           [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; },
           kKeeperTick);
       if (stop_) return;
+      renewal = renewal_;
       for (auto it = entries_.begin(); it != entries_.end();) {
         std::shared_ptr<Session> session = it->second.session.lock();
         if (session == nullptr || session->closed()) {
-          ended.push_back(std::move(it->second));
+          for (const auto& [task, proxy] : it->second.proxies) {
+            ended.emplace_back(task, proxy);
+          }
           entries_.erase(it++);
           continue;
         }
@@ -197,48 +321,14 @@ void ProxySessions::KeeperLoop() {
         ++it;
       }
     }
-    for (const Entry& entry : ended) {
-      for (const auto& [task, proxy] : entry.proxies) {
-        CloseProxy(task, proxy, kKeeperCallTimeout);
-      }
+    // Leases first: a task slow to take deletions must not let the
+    // others' proxies expire.
+    if (absl::Now() >= next_renewal) {
+      next_renewal = absl::Now() + renewal;
+      Renew(live);
     }
+    CloseProxies(ended, kKeeperCallTimeout);
     for (const auto& session : live) FlushReleases(*session);
-    if (absl::Now() < next_renewal) continue;
-    next_renewal = absl::Now() + kProxyRenewal;
-    // One call per task renews every proxy there.
-    absl::flat_hash_map<int, std::vector<std::pair<Session*, uint64_t>>>
-        by_task;
-    for (const auto& session : live) {
-      for (const auto& [task, proxy] : session->Proxies()) {
-        by_task[task].push_back({session.get(), proxy});
-      }
-    }
-    for (const auto& [task, proxies] : by_task) {
-      v1::KeepProxySessionsRequest request;
-      for (const auto& [session, proxy] : proxies) {
-        request.add_session_ids(proxy);
-      }
-      v1::KeepProxySessionsResponse response;
-      auto context = Context(nullptr);
-      context->set_deadline(Deadline(kKeeperCallTimeout));
-      grpc::Status status =
-          Stub(task)->KeepProxySessions(context.get(), request, &response);
-      if (!status.ok()) {
-        spdlog::warn("could not renew {} proxy sessions on task {}: {}",
-                     proxies.size(), task, status.error_message());
-        continue;
-      }
-      for (uint64_t gone : response.gone()) {
-        for (const auto& [session, proxy] : proxies) {
-          if (proxy != gone) continue;
-          spdlog::warn(
-              "{}: its proxy session on task {} ended there (the task "
-              "restarted?); its buffers there are gone",
-              session->DebugString(), task);
-          session->ForgetProxy(task, proxy);
-        }
-      }
-    }
   }
 }
 

@@ -38,7 +38,8 @@ inline constexpr absl::Duration kProxyRenewal = absl::Seconds(5);
 class ProxySessions {
  public:
   explicit ProxySessions(Cluster* cluster);
-  // Closes every proxy (a short wait each) and stops the keeper.
+  // Stops the keeper and closes every proxy (all at once, within a couple
+  // of seconds: a proxy not closed ends with its lease).
   ~ProxySessions();
   ProxySessions(const ProxySessions&) = delete;
   ProxySessions& operator=(const ProxySessions&) = delete;
@@ -75,14 +76,17 @@ class ProxySessions {
     return absl::OkStatus();
   }
 
-  // Deletes buffers of proxy `proxy` on `task` (those already gone passed
-  // over); failures are logged (the proxy frees them when it ends).
-  void DeleteRemoteBuffers(int task, uint64_t proxy,
-                           absl::Span<const uint64_t> handles);
+  // Deletes buffers, and executables, of proxy `proxy` on `task` (those
+  // already gone passed over), waiting at most a couple of seconds.
+  absl::Status DeleteRemoteBuffers(int task, uint64_t proxy,
+                                   absl::Span<const uint64_t> handles);
+  absl::Status DeleteRemoteExecutable(int task, uint64_t proxy,
+                                      uint64_t handle);
 
   // Deletes on their tasks what `session` released (Session::
-  // TakeRemoteReleases). The keeper does it every second; a call that
-  // deletes calls it at once.
+  // TakeRemoteReleases); what a task that does not answer could not take
+  // is put back for the next try. The keeper does it every second; a call
+  // that deletes calls it at once.
   void FlushReleases(Session& session);
 
  private:
@@ -90,18 +94,23 @@ class ProxySessions {
     std::weak_ptr<Session> session;
     // Copied here: the session may be gone when its proxies are closed.
     absl::flat_hash_map<int, uint64_t> proxies;
-    // The incarnation of each proxy's task when it was opened.
-    absl::flat_hash_map<int, uint64_t> incarnations;
   };
 
   void KeeperLoop();
-  void CloseProxy(int task, uint64_t proxy_id, absl::Duration timeout);
+  // Renews every live proxy's lease (one call per task, all at once).
+  void Renew(const std::vector<std::shared_ptr<Session>>& live);
+  // Closes proxies (task, id), all at once, within `timeout`.
+  void CloseProxies(const std::vector<std::pair<int, uint64_t>>& proxies,
+                    absl::Duration timeout);
 
   Cluster* const cluster_;
   pjrt::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // By session id.
   absl::flat_hash_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // How often the keeper renews: kProxyRenewal, or a third of the shortest
+  // lease a task granted.
+  absl::Duration renewal_ ABSL_GUARDED_BY(mu_) = kProxyRenewal;
   std::thread keeper_;
 };
 

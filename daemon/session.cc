@@ -652,25 +652,26 @@ bool Session::closed() const {
   return closed_;
 }
 
-uint64_t Session::ProxyOn(int task) const {
+std::optional<Session::Proxy> Session::ProxyOn(int task) const {
   pjrt::MutexLock lock(&mu_);
   auto it = proxies_.find(task);
-  return it == proxies_.end() ? 0 : it->second;
+  if (it == proxies_.end()) return std::nullopt;
+  return it->second;
 }
 
-absl::StatusOr<uint64_t> Session::SetProxy(int task, uint64_t proxy_id) {
+absl::StatusOr<Session::Proxy> Session::SetProxy(int task, Proxy proxy) {
   pjrt::MutexLock lock(&mu_);
   if (closed_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s is closed", DebugString()));
   }
-  return proxies_.try_emplace(task, proxy_id).first->second;
+  return proxies_.try_emplace(task, proxy).first->second;
 }
 
 bool Session::ForgetProxy(int task, uint64_t proxy_id) {
   pjrt::MutexLock lock(&mu_);
   auto it = proxies_.find(task);
-  if (it == proxies_.end() || it->second != proxy_id) return false;
+  if (it == proxies_.end() || it->second.id != proxy_id) return false;
   proxies_.erase(it);
   absl::erase_if(remote_buffers_,
                  [task](const auto& entry) { return entry.second == task; });
@@ -682,7 +683,21 @@ bool Session::ForgetProxy(int task, uint64_t proxy_id) {
 
 absl::flat_hash_map<int, uint64_t> Session::Proxies() const {
   pjrt::MutexLock lock(&mu_);
-  return proxies_;
+  absl::flat_hash_map<int, uint64_t> ids;
+  for (const auto& [task, proxy] : proxies_) ids[task] = proxy.id;
+  return ids;
+}
+
+void Session::RequeueRemoteReleases(int task, std::vector<uint64_t> buffers,
+                                    std::vector<uint64_t> executables) {
+  pjrt::MutexLock lock(&mu_);
+  if (closed_ || !proxies_.contains(task)) return;
+  auto& b = remote_releases_.buffers[task];
+  b.insert(b.end(), buffers.begin(), buffers.end());
+  auto& e = remote_releases_.executables[task];
+  e.insert(e.end(), executables.begin(), executables.end());
+  if (b.empty()) remote_releases_.buffers.erase(task);
+  if (e.empty()) remote_releases_.executables.erase(task);
 }
 
 absl::Status Session::AddRemoteBuffers(int task,

@@ -252,22 +252,33 @@ class Session {
   bool whole_cluster() const {
     return whole_cluster_.load(std::memory_order_relaxed);
   }
-  // The secret id of this session's proxy on `task`, or 0 if none is open.
-  uint64_t ProxyOn(int task) const;
+  // A proxy: its secret id on its task, and the incarnation of the task it
+  // was opened on (a task that restarted has lost it).
+  struct Proxy {
+    uint64_t id = 0;
+    uint64_t incarnation = 0;
+  };
+  // This session's proxy on `task`, if one is open.
+  std::optional<Proxy> ProxyOn(int task) const;
   // Records the proxy on `task` unless one is recorded; returns the one
   // in force (FAILED_PRECONDITION if the session has closed: the caller
   // closes the proxy it opened).
-  absl::StatusOr<uint64_t> SetProxy(int task, uint64_t proxy_id);
-  // Every proxy, by task.
+  absl::StatusOr<Proxy> SetProxy(int task, Proxy proxy);
+  // Every proxy's id, by task.
   absl::flat_hash_map<int, uint64_t> Proxies() const;
+  // Puts back releases that could not be sent (their task did not
+  // answer), for the next try.
+  void RequeueRemoteReleases(int task, std::vector<uint64_t> buffers,
+                             std::vector<uint64_t> executables);
   // Forgets the proxy on `task` if it is `proxy_id` (it ended there: the
   // next call that needs the task opens a new one), with what it held: the
   // buffers on `task` and the executables' parts there. Returns false if
   // another proxy is in force.
   bool ForgetProxy(int task, uint64_t proxy_id);
   // Registers buffers of the proxy on `task` under their handles there.
-  // INVALID_ARGUMENT when one is in use here; RESOURCE_EXHAUSTED past
-  // max_handles; FAILED_PRECONDITION when the session has closed.
+  // INTERNAL when one is in use here (odds of 2^-64 per pair);
+  // RESOURCE_EXHAUSTED past max_handles; FAILED_PRECONDITION when the session
+  // has closed.
   absl::Status AddRemoteBuffers(int task, absl::Span<const uint64_t> handles);
   // The task whose device holds buffer `handle`, or -1 if it is not a
   // remote buffer of this session.
@@ -362,7 +373,7 @@ class Session {
   int waiting_calls_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::atomic<bool> whole_cluster_{false};
-  absl::flat_hash_map<int, uint64_t> proxies_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, Proxy> proxies_ ABSL_GUARDED_BY(mu_);
   // Buffers on other tasks: handle → task.
   absl::flat_hash_map<uint64_t, int> remote_buffers_ ABSL_GUARDED_BY(mu_);
   // Executables with parts on other tasks: handle → task → handle there.

@@ -314,10 +314,11 @@ TEST_F(SessionTableTest, RemoteBuffersShareTheHandleSpaceAndTheLimit) {
 TEST_F(SessionTableTest, AProxyForgottenTakesWhatItHeld) {
   Session session(1, 1, "s", "p", absl::Seconds(10), absl::Now());
   session.SetWholeCluster();
-  EXPECT_EQ(*session.SetProxy(1, 0xa1), 0xa1u);
+  EXPECT_EQ(session.SetProxy(1, {0xa1, 7})->id, 0xa1u);
   // The first proxy recorded stays in force.
-  EXPECT_EQ(*session.SetProxy(1, 0xb1), 0xa1u);
-  EXPECT_EQ(*session.SetProxy(2, 0xa2), 0xa2u);
+  EXPECT_EQ(session.SetProxy(1, {0xb1, 8})->id, 0xa1u);
+  EXPECT_EQ(session.SetProxy(1, {0xb1, 8})->incarnation, 7u);
+  EXPECT_EQ(session.SetProxy(2, {0xa2, 7})->id, 0xa2u);
   ASSERT_TRUE(session.AddRemoteBuffers(1, {0x10}).ok());
   ASSERT_TRUE(session.AddRemoteBuffers(2, {0x20}).ok());
   // Another task's handle that this session uses already cannot name both.
@@ -328,7 +329,7 @@ TEST_F(SessionTableTest, AProxyForgottenTakesWhatItHeld) {
   // Another proxy's id: nothing happens.
   EXPECT_FALSE(session.ForgetProxy(1, 0xb1));
   EXPECT_TRUE(session.ForgetProxy(1, 0xa1));
-  EXPECT_EQ(session.ProxyOn(1), 0u);
+  EXPECT_FALSE(session.ProxyOn(1).has_value());
   EXPECT_EQ(session.RemoteBufferTask(0x10), -1);
   EXPECT_EQ(session.RemoteBufferTask(0x20), 2);
   auto parts = session.RemoteParts(program);
@@ -339,12 +340,20 @@ TEST_F(SessionTableTest, AProxyForgottenTakesWhatItHeld) {
   EXPECT_FALSE(session.RemoteParts(program).has_value());
   Session::RemoteReleases pending = session.TakeRemoteReleases();
   EXPECT_EQ(pending.executables[2], std::vector<uint64_t>{0x32});
+  // Those that could not be sent come back for the next try; not those of
+  // a task without a proxy.
+  session.RequeueRemoteReleases(2, {0x20}, {0x32});
+  session.RequeueRemoteReleases(1, {0x10}, {});
+  pending = session.TakeRemoteReleases();
+  EXPECT_EQ(pending.buffers.size(), 1u);
+  EXPECT_EQ(pending.buffers[2], std::vector<uint64_t>{0x20});
+  EXPECT_EQ(pending.executables[2], std::vector<uint64_t>{0x32});
   // A closed session keeps its proxies (for their closing) but no more
   // remote buffers, and takes no new proxy.
   session.Close(absl::OkStatus());
-  EXPECT_EQ(session.ProxyOn(2), 0xa2u);
+  EXPECT_EQ(session.ProxyOn(2)->id, 0xa2u);
   EXPECT_EQ(session.RemoteBufferTask(0x20), -1);
-  EXPECT_EQ(session.SetProxy(3, 0xa3).status().code(),
+  EXPECT_EQ(session.SetProxy(3, {0xa3, 7}).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 

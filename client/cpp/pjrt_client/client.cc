@@ -1,5 +1,6 @@
 #include "client/cpp/pjrt_client/client.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -277,7 +278,20 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   request.set_client_name(options.client_name);
   request.set_lease_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds(options.lease)));
-  request.set_protocol_version(pjrt::kProtocolVersionMax);
+  // The revision that added whole-cluster sessions.
+  constexpr uint32_t kWholeClusterRevision = 9;
+  if (options.whole_cluster &&
+      info_.protocol_version_max() < kWholeClusterRevision) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "pjrtd at %s (%s) has no whole-cluster sessions (pjrt.v1 revision "
+        "%d; it speaks up to %d)",
+        address_, info_.build_version(), kWholeClusterRevision,
+        info_.protocol_version_max()));
+  }
+  // The newest revision both sides speak (a daemon checks it is one of
+  // its own).
+  request.set_protocol_version(std::min<uint32_t>(
+      pjrt::kProtocolVersionMax, info_.protocol_version_max()));
   request.set_whole_cluster(options.whole_cluster);
   v1::OpenSessionResponse response;
   {
