@@ -392,6 +392,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     peer_executable_service_ = std::make_unique<ExecutableService>(
         client_.get(), cluster_.get(), sessions_.get(), peer_auth_.get(),
         compile_cache_.get(), limits);
+    peer_executable_service_->ShareCompileSlots(*executable_service_);
     proxy_targets_ =
         std::make_unique<PeerService::ProxyTargets>(PeerService::ProxyTargets{
             .sessions = sessions_.get(),

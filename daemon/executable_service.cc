@@ -213,13 +213,13 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
       key,
       [&]() -> absl::StatusOr<std::shared_ptr<runtime::Executable>> {
         // Wait for a compile slot, as long as the client wants the answer.
-        while (!compile_slots_.AcquireFor(1, Cancellation::kPollInterval)) {
+        while (!compile_slots_->AcquireFor(1, Cancellation::kPollInterval)) {
           if (context->IsCancelled()) {
             return absl::CancelledError(
                 "the call was cancelled while it waited to compile");
           }
         }
-        device::Semaphore::ScopedReservation slot(&compile_slots_, 1);
+        device::Semaphore::ScopedReservation slot(compile_slots_.get(), 1);
         return runtime::Executable::Compile(client_, text, *options);
       },
       owner, owner_capacity);

@@ -718,10 +718,10 @@ class ExecutableService final : public v1::Executables::Service {
         auth_(auth),
         cache_(cache),
         limits_(limits),
-        compile_slots_(
+        compile_slots_(std::make_shared<device::Semaphore>(
             limits.max_concurrent_compiles > 0
                 ? limits.max_concurrent_compiles
-                : std::max(1u, std::thread::hardware_concurrency())) {
+                : std::max(1u, std::thread::hardware_concurrency()))) {
     for (size_t i = 0; i < client->devices().size(); ++i) {
       fair_queues_.push_back(
           std::make_unique<FairQueue>(limits.fair_queue_depth));
@@ -809,6 +809,11 @@ class ExecutableService final : public v1::Executables::Service {
   // Where whole-cluster sessions reach other tasks (null: a cluster of one,
   // or the peer-side instance that serves proxies). Set before serving.
   void SetProxies(ProxySessions* proxies) { proxies_ = proxies; }
+  // Compiles of both instances take slots of one max_concurrent_compiles.
+  // Before serving.
+  void ShareCompileSlots(const ExecutableService& other) {
+    compile_slots_ = other.compile_slots_;
+  }
 
  private:
   // A whole-cluster session's compile of a program that spans tasks: the
@@ -879,7 +884,8 @@ class ExecutableService final : public v1::Executables::Service {
   const DaemonLimits limits_;
   // Compiles run at once (each takes one), so that many large programs
   // sent together do not take every core and much memory at once.
-  device::Semaphore compile_slots_;
+  // Shared with the instance that serves other tasks' proxies.
+  std::shared_ptr<device::Semaphore> compile_slots_;
   // Per local device: turns between tenants (used only with tenants).
   std::vector<std::unique_ptr<FairQueue>> fair_queues_;
 
