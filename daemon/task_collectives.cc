@@ -6,6 +6,7 @@
 #include <exception>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -369,13 +370,26 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooTransport::Prepare(
   for (int t : exchange.tasks) {
     incarnations.push_back(absl::StrFormat("%x", cluster_->incarnation_of(t)));
   }
-  const std::string key = absl::StrCat(absl::StrJoin(exchange.tasks, ","), "@",
-                                       absl::StrJoin(incarnations, ","));
+  const std::string set = absl::StrCat(absl::StrJoin(exchange.tasks, ","), "@");
+  const std::string key = absl::StrCat(set, absl::StrJoin(incarnations, ","));
   {
     MutexLock lock(&mu_);
-    std::shared_ptr<Connections>& c = connections_[key];
-    if (c == nullptr) c = std::make_shared<Connections>();
-    *connections = c;
+    auto [it, added] = connections_.try_emplace(key);
+    if (added) {
+      it->second = std::make_shared<Connections>();
+      // The same tasks' connections from before one of them restarted are
+      // dead: let them go (an exchange still using them holds its own
+      // reference).
+      for (auto old = connections_.lower_bound(set);
+           old != connections_.end() && absl::StartsWith(old->first, set);) {
+        if (old->first != key) {
+          old = connections_.erase(old);
+        } else {
+          ++old;
+        }
+      }
+    }
+    *connections = it->second;
   }
   Connections& c = **connections;
   int64_t known;

@@ -138,7 +138,8 @@ class GlooTransport final : public compiler::TaskTransport {
   ExchangeDirectory* const directory_;
   Mutex mu_;
   std::shared_ptr<gloo::transport::Device> device_ ABSL_GUARDED_BY(mu_);
-  // By tasks and their incarnations.
+  // By tasks and their incarnations ("0,1@5a..,c3.."); only the newest
+  // incarnations of a set of tasks are kept.
   std::map<std::string, std::shared_ptr<Connections>> connections_
       ABSL_GUARDED_BY(mu_);
 };
