@@ -115,6 +115,21 @@ grpc::Status TupleReadError(const Session& session, uint64_t handle,
                       absl::StrJoin(elements, ", ")));
 }
 
+// Appends the ready state of `session`'s buffer `handle` to `response`;
+// the lookup's error if there is none.
+absl::Status AddReadyState(const Session& session, uint64_t handle,
+                           v1::GetReadyStateResponse* response) {
+  PJRT_ASSIGN_OR_RETURN(auto buffer, session.LookupBuffer(handle));
+  v1::BufferInfo info;
+  BufferInfoToProto(session, handle, *buffer, &info);
+  v1::ReadyState* state = response->add_states();
+  state->set_handle(handle);
+  state->set_ready(info.ready());
+  state->set_error_code(info.error_code());
+  state->set_error_message(info.error_message());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> CallerSession(
@@ -559,15 +574,8 @@ grpc::Status BufferService::GetReadyStateImpl(
     return RemoteReadyState(context, *session, *request, response);
   }
   for (uint64_t handle : request->handles()) {
-    auto buffer = (*session)->LookupBuffer(handle);
-    if (!buffer.ok()) return ToGrpcStatus(buffer.status());
-    v1::BufferInfo info;
-    BufferInfoToProto(**session, handle, **buffer, &info);
-    v1::ReadyState* state = response->add_states();
-    state->set_handle(handle);
-    state->set_ready(info.ready());
-    state->set_error_code(info.error_code());
-    state->set_error_message(info.error_message());
+    absl::Status status = AddReadyState(**session, handle, response);
+    if (!status.ok()) return ToGrpcStatus(status);
   }
   return grpc::Status::OK;
 }
@@ -728,15 +736,8 @@ grpc::Status BufferService::RemoteReadyState(
       *response->add_states() = it->second;
       continue;
     }
-    auto buffer = session->LookupBuffer(handle);
-    if (!buffer.ok()) return ToGrpcStatus(buffer.status());
-    v1::BufferInfo info;
-    BufferInfoToProto(*session, handle, **buffer, &info);
-    v1::ReadyState* state = response->add_states();
-    state->set_handle(handle);
-    state->set_ready(info.ready());
-    state->set_error_code(info.error_code());
-    state->set_error_message(info.error_message());
+    absl::Status status = AddReadyState(*session, handle, response);
+    if (!status.ok()) return ToGrpcStatus(status);
   }
   return grpc::Status::OK;
 }

@@ -712,6 +712,26 @@ def test_a_whole_cluster_session_lives_on_every_task_and_ends_with_it(
         time.sleep(0.2)
 
 
+def test_ready_states_come_from_every_task_in_order(controller):
+    import grpc
+    from pjrt_client._proto.pjrt.v1 import buffer_pb2
+    buffers = [controller.put(np.full(3, d, np.float32), device=d)
+               for d in (4, 0, 2, 5)]
+    handles = [b._handle for b in buffers]
+    states = controller._session.buffers.GetReadyState(
+        buffer_pb2.GetReadyStateRequest(session_id=controller._session.id,
+                                        handles=handles), timeout=30).states
+    assert [s.handle for s in states] == handles
+    assert all(s.ready and s.error_code == 0 for s in states)
+    with pytest.raises(grpc.RpcError) as e:
+        controller._session.buffers.GetReadyState(
+            buffer_pb2.GetReadyStateRequest(
+                session_id=controller._session.id, handles=handles + [12345]),
+            timeout=30)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "0x3039" in e.value.details()
+
+
 def test_whole_cluster_mistakes_are_named(controller, clients):
     with pytest.raises(pjrt_client.InvalidArgumentError,
                        match="belongs to task 1.*whole_cluster"):
