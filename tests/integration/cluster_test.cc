@@ -77,14 +77,17 @@ class ClusterTest : public ::testing::Test {
     absl::Status statuses[2];
     std::vector<std::thread> starts;
     for (int task = 0; task < 2; ++task) {
-      starts.emplace_back([&, task] {
+      // A folder each: every task writes its own address file.
+      const std::string work_dir = absl::StrCat(dir_->path(), "/task", task);
+      std::filesystem::create_directory(work_dir);
+      starts.emplace_back([&, task, work_dir] {
         auto daemon = DaemonProcess::Start(
             PJRTD_PATH,
             {"--platform", "host", "--host-devices", "2", "--listen",
              absl::StrCat("unix://", dir_->path(), "/task", task, ".sock"),
              "--task-id", absl::StrCat(task), "--cluster", cluster,
              "--cluster-secret-file", secret},
-            dir_->path());
+            work_dir);
         if (daemon.ok()) {
           started[task] = *std::move(daemon);
         } else {

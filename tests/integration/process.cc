@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -189,10 +190,11 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     const std::string& pjrtd_path, std::vector<std::string> args,
     const std::string& work_dir) {
-  static int counter = 0;
-  ++counter;
-  std::string address_file = absl::StrFormat("%s/addresses.%d", work_dir, counter);
-  std::string log_path = absl::StrFormat("%s/pjrtd.%d.log", work_dir, counter);
+  // Daemons may be started from several threads at once.
+  static std::atomic<int> counter{0};
+  const int n = ++counter;
+  std::string address_file = absl::StrFormat("%s/addresses.%d", work_dir, n);
+  std::string log_path = absl::StrFormat("%s/pjrtd.%d.log", work_dir, n);
   std::vector<std::string> argv = {pjrtd_path};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.push_back("--address-file");
