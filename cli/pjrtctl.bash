@@ -13,7 +13,7 @@ _pjrtctl() {
     cword=$COMP_CWORD
   fi
 
-  local commands="info devices health stats sessions compile run put get transfer bench token"
+  local commands="info devices health stats top sessions compile run put get transfer bench token"
   local global="--address --json --timeout --token-file --tls-ca --tls-cert --tls-key --help --version"
 
   # The command is the first word that is not a global flag or its value.
@@ -51,6 +51,7 @@ _pjrtctl() {
       COMPREPLY=($(compgen -W "$commands $global" -- "$cur"))
       return ;;
     health) flags="--wait" ;;
+    top) flags="--interval --frames" ;;
     sessions) flags="--close --admin-token-file" ;;
     compile)
       flags=""

@@ -34,6 +34,7 @@
 #include "cli/npy.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
+#include "cli/top.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -957,11 +958,20 @@ int RunSessions(const GlobalOptions& g) {
     return kExitOk;
   }
   Table table({"ID", "TENANT", "CLIENT", "PEER", "ATTACHED", "BUFFERS", "BYTES",
-               "EXECUTABLES", "AGE", "LEASE LEFT"});
+               "PEAK", "EXECUTABLES", "RUNS", "DEVICE TIME", "IN", "OUT", "AGE",
+               "LEASE LEFT"});
   for (const auto& s : *sessions) {
+    std::string runs = absl::StrCat(s.executions());
+    if (s.failed_executions() > 0) {
+      absl::StrAppend(&runs, " (", s.failed_executions(), " failed)");
+    }
     table.AddRow({absl::StrCat(s.public_id()), s.tenant(), s.client_name(),
                   s.peer(), Yes(s.attached()), absl::StrCat(s.buffer_count()),
-                  FormatByteSize(s.bytes()), absl::StrCat(s.executable_count()),
+                  FormatByteSize(s.bytes()), FormatByteSize(s.peak_bytes()),
+                  absl::StrCat(s.executable_count()), runs,
+                  absl::StrFormat("%.3fs", s.device_seconds()),
+                  FormatByteSize(s.bytes_to_device()),
+                  FormatByteSize(s.bytes_from_device()),
                   absl::StrFormat("%.0fs", s.age_seconds()),
                   s.attached()
                       ? "-"
@@ -1499,6 +1509,20 @@ int Main(int argc, char** argv) {
   auto* stats = app.add_subcommand(
       "stats", "Show memory use per device, sessions and buffers.\n"
                "Example: pjrtctl stats");
+  double top_interval = 1;
+  int top_frames = 0;
+  auto* top = app.add_subcommand(
+      "top",
+      "A live view of the daemon: devices with memory bars and\n"
+      "utilisation, sessions by device time, RPC rates; q quits. Prints\n"
+      "one frame when stdout is not a terminal.\n"
+      "Example: pjrtctl top");
+  top->add_option("--interval", top_interval,
+                  "Seconds between frames (default 1)")
+      ->check(CLI::Range(0.05, 3600.0));
+  top->add_option("--frames", top_frames,
+                  "Draw this many frames, then stop (default: until q)")
+      ->check(CLI::NonNegativeNumber);
   auto* sessions = app.add_subcommand(
       "sessions",
       "List the daemon's sessions; with --close, close one (an admin's\n"
@@ -1671,6 +1695,16 @@ int Main(int argc, char** argv) {
   if (devices->parsed()) return RunDevices(g);
   if (health->parsed()) return RunHealth(g, wait_seconds);
   if (stats->parsed()) return RunStats(g);
+  if (top->parsed()) {
+    auto client = Connect(g);
+    if (!client.ok()) return Fail(g, client.status());
+    absl::Status status =
+        RunTopView(**client,
+                   TopOptions{.interval = absl::Seconds(top_interval),
+                              .frames = top_frames},
+                   std::cout);
+    return status.ok() ? kExitOk : Fail(g, status);
+  }
   if (sessions->parsed()) {
     if (close_session > 0) {
       return RunCloseSession(g, close_session, admin_token_file);

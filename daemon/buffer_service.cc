@@ -209,6 +209,7 @@ grpc::Status BufferService::UploadImpl(
         "the first message of an upload must be its header (session, shape, "
         "device); got a data chunk");
   }
+  const absl::Time start = absl::Now();
   const v1::UploadHeader& header = request.header();
   // `header` lives in `request`, which the reads below reuse.
   const uint64_t channel_handle = header.channel_handle();
@@ -318,6 +319,10 @@ grpc::Status BufferService::UploadImpl(
     return ToGrpcStatus(handle.status());
   }
   if (channel_handle != 0) channel.Succeeded();
+  RecordTransfer(
+      metrics_, (*session)->usage().get(), TransferDirection::kToDevice,
+      channel_handle != 0 ? TransferPath::kDataChannel : TransferPath::kStream,
+      buffer->size_bytes(), start);
   BufferInfoToProto(**session, *handle, *buffer, response);
   return grpc::Status::OK;
 }
@@ -353,6 +358,7 @@ grpc::Status BufferService::DownloadImpl(
     return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   }
   const int64_t total = buffer.size_bytes();
+  const absl::Time start = absl::Now();
   StreamingScope streaming(total);
   for (int64_t offset = 0; offset < total; offset += kMaxChunkBytes) {
     int64_t size = std::min(kMaxChunkBytes, total - offset);
@@ -364,6 +370,9 @@ grpc::Status BufferService::DownloadImpl(
       return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     }
   }
+  RecordTransfer(metrics_, found->session->usage().get(),
+                 TransferDirection::kFromDevice, TransferPath::kStream, total,
+                 start);
   return grpc::Status::OK;
 }
 
@@ -394,6 +403,7 @@ grpc::Status BufferService::DownloadOverChannel(
     return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   }
   const int64_t total = buffer.size_bytes();
+  const absl::Time start = absl::Now();
   char* staging = ChannelStaging(*channel, total);
   auto cancellation = CallCancellation(context, **session);
   const std::string what =
@@ -407,6 +417,9 @@ grpc::Status BufferService::DownloadOverChannel(
     if (!status.ok()) return ToGrpcStatus(status);
   }
   channel->Succeeded();
+  RecordTransfer(metrics_, (*session)->usage().get(),
+                 TransferDirection::kFromDevice, TransferPath::kDataChannel,
+                 total, start);
   return grpc::Status::OK;
 }
 
@@ -463,8 +476,14 @@ grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
   std::string* data = response->mutable_data();
   if (buffer.size_bytes() == 0) return grpc::Status::OK;
   data->resize(static_cast<size_t>(buffer.size_bytes()));
-  return ToGrpcStatus(
-      buffer.CopyRawToHost(data->data(), 0, buffer.size_bytes()));
+  const absl::Time start = absl::Now();
+  absl::Status copied =
+      buffer.CopyRawToHost(data->data(), 0, buffer.size_bytes());
+  if (!copied.ok()) return ToGrpcStatus(copied);
+  RecordTransfer(metrics_, found->session->usage().get(),
+                 TransferDirection::kFromDevice, TransferPath::kStream,
+                 buffer.size_bytes(), start);
+  return grpc::Status::OK;
 }
 
 grpc::Status BufferService::DescribeBufferImpl(
@@ -983,6 +1002,9 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
                         task, cluster_->address(task), sent, total,
                         status.error_message()));
   }
+  RecordTransfer(metrics_, found->session->usage().get(),
+                 TransferDirection::kFromDevice, TransferPath::kPeer, total,
+                 start);
   response->set_bytes(total);
   response->set_receiver_task_id(task);
   response->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
@@ -1011,6 +1033,7 @@ grpc::Status BufferService::UploadFromRegionImpl(
   // Zero copy makes the slice the buffer's memory; it then stays in use
   // until the buffer lets go of it. Otherwise the slice is in use until the
   // copy is done, and the reply waits for that.
+  const absl::Time start = absl::Now();
   const bool aliased =
       request->zero_copy() && client_->platform()->host_can_access_device_memory() &&
       reinterpret_cast<uintptr_t>(*slice) % runtime::kZeroCopyAlignment == 0;
@@ -1031,6 +1054,9 @@ grpc::Status BufferService::UploadFromRegionImpl(
     (*buffer)->Delete();
     return ToGrpcStatus(handle.status());
   }
+  RecordTransfer(metrics_, (*session)->usage().get(),
+                 TransferDirection::kToDevice, TransferPath::kSharedMemory,
+                 (*buffer)->size_bytes(), start);
   BufferInfoToProto(**session, *handle, **buffer, response);
   return grpc::Status::OK;
 }
@@ -1063,8 +1089,12 @@ grpc::Status BufferService::DownloadToRegionImpl(
       AwaitReady(context, buffer, absl::InfiniteDuration(),
                  found->session->cancellation().get(), found->session.get());
   if (!ready.ok()) return ToGrpcStatus(ready);
+  const absl::Time start = absl::Now();
   absl::Status status = buffer.CopyRawToHost(*slice, 0, buffer.size_bytes());
   if (!status.ok()) return ToGrpcStatus(status);
+  RecordTransfer(metrics_, found->session->usage().get(),
+                 TransferDirection::kFromDevice, TransferPath::kSharedMemory,
+                 buffer.size_bytes(), start);
   BufferInfoToProto(*found->session, request->handle(), buffer, response);
   return grpc::Status::OK;
 }

@@ -54,6 +54,7 @@ Cluster::Cluster(ClusterConfig config, v1::TaskTopology self)
   tasks_.resize(n);
   known_.assign(n, false);
   stubs_.resize(n);
+  channels_.resize(n);
   tasks_[config_.task_id] = self_;
   known_[config_.task_id] = true;
   formed_ = n == 1;
@@ -97,8 +98,26 @@ v1::Peer::Stub* Cluster::PeerStub(int task) {
     auto channel =
         grpc::CreateCustomChannel(config_.addresses[task], credentials, args);
     stubs_[task] = v1::Peer::NewStub(channel);
+    channels_[task] = std::move(channel);
   }
   return stubs_[task].get();
+}
+
+int Cluster::PeersConnected() {
+  int connected = 0;
+  for (int task = 0; task < task_count(); ++task) {
+    if (task == task_id()) continue;
+    PeerStub(task);  // makes the channel
+    std::shared_ptr<grpc::Channel> channel;
+    {
+      pjrt::MutexLock lock(&mu_);
+      channel = channels_[task];
+    }
+    if (channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+      ++connected;
+    }
+  }
+  return connected;
 }
 
 absl::Status Cluster::CheckSecret(const grpc::ServerContext& context) const {

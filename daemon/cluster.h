@@ -105,6 +105,10 @@ class Cluster {
   // answer.
   v1::ClusterStatus Status(absl::Duration timeout);
 
+  // Other tasks whose peer channel is connected now, without calling them
+  // (an idle channel is asked to connect, for the next count).
+  int PeersConnected();
+
  private:
   absl::Status HandshakeWith(int task, absl::Duration timeout,
                              v1::TaskTopology* callee);
@@ -118,6 +122,7 @@ class Cluster {
   std::vector<bool> known_ ABSL_GUARDED_BY(mu_);
   bool formed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<v1::Peer::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 // Which revisions of the pjrt.v1 protocol two ranges share, if any.

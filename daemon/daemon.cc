@@ -27,6 +27,7 @@
 #include "base/status_macros.h"
 #include "base/version.h"
 #include "daemon/unix_listener.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
@@ -152,6 +153,23 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Most client names the metrics give series of their own.
+constexpr int kMetricClientNames = 16;
+
+std::vector<
+    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+RpcInterceptors(DaemonMetrics* metrics) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      creators;
+  creators.push_back(std::make_unique<RpcMetricsFactory>(metrics));
+  return creators;
+}
+
+}  // namespace
+
 Daemon::Daemon(const DaemonOptions& options)
     : options_(options), cancellation_(std::make_shared<Cancellation>()) {}
 
@@ -175,6 +193,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 absl::Status Daemon::StartPeerServer() {
   const std::string& address = options_.cluster[options_.task_id];
   grpc::ServerBuilder builder;
+  builder.experimental().SetInterceptorCreators(
+      RpcInterceptors(metrics_.get()));
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
@@ -212,6 +232,8 @@ absl::Status Daemon::StartPeerServer() {
 }
 
 absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
+  client_usage_ = std::make_unique<ClientUsageTable>(kMetricClientNames);
+  metrics_ = std::make_unique<DaemonMetrics>(client_usage_.get());
   runtime::ClientOptions client_options;
   client_options.platform = options_.platform;
   client_options.host_device_count = options_.host_devices;
@@ -276,6 +298,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   cluster_ = std::make_unique<Cluster>(std::move(cluster_config), self);
   if (cluster_->multi_task()) {
     peer_service_ = std::make_unique<PeerService>(cluster_.get());
+    peer_service_->SetMetrics(metrics_.get());
     // Task 0 keeps the cluster's rendezvous for collectives across tasks.
     if (options_.task_id == 0) {
       exchange_directory_ = std::make_unique<ExchangeDirectory>();
@@ -320,12 +343,18 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
                               ? limits.max_region_bytes_per_session
                               : physical,
       .max_data_channels = limits.max_data_channels_per_session};
+  std::vector<int> device_ids;
+  for (const runtime::Device* device : client_->devices()) {
+    device_ids.push_back(device->id());
+  }
   sessions_ = std::make_unique<SessionTable>(
       SessionTableOptions{.default_lease = options_.default_lease,
                           .max_lease = options_.max_lease,
                           .max_sessions = limits.max_sessions,
                           .session_limits = session_limits,
-                          .cancellation = cancellation_});
+                          .cancellation = cancellation_,
+                          .client_usage = client_usage_.get(),
+                          .device_ids = device_ids});
   compile_cache_ = std::make_unique<ExecutableCache>(
       limits.compile_cache_entries, limits.compile_cache_bytes,
       [](const runtime::Executable& e) { return e.host_memory_bytes(); });
@@ -402,8 +431,29 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     peer_service_->SetProxyTargets(proxy_targets_.get());
   }
 
+  for (BufferService* service :
+       {buffer_service_.get(), peer_buffer_service_.get()}) {
+    if (service != nullptr) service->SetMetrics(metrics_.get());
+  }
+  for (ExecutableService* service :
+       {executable_service_.get(), peer_executable_service_.get()}) {
+    if (service != nullptr) service->SetMetrics(metrics_.get());
+  }
+  server_service_->SetMetrics(metrics_.get());
+  if (!options_.metrics_listen.empty()) {
+    PJRT_ASSIGN_OR_RETURN(
+        metrics_server_,
+        MetricsServer::Start(options_.metrics_listen, metrics_.get()));
+    server_service_->SetMetricsUrl(metrics_server_->url());
+    spdlog::info("serving metrics on {}", metrics_server_->url());
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
+  // grpcurl and other tools list and describe the services.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.experimental().SetInterceptorCreators(
+      RpcInterceptors(metrics_.get()));
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   // However many calls wait, the daemon's threads stay bounded: gRPC
   // answers calls beyond with RESOURCE_EXHAUSTED.
@@ -530,6 +580,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
           return std::nullopt;
         });
   }
+  metrics_->AddCollector([this](Exposition& out) { CollectMetrics(out); });
   reaper_ = std::thread([this] { ReapLoop(); });
   device::LocalDeviceState* first = client_->devices()[0]->local_device_state();
   spdlog::info(
@@ -580,6 +631,139 @@ absl::Status Daemon::StartDataChannels(bool tls) {
   buffer_service_->SetDataChannels(data_channels_.get(), "");
   server_service_->SetDataChannels(data_channels_.get());
   return absl::OkStatus();
+}
+
+void Daemon::CollectMetrics(Exposition& out) {
+  // Per device: one family at a time, a sample per device.
+  struct DeviceFigure {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::function<double(const runtime::Device&, const device::AllocatorStats&)>
+        value;
+  };
+  const DeviceFigure figures[] = {
+      {"pjrtd_device_memory_in_use_bytes", "gauge",
+       "Device memory handed out and not yet freed (with host memory that "
+       "zero-copy buffers alias).",
+       [](const auto&, const auto& s) { return s.bytes_in_use; }},
+      {"pjrtd_device_memory_peak_bytes", "gauge",
+       "The most device memory in use at once since the daemon started.",
+       [](const auto&, const auto& s) { return s.peak_bytes_in_use; }},
+      {"pjrtd_device_memory_reserved_bytes", "gauge",
+       "Memory the allocator holds from the device (in use and cached).",
+       [](const auto&, const auto& s) { return s.bytes_reserved; }},
+      {"pjrtd_device_memory_limit_bytes", "gauge",
+       "The allocator's limit for the device.",
+       [](const auto&, const auto& s) { return s.bytes_limit; }},
+      {"pjrtd_device_allocations", "gauge", "Live allocations.",
+       [](const auto&, const auto& s) { return s.num_allocs; }},
+      {"pjrtd_device_allocations_total", "counter",
+       "Allocations since the daemon started.",
+       [](const auto&, const auto& s) { return s.total_allocs; }},
+      {"pjrtd_device_memory_fragmentation_ratio", "gauge",
+       "1 - largest free block / free bytes (0: none).",
+       [](const auto&, const auto& s) { return s.fragmentation; }},
+      {"pjrtd_device_queue_depth", "gauge",
+       "Executions enqueued on the device and not finished.",
+       [](const auto& d, const auto&) {
+         return static_cast<double>(d.local_device_state()->queue_depth());
+       }},
+      {"pjrtd_device_executions_total", "counter",
+       "Runs enqueued on the device.",
+       [](const auto& d, const auto&) {
+         return d.local_device_state()->run_stats().started.value();
+       }},
+      {"pjrtd_device_execution_failures_total", "counter",
+       "Runs that failed to enqueue or failed on the device.",
+       [](const auto& d, const auto&) {
+         return d.local_device_state()->run_stats().failed.value();
+       }},
+      {"pjrtd_device_busy_seconds_total", "counter",
+       "Time the device spent running programs.",
+       [](const auto& d, const auto&) {
+         return d.local_device_state()->run_stats().busy_seconds.value();
+       }},
+  };
+  std::vector<device::AllocatorStats> stats;
+  for (const runtime::Device* device : client_->devices()) {
+    stats.push_back(device->allocator()->GetStats());
+  }
+  const auto& devices = client_->devices();
+  const auto labels = [&](size_t i) {
+    return MetricLabels{{"device", absl::StrCat(devices[i]->id())},
+                        {"kind", std::string(devices[i]->kind())}};
+  };
+  for (const DeviceFigure& figure : figures) {
+    out.Family(figure.name, figure.type, figure.help);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      out.Sample(figure.name, labels(i), figure.value(*devices[i], stats[i]));
+    }
+  }
+  out.Family("pjrtd_device_execution_duration_seconds", "histogram",
+             "Time each run held the device.");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out.HistogramSamples(
+        "pjrtd_device_execution_duration_seconds", labels(i),
+        devices[i]->local_device_state()->run_stats().seconds.Read());
+  }
+
+  out.Gauge("pjrtd_sessions", "Sessions open.", sessions_->size());
+  out.Gauge("pjrtd_buffers", "Buffer handles over all sessions.",
+            sessions_->buffer_count());
+  out.Gauge("pjrtd_executables", "Executable handles over all sessions.",
+            sessions_->executable_count());
+  auto [region_count, region_bytes] = sessions_->region_totals();
+  out.Gauge("pjrtd_shared_memory_regions",
+            "Shared-memory regions registered over all sessions.",
+            region_count);
+  out.Gauge("pjrtd_shared_memory_region_bytes",
+            "Bytes of the registered shared-memory regions.", region_bytes);
+  out.Gauge("pjrtd_data_channels", "Data channels connected.",
+            data_channels_ != nullptr ? data_channels_->channels() : 0);
+  out.Gauge("pjrtd_execute_lanes", "Execute lanes open.",
+            execute_lanes_ != nullptr ? execute_lanes_->lanes() : 0);
+
+  CompileCacheStats cache = compile_cache_->stats();
+  out.Gauge("pjrtd_compile_cache_entries", "Compiled programs cached.",
+            cache.entries);
+  out.Gauge("pjrtd_compile_cache_capacity",
+            "The most compiled programs the cache holds.", cache.capacity);
+  const std::pair<const char*, std::pair<const char*, int64_t>> counters[] = {
+      {"pjrtd_compile_cache_hits_total",
+       {"Compiles answered from the cache, or by joining the same compile "
+        "under way.",
+        cache.hits}},
+      {"pjrtd_compile_cache_misses_total",
+       {"Compiles actually run.", cache.compiles}},
+      {"pjrtd_compile_failures_total",
+       {"Compiles run that failed.", cache.failures}},
+      {"pjrtd_compile_cache_evictions_total",
+       {"Compiled programs dropped from the cache to make room.",
+        cache.evictions}},
+      {"pjrtd_cross_host_received_bytes_total",
+       {"Bytes received from other tasks' transfers.",
+        receives_->bytes_received()}},
+  };
+  for (const auto& [name, what] : counters) {
+    out.Family(name, "counter", what.first);
+    out.Sample(name, {}, static_cast<double>(what.second));
+  }
+  out.Gauge("pjrtd_cross_host_receives_pending",
+            "Cross-host receives waiting for their data.",
+            receives_->pending());
+  out.Gauge("pjrtd_cluster_tasks", "Tasks in the cluster (1: no cluster).",
+            cluster_->task_count());
+  out.Gauge("pjrtd_cluster_peers_up",
+            "Other tasks whose peer channel is connected.",
+            cluster_->multi_task() ? cluster_->PeersConnected() : 0);
+  out.Family("pjrtd_build_info", "gauge",
+             "The daemon's build and platform (always 1).");
+  out.Sample("pjrtd_build_info",
+             {{"version", kBuildVersion},
+              {"platform", std::string(client_->platform_name())},
+              {"task", absl::StrCat(options_.task_id)}},
+             1);
 }
 
 void Daemon::ReapLoop() {

@@ -47,6 +47,11 @@ class Daemon {
   const std::vector<std::string>& addresses() const { return addresses_; }
   runtime::Client& client() { return *client_; }
   Cluster& cluster() { return *cluster_; }
+  // Where the metrics are served ("http://IP:PORT/metrics"); empty when
+  // --metrics-listen was not given.
+  std::string metrics_url() const {
+    return metrics_server_ != nullptr ? metrics_server_->url() : std::string();
+  }
 
   // Graceful shutdown; idempotent.
   void Shutdown();
@@ -63,8 +68,13 @@ class Daemon {
   // plaintext (see daemon/data_channel.h).
   absl::Status StartDataChannels(bool tls);
   void ReapLoop();
+  // What the metrics read at each scrape.
+  void CollectMetrics(Exposition& out);
 
   const DaemonOptions options_;
+  // First: every part below may count into them.
+  std::unique_ptr<ClientUsageTable> client_usage_;
+  std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<Cluster> cluster_;
   std::unique_ptr<PeerService> peer_service_;
   // Before client_, whose executables use it: destroyed after.
@@ -101,6 +111,8 @@ class Daemon {
   // than one task only).
   std::unique_ptr<grpc::Server> peer_server_;
   std::vector<std::string> addresses_;
+  // Last: stopped first, while everything its scrapes read still exists.
+  std::unique_ptr<MetricsServer> metrics_server_;
 
   // The parent of every session's cancellation: cancelled when a shutdown's
   // grace period is over.

@@ -121,8 +121,10 @@ absl::Status RegisterResults(
 
 // Copies the contents of the defined, error-free array results into their
 // descriptions, in order, while their total stays within kMaxInlineBytes.
-void FetchResults(const std::vector<std::shared_ptr<runtime::Buffer>>& results,
-                  google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
+// Returns the bytes copied.
+int64_t FetchResults(
+    const std::vector<std::shared_ptr<runtime::Buffer>>& results,
+    google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
   int64_t total = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     runtime::Buffer& result = *results[i];
@@ -141,6 +143,7 @@ void FetchResults(const std::vector<std::shared_ptr<runtime::Buffer>>& results,
     }
     total += size;
   }
+  return total;
 }
 
 }  // namespace
@@ -220,7 +223,10 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
           }
         }
         device::Semaphore::ScopedReservation slot(compile_slots_.get(), 1);
-        return runtime::Executable::Compile(client_, text, *options);
+        const absl::Time start = absl::Now();
+        auto executable = runtime::Executable::Compile(client_, text, *options);
+        if (metrics_ != nullptr) metrics_->RecordCompile(absl::Now() - start);
+        return executable;
       },
       owner, owner_capacity);
   if (!compiled.ok()) {
@@ -357,6 +363,7 @@ absl::Status ExecutableService::ExecuteInSession(
   // The session's runs stop when it closes, and its launches are its own.
   options.cancellation = session->cancellation();
   options.launch_scope = session->public_id();
+  options.observer = session->usage();
   PJRT_ASSIGN_OR_RETURN(Session::WaitingCall waiting,
                         MaybeStartWaitingCall(*session, raw_arguments));
   std::shared_ptr<Cancellation> call =
@@ -449,7 +456,15 @@ absl::Status ExecutableService::ExecuteInSession(
                         *(*results)[i], infos->Add());
     }
   }
-  if (request.options().fetch_results()) FetchResults(*results, infos);
+  if (request.options().fetch_results()) {
+    const absl::Time start = absl::Now();
+    const int64_t bytes = FetchResults(*results, infos);
+    if (bytes > 0) {
+      RecordTransfer(metrics_, session->usage().get(),
+                     TransferDirection::kFromDevice, TransferPath::kStream,
+                     bytes, start);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -617,6 +632,7 @@ absl::Status ExecutableService::ExecuteReplicatedHere(
   }
   options.cancellation = session->cancellation();
   options.launch_scope = session->public_id();
+  options.observer = session->usage();
   std::vector<runtime::Buffer*> all_arguments;
   for (const auto& list : raw_arguments) {
     all_arguments.insert(all_arguments.end(), list.begin(), list.end());

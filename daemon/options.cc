@@ -23,6 +23,7 @@
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "base/version.h"
+#include "daemon/metrics.h"
 #include "device/platform.h"
 #include "toml++/toml.h"
 
@@ -266,6 +267,12 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       const toml::value<bool>* v = node.as_boolean();
       if (v == nullptr) return KeyError(source, key, "true or false");
       options->data_channels = v->get();
+    } else if (key == "metrics_listen") {
+      auto v = node.value<std::string>();
+      if (!v)
+        return KeyError(source, key,
+                        "an IP:PORT address, e.g. \"127.0.0.1:9464\"");
+      options->metrics_listen = *v;
     } else if (key == "task_id") {
       PJRT_ASSIGN_OR_RETURN(options->task_id,
                             IntValue(node, source, key, 0, 65535));
@@ -305,7 +312,7 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
           "max_lease_seconds, "
           "shutdown_timeout_seconds, admin_token_file, tenants_file, "
           "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
-          "data_channels, task_id, task_id_from_hostname, "
+          "data_channels, metrics_listen, task_id, task_id_from_hostname, "
           "cluster, cluster_secret_file, cluster_tls_ca, "
           "cluster_timeout_seconds, "
           "receive_timeout_seconds, and the limits of docs/limits.md "
@@ -353,6 +360,9 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
     if (address.empty()) {
       return absl::InvalidArgumentError("an empty listen address was given");
     }
+  }
+  if (!options.metrics_listen.empty()) {
+    PJRT_RETURN_IF_ERROR(ParseMetricsAddress(options.metrics_listen).status());
   }
   if (options.platform != "host" && options.platform != "cuda" &&
       options.platform != "auto") {
@@ -598,6 +608,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   app.add_flag("--no-shared-memory", no_shared_memory,
                "Refuse shared-memory regions: local clients then stream "
                "their data like remote ones");
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Serve Prometheus metrics at http://IP:PORT/metrics, e.g. "
+                 "127.0.0.1:9464 (port 0 picks one; off by default)");
   bool no_data_channels = false;
   app.add_flag("--no-data-channels", no_data_channels,
                "Offer no data channels: TCP clients then stream their data "
@@ -672,6 +686,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (insecure_tcp) options.insecure_tcp = true;
   if (no_shared_memory) options.shared_memory = false;
   if (no_data_channels) options.data_channels = false;
+  if (!metrics_listen.empty()) options.metrics_listen = metrics_listen;
   if (task_id >= 0) options.task_id = task_id;
   if (task_id_from_hostname) options.task_id_from_hostname = true;
   if (options.task_id_from_hostname) {

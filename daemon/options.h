@@ -123,6 +123,11 @@ struct DaemonOptions {
   // connections beside gRPC; offered beside plaintext TCP listeners only).
   bool data_channels = true;
 
+  // Serve Prometheus metrics over HTTP at http://ADDRESS/metrics (IP:PORT;
+  // empty: not served). They tell of every tenant's work: bind them where
+  // only the monitoring can reach.
+  std::string metrics_listen;
+
   // Cluster membership. `cluster` lists the peer address (host:port) of
   // every task, by task id; empty means a cluster of this daemon alone. The
   // daemon serves its peers on cluster[task_id], apart from its clients.

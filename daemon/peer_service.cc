@@ -27,6 +27,7 @@ grpc::Status PeerService::PushTransferImpl(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::PushTransferRequest>* reader,
     v1::PushTransferResponse* response) {
+  const absl::Time start = absl::Now();
   absl::Status secret = cluster_->CheckSecret(*context);
   if (!secret.ok()) return ToGrpcStatus(secret);
   CrossHostReceives* receives = receives_.load();
@@ -82,6 +83,8 @@ grpc::Status PeerService::PushTransferImpl(
   }
   receives->Complete(*std::move(claimed), status);
   if (!status.ok()) return ToGrpcStatus(status);
+  RecordTransfer(metrics_.load(), nullptr, TransferDirection::kToDevice,
+                 TransferPath::kPeer, received, start);
   response->set_bytes_received(received);
   return grpc::Status::OK;
 }

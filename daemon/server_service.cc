@@ -33,6 +33,10 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
     response->add_capabilities("executables.lane");
     response->set_execute_lane_socket(lanes_->address());
   }
+  if (!metrics_url_.empty()) {
+    response->add_capabilities("metrics");
+    response->set_metrics_url(metrics_url_);
+  }
   response->set_task_id(client_->task_id());
   response->set_task_count(cluster_->task_count());
   response->set_addressable_device_count(
@@ -112,6 +116,22 @@ grpc::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
     out->set_bytes_reserved(stats.bytes_reserved);
     out->set_queue_depth(
         static_cast<int32_t>(device->local_device_state()->queue_depth()));
+    const auto& runs = device->local_device_state()->run_stats();
+    out->set_executions(static_cast<int64_t>(runs.started.value()));
+    out->set_execution_failures(static_cast<int64_t>(runs.failed.value()));
+    out->set_busy_seconds(runs.busy_seconds.value());
+  }
+  if (metrics_ != nullptr) {
+    for (const DaemonMetrics::RpcTotals& rpc : metrics_->Rpcs()) {
+      v1::RpcStats* out = response->add_rpcs();
+      out->set_method(rpc.method);
+      out->set_calls(rpc.calls);
+      out->set_errors(rpc.errors);
+    }
+    response->set_bytes_to_device(static_cast<int64_t>(
+        metrics_->transfer_bytes(TransferDirection::kToDevice)));
+    response->set_bytes_from_device(static_cast<int64_t>(
+        metrics_->transfer_bytes(TransferDirection::kFromDevice)));
   }
   response->set_session_count(sessions_->size());
   response->set_buffer_count(sessions_->buffer_count());

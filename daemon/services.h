@@ -24,6 +24,7 @@
 #include "daemon/execute_lane.h"
 #include "daemon/fair_queue.h"
 #include "daemon/grpc_status.h"
+#include "daemon/metrics.h"
 #include "daemon/options.h"
 #include "daemon/proxy_sessions.h"
 #include "daemon/session_table.h"
@@ -118,6 +119,10 @@ class ServerService final : public v1::Server::Service {
     channels_ = channels;
   }
   void SetExecuteLanes(const ExecuteLaneServer* lanes) { lanes_ = lanes; }
+  // Where the daemon serves its metrics (empty: nowhere).
+  void SetMetricsUrl(std::string url) { metrics_url_ = std::move(url); }
+  // The counters GetStats reports RPCs and transfers from.
+  void SetMetrics(const DaemonMetrics* metrics) { metrics_ = metrics; }
 
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* request,
@@ -183,6 +188,8 @@ class ServerService final : public v1::Server::Service {
   const absl::Time start_;
   const DataChannelServer* channels_ = nullptr;
   const ExecuteLaneServer* lanes_ = nullptr;
+  std::string metrics_url_;
+  const DaemonMetrics* metrics_ = nullptr;
 };
 
 class SessionService final : public v1::Sessions::CallbackService {
@@ -396,6 +403,9 @@ class BufferService final : public v1::Buffers::Service {
   // Where whole-cluster sessions reach other tasks (null: a cluster of one,
   // or the peer-side instance that serves proxies). Set before serving.
   void SetProxies(ProxySessions* proxies) { proxies_ = proxies; }
+  // Where transfers (and compiles) are counted; may stay null. Set before
+  // the service is served.
+  void SetMetrics(DaemonMetrics* metrics) { metrics_ = metrics; }
 
  private:
   // A buffer a whole-cluster session holds on another task.
@@ -496,6 +506,7 @@ class BufferService final : public v1::Buffers::Service {
   DataChannelServer* channels_ = nullptr;
   std::string no_channels_reason_ = "data channels are turned off";
   ProxySessions* proxies_ = nullptr;
+  DaemonMetrics* metrics_ = nullptr;
 };
 
 // The daemon-to-daemon service, served on this task's cluster address.
@@ -506,6 +517,8 @@ class PeerService final : public v1::Peer::Service {
   explicit PeerService(Cluster* cluster) : cluster_(cluster) {}
 
   void SetReceives(CrossHostReceives* receives) { receives_.store(receives); }
+  // Where transfers from other tasks are counted.
+  void SetMetrics(DaemonMetrics* metrics) { metrics_.store(metrics); }
   // Task 0's exchange directory (null elsewhere: the calls below are
   // refused).
   void SetDirectory(ExchangeDirectory* directory) { directory_ = directory; }
@@ -701,6 +714,7 @@ class PeerService final : public v1::Peer::Service {
 
   Cluster* const cluster_;
   std::atomic<CrossHostReceives*> receives_{nullptr};
+  std::atomic<DaemonMetrics*> metrics_{nullptr};
   ExchangeDirectory* directory_ = nullptr;
   std::atomic<const ProxyTargets*> proxy_targets_{nullptr};
 };
@@ -809,6 +823,9 @@ class ExecutableService final : public v1::Executables::Service {
   // Where whole-cluster sessions reach other tasks (null: a cluster of one,
   // or the peer-side instance that serves proxies). Set before serving.
   void SetProxies(ProxySessions* proxies) { proxies_ = proxies; }
+  // Where transfers (and compiles) are counted; may stay null. Set before
+  // the service is served.
+  void SetMetrics(DaemonMetrics* metrics) { metrics_ = metrics; }
   // Compiles of both instances take slots of one max_concurrent_compiles.
   // Before serving.
   void ShareCompileSlots(const ExecutableService& other) {
@@ -894,6 +911,7 @@ class ExecutableService final : public v1::Executables::Service {
   absl::flat_hash_set<grpc::ServerContext*> streams_
       ABSL_GUARDED_BY(streams_mu_);
   ProxySessions* proxies_ = nullptr;
+  DaemonMetrics* metrics_ = nullptr;
 };
 
 }  // namespace pjrt::daemon

@@ -162,6 +162,7 @@ uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
   uint64_t handle = NewHandle();
   handles_.emplace(buffer.get(), handle);
   bytes_ += buffer->size_bytes();
+  peak_bytes_ = std::max(peak_bytes_, bytes_);
   if (buffer->is_tuple()) {
     tuple_elements_ += static_cast<int64_t>(buffer->tuple_elements().size());
   }
@@ -231,6 +232,7 @@ absl::Status Session::AddBuffersWithHandles(
     bytes_ += buffers[i]->size_bytes();
     buffers_.emplace(handles[i], buffers[i]);
   }
+  peak_bytes_ = std::max(peak_bytes_, bytes_);
   return absl::OkStatus();
 }
 
@@ -629,6 +631,8 @@ SessionSummary Session::Summarize(absl::Time now) const {
   summary.buffer_count = static_cast<int64_t>(buffers_.size());
   summary.executable_count = static_cast<int64_t>(executables_.size());
   summary.bytes = bytes_;
+  summary.peak_bytes = peak_bytes_;
+  summary.usage = usage_;
   summary.age = now - created_;
   summary.lease_remaining =
       summary.attached ? absl::ZeroDuration()

@@ -29,6 +29,7 @@
 #include "daemon/data_channel.h"
 #include "daemon/shared_memory.h"
 #include "daemon/tenants.h"
+#include "daemon/usage.h"
 #include "runtime/buffer.h"
 #include "runtime/executable.h"
 
@@ -61,7 +62,11 @@ struct SessionSummary {
   bool attached = false;
   int64_t buffer_count = 0;
   int64_t bytes = 0;
+  // The most bytes it held at once.
+  int64_t peak_bytes = 0;
   int64_t executable_count = 0;
+  // What it used (device time, runs, bytes moved).
+  std::shared_ptr<const SessionUsage> usage;
   absl::Duration age;
   // Zero while attached.
   absl::Duration lease_remaining;
@@ -99,6 +104,14 @@ class Session {
   }
   const std::string& client_name() const { return client_name_; }
   absl::Duration lease() const { return lease_; }
+
+  // What the session uses: its runs report to it (see runtime::RunObserver),
+  // the transfer paths tell it the bytes they move.
+  const std::shared_ptr<SessionUsage>& usage() const { return usage_; }
+  // REQUIRES: before the session is shared (SessionTable::Open sets it).
+  void SetUsage(std::shared_ptr<SessionUsage> usage) {
+    usage_ = std::move(usage);
+  }
 
   // "session 7 (train.py)", for logs and messages; never shows the id. The
   // client's name is escaped and cut short (it is client text).
@@ -367,12 +380,15 @@ class Session {
       ABSL_GUARDED_BY(mu_);
   // Bytes of the registered arrays, and of the registered regions.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t region_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Elements of the registered tuples (each counts as a handle too).
   int64_t tuple_elements_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_calls_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::atomic<bool> whole_cluster_{false};
+  std::shared_ptr<SessionUsage> usage_ =
+      std::make_shared<SessionUsage>(std::vector<int>{}, nullptr);
   absl::flat_hash_map<int, Proxy> proxies_ ABSL_GUARDED_BY(mu_);
   // Buffers on other tasks: handle → task.
   absl::flat_hash_map<uint64_t, int> remote_buffers_ ABSL_GUARDED_BY(mu_);

@@ -269,6 +269,23 @@ grpc::ServerUnaryReactor* SessionService::ListSessionsImpl(
     info->set_age_seconds(absl::ToDoubleSeconds(summary.age));
     info->set_lease_remaining_seconds(
         absl::ToDoubleSeconds(summary.lease_remaining));
+    info->set_peak_bytes(summary.peak_bytes);
+    if (summary.usage != nullptr) {
+      const UsageTotals& totals = summary.usage->totals();
+      info->set_device_seconds(totals.device_seconds.value());
+      info->set_executions(static_cast<int64_t>(totals.runs.value()));
+      info->set_failed_executions(
+          static_cast<int64_t>(totals.failed_runs.value()));
+      info->set_bytes_to_device(
+          static_cast<int64_t>(totals.bytes_to_device.value()));
+      info->set_bytes_from_device(
+          static_cast<int64_t>(totals.bytes_from_device.value()));
+      for (const auto& [device_id, seconds] : summary.usage->device_seconds()) {
+        v1::DeviceTime* time = info->add_device_times();
+        time->set_device_id(device_id);
+        time->set_seconds(seconds);
+      }
+    }
   }
   return Reply(context, absl::OkStatus());
 }

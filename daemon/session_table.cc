@@ -56,6 +56,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(
       id, next_public_id_.fetch_add(1), std::move(client_name), std::move(peer),
       lease, clock_(), options_.session_limits, options_.cancellation,
       caller.account);
+  session->SetUsage(std::make_shared<SessionUsage>(
+      options_.device_ids,
+      options_.client_usage == nullptr
+          ? nullptr
+          : options_.client_usage->For(session->client_name())));
   sessions_.emplace(id, session);
   return session;
 }

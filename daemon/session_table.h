@@ -36,6 +36,11 @@ struct SessionTableOptions {
   // The parent of every session's cancellation (the daemon's, cancelled at
   // shutdown); may be null.
   std::shared_ptr<const Cancellation> cancellation;
+  // Each session's usage is added to its client name's totals here (may be
+  // null); the time of runs on the local devices (these ids, by ordinal)
+  // is accounted.
+  ClientUsageTable* client_usage = nullptr;
+  std::vector<int> device_ids;
 };
 
 class SessionTable {

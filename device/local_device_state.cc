@@ -1,5 +1,6 @@
 #include "device/local_device_state.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -181,6 +182,22 @@ absl::Status LocalDeviceState::SynchronizeAllActivity() {
   callback_thread_->Schedule([&drained] { drained.Complete(); });
   drained.Wait();
   return status;
+}
+
+absl::Duration LocalDeviceState::FinishRun(absl::Time enqueued, bool ok) {
+  absl::Duration busy;
+  {
+    MutexLock lock(&run_mu_);
+    const absl::Time now = absl::Now();
+    busy = std::max(now - std::max(enqueued, last_run_finished_),
+                    absl::ZeroDuration());
+    last_run_finished_ = std::max(last_run_finished_, now);
+  }
+  const double seconds = absl::ToDoubleSeconds(busy);
+  run_stats_.busy_seconds.Add(seconds);
+  run_stats_.seconds.Observe(seconds);
+  if (!ok) run_stats_.failed.Add();
+  return busy;
 }
 
 uint64_t LocalDeviceState::GetNewPrngSeed() {

@@ -40,14 +40,16 @@
 
 #include <atomic>
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/metrics.h"
 #include "base/mutex.h"
 #include "device/allocator.h"
 #include "device/event_pool.h"
@@ -148,6 +150,25 @@ class LocalDeviceState {
     return compute_semaphore_.in_use() + collective_semaphore_.in_use();
   }
 
+  // What the device's executions did (see runtime::ExecuteOnDevice).
+  struct RunStats {
+    // Runs enqueued, and runs that failed (to enqueue, or on the device).
+    Counter started;
+    Counter failed;
+    // Time the device spent on runs (see FinishRun).
+    Counter busy_seconds;
+    Histogram seconds{DurationBuckets()};
+  };
+  RunStats& run_stats() { return run_stats_; }
+  const RunStats& run_stats() const { return run_stats_; }
+
+  // Records that a run enqueued at `enqueued` is done, and returns how long
+  // it held the device: from when it was enqueued, or from when the run
+  // before it finished if that was later (runs on a stream execute in
+  // order). Runs on streams of their own overlap others; they are counted
+  // the same way, so busy time can be overstated while they run.
+  absl::Duration FinishRun(absl::Time enqueued, bool ok);
+
  private:
   LocalDeviceState(Platform* platform, int ordinal, AllocationModel model,
                    int queue_ahead, uint64_t prng_seed);
@@ -176,6 +197,10 @@ class LocalDeviceState {
   int pool_streams_created_ ABSL_GUARDED_BY(pool_mu_) = 0;
   // Streams borrowed and not yet returned.
   int borrowed_ ABSL_GUARDED_BY(pool_mu_) = 0;
+
+  RunStats run_stats_;
+  Mutex run_mu_;
+  absl::Time last_run_finished_ ABSL_GUARDED_BY(run_mu_) = absl::InfinitePast();
 
   Mutex prng_mu_;
   std::mt19937_64 prng_ ABSL_GUARDED_BY(prng_mu_);

@@ -518,6 +518,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
   execute_options.cancellation = options.cancellation;
   execute_options.wait_cancellation = options.wait_cancellation;
   execute_options.own_stream = has_collectives_ && R * P > 1;
+  execute_options.observer = options.observer;
   auto outputs = ExecuteOnDevice(client_, device, args, results, std::move(kernel),
                                  execute_options);
   if (!outputs.ok()) {

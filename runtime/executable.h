@@ -59,6 +59,8 @@ struct TaskPlacement;
 
 namespace pjrt::runtime {
 
+class RunObserver;  // runtime/execute.h
+
 struct CompileOptions {
   // 0 means the module header's replica_count / num_partitions (default 1).
   int num_replicas = 0;
@@ -109,6 +111,8 @@ struct ExecuteRunOptions {
   // A tuple root comes back as one buffer per element (else one tuple
   // buffer).
   bool untuple_result = true;
+  // Told of each device's run once it is done; may be null.
+  std::shared_ptr<RunObserver> observer;
 };
 
 class Executable {

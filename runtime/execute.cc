@@ -225,6 +225,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   }
 
   const uint64_t seed = local->GetNewPrngSeed();
+  const absl::Time enqueued = absl::Now();
   // The run stops early when its caller's cancellation is raised, or once
   // every result is deleted unread (see Buffer::ResultWatch).
   auto run_cancellation = std::make_shared<Cancellation>(options.cancellation);
@@ -246,6 +247,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
         });
     if (!status.ok()) {
       compute->BlockHostUntilDone().IgnoreError();
+      local->run_stats().failed.Add();
       return status;
     }
   } else {
@@ -264,6 +266,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
       // A launch that failed may have ended the device: ask it, so that the
       // next call is refused clearly instead of failing somewhere later.
       client->platform()->DeviceHealth(local->ordinal(), /*probe=*/true).IgnoreError();
+      local->run_stats().failed.Add();
       return status;
     }
   }
@@ -274,6 +277,16 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   }
   if (own_stream != nullptr) definition->MarkOnPrivateStream();
   definition->SetSequencingEvent(*std::move(event), compute);
+  local->run_stats().started.Add();
+  definition->AddCallback(
+      [local, enqueued, observer = options.observer](absl::Status status) {
+        // A run stopped on purpose (its session closed, its results dropped
+        // unread) did not fail.
+        const bool ok = status.ok() || absl::IsCancelled(status);
+        absl::Duration busy = local->FinishRun(enqueued, ok);
+        if (observer != nullptr)
+          observer->RunFinished(local->ordinal(), busy, ok);
+      });
 
   // From here on nothing fails: build the results and settle the holds.
   std::vector<std::shared_ptr<Buffer>> outputs;

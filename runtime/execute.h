@@ -63,6 +63,17 @@ struct ExecuteResult {
   std::optional<int> alias_argument;
 };
 
+// Told of each run once it is done (the daemon accounts device time to the
+// session that ran it).
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  // On whichever thread completed the run: keep it short. `busy` is the
+  // time the run held the device (see LocalDeviceState::FinishRun).
+  virtual void RunFinished(int device_ordinal, absl::Duration busy,
+                           bool ok) = 0;
+};
+
 struct ExecuteOptions {
   int64_t launch_id = 0;
   // The run stops once this is cancelled (its results get the reason); may
@@ -82,6 +93,8 @@ struct ExecuteOptions {
   // run (counted in the device's statistics, RESOURCE_EXHAUSTED if it does
   // not fit) and freed once the kernel is done.
   int64_t scratch_bytes = 0;
+  // Told when the run is done; may be null.
+  std::shared_ptr<RunObserver> observer;
 };
 
 // Enqueues `kernel` on `device` and returns the result buffers at once.

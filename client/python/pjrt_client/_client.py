@@ -1551,7 +1551,32 @@ class Client:
             "task_count": i.task_count,
             "addressable_device_count": i.addressable_device_count,
             "pid": i.pid,
+            "metrics_url": i.metrics_url,
         }
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """The sessions this client may see (its tenant's; an admin's or a
+        daemon without tenants: every one), with what each has used."""
+        response = _call(self._session._sessions.ListSessions,
+                         session_pb2.ListSessionsRequest())
+        return [{
+            "public_id": s.public_id,
+            "client_name": s.client_name,
+            "tenant": s.tenant,
+            "peer": s.peer,
+            "attached": s.attached,
+            "buffer_count": s.buffer_count,
+            "executable_count": s.executable_count,
+            "bytes": s.bytes,
+            "peak_bytes": s.peak_bytes,
+            "age_seconds": s.age_seconds,
+            "device_seconds": s.device_seconds,
+            "device_times": {t.device_id: t.seconds for t in s.device_times},
+            "executions": s.executions,
+            "failed_executions": s.failed_executions,
+            "bytes_to_device": s.bytes_to_device,
+            "bytes_from_device": s.bytes_from_device,
+        } for s in response.sessions]
 
     def devices(self) -> list[Device]:
         """Every device of the daemon (and its cluster)."""
