@@ -4,7 +4,8 @@
 #   make test    install what is missing, build, run every test
 #
 # Other targets: deps, build, test-cpp, test-python, test-cuda-programs,
-# lint, test-sanitize
+# lint, package (the .deb), wheel (the pjrt_client wheel), test-package,
+# test-sanitize
 # (everything under ASan+UBSan and TSan; `make test` runs its short
 # profile), fuzz (FUZZ_SECONDS per target, default 60), stress (the long
 # load and fault tests), bench, install, format, clean.
@@ -18,6 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps build demo bench-deps bench-gemm test test-cpp test-python test-cuda-programs lint \
+	package wheel test-package \
 	test-sanitize test-sanitize-short fuzz stress bench install format clean
 
 all: build
@@ -36,7 +38,7 @@ demo: build
 
 test: build
 	$(MAKE) --no-print-directory test-cpp test-python test-cuda-programs lint \
-	  test-sanitize-short
+	  test-package test-sanitize-short
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -65,7 +67,20 @@ test-cuda-programs:
 	fi
 
 lint:
-	flake8 client/python tests/python examples bench
+	flake8 client/python tests/python tests/package examples bench
+
+# The Debian package and the wheel, in $(BUILD_DIR)/dist.
+package: build
+	scripts/package deb $(BUILD_DIR)
+
+wheel: build
+	scripts/package wheel $(BUILD_DIR)
+
+# Builds both, unpacks the .deb and runs its binaries, links an out-of-tree
+# CMake project against its C++ client, installs the wheel into a fresh
+# virtual environment.
+test-package: build
+	PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) -m pytest -q tests/package
 
 test-sanitize: deps
 	scripts/test-sanitize $(JOBS)

@@ -1698,6 +1698,16 @@ int Main(int argc, char** argv) {
   if (top->parsed()) {
     auto client = Connect(g);
     if (!client.ok()) return Fail(g, client.status());
+    if (g.json) {
+      // One frame as data, with rates over one interval.
+      auto before = TakeTopSample(**client);
+      if (!before.ok()) return Fail(g, before.status());
+      absl::SleepFor(absl::Seconds(top_interval));
+      auto now = TakeTopSample(**client);
+      if (!now.ok()) return Fail(g, now.status());
+      std::cout << TopFrameJson(*now, *before).dump(2) << "\n";
+      return kExitOk;
+    }
     absl::Status status =
         RunTopView(**client,
                    TopOptions{.interval = absl::Seconds(top_interval),

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_size.h"
+#include "cli/proto_json.h"
 #include "cli/table.h"
 
 namespace pjrt::cli {
@@ -232,6 +233,57 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
   }
   rpcs.Print(out);
   return out.str();
+}
+
+nlohmann::json TopFrameJson(const TopSample& now, const TopSample& before) {
+  const double seconds =
+      std::max(absl::ToDoubleSeconds(now.when - before.when), 1e-9);
+  nlohmann::json doc;
+  doc["interval_seconds"] = seconds;
+  doc["stats"] = ProtoToJson(now.stats);
+  nlohmann::json sessions = nlohmann::json::array();
+  absl::flat_hash_map<uint64_t, double> previous_time;
+  for (const auto& s : before.sessions) {
+    previous_time[s.public_id()] = s.device_seconds();
+  }
+  for (const auto& s : now.sessions) {
+    nlohmann::json session = ProtoToJson(s);
+    auto it = previous_time.find(s.public_id());
+    session["device_share"] =
+        (s.device_seconds() - (it != previous_time.end() ? it->second : 0)) /
+        seconds;
+    sessions.push_back(std::move(session));
+  }
+  doc["sessions"] = std::move(sessions);
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : now.stats.devices()) {
+    for (const auto& b : before.stats.devices()) {
+      if (b.device_id() != d.device_id()) continue;
+      devices.push_back(
+          {{"device_id", d.device_id()},
+           {"utilization",
+            std::clamp((d.busy_seconds() - b.busy_seconds()) / seconds, 0.0,
+                       1.0)},
+           {"executions_per_second",
+            (d.executions() - b.executions()) / seconds}});
+    }
+  }
+  doc["devices"] = std::move(devices);
+  absl::flat_hash_map<std::string, const v1::RpcStats*> previous_rpcs;
+  for (const auto& r : before.stats.rpcs()) previous_rpcs[r.method()] = &r;
+  nlohmann::json rpcs = nlohmann::json::array();
+  for (const auto& r : now.stats.rpcs()) {
+    auto it = previous_rpcs.find(r.method());
+    const int64_t calls =
+        r.calls() - (it != previous_rpcs.end() ? it->second->calls() : 0);
+    const int64_t errors =
+        r.errors() - (it != previous_rpcs.end() ? it->second->errors() : 0);
+    rpcs.push_back({{"method", r.method()},
+                    {"calls_per_second", calls / seconds},
+                    {"errors_per_second", errors / seconds}});
+  }
+  doc["rpcs"] = std::move(rpcs);
+  return doc;
 }
 
 absl::Status RunTopView(pjrt_client::Client& client, const TopOptions& options,

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cpp/pjrt_client/client.h"
+#include "nlohmann/json.hpp"
 #include "pjrt/v1/server.pb.h"
 #include "pjrt/v1/session.pb.h"
 
@@ -30,6 +31,11 @@ absl::StatusOr<TopSample> TakeTopSample(pjrt_client::Client& client);
 // second) are over `before` to `now` and shown as "-" without `before`.
 std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
                            const TopSample* before, int width);
+
+// The same as data: the daemon's stats and sessions at `now`, and each
+// device's utilisation and runs per second, each session's share of device
+// time and each RPC's calls per second over `before` to `now`.
+nlohmann::json TopFrameJson(const TopSample& now, const TopSample& before);
 
 struct TopOptions {
   absl::Duration interval = absl::Seconds(1);

@@ -123,6 +123,18 @@ def test_metric_names_follow_prometheus_conventions(url):
         assert expected in names, f"{expected} missing from {sorted(names)}"
 
 
+def test_the_grafana_dashboard_queries_only_metrics_the_daemon_exports(url):
+    dashboard = json.loads((pathlib.Path(__file__).resolve().parents[2]
+                            / "deploy/grafana/pjrtd-dashboard.json"
+                            ).read_text())
+    names = {key[0] for key in scrape(url)}
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 20
+    for expr in exprs:
+        for name in re.findall(r"pjrtd_[a-z_]+", expr):
+            assert name in names, f"{name} (in {expr}) is not exported"
+
+
 def test_only_get_of_metrics_is_served(url):
     base = url.rsplit("/", 1)[0]
     with pytest.raises(urllib.error.HTTPError) as e:

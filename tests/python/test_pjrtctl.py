@@ -363,6 +363,7 @@ def command_args(name: str, tmp: pathlib.Path, address: str) -> list[str]:
     return {
         "info": ["info"], "devices": ["devices"], "health": ["health"],
         "stats": ["stats"], "sessions": ["sessions"],
+        "top": ["top", "--interval", "0.1"],
         "compile": ["compile", str(tmp / "add.hlo")],
         "run": ["run", str(tmp / "add.hlo"), "--input", str(tmp / "v.npy"),
                 "--output-dir", str(tmp / "out")],
@@ -402,6 +403,13 @@ def check_json(name: str, doc: dict, client: pjrt_client.Client,
             stats["compile_cache"]["capacity"]
     elif name == "sessions":
         assert client.session_id in [s["public_id"] for s in doc["sessions"]]
+    elif name == "top":
+        assert client.session_id in [s["public_id"] for s in doc["sessions"]]
+        assert [d["device_id"] for d in doc["devices"]] == \
+            [d["device_id"] for d in client.stats()["devices"]]
+        assert all(0 <= d["utilization"] <= 1 for d in doc["devices"])
+        assert doc["interval_seconds"] >= 0.1
+        assert "pjrt.v1.Server/GetStats" in [r["method"] for r in doc["rpcs"]]
     elif name == "compile":
         exe = client.compile(ADD_HLO)
         assert doc["fingerprint"] == exe.fingerprint
@@ -428,7 +436,7 @@ def check_json(name: str, doc: dict, client: pjrt_client.Client,
 
 
 # `transfer` needs a cluster: tests/python/test_cluster.py runs it.
-LOCAL_COMMANDS = ["info", "devices", "health", "stats", "sessions",
+LOCAL_COMMANDS = ["info", "devices", "health", "stats", "top", "sessions",
                   "compile", "run", "put", "get", "bench", "token"]
 
 
