@@ -140,18 +140,18 @@ int RunInfo(const GlobalOptions& g) {
       std::cout,
       {{"address", (*client)->address()},
        {"build", info.build_version()},
-       {"protocol", absl::StrFormat("pjrt.v1 revisions %d-%d",
-                                    info.protocol_version_min(),
-                                    info.protocol_version_max())},
+       {"protocol",
+        absl::StrFormat("pjrt.v1 revisions %d-%d", info.protocol_version_min(),
+                        info.protocol_version_max())},
        {"platform", info.platform()},
        {"backend", info.backend().empty() ? "none" : info.backend()},
        {"devices", absl::StrCat(info.addressable_device_count())},
        {"task", absl::StrFormat("%d of %d", info.task_id(), info.task_count())},
        {"pid", absl::StrCat(info.pid())},
-       {"uptime", absl::FormatDuration(
-                      absl::Trunc(absl::Seconds(info.uptime_seconds()),
-                                  absl::Seconds(1)))},
+       {"uptime", absl::FormatDuration(absl::Trunc(
+                      absl::Seconds(info.uptime_seconds()), absl::Seconds(1)))},
        {"capabilities", absl::StrJoin(info.capabilities(), " ")},
+       {"metrics", info.metrics_url().empty() ? "off" : info.metrics_url()},
        {"client", kBuildVersion}});
   return kExitOk;
 }

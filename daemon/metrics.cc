@@ -167,10 +167,14 @@ DaemonMetrics::DaemonMetrics(const ClientUsageTable* client_usage)
   }
 }
 
-void DaemonMetrics::RecordRpc(absl::string_view method, int code,
+DaemonMetrics::RpcMethod& DaemonMetrics::FindRpc(const char* method) {
+  if (method == nullptr) return unknown_rpc_;
+  auto it = rpcs_.find(absl::string_view(method));
+  return it == rpcs_.end() ? unknown_rpc_ : *it->second;
+}
+
+void DaemonMetrics::RecordRpc(RpcMethod& rpc, int code,
                               absl::Duration elapsed) {
-  auto it = rpcs_.find(method);
-  RpcMethod& rpc = it == rpcs_.end() ? unknown_rpc_ : *it->second;
   if (code < 0 || code > 16) code = 2;  // UNKNOWN
   rpc.calls[code].Add();
   rpc.seconds.Observe(absl::ToDoubleSeconds(elapsed));
@@ -353,12 +357,14 @@ namespace {
 
 class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
  public:
+  // The method is looked up now: the name gRPC gives may not outlive the
+  // call's context (an unknown method's does not).
   RpcMetricsInterceptor(DaemonMetrics* metrics, const char* method)
-      : metrics_(metrics), method_(method) {}
+      : rpc_(metrics->FindRpc(method)) {}
   // When the call ends: with the status sent, or as CANCELLED when none
   // was (the client went away first).
   ~RpcMetricsInterceptor() override {
-    metrics_->RecordRpc(method_, code_, absl::Now() - start_);
+    DaemonMetrics::RecordRpc(rpc_, code_, absl::Now() - start_);
   }
 
   void Intercept(
@@ -371,8 +377,7 @@ class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
   }
 
  private:
-  DaemonMetrics* const metrics_;
-  const char* const method_;
+  DaemonMetrics::RpcMethod& rpc_;
   const absl::Time start_ = absl::Now();
   int code_ = static_cast<int>(grpc::StatusCode::CANCELLED);
 };

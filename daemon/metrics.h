@@ -62,9 +62,21 @@ class DaemonMetrics {
   // per name.
   explicit DaemonMetrics(const ClientUsageTable* client_usage);
 
-  // RPCs, by full method name ("/pjrt.v1.BufferService/Upload"). Methods
-  // the daemon does not serve are counted as service "unknown".
-  void RecordRpc(absl::string_view method, int code, absl::Duration elapsed);
+  // The counters of one gRPC method, by full name
+  // ("/pjrt.v1.Buffers/Upload"); a method the daemon does not serve (or
+  // none) gets those of service "unknown". Valid as long as this object.
+  struct RpcMethod {
+    std::string service;
+    std::string method;
+    // By google.rpc code, 0 (OK) to 16 (UNAUTHENTICATED).
+    std::array<Counter, 17> calls;
+    Histogram seconds{DurationBuckets()};
+  };
+  RpcMethod& FindRpc(const char* method);
+  static void RecordRpc(RpcMethod& rpc, int code, absl::Duration elapsed);
+  void RecordRpc(const char* method, int code, absl::Duration elapsed) {
+    RecordRpc(FindRpc(method), code, elapsed);
+  }
 
   void RecordTransfer(TransferDirection direction, TransferPath path,
                       int64_t bytes, absl::Duration elapsed);
@@ -90,13 +102,6 @@ class DaemonMetrics {
   std::vector<RpcTotals> Rpcs() const;
 
  private:
-  struct RpcMethod {
-    std::string service;
-    std::string method;
-    // By google.rpc code, 0 (OK) to 16 (UNAUTHENTICATED).
-    std::array<Counter, 17> calls;
-    Histogram seconds{DurationBuckets()};
-  };
   struct Transfer {
     Counter bytes;
     Histogram seconds{DurationBuckets()};

@@ -70,7 +70,12 @@ std::vector<std::pair<int, double>> SessionUsage::device_seconds() const {
 
 std::shared_ptr<UsageTotals> ClientUsageTable::For(
     absl::string_view client_name) {
+  // Printable ASCII only: a label value must be valid UTF-8, and a name of
+  // stray bytes must not make the whole scrape unreadable.
   std::string name(client_name.substr(0, kMaxNameBytes));
+  for (char& c : name) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
   if (name.empty()) name = "unnamed";
   MutexLock lock(&mu_);
   if (auto it = named_.find(name); it != named_.end()) return it->second;

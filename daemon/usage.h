@@ -70,7 +70,8 @@ class SessionUsage : public runtime::RunObserver {
 class ClientUsageTable {
  public:
   static constexpr char kOther[] = "other";
-  // Longest name kept; longer ones are cut.
+  // Longest name kept; longer ones are cut. Bytes other than printable
+  // ASCII become '?'.
   static constexpr size_t kMaxNameBytes = 64;
 
   explicit ClientUsageTable(int max_named) : max_named_(max_named) {}

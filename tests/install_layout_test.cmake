@@ -16,7 +16,12 @@ foreach(path
     lib/pjrtd/python/pjrt_client/__init__.py
     lib/pjrtd/python/pjrt_client/_proto/pjrt/v1/buffer_pb2.py
     share/doc/pjrtd/README.md
-    share/bash-completion/completions/pjrtctl)
+    share/bash-completion/completions/pjrtctl
+    lib/libpjrt_client.so
+    include/pjrt/pjrt_client/client.h
+    include/pjrt/pjrt/v1/session.grpc.pb.h
+    lib/cmake/pjrt_client/pjrt_clientConfig.cmake
+    lib/python3/dist-packages/pjrt_client.pth)
   if(NOT EXISTS ${PREFIX}/${path})
     message(FATAL_ERROR "missing from the installation: ${path}")
   endif()
@@ -29,4 +34,8 @@ foreach(needle "Type=notify" "User=pjrtd" "RuntimeDirectory=pjrtd" "CacheDirecto
     message(FATAL_ERROR "pjrtd.service lacks '${needle}':\n${unit}")
   endif()
 endforeach()
+file(READ ${PREFIX}/lib/python3/dist-packages/pjrt_client.pth pth)
+if(NOT pth STREQUAL "${PREFIX}/lib/pjrtd/python\n")
+  message(FATAL_ERROR "pjrt_client.pth names '${pth}'")
+endif()
 file(REMOVE_RECURSE ${PREFIX})

@@ -103,6 +103,13 @@ TEST(ClientUsageTable, CutsLongNamesAndNamesEmptyOnes) {
                  std::string(ClientUsageTable::kMaxNameBytes, 'x'), "unnamed"));
 }
 
+TEST(ClientUsageTable, KeepsNamesPrintableAscii) {
+  ClientUsageTable table(4);
+  table.For("caf\xc3\xa9\n\xff!");
+  ASSERT_EQ(table.List().size(), 1u);
+  EXPECT_EQ(table.List()[0].first, std::string("caf") + "????" + "!");
+}
+
 TEST(SessionUsage, AddsToItselfAndToItsClientName) {
   auto client = std::make_shared<UsageTotals>();
   SessionUsage usage({5, 6}, client);
