@@ -20,7 +20,6 @@ void Histogram::Observe(double value) {
                                          upper_bounds_.end(), value) -
                             upper_bounds_.begin();
   buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
 }
 
@@ -38,17 +37,6 @@ Histogram::Snapshot Histogram::Read() const {
   snapshot.count = running;
   snapshot.sum = sum_.load(std::memory_order_relaxed);
   return snapshot;
-}
-
-std::vector<double> ExponentialBuckets(double start, double factor, int count) {
-  std::vector<double> bounds;
-  bounds.reserve(count);
-  double bound = start;
-  for (int i = 0; i < count; ++i) {
-    bounds.push_back(bound);
-    bound *= factor;
-  }
-  return bounds;
 }
 
 const std::vector<double>& DurationBuckets() {

@@ -42,19 +42,13 @@ class Histogram {
   };
   Snapshot Read() const;
 
-  const std::vector<double>& upper_bounds() const { return upper_bounds_; }
-
  private:
   const std::vector<double> upper_bounds_;
   // One per bound and one for +Inf: observations that fell there (not
   // cumulative).
   std::unique_ptr<std::atomic<uint64_t>[]> buckets_;
-  std::atomic<uint64_t> count_{0};
   std::atomic<double> sum_{0};
 };
-
-// `count` bounds: start, start*factor, start*factor^2, ...
-std::vector<double> ExponentialBuckets(double start, double factor, int count);
 
 // Bounds for durations from 100 microseconds to about 100 seconds.
 const std::vector<double>& DurationBuckets();

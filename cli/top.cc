@@ -84,6 +84,61 @@ class RawTerminal {
   bool active_ = false;
 };
 
+// What grew per second from `before` to `now`, `seconds` apart.
+struct TopRates {
+  struct Device {
+    // Busy seconds per second (overlapping runs can take it past 1).
+    double utilization = 0;
+    double executions_per_second = 0;
+  };
+  // Devices in both samples, by id.
+  absl::flat_hash_map<int, Device> devices;
+  // Device seconds per second of every session of `now`, by public id (a
+  // session new since `before` counts from 0).
+  absl::flat_hash_map<uint64_t, double> session_share;
+  struct Rpc {
+    double calls = 0;
+    double errors = 0;
+  };
+  // Every method of `now`, by name.
+  absl::flat_hash_map<std::string, Rpc> rpcs;
+};
+
+TopRates RatesBetween(const TopSample& now, const TopSample& before,
+                      double seconds) {
+  TopRates rates;
+  for (const auto& d : now.stats.devices()) {
+    for (const auto& b : before.stats.devices()) {
+      if (b.device_id() != d.device_id()) continue;
+      rates.devices[d.device_id()] = {
+          .utilization = (d.busy_seconds() - b.busy_seconds()) / seconds,
+          .executions_per_second = (d.executions() - b.executions()) / seconds};
+    }
+  }
+  absl::flat_hash_map<uint64_t, double> previous_time;
+  for (const auto& s : before.sessions) {
+    previous_time[s.public_id()] = s.device_seconds();
+  }
+  for (const auto& s : now.sessions) {
+    auto it = previous_time.find(s.public_id());
+    rates.session_share[s.public_id()] =
+        (s.device_seconds() - (it != previous_time.end() ? it->second : 0)) /
+        seconds;
+  }
+  absl::flat_hash_map<std::string, const v1::RpcStats*> previous_rpcs;
+  for (const auto& r : before.stats.rpcs()) previous_rpcs[r.method()] = &r;
+  for (const auto& r : now.stats.rpcs()) {
+    auto it = previous_rpcs.find(r.method());
+    const int64_t calls =
+        r.calls() - (it != previous_rpcs.end() ? it->second->calls() : 0);
+    const int64_t errors =
+        r.errors() - (it != previous_rpcs.end() ? it->second->errors() : 0);
+    rates.rpcs[r.method()] = {.calls = calls / seconds,
+                              .errors = errors / seconds};
+  }
+  return rates;
+}
+
 int TerminalWidth() {
   winsize size{};
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
@@ -110,7 +165,8 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
                            const TopSample* before, int width) {
   const double seconds =
       before != nullptr ? absl::ToDoubleSeconds(now.when - before->when) : 0;
-  const bool rates = seconds > 0;
+  std::optional<TopRates> rates;
+  if (seconds > 0) rates = RatesBetween(now, *before, seconds);
   std::ostringstream out;
   const v1::Stats& stats = now.stats;
   out << absl::StrFormat(
@@ -128,12 +184,6 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
       stats.compile_cache().hits(), stats.compile_cache().compiles());
 
   // Devices.
-  absl::flat_hash_map<int, const v1::DeviceStats*> previous_devices;
-  if (before != nullptr) {
-    for (const auto& d : before->stats.devices()) {
-      previous_devices[d.device_id()] = &d;
-    }
-  }
   const int bar = std::clamp(width - 75, 10, 40);
   Table devices({"DEVICE", "MEMORY", "USED", "LIMIT", "UTIL", "RUNS/S", "QUEUE",
                  "FAILED"});
@@ -143,10 +193,10 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
             ? static_cast<double>(d.bytes_in_use()) / d.bytes_limit()
             : 0;
     std::string util = "-", runs = "-";
-    auto it = previous_devices.find(d.device_id());
-    if (rates && it != previous_devices.end()) {
-      util = Percent((d.busy_seconds() - it->second->busy_seconds()) / seconds);
-      runs = Rate((d.executions() - it->second->executions()) / seconds);
+    if (rates && rates->devices.contains(d.device_id())) {
+      const TopRates::Device& rate = rates->devices.at(d.device_id());
+      util = Percent(rate.utilization);
+      runs = Rate(rate.executions_per_second);
     }
     devices.AddRow({absl::StrCat(d.device_id()), Bar(used, bar),
                     FormatByteSize(d.bytes_in_use()),
@@ -157,12 +207,6 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
   devices.Print(out);
 
   // Sessions, by device time.
-  absl::flat_hash_map<uint64_t, double> previous_time;
-  if (before != nullptr) {
-    for (const auto& s : before->sessions) {
-      previous_time[s.public_id()] = s.device_seconds();
-    }
-  }
   std::vector<const v1::SessionInfo*> sessions;
   for (const auto& s : now.sessions) sessions.push_back(&s);
   std::sort(sessions.begin(), sessions.end(),
@@ -176,12 +220,8 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
                "MEMORY", "PEAK", "IN", "OUT"});
   for (size_t i = 0; i < sessions.size() && i < kMaxSessionRows; ++i) {
     const v1::SessionInfo& s = *sessions[i];
-    std::string busy = "-";
-    auto it = previous_time.find(s.public_id());
-    if (rates) {
-      const double was = it != previous_time.end() ? it->second : 0;
-      busy = Percent((s.device_seconds() - was) / seconds);
-    }
+    const std::string busy =
+        rates ? Percent(rates->session_share.at(s.public_id())) : "-";
     table.AddRow({absl::StrCat(s.public_id()), s.client_name().substr(0, 24),
                   s.tenant(), absl::StrFormat("%.2fs", s.device_seconds()),
                   busy, absl::StrCat(s.executions()), FormatByteSize(s.bytes()),
@@ -196,10 +236,6 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
   }
 
   // RPCs, by calls in the interval (or in all, without one).
-  absl::flat_hash_map<std::string, const v1::RpcStats*> previous_rpcs;
-  if (before != nullptr) {
-    for (const auto& r : before->stats.rpcs()) previous_rpcs[r.method()] = &r;
-  }
   struct Row {
     std::string method;
     double calls;
@@ -210,13 +246,9 @@ std::string RenderTopFrame(const v1::ServerInfo& info, const TopSample& now,
     Row row{r.method(), static_cast<double>(r.calls()),
             static_cast<double>(r.errors())};
     if (rates) {
-      auto it = previous_rpcs.find(r.method());
-      if (it != previous_rpcs.end()) {
-        row.calls -= it->second->calls();
-        row.errors -= it->second->errors();
-      }
-      row.calls /= seconds;
-      row.errors /= seconds;
+      const TopRates::Rpc& rate = rates->rpcs.at(r.method());
+      row.calls = rate.calls;
+      row.errors = rate.errors;
     }
     rows.push_back(std::move(row));
   }
@@ -241,46 +273,30 @@ nlohmann::json TopFrameJson(const TopSample& now, const TopSample& before) {
   nlohmann::json doc;
   doc["interval_seconds"] = seconds;
   doc["stats"] = ProtoToJson(now.stats);
+  const TopRates rates = RatesBetween(now, before, seconds);
   nlohmann::json sessions = nlohmann::json::array();
-  absl::flat_hash_map<uint64_t, double> previous_time;
-  for (const auto& s : before.sessions) {
-    previous_time[s.public_id()] = s.device_seconds();
-  }
   for (const auto& s : now.sessions) {
     nlohmann::json session = ProtoToJson(s);
-    auto it = previous_time.find(s.public_id());
-    session["device_share"] =
-        (s.device_seconds() - (it != previous_time.end() ? it->second : 0)) /
-        seconds;
+    session["device_share"] = rates.session_share.at(s.public_id());
     sessions.push_back(std::move(session));
   }
   doc["sessions"] = std::move(sessions);
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : now.stats.devices()) {
-    for (const auto& b : before.stats.devices()) {
-      if (b.device_id() != d.device_id()) continue;
-      devices.push_back(
-          {{"device_id", d.device_id()},
-           {"utilization",
-            std::clamp((d.busy_seconds() - b.busy_seconds()) / seconds, 0.0,
-                       1.0)},
-           {"executions_per_second",
-            (d.executions() - b.executions()) / seconds}});
-    }
+    auto it = rates.devices.find(d.device_id());
+    if (it == rates.devices.end()) continue;
+    devices.push_back(
+        {{"device_id", d.device_id()},
+         {"utilization", std::clamp(it->second.utilization, 0.0, 1.0)},
+         {"executions_per_second", it->second.executions_per_second}});
   }
   doc["devices"] = std::move(devices);
-  absl::flat_hash_map<std::string, const v1::RpcStats*> previous_rpcs;
-  for (const auto& r : before.stats.rpcs()) previous_rpcs[r.method()] = &r;
   nlohmann::json rpcs = nlohmann::json::array();
   for (const auto& r : now.stats.rpcs()) {
-    auto it = previous_rpcs.find(r.method());
-    const int64_t calls =
-        r.calls() - (it != previous_rpcs.end() ? it->second->calls() : 0);
-    const int64_t errors =
-        r.errors() - (it != previous_rpcs.end() ? it->second->errors() : 0);
+    const TopRates::Rpc& rate = rates.rpcs.at(r.method());
     rpcs.push_back({{"method", r.method()},
-                    {"calls_per_second", calls / seconds},
-                    {"errors_per_second", errors / seconds}});
+                    {"calls_per_second", rate.calls},
+                    {"errors_per_second", rate.errors}});
   }
   doc["rpcs"] = std::move(rpcs);
   return doc;

@@ -16,7 +16,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "google/protobuf/descriptor.h"
