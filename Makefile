@@ -4,11 +4,12 @@
 #   make test    install what is missing, build, run every test
 #
 # Other targets: deps, build, test-cpp, test-python, test-cuda-programs,
-# lint, package (the .deb), wheel (the pjrt_client wheel), test-package,
+# test-host-levels (the op suites at each lower x86-64 level), lint, package (the .deb), wheel (the pjrt_client wheel), test-package,
 # test-sanitize
 # (everything under ASan+UBSan and TSan; `make test` runs its short
 # profile), fuzz (FUZZ_SECONDS per target, default 60), stress (the long
-# load and fault tests), bench, install, format, clean.
+# load and fault tests), bench, bench-portable (the portable build against
+# a native one), install, format, clean.
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -18,7 +19,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo bench-deps bench-gemm test test-cpp test-python test-cuda-programs lint \
+.PHONY: all deps build demo bench-deps bench-gemm bench-portable test test-cpp test-python test-cuda-programs lint \
+	test-host-levels \
 	package wheel test-package \
 	test-sanitize test-sanitize-short fuzz stress bench install format clean
 
@@ -38,7 +40,7 @@ demo: build
 
 test: build
 	$(MAKE) --no-print-directory test-cpp test-python test-cuda-programs lint \
-	  test-package test-sanitize-short
+	  test-host-levels test-package test-sanitize-short
 
 test-cpp:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -65,6 +67,24 @@ test-cuda-programs:
 	  PJRT_RECORDED_PROGRAMS=$(RECORDED) $(BUILD_DIR)/bin/pjrt_cuda_codegen_tests \
 	    --gtest_filter=CudaCompileCheck.EveryProgramThePythonSuitesCompiledCompiles; \
 	fi
+
+# The op suites again with the host kernels of each lower x86-64 level
+# (the run above takes the CPU's own): the portable build's modules and its
+# built-in kernels all compute the same.
+HOST_LEVEL_SUITES := tests/python/test_ops.py tests/python/test_ops_types.py \
+	tests/python/test_ops_windows.py tests/python/test_stablehlo.py \
+	tests/python/test_mlp.py \
+	tests/python/test_metrics.py::test_build_info_names_the_host_kernels_level
+
+test-host-levels:
+	@for level in x86-64-v2 x86-64-v3; do \
+	  echo "test-host-levels: $$level"; \
+	  PJRT_HOST_ISA=$$level $(BUILD_DIR)/bin/pjrt_runtime_tests --gtest_brief=1 \
+	    --gtest_filter='HostIsa.*:HostCompilerTest.*:HostKernelsTest.*' || exit 1; \
+	  PJRT_HOST_ISA=$$level PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) \
+	    PYTHONPATH=$(abspath $(BUILD_DIR))/python $(PYTHON) -m pytest -q \
+	    $(HOST_LEVEL_SUITES) || exit 1; \
+	done
 
 lint:
 	flake8 client/python tests/python tests/package examples bench
@@ -104,6 +124,11 @@ bench-deps:
 bench: build bench-deps
 	@scripts/bench $(BUILD_DIR)
 
+# The portable build's host kernels against a -march=native build of the
+# same source (built in $(BUILD_DIR)-native; docs/performance.md).
+bench-portable: build
+	$(PYTHON) bench/portable_vs_native.py $(BUILD_DIR) --jobs $(JOBS)
+
 # The GEMM libraries side by side (docs/performance.md).
 bench-gemm: build
 	@dpkg -s libopenblas64-0-pthread libblis64-4-openmp libopenblas0-pthread \
@@ -118,4 +143,4 @@ format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-native build-asan build-tsan

@@ -26,6 +26,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "base/version.h"
+#include "compiler/host/host_kernels.h"
 #include "daemon/unix_listener.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -591,6 +592,15 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       first->compute_semaphore().capacity(),
       FormatByteSize(client_->devices()[0]->memory_bytes()),
       absl::StrJoin(addresses_, ", "));
+  // Chosen now rather than at the first run, so that the log says which.
+  bool fell_back = false;
+  const std::string kernels =
+      compiler::host::HostKernelsDescription(&fell_back);
+  if (fell_back) {
+    spdlog::warn("host kernels: {}", kernels);
+  } else {
+    spdlog::info("host kernels: {}", kernels);
+  }
   return absl::OkStatus();
 }
 
@@ -762,6 +772,7 @@ void Daemon::CollectMetrics(Exposition& out) {
   out.Sample("pjrtd_build_info",
              {{"version", kBuildVersion},
               {"platform", std::string(client_->platform_name())},
+              {"host_isa", compiler::host::HostKernels().isa},
               {"task", absl::StrCat(options_.task_id)}},
              1);
 }

@@ -6,6 +6,12 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFI
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed: ${rc}")
 endif()
+# A portable build installs its kernel modules.
+set(PORTABLE_PATHS "")
+if(KERNEL_MODULES)
+  set(PORTABLE_PATHS lib/pjrtd/libpjrt_host_x86-64-v3.so
+                     lib/pjrtd/libpjrt_host_x86-64-v4.so)
+endif()
 foreach(path
     bin/pjrtd
     bin/pjrtctl
@@ -18,6 +24,7 @@ foreach(path
     share/doc/pjrtd/README.md
     share/bash-completion/completions/pjrtctl
     lib/libpjrt_client.so
+    ${PORTABLE_PATHS}
     include/pjrt/pjrt_client/client.h
     include/pjrt/pjrt/v1/session.grpc.pb.h
     lib/cmake/pjrt_client/pjrt_clientConfig.cmake

@@ -140,15 +140,20 @@ struct alignas(16) ScalarBits {
 class BlockScratch {
  public:
   // A block-sized slot for node `i` (kMaxComputeWidth bytes per element).
-  void* Slot(int i);
+  // Inline: every kernel module (host_kernels.h) keeps its own copy.
+  void* Slot(int i) {
+    if (static_cast<int>(slots_.size()) <= i) slots_.resize(i + 1);
+    if (slots_[i].empty()) slots_[i].resize(kBlockWords);
+    return slots_[i].data();
+  }
+
+  // Whose splats the slots hold (Expression::id(); ids start at 1), filled
+  // for how many elements: for the kernels (each level's) to keep.
+  uint64_t splats_of = 0;
+  int64_t splats_filled = 0;
 
  private:
-  friend void EvaluateBlock(const class Expression&,
-                            absl::Span<const void* const>, int64_t,
-                            absl::Span<const void*>, BlockScratch&);
   std::vector<std::vector<uint64_t>> slots_;
-  uint64_t splats_of_ = 0;  // Expression::id(); ids start at 1
-  int64_t splats_filled_ = 0;
 };
 
 // Evaluates `expr` over `n` <= kBlockElements elements. inputs[i] holds n

@@ -17,6 +17,7 @@
 #include "base/cancellation.h"
 #include "base/status_macros.h"
 #include "compiler/collectives.h"
+#include "compiler/host/host_kernels.h"
 #include "compiler/host/thread_pool.h"
 #include "compiler/host/types.h"
 
@@ -195,13 +196,16 @@ void Gather(const LoopInput& in, const void* base, absl::Span<const int64_t> dim
 // non-temporal stores where the CPU has them (a large output is not read
 // back soon, and this saves the read-for-ownership of each cache line).
 void StoreBlock(void* dst, const void* src, int64_t bytes, bool streaming) {
-#if defined(__AVX__)
-  if (streaming && reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
+#if defined(__SSE2__)
+  // 16 bytes a store (SSE2, which every x86-64 has): the write-combining
+  // buffers fill whole cache lines from these as from wider stores.
+  if (streaming && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
     int64_t i = 0;
-    for (; i + 32 <= bytes; i += 32) {
-      __m256i v = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(static_cast<const char*>(src) + i));
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(static_cast<char*>(dst) + i), v);
+    for (; i + 16 <= bytes; i += 16) {
+      __m128i v = _mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(static_cast<const char*>(src) + i));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(static_cast<char*>(dst) + i),
+                       v);
     }
     if (i < bytes) {
       std::memcpy(static_cast<char*>(dst) + i, static_cast<const char*>(src) + i,
@@ -275,7 +279,7 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
             StoreBlock(out, value, n * out_bytes, streaming);
           }
         }
-#if defined(__AVX__)
+#if defined(__SSE2__)
         // Order the streaming stores before the step is reported done.
         if (streaming) _mm_sfence();
 #endif
@@ -284,9 +288,10 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
 
 // --- dot ---------------------------------------------------------------------
 
-// Matrix products through Eigen's GEMM (fast at every size, single
-// threaded), parallelised here by blocks of result rows (or columns, when
-// there are few rows) across the pool; batches go to threads whole.
+// Matrix products through Eigen's GEMM (Gemm, host_kernels.h: fast at
+// every size, single threaded), parallelised here by blocks of result rows
+// (or columns, when there are few rows) across the pool; batches go to
+// threads whole.
 //
 // The row-major product C = A B is computed as its column-major transpose
 // C^T = B^T A^T over the same memory: Eigen 3.4's AVX-512 kernels are ten
@@ -294,37 +299,30 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
 template <typename T>
 void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
                  const Cancellation* cancellation) {
-  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-  using ConstMap = Eigen::Map<const Matrix>;
-  using Map = Eigen::Map<Matrix>;
-  // Computes rows [r0, r1) and columns [c0, c1) of C in batch b.
-  const auto block = [&](int64_t b, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    // Stored lhs is m x k row-major (k x m column-major, i.e. A^T), or
-    // k x m row-major when transposed (m x k column-major, i.e. A).
-    ConstMap a(lhs + b * s.m * s.k, s.lhs_transposed ? s.m : s.k,
-               s.lhs_transposed ? s.k : s.m);
-    // Stored rhs is k x n row-major (B^T column-major), or n x k row-major
-    // when transposed (B column-major).
-    ConstMap c(rhs + b * s.k * s.n, s.rhs_transposed ? s.k : s.n,
-               s.rhs_transposed ? s.n : s.k);
-    Map o(out + b * s.m * s.n, s.n, s.m);  // C^T
-    auto dst = o.block(c0, r0, c1 - c0, r1 - r0);
-    if (s.k == 0) {
-      dst.setZero();
-      return;
-    }
-    // C^T[c0:c1, r0:r1] = B^T[c0:c1, :] * A^T[:, r0:r1].
-    const auto bt_rows = [&](auto&& bt) { return bt.middleRows(c0, c1 - c0); };
-    const auto at_cols = [&](auto&& at) { return at.middleCols(r0, r1 - r0); };
-    if (!s.lhs_transposed && !s.rhs_transposed) {
-      dst.noalias() = bt_rows(c) * at_cols(a);
-    } else if (s.lhs_transposed && !s.rhs_transposed) {
-      dst.noalias() = bt_rows(c) * at_cols(a.transpose());
-    } else if (!s.lhs_transposed && s.rhs_transposed) {
-      dst.noalias() = bt_rows(c.transpose()) * at_cols(a);
-    } else {
-      dst.noalias() = bt_rows(c.transpose()) * at_cols(a.transpose());
-    }
+  // Computes rows [r0, r1) and columns [c0, c1) of C in batch b:
+  // C^T[c0:c1, r0:r1] = B^T[c0:c1, :] A^T[:, r0:r1].
+  const auto block = [&](int64_t b, int64_t r0, int64_t r1, int64_t c0,
+                         int64_t c1) {
+    GemmArgs g;
+    g.type = s.type;
+    g.m = c1 - c0;
+    g.n = r1 - r0;
+    g.k = s.k;
+    // Stored rhs is k x n row-major (B^T column-major, leading dimension
+    // n), or n x k row-major when transposed (B column-major).
+    const T* bm = rhs + b * s.k * s.n;
+    g.a = s.rhs_transposed ? bm + c0 * s.k : bm + c0;
+    g.lda = s.rhs_transposed ? s.k : s.n;
+    g.a_transposed = s.rhs_transposed;
+    // Stored lhs is m x k row-major (A^T column-major), or k x m row-major
+    // when transposed (A column-major).
+    const T* am = lhs + b * s.m * s.k;
+    g.b = s.lhs_transposed ? am + r0 : am + r0 * s.k;
+    g.ldb = s.lhs_transposed ? s.m : s.k;
+    g.b_transposed = s.lhs_transposed;
+    g.c = out + b * s.m * s.n + r0 * s.n + c0;
+    g.ldc = s.n;
+    Gemm(g);
   };
   ThreadPool& pool = ThreadPool::Get();
   const double flops = 2.0 * s.m * s.n * std::max<int64_t>(s.k, 1);

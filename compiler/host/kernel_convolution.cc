@@ -13,10 +13,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
-#include "Eigen/Core"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "compiler/host/host_kernels.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/thread_pool.h"
 #include "hlo/op_attributes.h"
@@ -67,16 +68,23 @@ class ConvolutionKernel : public ConvolutionKernelBase {
             const int64_t begin = (item % blocks) * block;
             const int64_t rows = std::min(block, plan.positions - begin);
             Im2Col(input, g, begin, rows, patches.data(), &o);
-            using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-            Eigen::Map<const Matrix> a_t(patches.data(), plan.cols, rows);
-            Eigen::Map<const Matrix> w_t(
-                weights + g * plan.cols * plan.out_per_group,
-                plan.out_per_group, plan.cols);
-            Eigen::Map<Matrix, 0, Eigen::OuterStride<>> c_t(
-                result + begin * plan.out_features + g * plan.out_per_group,
-                plan.out_per_group, rows,
-                Eigen::OuterStride<>(plan.out_features));
-            c_t.noalias() = w_t * a_t;
+            // Column-major: result^T (out_per_group x rows, columns
+            // out_features apart) = weights^T (out_per_group x cols) *
+            // patches^T (cols x rows).
+            GemmArgs gemm;
+            gemm.type = std::is_same_v<T, double> ? PrimitiveType::kF64
+                                                  : PrimitiveType::kF32;
+            gemm.m = plan.out_per_group;
+            gemm.n = rows;
+            gemm.k = plan.cols;
+            gemm.a = weights + g * plan.cols * plan.out_per_group;
+            gemm.lda = plan.out_per_group;
+            gemm.b = patches.data();
+            gemm.ldb = plan.cols;
+            gemm.c =
+                result + begin * plan.out_features + g * plan.out_per_group;
+            gemm.ldc = plan.out_features;
+            Gemm(gemm);
           }
         });
     PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -40,13 +41,26 @@ def root(deb: pathlib.Path) -> Iterator[pathlib.Path]:
         yield pathlib.Path(tmp)
 
 
+def native_build() -> bool:
+    """Whether the build is -march=native (it has no kernel modules)."""
+    cache = pathlib.Path(os.environ["PJRT_BUILD_DIR"]) / "CMakeCache.txt"
+    return "PJRT_NATIVE_ARCH:BOOL=ON" in cache.read_text()
+
+
 @pytest.fixture(scope="module")
-def daemon(root: pathlib.Path) -> Iterator[str]:
-    """The unpacked pjrtd, serving a socket of its own."""
+def daemon_dir() -> Iterator[pathlib.Path]:
+    """The unpacked pjrtd's socket and log."""
     with tempfile.TemporaryDirectory(prefix="pjrt.") as tmp:
-        address = f"unix://{tmp}/pjrtd.sock"
-        addresses = pathlib.Path(tmp) / "addresses"
-        log = open(pathlib.Path(tmp) / "pjrtd.log", "w")
+        yield pathlib.Path(tmp)
+
+
+@pytest.fixture(scope="module")
+def daemon(root: pathlib.Path, daemon_dir: pathlib.Path) -> Iterator[str]:
+    """The unpacked pjrtd, serving a socket of its own."""
+    address = f"unix://{daemon_dir}/pjrtd.sock"
+    addresses = daemon_dir / "addresses"
+    log_path = daemon_dir / "pjrtd.log"
+    with open(log_path, "w") as log:
         process = subprocess.Popen(
             [str(root / "usr/bin/pjrtd"), "--platform", "host",
              "--listen", address, "--metrics-listen", "127.0.0.1:0",
@@ -54,14 +68,12 @@ def daemon(root: pathlib.Path) -> Iterator[str]:
             stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 30
         while not addresses.exists():
-            assert process.poll() is None, (
-                pathlib.Path(tmp) / "pjrtd.log").read_text()
+            assert process.poll() is None, log_path.read_text()
             assert time.monotonic() < deadline, "pjrtd did not start"
             time.sleep(0.02)
         yield address
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
-        log.close()
 
 
 def test_the_deb_holds_a_host_s_service_and_both_clients(deb):
@@ -87,6 +99,10 @@ def test_the_deb_holds_a_host_s_service_and_both_clients(deb):
             "./usr/lib/python3/dist-packages/pjrt_client.pth",
             "./usr/share/doc/pjrtd/README.md"):
         assert path in paths, f"{path} is not in the package"
+    if not native_build():
+        for level in ("v3", "v4"):
+            path = f"./usr/lib/pjrtd/libpjrt_host_x86-64-{level}.so"
+            assert path in paths, f"{path} is not in the package"
     # Nothing of the build machine, no tests or benchmarks.
     assert not [p for p in paths if "test" in p.rsplit("/", 1)[-1]
                 or "bench" in p]
@@ -126,6 +142,23 @@ def test_the_unpacked_binaries_run(root, daemon):
     hlo = subprocess.run([str(root / "usr/bin/pjrt-hlo"), "--help"],
                          capture_output=True, text=True, timeout=30)
     assert hlo.returncode == 0
+
+
+def test_the_unpacked_daemon_loads_the_packaged_kernel_module(
+        root, daemon, daemon_dir):
+    """The portable pjrtd finds its CPU's kernel module in the package
+    (usr/lib/pjrtd beside usr/bin), not in the build tree."""
+    if native_build():
+        pytest.skip("a native build has no kernel modules")
+    log = (daemon_dir / "pjrtd.log").read_text()
+    line = next(x for x in log.splitlines() if "host kernels:" in x)
+    if "x86-64-v2 (built in)" in line:
+        return  # a CPU without AVX2 needs no module
+    module = re.search(r"\(module (\S+?)[;)]", line)
+    assert module, line
+    path = pathlib.Path(module.group(1)).resolve()
+    assert path.parent == (root / "usr/lib/pjrtd").resolve(), line
+    assert path.name.startswith("libpjrt_host_x86-64-v")
 
 
 def test_an_out_of_tree_cmake_project_finds_and_links_the_client(

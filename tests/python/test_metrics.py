@@ -224,7 +224,43 @@ def test_metrics_agree_with_the_work_done_and_with_stats(daemon, url):
                  client="metrics-work") > 0
     assert value(after, "pjrtd_cluster_tasks") == 1
     assert value(after, "pjrtd_build_info", platform="host", task="0",
+                 host_isa=expected_host_isa(),
                  version=c.info()["build_version"]) == 1
+
+
+def expected_host_isa() -> str:
+    """The level of host kernels the daemon should run: this CPU's
+    (from /proc/cpuinfo's flags), or a lower one PJRT_HOST_ISA asks for;
+    "native" in a PJRT_NATIVE_ARCH build, the built-in x86-64-v2 in a
+    sanitizer build (neither has modules)."""
+    cache = (pathlib.Path(os.environ["PJRT_BUILD_DIR"])
+             / "CMakeCache.txt").read_text()
+    if "PJRT_NATIVE_ARCH:BOOL=ON" in cache:
+        return "native"
+    if re.search(r"^PJRT_SANITIZER:STRING=\S", cache, re.MULTILINE):
+        return "x86-64-v2"
+    flags: set[str] = set()
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    level = 2
+    if {"avx2", "fma", "bmi1", "bmi2"} <= flags:
+        level = 3
+        if {"avx512f", "avx512bw", "avx512cd", "avx512dq",
+                "avx512vl"} <= flags:
+            level = 4
+    asked = os.environ.get("PJRT_HOST_ISA", "").removeprefix("x86-64-")
+    if asked in ("v2", "v3", "v4"):
+        level = min(level, int(asked[1]))
+    return f"x86-64-v{level}"
+
+
+def test_build_info_names_the_host_kernels_level(url):
+    samples = scrape(url)
+    levels = [dict(labels)["host_isa"] for (name, labels) in samples
+              if name == "pjrtd_build_info"]
+    assert levels == [expected_host_isa()]
 
 
 def test_shared_memory_transfers_are_counted_by_path(daemon, url):
