@@ -44,6 +44,11 @@ class Backend {
   // One line for `pjrtctl info`: the backend and its libraries.
   virtual std::string Describe() const = 0;
 
+  // The instruction set its programs run as: the host kernels' x86-64
+  // level ("x86-64-v4", compiler/host/host_kernels.h), the GPU's
+  // architecture ("sm_90").
+  virtual std::string target() const = 0;
+
   // REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are
   // flattened: the program takes one argument per array leaf. UNIMPLEMENTED
   // naming the op and its line for what the backend cannot compile yet.

@@ -26,7 +26,6 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "base/version.h"
-#include "compiler/host/host_kernels.h"
 #include "daemon/unix_listener.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -592,14 +591,8 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       first->compute_semaphore().capacity(),
       FormatByteSize(client_->devices()[0]->memory_bytes()),
       absl::StrJoin(addresses_, ", "));
-  // Chosen now rather than at the first run, so that the log says which.
-  bool fell_back = false;
-  const std::string kernels =
-      compiler::host::HostKernelsDescription(&fell_back);
-  if (fell_back) {
-    spdlog::warn("host kernels: {}", kernels);
-  } else {
-    spdlog::info("host kernels: {}", kernels);
+  if (auto backend = client_->backend(); backend.ok()) {
+    spdlog::info("backend: {}", (*backend)->Describe());
   }
   return absl::OkStatus();
 }
@@ -767,12 +760,16 @@ void Daemon::CollectMetrics(Exposition& out) {
   out.Gauge("pjrtd_cluster_peers_up",
             "Other tasks whose peer channel is connected.",
             cluster_->multi_task() ? cluster_->PeersConnected() : 0);
+  // The instruction set programs run as (the host kernels' level, the
+  // GPU's architecture).
+  auto backend = client_->backend();
+  const std::string target = backend.ok() ? (*backend)->target() : "none";
   out.Family("pjrtd_build_info", "gauge",
-             "The daemon's build and platform (always 1).");
+             "The daemon's build, platform and target (always 1).");
   out.Sample("pjrtd_build_info",
              {{"version", kBuildVersion},
               {"platform", std::string(client_->platform_name())},
-              {"host_isa", compiler::host::HostKernels().isa},
+              {"target", target},
               {"task", absl::StrCat(options_.task_id)}},
              1);
 }

@@ -721,6 +721,7 @@ class CudaBackend : public Backend {
         "cuda: NVRTC %s kernels for %s, cuBLASLt, NCCL; compile cache %s", NvrtcVersion(), arch_,
         cache_.enabled() ? cache_.dir() : "off");
   }
+  std::string target() const override { return arch_; }
   absl::StatusOr<std::unique_ptr<Program>> Compile(
       const hlo::Module& module, const BackendOptions& options) const override {
     PJRT_ASSIGN_OR_RETURN(CudaCompilation c, CompileForCuda(module, options, arch_, cache_));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "compiler/host/host_kernels.h"
 #include "compiler/host/lowering.h"
 #include "compiler/host/thread_pool.h"
 #include "compiler/host/types.h"
@@ -995,8 +996,12 @@ namespace {
 
 class HostBackend : public Backend {
  public:
+  // Chooses the host kernels now (HostKernels()), so that a module that
+  // does not load is reported when the platform starts, not at its first
+  // run.
   explicit HostBackend(const device::Platform& platform)
-      : kind_(platform.device_count() > 0 ? platform.Describe(0).kind : "cpu") {}
+      : kind_(platform.device_count() > 0 ? platform.Describe(0).kind : "cpu"),
+        kernels_(HostKernelsDescription()) {}
 
   const std::string& platform() const override { return platform_; }
   std::string fingerprint() const override {
@@ -1010,9 +1015,11 @@ class HostBackend : public Backend {
 #else
     constexpr const char* kDot = "Eigen dot";
 #endif
-    return absl::StrFormat("host: fused loops, %s and FFT, %d compute threads",
-                           kDot, ThreadPool::Get().num_threads());
+    return absl::StrFormat(
+        "host: fused loops, %s and FFT, %d compute threads; kernels %s", kDot,
+        ThreadPool::Get().num_threads(), kernels_);
   }
+  std::string target() const override { return HostKernels().isa; }
   absl::StatusOr<std::unique_ptr<Program>> Compile(
       const hlo::Module& module, const BackendOptions& options) const override {
     HostCompileOptions host_options;
@@ -1025,6 +1032,7 @@ class HostBackend : public Backend {
  private:
   const std::string platform_ = "host";
   const std::string kind_;
+  const std::string kernels_;  // HostKernelsDescription()
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "base/log.h"
 #include "compiler/host/expression.h"
 
 // The built-in level's products (expression.cc holds its element-wise
@@ -160,7 +161,11 @@ Selection Select() {
 }
 
 const Selection& Selected() {
-  static const Selection selection = Select();
+  static const Selection selection = [] {
+    Selection s = Select();
+    if (s.fell_back) spdlog::warn("host kernels: {}", s.description);
+    return s;
+  }();
   return selection;
 }
 
@@ -227,9 +232,6 @@ bool HostKernelModulesBuilt() { return PJRT_HOST_MODULES != 0; }
 
 const HostKernelTable& HostKernels() { return *Selected().table; }
 
-std::string HostKernelsDescription(bool* fell_back) {
-  if (fell_back != nullptr) *fell_back = Selected().fell_back;
-  return Selected().description;
-}
+std::string HostKernelsDescription() { return Selected().description; }
 
 }  // namespace pjrt::compiler::host

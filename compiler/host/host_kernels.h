@@ -85,11 +85,12 @@ HostIsa CpuHostIsa();
 // not beside the executable (../lib/pjrtd from its folder).
 const HostKernelTable& HostKernels();
 
-// What HostKernels() chose and why, for the daemon's log: "x86-64-v4
-// (module .../libpjrt_host_x86-64-v4.so)", with the reason a module was
-// passed over; *fell_back tells whether one was (the kernels run below the
-// level wanted).
-std::string HostKernelsDescription(bool* fell_back = nullptr);
+// What HostKernels() chose and why, for the host backend's description
+// (`pjrtctl info`, the daemon's log): "x86-64-v4 (module
+// .../libpjrt_host_x86-64-v4.so)", with the reason a module was passed
+// over. Choosing logs a warning when the kernels run below the level
+// wanted (a module is missing or does not load).
+std::string HostKernelsDescription();
 
 // The built-in kernels (x86-64-v2, or native).
 const HostKernelTable& BuiltinHostKernels();

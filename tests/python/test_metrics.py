@@ -224,7 +224,7 @@ def test_metrics_agree_with_the_work_done_and_with_stats(daemon, url):
                  client="metrics-work") > 0
     assert value(after, "pjrtd_cluster_tasks") == 1
     assert value(after, "pjrtd_build_info", platform="host", task="0",
-                 host_isa=expected_host_isa(),
+                 target=expected_host_isa(),
                  version=c.info()["build_version"]) == 1
 
 
@@ -256,11 +256,14 @@ def expected_host_isa() -> str:
     return f"x86-64-v{level}"
 
 
-def test_build_info_names_the_host_kernels_level(url):
+def test_build_info_names_the_host_kernels_level(daemon, url):
     samples = scrape(url)
-    levels = [dict(labels)["host_isa"] for (name, labels) in samples
+    levels = [dict(labels)["target"] for (name, labels) in samples
               if name == "pjrtd_build_info"]
     assert levels == [expected_host_isa()]
+    # pjrtctl info's backend line names it too.
+    with pjrt_client.connect(daemon.addresses[0]) as c:
+        assert f"; kernels {expected_host_isa()} (" in c.info()["backend"]
 
 
 def test_shared_memory_transfers_are_counted_by_path(daemon, url):
