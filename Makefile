@@ -3,9 +3,11 @@
 #   make demo    install what is missing, build, run the example end to end
 #   make test    install what is missing, build, run every test
 #
-# Other targets: deps, build, test-cpp, test-python, test-cuda-programs,
-# test-host-levels (the op suites at each lower x86-64 level), lint, package (the .deb), wheel (the pjrt_client wheel), test-package,
-# test-sanitize
+# Other targets: check (the fast inner loop: build, unit tests, the quick
+# Python suites, lint; a few minutes), deps, build, test-cpp, test-python,
+# test-cuda-programs, test-host-levels (the op suites at each lower x86-64
+# level), lint (flake8, clang-format, the layer table), package (the .deb),
+# wheel (the pjrt_client wheel), test-package, test-sanitize
 # (everything under ASan+UBSan and TSan; `make test` runs its short
 # profile), fuzz (FUZZ_SECONDS per target, default 60), stress (the long
 # load and fault tests), bench, bench-portable (the portable build against
@@ -20,6 +22,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps build demo bench-deps bench-gemm bench-portable test test-cpp test-python test-cuda-programs lint \
+	check \
 	test-host-levels \
 	package wheel test-package \
 	test-sanitize test-sanitize-short fuzz stress bench install format clean
@@ -86,8 +89,26 @@ test-host-levels:
 	    $(HOST_LEVEL_SUITES) || exit 1; \
 	done
 
+# C++ sources, formatted as `make format` leaves them.
+CXX_SOURCES = git ls-files '*.cc' '*.h' '*.inc'
+
 lint:
 	flake8 client/python tests/python tests/package examples bench
+	$(CXX_SOURCES) | xargs clang-format --dry-run -Werror
+	$(PYTHON) scripts/check-layering
+
+# The day-to-day loop: everything but the daemon-heavy suites, the other
+# x86-64 levels, the packages and the sanitizers (make test runs them all).
+CHECK_SUITES := tests/python/test_layering.py tests/python/test_docs.py \
+	tests/python/test_client.py tests/python/test_ops.py \
+	tests/python/test_executables.py tests/python/test_hostile_inputs.py \
+	tests/python/test_stablehlo.py
+
+check: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L 'unit|lint'
+	PJRT_BUILD_DIR=$(abspath $(BUILD_DIR)) PYTHONPATH=$(abspath $(BUILD_DIR))/python \
+	  $(PYTHON) -m pytest -q $(CHECK_SUITES)
+	$(MAKE) --no-print-directory lint
 
 # The Debian package and the wheel, in $(BUILD_DIR)/dist.
 package: build
@@ -140,7 +161,7 @@ install: build
 	cmake --install $(BUILD_DIR)
 
 format:
-	git ls-files '*.cc' '*.h' | xargs clang-format -i
+	$(CXX_SOURCES) | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-native build-asan build-tsan

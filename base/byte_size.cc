@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 
 namespace pjrt {
 
@@ -28,8 +28,8 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   if (digits == 0 || !absl::SimpleAtoi(s.substr(0, digits), &number)) {
     return error();
   }
-  std::string unit = absl::AsciiStrToLower(
-      absl::StripAsciiWhitespace(s.substr(digits)));
+  std::string unit =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(s.substr(digits)));
   uint64_t multiplier;
   if (unit.empty() || unit == "b") {
     multiplier = 1;

@@ -7,8 +7,9 @@
 // and std::condition_variable go through pthreads, which TSan understands.
 //
 // Await(cond) blocks until `cond()` holds. As with absl::Mutex, Unlock()
-// evaluates the conditions of the threads waiting and wakes them only when
-// one of them holds, so a thread that waits for work is not woken by every
+// (and an Await that blocks, which releases the mutex too) evaluates the
+// conditions of the threads waiting and wakes them only when one of them
+// holds, so a thread that waits for work is not woken by every
 // other user of the mutex; conditions must therefore depend only on state
 // guarded by this mutex (and be cheap and free of side effects).
 #ifndef PJRT_BASE_MUTEX_H_
@@ -17,10 +18,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "base/check.h"
 
 namespace pjrt {
 
@@ -30,19 +33,27 @@ class ABSL_LOCKABLE Mutex {
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_.lock();
+    if (PJRT_DCHECK_IS_ON) holder_ = std::this_thread::get_id();
+  }
   // Wakes the waiters, if a condition holds, before unlocking: a waiter
   // cannot return (and perhaps destroy this mutex with the object around
   // it) until it has the lock again, so the notification never touches a
   // destroyed condition variable.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    for (Waiter* w = waiters_; w != nullptr; w = w->next) {
-      if (w->holds(w->cond)) {
-        cv_.notify_all();
-        break;
-      }
-    }
+    AssertHeld();
+    if (PJRT_DCHECK_IS_ON) holder_ = std::thread::id();
+    WakeWaitersWhoseConditionHolds();
     mu_.unlock();
+  }
+
+  // In debug and sanitizer builds, aborts unless the calling thread holds
+  // the mutex (see base/check.h); tells the thread-safety analysis that it
+  // does.
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {
+    PJRT_DCHECK(holder_ == std::this_thread::get_id())
+        << "pjrt::Mutex not held by this thread";
   }
 
   // Blocks until `cond()` is true. REQUIRES: held; `cond` reads only state
@@ -53,10 +64,16 @@ class ABSL_LOCKABLE Mutex {
   }
 
   // As Await, giving up after `timeout`. Returns cond()'s final value.
+  // (The analysis is off inside: `cond` is evaluated with this mutex held,
+  // which the analysis cannot match with the capability its caller names.)
   template <typename Condition>
   bool AwaitWithTimeout(Condition cond, absl::Duration timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    AssertHeld();
     if (cond()) return true;
+    // Blocking releases the mutex as Unlock does: what this thread changed
+    // while holding it may be what another waiter waits for.
+    WakeWaitersWhoseConditionHolds();
     Waiter waiter{&Holds<Condition>, &cond, waiters_};
     waiters_ = &waiter;
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
@@ -71,6 +88,7 @@ class ABSL_LOCKABLE Mutex {
           cond);
     }
     lock.release();
+    if (PJRT_DCHECK_IS_ON) holder_ = std::this_thread::get_id();
     for (Waiter** w = &waiters_; *w != nullptr; w = &(*w)->next) {
       if (*w == &waiter) {
         *w = waiter.next;
@@ -88,14 +106,25 @@ class ABSL_LOCKABLE Mutex {
     Waiter* next;
   };
   template <typename Condition>
-  static bool Holds(void* cond) {
+  static bool Holds(void* cond) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return (*static_cast<Condition*>(cond))();
+  }
+  void WakeWaitersWhoseConditionHolds() {
+    for (Waiter* w = waiters_; w != nullptr; w = w->next) {
+      if (w->holds(w->cond)) {
+        cv_.notify_all();
+        return;
+      }
+    }
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
   // Guarded by mu_.
   Waiter* waiters_ = nullptr;
+  // The thread that holds mu_, kept only in debug and sanitizer builds.
+  // Guarded by mu_.
+  std::thread::id holder_;
 };
 
 class ABSL_SCOPED_LOCKABLE MutexLock {

@@ -30,7 +30,8 @@ double Time(int runs, const std::function<void()>& fn) {
   for (int i = 0; i < runs; ++i) {
     auto start = Clock::now();
     fn();
-    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double>(Clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -49,7 +50,8 @@ T Check(absl::StatusOr<T> v) {
 }
 
 // Runs `exe` on `args` and waits for the results.
-void RunOnce(pjrt::runtime::Executable& exe, std::vector<pjrt::runtime::Buffer*> args,
+void RunOnce(pjrt::runtime::Executable& exe,
+             std::vector<pjrt::runtime::Buffer*> args,
              pjrt::runtime::Device* device) {
   auto results = Check(exe.Execute(args, device));
   for (auto& r : results) Check(r->BlockHostUntilReady());
@@ -121,7 +123,8 @@ ENTRY e {
   {  // Eight element-wise ops over 64 MiB of f32.
     const int64_t n = int64_t{16} << 20;
     std::vector<float> x(n);
-    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 1000) - 500.0f;
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = static_cast<float>(i % 1000) - 500.0f;
     pjrt::hlo::Shape shape(pjrt::hlo::PrimitiveType::kF32, {n});
     auto bx = Check(client->BufferFromHostBuffer(x.data(), shape, device));
     auto exe = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
@@ -147,11 +150,12 @@ ENTRY e {
 })"));
     double ours = Time(9, [&] { RunOnce(*exe, {bx.get()}, device); });
     std::vector<float> dst(n);
-    double copy = Time(9, [&] { std::memcpy(dst.data(), x.data(), n * sizeof(float)); });
+    double copy =
+        Time(9, [&] { std::memcpy(dst.data(), x.data(), n * sizeof(float)); });
     double bytes = 2.0 * n * sizeof(float);  // read once, write once
     metrics.push_back(Metric("fused_elementwise_chain8_64MiB_GBps", "GB/s",
-                             bytes / ours / 1e9, "memcpy_64MiB", bytes / copy / 1e9,
-                             0.5));
+                             bytes / ours / 1e9, "memcpy_64MiB",
+                             bytes / copy / 1e9, 0.5));
   }
   {  // All-reduce (sum) of 32 MiB of f32 over four host devices.
     pjrt::runtime::ClientOptions four;
@@ -165,7 +169,8 @@ ENTRY e {
     std::vector<std::shared_ptr<pjrt::runtime::Buffer>> inputs;
     std::vector<std::vector<pjrt::runtime::Buffer*>> args;
     for (pjrt::runtime::Device* d : client4->devices()) {
-      inputs.push_back(Check(client4->BufferFromHostBuffer(x.data(), shape, d)));
+      inputs.push_back(
+          Check(client4->BufferFromHostBuffer(x.data(), shape, d)));
       args.push_back({inputs.back().get()});
     }
     auto exe = Check(pjrt::runtime::Executable::Compile(client4.get(), R"(
@@ -184,16 +189,17 @@ ENTRY e {
     // Baseline: memcpy of the same bytes, every device's input to an output
     // of its own (the least any all-reduce must move: read each input and
     // write each output once).
-    std::vector<std::vector<float>> sources(4, x), copies(4, std::vector<float>(n));
+    std::vector<std::vector<float>> sources(4, x),
+        copies(4, std::vector<float>(n));
     double copy = Time(9, [&] {
       for (int d = 0; d < 4; ++d) {
         std::memcpy(copies[d].data(), sources[d].data(), n * sizeof(float));
       }
     });
     double bytes = 4.0 * n * sizeof(float);
-    metrics.push_back(Metric("all_reduce_f32_4_host_devices_4x32MiB_GBps", "GB/s",
-                             bytes / ours / 1e9, "memcpy_4x32MiB", bytes / copy / 1e9,
-                             0.5));
+    metrics.push_back(Metric("all_reduce_f32_4_host_devices_4x32MiB_GBps",
+                             "GB/s", bytes / ours / 1e9, "memcpy_4x32MiB",
+                             bytes / copy / 1e9, 0.5));
   }
   {  // The StableHLO frontend: the transformer step read and verified from
      // StableHLO, against its HLO twin read and verified by the HLO parser.

@@ -67,7 +67,8 @@ void CheckCuda(cudaError_t e, const char* what) {
 }
 void CheckBlas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) {
-    std::cerr << "gpu_bench: " << what << ": " << cublasLtGetStatusString(s) << "\n";
+    std::cerr << "gpu_bench: " << what << ": " << cublasLtGetStatusString(s)
+              << "\n";
     std::exit(1);
   }
 }
@@ -91,7 +92,8 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-void RunOnce(pjrt::runtime::Executable& exe, const std::vector<pjrt::runtime::Buffer*>& args,
+void RunOnce(pjrt::runtime::Executable& exe,
+             const std::vector<pjrt::runtime::Buffer*>& args,
              pjrt::runtime::Device* device) {
   auto results = Check(exe.Execute(args, device));
   for (auto& r : results) Check(r->BlockHostUntilReady());
@@ -99,7 +101,8 @@ void RunOnce(pjrt::runtime::Executable& exe, const std::vector<pjrt::runtime::Bu
 
 // Random arguments for every parameter of `exe`.
 std::vector<std::shared_ptr<pjrt::runtime::Buffer>> RandomArguments(
-    pjrt::runtime::Client& client, pjrt::runtime::Executable& exe, pjrt::runtime::Device* device) {
+    pjrt::runtime::Client& client, pjrt::runtime::Executable& exe,
+    pjrt::runtime::Device* device) {
   std::vector<std::shared_ptr<pjrt::runtime::Buffer>> out;
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0, 0.1f);
@@ -113,7 +116,8 @@ std::vector<std::shared_ptr<pjrt::runtime::Buffer>> RandomArguments(
     } else {
       for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng() % 4);
     }
-    out.push_back(Check(client.BufferFromHostBuffer(bytes.data(), shape, device)));
+    out.push_back(
+        Check(client.BufferFromHostBuffer(bytes.data(), shape, device)));
   }
   return out;
 }
@@ -140,7 +144,8 @@ double DirectGemmSeconds(int n, bool bf16) {
   cudaMemset(a, 0, size_t(n) * n * width);
   cudaMemset(b, 0, size_t(n) * n * width);
   cublasLtMatmulDesc_t desc;
-  CheckBlas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+  CheckBlas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            "desc");
   cublasLtMatrixLayout_t la, lb, lc;
   CheckBlas(cublasLtMatrixLayoutCreate(&la, type, n, n, n), "layout");
   CheckBlas(cublasLtMatrixLayoutCreate(&lb, type, n, n, n), "layout");
@@ -148,18 +153,19 @@ double DirectGemmSeconds(int n, bool bf16) {
   cublasLtMatmulPreference_t pref;
   CheckBlas(cublasLtMatmulPreferenceCreate(&pref), "pref");
   const uint64_t ws = workspace_bytes;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
-  CheckBlas(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref, 1, &heuristic,
-                                           &found),
+  CheckBlas(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref,
+                                           1, &heuristic, &found),
             "heuristic");
   const float one = 1, zero = 0;
   const double seconds = Time(5, [&] {
-    CheckBlas(cublasLtMatmul(handle, desc, &one, a, la, b, lb, &zero, c, lc, c, lc,
-                             &heuristic.algo, workspace, workspace_bytes, nullptr),
-              "cublasLtMatmul");
+    CheckBlas(
+        cublasLtMatmul(handle, desc, &one, a, la, b, lb, &zero, c, lc, c, lc,
+                       &heuristic.algo, workspace, workspace_bytes, nullptr),
+        "cublasLtMatmul");
     CheckCuda(cudaDeviceSynchronize(), "sync");
   });
   cublasLtMatmulPreferenceDestroy(pref);
@@ -180,27 +186,34 @@ double DirectGemmSeconds(int n, bool bf16) {
 int main() {
   nlohmann::json metrics = nlohmann::json::array();
   nlohmann::json skipped = nlohmann::json::array();
-  const std::string mlp = ReadFile(absl::StrCat(PJRT_SOURCE_DIR, "/tests/data/mlp_train_step.hlo"));
+  const std::string mlp =
+      ReadFile(absl::StrCat(PJRT_SOURCE_DIR, "/tests/data/mlp_train_step.hlo"));
 
   {  // NVRTC compile time of the MLP step, cold and from the persistent cache.
     auto module = Check(pjrt::hlo::ParseHloModule(mlp));
     Check(pjrt::hlo::SimplifyModule(module.get()).status());
-    const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                         "/pjrt-gpu-bench-cache-", getpid());
+    const std::string dir =
+        absl::StrCat(std::filesystem::temp_directory_path().string(),
+                     "/pjrt-gpu-bench-cache-", getpid());
     std::filesystem::remove_all(dir);
     const pjrt::compiler::DiskCache cache(dir);
     double cold = 0, warm = 1e9;
     for (int i = 0; i < 3; ++i) {
       std::filesystem::remove_all(dir);
-      cold += Seconds([&] { Check(pjrt::compiler::cuda::CompileForCuda(*module, {}, "sm_90", cache)); }) / 3;
+      cold += Seconds([&] {
+                Check(pjrt::compiler::cuda::CompileForCuda(*module, {}, "sm_90",
+                                                           cache));
+              }) /
+              3;
       warm = std::min(warm, Seconds([&] {
-        auto c = Check(pjrt::compiler::cuda::CompileForCuda(*module, {}, "sm_90", cache));
-        if (!c.from_cache) std::exit(1);
-      }));
+                        auto c = Check(pjrt::compiler::cuda::CompileForCuda(
+                            *module, {}, "sm_90", cache));
+                        if (!c.from_cache) std::exit(1);
+                      }));
     }
     std::filesystem::remove_all(dir);
-    metrics.push_back(Metric("mlp_step_compile_cached_speedup", "x", cold / warm,
-                             "nvrtc_cold_compile", 1, 20));
+    metrics.push_back(Metric("mlp_step_compile_cached_speedup", "x",
+                             cold / warm, "nvrtc_cold_compile", 1, 20));
     metrics.back()["cold_seconds"] = cold;
     metrics.back()["cached_seconds"] = warm;
   }
@@ -212,9 +225,12 @@ int main() {
     for (const char* m : {"dot_f32_4096_tflops", "dot_bf16_4096_tflops",
                           "fused_chain8_1GiB_GBps", "region_upload_1GiB_GBps",
                           "mlp_step_cuda_vs_host"}) {
-      skipped.push_back({{"metric", m}, {"reason", std::string(cuda.status().message())}});
+      skipped.push_back(
+          {{"metric", m}, {"reason", std::string(cuda.status().message())}});
     }
-    std::cout << nlohmann::json{{"benchmarks", metrics}, {"skipped", skipped}}.dump(2) << "\n";
+    std::cout
+        << nlohmann::json{{"benchmarks", metrics}, {"skipped", skipped}}.dump(2)
+        << "\n";
     return 0;
   }
   pjrt::runtime::Client& client = **cuda;
@@ -224,16 +240,20 @@ int main() {
     const int n = 4096;
     const char* t = bf16 ? "bf16" : "f32";
     auto exe = Check(pjrt::runtime::Executable::Compile(
-        &client, absl::StrCat("HloModule dot\nENTRY e {\n  a = ", t, "[4096,4096] parameter(0)\n"
-                              "  b = ", t, "[4096,4096] parameter(1)\n  ROOT d = ", t,
-                              "[4096,4096] dot(a, b), lhs_contracting_dims={1}, "
-                              "rhs_contracting_dims={0}\n}\n")));
+        &client,
+        absl::StrCat("HloModule dot\nENTRY e {\n  a = ", t,
+                     "[4096,4096] parameter(0)\n"
+                     "  b = ",
+                     t, "[4096,4096] parameter(1)\n  ROOT d = ", t,
+                     "[4096,4096] dot(a, b), lhs_contracting_dims={1}, "
+                     "rhs_contracting_dims={0}\n}\n")));
     auto args = RandomArguments(client, *exe, device);
     const double ours = Time(5, [&] { RunOnce(*exe, Pointers(args), device); });
     const double direct = DirectGemmSeconds(n, bf16);
     const double flops = 2.0 * n * n * n;
     metrics.push_back(Metric(absl::StrCat("dot_", t, "_4096_tflops"), "TFLOP/s",
-                             flops / ours / 1e12, "cublaslt_direct", flops / direct / 1e12, 0.9));
+                             flops / ours / 1e12, "cublaslt_direct",
+                             flops / direct / 1e12, 0.9));
   }
 
   {  // Eight fused element-wise ops over 1 GiB against a device-to-device copy.
@@ -259,19 +279,22 @@ ENTRY e {
   g = f32[268435456] negate(c)
   ROOT h = f32[268435456] abs(g)
 })"));
-    auto x = Check(client.CreateUninitializedBuffer(Shape(PrimitiveType::kF32, {n}), device));
+    auto x = Check(client.CreateUninitializedBuffer(
+        Shape(PrimitiveType::kF32, {n}), device));
     const double ours = Time(5, [&] { RunOnce(*exe, {x.get()}, device); });
     void *src, *dst;
     CheckCuda(cudaMalloc(&src, n * 4), "cudaMalloc");
     CheckCuda(cudaMalloc(&dst, n * 4), "cudaMalloc");
     const double copy = Time(5, [&] {
-      CheckCuda(cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+      CheckCuda(cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToDevice),
+                "cudaMemcpy");
     });
     cudaFree(src);
     cudaFree(dst);
     const double bytes = 2.0 * n * 4;
-    metrics.push_back(Metric("fused_chain8_1GiB_GBps", "GB/s", bytes / ours / 1e9,
-                             "cudaMemcpy_device_to_device", bytes / copy / 1e9, 0.8));
+    metrics.push_back(Metric("fused_chain8_1GiB_GBps", "GB/s",
+                             bytes / ours / 1e9, "cudaMemcpy_device_to_device",
+                             bytes / copy / 1e9, 0.8));
   }
 
   {  // An upload from registered (shared-memory-like) pages against
@@ -283,22 +306,26 @@ ENTRY e {
     const Shape shape(PrimitiveType::kU8, {bytes});
     const double ours = Time(5, [&] {
       auto b = Check(client.BufferFromHostBuffer(
-          region, shape, pjrt::runtime::HostBufferSemantics::kImmutableUntilTransferCompletes,
+          region, shape,
+          pjrt::runtime::HostBufferSemantics::kImmutableUntilTransferCompletes,
           nullptr, device));
       Check(b->BlockHostUntilReady());
     });
     client.platform()->UnregisterHostMemory(region);
     std::free(region);
     void *pinned, *dst;
-    CheckCuda(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    CheckCuda(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault),
+              "cudaHostAlloc");
     CheckCuda(cudaMalloc(&dst, bytes), "cudaMalloc");
     const double direct = Time(5, [&] {
-      CheckCuda(cudaMemcpy(dst, pinned, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+      CheckCuda(cudaMemcpy(dst, pinned, bytes, cudaMemcpyHostToDevice),
+                "cudaMemcpy");
     });
     cudaFreeHost(pinned);
     cudaFree(dst);
-    metrics.push_back(Metric("region_upload_1GiB_GBps", "GB/s", bytes / ours / 1e9,
-                             "cudaMemcpy_from_pinned", bytes / direct / 1e9, 0.7));
+    metrics.push_back(Metric("region_upload_1GiB_GBps", "GB/s",
+                             bytes / ours / 1e9, "cudaMemcpy_from_pinned",
+                             bytes / direct / 1e9, 0.7));
   }
 
   {  // The MLP training step, on the GPU against the host platform.
@@ -311,9 +338,12 @@ ENTRY e {
       auto args = RandomArguments(c, *exe, d);
       return 1.0 / Time(20, [&] { RunOnce(*exe, Pointers(args), d); });
     };
-    metrics.push_back(Metric("mlp_step_per_second_cuda", "steps/s", steps_per_second(client),
-                             "host_platform", steps_per_second(*host), 0));
+    metrics.push_back(Metric("mlp_step_per_second_cuda", "steps/s",
+                             steps_per_second(client), "host_platform",
+                             steps_per_second(*host), 0));
   }
-  std::cout << nlohmann::json{{"benchmarks", metrics}, {"skipped", skipped}}.dump(2) << "\n";
+  std::cout
+      << nlohmann::json{{"benchmarks", metrics}, {"skipped", skipped}}.dump(2)
+      << "\n";
   return 0;
 }

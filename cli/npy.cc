@@ -32,10 +32,12 @@ struct TypeInfo {
 };
 
 constexpr TypeInfo kTypes[] = {
-    {v1::DTYPE_PRED, 'b', 1}, {v1::DTYPE_S8, 'i', 1},  {v1::DTYPE_S16, 'i', 2},
-    {v1::DTYPE_S32, 'i', 4},  {v1::DTYPE_S64, 'i', 8}, {v1::DTYPE_U8, 'u', 1},
-    {v1::DTYPE_U16, 'u', 2},  {v1::DTYPE_U32, 'u', 4}, {v1::DTYPE_U64, 'u', 8},
-    {v1::DTYPE_F16, 'f', 2},  {v1::DTYPE_F32, 'f', 4}, {v1::DTYPE_F64, 'f', 8},
+    {v1::DTYPE_PRED, 'b', 1}, {v1::DTYPE_S8, 'i', 1},
+    {v1::DTYPE_S16, 'i', 2},  {v1::DTYPE_S32, 'i', 4},
+    {v1::DTYPE_S64, 'i', 8},  {v1::DTYPE_U8, 'u', 1},
+    {v1::DTYPE_U16, 'u', 2},  {v1::DTYPE_U32, 'u', 4},
+    {v1::DTYPE_U64, 'u', 8},  {v1::DTYPE_F16, 'f', 2},
+    {v1::DTYPE_F32, 'f', 4},  {v1::DTYPE_F64, 'f', 8},
     {v1::DTYPE_C64, 'c', 8},  {v1::DTYPE_C128, 'c', 16},
 };
 
@@ -388,11 +390,12 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
       (want == v1::DTYPE_U4 && array.dtype == v1::DTYPE_U8)) {
     const bool is_signed = want == v1::DTYPE_S4;
     for (size_t i = 0; i < array.data.size(); ++i) {
-      const int v = is_signed ? static_cast<int8_t>(array.data[i]) : array.data[i];
+      const int v =
+          is_signed ? static_cast<int8_t>(array.data[i]) : array.data[i];
       if (v < (is_signed ? -8 : 0) || v > (is_signed ? 7 : 15)) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "element %d of the file is %d, outside the range of %s (%s)", i,
-            v, pjrt_client::DTypeName(want), is_signed ? "-8..7" : "0..15"));
+            "element %d of the file is %d, outside the range of %s (%s)", i, v,
+            pjrt_client::DTypeName(want), is_signed ? "-8..7" : "0..15"));
       }
     }
     array.dtype = want;
@@ -407,10 +410,9 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
   } else if (want == v1::DTYPE_S4 || want == v1::DTYPE_U4) {
     hint = "; give s4 values as int8 and u4 values as uint8";
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("the file holds %s, the parameter is %s%s",
-                      pjrt_client::DTypeName(array.dtype),
-                      pjrt_client::DTypeName(want), hint));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "the file holds %s, the parameter is %s%s",
+      pjrt_client::DTypeName(array.dtype), pjrt_client::DTypeName(want), hint));
 }
 
 }  // namespace pjrt::cli

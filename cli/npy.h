@@ -10,8 +10,9 @@
 // or float32 values ('<f4', rounded to nearest even), and bf16 results are
 // written as uint16 bit patterns ('<u2'). Likewise f8e4m3fn and f8e5m2 take
 // and give their uint8 codes ('|u1'), s4 int8 values ('|i1', -8..7) and u4
-// uint8 values ('|u1', 0..15); the wire packs s4 and u4 two per byte. Big-endian and Fortran-order files
-// are read too (converted to the wire's little-endian row-major layout).
+// uint8 values ('|u1', 0..15); the wire packs s4 and u4 two per byte.
+// Big-endian and Fortran-order files are read too (converted to the wire's
+// little-endian row-major layout).
 #ifndef PJRT_CLI_NPY_H_
 #define PJRT_CLI_NPY_H_
 

@@ -61,7 +61,8 @@ constexpr int kExitMismatch = 3;
 
 int Fail(const absl::Status& status) {
   std::cerr << "pjrt-hlo: " << status << "\n";
-  return status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+  return status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                             : kExitFailed;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -72,7 +73,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
-absl::StatusOr<std::unique_ptr<hlo::Module>> LoadModule(const std::string& path) {
+absl::StatusOr<std::unique_ptr<hlo::Module>> LoadModule(
+    const std::string& path) {
   PJRT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   absl::StatusOr<std::unique_ptr<hlo::Module>> module =
       hlo::ParseAndVerifyProgram(text, hlo::ProgramFormat::kAuto);
@@ -108,16 +110,16 @@ int Convert(const std::string& path) {
   return kExitOk;
 }
 
-int Compile(const std::string& path, const std::string& platform, const std::string& arch,
-            const std::string& dump) {
+int Compile(const std::string& path, const std::string& platform,
+            const std::string& arch, const std::string& dump) {
   auto module = LoadModule(path);
   if (!module.ok()) return Fail(module.status());
   if (!dump.empty()) {
     std::error_code error;
     std::filesystem::create_directories(dump, error);
     if (error) {
-      return Fail(absl::UnavailableError(
-          absl::StrFormat("cannot create --dump folder %s: %s", dump, error.message())));
+      return Fail(absl::UnavailableError(absl::StrFormat(
+          "cannot create --dump folder %s: %s", dump, error.message())));
     }
   }
   if (platform == "host") {
@@ -135,9 +137,10 @@ int Compile(const std::string& path, const std::string& platform, const std::str
   compiler::DiskCache no_cache("");
   auto c = compiler::cuda::CompileForCuda(**module, {}, arch, no_cache);
   if (!c.ok()) return Fail(c.status());
-  std::cout << absl::StrFormat("%s: %d launches for %s (NVRTC %s), cubin %d bytes\n",
-                               (*module)->name(), c->generated.launches.size(), arch,
-                               compiler::cuda::NvrtcVersion(), c->cubin.cubin.size());
+  std::cout << absl::StrFormat(
+      "%s: %d launches for %s (NVRTC %s), cubin %d bytes\n", (*module)->name(),
+      c->generated.launches.size(), arch, compiler::cuda::NvrtcVersion(),
+      c->cubin.cubin.size());
   using compiler::cuda::Launch;
   // Sub-programs of loops and conditionals indented under them.
   std::function<void(const std::vector<Launch>&, const std::string&)> list =
@@ -194,20 +197,23 @@ int Compile(const std::string& path, const std::string& platform, const std::str
   list(c->generated.launches, "  ");
   if (!dump.empty()) {
     absl::Status s = WriteFile(dump + "/kernels.cu", c->generated.source);
-    s.Update(WriteFile(absl::StrFormat("%s/kernels.%s.cubin", dump, arch), c->cubin.cubin));
+    s.Update(WriteFile(absl::StrFormat("%s/kernels.%s.cubin", dump, arch),
+                       c->cubin.cubin));
     if (!s.ok()) return Fail(s);
-    std::cout << "wrote " << dump << "/kernels.cu and kernels." << arch << ".cubin\n";
+    std::cout << "wrote " << dump << "/kernels.cu and kernels." << arch
+              << ".cubin\n";
   }
   return kExitOk;
 #else
   (void)arch;
-  return Fail(absl::UnimplementedError(
-      "this build has no CUDA backend (the CUDA Toolkit was not found at build time)"));
+  return Fail(
+      absl::UnimplementedError("this build has no CUDA backend (the CUDA "
+                               "Toolkit was not found at build time)"));
 #endif
 }
 
-
-// --- run ----------------------------------------------------------------------
+// --- run
+// ----------------------------------------------------------------------
 
 struct RunOptions {
   std::string file;
@@ -251,7 +257,9 @@ cli::HostArray RandomArray(const hlo::Shape& shape, std::mt19937_64& rng) {
         std::memcpy(at, &v, 2);
         break;
       }
-      case hlo::PrimitiveType::kPred: *at = rng() & 1; break;
+      case hlo::PrimitiveType::kPred:
+        *at = rng() & 1;
+        break;
       default: {
         const uint64_t v = rng() % 8;
         std::memcpy(at, &v, std::min(width, 8));
@@ -263,11 +271,28 @@ cli::HostArray RandomArray(const hlo::Shape& shape, std::mt19937_64& rng) {
 
 double ElementAsDouble(hlo::PrimitiveType t, const uint8_t* at) {
   switch (t) {
-    case hlo::PrimitiveType::kF32: { float v; std::memcpy(&v, at, 4); return v; }
-    case hlo::PrimitiveType::kF64: { double v; std::memcpy(&v, at, 8); return v; }
-    case hlo::PrimitiveType::kBf16: { uint16_t v; std::memcpy(&v, at, 2); return cli::Bfloat16ToFloat(v); }
-    case hlo::PrimitiveType::kF16: { uint16_t v; std::memcpy(&v, at, 2); return hlo::HalfToFloat(v); }
-    default: return 0;
+    case hlo::PrimitiveType::kF32: {
+      float v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case hlo::PrimitiveType::kF64: {
+      double v;
+      std::memcpy(&v, at, 8);
+      return v;
+    }
+    case hlo::PrimitiveType::kBf16: {
+      uint16_t v;
+      std::memcpy(&v, at, 2);
+      return cli::Bfloat16ToFloat(v);
+    }
+    case hlo::PrimitiveType::kF16: {
+      uint16_t v;
+      std::memcpy(&v, at, 2);
+      return hlo::HalfToFloat(v);
+    }
+    default:
+      return 0;
   }
 }
 
@@ -277,10 +302,14 @@ double ElementAsDouble(hlo::PrimitiveType t, const uint8_t* at) {
 double Tolerance(hlo::PrimitiveType t) {
   switch (t) {
     case hlo::PrimitiveType::kF16:
-    case hlo::PrimitiveType::kBf16: return 2e-2;
-    case hlo::PrimitiveType::kF32: return 1e-4;
-    case hlo::PrimitiveType::kF64: return 1e-10;
-    default: return 0;
+    case hlo::PrimitiveType::kBf16:
+      return 2e-2;
+    case hlo::PrimitiveType::kF32:
+      return 1e-4;
+    case hlo::PrimitiveType::kF64:
+      return 1e-10;
+    default:
+      return 0;
   }
 }
 
@@ -292,7 +321,8 @@ struct Outputs {
   std::vector<std::vector<uint8_t>> data;
 };
 
-absl::StatusOr<Outputs> RunOn(const std::string& platform, const std::string& text,
+absl::StatusOr<Outputs> RunOn(const std::string& platform,
+                              const std::string& text,
                               const std::vector<cli::HostArray>& inputs) {
   runtime::ClientOptions options;
   options.platform = platform;
@@ -308,8 +338,9 @@ absl::StatusOr<Outputs> RunOn(const std::string& platform, const std::string& te
   std::vector<runtime::Buffer*> pointers;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const hlo::Shape& shape = executable->parameter_shapes()[i];
-    PJRT_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Buffer> buffer,
-                          client->BufferFromHostBuffer(inputs[i].data.data(), shape, device));
+    PJRT_ASSIGN_OR_RETURN(
+        std::shared_ptr<runtime::Buffer> buffer,
+        client->BufferFromHostBuffer(inputs[i].data.data(), shape, device));
     pointers.push_back(buffer.get());
     arguments.push_back(std::move(buffer));
   }
@@ -319,8 +350,8 @@ absl::StatusOr<Outputs> RunOn(const std::string& platform, const std::string& te
   for (const auto& result : results) {
     out.shapes.push_back(result->shape());
     out.data.emplace_back(static_cast<size_t>(result->shape().ByteSize()));
-    PJRT_RETURN_IF_ERROR(
-        result->CopyRawToHost(out.data.back().data(), 0, result->shape().ByteSize()));
+    PJRT_RETURN_IF_ERROR(result->CopyRawToHost(out.data.back().data(), 0,
+                                               result->shape().ByteSize()));
   }
   return out;
 }
@@ -335,7 +366,8 @@ int Run(const RunOptions& o) {
   for (const hlo::Instruction* p : entry.parameters()) {
     if (!p->shape().IsArray()) {
       return Fail(absl::InvalidArgumentError(absl::StrFormat(
-          "parameter %d of %s is the tuple %s; pjrt-hlo run takes array parameters only",
+          "parameter %d of %s is the tuple %s; pjrt-hlo run takes array "
+          "parameters only",
           parameters.size(), (*module)->name(), p->shape().ToString())));
     }
     parameters.push_back(p->shape());
@@ -343,7 +375,8 @@ int Run(const RunOptions& o) {
   std::vector<cli::HostArray> inputs;
   if (!o.inputs.empty() && o.inputs.size() != parameters.size()) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "%s takes %d parameter(s); got %d --input file(s) (give one per parameter, or "
+        "%s takes %d parameter(s); got %d --input file(s) (give one per "
+        "parameter, or "
         "none for random inputs)",
         (*module)->name(), parameters.size(), o.inputs.size())));
   }
@@ -355,23 +388,26 @@ int Run(const RunOptions& o) {
     }
     auto array = cli::ReadNpy(o.inputs[i]);
     if (!array.ok()) return Fail(array.status());
-    auto converted = cli::ConvertToDType(*std::move(array),
-                                         static_cast<v1::DType>(parameters[i].element_type()));
+    auto converted = cli::ConvertToDType(
+        *std::move(array),
+        static_cast<v1::DType>(parameters[i].element_type()));
     if (!converted.ok() ||
         !std::equal(converted->dims.begin(), converted->dims.end(),
-                    parameters[i].dimensions().begin(), parameters[i].dimensions().end())) {
+                    parameters[i].dimensions().begin(),
+                    parameters[i].dimensions().end())) {
       return Fail(absl::InvalidArgumentError(absl::StrFormat(
           "input %d (%s) does not fit parameter %d, %s%s", i, o.inputs[i], i,
           parameters[i].ToString(),
-          converted.ok() ? "" : absl::StrCat(": ", converted.status().message()))));
+          converted.ok() ? ""
+                         : absl::StrCat(": ", converted.status().message()))));
     }
     inputs.push_back(*std::move(converted));
   }
   auto outputs = RunOn(o.platform, *text, inputs);
   if (!outputs.ok()) return Fail(outputs.status());
   for (size_t r = 0; r < outputs->shapes.size(); ++r) {
-    std::cout << absl::StrFormat("result %d: %s on %s\n", r, outputs->shapes[r].ToString(),
-                                 o.platform);
+    std::cout << absl::StrFormat("result %d: %s on %s\n", r,
+                                 outputs->shapes[r].ToString(), o.platform);
   }
   if (!o.output_dir.empty()) {
     std::error_code error;
@@ -382,7 +418,8 @@ int Run(const RunOptions& o) {
       array.dims.assign(outputs->shapes[r].dimensions().begin(),
                         outputs->shapes[r].dimensions().end());
       array.data = outputs->data[r];
-      const std::string path = absl::StrFormat("%s/result_%d.npy", o.output_dir, r);
+      const std::string path =
+          absl::StrFormat("%s/result_%d.npy", o.output_dir, r);
       if (absl::Status s = cli::WriteNpy(path, array); !s.ok()) return Fail(s);
       std::cout << "wrote " << path << "\n";
     }
@@ -414,12 +451,15 @@ int Run(const RunOptions& o) {
       }
       if (!same && bad++ == 0) first = i;
     }
-    if (hlo::IsComplex(t) || t == hlo::PrimitiveType::kS4 || t == hlo::PrimitiveType::kU4) {
-      bad = outputs->data[r] == reference->data[r] ? 0 : 1;  // compared as bytes
+    if (hlo::IsComplex(t) || t == hlo::PrimitiveType::kS4 ||
+        t == hlo::PrimitiveType::kU4) {
+      bad =
+          outputs->data[r] == reference->data[r] ? 0 : 1;  // compared as bytes
     }
     std::cout << absl::StrFormat(
-        "result %d: %s %s %s (%d of %d elements differ%s)\n", r, shape.ToString(),
-        bad == 0 ? "matches" : "DIFFERS from", o.compare_with, bad, n,
+        "result %d: %s %s %s (%d of %d elements differ%s)\n", r,
+        shape.ToString(), bad == 0 ? "matches" : "DIFFERS from", o.compare_with,
+        bad, n,
         floating ? absl::StrFormat(", largest difference %g", worst) : "");
     if (bad > 0) {
       ++mismatched;
@@ -436,27 +476,33 @@ int main(int argc, char** argv) {
   CLI::App app{"pjrt-hlo: compile and run HLO programs as pjrtd does, offline"};
   app.require_subcommand(1);
   std::string path, platform = "host", arch = "sm_90", dump;
-  CLI::App* compile = app.add_subcommand("compile", "Lower a program and show what it becomes");
+  CLI::App* compile =
+      app.add_subcommand("compile", "Lower a program and show what it becomes");
   compile->add_option("file", path, "HLO text or StableHLO file")->required();
   compile->add_option("--platform", platform, "host or cuda")
       ->check(CLI::IsMember({"host", "cuda"}));
-  compile->add_option("--cuda-arch", arch, "GPU architecture for cuda (default sm_90)");
-  compile->add_option("--dump", dump, "Write the generated source and binaries here");
+  compile->add_option("--cuda-arch", arch,
+                      "GPU architecture for cuda (default sm_90)");
+  compile->add_option("--dump", dump,
+                      "Write the generated source and binaries here");
   pjrt::RunOptions run_options;
   CLI::App* run = app.add_subcommand(
-      "run", "Run a program in this process, and compare it with another platform");
+      "run",
+      "Run a program in this process, and compare it with another platform");
   run->add_option("file", run_options.file, "HLO text or StableHLO file")
       ->required();
   run->add_option("--platform", run_options.platform, "host or cuda")
       ->check(CLI::IsMember({"host", "cuda"}));
-  run->add_option("--input", run_options.inputs,
-                  "One .npy file per parameter, in order (default: random inputs)");
+  run->add_option(
+      "--input", run_options.inputs,
+      "One .npy file per parameter, in order (default: random inputs)");
   run->add_option("--output-dir", run_options.output_dir,
                   "Write result_<i>.npy for every result here");
   run->add_option("--compare-with", run_options.compare_with,
                   "Run on this platform too and compare every output element")
       ->check(CLI::IsMember({"host", "cuda"}));
-  run->add_option("--seed", run_options.seed, "Seed of the random inputs (default 1)");
+  run->add_option("--seed", run_options.seed,
+                  "Seed of the random inputs (default 1)");
   std::string convert_path;
   CLI::App* convert = app.add_subcommand(
       "convert", "Print the HLO text a StableHLO program (.mlir) becomes");

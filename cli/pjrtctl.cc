@@ -167,14 +167,16 @@ int RunDevices(const GlobalOptions& g) {
     std::cout << json{{"devices", list}}.dump(2) << "\n";
     return kExitOk;
   }
-  Table table({"ID", "TASK", "LOCAL", "PLATFORM", "KIND", "MEMORY", "ADDRESSABLE", "HEALTH"});
+  Table table({"ID", "TASK", "LOCAL", "PLATFORM", "KIND", "MEMORY",
+               "ADDRESSABLE", "HEALTH"});
   for (const auto& d : *devices) {
     table.AddRow({absl::StrCat(d.id()), absl::StrCat(d.task_id()),
                   absl::StrCat(d.local_hardware_id()), d.platform(), d.kind(),
                   FormatByteSize(d.memory_bytes()), Yes(d.addressable()),
                   !d.addressable() ? "-"
-                  : d.unhealthy_reason().empty() ? "ok"
-                                                 : "UNHEALTHY: " + d.unhealthy_reason()});
+                  : d.unhealthy_reason().empty()
+                      ? "ok"
+                      : "UNHEALTHY: " + d.unhealthy_reason()});
   }
   table.Print(std::cout);
   return kExitOk;
@@ -186,8 +188,8 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto stub = grpc::health::v1::Health::NewStub(channel);
   const absl::Time deadline =
-      absl::Now() + absl::Seconds(wait_seconds > 0 ? wait_seconds
-                                                   : g.timeout_seconds);
+      absl::Now() +
+      absl::Seconds(wait_seconds > 0 ? wait_seconds : g.timeout_seconds);
   grpc::Status status;
   grpc::health::v1::HealthCheckResponse response;
   absl::Duration backoff = absl::Milliseconds(50);
@@ -199,19 +201,20 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
     response.Clear();
     status = stub->Check(&context, grpc::health::v1::HealthCheckRequest(),
                          &response);
-    bool serving = status.ok() && response.status() ==
-                                      grpc::health::v1::HealthCheckResponse::SERVING;
-    if (serving || wait_seconds <= 0 || absl::Now() + backoff >= deadline) break;
+    bool serving =
+        status.ok() &&
+        response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    if (serving || wait_seconds <= 0 || absl::Now() + backoff >= deadline)
+      break;
     // The daemon answered but is not serving (starting or draining), or the
     // socket is not there yet: ask again shortly.
     std::this_thread::sleep_for(absl::ToChronoNanoseconds(backoff));
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
   std::string state =
-      status.ok()
-          ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                response.status())
-          : "UNREACHABLE";
+      status.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                        response.status())
+                  : "UNREACHABLE";
   bool healthy = state == "SERVING";
   // A serving daemon also says which of its cluster's peers it reaches,
   // and whether each of its devices still works.
@@ -231,28 +234,33 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
     }
   }
   bool devices_ok = true;
-  for (const v1::Device& d : devices) devices_ok &= d.unhealthy_reason().empty();
+  for (const v1::Device& d : devices)
+    devices_ok &= d.unhealthy_reason().empty();
   bool peers_ok = true;
   if (cluster) {
     for (const auto& task : cluster->tasks()) peers_ok &= task.reachable();
   }
   if (g.json) {
-    json doc = {{"address", address}, {"status", state},
+    json doc = {{"address", address},
+                {"status", state},
                 {"healthy", healthy && devices_ok}};
     if (!status.ok()) doc["error"] = status.error_message();
     if (healthy) {
       json list = json::array();
       for (const v1::Device& d : devices) {
-        json entry = {{"id", d.id()}, {"kind", d.kind()},
+        json entry = {{"id", d.id()},
+                      {"kind", d.kind()},
                       {"healthy", d.unhealthy_reason().empty()}};
-        if (!d.unhealthy_reason().empty()) entry["reason"] = d.unhealthy_reason();
+        if (!d.unhealthy_reason().empty())
+          entry["reason"] = d.unhealthy_reason();
         list.push_back(entry);
       }
       doc["devices"] = list;
     }
     if (cluster) {
       json tasks = json::array();
-      for (const auto& task : cluster->tasks()) tasks.push_back(ProtoToJson(task));
+      for (const auto& task : cluster->tasks())
+        tasks.push_back(ProtoToJson(task));
       doc["task_id"] = cluster->task_id();
       doc["tasks"] = tasks;
       doc["peers_reachable"] = peers_ok;
@@ -268,18 +276,19 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
     if (cluster && cluster->tasks_size() > 1) {
       Table table({"TASK", "ADDRESS", "DEVICES", "REACHABLE", "RTT", "NOTE"});
       for (const auto& task : cluster->tasks()) {
-        table.AddRow({absl::StrCat(task.task_id(), task.self() ? " (self)" : ""),
-                      task.address(), absl::StrCat(task.device_count()),
-                      Yes(task.reachable()),
-                      task.self() ? "-"
-                                  : absl::StrFormat("%.2f ms", task.round_trip_ms()),
-                      task.error()});
+        table.AddRow(
+            {absl::StrCat(task.task_id(), task.self() ? " (self)" : ""),
+             task.address(), absl::StrCat(task.device_count()),
+             Yes(task.reachable()),
+             task.self() ? "-"
+                         : absl::StrFormat("%.2f ms", task.round_trip_ms()),
+             task.error()});
       }
       table.Print(std::cout);
     }
   } else {
-    std::cerr << "pjrtctl: " << address << " is not reachable: "
-              << status.error_message() << "\n";
+    std::cerr << "pjrtctl: " << address
+              << " is not reachable: " << status.error_message() << "\n";
   }
   // A daemon that cannot reach a peer of its cluster, or whose device has
   // failed, is not healthy either.
@@ -328,14 +337,15 @@ class ProgressBar {
   void Draw(int64_t done, absl::Time now) {
     constexpr int kWidth = 30;
     const double fraction =
-        total_ > 0 ? static_cast<double>(done) / static_cast<double>(total_) : 1;
+        total_ > 0 ? static_cast<double>(done) / static_cast<double>(total_)
+                   : 1;
     const int filled = static_cast<int>(fraction * kWidth);
     const double seconds = std::max(1e-6, absl::ToDoubleSeconds(now - start_));
     std::cout << absl::StrFormat(
                      "\r%s [%s%s] %3.0f%% %s / %s %s/s", label_,
-                     std::string(filled, '#'), std::string(kWidth - filled, '.'),
-                     100 * fraction, FormatByteSize(done),
-                     FormatByteSize(total_),
+                     std::string(filled, '#'),
+                     std::string(kWidth - filled, '.'), 100 * fraction,
+                     FormatByteSize(done), FormatByteSize(total_),
                      FormatByteSize(static_cast<int64_t>(done / seconds)))
               << std::flush;
   }
@@ -351,10 +361,10 @@ class ProgressBar {
 // --- put and get ------------------------------------------------------------
 
 struct PutGetOptions {
-  std::string file;          // put: the .npy to upload; get: where to write
-  std::string handle;        // get
-  std::string session;       // token of a kept session (hex)
-  bool keep = false;         // put: keep a new session and print its token
+  std::string file;     // put: the .npy to upload; get: where to write
+  std::string handle;   // get
+  std::string session;  // token of a kept session (hex)
+  bool keep = false;    // put: keep a new session and print its token
   double lease_seconds = 3600;
   int device = -1;
 };
@@ -367,10 +377,10 @@ absl::StatusOr<uint64_t> ParseHex(const std::string& text, const char* what) {
   uint64_t value = 0;
   bool ok = !digits.empty() && digits.size() <= 16;
   for (char c : digits) {
-    int d = std::isdigit(static_cast<unsigned char>(c))   ? c - '0'
-            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                     : -1;
+    int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+            : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                                                        : -1;
     if (d < 0) ok = false;
     value = value * 16 + (d < 0 ? 0 : d);
   }
@@ -449,9 +459,9 @@ int RunPut(const GlobalOptions& g, const PutGetOptions& o) {
     if (kept) doc["session"] = Hex((*session)->id());
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << absl::StrFormat("uploaded %s as %s on device %d: handle %s\n",
-                                 o.file, pjrt_client::ShapeToString(info.shape()),
-                                 device, Hex(handle));
+    std::cout << absl::StrFormat(
+        "uploaded %s as %s on device %d: handle %s\n", o.file,
+        pjrt_client::ShapeToString(info.shape()), device, Hex(handle));
     if (kept) {
       std::cout << "session " << Hex((*session)->id())
                 << " (reuse it with --session; it lives until its lease runs "
@@ -498,15 +508,16 @@ int RunGet(const GlobalOptions& g, const PutGetOptions& o) {
     doc.update(ShapeJson(info.shape()));
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << absl::StrFormat("wrote %s (%s, %s) from handle %s\n", o.file,
-                                 pjrt_client::ShapeToString(info.shape()),
-                                 FormatByteSize(static_cast<int64_t>(array.data.size())),
-                                 Hex(*handle));
+    std::cout << absl::StrFormat(
+        "wrote %s (%s, %s) from handle %s\n", o.file,
+        pjrt_client::ShapeToString(info.shape()),
+        FormatByteSize(static_cast<int64_t>(array.data.size())), Hex(*handle));
   }
   return kExitOk;
 }
 
-// --- bench ----------------------------------------------------------------------
+// --- bench
+// ----------------------------------------------------------------------
 
 struct BenchOptions {
   int64_t size_bytes = 64 << 20;
@@ -550,12 +561,14 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
 
   // Upload and download of the same array.
   std::vector<uint8_t> data(static_cast<size_t>(o.size_bytes));
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 131);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 131);
   std::vector<double> up, down;
   std::vector<uint8_t> back(data.size());
   for (int i = 0; i < o.transfers; ++i) {
     absl::Time start = absl::Now();
-    auto buffer = (*session)->Upload(v1::DTYPE_U8, {o.size_bytes}, data, device);
+    auto buffer =
+        (*session)->Upload(v1::DTYPE_U8, {o.size_bytes}, data, device);
     if (!buffer.ok()) return Fail(g, buffer.status());
     up.push_back(static_cast<double>(o.size_bytes) / elapsed(start));
     start = absl::Now();
@@ -592,15 +605,14 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
       std::memset(out, 0, data.size());
       for (int i = 0; i < o.transfers; ++i) {
         absl::Time start = absl::Now();
-        auto buffer = (*session)->UploadFromRegion(
-            *region, 0, v1::DTYPE_U8, {o.size_bytes}, device);
+        auto buffer = (*session)->UploadFromRegion(*region, 0, v1::DTYPE_U8,
+                                                   {o.size_bytes}, device);
         if (!buffer.ok()) return Fail(g, buffer.status());
         shm_up.push_back(static_cast<double>(o.size_bytes) / elapsed(start));
         start = absl::Now();
         absl::Status status = buffer->DownloadToRegion(*region, o.size_bytes);
         if (!status.ok()) return Fail(g, status);
-        shm_down.push_back(static_cast<double>(o.size_bytes) /
-                           elapsed(start));
+        shm_down.push_back(static_cast<double>(o.size_bytes) / elapsed(start));
         if (std::memcmp(out, data.data(), data.size()) != 0) {
           return Fail(g, absl::DataLossError(
                              "the bytes downloaded through shared memory "
@@ -674,10 +686,10 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
     double seconds = elapsed(start);
     for (int k = 0; k < 4; ++k) {
       if (last[k] != x[k] + static_cast<float>(o.steps)) {
-        return absl::InternalError(absl::StrFormat(
-            "after %d %s steps element %d is %g; expected %g", o.steps,
-            pipelined ? "pipelined" : "synchronous", k, last[k],
-            x[k] + static_cast<float>(o.steps)));
+        return absl::InternalError(
+            absl::StrFormat("after %d %s steps element %d is %g; expected %g",
+                            o.steps, pipelined ? "pipelined" : "synchronous", k,
+                            last[k], x[k] + static_cast<float>(o.steps)));
       }
     }
     return o.steps / seconds;
@@ -698,9 +710,9 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
       {"download", "bytes/s", SpreadOf(down)},
       {"execute_round_trip", "us", SpreadOf(execute)},
       {"read_16_bytes", "us", SpreadOf(read)},
-      {"loop_synchronous", "steps/s",
-       {*sync_rate, *sync_rate, *sync_rate}},
-      {"loop_pipelined", "steps/s",
+      {"loop_synchronous", "steps/s", {*sync_rate, *sync_rate, *sync_rate}},
+      {"loop_pipelined",
+       "steps/s",
        {*pipelined_rate, *pipelined_rate, *pipelined_rate}},
   };
   if (!shm_up.empty()) {
@@ -718,8 +730,8 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
         {"steps", o.steps},
         {"transfers_over",
          (*session)->uses_data_channels() ? "data channels" : "gRPC stream"},
-        {"executes_over", (*session)->uses_execute_lanes() ? "execute lanes"
-                                                           : "gRPC"}};
+        {"executes_over",
+         (*session)->uses_execute_lanes() ? "execute lanes" : "gRPC"}};
     if (!shm_skipped.empty()) doc["shared_memory_skipped"] = shm_skipped;
     for (const Row& row : rows) {
       doc[row.name] = {{"unit", row.unit},
@@ -796,15 +808,17 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   v1::ArrayShape shape;
   shape.set_dtype(array->dtype);
   for (int64_t d : array->dims) shape.add_dims(d);
-  auto receive = (*to_session)->MakeCrossHostReceiveBuffers(
-      {shape}, to_device, absl::Seconds(o.timeout_seconds));
+  auto receive = (*to_session)
+                     ->MakeCrossHostReceiveBuffers(
+                         {shape}, to_device, absl::Seconds(o.timeout_seconds));
   if (!receive.ok()) return Fail(g, receive.status());
   const int64_t total = static_cast<int64_t>(array->data.size());
   absl::StatusOr<pjrt_client::Buffer> source;
   {
     ProgressBar bar(g, "upload  ", total);
-    source = (*from_session)->Upload(array->dtype, array->dims, array->data,
-                                     from_device, bar.callback());
+    source = (*from_session)
+                 ->Upload(array->dtype, array->dims, array->data, from_device,
+                          bar.callback());
   }
   if (!source.ok()) return Fail(g, source.status());
   const absl::Time start = absl::Now();
@@ -839,18 +853,15 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   }
   if (!received.ok()) return Fail(g, received.status());
   const bool verified = *received == array->data;
-  const double rate = seconds > 0 ? static_cast<double>(array->data.size()) / seconds : 0;
+  const double rate =
+      seconds > 0 ? static_cast<double>(array->data.size()) / seconds : 0;
   const int from_task = (*from)->server_info().task_id();
   const int to_task = (*to)->server_info().task_id();
   if (g.json) {
-    std::cout << json{{"file", o.file},
-                      {"bytes", array->data.size()},
-                      {"from_task", from_task},
-                      {"from_device", from_device},
-                      {"to_task", to_task},
-                      {"to_device", to_device},
-                      {"seconds", seconds},
-                      {"bytes_per_second", rate},
+    std::cout << json{{"file", o.file},         {"bytes", array->data.size()},
+                      {"from_task", from_task}, {"from_device", from_device},
+                      {"to_task", to_task},     {"to_device", to_device},
+                      {"seconds", seconds},     {"bytes_per_second", rate},
                       {"verified", verified}}
                      .dump(2)
               << "\n";
@@ -928,10 +939,10 @@ int RunCloseSession(const GlobalOptions& g, int64_t public_id,
   request.set_admin_token(token);
   v1::CloseSessionResponse response;
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() +
-                                          absl::Seconds(g.timeout_seconds)));
-  grpc::Status status =
-      (*client)->sessions_stub().CloseSessionAsAdmin(&context, request, &response);
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(g.timeout_seconds)));
+  grpc::Status status = (*client)->sessions_stub().CloseSessionAsAdmin(
+      &context, request, &response);
   if (!status.ok()) return Fail(g, pjrt_client::ToAbslStatus(status));
   if (g.json) {
     json doc = ProtoToJson(response);
@@ -1320,11 +1331,10 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
       for (const auto& result : device_results) {
         absl::Status ready = result.BlockUntilReady();
         if (!ready.ok()) {
-          return Fail(g, absl::Status(
-                             ready.code(),
-                             absl::StrFormat("run %d of %s failed: %s", r,
-                                             executable.name(),
-                                             ready.message())));
+          return Fail(g, absl::Status(ready.code(),
+                                      absl::StrFormat("run %d of %s failed: %s",
+                                                      r, executable.name(),
+                                                      ready.message())));
         }
       }
     }
@@ -1357,9 +1367,9 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       if (ec) {
-        return FailUsage(g, absl::PermissionDeniedError(absl::StrFormat(
-                                "cannot create %s: %s", dir.string(),
-                                ec.message())));
+        return FailUsage(
+            g, absl::PermissionDeniedError(absl::StrFormat(
+                   "cannot create %s: %s", dir.string(), ec.message())));
       }
     }
     for (size_t i = 0; i < results[d].size(); ++i) {
@@ -1397,8 +1407,7 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
           file.empty() ? "-" : file + (bf16 ? " (bf16 bits as <u2)" : ""),
           Preview(array)};
       if (replicated) {
-        row.insert(row.begin(), {absl::StrCat(replica),
-                                 absl::StrCat(partition),
+        row.insert(row.begin(), {absl::StrCat(replica), absl::StrCat(partition),
                                  absl::StrCat(devices[d])});
       }
       table.AddRow(row);
@@ -1492,23 +1501,27 @@ int Main(int argc, char** argv) {
   token->require_subcommand(1);
 
   auto* info = app.add_subcommand(
-      "info", "Show the daemon's build, protocol, platform and capabilities.\n"
-              "Example: pjrtctl info");
+      "info",
+      "Show the daemon's build, protocol, platform and capabilities.\n"
+      "Example: pjrtctl info");
   auto* devices = app.add_subcommand(
-      "devices", "List the devices of the daemon (and of its cluster).\n"
-                 "Example: pjrtctl devices --json");
+      "devices",
+      "List the devices of the daemon (and of its cluster).\n"
+      "Example: pjrtctl devices --json");
   double wait_seconds = 0;
   auto* health = app.add_subcommand(
       "health",
       "Check that the daemon is serving and reaches every peer of its\n"
       "cluster (exit 0) or not (exit 1); lists the peers of a cluster.\n"
       "Example: pjrtctl health --wait 30");
-  health->add_option("--wait", wait_seconds,
-                     "Wait up to SECONDS for the daemon to come up")
+  health
+      ->add_option("--wait", wait_seconds,
+                   "Wait up to SECONDS for the daemon to come up")
       ->check(CLI::NonNegativeNumber);
-  auto* stats = app.add_subcommand(
-      "stats", "Show memory use per device, sessions and buffers.\n"
-               "Example: pjrtctl stats");
+  auto* stats =
+      app.add_subcommand("stats",
+                         "Show memory use per device, sessions and buffers.\n"
+                         "Example: pjrtctl stats");
   double top_interval = 1;
   int top_frames = 0;
   auto* top = app.add_subcommand(
@@ -1531,9 +1544,10 @@ int Main(int argc, char** argv) {
       "Example: sudo pjrtctl sessions --close 7");
   int64_t close_session = 0;
   std::string admin_token_file = kDefaultAdminTokenFile;
-  sessions->add_option("--close", close_session,
-                       "Close the session with this ID (as listed), freeing "
-                       "what it owns")
+  sessions
+      ->add_option("--close", close_session,
+                   "Close the session with this ID (as listed), freeing "
+                   "what it owns")
       ->check(CLI::PositiveNumber);
   sessions->add_option("--admin-token-file", admin_token_file,
                        absl::StrFormat("The daemon's admin token file "
@@ -1608,17 +1622,21 @@ int Main(int argc, char** argv) {
       "Example: pjrtctl bench --size 256MiB --json");
   bench->add_option("--size", bench_size,
                     "Bytes per upload and download, e.g. 64MiB (the default)");
-  bench->add_option("--calls", bench_options.calls,
-                    "Empty calls and executions to time (default 200)")
+  bench
+      ->add_option("--calls", bench_options.calls,
+                   "Empty calls and executions to time (default 200)")
       ->check(CLI::Range(1, 1000000));
-  bench->add_option("--transfers", bench_options.transfers,
-                    "Uploads and downloads to time (default 5)")
+  bench
+      ->add_option("--transfers", bench_options.transfers,
+                   "Uploads and downloads to time (default 5)")
       ->check(CLI::Range(1, 10000));
-  bench->add_option("--steps", bench_options.steps,
-                    "Steps of each dependent loop (default 10000)")
+  bench
+      ->add_option("--steps", bench_options.steps,
+                   "Steps of each dependent loop (default 10000)")
       ->check(CLI::Range(1, 10000000));
-  bench->add_option("--device", bench_options.device,
-                    "Global id of the device (default: the daemon's first)")
+  bench
+      ->add_option("--device", bench_options.device,
+                   "Global id of the device (default: the daemon's first)")
       ->check(CLI::NonNegativeNumber);
 
   PutGetOptions put_options, get_options;
@@ -1668,20 +1686,24 @@ int Main(int argc, char** argv) {
   transfer->add_option("--from", transfer_options.from,
                        "Address of the sending task's daemon (default: "
                        "--address)");
-  transfer->add_option("--to", transfer_options.to,
-                       "Address of the receiving task's daemon")
+  transfer
+      ->add_option("--to", transfer_options.to,
+                   "Address of the receiving task's daemon")
       ->required();
-  transfer->add_option("--from-device", transfer_options.from_device,
-                       "Global id of the sending device (default: the "
-                       "sender's first)")
+  transfer
+      ->add_option("--from-device", transfer_options.from_device,
+                   "Global id of the sending device (default: the "
+                   "sender's first)")
       ->check(CLI::NonNegativeNumber);
-  transfer->add_option("--to-device", transfer_options.to_device,
-                       "Global id of the receiving device (default: the "
-                       "receiver's first)")
+  transfer
+      ->add_option("--to-device", transfer_options.to_device,
+                   "Global id of the receiving device (default: the "
+                   "receiver's first)")
       ->check(CLI::NonNegativeNumber);
-  transfer->add_option("--receive-timeout", transfer_options.timeout_seconds,
-                       "Seconds the receive waits for the data (default: "
-                       "the receiver's --receive-timeout)")
+  transfer
+      ->add_option("--receive-timeout", transfer_options.timeout_seconds,
+                   "Seconds the receive waits for the data (default: "
+                   "the receiver's --receive-timeout)")
       ->check(CLI::NonNegativeNumber);
 
   try {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+
 namespace pjrt::cli {
 
 class Table {
@@ -15,6 +17,8 @@ class Table {
 
   // REQUIRES: as many cells as headers.
   void AddRow(std::vector<std::string> cells) {
+    PJRT_DCHECK(cells.size() == headers_.size())
+        << cells.size() << " cells for " << headers_.size() << " headers";
     rows_.push_back(std::move(cells));
   }
 
@@ -27,8 +31,9 @@ class Table {
 };
 
 // Key/value lines: "platform:   host".
-void PrintFields(std::ostream& out,
-                 const std::vector<std::pair<std::string, std::string>>& fields);
+void PrintFields(
+    std::ostream& out,
+    const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace pjrt::cli
 

@@ -8,15 +8,16 @@
 
 namespace pjrt::compiler {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(device::Platform* platform,
-                                                       const BackendConfig& config) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
+    device::Platform* platform, const BackendConfig& config) {
   if (platform->name() == "host") return host::CreateHostBackend(*platform);
 #ifdef PJRT_HAVE_CUDA
-  if (platform->name() == "cuda") return cuda::CreateCudaBackend(*platform, config.compile_cache_dir);
+  if (platform->name() == "cuda")
+    return cuda::CreateCudaBackend(*platform, config.compile_cache_dir);
 #endif
-  return absl::UnimplementedError(absl::StrFormat(
-      "this build of pjrtd has no compiler for the %s platform",
-      platform->name()));
+  return absl::UnimplementedError(
+      absl::StrFormat("this build of pjrtd has no compiler for the %s platform",
+                      platform->name()));
 }
 
 }  // namespace pjrt::compiler

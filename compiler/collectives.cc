@@ -158,9 +158,9 @@ absl::Status CollectiveHub::DepartWith(const std::string& key,
 void CollectiveHub::Fail(int64_t id, const absl::Status& status) {
   MutexLock lock(&mu_);
   if (!failure_.ok()) return;
-  failure_ = absl::AbortedError(absl::StrFormat(
-      "%s failed, so the collective cannot complete: %s", Name(id),
-      status.message()));
+  failure_ = absl::AbortedError(
+      absl::StrFormat("%s failed, so the collective cannot complete: %s",
+                      Name(id), status.message()));
 }
 
 // The flattened ids of the participants of `step` that include this run, in
@@ -171,7 +171,8 @@ absl::Status CollectiveGroup(const CollectiveOp& step, const RunContext& c,
   const int64_t r = c.replica_id, p = c.partition_id;
   const int64_t me = r * P + p;
   group->clear();
-  const auto find = [&](int64_t id, int64_t count) -> const std::vector<int64_t>* {
+  const auto find = [&](int64_t id,
+                        int64_t count) -> const std::vector<int64_t>* {
     if (step.replica_groups.empty()) return nullptr;
     for (const auto& g : step.replica_groups) {
       if (std::find(g.begin(), g.end(), id) != g.end()) return &g;
@@ -197,8 +198,8 @@ absl::Status CollectiveGroup(const CollectiveOp& step, const RunContext& c,
       for (int64_t x : replicas) {
         if (x < 0 || x >= R) {
           return absl::InvalidArgumentError(absl::StrFormat(
-              "%s: replica_groups names replica %d but the launch has %d", step.name,
-              x, R));
+              "%s: replica_groups names replica %d but the launch has %d",
+              step.name, x, R));
         }
       }
       if (step.mode == CollectiveOp::Mode::kCrossReplica) {

@@ -23,7 +23,8 @@ constexpr absl::string_view kMagic = "pjrtd compile cache 1\n";
 std::string Sha256(absl::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1) {
+  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(),
+                 nullptr) != 1) {
     return std::string();
   }
   return std::string(reinterpret_cast<const char*>(digest), size);
@@ -38,7 +39,8 @@ void AppendU64(std::string* out, uint64_t v) {
 bool ReadU64(absl::string_view* in, uint64_t* v) {
   if (in->size() < 8) return false;
   *v = 0;
-  for (int i = 0; i < 8; ++i) *v |= uint64_t{static_cast<unsigned char>((*in)[i])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    *v |= uint64_t{static_cast<unsigned char>((*in)[i])} << (8 * i);
   in->remove_prefix(8);
   return true;
 }
@@ -65,25 +67,28 @@ std::optional<std::string> DiskCache::Get(absl::string_view key) const {
   if (!absl::ConsumePrefix(&in, kMagic)) return std::nullopt;
   uint64_t key_size = 0, payload_size = 0;
   if (!ReadU64(&in, &key_size) || key_size > in.size()) return std::nullopt;
-  if (in.substr(0, key_size) != key) return std::nullopt;  // another key's entry
+  if (in.substr(0, key_size) != key)
+    return std::nullopt;  // another key's entry
   in.remove_prefix(key_size);
   if (!ReadU64(&in, &payload_size)) return std::nullopt;
   const std::string digest = Sha256("");
   if (in.size() < digest.size()) return std::nullopt;
   const absl::string_view stored_digest = in.substr(0, digest.size());
   in.remove_prefix(digest.size());
-  if (in.size() != payload_size) return std::nullopt;  // truncated or padded
+  if (in.size() != payload_size) return std::nullopt;    // truncated or padded
   if (Sha256(in) != stored_digest) return std::nullopt;  // corrupt
   return std::string(in);
 }
 
-absl::Status DiskCache::Put(absl::string_view key, absl::string_view payload) const {
+absl::Status DiskCache::Put(absl::string_view key,
+                            absl::string_view payload) const {
   if (!enabled()) return absl::OkStatus();
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error) {
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot create the compile cache folder %s: %s", dir_, error.message()));
+    return absl::UnavailableError(
+        absl::StrFormat("cannot create the compile cache folder %s: %s", dir_,
+                        error.message()));
   }
   std::string entry(kMagic);
   AppendU64(&entry, key.size());

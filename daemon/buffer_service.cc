@@ -188,9 +188,9 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
     absl::Status cancelled = CheckCancelled(session_cancellation);
     if (!cancelled.ok()) return cancelled;
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "buffer %s was not ready within %s", buffer.DebugString(),
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("buffer %s was not ready within %s",
+                          buffer.DebugString(), absl::FormatDuration(timeout)));
     }
   }
 }
@@ -288,7 +288,8 @@ grpc::Status BufferService::UploadImpl(
     if (!request.has_chunk() && request.has_header()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "an upload carries one header; got a second one "
-                          "after " + std::to_string(chunks) + " chunks");
+                          "after " +
+                              std::to_string(chunks) + " chunks");
     }
     const std::string& chunk = request.chunk();
     if (static_cast<int64_t>(chunk.size()) > kMaxChunkBytes) {
@@ -839,9 +840,9 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
   for (int i = 0; i < request->shapes_size(); ++i) {
     auto shape = ShapeFromProto(request->shapes(i));
     if (!shape.ok()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrFormat("shape %d: %s", i,
-                                          shape.status().message()));
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrFormat("shape %d: %s", i, shape.status().message()));
     }
     shapes.push_back(*std::move(shape));
   }
@@ -933,8 +934,8 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
         grpc::StatusCode::FAILED_PRECONDITION,
         absl::StrFormat("the descriptor expired %s ago; ask task %d for a new "
                         "receive",
-                        absl::FormatDuration(absl::Trunc(absl::Now() - expiry,
-                                                         absl::Milliseconds(1))),
+                        absl::FormatDuration(absl::Trunc(
+                            absl::Now() - expiry, absl::Milliseconds(1))),
                         task));
   }
   // The bytes must be defined before they can be sent.
@@ -949,7 +950,8 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
   v1::PushTransferResponse pushed;
   auto stream = cluster_->PeerStub(task)->PushTransfer(&peer, &pushed);
   v1::PushTransferRequest message;
-  message.mutable_header()->set_transfer_descriptor(request->transfer_descriptor());
+  message.mutable_header()->set_transfer_descriptor(
+      request->transfer_descriptor());
   message.mutable_header()->set_sender_task_id(cluster_->task_id());
   bool open = stream->Write(message);
   // Where the host can read device memory, chunks come straight from it,
@@ -1026,16 +1028,17 @@ grpc::Status BufferService::UploadFromRegionImpl(
   if (!device.ok()) return ToGrpcStatus(device.status());
   auto slice = (*region)->Slice(request->offset(), shape->ByteSize());
   if (!slice.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrFormat(
-        "upload of %s from region %#x: %s", shape->ToString(),
-        request->region_handle(), slice.status().message())));
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrFormat("upload of %s from region %#x: %s", shape->ToString(),
+                        request->region_handle(), slice.status().message())));
   }
   // Zero copy makes the slice the buffer's memory; it then stays in use
   // until the buffer lets go of it. Otherwise the slice is in use until the
   // copy is done, and the reply waits for that.
   const absl::Time start = absl::Now();
   const bool aliased =
-      request->zero_copy() && client_->platform()->host_can_access_device_memory() &&
+      request->zero_copy() &&
+      client_->platform()->host_can_access_device_memory() &&
       reinterpret_cast<uintptr_t>(*slice) % runtime::kZeroCopyAlignment == 0;
   auto copied = std::make_shared<absl::Notification>();
   auto buffer = client_->BufferFromHostBuffer(
@@ -1079,10 +1082,10 @@ grpc::Status BufferService::DownloadToRegionImpl(
   }
   auto slice = (*region)->Slice(request->offset(), buffer.size_bytes());
   if (!slice.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrFormat(
-        "download of buffer %#x (%s) into region %#x: %s", request->handle(),
-        buffer.shape().ToString(), request->region_handle(),
-        slice.status().message())));
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrFormat("download of buffer %#x (%s) into region %#x: %s",
+                        request->handle(), buffer.shape().ToString(),
+                        request->region_handle(), slice.status().message())));
   }
   Region::Use use = (*region)->Acquire();
   absl::Status ready =

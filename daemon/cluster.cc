@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "daemon/grpc_status.h"
@@ -128,8 +129,7 @@ absl::Status Cluster::CheckSecret(const grpc::ServerContext& context) const {
                     config_.secret.size()) == 0) {
     return absl::OkStatus();
   }
-  spdlog::warn("refused a peer call from {}: {} cluster secret",
-               context.peer(),
+  spdlog::warn("refused a peer call from {}: {} cluster secret", context.peer(),
                it == metadata.end() ? "no" : "a wrong");
   return absl::UnauthenticatedError(absl::StrFormat(
       "task %d refused the call: %s cluster secret (every task of a cluster "
@@ -137,14 +137,15 @@ absl::Status Cluster::CheckSecret(const grpc::ServerContext& context) const {
       config_.task_id, it == metadata.end() ? "no" : "wrong"));
 }
 
-absl::Status Cluster::CheckHandshake(const v1::HandshakeRequest& request) const {
+absl::Status Cluster::CheckHandshake(
+    const v1::HandshakeRequest& request) const {
   const v1::TaskTopology& caller = request.caller();
   if (request.expected_task_id() != config_.task_id) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "task %d expected task %d at %s, but this daemon is task %d: the "
         "tasks disagree on the --cluster order",
-        caller.task_id(), request.expected_task_id(),
-        address(config_.task_id), config_.task_id));
+        caller.task_id(), request.expected_task_id(), address(config_.task_id),
+        config_.task_id));
   }
   std::vector<std::string> theirs(caller.cluster().begin(),
                                   caller.cluster().end());
@@ -162,17 +163,15 @@ absl::Status Cluster::CheckHandshake(const v1::HandshakeRequest& request) const 
         "this daemon is task %d",
         caller.task_id(), task_count() - 1, config_.task_id));
   }
-  if (!ProtocolRangesOverlap(caller.protocol_version_min(),
-                             caller.protocol_version_max(),
-                             self_.protocol_version_min(),
-                             self_.protocol_version_max())) {
+  if (!ProtocolRangesOverlap(
+          caller.protocol_version_min(), caller.protocol_version_max(),
+          self_.protocol_version_min(), self_.protocol_version_max())) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "task %d (pjrtd %s) speaks protocol revisions %d to %d and task %d "
         "(pjrtd %s) speaks %d to %d; run compatible builds on every task",
-        caller.task_id(), caller.build_version(),
-        caller.protocol_version_min(), caller.protocol_version_max(),
-        config_.task_id, self_.build_version(), self_.protocol_version_min(),
-        self_.protocol_version_max()));
+        caller.task_id(), caller.build_version(), caller.protocol_version_min(),
+        caller.protocol_version_max(), config_.task_id, self_.build_version(),
+        self_.protocol_version_min(), self_.protocol_version_max()));
   }
   return absl::OkStatus();
 }
@@ -218,10 +217,9 @@ absl::Status Cluster::HandshakeWith(int task, absl::Duration timeout,
         "--cluster order",
         config_.addresses[task], them.task_id(), task));
   }
-  if (!ProtocolRangesOverlap(them.protocol_version_min(),
-                             them.protocol_version_max(),
-                             self_.protocol_version_min(),
-                             self_.protocol_version_max())) {
+  if (!ProtocolRangesOverlap(
+          them.protocol_version_min(), them.protocol_version_max(),
+          self_.protocol_version_min(), self_.protocol_version_max())) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "task %d (pjrtd %s) speaks protocol revisions %d to %d, this task "
         "%d to %d",
@@ -265,9 +263,9 @@ absl::Status Cluster::Form(const std::function<bool()>& stop) {
         continue;
       }
       if (IsRefusal(status)) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "task %d at %s refused this task: %s", task,
-            config_.addresses[task], status.message()));
+        return absl::FailedPreconditionError(
+            absl::StrFormat("task %d at %s refused this task: %s", task,
+                            config_.addresses[task], status.message()));
       }
       if (last_error[task] != status.message()) {
         spdlog::info("waiting for task {} at {}: {}", task,
@@ -277,7 +275,8 @@ absl::Status Cluster::Form(const std::function<bool()>& stop) {
       next_try[task] = absl::Now() + delay[task];
       delay[task] = std::min(delay[task] * 2, kMaxRetryDelay);
     }
-    if (stop()) return absl::CancelledError("stopped while forming the cluster");
+    if (stop())
+      return absl::CancelledError("stopped while forming the cluster");
     if (absl::Now() >= deadline) {
       std::vector<std::string> silent;
       {
@@ -310,11 +309,13 @@ absl::Status Cluster::Form(const std::function<bool()>& stop) {
 
 uint64_t Cluster::incarnation_of(int task) const {
   pjrt::MutexLock lock(&mu_);
+  PJRT_DCHECK(formed_);
   return tasks_[task].incarnation();
 }
 
 int Cluster::first_device_id(int task) const {
   pjrt::MutexLock lock(&mu_);
+  PJRT_DCHECK(formed_);
   int first = 0;
   for (int t = 0; t < task; ++t) first += tasks_[t].devices_size();
   return first;
@@ -322,6 +323,7 @@ int Cluster::first_device_id(int task) const {
 
 std::vector<v1::Device> Cluster::AllDevices() const {
   pjrt::MutexLock lock(&mu_);
+  PJRT_DCHECK(formed_);
   std::vector<v1::Device> devices;
   int id = 0;
   for (int task = 0; task < task_count(); ++task) {

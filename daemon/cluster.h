@@ -59,8 +59,9 @@ class Cluster {
 
   int task_id() const { return config_.task_id; }
   int task_count() const {
-    return config_.addresses.empty() ? 1
-                                     : static_cast<int>(config_.addresses.size());
+    return config_.addresses.empty()
+               ? 1
+               : static_cast<int>(config_.addresses.size());
   }
   bool multi_task() const { return task_count() > 1; }
   uint64_t incarnation() const { return self_.incarnation(); }

@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/check.h"
 #include "base/mutex.h"
 
 namespace pjrt::daemon {
@@ -88,7 +89,10 @@ class CompileCache {
                         std::function<int64_t(const Value&)> size_of = nullptr)
       : capacity_(capacity),
         capacity_bytes_(capacity_bytes),
-        size_of_(std::move(size_of)) {}
+        size_of_(std::move(size_of)) {
+    PJRT_DCHECK(capacity >= 0 && capacity_bytes >= 0)
+        << "capacity " << capacity << ", capacity_bytes " << capacity_bytes;
+  }
   CompileCache(const CompileCache&) = delete;
   CompileCache& operator=(const CompileCache&) = delete;
 

@@ -41,7 +41,8 @@ std::string SerializeDescriptor(const v1::CrossHostDescriptor& descriptor) {
   return bytes;
 }
 
-absl::StatusOr<v1::CrossHostDescriptor> ParseDescriptor(absl::string_view bytes) {
+absl::StatusOr<v1::CrossHostDescriptor> ParseDescriptor(
+    absl::string_view bytes) {
   if (!absl::StartsWith(bytes, kMagic)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "malformed descriptor: %d bytes that do not start with \"PJXD\"; pass "
@@ -50,7 +51,8 @@ absl::StatusOr<v1::CrossHostDescriptor> ParseDescriptor(absl::string_view bytes)
   }
   bytes.remove_prefix(kMagic.size());
   v1::CrossHostDescriptor descriptor;
-  if (!descriptor.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  if (!descriptor.ParseFromArray(bytes.data(),
+                                 static_cast<int>(bytes.size()))) {
     return absl::InvalidArgumentError(
         "malformed descriptor: its body does not parse (truncated or "
         "altered?)");
@@ -65,8 +67,9 @@ absl::StatusOr<v1::CrossHostDescriptor> ParseDescriptor(absl::string_view bytes)
         "%d); send it to a task of the same release",
         descriptor.version(), kDescriptorVersion));
   }
-  if (descriptor.token().size() != kTokenBytes || descriptor.receive_id() == 0 ||
-      !descriptor.has_shape() || descriptor.expires_unix_micros() <= 0) {
+  if (descriptor.token().size() != kTokenBytes ||
+      descriptor.receive_id() == 0 || !descriptor.has_shape() ||
+      descriptor.expires_unix_micros() <= 0) {
     return absl::InvalidArgumentError(
         "malformed descriptor: a token, receive id, shape or expiry is "
         "missing");
@@ -97,13 +100,13 @@ absl::StatusOr<CrossHostReceives::Made> CrossHostReceives::Make(
   std::vector<Pending> made;
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!shapes[i].IsArray()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "shape %d is %s; receive buffers are arrays", i,
-          shapes[i].ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("shape %d is %s; receive buffers are arrays", i,
+                          shapes[i].ToString()));
     }
     // Earlier transfers of `made` are aborted (memory returned) on error.
-    PJRT_ASSIGN_OR_RETURN(auto transfer,
-                          client_->CreateHostToDeviceTransfer(shapes[i], device));
+    PJRT_ASSIGN_OR_RETURN(
+        auto transfer, client_->CreateHostToDeviceTransfer(shapes[i], device));
     made.push_back(Pending{.transfer = std::move(transfer),
                            .token = RandomToken(),
                            .shape = shapes[i],
@@ -144,9 +147,9 @@ void CrossHostReceives::RememberEnded(uint64_t id, std::string reason) {
 absl::StatusOr<CrossHostReceives::Claimed> CrossHostReceives::Claim(
     const v1::CrossHostDescriptor& descriptor) {
   if (descriptor.task_id() != task_id_) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the descriptor names task %d, but this is task %d",
-        descriptor.task_id(), task_id_));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the descriptor names task %d, but this is task %d",
+                        descriptor.task_id(), task_id_));
   }
   if (descriptor.incarnation() != incarnation_) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -183,7 +186,8 @@ absl::StatusOr<CrossHostReceives::Claimed> CrossHostReceives::Claim(
         "receive %#x is for %s on device %d, but the descriptor says %s on "
         "device %d: the descriptor was altered",
         id, pending.shape.ToString(), pending.device_id,
-        shape.ok() ? shape->ToString() : "a bad shape", descriptor.device_id()));
+        shape.ok() ? shape->ToString() : "a bad shape",
+        descriptor.device_id()));
   }
   const absl::Time now = absl::Now();
   if (now >= pending.expiry) {

@@ -44,7 +44,8 @@ inline constexpr uint32_t kDescriptorVersion = 1;
 // "PJXD" + the message. INVALID_ARGUMENT saying what is wrong for bytes that
 // are not a descriptor of a version this build reads.
 std::string SerializeDescriptor(const v1::CrossHostDescriptor& descriptor);
-absl::StatusOr<v1::CrossHostDescriptor> ParseDescriptor(absl::string_view bytes);
+absl::StatusOr<v1::CrossHostDescriptor> ParseDescriptor(
+    absl::string_view bytes);
 
 class CrossHostReceives {
  public:

@@ -52,12 +52,14 @@ std::optional<std::string> UnixSocketPath(const std::string& address) {
 
 // Writes `token` to `path`, readable by the daemon's user only, replacing
 // what was there (a file left by an earlier run) in one step.
-absl::Status WriteAdminToken(const std::string& path, const std::string& token) {
+absl::Status WriteAdminToken(const std::string& path,
+                             const std::string& token) {
   const std::string tmp = path + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "cannot write the admin token file %s: %s", path, std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot write the admin token file %s: %s", path,
+                        std::strerror(errno)));
   }
   bool ok = fchmod(fd, 0600) == 0 &&
             write(fd, token.data(), token.size()) ==
@@ -66,8 +68,9 @@ absl::Status WriteAdminToken(const std::string& path, const std::string& token) 
   ok = close(fd) == 0 && ok;
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "cannot write the admin token file %s: %s", path, std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot write the admin token file %s: %s", path,
+                        std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -118,9 +121,9 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
   }
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unix socket path %s is %d bytes long; the limit is %d", path,
-        path.size(), sizeof(addr.sun_path) - 1));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unix socket path %s is %d bytes long; the limit is %d",
+                        path, path.size(), sizeof(addr.sun_path) - 1));
   }
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
@@ -244,13 +247,14 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   // over the wire (ExecuteStream), and at one in flight every step would
   // wait for the one before it to finish, so the daemon lets every model
   // queue ahead by default (the pacing is not needed for correctness).
-  client_options.queue_ahead = options_.queue_ahead > 0
-                                   ? options_.queue_ahead
-                                   : device::LocalDeviceState::kDefaultQueueAhead;
+  client_options.queue_ahead =
+      options_.queue_ahead > 0 ? options_.queue_ahead
+                               : device::LocalDeviceState::kDefaultQueueAhead;
   client_options.task_id = options_.task_id;
   if (!options_.allocation_model.empty()) {
-    PJRT_ASSIGN_OR_RETURN(client_options.allocation_model,
-                          device::ParseAllocationModel(options_.allocation_model));
+    PJRT_ASSIGN_OR_RETURN(
+        client_options.allocation_model,
+        device::ParseAllocationModel(options_.allocation_model));
   }
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Platform> platform,
                         runtime::CreatePlatform(client_options));
@@ -317,8 +321,8 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     client_options.task_transport = task_transport_.get();
   }
   client_options.first_device_id = cluster_->first_device_id(options_.task_id);
-  PJRT_ASSIGN_OR_RETURN(client_, runtime::Client::Create(client_options,
-                                                         std::move(platform)));
+  PJRT_ASSIGN_OR_RETURN(
+      client_, runtime::Client::Create(client_options, std::move(platform)));
   receives_ = std::make_unique<CrossHostReceives>(
       client_.get(), options_.task_id, cluster_->incarnation());
   if (peer_service_ != nullptr) peer_service_->SetReceives(receives_.get());
@@ -397,9 +401,10 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
       auth_.get(), compile_cache_.get(), region_socket);
   std::string admin_token;
   if (!options_.admin_token_file.empty()) {
-    admin_token = absl::StrFormat("%016x%016x", SecureRandomId(),
-                                  SecureRandomId());
-    PJRT_RETURN_IF_ERROR(WriteAdminToken(options_.admin_token_file, admin_token));
+    admin_token =
+        absl::StrFormat("%016x%016x", SecureRandomId(), SecureRandomId());
+    PJRT_RETURN_IF_ERROR(
+        WriteAdminToken(options_.admin_token_file, admin_token));
   }
   session_service_ = std::make_unique<SessionService>(
       sessions_.get(), auth_.get(), std::move(admin_token));
@@ -465,8 +470,8 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             5000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   std::shared_ptr<grpc::ServerCredentials> tls;
   if (!options_.tls_cert.empty()) {
     PJRT_ASSIGN_OR_RETURN(tls, MakeTlsServerCredentials(options_));

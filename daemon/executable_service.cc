@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <functional>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,7 +17,6 @@
 #include "daemon/grpc_status.h"
 #include "daemon/proto_convert.h"
 #include "daemon/services.h"
-#include "device/worker_thread.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "hlo/stablehlo.h"
@@ -319,8 +317,8 @@ absl::Status ExecutableService::ExecuteInSession(
   absl::Cleanup release = [&] {
     session->Release(request.release_buffers(), request.release_executables());
   };
-  PJRT_ASSIGN_OR_RETURN(
-      auto executable, session->LookupExecutable(request.executable_handle()));
+  PJRT_ASSIGN_OR_RETURN(auto executable,
+                        session->LookupExecutable(request.executable_handle()));
   if (session->whole_cluster() && cluster_->multi_task()) {
     auto task = cluster_->TaskOfDevice(request.device_id());
     if (task.ok() && *task != cluster_->task_id()) {
@@ -343,9 +341,9 @@ absl::Status ExecutableService::ExecuteInSession(
           "with keep_tuple_result");
     }
     if (result_handles.size() != static_cast<int>(e.result_shapes().size())) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s has %d results; got %d result_handles", e.name(),
-          e.result_shapes().size(), result_handles.size()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s has %d results; got %d result_handles", e.name(),
+                          e.result_shapes().size(), result_handles.size()));
     }
     PJRT_RETURN_IF_ERROR(session->CheckNewHandles(result_handles));
   }
@@ -354,8 +352,8 @@ absl::Status ExecutableService::ExecuteInSession(
   // holds protect them while the run is in flight.
   std::vector<std::shared_ptr<runtime::Buffer>> arguments;
   std::vector<runtime::Buffer*> raw_arguments;
-  PJRT_RETURN_IF_ERROR(LookupArguments(*session, request.argument_handles(),
-                                       "", &arguments, &raw_arguments));
+  PJRT_RETURN_IF_ERROR(LookupArguments(*session, request.argument_handles(), "",
+                                       &arguments, &raw_arguments));
 
   runtime::ExecuteRunOptions options =
       ExecuteOptionsFromProto(request.options());
@@ -410,11 +408,10 @@ absl::Status ExecutableService::ExecuteInSession(
   // been short lately, as XLA's CPU client runs cheap computations inline:
   // the reply then says the results are ready, and a read or a wait for
   // them costs no second round trip.
-  std::optional<device::WorkerThread::InlineScope> inline_scope;
   const bool wait =
       request.options().wait_until_ready() || request.options().fetch_results();
   const bool short_run = single_device && e.recent_run_time() < kInlineRunLimit;
-  if (inline_idle || wait || short_run) inline_scope.emplace();
+  options.run_inline_when_idle = inline_idle || wait || short_run;
   // The runtime's errors name the executable, the argument and what was
   // expected.
   absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results;
@@ -471,9 +468,8 @@ absl::Status ExecutableService::ExecuteInSession(
 grpc::Status ExecutableService::ExecuteImpl(grpc::ServerContext* context,
                                             const v1::ExecuteRequest* request,
                                             v1::ExecuteResponse* response) {
-  return ToGrpcStatus(
-      ExecuteOne(context, *request, /*inline_idle=*/false,
-                 response->mutable_results()));
+  return ToGrpcStatus(ExecuteOne(context, *request, /*inline_idle=*/false,
+                                 response->mutable_results()));
 }
 
 grpc::Status ExecutableService::ExecuteStreamImpl(
@@ -546,9 +542,9 @@ grpc::Status ExecutableService::ExecuteStreamImpl(
       status = ExecuteOne(context, request, /*inline_idle=*/true, &infos);
     }
     if (!status.ok()) {
-      failure = absl::Status(status.code(),
-                             absl::StrFormat("stream request %d: %s", sequence,
-                                             status.message()));
+      failure = absl::Status(
+          status.code(),
+          absl::StrFormat("stream request %d: %s", sequence, status.message()));
       break;
     }
     pjrt::MutexLock lock(&mu);

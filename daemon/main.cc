@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
   auto daemon = pjrt::daemon::Daemon::Start(options, stop_requested);
   if (!daemon.ok()) {
     spdlog::error("cannot start: {}", daemon.status().message());
-    sd_notifyf(0, "STATUS=failed: %s", std::string(daemon.status().message()).c_str());
+    sd_notifyf(0, "STATUS=failed: %s",
+               std::string(daemon.status().message()).c_str());
     return 1;
   }
   if (!options.address_file.empty() &&

@@ -47,8 +47,8 @@ constexpr const char* kLogLevels[] = {"trace", "debug",    "info", "warn",
 
 absl::Status KeyError(absl::string_view source, absl::string_view key,
                       absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: key '%s' must be %s", source, key, expected));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: key '%s' must be %s", source, key, expected));
 }
 
 absl::StatusOr<int64_t> ByteSizeValue(const toml::node& node,
@@ -176,17 +176,15 @@ absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
 }  // namespace
 
 absl::Status ApplyConfigText(absl::string_view toml_text,
-                             absl::string_view source,
-                             DaemonOptions* options) {
+                             absl::string_view source, DaemonOptions* options) {
   toml::table table;
   try {
     table = toml::parse(std::string_view(toml_text.data(), toml_text.size()),
                         std::string_view(source.data(), source.size()));
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s:%d:%d: %s", source, where.line, where.column,
-                        e.description()));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d:%d: %s", source, where.line, where.column, e.description()));
   }
   for (const auto& [raw_key, node] : table) {
     std::string key(raw_key.str());
@@ -226,7 +224,9 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
                             IntValue(node, source, key, 0, 100000));
     } else if (key == "compile_cache_dir") {
       auto v = node.value<std::string>();
-      if (!v) return KeyError(source, key, "a folder, or \"\" for no persistent cache");
+      if (!v)
+        return KeyError(source, key,
+                        "a folder, or \"\" for no persistent cache");
       options->compile_cache_dir = *v;
     } else if (key == "log_level") {
       auto v = node.value<std::string>();
@@ -236,7 +236,8 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
       PJRT_ASSIGN_OR_RETURN(options->default_lease,
                             SecondsValue(node, source, key));
     } else if (key == "max_lease_seconds") {
-      PJRT_ASSIGN_OR_RETURN(options->max_lease, SecondsValue(node, source, key));
+      PJRT_ASSIGN_OR_RETURN(options->max_lease,
+                            SecondsValue(node, source, key));
     } else if (key == "shutdown_timeout_seconds") {
       PJRT_ASSIGN_OR_RETURN(options->shutdown_timeout,
                             SecondsValue(node, source, key));
@@ -366,21 +367,22 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
   }
   if (options.platform != "host" && options.platform != "cuda" &&
       options.platform != "auto") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "platform '%s' is unknown; expected host, cuda or auto",
-        options.platform));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("platform '%s' is unknown; expected host, cuda or auto",
+                        options.platform));
   }
   if (!options.allocation_model.empty()) {
     auto model = device::ParseAllocationModel(options.allocation_model);
     if (!model.ok()) return model.status();
   }
   if (options.queue_ahead < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "queue-ahead %d is negative; use 0 for the default",
-        options.queue_ahead));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("queue-ahead %d is negative; use 0 for the default",
+                        options.queue_ahead));
   }
   bool known_level = false;
-  for (const char* level : kLogLevels) known_level |= options.log_level == level;
+  for (const char* level : kLogLevels)
+    known_level |= options.log_level == level;
   if (!known_level) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "log level '%s' is unknown; expected trace, debug, info, warn, error, "
@@ -544,7 +546,8 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   std::vector<std::string> listen;
   std::string platform, log_level, memory_limit, address_file;
   int host_devices = 0;
-  app.add_option("--config", config_path, "TOML config file (see deploy/pjrtd.toml)")
+  app.add_option("--config", config_path,
+                 "TOML config file (see deploy/pjrtd.toml)")
       ->check(CLI::ExistingFile);
   app.add_option("--listen", listen,
                  "Address to serve on, repeatable: unix:///path/to.sock or "
@@ -552,11 +555,13 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
                      std::string(kDefaultListenAddress));
   app.add_option("--platform", platform, "host, cuda or auto (default auto)")
       ->check(CLI::IsMember({"host", "cuda", "auto"}));
-  app.add_option("--host-devices", host_devices,
-                 "Number of virtual CPU devices of the host platform (default 1)")
+  app.add_option(
+         "--host-devices", host_devices,
+         "Number of virtual CPU devices of the host platform (default 1)")
       ->check(CLI::Range(1, 256));
-  app.add_option("--memory-limit", memory_limit,
-                 "Memory limit per device, e.g. 8GiB (default: the device's memory)");
+  app.add_option(
+      "--memory-limit", memory_limit,
+      "Memory limit per device, e.g. 8GiB (default: the device's memory)");
   std::string allocation_model;
   int queue_ahead = -1;
   app.add_option("--allocation-model", allocation_model,
@@ -569,14 +574,16 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
                  "Executions the host may enqueue ahead of each device "
                  "(default 32)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--log-level", log_level,
-                 "trace, debug, info, warn, error, critical or off (default info)");
+  app.add_option(
+      "--log-level", log_level,
+      "trace, debug, info, warn, error, critical or off (default info)");
   std::optional<std::string> compile_cache_dir;
   app.add_option("--compile-cache-dir", compile_cache_dir,
                  "Keep compiled GPU kernels here across restarts (default "
                  "/var/cache/pjrtd; \"\" for none)");
-  app.add_option("--address-file", address_file,
-                 "Write the resolved listen addresses to this file once serving");
+  app.add_option(
+      "--address-file", address_file,
+      "Write the resolved listen addresses to this file once serving");
   std::string admin_token_file;
   app.add_option("--admin-token-file", admin_token_file,
                  "Write an admin token here (mode 600) that lets whoever can "
@@ -676,7 +683,8 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!allocation_model.empty()) options.allocation_model = allocation_model;
   if (queue_ahead > 0) options.queue_ahead = queue_ahead;
   if (!address_file.empty()) options.address_file = address_file;
-  if (compile_cache_dir.has_value()) options.compile_cache_dir = *compile_cache_dir;
+  if (compile_cache_dir.has_value())
+    options.compile_cache_dir = *compile_cache_dir;
   if (!admin_token_file.empty()) options.admin_token_file = admin_token_file;
   if (!tenants_file.empty()) options.tenants_file = tenants_file;
   if (!tls_cert.empty()) options.tls_cert = tls_cert;
@@ -713,13 +721,15 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   if (!cluster_secret_file.empty()) {
     options.cluster_secret_file = cluster_secret_file;
   }
-  if (cluster_timeout > 0) options.cluster_timeout = absl::Seconds(cluster_timeout);
-  if (receive_timeout > 0) options.receive_timeout = absl::Seconds(receive_timeout);
+  if (cluster_timeout > 0)
+    options.cluster_timeout = absl::Seconds(cluster_timeout);
+  if (receive_timeout > 0)
+    options.receive_timeout = absl::Seconds(receive_timeout);
   if (!memory_limit.empty()) {
     auto bytes = ParseByteSize(memory_limit);
     if (!bytes.ok()) {
-      return fail(absl::InvalidArgumentError(absl::StrFormat(
-          "--memory-limit: %s", bytes.status().message())));
+      return fail(absl::InvalidArgumentError(
+          absl::StrFormat("--memory-limit: %s", bytes.status().message())));
     }
     options.memory_limit_bytes = *bytes;
   }

@@ -6,11 +6,11 @@
 
 #include <cstdint>
 #include <optional>
-#include "absl/strings/string_view.h"
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace pjrt::daemon {

@@ -32,9 +32,9 @@ grpc::Status PeerService::PushTransferImpl(
   if (!secret.ok()) return ToGrpcStatus(secret);
   CrossHostReceives* receives = receives_.load();
   if (receives == nullptr) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrFormat("task %d is still starting",
-                                        cluster_->task_id()));
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrFormat("task %d is still starting", cluster_->task_id()));
   }
   v1::PushTransferRequest request;
   if (!reader->Read(&request) || !request.has_header()) {

@@ -30,9 +30,10 @@ void DeviceToProto(const runtime::Device& device, v1::Device* proto) {
   proto->set_addressable(true);
 }
 
-void DeviceHealthToProto(device::Platform& platform, const runtime::Device& device,
-                         v1::Device* proto) {
-  absl::Status health = platform.DeviceHealth(device.local_hardware_id(), /*probe=*/true);
+void DeviceHealthToProto(device::Platform& platform,
+                         const runtime::Device& device, v1::Device* proto) {
+  absl::Status health =
+      platform.DeviceHealth(device.local_hardware_id(), /*probe=*/true);
   if (!health.ok()) proto->set_unhealthy_reason(std::string(health.message()));
 }
 

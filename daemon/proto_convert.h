@@ -25,8 +25,8 @@ void DeviceToProto(const runtime::Device& device, v1::Device* proto);
 
 // Sets proto->unhealthy_reason when `device` has failed for good (asks the
 // device: a driver call on CUDA).
-void DeviceHealthToProto(device::Platform& platform, const runtime::Device& device,
-                         v1::Device* proto);
+void DeviceHealthToProto(device::Platform& platform,
+                         const runtime::Device& device, v1::Device* proto);
 
 // Longest error message a BufferInfo carries (the whole message comes with
 // BlockUntilReady or Download); a tuple's description repeats it per element.

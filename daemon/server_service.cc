@@ -65,7 +65,8 @@ grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext* context,
     if (!proto->addressable()) continue;
     // This daemon's own devices: how they are now.
     for (const runtime::Device* mine : client_->devices()) {
-      if (mine->id() == proto->id()) DeviceHealthToProto(*client_->platform(), *mine, proto);
+      if (mine->id() == proto->id())
+        DeviceHealthToProto(*client_->platform(), *mine, proto);
     }
   }
   return grpc::Status::OK;

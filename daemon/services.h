@@ -879,7 +879,7 @@ class ExecutableService final : public v1::Executables::Service {
 
   // Execute's work: runs `request` and describes its results in `infos`.
   // `inline_idle`: run the work on this thread when the device is idle
-  // (see device::WorkerThread::InlineScope).
+  // (see runtime::ExecuteRunOptions::run_inline_when_idle).
   absl::Status ExecuteOne(
       grpc::ServerContext* context, const v1::ExecuteRequest& request,
       bool inline_idle,

@@ -88,9 +88,8 @@ absl::StatusOr<uint64_t> Session::AddBuffer(
     std::shared_ptr<runtime::Buffer> buffer) {
   pjrt::MutexLock lock(&mu_);
   if (closed_) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s was closed while the buffer was being created",
-                        DebugString()));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s was closed while the buffer was being created", DebugString()));
   }
   PJRT_RETURN_IF_ERROR(CheckRoomLocked(NewHandlesFor(*buffer)));
   std::vector<const runtime::Buffer*> added;
@@ -211,9 +210,9 @@ absl::Status Session::AddBuffersWithHandles(
         "%s was closed while the results were being created", DebugString()));
   }
   if (handles.size() != buffers.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d result handles given for %d results", handles.size(),
-        buffers.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d result handles given for %d results",
+                        handles.size(), buffers.size()));
   }
   for (const auto& buffer : buffers) {
     if (buffer->is_tuple()) {
@@ -635,9 +634,9 @@ SessionSummary Session::Summarize(absl::Time now) const {
   summary.usage = usage_;
   summary.age = now - created_;
   summary.lease_remaining =
-      summary.attached ? absl::ZeroDuration()
-                       : std::max(absl::ZeroDuration(),
-                                  last_renewal_ + lease_ - now);
+      summary.attached
+          ? absl::ZeroDuration()
+          : std::max(absl::ZeroDuration(), last_renewal_ + lease_ - now);
   return summary;
 }
 

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/cancellation.h"
+#include "base/check.h"
 #include "base/mutex.h"
 #include "daemon/data_channel.h"
 #include "daemon/shared_memory.h"
@@ -110,6 +111,7 @@ class Session {
   const std::shared_ptr<SessionUsage>& usage() const { return usage_; }
   // REQUIRES: before the session is shared (SessionTable::Open sets it).
   void SetUsage(std::shared_ptr<SessionUsage> usage) {
+    PJRT_DCHECK(usage_ == nullptr) << "usage set twice";
     usage_ = std::move(usage);
   }
 

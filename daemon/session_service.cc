@@ -56,9 +56,8 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
   void Detach(const absl::Status& why) override {
     // A session closed on purpose ends the stream with OK; a daemon shutting
     // down says so.
-    FinishOnce(why.code() == absl::StatusCode::kUnavailable
-                   ? ToGrpcStatus(why)
-                   : grpc::Status::OK);
+    FinishOnce(why.code() == absl::StatusCode::kUnavailable ? ToGrpcStatus(why)
+                                                            : grpc::Status::OK);
   }
 
   void OnWriteDone(bool ok) override {
@@ -75,8 +74,8 @@ class AttachReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
     // The client went away (closed the stream, died, or lost its
     // connection). If the session still counted on this stream, end it.
     if (session_->ForgetAttachment(this)) {
-      sessions_->Close(session_->id(),
-                       absl::CancelledError("client disconnected"))
+      sessions_
+          ->Close(session_->id(), absl::CancelledError("client disconnected"))
           .IgnoreError();
     }
     FinishOnce(grpc::Status::CANCELLED);
@@ -127,13 +126,13 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
   unsigned version = request->protocol_version();
   if (version != 0 &&
       (version < kProtocolVersionMin || version > kProtocolVersionMax)) {
-    return Reply(context,
-                 absl::FailedPreconditionError(absl::StrFormat(
-                     "the client speaks pjrt.v1 protocol revision %d, but this "
-                     "daemon (%s) speaks revisions %d to %d; use a client and "
-                     "daemon of matching releases",
-                     version, kBuildVersion, kProtocolVersionMin,
-                     kProtocolVersionMax)));
+    return Reply(
+        context,
+        absl::FailedPreconditionError(absl::StrFormat(
+            "the client speaks pjrt.v1 protocol revision %d, but this "
+            "daemon (%s) speaks revisions %d to %d; use a client and "
+            "daemon of matching releases",
+            version, kBuildVersion, kProtocolVersionMin, kProtocolVersionMax)));
   }
   auto caller = auth_->Authenticate(*context);
   if (!caller.ok()) return Reply(context, caller.status());
@@ -148,8 +147,8 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
                            {"client", request->client_name()}});
   response->set_session_id((*session)->id());
   response->set_public_id((*session)->public_id());
-  response->set_lease_seconds(static_cast<uint32_t>(
-      absl::ToInt64Seconds((*session)->lease())));
+  response->set_lease_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds((*session)->lease())));
   spdlog::info("{} opened from {}", (*session)->DebugString(),
                EscapeForLog(context->peer()));
   return Reply(context, absl::OkStatus());
@@ -225,8 +224,8 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
   }
   auto stats = sessions_->CloseByPublicId(
       request->public_id(),
-      absl::CancelledError(
-          absl::StrFormat("closed by an administrator from %s", context->peer())));
+      absl::CancelledError(absl::StrFormat("closed by an administrator from %s",
+                                           context->peer())));
   if (!stats.ok()) return Reply(context, stats.status());
   Audit("admin_close",
         {{"admin", admin_tenant ? caller->name() : std::string("admin token")},

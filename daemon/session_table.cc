@@ -87,8 +87,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Lookup(
   return session;
 }
 
-absl::StatusOr<SessionCloseStats> SessionTable::Close(
-    uint64_t id, const absl::Status& why) {
+absl::StatusOr<SessionCloseStats> SessionTable::Close(uint64_t id,
+                                                      const absl::Status& why) {
   std::shared_ptr<Session> session;
   {
     pjrt::MutexLock lock(&mu_);

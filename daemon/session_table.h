@@ -74,8 +74,7 @@ class SessionTable {
   // there is none.
   absl::StatusOr<SessionCloseStats> CloseByPublicId(uint64_t public_id,
                                                     const absl::Status& why);
-  absl::StatusOr<SessionCloseStats> Close(uint64_t id,
-                                          const absl::Status& why);
+  absl::StatusOr<SessionCloseStats> Close(uint64_t id, const absl::Status& why);
 
   // Closes every session whose lease has run out. Returns how many.
   int ReapExpired();

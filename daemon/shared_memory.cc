@@ -77,8 +77,8 @@ absl::StatusOr<std::shared_ptr<Region>> Region::Map(
     int fd, int64_t size, std::string name,
     std::shared_ptr<RegionBudget> budget, device::Platform* platform) {
   if (size <= 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region size_bytes is %d; it must be positive", size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("region size_bytes is %d; it must be positive", size));
   }
   if (name.size() > kMaxRegionNameBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -142,7 +142,8 @@ absl::StatusOr<std::shared_ptr<Region>> Region::Map(
 }
 
 Region::~Region() {
-  if (registered_with_ != nullptr) registered_with_->UnregisterHostMemory(data_);
+  if (registered_with_ != nullptr)
+    registered_with_->UnregisterHostMemory(data_);
   munmap(data_, static_cast<size_t>(size_));
   if (budget_ != nullptr) budget_->Release(size_);
 }
@@ -462,10 +463,10 @@ std::string RegionServer::Answer(const char* payload, ssize_t received,
       // The session's own limits are checked before anything is mapped,
       // and again, atomically, when the region is added.
       absl::Status room = (*session)->CheckRoom(1);
-      auto region = room.ok() ? Region::Map(fds[0], request.size_bytes(),
-                                            request.name(), budget_,
-                                            options_.platform)
-                              : absl::StatusOr<std::shared_ptr<Region>>(room);
+      auto region =
+          room.ok() ? Region::Map(fds[0], request.size_bytes(), request.name(),
+                                  budget_, options_.platform)
+                    : absl::StatusOr<std::shared_ptr<Region>>(room);
       if (!region.ok()) {
         refuse(region.status());
       } else {

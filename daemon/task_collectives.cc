@@ -567,8 +567,9 @@ absl::Status GlooTransport::AllToAll(const Exchange& exchange, const void* send,
     // Gloo wants a buffer even for no bytes.
     char none = 0;
     options.setInput<uint8_t>(
-        const_cast<uint8_t*>(send != nullptr ? static_cast<const uint8_t*>(send)
-                                             : reinterpret_cast<uint8_t*>(&none)),
+        const_cast<uint8_t*>(send != nullptr
+                                 ? static_cast<const uint8_t*>(send)
+                                 : reinterpret_cast<uint8_t*>(&none)),
         std::vector<int64_t>(send_bytes.begin(), send_bytes.end()));
     options.setOutput<uint8_t>(
         receive != nullptr ? static_cast<uint8_t*>(receive)

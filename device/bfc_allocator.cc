@@ -42,8 +42,8 @@ BfcAllocator::~BfcAllocator() {
 }
 
 int BfcAllocator::BinFor(int64_t size) {
-  uint64_t units = static_cast<uint64_t>(std::max<int64_t>(size, kMinChunkBytes) /
-                                         kMinChunkBytes);
+  uint64_t units = static_cast<uint64_t>(
+      std::max<int64_t>(size, kMinChunkBytes) / kMinChunkBytes);
   int bin = std::bit_width(units) - 1;
   return std::min(bin, kNumBins - 1);
 }

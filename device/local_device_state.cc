@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<LocalDeviceState>> LocalDeviceState::Create(
   }
   int queue_ahead = options.queue_ahead;
   if (queue_ahead == 0) {
-    queue_ahead = model == AllocationModel::kSynchronous ? 1 : kDefaultQueueAhead;
+    queue_ahead =
+        model == AllocationModel::kSynchronous ? 1 : kDefaultQueueAhead;
   }
   if (options.memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -64,15 +65,15 @@ absl::StatusOr<std::unique_ptr<LocalDeviceState>> LocalDeviceState::Create(
   PJRT_ASSIGN_OR_RETURN(state->host_to_device_stream_,
                         platform->CreateStream(ordinal, prefix + "-h2d"));
   for (int i = 0; i < std::max(1, options.device_to_host_streams); ++i) {
-    PJRT_ASSIGN_OR_RETURN(
-        auto stream,
-        platform->CreateStream(ordinal, absl::StrFormat("%s-d2h%d", prefix, i)));
+    PJRT_ASSIGN_OR_RETURN(auto stream,
+                          platform->CreateStream(
+                              ordinal, absl::StrFormat("%s-d2h%d", prefix, i)));
     state->device_to_host_streams_.push_back(std::move(stream));
   }
   for (int i = 0; i < std::max(1, options.device_to_device_streams); ++i) {
-    PJRT_ASSIGN_OR_RETURN(
-        auto stream,
-        platform->CreateStream(ordinal, absl::StrFormat("%s-d2d%d", prefix, i)));
+    PJRT_ASSIGN_OR_RETURN(auto stream,
+                          platform->CreateStream(
+                              ordinal, absl::StrFormat("%s-d2d%d", prefix, i)));
     state->device_to_device_streams_.push_back(std::move(stream));
   }
   return state;
@@ -111,7 +112,8 @@ Stream* LocalDeviceState::GetDeviceToDeviceStream() {
   return device_to_device_streams_[i % device_to_device_streams_.size()].get();
 }
 
-absl::StatusOr<std::unique_ptr<Stream>> LocalDeviceState::BorrowStreamFromPool() {
+absl::StatusOr<std::unique_ptr<Stream>>
+LocalDeviceState::BorrowStreamFromPool() {
   int index;
   {
     MutexLock lock(&pool_mu_);

@@ -2,7 +2,8 @@
 // streams, callback thread, event pool, allocators, allocation model, compute
 // semaphore and PRNG seeds.
 //
-// Implementation notes (the design forces, as in the PJRT seed):
+// Implementation notes (the design forces, as in XLA's PJRT stream-executor
+// client, the runtime pjrtd re-implements: "the seed" in docs/architecture.md):
 //
 // Streams. Work is split over several streams so that transfers overlap with
 // computation: one compute stream, one host-to-device stream, a few
@@ -129,10 +130,10 @@ class LocalDeviceState {
   // Keeps `object` alive until `stream` has finished the work enqueued so far.
   template <typename T>
   absl::Status ThenRelease(Stream* stream, T object) {
-    return ThenExecuteOnCallbackThread(
-        stream, [object = std::move(object)]() mutable {
-          T released = std::move(object);
-        });
+    return ThenExecuteOnCallbackThread(stream,
+                                       [object = std::move(object)]() mutable {
+                                         T released = std::move(object);
+                                       });
   }
 
   // Makes `waiter` wait for the work enqueued so far on `waitee`.

@@ -22,10 +22,10 @@ absl::StatusOr<AllocationModel> ParseAllocationModel(const std::string& name) {
         AllocationModel::kAsynchronous}) {
     if (name == AllocationModelName(model)) return model;
   }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "allocation model '%s' is unknown; expected synchronous, "
-      "compute-synchronized or asynchronous",
-      name));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("allocation model '%s' is unknown; expected synchronous, "
+                      "compute-synchronized or asynchronous",
+                      name));
 }
 
 }  // namespace pjrt::device

@@ -79,7 +79,9 @@ class Platform {
   // error, for every call after. `probe` asks the device itself (a driver
   // call) instead of only reporting what was seen; the runtime probes
   // after a failed execution and refuses new work on an unhealthy device.
-  virtual absl::Status DeviceHealth(int ordinal, bool probe) { return absl::OkStatus(); }
+  virtual absl::Status DeviceHealth(int ordinal, bool probe) {
+    return absl::OkStatus();
+  }
 };
 
 // The host platform with `device_count` virtual devices.

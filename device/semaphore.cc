@@ -4,13 +4,16 @@
 #include <cstdlib>
 #include <utility>
 
+#include "base/check.h"
+
 namespace pjrt::device {
 
 Semaphore::Semaphore(int64_t capacity) : capacity_(capacity) {
-  if (capacity < 1) std::abort();
+  PJRT_DCHECK(capacity >= 1) << "capacity " << capacity;
 }
 
 void Semaphore::Acquire(int64_t amount) {
+  PJRT_DCHECK(amount >= 1 && amount <= capacity_) << "amount " << amount;
   MutexLock lock(&mu_);
   mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return in_use_ + amount <= capacity_;
@@ -20,6 +23,7 @@ void Semaphore::Acquire(int64_t amount) {
 }
 
 bool Semaphore::AcquireFor(int64_t amount, absl::Duration timeout) {
+  PJRT_DCHECK(amount >= 1 && amount <= capacity_) << "amount " << amount;
   MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(
           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {

@@ -39,6 +39,7 @@ class Semaphore {
   // REQUIRES: 1 <= amount <= capacity().
   void Acquire(int64_t amount);
   // As Acquire, giving up after `timeout`; returns whether it took them.
+  // REQUIRES: 1 <= amount <= capacity().
   bool AcquireFor(int64_t amount, absl::Duration timeout);
   ScopedReservation ScopedAcquire(int64_t amount);
   void Release(int64_t amount);

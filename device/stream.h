@@ -37,7 +37,8 @@ class Stream {
   // platform `fn` runs on the stream's own thread and is itself stream work
   // (host kernels are such functions): later work waits for it. On CUDA it
   // runs on the device's callback thread and later GPU work does not wait.
-  virtual absl::Status EnqueueHostFunction(absl::AnyInvocable<void() &&> fn) = 0;
+  virtual absl::Status EnqueueHostFunction(
+      absl::AnyInvocable<void() &&> fn) = 0;
 
   // Completes `event` when the stream reaches this point. The stream keeps
   // the event alive until then.
@@ -58,6 +59,20 @@ class Stream {
   // Work enqueued and not yet finished, when the platform can tell; -1
   // otherwise.
   virtual int64_t pending() const { return -1; }
+
+  // While the returned object lives, work that the calling thread enqueues
+  // on this stream runs on the calling thread itself, at once, whenever the
+  // stream is idle (nothing queued, nothing running): in order with all
+  // other work, minus the two thread switches of handing it to the stream's
+  // thread. For a caller that would wait for the work anyway (a call that
+  // replies once its results are ready). One caller at a time; null where
+  // that cannot be (the stream is not a host thread, or another caller has
+  // it).
+  class CallerRuns {
+   public:
+    virtual ~CallerRuns() = default;
+  };
+  virtual std::unique_ptr<CallerRuns> LetCallerRunWhenIdle() { return nullptr; }
 };
 
 }  // namespace pjrt::device

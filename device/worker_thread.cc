@@ -5,20 +5,22 @@
 #include <utility>
 
 namespace pjrt::device {
-namespace {
 
-// InlineScopes alive on this thread.
-thread_local int inline_depth = 0;
-
-}  // namespace
-
-WorkerThread::InlineScope::InlineScope() { ++inline_depth; }
-WorkerThread::InlineScope::~InlineScope() { --inline_depth; }
-
-WorkerThread::NoInlineScope::NoInlineScope() : saved_(inline_depth) {
-  inline_depth = 0;
+WorkerThread::InlineCaller WorkerThread::LetCallerRunWhenIdle() {
+  MutexLock lock(&mu_);
+  if (inline_caller_ != std::thread::id() ||
+      std::this_thread::get_id() == thread_.get_id()) {
+    return InlineCaller(nullptr);
+  }
+  inline_caller_ = std::this_thread::get_id();
+  return InlineCaller(this);
 }
-WorkerThread::NoInlineScope::~NoInlineScope() { inline_depth = saved_; }
+
+WorkerThread::InlineCaller::~InlineCaller() {
+  if (worker_ == nullptr) return;
+  MutexLock lock(&worker_->mu_);
+  worker_->inline_caller_ = std::thread::id();
+}
 
 WorkerThread::WorkerThread(std::string name) : name_(std::move(name)) {
   thread_ = std::thread([this] { Run(); });
@@ -37,8 +39,8 @@ WorkerThread::~WorkerThread() {
 void WorkerThread::Schedule(absl::AnyInvocable<void() &&> fn) {
   {
     MutexLock lock(&mu_);
-    if (inline_depth == 0 || !queue_.empty() || running_ > 0 || stopping_ ||
-        std::this_thread::get_id() == thread_.get_id()) {
+    if (inline_caller_ != std::this_thread::get_id() || !queue_.empty() ||
+        running_ > 0 || stopping_) {
       queue_.push_back(std::move(fn));
       return;
     }

@@ -9,6 +9,7 @@
 #include <deque>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -26,31 +27,29 @@ class WorkerThread {
 
   void Schedule(absl::AnyInvocable<void() &&> fn);
 
-  // While one lives, closures that its thread schedules on an idle
-  // WorkerThread (nothing queued, nothing running) run at once on the
-  // scheduling thread instead of waking the worker: in order with every
-  // other closure, minus two thread switches. For callers that would wait
-  // for the work anyway (a call that replies once its results are ready).
-  class InlineScope {
+  // Makes the calling thread this worker's inline caller while the
+  // returned object lives: closures it schedules while the worker is idle
+  // (nothing queued, nothing running) run at once on the calling thread
+  // instead of waking the worker, in order with every other closure, minus
+  // two thread switches. Closures of other threads queue as usual, and so
+  // do the caller's own while the worker is busy. For callers that would
+  // wait for the work anyway. One inline caller at a time: while another
+  // thread is one, the object returned is inactive and changes nothing.
+  class InlineCaller {
    public:
-    InlineScope();
-    ~InlineScope();
-    InlineScope(const InlineScope&) = delete;
-    InlineScope& operator=(const InlineScope&) = delete;
-  };
-
-  // Turns inline running off on this thread while it lives (for work that
-  // may wait for other threads' calls, such as a collective's peers).
-  class NoInlineScope {
-   public:
-    NoInlineScope();
-    ~NoInlineScope();
-    NoInlineScope(const NoInlineScope&) = delete;
-    NoInlineScope& operator=(const NoInlineScope&) = delete;
+    InlineCaller(InlineCaller&& other) noexcept
+        : worker_(std::exchange(other.worker_, nullptr)) {}
+    InlineCaller& operator=(InlineCaller&&) = delete;
+    InlineCaller(const InlineCaller&) = delete;
+    ~InlineCaller();
+    bool active() const { return worker_ != nullptr; }
 
    private:
-    int saved_;
+    friend class WorkerThread;
+    explicit InlineCaller(WorkerThread* worker) : worker_(worker) {}
+    WorkerThread* worker_;
   };
+  InlineCaller LetCallerRunWhenIdle();
 
   // Closures scheduled and not yet finished.
   int64_t pending() const;
@@ -65,6 +64,9 @@ class WorkerThread {
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The thread whose closures may run inline (see InlineCaller); none when
+  // default-constructed.
+  std::thread::id inline_caller_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

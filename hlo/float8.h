@@ -50,8 +50,8 @@ class Float8 {
                mantissa == (1 << kMantissaBits) - 1) {
       value = NAN;
     } else if (exponent == 0) {
-      value = std::ldexp(static_cast<float>(mantissa),
-                         1 - kBias - kMantissaBits);
+      value =
+          std::ldexp(static_cast<float>(mantissa), 1 - kBias - kMantissaBits);
     } else {
       value = std::ldexp(1.0f + static_cast<float>(mantissa) /
                                     static_cast<float>(1 << kMantissaBits),
@@ -66,14 +66,14 @@ class Float8 {
     const uint32_t abs = b & 0x7FFFFFFFu;
     // Codes of NaN, infinity and the largest finite value.
     constexpr uint8_t kNan =
-        kHasInfinity ? static_cast<uint8_t>((((1 << kExponentBits) - 1)
-                                             << kMantissaBits) |
-                                            (1 << (kMantissaBits - 1)))
+        kHasInfinity ? static_cast<uint8_t>(
+                           (((1 << kExponentBits) - 1) << kMantissaBits) |
+                           (1 << (kMantissaBits - 1)))
                      : 0x7F;
     constexpr uint8_t kInfinity =
-        kHasInfinity ? static_cast<uint8_t>(((1 << kExponentBits) - 1)
-                                            << kMantissaBits)
-                     : kNan;
+        kHasInfinity
+            ? static_cast<uint8_t>(((1 << kExponentBits) - 1) << kMantissaBits)
+            : kNan;
     constexpr uint8_t kMaxFinite =
         kHasInfinity ? static_cast<uint8_t>(kInfinity - 1) : 0x7E;
     if (abs > 0x7F800000u) return sign | kNan;

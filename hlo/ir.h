@@ -56,9 +56,9 @@ struct PadDimension {
 // meaningful only for the ops named beside it; the parser leaves the others
 // at their defaults. `has` tells which attributes were present.
 struct Attributes {
-  int64_t parameter_number = -1;       // parameter
-  Literal literal;                     // constant
-  int64_t iota_dimension = 0;          // iota
+  int64_t parameter_number = -1;  // parameter
+  Literal literal;                // constant
+  int64_t iota_dimension = 0;     // iota
   // broadcast, transpose, reverse, reduce, concatenate ({d}), all-gather,
   // reduce-scatter and all-to-all ({d}), sort ({d}).
   std::vector<int64_t> dimensions;
@@ -78,7 +78,7 @@ struct Attributes {
   std::vector<std::vector<int64_t>> replica_groups;
   bool use_global_device_ids = false;
   std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
-  bool is_stable = false;                     // sort
+  bool is_stable = false;  // sort
 
   // Names of the attributes present, in the order written.
   std::vector<std::string> present;

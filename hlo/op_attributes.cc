@@ -16,13 +16,14 @@ namespace {
 
 absl::Status Bad(const Instruction& inst, absl::string_view name,
                  absl::string_view raw, absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s=%s of %s is not %s", name, Excerpt(raw, 120), inst.Describe(),
-      expected));
+  return absl::InvalidArgumentError(absl::StrFormat("%s=%s of %s is not %s",
+                                                    name, Excerpt(raw, 120),
+                                                    inst.Describe(), expected));
 }
 
-absl::StatusOr<int64_t> ParseInt(const Instruction& inst, absl::string_view name,
-                                 absl::string_view raw, absl::string_view word) {
+absl::StatusOr<int64_t> ParseInt(const Instruction& inst,
+                                 absl::string_view name, absl::string_view raw,
+                                 absl::string_view word) {
   int64_t value = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(word), &value)) {
     return Bad(inst, name, raw, "a list of integers");
@@ -92,7 +93,8 @@ absl::StatusOr<std::vector<WindowDimension>> ParseWindow(
       PJRT_RETURN_IF_ERROR(check_rank(dims.size()));
       for (int i = 0; i < rank; ++i) {
         std::vector<absl::string_view> lh = absl::StrSplit(dims[i], '_');
-        if (lh.size() != 2 || !absl::SimpleAtoi(lh[0], &window[i].padding_low) ||
+        if (lh.size() != 2 ||
+            !absl::SimpleAtoi(lh[0], &window[i].padding_low) ||
             !absl::SimpleAtoi(lh[1], &window[i].padding_high)) {
           return Bad(inst, "window pad", *raw, "low_high pairs like 0_1x2_2");
         }
@@ -230,17 +232,19 @@ namespace {
 // index_vector_dim=, which gather and scatter must have.
 absl::StatusOr<int64_t> IndexVectorDim(const Instruction& inst) {
   if (inst.attributes().FindRaw("index_vector_dim") == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s needs index_vector_dim=", inst.Describe()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s needs index_vector_dim=", inst.Describe()));
   }
   return ParseIntAttribute(inst, "index_vector_dim", 0);
 }
 
 }  // namespace
 
-absl::StatusOr<GatherDimensions> ParseGatherDimensions(const Instruction& inst) {
+absl::StatusOr<GatherDimensions> ParseGatherDimensions(
+    const Instruction& inst) {
   GatherDimensions d;
-  PJRT_ASSIGN_OR_RETURN(d.offset_dims, ParseIntListAttribute(inst, "offset_dims"));
+  PJRT_ASSIGN_OR_RETURN(d.offset_dims,
+                        ParseIntListAttribute(inst, "offset_dims"));
   PJRT_ASSIGN_OR_RETURN(d.collapsed_slice_dims,
                         ParseIntListAttribute(inst, "collapsed_slice_dims"));
   PJRT_ASSIGN_OR_RETURN(d.start_index_map,
@@ -250,7 +254,8 @@ absl::StatusOr<GatherDimensions> ParseGatherDimensions(const Instruction& inst) 
   PJRT_ASSIGN_OR_RETURN(
       d.start_indices_batching_dims,
       ParseIntListAttribute(inst, "start_indices_batching_dims"));
-  PJRT_ASSIGN_OR_RETURN(d.slice_sizes, ParseIntListAttribute(inst, "slice_sizes"));
+  PJRT_ASSIGN_OR_RETURN(d.slice_sizes,
+                        ParseIntListAttribute(inst, "slice_sizes"));
   PJRT_ASSIGN_OR_RETURN(d.index_vector_dim, IndexVectorDim(inst));
   return d;
 }

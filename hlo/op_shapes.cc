@@ -62,26 +62,26 @@ absl::Status CheckRegion(const Instruction& inst, const Computation& region,
   if (region.parameters().size() != params.size()) {
     std::vector<std::string> want;
     for (const Shape& s : params) want.push_back(s.ToString());
-    return Invalid(inst, absl::StrFormat(
-                             "the %s %s takes %d parameter(s); it must take "
-                             "(%s)",
-                             role, region.name(), region.parameters().size(),
-                             absl::StrJoin(want, ", ")));
+    return Invalid(
+        inst, absl::StrFormat("the %s %s takes %d parameter(s); it must take "
+                              "(%s)",
+                              role, region.name(), region.parameters().size(),
+                              absl::StrJoin(want, ", ")));
   }
   for (size_t i = 0; i < params.size(); ++i) {
     if (region.parameters()[i]->shape() != params[i]) {
-      return Invalid(inst, absl::StrFormat(
-                               "parameter %d of the %s %s is %s; expected %s",
-                               i, role, region.name(),
-                               region.parameters()[i]->shape().ToString(),
-                               params[i].ToString()));
+      return Invalid(
+          inst, absl::StrFormat("parameter %d of the %s %s is %s; expected %s",
+                                i, role, region.name(),
+                                region.parameters()[i]->shape().ToString(),
+                                params[i].ToString()));
     }
   }
   if (region.root()->shape() != result) {
-    return Invalid(inst, absl::StrFormat("the %s %s returns %s; expected %s",
-                                         role, region.name(),
-                                         region.root()->shape().ToString(),
-                                         result.ToString()));
+    return Invalid(
+        inst, absl::StrFormat("the %s %s returns %s; expected %s", role,
+                              region.name(), region.root()->shape().ToString(),
+                              result.ToString()));
   }
   return absl::OkStatus();
 }
@@ -108,8 +108,8 @@ absl::Status CheckDims(const Instruction& inst, absl::string_view name,
                                            name, List(dims), dims[i]));
     }
     if (sorted && i > 0 && dims[i] < dims[i - 1]) {
-      return Invalid(inst, absl::StrFormat("%s=%s must be sorted", name,
-                                           List(dims)));
+      return Invalid(inst,
+                     absl::StrFormat("%s=%s must be sorted", name, List(dims)));
     }
   }
   return absl::OkStatus();
@@ -126,11 +126,11 @@ absl::Status IndexBatch(const Instruction& inst, const Shape& indices,
                                          indices.ToString()));
   }
   if (index_vector_dim < 0 || index_vector_dim > indices.rank()) {
-    return Invalid(inst, absl::StrFormat(
-                             "index_vector_dim=%d must be in [0, %d] for "
-                             "indices %s",
-                             index_vector_dim, indices.rank(),
-                             indices.ToString()));
+    return Invalid(
+        inst,
+        absl::StrFormat("index_vector_dim=%d must be in [0, %d] for "
+                        "indices %s",
+                        index_vector_dim, indices.rank(), indices.ToString()));
   }
   batch->clear();
   for (int i = 0; i < indices.rank(); ++i) {
@@ -191,11 +191,11 @@ absl::StatusOr<Shape> InferWhileShape(const Instruction& inst) {
   if (body->parameters().size() == 1 &&
       body->parameters()[0]->shape() == state &&
       body->root()->shape() != state) {
-    return Invalid(inst, absl::StrFormat(
-                             "the body %s changes the loop state from %s to "
-                             "%s; it must return the shape it takes",
-                             body->name(), state.ToString(),
-                             body->root()->shape().ToString()));
+    return Invalid(
+        inst, absl::StrFormat("the body %s changes the loop state from %s to "
+                              "%s; it must return the shape it takes",
+                              body->name(), state.ToString(),
+                              body->root()->shape().ToString()));
   }
   PJRT_RETURN_IF_ERROR(CheckRegion(inst, *body, "body", {state}, state));
   return state;
@@ -209,31 +209,31 @@ absl::StatusOr<Shape> InferConditionalShape(const Instruction& inst) {
   const size_t branches = inst.called_computations().size();
   if (selector == Scalar(PrimitiveType::kPred)) {
     if (branches != 2) {
-      return Invalid(inst, absl::StrFormat(
-                               "a pred[] selector needs true_computation and "
-                               "false_computation; %d computation(s) given",
-                               branches));
+      return Invalid(
+          inst, absl::StrFormat("a pred[] selector needs true_computation and "
+                                "false_computation; %d computation(s) given",
+                                branches));
     }
   } else if (selector != Scalar(PrimitiveType::kS32)) {
-    return Invalid(inst, absl::StrFormat(
-                             "operand 0 selects the branch and must be pred[] "
-                             "or s32[], not %s",
-                             selector.ToString()));
+    return Invalid(
+        inst, absl::StrFormat("operand 0 selects the branch and must be pred[] "
+                              "or s32[], not %s",
+                              selector.ToString()));
   } else if (branches < 1) {
     return Invalid(inst, "an s32[] selector needs branch_computations={...}");
   }
   if (static_cast<size_t>(inst.operand_count()) != branches + 1) {
-    return Invalid(inst, absl::StrFormat(
-                             "%d branch(es) need %d operand(s) after the "
-                             "selector; got %d",
-                             branches, branches, inst.operand_count() - 1));
+    return Invalid(
+        inst, absl::StrFormat("%d branch(es) need %d operand(s) after the "
+                              "selector; got %d",
+                              branches, branches, inst.operand_count() - 1));
   }
   const Shape& result = inst.called_computations()[0]->root()->shape();
   for (size_t b = 0; b < branches; ++b) {
     const Computation& branch = *inst.called_computations()[b];
-    PJRT_RETURN_IF_ERROR(CheckRegion(
-        inst, branch, absl::StrFormat("branch %d", b),
-        {inst.operand(static_cast<int>(b) + 1)->shape()}, result));
+    PJRT_RETURN_IF_ERROR(
+        CheckRegion(inst, branch, absl::StrFormat("branch %d", b),
+                    {inst.operand(static_cast<int>(b) + 1)->shape()}, result));
   }
   return result;
 }
@@ -277,49 +277,50 @@ absl::StatusOr<Shape> InferGatherShape(const Instruction& inst) {
   PJRT_RETURN_IF_ERROR(
       IndexBatch(inst, indices, d.index_vector_dim, &batch, &vector_size));
   if (static_cast<int64_t>(d.start_index_map.size()) != vector_size) {
-    return Invalid(inst, absl::StrFormat(
-                             "start_index_map=%s has %d entries but the index "
-                             "vector (dimension %d of %s) has %d",
-                             List(d.start_index_map), d.start_index_map.size(),
-                             d.index_vector_dim, indices.ToString(),
-                             vector_size));
+    return Invalid(
+        inst,
+        absl::StrFormat("start_index_map=%s has %d entries but the index "
+                        "vector (dimension %d of %s) has %d",
+                        List(d.start_index_map), d.start_index_map.size(),
+                        d.index_vector_dim, indices.ToString(), vector_size));
   }
   PJRT_RETURN_IF_ERROR(CheckDims(inst, "start_index_map", d.start_index_map,
                                  operand.rank(), /*sorted=*/false));
   PJRT_RETURN_IF_ERROR(CheckDims(inst, "collapsed_slice_dims",
                                  d.collapsed_slice_dims, operand.rank(),
                                  /*sorted=*/true));
-  PJRT_RETURN_IF_ERROR(CheckBatching(
-      inst, operand, indices, d.index_vector_dim, d.operand_batching_dims,
-      d.start_indices_batching_dims, "operand_batching_dims",
-      "start_indices_batching_dims"));
+  PJRT_RETURN_IF_ERROR(
+      CheckBatching(inst, operand, indices, d.index_vector_dim,
+                    d.operand_batching_dims, d.start_indices_batching_dims,
+                    "operand_batching_dims", "start_indices_batching_dims"));
   if (d.slice_sizes.size() != static_cast<size_t>(operand.rank())) {
-    return Invalid(inst, absl::StrFormat(
-                             "slice_sizes=%s has %d entries; the operand %s "
-                             "has rank %d",
-                             List(d.slice_sizes), d.slice_sizes.size(),
-                             operand.ToString(), operand.rank()));
+    return Invalid(
+        inst, absl::StrFormat("slice_sizes=%s has %d entries; the operand %s "
+                              "has rank %d",
+                              List(d.slice_sizes), d.slice_sizes.size(),
+                              operand.ToString(), operand.rank()));
   }
   for (int i = 0; i < operand.rank(); ++i) {
     if (d.slice_sizes[i] < 0 || d.slice_sizes[i] > operand.dimensions(i)) {
-      return Invalid(inst, absl::StrFormat(
-                               "slice_sizes[%d]=%d must be in [0, %d] (the "
-                               "operand's dimension %d)",
-                               i, d.slice_sizes[i], operand.dimensions(i), i));
+      return Invalid(
+          inst, absl::StrFormat("slice_sizes[%d]=%d must be in [0, %d] (the "
+                                "operand's dimension %d)",
+                                i, d.slice_sizes[i], operand.dimensions(i), i));
     }
     const bool collapsed = Contains(d.collapsed_slice_dims, i);
     const bool batching = Contains(d.operand_batching_dims, i);
     if (collapsed && batching) {
-      return Invalid(inst, absl::StrFormat(
-                               "dimension %d is both collapsed and batching",
-                               i));
+      return Invalid(
+          inst,
+          absl::StrFormat("dimension %d is both collapsed and batching", i));
     }
     if ((collapsed || batching) && d.slice_sizes[i] > 1) {
-      return Invalid(inst, absl::StrFormat(
-                               "slice_sizes[%d]=%d but dimension %d is %s, so "
-                               "its slice size must be 1",
-                               i, d.slice_sizes[i], i,
-                               collapsed ? "collapsed" : "a batching dimension"));
+      return Invalid(
+          inst,
+          absl::StrFormat("slice_sizes[%d]=%d but dimension %d is %s, so "
+                          "its slice size must be 1",
+                          i, d.slice_sizes[i], i,
+                          collapsed ? "collapsed" : "a batching dimension"));
     }
     if (batching && Contains(d.start_index_map, i)) {
       return Invalid(inst, absl::StrFormat("start_index_map=%s names batching "
@@ -331,13 +332,13 @@ absl::StatusOr<Shape> InferGatherShape(const Instruction& inst) {
                           static_cast<int64_t>(d.collapsed_slice_dims.size()) -
                           static_cast<int64_t>(d.operand_batching_dims.size());
   if (static_cast<int64_t>(d.offset_dims.size()) != offsets) {
-    return Invalid(inst, absl::StrFormat(
-                             "offset_dims=%s has %d entries; the operand's "
-                             "rank %d less %d collapsed and %d batching "
-                             "dimensions leaves %d",
-                             List(d.offset_dims), d.offset_dims.size(),
-                             operand.rank(), d.collapsed_slice_dims.size(),
-                             d.operand_batching_dims.size(), offsets));
+    return Invalid(
+        inst, absl::StrFormat("offset_dims=%s has %d entries; the operand's "
+                              "rank %d less %d collapsed and %d batching "
+                              "dimensions leaves %d",
+                              List(d.offset_dims), d.offset_dims.size(),
+                              operand.rank(), d.collapsed_slice_dims.size(),
+                              d.operand_batching_dims.size(), offsets));
   }
   const int64_t out_rank = static_cast<int64_t>(batch.size()) + offsets;
   PJRT_RETURN_IF_ERROR(
@@ -363,10 +364,10 @@ absl::StatusOr<Shape> InferGatherShape(const Instruction& inst) {
 
 absl::StatusOr<Shape> InferScatterShape(const Instruction& inst) {
   if (inst.operand_count() < 3 || inst.operand_count() % 2 != 1) {
-    return Invalid(inst, absl::StrFormat(
-                             "takes N inputs, the indices and N updates; got "
-                             "%d operands",
-                             inst.operand_count()));
+    return Invalid(
+        inst, absl::StrFormat("takes N inputs, the indices and N updates; got "
+                              "%d operands",
+                              inst.operand_count()));
   }
   const int n = inst.operand_count() / 2;
   for (int i = 0; i < inst.operand_count(); ++i) {
@@ -382,13 +383,13 @@ absl::StatusOr<Shape> InferScatterShape(const Instruction& inst) {
       IndexBatch(inst, indices, d.index_vector_dim, &batch, &vector_size));
   if (static_cast<int64_t>(d.scatter_dims_to_operand_dims.size()) !=
       vector_size) {
-    return Invalid(inst, absl::StrFormat(
-                             "scatter_dims_to_operand_dims=%s has %d entries "
-                             "but the index vector (dimension %d of %s) has %d",
-                             List(d.scatter_dims_to_operand_dims),
-                             d.scatter_dims_to_operand_dims.size(),
-                             d.index_vector_dim, indices.ToString(),
-                             vector_size));
+    return Invalid(
+        inst,
+        absl::StrFormat("scatter_dims_to_operand_dims=%s has %d entries "
+                        "but the index vector (dimension %d of %s) has %d",
+                        List(d.scatter_dims_to_operand_dims),
+                        d.scatter_dims_to_operand_dims.size(),
+                        d.index_vector_dim, indices.ToString(), vector_size));
   }
   PJRT_RETURN_IF_ERROR(CheckDims(inst, "scatter_dims_to_operand_dims",
                                  d.scatter_dims_to_operand_dims, operand.rank(),
@@ -396,17 +397,17 @@ absl::StatusOr<Shape> InferScatterShape(const Instruction& inst) {
   PJRT_RETURN_IF_ERROR(CheckDims(inst, "inserted_window_dims",
                                  d.inserted_window_dims, operand.rank(),
                                  /*sorted=*/true));
-  PJRT_RETURN_IF_ERROR(CheckBatching(
-      inst, operand, indices, d.index_vector_dim, d.input_batching_dims,
-      d.scatter_indices_batching_dims, "input_batching_dims",
-      "scatter_indices_batching_dims"));
+  PJRT_RETURN_IF_ERROR(
+      CheckBatching(inst, operand, indices, d.index_vector_dim,
+                    d.input_batching_dims, d.scatter_indices_batching_dims,
+                    "input_batching_dims", "scatter_indices_batching_dims"));
   for (int64_t b : d.input_batching_dims) {
     if (Contains(d.inserted_window_dims, b) ||
         Contains(d.scatter_dims_to_operand_dims, b)) {
-      return Invalid(inst, absl::StrFormat(
-                               "input batching dimension %d is also inserted "
-                               "or indexed",
-                               b));
+      return Invalid(
+          inst, absl::StrFormat("input batching dimension %d is also inserted "
+                                "or indexed",
+                                b));
     }
   }
   PJRT_RETURN_IF_ERROR(CheckDims(inst, "update_window_dims",
@@ -416,23 +417,23 @@ absl::StatusOr<Shape> InferScatterShape(const Instruction& inst) {
       operand.rank() - static_cast<int64_t>(d.inserted_window_dims.size()) -
       static_cast<int64_t>(d.input_batching_dims.size());
   if (static_cast<int64_t>(d.update_window_dims.size()) != window_rank) {
-    return Invalid(inst, absl::StrFormat(
-                             "update_window_dims=%s has %d entries; the "
-                             "operand's rank %d less %d inserted and %d "
-                             "batching dimensions leaves %d",
-                             List(d.update_window_dims),
-                             d.update_window_dims.size(), operand.rank(),
-                             d.inserted_window_dims.size(),
-                             d.input_batching_dims.size(), window_rank));
+    return Invalid(
+        inst,
+        absl::StrFormat("update_window_dims=%s has %d entries; the "
+                        "operand's rank %d less %d inserted and %d "
+                        "batching dimensions leaves %d",
+                        List(d.update_window_dims), d.update_window_dims.size(),
+                        operand.rank(), d.inserted_window_dims.size(),
+                        d.input_batching_dims.size(), window_rank));
   }
   if (updates.rank() !=
       static_cast<int>(batch.size() + d.update_window_dims.size())) {
-    return Invalid(inst, absl::StrFormat(
-                             "updates %s must have rank %d (%d scatter and %d "
-                             "window dimensions)",
-                             updates.ToString(),
-                             batch.size() + d.update_window_dims.size(),
-                             batch.size(), d.update_window_dims.size()));
+    return Invalid(
+        inst, absl::StrFormat("updates %s must have rank %d (%d scatter and %d "
+                              "window dimensions)",
+                              updates.ToString(),
+                              batch.size() + d.update_window_dims.size(),
+                              batch.size(), d.update_window_dims.size()));
   }
   std::vector<int64_t> window_operand_dims;
   for (int i = 0; i < operand.rank(); ++i) {
@@ -446,19 +447,19 @@ absl::StatusOr<Shape> InferScatterShape(const Instruction& inst) {
     if (Contains(d.update_window_dims, i)) {
       const int64_t od = window_operand_dims[next_window++];
       if (updates.dimensions(i) > operand.dimensions(od)) {
-        return Invalid(inst, absl::StrFormat(
-                                 "update window dimension %d has size %d, "
-                                 "more than the operand's dimension %d (%d)",
-                                 i, updates.dimensions(i), od,
-                                 operand.dimensions(od)));
+        return Invalid(
+            inst, absl::StrFormat("update window dimension %d has size %d, "
+                                  "more than the operand's dimension %d (%d)",
+                                  i, updates.dimensions(i), od,
+                                  operand.dimensions(od)));
       }
     } else if (updates.dimensions(i) !=
                indices.dimensions(batch[next_batch++])) {
-      return Invalid(inst, absl::StrFormat(
-                               "update scatter dimension %d has size %d but "
-                               "the indices' matching dimension %d has %d",
-                               i, updates.dimensions(i), batch[next_batch - 1],
-                               indices.dimensions(batch[next_batch - 1])));
+      return Invalid(
+          inst, absl::StrFormat("update scatter dimension %d has size %d but "
+                                "the indices' matching dimension %d has %d",
+                                i, updates.dimensions(i), batch[next_batch - 1],
+                                indices.dimensions(batch[next_batch - 1])));
     }
   }
   std::vector<Shape> results, params;
@@ -474,9 +475,8 @@ absl::StatusOr<Shape> InferScatterShape(const Instruction& inst) {
                                operand.ToString(), updates.ToString()));
     }
     if (in.element_type() != up.element_type()) {
-      return Invalid(inst, absl::StrFormat(
-                               "input %d is %s but update %d is %s",
-                               i, in.ToString(), i, up.ToString()));
+      return Invalid(inst, absl::StrFormat("input %d is %s but update %d is %s",
+                                           i, in.ToString(), i, up.ToString()));
     }
     results.push_back(in);
   }
@@ -508,9 +508,9 @@ absl::StatusOr<Shape> InferSortShape(const Instruction& inst) {
   }
   const std::vector<int64_t>& dims = inst.attributes().dimensions;
   if (dims.size() != 1 || dims[0] < 0 || dims[0] >= std::max(first.rank(), 1)) {
-    return Invalid(inst, absl::StrFormat(
-                             "dimensions=%s must name one dimension of %s",
-                             List(dims), first.ToString()));
+    return Invalid(
+        inst, absl::StrFormat("dimensions=%s must name one dimension of %s",
+                              List(dims), first.ToString()));
   }
   PJRT_ASSIGN_OR_RETURN(const Computation* cmp, Callee(inst, 0, "comparator"));
   PJRT_RETURN_IF_ERROR(CheckRegion(inst, *cmp, "comparator", params,
@@ -535,13 +535,13 @@ absl::StatusOr<std::vector<int64_t>> WindowOutputDimensions(
     Wide count = 0;
     if (padded >= extent) count = (padded - extent) / w.stride + 1;
     if (padded < 0 || count > kMaxArrayBytes) {
-      return Invalid(inst, absl::StrFormat(
-                               "window dimension %zu (size %d, stride %d, pad "
-                               "%d_%d, dilations %d and %d) over %d elements "
-                               "gives no valid shape",
-                               i, w.size, w.stride, w.padding_low,
-                               w.padding_high, w.base_dilation,
-                               w.window_dilation, dims[i]));
+      return Invalid(
+          inst,
+          absl::StrFormat("window dimension %zu (size %d, stride %d, pad "
+                          "%d_%d, dilations %d and %d) over %d elements "
+                          "gives no valid shape",
+                          i, w.size, w.stride, w.padding_low, w.padding_high,
+                          w.base_dilation, w.window_dilation, dims[i]));
     }
     out.push_back(static_cast<int64_t>(count));
   }
@@ -550,10 +550,10 @@ absl::StatusOr<std::vector<int64_t>> WindowOutputDimensions(
 
 absl::StatusOr<Shape> InferReduceWindowShape(const Instruction& inst) {
   if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
-    return Invalid(inst, absl::StrFormat(
-                             "takes N inputs and N initial values; got %d "
-                             "operands",
-                             inst.operand_count()));
+    return Invalid(
+        inst, absl::StrFormat("takes N inputs and N initial values; got %d "
+                              "operands",
+                              inst.operand_count()));
   }
   const int n = inst.operand_count() / 2;
   const Shape& first = inst.operand(0)->shape();
@@ -568,10 +568,10 @@ absl::StatusOr<Shape> InferReduceWindowShape(const Instruction& inst) {
                                            first.ToString(), in.ToString()));
     }
     if (init != Scalar(in.element_type())) {
-      return Invalid(inst, absl::StrFormat(
-                               "initial value %d must be %s, not %s", i,
-                               Scalar(in.element_type()).ToString(),
-                               init.ToString()));
+      return Invalid(inst,
+                     absl::StrFormat("initial value %d must be %s, not %s", i,
+                                     Scalar(in.element_type()).ToString(),
+                                     init.ToString()));
     }
     params.push_back(Scalar(in.element_type()));
   }
@@ -597,10 +597,10 @@ absl::StatusOr<Shape> InferSelectAndScatterShape(const Instruction& inst) {
   const Shape& init = inst.operand(2)->shape();
   const Shape scalar = Scalar(operand.element_type());
   if (init != Scalar(source.element_type())) {
-    return Invalid(inst, absl::StrFormat(
-                             "the initial value must be %s, not %s",
-                             Scalar(source.element_type()).ToString(),
-                             init.ToString()));
+    return Invalid(inst,
+                   absl::StrFormat("the initial value must be %s, not %s",
+                                   Scalar(source.element_type()).ToString(),
+                                   init.ToString()));
   }
   PJRT_ASSIGN_OR_RETURN(const Computation* select, Callee(inst, 0, "select"));
   PJRT_ASSIGN_OR_RETURN(const Computation* scatter, Callee(inst, 1, "scatter"));
@@ -616,16 +616,17 @@ absl::StatusOr<Shape> InferSelectAndScatterShape(const Instruction& inst) {
                         ParseWindow(inst, operand.rank()));
   for (const WindowDimension& w : window) {
     if (w.base_dilation != 1 || w.window_dilation != 1) {
-      return Invalid(inst, "the window of select-and-scatter cannot be "
-                           "dilated");
+      return Invalid(inst,
+                     "the window of select-and-scatter cannot be "
+                     "dilated");
     }
   }
   if (source.dimensions() != absl::MakeConstSpan(windows)) {
-    return Invalid(inst, absl::StrFormat(
-                             "the source is %s but the window over %s has "
-                             "dimensions %s",
-                             source.ToString(), operand.ToString(),
-                             List(windows)));
+    return Invalid(
+        inst,
+        absl::StrFormat("the source is %s but the window over %s has "
+                        "dimensions %s",
+                        source.ToString(), operand.ToString(), List(windows)));
   }
   return Shape(source.element_type(),
                std::vector<int64_t>(operand.dimensions().begin(),
@@ -638,7 +639,8 @@ absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst) {
   PJRT_RETURN_IF_ERROR(ExpectArray(inst, 1));
   const Shape& lhs = inst.operand(0)->shape();
   const Shape& rhs = inst.operand(1)->shape();
-  PJRT_ASSIGN_OR_RETURN(ConvolutionDimensions d, ParseConvolutionDimensions(inst));
+  PJRT_ASSIGN_OR_RETURN(ConvolutionDimensions d,
+                        ParseConvolutionDimensions(inst));
   const int rank = static_cast<int>(d.input_spatial.size()) + 2;
   if (lhs.rank() != rank || rhs.rank() != rank) {
     return Invalid(inst, absl::StrFormat(
@@ -661,22 +663,22 @@ absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst) {
   const int64_t kernel_out = rhs.dimensions(d.kernel_output_feature);
   const int64_t batch = lhs.dimensions(d.input_batch);
   if (in_features % groups != 0 || kernel_in * groups != in_features) {
-    return Invalid(inst, absl::StrFormat(
-                             "the input has %d features and "
-                             "feature_group_count=%d, so the kernel's input "
-                             "feature dimension must be %d; it is %d",
-                             in_features, groups,
-                             in_features % groups == 0 ? in_features / groups
-                                                       : -1,
-                             kernel_in));
+    return Invalid(
+        inst,
+        absl::StrFormat("the input has %d features and "
+                        "feature_group_count=%d, so the kernel's input "
+                        "feature dimension must be %d; it is %d",
+                        in_features, groups,
+                        in_features % groups == 0 ? in_features / groups : -1,
+                        kernel_in));
   }
   if (kernel_out % groups != 0 || kernel_out % batch_groups != 0 ||
       batch % batch_groups != 0) {
-    return Invalid(inst, absl::StrFormat(
-                             "the kernel's %d output features and the input's "
-                             "batch of %d must divide by the group counts "
-                             "(%d, %d)",
-                             kernel_out, batch, groups, batch_groups));
+    return Invalid(
+        inst, absl::StrFormat("the kernel's %d output features and the input's "
+                              "batch of %d must divide by the group counts "
+                              "(%d, %d)",
+                              kernel_out, batch, groups, batch_groups));
   }
   std::vector<int64_t> spatial;
   for (int64_t s : d.input_spatial) spatial.push_back(lhs.dimensions(s));
@@ -684,11 +686,11 @@ absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst) {
                         ParseWindow(inst, rank - 2));
   for (int i = 0; i < rank - 2; ++i) {
     if (window[i].size != rhs.dimensions(d.kernel_spatial[i])) {
-      return Invalid(inst, absl::StrFormat(
-                               "window size %d in spatial dimension %d does "
-                               "not match the kernel's %d",
-                               window[i].size, i,
-                               rhs.dimensions(d.kernel_spatial[i])));
+      return Invalid(
+          inst, absl::StrFormat("window size %d in spatial dimension %d does "
+                                "not match the kernel's %d",
+                                window[i].size, i,
+                                rhs.dimensions(d.kernel_spatial[i])));
     }
   }
   PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> out_spatial,
@@ -697,41 +699,39 @@ absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst) {
   dims[d.output_batch] = batch / batch_groups;
   dims[d.output_feature] = kernel_out;
   for (int i = 0; i < rank - 2; ++i) dims[d.output_spatial[i]] = out_spatial[i];
-  const PrimitiveType type = inst.shape().IsArray() ? inst.shape().element_type()
-                                                    : lhs.element_type();
+  const PrimitiveType type =
+      inst.shape().IsArray() ? inst.shape().element_type() : lhs.element_type();
   return Shape(type, dims);
 }
 
 absl::StatusOr<Shape> InferRngBitGeneratorShape(const Instruction& inst) {
   PJRT_RETURN_IF_ERROR(ExpectCount(inst, 1));
   const Shape& state = inst.operand(0)->shape();
-  const std::string algorithm =
-      WordAttribute(inst, "algorithm", "rng_default");
+  const std::string algorithm = WordAttribute(inst, "algorithm", "rng_default");
   if (algorithm != "rng_default" && algorithm != "rng_three_fry" &&
       algorithm != "rng_philox") {
-    return Invalid(inst, absl::StrFormat(
-                             "algorithm=%s is not one of rng_default, "
-                             "rng_three_fry, rng_philox",
-                             algorithm));
+    return Invalid(inst,
+                   absl::StrFormat("algorithm=%s is not one of rng_default, "
+                                   "rng_three_fry, rng_philox",
+                                   algorithm));
   }
   const int64_t want = algorithm == "rng_three_fry" ? 2 : -1;
   if (state.element_type() != PrimitiveType::kU64 || state.rank() != 1 ||
       (want > 0 && state.dimensions(0) != want) ||
       (want < 0 && state.dimensions(0) != 2 && state.dimensions(0) != 3)) {
-    return Invalid(inst, absl::StrFormat(
-                             "the state is %s; %s needs u64[%s]",
-                             state.ToString(), algorithm,
-                             want > 0 ? "2" : "2] or u64[3"));
+    return Invalid(inst, absl::StrFormat("the state is %s; %s needs u64[%s]",
+                                         state.ToString(), algorithm,
+                                         want > 0 ? "2" : "2] or u64[3"));
   }
   const Shape& out = inst.shape();
   if (!out.IsTuple() || out.tuple_shapes().size() != 2 ||
       !out.tuple_shapes()[1].IsArray() ||
       (!IsUnsignedInteger(out.tuple_shapes()[1].element_type()) &&
        !IsSignedInteger(out.tuple_shapes()[1].element_type()))) {
-    return Invalid(inst, absl::StrFormat(
-                             "produces (new state, integer array); %s is "
-                             "declared",
-                             out.ToString()));
+    return Invalid(inst,
+                   absl::StrFormat("produces (new state, integer array); %s is "
+                                   "declared",
+                                   out.ToString()));
   }
   return Shape::Tuple({state, out.tuple_shapes()[1]});
 }
@@ -743,10 +743,10 @@ absl::StatusOr<Shape> InferRngShape(const Instruction& inst) {
   const Shape& b = inst.operand(1)->shape();
   const Shape& out = inst.shape();
   if (distribution != "rng_uniform" && distribution != "rng_normal") {
-    return Invalid(inst, absl::StrFormat(
-                             "distribution=%s is not rng_uniform or "
-                             "rng_normal",
-                             distribution));
+    return Invalid(inst,
+                   absl::StrFormat("distribution=%s is not rng_uniform or "
+                                   "rng_normal",
+                                   distribution));
   }
   if (!out.IsArray() || a != Scalar(out.element_type()) ||
       b != Scalar(out.element_type()) ||
@@ -770,15 +770,16 @@ absl::StatusOr<Shape> InferTopKShape(const Instruction& inst) {
   int64_t k = 0;
   if (inst.opcode() == Opcode::kTopK) {
     PJRT_ASSIGN_OR_RETURN(k, ParseIntAttribute(inst, "k", -1));
-  } else if (inst.shape().IsTuple() && inst.shape().tuple_shapes().size() == 2 &&
+  } else if (inst.shape().IsTuple() &&
+             inst.shape().tuple_shapes().size() == 2 &&
              inst.shape().tuple_shapes()[0].rank() == in.rank()) {
     k = inst.shape().tuple_shapes()[0].dimensions(in.rank() - 1);
   }
   if (k < 0 || k > in.dimensions(in.rank() - 1)) {
-    return Invalid(inst, absl::StrFormat(
-                             "k=%d must be in [0, %d] (the last dimension of "
-                             "%s)",
-                             k, in.dimensions(in.rank() - 1), in.ToString()));
+    return Invalid(
+        inst, absl::StrFormat("k=%d must be in [0, %d] (the last dimension of "
+                              "%s)",
+                              k, in.dimensions(in.rank() - 1), in.ToString()));
   }
   std::vector<int64_t> dims(in.dimensions().begin(), in.dimensions().end());
   dims.back() = k;
@@ -791,53 +792,54 @@ absl::StatusOr<Shape> InferFftShape(const Instruction& inst) {
   const Shape& in = inst.operand(0)->shape();
   const std::string type = WordAttribute(inst, "fft_type", "");
   if (type != "FFT" && type != "IFFT" && type != "RFFT" && type != "IRFFT") {
-    return Invalid(inst, absl::StrFormat(
-                             "fft_type=%s is not one of FFT, IFFT, RFFT, "
-                             "IRFFT",
-                             type.empty() ? "(missing)" : type));
+    return Invalid(inst,
+                   absl::StrFormat("fft_type=%s is not one of FFT, IFFT, RFFT, "
+                                   "IRFFT",
+                                   type.empty() ? "(missing)" : type));
   }
   PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> length,
                         ParseIntListAttribute(inst, "fft_length"));
   const int l = static_cast<int>(length.size());
   if (l < 1 || l > 3 || l > in.rank()) {
-    return Invalid(inst, absl::StrFormat(
-                             "fft_length={%s} must name 1 to 3 trailing "
-                             "dimensions of the operand %s",
-                             absl::StrJoin(length, ","), in.ToString()));
+    return Invalid(inst,
+                   absl::StrFormat("fft_length={%s} must name 1 to 3 trailing "
+                                   "dimensions of the operand %s",
+                                   absl::StrJoin(length, ","), in.ToString()));
   }
   const PrimitiveType t = in.element_type();
   const bool real_in = type == "RFFT";
   if (real_in ? (t != PrimitiveType::kF32 && t != PrimitiveType::kF64)
               : !IsComplex(t)) {
-    return Invalid(inst, absl::StrFormat(
-                             "fft_type=%s needs a %s operand, not %s", type,
-                             real_in ? "f32 or f64" : "c64 or c128",
-                             PrimitiveTypeName(t)));
+    return Invalid(
+        inst, absl::StrFormat("fft_type=%s needs a %s operand, not %s", type,
+                              real_in ? "f32 or f64" : "c64 or c128",
+                              PrimitiveTypeName(t)));
   }
   const bool wide = t == PrimitiveType::kF64 || t == PrimitiveType::kC128;
   PrimitiveType out_type = t;
-  if (type == "RFFT") out_type = wide ? PrimitiveType::kC128 : PrimitiveType::kC64;
-  if (type == "IRFFT") out_type = wide ? PrimitiveType::kF64 : PrimitiveType::kF32;
+  if (type == "RFFT")
+    out_type = wide ? PrimitiveType::kC128 : PrimitiveType::kC64;
+  if (type == "IRFFT")
+    out_type = wide ? PrimitiveType::kF64 : PrimitiveType::kF32;
   std::vector<int64_t> dims(in.dimensions().begin(), in.dimensions().end());
   const int first = in.rank() - l;
   for (int i = 0; i < l; ++i) {
     const int64_t n = length[i];
     // The operand's trailing dimensions: the lengths, except the last of
     // IRFFT (the half spectrum: n / 2 + 1).
-    const int64_t want =
-        type == "IRFFT" && i == l - 1 ? (n / 2 + 1) : n;
+    const int64_t want = type == "IRFFT" && i == l - 1 ? (n / 2 + 1) : n;
     if (n < 1) {
-      return Invalid(inst, absl::StrFormat(
-                               "fft_length={%s}: every length must be at "
-                               "least 1",
-                               absl::StrJoin(length, ",")));
+      return Invalid(inst,
+                     absl::StrFormat("fft_length={%s}: every length must be at "
+                                     "least 1",
+                                     absl::StrJoin(length, ",")));
     }
     if (dims[first + i] != want) {
-      return Invalid(inst, absl::StrFormat(
-                               "fft_length={%s} does not fit the operand %s: "
-                               "dimension %d should be %d",
-                               absl::StrJoin(length, ","), in.ToString(),
-                               first + i, want));
+      return Invalid(
+          inst, absl::StrFormat("fft_length={%s} does not fit the operand %s: "
+                                "dimension %d should be %d",
+                                absl::StrJoin(length, ","), in.ToString(),
+                                first + i, want));
     }
   }
   if (type == "RFFT") dims.back() = length.back() / 2 + 1;

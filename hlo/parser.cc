@@ -22,8 +22,6 @@
 // is an INVALID_ARGUMENT status pointing at the offending token.
 #include "hlo/parser.h"
 
-#include "hlo/float8.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

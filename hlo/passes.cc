@@ -19,12 +19,13 @@ std::vector<int64_t> DimsOf(const Shape& shape) {
 
 // A new instruction after the ones of `c`, at the position of `at` (for
 // messages).
-Instruction* Add(Computation* c, const Instruction& at, absl::string_view suffix,
-                 Opcode opcode, absl::string_view opcode_name, Shape shape,
+Instruction* Add(Computation* c, const Instruction& at,
+                 absl::string_view suffix, Opcode opcode,
+                 absl::string_view opcode_name, Shape shape,
                  std::vector<Instruction*> operands) {
-  auto made = std::make_unique<Instruction>(absl::StrCat(at.name(), suffix),
-                                            opcode, std::string(opcode_name),
-                                            std::move(shape));
+  auto made =
+      std::make_unique<Instruction>(absl::StrCat(at.name(), suffix), opcode,
+                                    std::string(opcode_name), std::move(shape));
   made->set_position(at.line(), at.column());
   for (Instruction* o : operands) made->AddOperand(o);
   return c->AddInstruction(std::move(made));
@@ -53,8 +54,8 @@ absl::StatusOr<bool> RewriteIfUnit(Computation* c, Instruction* conv) {
       ParseWindow(*conv, static_cast<int>(d.input_spatial.size())));
   for (const WindowDimension& w : window) {
     if (w.size != 1 || w.stride != 1 || w.padding_low != 0 ||
-        w.padding_high != 0 || w.base_dilation != 1 ||
-        w.window_dilation != 1 || w.reversal) {
+        w.padding_high != 0 || w.base_dilation != 1 || w.window_dilation != 1 ||
+        w.reversal) {
       return false;
     }
   }
@@ -81,9 +82,9 @@ absl::StatusOr<bool> RewriteIfUnit(Computation* c, Instruction* conv) {
   }
   dot_dims.push_back(out.dimensions(d.output_feature));
   dot_source.push_back(-1);
-  Instruction* dot = Add(c, *conv, ".dot", Opcode::kDot, "dot",
-                         Shape(out.element_type(), dot_dims),
-                         {conv->operand(0), kernel});
+  Instruction* dot =
+      Add(c, *conv, ".dot", Opcode::kDot, "dot",
+          Shape(out.element_type(), dot_dims), {conv->operand(0), kernel});
   DotDimensionNumbers& numbers =
       dot->mutable_attributes()->dot_dimension_numbers;
   numbers.lhs_contracting_dimensions = {d.input_feature};

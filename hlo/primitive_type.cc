@@ -1,7 +1,8 @@
+#include "hlo/primitive_type.h"
+
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "hlo/primitive_type.h"
 
 namespace pjrt::hlo {
 
@@ -14,10 +15,14 @@ bool IsArrayType(PrimitiveType type) {
 
 namespace {
 constexpr PrimitiveType kParseOnlyTypes[] = {
-    PrimitiveType::kF8E4M3B11FNUZ, PrimitiveType::kF8E5M2FNUZ,
-    PrimitiveType::kF8E4M3FNUZ,   PrimitiveType::kS2,
-    PrimitiveType::kU2,           PrimitiveType::kF8E4M3,
-    PrimitiveType::kF8E3M4,       PrimitiveType::kF4E2M1FN,
+    PrimitiveType::kF8E4M3B11FNUZ,
+    PrimitiveType::kF8E5M2FNUZ,
+    PrimitiveType::kF8E4M3FNUZ,
+    PrimitiveType::kS2,
+    PrimitiveType::kU2,
+    PrimitiveType::kF8E4M3,
+    PrimitiveType::kF8E3M4,
+    PrimitiveType::kF4E2M1FN,
     PrimitiveType::kF8E8M0FNU,
 };
 }  // namespace
@@ -93,38 +98,70 @@ int ByteWidth(PrimitiveType type) {
 
 absl::string_view PrimitiveTypeName(PrimitiveType type) {
   switch (type) {
-    case PrimitiveType::kPred: return "pred";
-    case PrimitiveType::kS8: return "s8";
-    case PrimitiveType::kS16: return "s16";
-    case PrimitiveType::kS32: return "s32";
-    case PrimitiveType::kS64: return "s64";
-    case PrimitiveType::kU8: return "u8";
-    case PrimitiveType::kU16: return "u16";
-    case PrimitiveType::kU32: return "u32";
-    case PrimitiveType::kU64: return "u64";
-    case PrimitiveType::kF16: return "f16";
-    case PrimitiveType::kBf16: return "bf16";
-    case PrimitiveType::kF32: return "f32";
-    case PrimitiveType::kF64: return "f64";
-    case PrimitiveType::kTuple: return "tuple";
-    case PrimitiveType::kToken: return "token";
-    case PrimitiveType::kOpaque: return "opaque";
-    case PrimitiveType::kC64: return "c64";
-    case PrimitiveType::kC128: return "c128";
-    case PrimitiveType::kF8E5M2: return "f8e5m2";
-    case PrimitiveType::kF8E4M3FN: return "f8e4m3fn";
-    case PrimitiveType::kS4: return "s4";
-    case PrimitiveType::kU4: return "u4";
-    case PrimitiveType::kF8E4M3B11FNUZ: return "f8e4m3b11fnuz";
-    case PrimitiveType::kF8E5M2FNUZ: return "f8e5m2fnuz";
-    case PrimitiveType::kF8E4M3FNUZ: return "f8e4m3fnuz";
-    case PrimitiveType::kS2: return "s2";
-    case PrimitiveType::kU2: return "u2";
-    case PrimitiveType::kF8E4M3: return "f8e4m3";
-    case PrimitiveType::kF8E3M4: return "f8e3m4";
-    case PrimitiveType::kF4E2M1FN: return "f4e2m1fn";
-    case PrimitiveType::kF8E8M0FNU: return "f8e8m0fnu";
-    case PrimitiveType::kInvalid: break;
+    case PrimitiveType::kPred:
+      return "pred";
+    case PrimitiveType::kS8:
+      return "s8";
+    case PrimitiveType::kS16:
+      return "s16";
+    case PrimitiveType::kS32:
+      return "s32";
+    case PrimitiveType::kS64:
+      return "s64";
+    case PrimitiveType::kU8:
+      return "u8";
+    case PrimitiveType::kU16:
+      return "u16";
+    case PrimitiveType::kU32:
+      return "u32";
+    case PrimitiveType::kU64:
+      return "u64";
+    case PrimitiveType::kF16:
+      return "f16";
+    case PrimitiveType::kBf16:
+      return "bf16";
+    case PrimitiveType::kF32:
+      return "f32";
+    case PrimitiveType::kF64:
+      return "f64";
+    case PrimitiveType::kTuple:
+      return "tuple";
+    case PrimitiveType::kToken:
+      return "token";
+    case PrimitiveType::kOpaque:
+      return "opaque";
+    case PrimitiveType::kC64:
+      return "c64";
+    case PrimitiveType::kC128:
+      return "c128";
+    case PrimitiveType::kF8E5M2:
+      return "f8e5m2";
+    case PrimitiveType::kF8E4M3FN:
+      return "f8e4m3fn";
+    case PrimitiveType::kS4:
+      return "s4";
+    case PrimitiveType::kU4:
+      return "u4";
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return "f8e4m3b11fnuz";
+    case PrimitiveType::kF8E5M2FNUZ:
+      return "f8e5m2fnuz";
+    case PrimitiveType::kF8E4M3FNUZ:
+      return "f8e4m3fnuz";
+    case PrimitiveType::kS2:
+      return "s2";
+    case PrimitiveType::kU2:
+      return "u2";
+    case PrimitiveType::kF8E4M3:
+      return "f8e4m3";
+    case PrimitiveType::kF8E3M4:
+      return "f8e3m4";
+    case PrimitiveType::kF4E2M1FN:
+      return "f4e2m1fn";
+    case PrimitiveType::kF8E8M0FNU:
+      return "f8e8m0fnu";
+    case PrimitiveType::kInvalid:
+      break;
   }
   return "invalid";
 }

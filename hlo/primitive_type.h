@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+
 #include "absl/strings/string_view.h"
 
 namespace pjrt::hlo {
@@ -48,12 +49,12 @@ enum class PrimitiveType : int {
 
 // The array element types in a stable order (for tests and listings).
 inline constexpr PrimitiveType kArrayTypes[] = {
-    PrimitiveType::kPred, PrimitiveType::kS8,  PrimitiveType::kS16,
-    PrimitiveType::kS32,  PrimitiveType::kS64, PrimitiveType::kU8,
-    PrimitiveType::kU16,  PrimitiveType::kU32, PrimitiveType::kU64,
-    PrimitiveType::kF16,  PrimitiveType::kBf16, PrimitiveType::kF32,
-    PrimitiveType::kF64,  PrimitiveType::kC64, PrimitiveType::kC128,
-    PrimitiveType::kS4,   PrimitiveType::kU4,  PrimitiveType::kF8E4M3FN,
+    PrimitiveType::kPred,   PrimitiveType::kS8,   PrimitiveType::kS16,
+    PrimitiveType::kS32,    PrimitiveType::kS64,  PrimitiveType::kU8,
+    PrimitiveType::kU16,    PrimitiveType::kU32,  PrimitiveType::kU64,
+    PrimitiveType::kF16,    PrimitiveType::kBf16, PrimitiveType::kF32,
+    PrimitiveType::kF64,    PrimitiveType::kC64,  PrimitiveType::kC128,
+    PrimitiveType::kS4,     PrimitiveType::kU4,   PrimitiveType::kF8E4M3FN,
     PrimitiveType::kF8E5M2,
 };
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
 #include "base/status_macros.h"
 #include "base/text.h"
 
@@ -28,6 +29,7 @@ const std::vector<Shape>& NoElements() {
 
 // a * b, saturating at INT64_MAX. REQUIRES: a, b >= 0.
 int64_t SaturatingMultiply(int64_t a, int64_t b) {
+  PJRT_DCHECK(a >= 0 && b >= 0) << a << " * " << b;
   int64_t product;
   if (__builtin_mul_overflow(a, b, &product)) {
     return std::numeric_limits<int64_t>::max();
@@ -146,9 +148,9 @@ absl::Status CheckShapeLimits(const Shape& shape) {
   const auto shape_string = [&] { return Excerpt(shape.ToString(), 200); };
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "dimension %d of %s is %d; dimensions must be >= 0", i,
-          shape_string(), dims[i]));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("dimension %d of %s is %d; dimensions must be >= 0",
+                          i, shape_string(), dims[i]));
     }
     if (dims[i] > kMaxArrayBytes) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -35,9 +35,15 @@ bool IsSupportedOpcode(Opcode opcode) {
 
 namespace {
 
-bool IsNumeric(PrimitiveType t) { return IsArrayType(t) && t != PrimitiveType::kPred; }
-bool IsIntegral(PrimitiveType t) { return IsSignedInteger(t) || IsUnsignedInteger(t); }
-bool IsFloatOrComplex(PrimitiveType t) { return IsFloatingPoint(t) || IsComplex(t); }
+bool IsNumeric(PrimitiveType t) {
+  return IsArrayType(t) && t != PrimitiveType::kPred;
+}
+bool IsIntegral(PrimitiveType t) {
+  return IsSignedInteger(t) || IsUnsignedInteger(t);
+}
+bool IsFloatOrComplex(PrimitiveType t) {
+  return IsFloatingPoint(t) || IsComplex(t);
+}
 bool IsOrdered(PrimitiveType t) { return IsArrayType(t) && !IsComplex(t); }
 bool IsOrderedNumeric(PrimitiveType t) { return IsNumeric(t) && !IsComplex(t); }
 
@@ -88,7 +94,8 @@ class Verifier {
   absl::Status Invalid(const Instruction& inst, absl::string_view message) {
     return Fail(inst, absl::StatusCode::kInvalidArgument, message);
   }
-  absl::Status Unimplemented(const Instruction& inst, absl::string_view message) {
+  absl::Status Unimplemented(const Instruction& inst,
+                             absl::string_view message) {
     return Fail(inst, absl::StatusCode::kUnimplemented, message);
   }
 
@@ -184,7 +191,8 @@ class Verifier {
     // Iterative DFS: a cycle may be long, and input comes from clients.
     for (const auto& start : c.instructions()) {
       if (state[start.get()] == 2) continue;
-      std::vector<std::pair<const Instruction*, int>> stack = {{start.get(), 0}};
+      std::vector<std::pair<const Instruction*, int>> stack = {
+          {start.get(), 0}};
       state[start.get()] = 1;
       while (!stack.empty()) {
         auto& [inst, next] = stack.back();
@@ -279,11 +287,12 @@ class Verifier {
   absl::Status ExpectArrays(const Instruction& inst) {
     for (int i = 0; i < inst.operand_count(); ++i) {
       if (!inst.operand(i)->shape().IsArray()) {
-        return Invalid(inst, absl::StrFormat("operand %d (%%%s) is %s; %s needs "
-                                             "an array",
-                                             i, inst.operand(i)->name(),
-                                             inst.operand(i)->shape().ToString(),
-                                             inst.opcode_name()));
+        return Invalid(inst,
+                       absl::StrFormat("operand %d (%%%s) is %s; %s needs "
+                                       "an array",
+                                       i, inst.operand(i)->name(),
+                                       inst.operand(i)->shape().ToString(),
+                                       inst.opcode_name()));
       }
     }
     return absl::OkStatus();
@@ -295,8 +304,9 @@ class Verifier {
     absl::flat_hash_set<int64_t> seen;
     for (int64_t d : dims) {
       if (d < 0 || d >= rank) {
-        return Invalid(inst, absl::StrFormat("%s %d is out of range for rank %d",
-                                             what, d, rank));
+        return Invalid(
+            inst, absl::StrFormat("%s %d is out of range for rank %d", what, d,
+                                  rank));
       }
       if (!seen.insert(d).second) {
         return Invalid(inst, absl::StrFormat("%s %d is listed twice", what, d));
@@ -312,11 +322,11 @@ class Verifier {
     const Shape& first = inst.operand(0)->shape();
     for (int i = 1; i < arity; ++i) {
       if (inst.operand(i)->shape() != first) {
-        return Invalid(inst, absl::StrFormat(
-                                 "operands must have the same shape; operand "
-                                 "0 is %s but operand %d is %s",
-                                 first.ToString(), i,
-                                 inst.operand(i)->shape().ToString()));
+        return Invalid(
+            inst, absl::StrFormat("operands must have the same shape; operand "
+                                  "0 is %s but operand %d is %s",
+                                  first.ToString(), i,
+                                  inst.operand(i)->shape().ToString()));
       }
     }
     return absl::OkStatus();
@@ -328,9 +338,10 @@ class Verifier {
     PJRT_RETURN_IF_ERROR(CheckElementwiseOperands(inst, arity));
     const Shape& first = inst.operand(0)->shape();
     if (!type_ok(first.element_type())) {
-      return Invalid(inst, absl::StrFormat("%s needs %s operands, not %s",
-                                           inst.opcode_name(), type_words,
-                                           PrimitiveTypeName(first.element_type())));
+      return Invalid(
+          inst,
+          absl::StrFormat("%s needs %s operands, not %s", inst.opcode_name(),
+                          type_words, PrimitiveTypeName(first.element_type())));
     }
     return ExpectShape(inst, first);
   }
@@ -352,11 +363,11 @@ class Verifier {
         return ExpectOperands(inst, 0);
       case Opcode::kConstant:
         if (a.literal.shape() != inst.shape()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "the literal is %s but the declared shape "
-                                   "is %s",
-                                   a.literal.shape().ToString(),
-                                   inst.shape().ToString()));
+          return Invalid(
+              inst, absl::StrFormat("the literal is %s but the declared shape "
+                                    "is %s",
+                                    a.literal.shape().ToString(),
+                                    inst.shape().ToString()));
         }
         return absl::OkStatus();
       case Opcode::kIota:
@@ -365,9 +376,9 @@ class Verifier {
           return Invalid(inst, "iota needs an array shape of rank >= 1");
         }
         if (a.iota_dimension < 0 || a.iota_dimension >= inst.shape().rank()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "iota_dimension %d is out of range for %s",
-                                   a.iota_dimension, inst.shape().ToString()));
+          return Invalid(
+              inst, absl::StrFormat("iota_dimension %d is out of range for %s",
+                                    a.iota_dimension, inst.shape().ToString()));
         }
         if (inst.shape().element_type() == PrimitiveType::kPred) {
           return Invalid(inst, "iota of pred is not defined");
@@ -379,26 +390,28 @@ class Verifier {
         const Shape& in = operand(0);
         const Shape& out = inst.shape();
         if (!out.IsArray() || out.element_type() != in.element_type()) {
-          return Invalid(inst, absl::StrFormat("broadcast of %s cannot produce %s",
-                                               in.ToString(), out.ToString()));
+          return Invalid(inst,
+                         absl::StrFormat("broadcast of %s cannot produce %s",
+                                         in.ToString(), out.ToString()));
         }
         if (static_cast<int>(a.dimensions.size()) != in.rank()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "dimensions={%s} has %d entries but the "
-                                   "operand %s has rank %d",
-                                   absl::StrJoin(a.dimensions, ","),
-                                   a.dimensions.size(), in.ToString(), in.rank()));
+          return Invalid(
+              inst,
+              absl::StrFormat("dimensions={%s} has %d entries but the "
+                              "operand %s has rank %d",
+                              absl::StrJoin(a.dimensions, ","),
+                              a.dimensions.size(), in.ToString(), in.rank()));
         }
         PJRT_RETURN_IF_ERROR(
             ExpectDimensionsIn(inst, a.dimensions, out.rank(), "dimension"));
         for (int i = 0; i < in.rank(); ++i) {
           if (in.dimensions(i) != out.dimensions(a.dimensions[i])) {
-            return Invalid(inst, absl::StrFormat(
-                                     "operand dimension %d (size %d) maps to "
-                                     "output dimension %d of size %d; sizes "
-                                     "must match exactly",
-                                     i, in.dimensions(i), a.dimensions[i],
-                                     out.dimensions(a.dimensions[i])));
+            return Invalid(
+                inst, absl::StrFormat("operand dimension %d (size %d) maps to "
+                                      "output dimension %d of size %d; sizes "
+                                      "must match exactly",
+                                      i, in.dimensions(i), a.dimensions[i],
+                                      out.dimensions(a.dimensions[i])));
           }
         }
         return absl::OkStatus();
@@ -423,11 +436,11 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         const Shape& in = operand(0);
         if (static_cast<int>(a.dimensions.size()) != in.rank()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "dimensions={%s} is not a permutation of "
-                                   "the %d dimensions of %s",
-                                   absl::StrJoin(a.dimensions, ","), in.rank(),
-                                   in.ToString()));
+          return Invalid(
+              inst, absl::StrFormat("dimensions={%s} is not a permutation of "
+                                    "the %d dimensions of %s",
+                                    absl::StrJoin(a.dimensions, ","), in.rank(),
+                                    in.ToString()));
         }
         PJRT_RETURN_IF_ERROR(
             ExpectDimensionsIn(inst, a.dimensions, in.rank(), "dimension"));
@@ -439,9 +452,10 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         if (!inst.shape().IsArray() || !SameDims(inst.shape(), operand(0))) {
-          return Invalid(inst, absl::StrFormat("convert of %s cannot produce %s",
-                                               operand(0).ToString(),
-                                               inst.shape().ToString()));
+          return Invalid(
+              inst,
+              absl::StrFormat("convert of %s cannot produce %s",
+                              operand(0).ToString(), inst.shape().ToString()));
         }
         return absl::OkStatus();
       }
@@ -452,10 +466,11 @@ class Verifier {
         if (IsComplex(in.element_type()) ||
             IsComplex(inst.shape().element_type())) {
           return Unimplemented(
-              inst, absl::StrFormat("bitcast-convert of complex types (%s to "
-                                    "%s) is not supported",
-                                    PrimitiveTypeName(in.element_type()),
-                                    PrimitiveTypeName(inst.shape().element_type())));
+              inst,
+              absl::StrFormat("bitcast-convert of complex types (%s to "
+                              "%s) is not supported",
+                              PrimitiveTypeName(in.element_type()),
+                              PrimitiveTypeName(inst.shape().element_type())));
         }
         if (BitWidth(in.element_type()) !=
             BitWidth(inst.shape().element_type())) {
@@ -467,9 +482,9 @@ class Verifier {
                         PrimitiveTypeName(inst.shape().element_type())));
         }
         if (!SameDims(in, inst.shape())) {
-          return Invalid(inst, absl::StrFormat(
-                                   "bitcast-convert of %s cannot produce %s",
-                                   in.ToString(), inst.shape().ToString()));
+          return Invalid(
+              inst, absl::StrFormat("bitcast-convert of %s cannot produce %s",
+                                    in.ToString(), inst.shape().ToString()));
         }
         return absl::OkStatus();
       }
@@ -493,39 +508,41 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         if (inst.shape() != operand(0)) {
           return Unimplemented(
-              inst, absl::StrFormat(
-                        "custom-call %s changes the shape from %s to %s; "
-                        "partitioned programs are not supported here",
-                        a.custom_call_target, operand(0).ToString(),
-                        inst.shape().ToString()));
+              inst,
+              absl::StrFormat("custom-call %s changes the shape from %s to %s; "
+                              "partitioned programs are not supported here",
+                              a.custom_call_target, operand(0).ToString(),
+                              inst.shape().ToString()));
         }
         return absl::OkStatus();
       }
       case Opcode::kTuple: {
         std::vector<Shape> elements;
-        for (const Instruction* o : inst.operands()) elements.push_back(o->shape());
+        for (const Instruction* o : inst.operands())
+          elements.push_back(o->shape());
         return ExpectShape(inst, Shape::Tuple(elements));
       }
       case Opcode::kGetTupleElement: {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         const Shape& in = operand(0);
         if (!in.IsTuple()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "get-tuple-element needs a tuple operand, "
-                                   "got %s",
-                                   in.ToString()));
+          return Invalid(
+              inst, absl::StrFormat("get-tuple-element needs a tuple operand, "
+                                    "got %s",
+                                    in.ToString()));
         }
         if (a.tuple_index < 0 ||
             a.tuple_index >= static_cast<int64_t>(in.tuple_shapes().size())) {
-          return Invalid(inst, absl::StrFormat(
-                                   "index=%d is out of range for %s",
-                                   a.tuple_index, in.ToString()));
+          return Invalid(inst,
+                         absl::StrFormat("index=%d is out of range for %s",
+                                         a.tuple_index, in.ToString()));
         }
         return ExpectShape(inst, in.tuple_shapes()[a.tuple_index]);
       }
       case Opcode::kCall: {
         if (inst.called_computations().size() != 1) {
-          return Invalid(inst, "call needs exactly one computation (to_apply=)");
+          return Invalid(inst,
+                         "call needs exactly one computation (to_apply=)");
         }
         const Computation& callee = *inst.called_computations()[0];
         PJRT_RETURN_IF_ERROR(CheckArguments(inst, callee, inst.operands()));
@@ -537,17 +554,18 @@ class Verifier {
         const Shape& p = operand(0);
         if (p.element_type() != PrimitiveType::kPred ||
             (p.rank() != 0 && !SameDims(p, operand(1)))) {
-          return Invalid(inst, absl::StrFormat(
-                                   "the predicate must be pred with the "
-                                   "dimensions of the other operands (or a "
-                                   "scalar), got %s",
-                                   p.ToString()));
+          return Invalid(
+              inst, absl::StrFormat("the predicate must be pred with the "
+                                    "dimensions of the other operands (or a "
+                                    "scalar), got %s",
+                                    p.ToString()));
         }
         if (operand(1) != operand(2)) {
-          return Invalid(inst, absl::StrFormat(
-                                   "on_true (%s) and on_false (%s) must have "
-                                   "the same shape",
-                                   operand(1).ToString(), operand(2).ToString()));
+          return Invalid(
+              inst,
+              absl::StrFormat("on_true (%s) and on_false (%s) must have "
+                              "the same shape",
+                              operand(1).ToString(), operand(2).ToString()));
         }
         return ExpectShape(inst, operand(1));
       }
@@ -558,16 +576,16 @@ class Verifier {
         for (int i : {0, 2}) {
           if (operand(i).element_type() != x.element_type() ||
               (operand(i).rank() != 0 && !SameDims(operand(i), x))) {
-            return Invalid(inst, absl::StrFormat(
-                                     "bound %s must be a scalar or have the "
-                                     "shape of %s",
-                                     operand(i).ToString(), x.ToString()));
+            return Invalid(
+                inst, absl::StrFormat("bound %s must be a scalar or have the "
+                                      "shape of %s",
+                                      operand(i).ToString(), x.ToString()));
           }
         }
         if (!IsOrderedNumeric(x.element_type())) {
-          return Invalid(inst, absl::StrFormat(
-                                   "clamp needs real numeric operands, not %s",
-                                   PrimitiveTypeName(x.element_type())));
+          return Invalid(
+              inst, absl::StrFormat("clamp needs real numeric operands, not %s",
+                                    PrimitiveTypeName(x.element_type())));
         }
         return ExpectShape(inst, x);
       }
@@ -575,21 +593,24 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         if (operand(0) != operand(1)) {
-          return Invalid(inst, absl::StrFormat(
-                                   "operands must have the same shape; got %s "
-                                   "and %s",
-                                   operand(0).ToString(), operand(1).ToString()));
+          return Invalid(
+              inst,
+              absl::StrFormat("operands must have the same shape; got %s "
+                              "and %s",
+                              operand(0).ToString(), operand(1).ToString()));
         }
         if (!a.has("direction")) {
           return Invalid(inst, "compare needs direction=EQ|NE|LT|LE|GT|GE");
         }
         PrimitiveType t = operand(0).element_type();
-        if (IsComplex(t) && a.comparison_direction != ComparisonDirection::kEq &&
+        if (IsComplex(t) &&
+            a.comparison_direction != ComparisonDirection::kEq &&
             a.comparison_direction != ComparisonDirection::kNe) {
-          return Invalid(inst, absl::StrFormat(
-                                   "%s operands compare with EQ or NE only, "
-                                   "not direction=%s",
-                                   PrimitiveTypeName(t), *a.FindRaw("direction")));
+          return Invalid(
+              inst,
+              absl::StrFormat("%s operands compare with EQ or NE only, "
+                              "not direction=%s",
+                              PrimitiveTypeName(t), *a.FindRaw("direction")));
         }
         if (a.comparison_type == ComparisonType::kTotalOrder ||
             a.comparison_type == ComparisonType::kFloat) {
@@ -600,10 +621,10 @@ class Verifier {
                                      *a.FindRaw("type"), PrimitiveTypeName(t)));
           }
         }
-        return ExpectShape(inst, Shape(PrimitiveType::kPred,
-                                       std::vector<int64_t>(
-                                           operand(0).dimensions().begin(),
-                                           operand(0).dimensions().end())));
+        return ExpectShape(
+            inst, Shape(PrimitiveType::kPred,
+                        std::vector<int64_t>(operand(0).dimensions().begin(),
+                                             operand(0).dimensions().end())));
       }
       case Opcode::kAbs:
       case Opcode::kReal:
@@ -612,16 +633,16 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         const PrimitiveType t = operand(0).element_type();
-        const bool ok = inst.opcode() == Opcode::kAbs ? IsNumeric(t)
-                                                      : IsFloatOrComplex(t);
+        const bool ok =
+            inst.opcode() == Opcode::kAbs ? IsNumeric(t) : IsFloatOrComplex(t);
         if (!ok) {
-          return Invalid(inst, absl::StrFormat(
-                                   "%s needs %s operands, not %s",
-                                   inst.opcode_name(),
-                                   inst.opcode() == Opcode::kAbs
-                                       ? "numeric"
-                                       : "floating-point or complex",
-                                   PrimitiveTypeName(t)));
+          return Invalid(inst,
+                         absl::StrFormat("%s needs %s operands, not %s",
+                                         inst.opcode_name(),
+                                         inst.opcode() == Opcode::kAbs
+                                             ? "numeric"
+                                             : "floating-point or complex",
+                                         PrimitiveTypeName(t)));
         }
         return ExpectShape(
             inst, Shape(IsComplex(t) ? ComplexPartType(t) : t,
@@ -632,9 +653,9 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(CheckElementwiseOperands(inst, 2));
         const PrimitiveType t = operand(0).element_type();
         if (t != PrimitiveType::kF32 && t != PrimitiveType::kF64) {
-          return Invalid(inst, absl::StrFormat(
-                                   "complex needs f32 or f64 operands, not %s",
-                                   PrimitiveTypeName(t)));
+          return Invalid(
+              inst, absl::StrFormat("complex needs f32 or f64 operands, not %s",
+                                    PrimitiveTypeName(t)));
         }
         return ExpectShape(
             inst, Shape(t == PrimitiveType::kF64 ? PrimitiveType::kC128
@@ -679,17 +700,22 @@ class Verifier {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         if (!IsFloatingPoint(operand(0).element_type())) {
-          return Invalid(inst, "is-finite needs a floating-point operand");
+          return Invalid(
+              inst, absl::StrFormat("is-finite needs a floating-point operand, "
+                                    "not %s",
+                                    operand(0).ToString()));
         }
-        return ExpectShape(inst, Shape(PrimitiveType::kPred,
-                                       std::vector<int64_t>(
-                                           operand(0).dimensions().begin(),
-                                           operand(0).dimensions().end())));
+        return ExpectShape(
+            inst, Shape(PrimitiveType::kPred,
+                        std::vector<int64_t>(operand(0).dimensions().begin(),
+                                             operand(0).dimensions().end())));
       }
       case Opcode::kNot:
         return CheckElementwise(
             inst, 1,
-            [](PrimitiveType t) { return t == PrimitiveType::kPred || IsIntegral(t); },
+            [](PrimitiveType t) {
+              return t == PrimitiveType::kPred || IsIntegral(t);
+            },
             "pred or integer");
       case Opcode::kPopcnt:
       case Opcode::kClz:
@@ -712,7 +738,9 @@ class Verifier {
       case Opcode::kXor:
         return CheckElementwise(
             inst, 2,
-            [](PrimitiveType t) { return t == PrimitiveType::kPred || IsIntegral(t); },
+            [](PrimitiveType t) {
+              return t == PrimitiveType::kPred || IsIntegral(t);
+            },
             "pred or integer");
       case Opcode::kShiftLeft:
       case Opcode::kShiftRightLogical:
@@ -737,11 +765,11 @@ class Verifier {
           const SliceDimension& s = a.slice[i];
           if (s.start < 0 || s.start > s.limit || s.limit > in.dimensions(i) ||
               s.stride < 1) {
-            return Invalid(inst, absl::StrFormat(
-                                     "slice range [%d:%d:%d] is invalid for "
-                                     "dimension %d of size %d",
-                                     s.start, s.limit, s.stride, i,
-                                     in.dimensions(i)));
+            return Invalid(
+                inst, absl::StrFormat("slice range [%d:%d:%d] is invalid for "
+                                      "dimension %d of size %d",
+                                      s.start, s.limit, s.stride, i,
+                                      in.dimensions(i)));
           }
           const int64_t span = s.limit - s.start;  // >= 0, checked above
           dims.push_back(span / s.stride + (span % s.stride != 0 ? 1 : 0));
@@ -754,14 +782,17 @@ class Verifier {
         }
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         if (a.dimensions.size() != 1) {
-          return Invalid(inst, "concatenate needs dimensions={d}");
+          return Invalid(
+              inst, absl::StrFormat("concatenate needs dimensions={d} (one "
+                                    "dimension), got %d",
+                                    a.dimensions.size()));
         }
         const Shape& first = operand(0);
         int64_t d = a.dimensions[0];
         if (d < 0 || d >= first.rank()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "dimension %d is out of range for %s", d,
-                                   first.ToString()));
+          return Invalid(
+              inst, absl::StrFormat("dimension %d is out of range for %s", d,
+                                    first.ToString()));
         }
         std::vector<int64_t> dims(first.dimensions().begin(),
                                   first.dimensions().end());
@@ -773,10 +804,11 @@ class Verifier {
             ok = k == d || s.dimensions(k) == first.dimensions(k);
           }
           if (!ok) {
-            return Invalid(inst, absl::StrFormat(
-                                     "operand %d (%s) does not fit operand 0 "
-                                     "(%s) for concatenation along dimension %d",
-                                     i, s.ToString(), first.ToString(), d));
+            return Invalid(
+                inst,
+                absl::StrFormat("operand %d (%s) does not fit operand 0 "
+                                "(%s) for concatenation along dimension %d",
+                                i, s.ToString(), first.ToString(), d));
           }
           if (__builtin_add_overflow(dims[d], s.dimensions(d), &dims[d]) ||
               dims[d] > kMaxArrayBytes) {
@@ -836,35 +868,37 @@ class Verifier {
       case Opcode::kReverse:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
-        PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, a.dimensions,
-                                                operand(0).rank(), "dimension"));
+        PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(
+            inst, a.dimensions, operand(0).rank(), "dimension"));
         return ExpectShape(inst, operand(0));
       case Opcode::kDynamicSlice: {
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         const Shape& in = operand(0);
         PJRT_RETURN_IF_ERROR(CheckStartIndices(inst, 1, in.rank()));
         if (static_cast<int>(a.dynamic_slice_sizes.size()) != in.rank()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "dynamic_slice_sizes has %d entries for "
-                                   "rank %d",
-                                   a.dynamic_slice_sizes.size(), in.rank()));
+          return Invalid(
+              inst, absl::StrFormat("dynamic_slice_sizes has %d entries for "
+                                    "rank %d",
+                                    a.dynamic_slice_sizes.size(), in.rank()));
         }
         for (int i = 0; i < in.rank(); ++i) {
           int64_t size = a.dynamic_slice_sizes[i];
           if (size < 0 || size > in.dimensions(i)) {
-            return Invalid(inst, absl::StrFormat(
-                                     "slice size %d is invalid for dimension "
-                                     "%d of size %d",
-                                     size, i, in.dimensions(i)));
+            return Invalid(
+                inst, absl::StrFormat("slice size %d is invalid for dimension "
+                                      "%d of size %d",
+                                      size, i, in.dimensions(i)));
           }
         }
-        return ExpectShape(inst, Shape(in.element_type(), a.dynamic_slice_sizes));
+        return ExpectShape(inst,
+                           Shape(in.element_type(), a.dynamic_slice_sizes));
       }
       case Opcode::kDynamicUpdateSlice: {
         PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
         if (inst.operand_count() < 2) {
-          return Invalid(inst, "dynamic-update-slice needs an operand and an "
-                               "update");
+          return Invalid(inst,
+                         "dynamic-update-slice needs an operand and an "
+                         "update");
         }
         const Shape& in = operand(0);
         const Shape& update = operand(1);
@@ -874,10 +908,10 @@ class Verifier {
           ok = update.dimensions(i) <= in.dimensions(i);
         }
         if (!ok) {
-          return Invalid(inst, absl::StrFormat(
-                                   "the update %s does not fit in the operand "
-                                   "%s",
-                                   update.ToString(), in.ToString()));
+          return Invalid(
+              inst, absl::StrFormat("the update %s does not fit in the operand "
+                                    "%s",
+                                    update.ToString(), in.ToString()));
         }
         PJRT_RETURN_IF_ERROR(CheckStartIndices(inst, 2, in.rank()));
         return ExpectShape(inst, in);
@@ -941,15 +975,17 @@ class Verifier {
       case Opcode::kAddDependency:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
         if (!operand(1).IsToken()) {
-          return Invalid(inst, absl::StrFormat("operand 1 is %s; add-dependency "
-                                               "takes a token there",
-                                               operand(1).ToString()));
+          return Invalid(inst,
+                         absl::StrFormat("operand 1 is %s; add-dependency "
+                                         "takes a token there",
+                                         operand(1).ToString()));
         }
         return ExpectShape(inst, operand(0));
       case Opcode::kCopyStart:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
-        return ExpectShape(inst, Shape::Tuple({operand(0), operand(0),
-                                               Shape(PrimitiveType::kU32, {})}));
+        return ExpectShape(inst,
+                           Shape::Tuple({operand(0), operand(0),
+                                         Shape(PrimitiveType::kU32, {})}));
       case Opcode::kCopyDone:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         if (!operand(0).IsTuple() || operand(0).tuple_shapes().size() != 3) {
@@ -970,12 +1006,12 @@ class Verifier {
         if (!s.IsTuple() || s.tuple_shapes().size() < 2 ||
             s.tuple_shapes()[0] != Shape::Tuple(args) ||
             s.tuple_shapes()[1] != callee.root()->shape()) {
-          return Invalid(inst, absl::StrFormat(
-                                   "async-start of %s must produce ((%s), %s, "
-                                   "context...), not %s",
-                                   callee.name(), ShapeList(inst.operands()),
-                                   callee.root()->shape().ToString(),
-                                   s.ToString()));
+          return Invalid(
+              inst,
+              absl::StrFormat("async-start of %s must produce ((%s), %s, "
+                              "context...), not %s",
+                              callee.name(), ShapeList(inst.operands()),
+                              callee.root()->shape().ToString(), s.ToString()));
         }
         return absl::OkStatus();
       }
@@ -983,12 +1019,13 @@ class Verifier {
       case Opcode::kAsyncDone: {
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         const Instruction* start = inst.operand(0);
-        while (start->opcode() == Opcode::kAsyncUpdate) start = start->operand(0);
+        while (start->opcode() == Opcode::kAsyncUpdate)
+          start = start->operand(0);
         if (start->opcode() != Opcode::kAsyncStart) {
-          return Invalid(inst, absl::StrFormat("%s takes an async-start or "
-                                               "async-update, not %%%s",
-                                               inst.opcode_name(),
-                                               start->name()));
+          return Invalid(inst,
+                         absl::StrFormat("%s takes an async-start or "
+                                         "async-update, not %%%s",
+                                         inst.opcode_name(), start->name()));
         }
         return ExpectShape(inst, inst.opcode() == Opcode::kAsyncUpdate
                                      ? operand(0)
@@ -1001,12 +1038,11 @@ class Verifier {
         // (operand, result, context...): the op's result is element 1.
         const Shape& s = inst.shape();
         if (!s.IsTuple() || s.tuple_shapes().size() < 2 ||
-            inst.operand_count() != 1 ||
-            s.tuple_shapes()[0] != operand(0)) {
-          return Invalid(inst, absl::StrFormat(
-                                   "%s of one operand produces (operand, "
-                                   "result, context...); %s is declared",
-                                   inst.opcode_name(), s.ToString()));
+            inst.operand_count() != 1 || s.tuple_shapes()[0] != operand(0)) {
+          return Invalid(inst,
+                         absl::StrFormat("%s of one operand produces (operand, "
+                                         "result, context...); %s is declared",
+                                         inst.opcode_name(), s.ToString()));
         }
         return CheckCollective(inst, &s.tuple_shapes()[1]);
       }
@@ -1017,21 +1053,29 @@ class Verifier {
                                  ? Opcode::kAllGatherStart
                                  : Opcode::kCollectivePermuteStart;
         if (inst.operand(0)->opcode() != start) {
-          return Invalid(inst, absl::StrFormat("%s takes a %s", inst.opcode_name(),
-                                               OpcodeName(start)));
+          return Invalid(
+              inst,
+              absl::StrFormat("%s takes the result of an %s, not %%%s (%s)",
+                              inst.opcode_name(), OpcodeName(start),
+                              inst.operand(0)->name(),
+                              inst.operand(0)->opcode_name()));
         }
         return ExpectShape(inst, operand(0).tuple_shapes()[1]);
       }
       case Opcode::kAllReduceDone:
         PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
         if (inst.operand(0)->opcode() != Opcode::kAllReduceStart) {
-          return Invalid(inst, "all-reduce-done takes an all-reduce-start");
+          return Invalid(
+              inst, absl::StrFormat("all-reduce-done takes the result of an "
+                                    "all-reduce-start, not %%%s (%s)",
+                                    inst.operand(0)->name(),
+                                    inst.operand(0)->opcode_name()));
         }
         return ExpectShape(inst, operand(0));
       case Opcode::kOther:
-        return Unimplemented(inst, absl::StrFormat(
-                                       "op '%s' is not supported by pjrtd",
-                                       inst.opcode_name()));
+        return Unimplemented(
+            inst, absl::StrFormat("op '%s' is not supported by pjrtd",
+                                  inst.opcode_name()));
       default:
         return Unimplemented(
             inst, absl::StrFormat("op '%s' is not supported by pjrtd yet",
@@ -1042,40 +1086,42 @@ class Verifier {
   // Operands [first, first + rank) must be integer scalars.
   absl::Status CheckStartIndices(const Instruction& inst, int first, int rank) {
     if (inst.operand_count() != first + rank) {
-      return Invalid(inst, absl::StrFormat(
-                               "%s needs %d start indices (one scalar per "
-                               "dimension), got %d",
-                               inst.opcode_name(), rank,
-                               inst.operand_count() - first));
+      return Invalid(
+          inst, absl::StrFormat("%s needs %d start indices (one scalar per "
+                                "dimension), got %d",
+                                inst.opcode_name(), rank,
+                                inst.operand_count() - first));
     }
     for (int i = first; i < first + rank; ++i) {
       const Shape& s = inst.operand(i)->shape();
       if (s.rank() != 0 || !IsIntegral(s.element_type())) {
-        return Invalid(inst, absl::StrFormat(
-                                 "start index %d must be an integer scalar, "
-                                 "got %s",
-                                 i - first, s.ToString()));
+        return Invalid(
+            inst, absl::StrFormat("start index %d must be an integer scalar, "
+                                  "got %s",
+                                  i - first, s.ToString()));
       }
     }
     return absl::OkStatus();
   }
 
-  absl::Status CheckArguments(const Instruction& inst, const Computation& callee,
+  absl::Status CheckArguments(const Instruction& inst,
+                              const Computation& callee,
                               absl::Span<Instruction* const> args) {
     if (callee.parameters().size() != args.size()) {
-      return Invalid(inst, absl::StrFormat(
-                               "computation %s takes %d parameter(s) but %d "
-                               "are passed",
-                               callee.name(), callee.parameters().size(),
-                               args.size()));
+      return Invalid(
+          inst, absl::StrFormat("computation %s takes %d parameter(s) but %d "
+                                "are passed",
+                                callee.name(), callee.parameters().size(),
+                                args.size()));
     }
     for (size_t i = 0; i < args.size(); ++i) {
       if (callee.parameters()[i]->shape() != args[i]->shape()) {
-        return Invalid(inst, absl::StrFormat(
-                                 "argument %d is %s but parameter %d of %s is "
-                                 "%s",
-                                 i, args[i]->shape().ToString(), i, callee.name(),
-                                 callee.parameters()[i]->shape().ToString()));
+        return Invalid(
+            inst,
+            absl::StrFormat("argument %d is %s but parameter %d of %s is "
+                            "%s",
+                            i, args[i]->shape().ToString(), i, callee.name(),
+                            callee.parameters()[i]->shape().ToString()));
       }
     }
     return absl::OkStatus();
@@ -1087,7 +1133,8 @@ class Verifier {
                                const Shape* result = nullptr) {
     const Attributes& a = inst.attributes();
     if (inst.operand_count() < 1) {
-      return Invalid(inst, absl::StrFormat("%s needs an operand", inst.opcode_name()));
+      return Invalid(
+          inst, absl::StrFormat("%s needs an operand", inst.opcode_name()));
     }
     PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
     if (a.use_global_device_ids && !a.channel_id.has_value()) {
@@ -1101,32 +1148,36 @@ class Verifier {
       if (inst.called_computations().size() != 1) {
         return Invalid(inst, "all-reduce needs a computation (to_apply=)");
       }
-      return ExpectShape(inst, shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes));
+      return ExpectShape(inst,
+                         shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes));
     }
     if (inst.operand_count() != 1) {
-      return Unimplemented(inst, absl::StrFormat(
-                                     "%s of several operands is not supported",
-                                     inst.opcode_name()));
+      return Unimplemented(
+          inst, absl::StrFormat("%s of several operands is not supported",
+                                inst.opcode_name()));
     }
     const Shape& out = result != nullptr ? *result : inst.shape();
-    if (inst.opcode() == Opcode::kCollectivePermute) return ExpectShape(inst, in);
+    if (inst.opcode() == Opcode::kCollectivePermute)
+      return ExpectShape(inst, in);
     if (inst.opcode() == Opcode::kCollectivePermuteStart) {
       if (out != in) {
-        return Invalid(inst, absl::StrFormat(
-                                 "collective-permute of %s produces %s, not %s",
-                                 in.ToString(), in.ToString(), out.ToString()));
+        return Invalid(inst, absl::StrFormat("%s of %s produces %s, not %s",
+                                             inst.opcode_name(), in.ToString(),
+                                             in.ToString(), out.ToString()));
       }
       return absl::OkStatus();
     }
     if (a.dimensions.size() != 1 || a.dimensions[0] < 0 ||
         a.dimensions[0] >= in.rank()) {
       return inst.opcode() == Opcode::kAllToAll && a.dimensions.empty()
-                 ? Unimplemented(inst, "all-to-all without dimensions= (the tuple "
-                                       "form) is not supported")
-                 : Invalid(inst, absl::StrFormat(
-                                     "%s needs dimensions={d} with d a dimension "
-                                     "of %s",
-                                     inst.opcode_name(), in.ToString()));
+                 ? Unimplemented(inst,
+                                 "all-to-all without dimensions= (the tuple "
+                                 "form) is not supported")
+                 : Invalid(inst,
+                           absl::StrFormat(
+                               "%s needs dimensions={d} with d a dimension "
+                               "of %s",
+                               inst.opcode_name(), in.ToString()));
     }
     const int64_t d = a.dimensions[0];
     bool ok = out.IsArray() && out.element_type() == in.element_type() &&
@@ -1135,9 +1186,11 @@ class Verifier {
       if (i == d) {
         if (inst.opcode() == Opcode::kAllGather ||
             inst.opcode() == Opcode::kAllGatherStart) {
-          ok = in.dimensions(d) > 0 && out.dimensions(d) % in.dimensions(d) == 0;
+          ok =
+              in.dimensions(d) > 0 && out.dimensions(d) % in.dimensions(d) == 0;
         } else if (inst.opcode() == Opcode::kReduceScatter) {
-          ok = out.dimensions(d) > 0 && in.dimensions(d) % out.dimensions(d) == 0;
+          ok = out.dimensions(d) > 0 &&
+               in.dimensions(d) % out.dimensions(d) == 0;
         } else {
           ok = out.dimensions(d) == in.dimensions(d);
         }
@@ -1146,10 +1199,10 @@ class Verifier {
       }
     }
     if (!ok) {
-      return Invalid(inst, absl::StrFormat(
-                               "%s of %s along dimension %d cannot produce %s",
-                               inst.opcode_name(), in.ToString(), d,
-                               out.ToString()));
+      return Invalid(
+          inst, absl::StrFormat("%s of %s along dimension %d cannot produce %s",
+                                inst.opcode_name(), in.ToString(), d,
+                                out.ToString()));
     }
     if (inst.opcode() == Opcode::kReduceScatter &&
         inst.called_computations().size() != 1) {
@@ -1182,32 +1235,33 @@ class Verifier {
     if (d.lhs_batch_dimensions.size() != d.rhs_batch_dimensions.size() ||
         d.lhs_contracting_dimensions.size() !=
             d.rhs_contracting_dimensions.size()) {
-      return Invalid(inst, "lhs and rhs must have as many batch dimensions, and "
-                           "as many contracting dimensions, as each other");
+      return Invalid(inst,
+                     "lhs and rhs must have as many batch dimensions, and "
+                     "as many contracting dimensions, as each other");
     }
     for (size_t i = 0; i < d.lhs_batch_dimensions.size(); ++i) {
       if (lhs.dimensions(d.lhs_batch_dimensions[i]) !=
           rhs.dimensions(d.rhs_batch_dimensions[i])) {
-        return Invalid(inst, absl::StrFormat(
-                                 "batch dimension %d has size %d in lhs %s but "
-                                 "%d in rhs %s",
-                                 i, lhs.dimensions(d.lhs_batch_dimensions[i]),
-                                 lhs.ToString(),
-                                 rhs.dimensions(d.rhs_batch_dimensions[i]),
-                                 rhs.ToString()));
+        return Invalid(
+            inst,
+            absl::StrFormat(
+                "batch dimension %d has size %d in lhs %s but "
+                "%d in rhs %s",
+                i, lhs.dimensions(d.lhs_batch_dimensions[i]), lhs.ToString(),
+                rhs.dimensions(d.rhs_batch_dimensions[i]), rhs.ToString()));
       }
     }
     for (size_t i = 0; i < d.lhs_contracting_dimensions.size(); ++i) {
       if (lhs.dimensions(d.lhs_contracting_dimensions[i]) !=
           rhs.dimensions(d.rhs_contracting_dimensions[i])) {
-        return Invalid(inst, absl::StrFormat(
-                                 "contracting dimension %d has size %d in lhs "
-                                 "%s but %d in rhs %s",
-                                 i,
-                                 lhs.dimensions(d.lhs_contracting_dimensions[i]),
-                                 lhs.ToString(),
-                                 rhs.dimensions(d.rhs_contracting_dimensions[i]),
-                                 rhs.ToString()));
+        return Invalid(
+            inst,
+            absl::StrFormat("contracting dimension %d has size %d in lhs "
+                            "%s but %d in rhs %s",
+                            i, lhs.dimensions(d.lhs_contracting_dimensions[i]),
+                            lhs.ToString(),
+                            rhs.dimensions(d.rhs_contracting_dimensions[i]),
+                            rhs.ToString()));
       }
     }
     const auto is_in = [](const std::vector<int64_t>& v, int64_t x) {
@@ -1229,7 +1283,9 @@ class Verifier {
     }
     if (!inst.shape().IsArray() ||
         inst.shape().element_type() == PrimitiveType::kPred) {
-      return Invalid(inst, "dot produces a numeric array");
+      return Invalid(inst,
+                     absl::StrFormat("dot produces a numeric array, not %s",
+                                     inst.shape().ToString()));
     }
     return ExpectShape(inst, Shape(inst.shape().element_type(), dims));
   }
@@ -1237,10 +1293,10 @@ class Verifier {
   absl::Status CheckReduce(const Instruction& inst) {
     const Attributes& a = inst.attributes();
     if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
-      return Invalid(inst, absl::StrFormat(
-                               "reduce takes N inputs and N initial values; "
-                               "got %d operands",
-                               inst.operand_count()));
+      return Invalid(
+          inst, absl::StrFormat("reduce takes N inputs and N initial values; "
+                                "got %d operands",
+                                inst.operand_count()));
     }
     PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
     const int n = inst.operand_count() / 2;
@@ -1249,10 +1305,10 @@ class Verifier {
       const Shape& input = inst.operand(i)->shape();
       const Shape& init = inst.operand(n + i)->shape();
       if (!SameDims(input, first)) {
-        return Invalid(inst, absl::StrFormat(
-                                 "inputs must have the same dimensions; input "
-                                 "0 is %s but input %d is %s",
-                                 first.ToString(), i, input.ToString()));
+        return Invalid(
+            inst, absl::StrFormat("inputs must have the same dimensions; input "
+                                  "0 is %s but input %d is %s",
+                                  first.ToString(), i, input.ToString()));
       }
       if (init.rank() != 0 || init.element_type() != input.element_type()) {
         return Invalid(inst, absl::StrFormat(
@@ -1268,11 +1324,11 @@ class Verifier {
     }
     const Computation& region = *inst.called_computations()[0];
     if (static_cast<int>(region.parameters().size()) != 2 * n) {
-      return Invalid(inst, absl::StrFormat(
-                               "the reducer %s takes %d parameter(s); a reduce "
-                               "of %d input(s) needs %d",
-                               region.name(), region.parameters().size(), n,
-                               2 * n));
+      return Invalid(
+          inst,
+          absl::StrFormat("the reducer %s takes %d parameter(s); a reduce "
+                          "of %d input(s) needs %d",
+                          region.name(), region.parameters().size(), n, 2 * n));
     }
     std::vector<Shape> scalars;
     for (int i = 0; i < n; ++i) {
@@ -1280,12 +1336,12 @@ class Verifier {
     }
     for (int i = 0; i < 2 * n; ++i) {
       if (region.parameters()[i]->shape() != scalars[i % n]) {
-        return Invalid(inst, absl::StrFormat(
-                                 "parameter %d of the reducer %s is %s; "
-                                 "expected %s",
-                                 i, region.name(),
-                                 region.parameters()[i]->shape().ToString(),
-                                 scalars[i % n].ToString()));
+        return Invalid(
+            inst, absl::StrFormat("parameter %d of the reducer %s is %s; "
+                                  "expected %s",
+                                  i, region.name(),
+                                  region.parameters()[i]->shape().ToString(),
+                                  scalars[i % n].ToString()));
       }
     }
     Shape region_result = n == 1 ? scalars[0] : Shape::Tuple(scalars);

@@ -53,11 +53,12 @@ Buffer::Buffer(Client* client, Device* device, hlo::Shape shape,
       tracked_(std::move(tracked)) {}
 
 std::shared_ptr<Buffer> Buffer::MakeTuple(
-    Client* client, Device* device, std::vector<std::shared_ptr<Buffer>> elements) {
+    Client* client, Device* device,
+    std::vector<std::shared_ptr<Buffer>> elements) {
   std::vector<hlo::Shape> shapes;
   for (const auto& e : elements) shapes.push_back(e->shape());
-  auto tuple = std::make_shared<Buffer>(client, device, hlo::Shape::Tuple(shapes),
-                                        nullptr);
+  auto tuple = std::make_shared<Buffer>(client, device,
+                                        hlo::Shape::Tuple(shapes), nullptr);
   tuple->elements_ = std::move(elements);
   return tuple;
 }
@@ -264,8 +265,8 @@ absl::StatusOr<std::shared_ptr<TrackedDeviceBuffer>> Buffer::Release(
     }
     if (block_stream != nullptr) {
       device::Stream* raw = block_stream.release();
-      absl::Status status = local->ThenExecuteOnCallbackThread(
-          raw, [tracked, raw, local] {
+      absl::Status status =
+          local->ThenExecuteOnCallbackThread(raw, [tracked, raw, local] {
             local->ReturnStreamToPool(std::unique_ptr<device::Stream>(raw));
           });
       if (!status.ok()) {
@@ -283,7 +284,9 @@ void Buffer::SetResultWatch(std::shared_ptr<ResultWatch> watch) {
   watch_ = std::move(watch);
 }
 
-void Buffer::Delete() { Release(/*wait_for_operations_to_complete=*/false).IgnoreError(); }
+void Buffer::Delete() {
+  Release(/*wait_for_operations_to_complete=*/false).IgnoreError();
+}
 
 bool Buffer::IsDeleted() {
   MutexLock lock(&mu_);
@@ -357,7 +360,8 @@ absl::Status Buffer::BlockHostUntilReady(absl::Duration timeout) {
           absl::StrFormat("buffer %s was deleted", DebugString()));
     }
     absl::Status status;
-    for (const auto& e : elements_) status.Update(e->BlockHostUntilReady(timeout));
+    for (const auto& e : elements_)
+      status.Update(e->BlockHostUntilReady(timeout));
     return status;
   }
   std::shared_ptr<TrackedDeviceBuffer> tracked;
@@ -435,16 +439,17 @@ void Buffer::OnReady(absl::AnyInvocable<void(absl::Status) &&> callback) {
   }
 }
 
-void RecordUsage(Buffer::ScopedHold hold, device::LocalDeviceState* stream_device,
+void RecordUsage(Buffer::ScopedHold hold,
+                 device::LocalDeviceState* stream_device,
                  device::Stream* stream,
                  std::shared_ptr<BufferSequencingEvent> event,
                  bool prefer_to_retain_reference) {
   device::LocalDeviceState* buffer_device = hold.buffer()->device();
   const AllocationModel model = buffer_device->allocation_model();
-  const bool retain =
-      stream_device != buffer_device || model == AllocationModel::kSynchronous ||
-      (model == AllocationModel::kComputeSynchronized &&
-       prefer_to_retain_reference);
+  const bool retain = stream_device != buffer_device ||
+                      model == AllocationModel::kSynchronous ||
+                      (model == AllocationModel::kComputeSynchronized &&
+                       prefer_to_retain_reference);
   if (retain) {
     absl::Status status = stream_device->ThenRelease(stream, hold.buffer());
     if (!status.ok()) {
@@ -469,9 +474,9 @@ void Buffer::CopyRawToHostAsync(
   }
   if (offset < 0 || size < 0 || offset > size_bytes() ||
       size > size_bytes() - offset) {
-    std::move(on_done)(absl::InvalidArgumentError(absl::StrFormat(
-        "byte range [%d, %d) is outside buffer %s of %d bytes", offset,
-        offset + size, DebugString(), size_bytes())));
+    std::move(on_done)(absl::InvalidArgumentError(
+        absl::StrFormat("byte range [%d, %d) is outside buffer %s of %d bytes",
+                        offset, offset + size, DebugString(), size_bytes())));
     return;
   }
   ScopedHold hold = GetBufferWithHold(HoldType::kUsage);

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/cancellation.h"
+#include "base/check.h"
 #include "base/mutex.h"
 #include "device/semaphore.h"
 #include "hlo/shape.h"
@@ -64,6 +65,7 @@ class Buffer {
     HoldType type() const { return type_; }
     // REQUIRES: ok().
     const std::shared_ptr<TrackedDeviceBuffer>& buffer() const {
+      PJRT_DCHECK(ok()) << status_;
       return buffer_;
     }
 
@@ -113,6 +115,7 @@ class Buffer {
   bool is_tuple() const { return shape_.IsTuple(); }
   // REQUIRES: is_tuple().
   const std::vector<std::shared_ptr<Buffer>>& tuple_elements() const {
+    PJRT_DCHECK(is_tuple()) << "buffer of shape " << shape_.ToString();
     return elements_;
   }
   // Deletes (see Delete).
@@ -239,7 +242,8 @@ class Buffer {
 // keeps a reference to the memory until the use completes when the
 // allocation model needs one (always under the synchronous model or across
 // devices; under compute-synchronized when `prefer_to_retain_reference`).
-void RecordUsage(Buffer::ScopedHold hold, device::LocalDeviceState* stream_device,
+void RecordUsage(Buffer::ScopedHold hold,
+                 device::LocalDeviceState* stream_device,
                  device::Stream* stream,
                  std::shared_ptr<BufferSequencingEvent> event,
                  bool prefer_to_retain_reference);

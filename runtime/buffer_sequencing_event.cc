@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "base/status_macros.h"
 
 namespace pjrt::runtime {
@@ -25,6 +26,7 @@ void BufferSequencingEvent::SetSequencingEvent(
     std::shared_ptr<device::Event> event, device::Stream* stream) {
   {
     MutexLock lock(&mu_);
+    PJRT_DCHECK(!sequenced_) << "sequenced twice, or after SetError";
     sequenced_ = true;
     event_ = event;
     stream_ = stream;
@@ -38,6 +40,7 @@ void BufferSequencingEvent::SetSequencingEvent(
 void BufferSequencingEvent::SetDefinedNow() {
   {
     MutexLock lock(&mu_);
+    PJRT_DCHECK(!sequenced_) << "defined after it was sequenced";
     sequenced_ = true;
   }
   OnComplete();
@@ -63,6 +66,7 @@ void BufferSequencingEvent::AddDependency(
     std::shared_ptr<BufferSequencingEvent> dependency) {
   if (dependency == nullptr || dependency.get() == this) return;
   MutexLock lock(&mu_);
+  PJRT_DCHECK(!complete_) << "a dependency added to a complete event";
   dependencies_.push_back(std::move(dependency));
 }
 
@@ -112,6 +116,7 @@ absl::Status BufferSequencingEvent::WaitUntilSequenced(
 
 void BufferSequencingEvent::MarkOnPrivateStream() {
   MutexLock lock(&mu_);
+  PJRT_DCHECK(!sequenced_) << "marked private after it was sequenced";
   private_stream_ = true;
 }
 
@@ -191,6 +196,7 @@ absl::Status BufferSequencingEvent::BlockHostUntilComplete(
 }
 
 absl::Status BufferSequencingEvent::status() const {
+  PJRT_DCHECK(IsComplete());
   // The first error in pre-order: our producer's, then each dependency's
   // (its producer's, then its dependencies'...). Iterative, visiting each
   // event once: chains of dependencies can be long.

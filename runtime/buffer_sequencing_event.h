@@ -44,7 +44,8 @@ class BufferSequencingEvent
   // An event that is complete and OK now (contents written synchronously).
   static std::shared_ptr<BufferSequencingEvent> CreateDefined();
   // An event already failed with `status`.
-  static std::shared_ptr<BufferSequencingEvent> CreateFailed(absl::Status status);
+  static std::shared_ptr<BufferSequencingEvent> CreateFailed(
+      absl::Status status);
 
   // The producer's work is enqueued on `stream`, and `event` completes with
   // it. REQUIRES: called at most once, and not after SetError.

@@ -81,15 +81,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
           options.prng_seed + static_cast<uint64_t>(ordinal);
       if (device_options.prng_seed == 0) device_options.prng_seed = 1;
     }
-    PJRT_ASSIGN_OR_RETURN(auto state, device::LocalDeviceState::Create(
-                                          platform.get(), ordinal,
-                                          device_options));
+    PJRT_ASSIGN_OR_RETURN(
+        auto state, device::LocalDeviceState::Create(platform.get(), ordinal,
+                                                     device_options));
     device::DeviceDescription description = platform->Describe(ordinal);
     int64_t memory = state->allocator()->GetStats().bytes_limit;
     devices.push_back(std::make_unique<Device>(
         options.first_device_id + ordinal, options.task_id, platform->name(),
-        description.kind,
-        std::move(state), memory));
+        description.kind, std::move(state), memory));
   }
   std::unique_ptr<Client> client(new Client(
       std::move(platform),
@@ -148,7 +147,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
         "BufferFromHostBuffer takes an array shape, not %s", shape.ToString()));
   }
   device::LocalDeviceState* local = device->local_device_state();
-  PJRT_RETURN_IF_ERROR(platform_->DeviceHealth(local->ordinal(), /*probe=*/false));
+  PJRT_RETURN_IF_ERROR(
+      platform_->DeviceHealth(local->ordinal(), /*probe=*/false));
   const int64_t size = shape.ByteSize();
   const bool host_access = platform_->host_can_access_device_memory();
   const auto done = [&on_done] {
@@ -176,7 +176,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
 
   PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
                         DeviceMemory::Allocate(local->allocator(), size));
-  if (host_access && local->allocation_model() == AllocationModel::kSynchronous) {
+  if (host_access &&
+      local->allocation_model() == AllocationModel::kSynchronous) {
     // Nothing else can touch fresh memory under the synchronous model.
     ParallelMemcpy(memory.data(), data, size);
     done();
@@ -194,8 +195,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
   const void* source = data;
   DeviceMemory staging;
   if (semantics == HostBufferSemantics::kImmutableOnlyDuringCall) {
-    PJRT_ASSIGN_OR_RETURN(staging,
-                          DeviceMemory::Allocate(local->staging_allocator(), size));
+    PJRT_ASSIGN_OR_RETURN(
+        staging, DeviceMemory::Allocate(local->staging_allocator(), size));
     ParallelMemcpy(staging.data(), data, size);
     source = staging.data();
     done();
@@ -226,14 +227,16 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::BufferFromHostBuffer(
 absl::StatusOr<std::shared_ptr<Buffer>> Client::CreateUninitializedBuffer(
     const hlo::Shape& shape, Device* device) {
   device::LocalDeviceState* local = device->local_device_state();
-  PJRT_RETURN_IF_ERROR(platform_->DeviceHealth(local->ordinal(), /*probe=*/false));
-  PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
-                        DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
+  PJRT_RETURN_IF_ERROR(
+      platform_->DeviceHealth(local->ordinal(), /*probe=*/false));
+  PJRT_ASSIGN_OR_RETURN(
+      DeviceMemory memory,
+      DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
   std::shared_ptr<BufferSequencingEvent> definition;
   if (local->allocation_model() == AllocationModel::kComputeSynchronized) {
     // The memory is valid once the compute stream passes this point.
-    PJRT_ASSIGN_OR_RETURN(auto event,
-                          local->AllocateAndRecordEvent(local->compute_stream()));
+    PJRT_ASSIGN_OR_RETURN(
+        auto event, local->AllocateAndRecordEvent(local->compute_stream()));
     definition = std::make_shared<BufferSequencingEvent>();
     definition->SetSequencingEvent(std::move(event), local->compute_stream());
   } else {
@@ -248,8 +251,9 @@ absl::StatusOr<std::shared_ptr<Buffer>> Client::CreateUninitializedBuffer(
 absl::StatusOr<std::unique_ptr<HostToDeviceTransfer>>
 Client::CreateHostToDeviceTransfer(const hlo::Shape& shape, Device* device) {
   device::LocalDeviceState* local = device->local_device_state();
-  PJRT_ASSIGN_OR_RETURN(DeviceMemory memory,
-                        DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
+  PJRT_ASSIGN_OR_RETURN(
+      DeviceMemory memory,
+      DeviceMemory::Allocate(local->allocator(), shape.ByteSize()));
   auto definition = std::make_shared<BufferSequencingEvent>();
   auto tracked = std::make_shared<TrackedDeviceBuffer>(
       local, std::move(memory),

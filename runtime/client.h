@@ -145,7 +145,8 @@ class Client {
 
   // Copies `data` (shape.ByteSize() bytes, row-major) to a new buffer on
   // `device`, as `semantics` allows. `on_done` (may be null) runs once the
-  // runtime no longer reads `data`. REQUIRES: shape.IsArray().
+  // runtime no longer reads `data`. A shape that is not an array is
+  // INVALID_ARGUMENT.
   absl::StatusOr<std::shared_ptr<Buffer>> BufferFromHostBuffer(
       const void* data, const hlo::Shape& shape, HostBufferSemantics semantics,
       absl::AnyInvocable<void() &&> on_done, Device* device);

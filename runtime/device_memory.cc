@@ -7,8 +7,8 @@
 
 namespace pjrt::runtime {
 
-absl::StatusOr<DeviceMemory> DeviceMemory::Allocate(device::Allocator* allocator,
-                                                    int64_t bytes) {
+absl::StatusOr<DeviceMemory> DeviceMemory::Allocate(
+    device::Allocator* allocator, int64_t bytes) {
   if (bytes > 0) PJRT_RETURN_IF_ERROR(MaybeInjectAllocationFailure(bytes));
   PJRT_ASSIGN_OR_RETURN(void* data, allocator->Allocate(bytes));
   DeviceMemory memory;

@@ -31,7 +31,9 @@ class DeviceMemory {
   void* data() const { return data_; }
   int64_t size() const { return size_; }
   // False for a default-constructed or moved-from object.
-  bool owns_memory() const { return allocator_ != nullptr || release_ != nullptr; }
+  bool owns_memory() const {
+    return allocator_ != nullptr || release_ != nullptr;
+  }
 
   // Frees the memory now.
   void Reset();

@@ -65,13 +65,15 @@ absl::StatusOr<int> LeafIndex(const hlo::Shape& shape,
   }
   if (path[0] < 0 ||
       path[0] >= static_cast<int64_t>(shape.tuple_shapes().size())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "input_output_alias index %d is out of range for %s", path[0],
-        shape.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("input_output_alias index %d is out of range for %s",
+                        path[0], shape.ToString()));
   }
   int offset = 0;
-  for (int64_t i = 0; i < path[0]; ++i) offset += CountLeaves(shape.tuple_shapes()[i]);
-  PJRT_ASSIGN_OR_RETURN(int inner, LeafIndex(shape.tuple_shapes()[path[0]], path.subspan(1)));
+  for (int64_t i = 0; i < path[0]; ++i)
+    offset += CountLeaves(shape.tuple_shapes()[i]);
+  PJRT_ASSIGN_OR_RETURN(
+      int inner, LeafIndex(shape.tuple_shapes()[path[0]], path.subspan(1)));
   return offset + inner;
 }
 
@@ -110,8 +112,8 @@ absl::Status CheckCollectivesStayInTasks(
         context.num_partitions = P;
         std::vector<int64_t> group;
         int index = 0;
-        PJRT_RETURN_IF_ERROR(compiler::CollectiveGroup(
-            *collective, context, &group, &index));
+        PJRT_RETURN_IF_ERROR(
+            compiler::CollectiveGroup(*collective, context, &group, &index));
         const int mine = task_of.at(assignment[r][p]);
         for (int64_t id : group) {
           const int device = assignment[id / P][id % P];
@@ -173,9 +175,9 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
     for (const auto& [key, value] : config.raw)
       header_given |= key == header_name;
     if (requested > 0 && header_given && requested != header) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s %d disagrees with the module's %s=%d", what, requested,
-          header_name, header));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s %d disagrees with the module's %s=%d", what,
+                          requested, header_name, header));
     }
     return requested > 0 ? requested : static_cast<int>(header);
   };
@@ -300,7 +302,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
         client->task_id()));
   }
   const bool spans_tasks =
-      !e->portable_ && static_cast<int>(e->addressable_devices_.size()) != R * P;
+      !e->portable_ &&
+      static_cast<int>(e->addressable_devices_.size()) != R * P;
 
   // Parameters and their leaves; donations from input_output_alias.
   const hlo::Computation& entry = *module->entry();
@@ -318,8 +321,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
     const int param = static_cast<int>(alias.parameter_number);
     if (param < 0 || param >= static_cast<int>(e->parameter_shapes_.size())) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "input_output_alias names parameter %d, but the program has %d", param,
-          e->parameter_shapes_.size()));
+          "input_output_alias names parameter %d, but the program has %d",
+          param, e->parameter_shapes_.size()));
     }
     if (std::find(options.non_donatable_parameters.begin(),
                   options.non_donatable_parameters.end(),
@@ -329,7 +332,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
     PJRT_ASSIGN_OR_RETURN(int leaf, LeafIndex(e->parameter_shapes_[param],
                                               alias.parameter_index));
     leaf += e->leaf_begin_[param];
-    PJRT_ASSIGN_OR_RETURN(int result, LeafIndex(e->result_shape_, alias.output_index));
+    PJRT_ASSIGN_OR_RETURN(int result,
+                          LeafIndex(e->result_shape_, alias.output_index));
     if (!donated_leaves.insert(leaf).second) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "input_output_alias gives parameter %d to two outputs", param));
@@ -410,7 +414,8 @@ absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
           "executable %s takes one tuple %s: pass its %d elements as "
           "arguments (or one tuple buffer with arguments_are_tupled), got %d "
           "argument(s)",
-          name_, parameter_shapes_[0].ToString(), elements.size(), arguments.size()));
+          name_, parameter_shapes_[0].ToString(), elements.size(),
+          arguments.size()));
     }
     for (size_t i = 0; i < arguments.size(); ++i) {
       expected.emplace_back(arguments[i], elements[i]);
@@ -423,9 +428,9 @@ absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
           name_));
     }
     if (arguments.size() != parameter_shapes_.size()) {
-      return invalid(absl::StrFormat("executable %s takes %d argument(s), got %d",
-                                     name_, parameter_shapes_.size(),
-                                     arguments.size()));
+      return invalid(
+          absl::StrFormat("executable %s takes %d argument(s), got %d", name_,
+                          parameter_shapes_.size(), arguments.size()));
     }
     for (size_t i = 0; i < arguments.size(); ++i) {
       expected.emplace_back(arguments[i], parameter_shapes_[i]);
@@ -435,12 +440,15 @@ absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
   for (size_t i = 0; i < expected.size(); ++i) {
     Buffer* arg = expected[i].first;
     const hlo::Shape& want = expected[i].second;
-    if (arg == nullptr) return invalid(absl::StrFormat("argument %d is missing", i));
+    if (arg == nullptr)
+      return invalid(absl::StrFormat("argument %d is missing", i));
     const hlo::Shape& got = arg->shape();
-    if (want.IsArray() && got.IsArray() && got.element_type() != want.element_type()) {
+    if (want.IsArray() && got.IsArray() &&
+        got.element_type() != want.element_type()) {
       return invalid(absl::StrFormat(
           "argument %d has dtype %s, but parameter %d of %s is %s", i,
-          hlo::PrimitiveTypeName(got.element_type()), i, name_, want.ToString()));
+          hlo::PrimitiveTypeName(got.element_type()), i, name_,
+          want.ToString()));
     }
     if (got != want) {
       return invalid(absl::StrFormat(
@@ -458,8 +466,8 @@ absl::StatusOr<std::vector<Buffer*>> Executable::FlattenArguments(
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
-    absl::Span<Buffer* const> leaves, Device* device, int replica, int partition,
-    std::shared_ptr<compiler::CollectiveHub> hub,
+    absl::Span<Buffer* const> leaves, Device* device, int replica,
+    int partition, std::shared_ptr<compiler::CollectiveHub> hub,
     const ExecuteRunOptions& options, const std::string& where) {
   std::vector<ExecuteArgument> args;
   for (Buffer* leaf : leaves) args.push_back(ExecuteArgument{.buffer = leaf});
@@ -519,8 +527,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
   execute_options.wait_cancellation = options.wait_cancellation;
   execute_options.own_stream = has_collectives_ && R * P > 1;
   execute_options.observer = options.observer;
-  auto outputs = ExecuteOnDevice(client_, device, args, results, std::move(kernel),
-                                 execute_options);
+  execute_options.run_inline_when_idle = options.run_inline_when_idle;
+  auto outputs = ExecuteOnDevice(client_, device, args, results,
+                                 std::move(kernel), execute_options);
   if (!outputs.ok()) {
     absl::Status s = outputs.status();
     if (hub != nullptr) hub->Fail(replica * P + partition, s);
@@ -538,7 +547,8 @@ std::vector<std::shared_ptr<Buffer>> Executable::ShapeResults(
       [&](const hlo::Shape& shape) -> std::shared_ptr<Buffer> {
     if (!shape.IsTuple()) return leaves[next++];
     std::vector<std::shared_ptr<Buffer>> elements;
-    for (const hlo::Shape& e : shape.tuple_shapes()) elements.push_back(build(e));
+    for (const hlo::Shape& e : shape.tuple_shapes())
+      elements.push_back(build(e));
     return Buffer::MakeTuple(client_, device, std::move(elements));
   };
   return {build(result_shape_)};
@@ -557,8 +567,8 @@ std::shared_ptr<compiler::CollectiveHub> Executable::NewHub(
       std::move(placement));
 }
 
-std::shared_ptr<compiler::CollectiveHub> Executable::HubFor(
-    uint64_t scope, int64_t launch_id) {
+std::shared_ptr<compiler::CollectiveHub> Executable::HubFor(uint64_t scope,
+                                                            int64_t launch_id) {
   MutexLock lock(&hubs_mu_);
   for (auto it = hubs_.begin(); it != hubs_.end();) {
     it = it->second.expired() ? hubs_.erase(it) : std::next(it);
@@ -579,16 +589,17 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::Execute(
     return absl::InvalidArgumentError(absl::StrFormat(
         "executable %s runs on %d devices (%d replica(s) x %d partition(s)); "
         "execute it replicated or sharded",
-        name_, num_replicas_ * num_partitions_, num_replicas_, num_partitions_));
+        name_, num_replicas_ * num_partitions_, num_replicas_,
+        num_partitions_));
   }
   PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
                         FlattenArguments(arguments, device, options, ""));
   return RunParticipant(leaves, device, 0, 0, nullptr, options, "");
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecutePortable(
-    absl::Span<Buffer* const> arguments, Device* device,
-    const ExecuteRunOptions& options) {
+absl::StatusOr<std::vector<std::shared_ptr<Buffer>>>
+Executable::ExecutePortable(absl::Span<Buffer* const> arguments, Device* device,
+                            const ExecuteRunOptions& options) {
   if (!portable_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "executable %s was not compiled as portable; compile it with "
@@ -617,18 +628,20 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::ExecuteSharded(
     for (int p = 0; p < num_partitions_; ++p) {
       if (device_assignment_[r][p] != device->id()) continue;
       const std::string where = Participant(r, p) + ": ";
-      PJRT_ASSIGN_OR_RETURN(std::vector<Buffer*> leaves,
-                            FlattenArguments(arguments, device, options, where));
+      PJRT_ASSIGN_OR_RETURN(
+          std::vector<Buffer*> leaves,
+          FlattenArguments(arguments, device, options, where));
       std::shared_ptr<compiler::CollectiveHub> hub;
       if (num_replicas_ * num_partitions_ > 1) {
         hub = HubFor(options.launch_scope, options.launch_id);
       }
-      return RunParticipant(leaves, device, r, p, std::move(hub), options, where);
+      return RunParticipant(leaves, device, r, p, std::move(hub), options,
+                            where);
     }
   }
   return absl::InvalidArgumentError(absl::StrFormat(
-      "device %d is not in the device assignment of executable %s", device->id(),
-      name_));
+      "device %d is not in the device assignment of executable %s",
+      device->id(), name_));
 }
 
 absl::StatusOr<std::vector<std::vector<std::shared_ptr<Buffer>>>>
@@ -651,12 +664,13 @@ Executable::ExecuteReplicated(absl::Span<const std::vector<Buffer*>> arguments,
   std::vector<std::vector<Buffer*>> leaves(n);
   for (int i = 0; i < n; ++i) {
     const auto [r, p] = addressable_participants_[i];
-    PJRT_ASSIGN_OR_RETURN(leaves[i],
-                          FlattenArguments(arguments[i], addressable_devices_[i],
-                                           options, Participant(r, p) + ": "));
+    PJRT_ASSIGN_OR_RETURN(
+        leaves[i], FlattenArguments(arguments[i], addressable_devices_[i],
+                                    options, Participant(r, p) + ": "));
   }
   ExecuteRunOptions run = options;
-  if (run.launch_id == 0) run.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
+  if (run.launch_id == 0)
+    run.launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
   std::shared_ptr<compiler::CollectiveHub> hub;
   if (n > 1 || placement_ != nullptr) hub = NewHub(run.launch_id);
   std::vector<absl::StatusOr<std::vector<std::shared_ptr<Buffer>>>> results(

@@ -113,6 +113,12 @@ struct ExecuteRunOptions {
   bool untuple_result = true;
   // Told of each device's run once it is done; may be null.
   std::shared_ptr<RunObserver> observer;
+  // Run each device's part on the calling thread while that device is idle
+  // instead of handing it to the device's stream: two thread switches fewer
+  // per run, and the results are ready when the call returns. For a caller
+  // that waits for the results anyway. Programs with collectives always run
+  // on their own streams.
+  bool run_inline_when_idle = false;
 };
 
 class Executable {
@@ -136,7 +142,9 @@ class Executable {
   }
   // One shape per result: the root's, or each element of a tuple root (in
   // order, nested tuples flattened).
-  const std::vector<hlo::Shape>& result_shapes() const { return result_shapes_; }
+  const std::vector<hlo::Shape>& result_shapes() const {
+    return result_shapes_;
+  }
   // The root's shape.
   const hlo::Shape& result_shape() const { return result_shape_; }
   // True when the root is a tuple (its elements are the results).
@@ -187,7 +195,8 @@ class Executable {
       absl::Span<Buffer* const> arguments, Device* device,
       const ExecuteRunOptions& options = {});
 
-  // REQUIRES: compiled portable. Runs on `device`.
+  // Runs a portable executable on `device`; INVALID_ARGUMENT for one that
+  // was not compiled portable.
   absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecutePortable(
       absl::Span<Buffer* const> arguments, Device* device,
       const ExecuteRunOptions& options = {});
@@ -210,7 +219,7 @@ class Executable {
   std::shared_ptr<compiler::CollectiveHub> NewHub(int64_t launch_id) const;
   // The hub shared by every participant of launch `launch_id` of `scope`.
   std::shared_ptr<compiler::CollectiveHub> HubFor(uint64_t scope,
-                                                        int64_t launch_id);
+                                                  int64_t launch_id);
   std::vector<std::shared_ptr<Buffer>> ShapeResults(
       std::vector<std::shared_ptr<Buffer>> leaves, Device* device,
       const ExecuteRunOptions& options) const;
@@ -252,8 +261,7 @@ class Executable {
 
   Mutex hubs_mu_;
   // By (launch_scope, launch_id).
-  std::map<std::pair<uint64_t, int64_t>,
-           std::weak_ptr<compiler::CollectiveHub>>
+  std::map<std::pair<uint64_t, int64_t>, std::weak_ptr<compiler::CollectiveHub>>
       hubs_ ABSL_GUARDED_BY(hubs_mu_);
 };
 

@@ -2,7 +2,6 @@
 
 #include <exception>
 #include <new>
-#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -10,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "device/worker_thread.h"
 #include "runtime/fault_injection.h"
 
 namespace pjrt::runtime {
@@ -88,7 +86,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   PJRT_RETURN_IF_ERROR(CheckArguments(device, arguments, results));
   device::LocalDeviceState* local = device->local_device_state();
   // A device that failed for good takes no more work.
-  PJRT_RETURN_IF_ERROR(client->platform()->DeviceHealth(local->ordinal(), /*probe=*/false));
+  PJRT_RETURN_IF_ERROR(
+      client->platform()->DeviceHealth(local->ordinal(), /*probe=*/false));
   const Cancellation* wait = options.wait_cancellation;
   // A wait given up because `wait` was cancelled keeps its status code
   // (CANCELLED, DEADLINE_EXCEEDED...); other failures of an argument are
@@ -174,11 +173,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   // borrowed now that the run holds a slot of the semaphore (so at most
   // queue-ahead are borrowed at once) and returned once the kernel is done.
   std::unique_ptr<device::Stream> own_stream;
-  std::optional<device::WorkerThread::NoInlineScope> no_inline;
   if (options.own_stream) {
     PJRT_ASSIGN_OR_RETURN(own_stream, local->BorrowStreamFromPool());
-    // Its kernel may wait for peers that this very thread launches next.
-    no_inline.emplace();
   }
   struct ReturnStream {
     device::LocalDeviceState* local;
@@ -189,6 +185,12 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   } return_stream{local, &own_stream};
   device::Stream* compute =
       own_stream != nullptr ? own_stream.get() : local->compute_stream();
+  // Not on a stream of its own: its kernel may wait for peers that this
+  // very thread launches next.
+  std::unique_ptr<device::Stream::CallerRuns> caller_runs;
+  if (options.run_inline_when_idle && own_stream == nullptr) {
+    caller_runs = compute->LetCallerRunWhenIdle();
+  }
   // Under the compute-synchronized model fresh memory may still be in use
   // by the compute stream (its previous owner's last use).
   if (own_stream != nullptr &&
@@ -208,15 +210,16 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
       result_pointers[r] = holds[*results[r].alias_argument].buffer()->data();
       continue;
     }
-    PJRT_ASSIGN_OR_RETURN(fresh[r], DeviceMemory::Allocate(
-                                        local->allocator(),
-                                        results[r].shape.ByteSize()));
+    PJRT_ASSIGN_OR_RETURN(fresh[r],
+                          DeviceMemory::Allocate(local->allocator(),
+                                                 results[r].shape.ByteSize()));
     result_pointers[r] = fresh[r].data();
   }
   DeviceMemory scratch;
   if (options.scratch_bytes > 0) {
-    PJRT_ASSIGN_OR_RETURN(scratch, DeviceMemory::Allocate(local->allocator(),
-                                                          options.scratch_bytes));
+    PJRT_ASSIGN_OR_RETURN(
+        scratch,
+        DeviceMemory::Allocate(local->allocator(), options.scratch_bytes));
   }
   void* scratch_pointer = scratch.data();
   std::vector<void*> argument_pointers(arguments.size());
@@ -265,7 +268,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
       compute->BlockHostUntilDone().IgnoreError();
       // A launch that failed may have ended the device: ask it, so that the
       // next call is refused clearly instead of failing somewhere later.
-      client->platform()->DeviceHealth(local->ordinal(), /*probe=*/true).IgnoreError();
+      client->platform()
+          ->DeviceHealth(local->ordinal(), /*probe=*/true)
+          .IgnoreError();
       local->run_stats().failed.Add();
       return status;
     }
@@ -301,8 +306,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
         local, std::move(memory),
         std::vector<std::shared_ptr<BufferSequencingEvent>>{definition});
     output_tracked.push_back(tracked);
-    outputs.push_back(std::make_shared<Buffer>(client, device,
-                                               results[r].shape,
+    outputs.push_back(std::make_shared<Buffer>(client, device, results[r].shape,
                                                std::move(tracked)));
   }
   auto watch = std::make_shared<Buffer::ResultWatch>();

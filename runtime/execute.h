@@ -1,8 +1,10 @@
 // ExecuteOnDevice: enqueues one execution on one device's compute stream,
-// with the seed's bookkeeping: argument checks, usage and donation holds,
-// waits on the arguments' events, the compute semaphore, result allocation
-// (or reuse of donated memory), one definition event for all results, and
-// the conversion of holds into usage events or confirmed donations.
+// with the bookkeeping of XLA's PJRT stream-executor client (the runtime
+// pjrtd re-implements; "the seed" in docs/architecture.md): argument checks,
+// usage and donation holds, waits on the arguments' events, the compute
+// semaphore, result allocation (or reuse of donated memory), one definition
+// event for all results, and the conversion of holds into usage events or
+// confirmed donations.
 //
 // What the execution computes is a Kernel; compiled programs provide one
 // (compiler/), tests provide small ones.
@@ -89,6 +91,10 @@ struct ExecuteOptions {
   // that a participant waiting for a peer that has not started does not
   // hold up the device's other work.
   bool own_stream = false;
+  // Run the work on the calling thread while the stream is idle (see
+  // device::Stream::LetCallerRunWhenIdle), for a caller that waits for the
+  // results anyway. Ignored with own_stream.
+  bool run_inline_when_idle = false;
   // Device memory the kernel needs besides its results, allocated for the
   // run (counted in the device's statistics, RESOURCE_EXHAUSTED if it does
   // not fit) and freed once the kernel is done.

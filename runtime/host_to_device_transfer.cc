@@ -12,7 +12,8 @@ namespace pjrt::runtime {
 using device::AllocationModel;
 
 HostToDeviceTransfer::HostToDeviceTransfer(
-    std::shared_ptr<Buffer> buffer, std::shared_ptr<TrackedDeviceBuffer> tracked,
+    std::shared_ptr<Buffer> buffer,
+    std::shared_ptr<TrackedDeviceBuffer> tracked,
     std::shared_ptr<BufferSequencingEvent> definition)
     : buffer_(std::move(buffer)),
       tracked_(std::move(tracked)),
@@ -23,9 +24,9 @@ HostToDeviceTransfer::HostToDeviceTransfer(
 }
 
 HostToDeviceTransfer::~HostToDeviceTransfer() {
-  Abort(absl::CancelledError(absl::StrFormat(
-      "transfer to %s was abandoned after %d of %d bytes",
-      buffer_->DebugString(), received_, bytes_expected())));
+  Abort(absl::CancelledError(
+      absl::StrFormat("transfer to %s was abandoned after %d of %d bytes",
+                      buffer_->DebugString(), received_, bytes_expected())));
 }
 
 absl::Status HostToDeviceTransfer::Append(const void* data, int64_t size) {
@@ -58,8 +59,9 @@ absl::Status HostToDeviceTransfer::Append(const void* data, int64_t size) {
     }
     stream_ordered_ = true;
   }
-  PJRT_ASSIGN_OR_RETURN(DeviceMemory staging,
-                        DeviceMemory::Allocate(local->staging_allocator(), size));
+  PJRT_ASSIGN_OR_RETURN(
+      DeviceMemory staging,
+      DeviceMemory::Allocate(local->staging_allocator(), size));
   std::memcpy(staging.data(), data, size);
   PJRT_RETURN_IF_ERROR(stream->Memcpy(dst, staging.data(), size));
   PJRT_RETURN_IF_ERROR(local->ThenRelease(stream, std::move(staging)));
@@ -73,9 +75,9 @@ absl::Status HostToDeviceTransfer::Finish() {
         "transfer to %s has already ended", buffer_->DebugString()));
   }
   if (received_ != bytes_expected()) {
-    absl::Status status = absl::InvalidArgumentError(absl::StrFormat(
-        "too few bytes for %s: expected %d, received %d",
-        buffer_->DebugString(), bytes_expected(), received_));
+    absl::Status status = absl::InvalidArgumentError(
+        absl::StrFormat("too few bytes for %s: expected %d, received %d",
+                        buffer_->DebugString(), bytes_expected(), received_));
     Abort(status);
     return status;
   }

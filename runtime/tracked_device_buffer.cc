@@ -3,6 +3,8 @@
 #include <atomic>
 #include <utility>
 
+#include "base/check.h"
+
 namespace pjrt::runtime {
 
 TrackedDeviceBuffer::TrackedDeviceBuffer(
@@ -45,6 +47,7 @@ TrackedDeviceBuffer::~TrackedDeviceBuffer() {
 void TrackedDeviceBuffer::AddUsageEvent(
     device::Stream* stream, std::shared_ptr<BufferSequencingEvent> event,
     bool reference_held) {
+  PJRT_DCHECK(in_use_) << "a use recorded after LockUseAndTransferUsageEvents";
   // Keep one entry per stream: the use recorded last on a stream covers the
   // earlier ones. Uses are reported in the order their holds end, not the
   // order they were recorded: a racing reader may report an older event

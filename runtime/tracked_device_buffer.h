@@ -49,8 +49,8 @@ class TrackedDeviceBuffer {
   }
   absl::Span<const UsageEvent> usage_events() const { return usage_events_; }
 
-  // Records that `stream` used the memory up to `event`. REQUIRES: usage
-  // not locked.
+  // Records that `stream` used the memory up to `event`. REQUIRES: not
+  // after LockUseAndTransferUsageEvents.
   void AddUsageEvent(device::Stream* stream,
                      std::shared_ptr<BufferSequencingEvent> event,
                      bool reference_held);

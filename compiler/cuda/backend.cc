@@ -82,7 +82,8 @@ struct GemmPlan {
 
 // Row-major out[b] (m x n) = op(lhs[b]) op(rhs[b]) as cuBLASLt's
 // column-major out^T (n x m) = op(rhs^T) op(lhs^T).
-absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s, int device) {
+absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s,
+                                                   int device) {
   auto plan = std::make_unique<GemmPlan>();
   PJRT_ASSIGN_OR_RETURN(plan->handle, BlasHandle(device));
   plan->f64 = s.type == hlo::PrimitiveType::kF64;
@@ -93,41 +94,52 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s, int d
       s.operand_type == hlo::PrimitiveType::kBf16  ? CUDA_R_16BF
       : s.operand_type == hlo::PrimitiveType::kF16 ? CUDA_R_16F
                                                    : dt;
-  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
-  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatmulDescCreate(&plan->desc, compute, scale),
-                                 "cublasLtMatmulDescCreate"));
+  PJRT_RETURN_IF_ERROR(
+      BlasError(cublasLtMatmulDescCreate(&plan->desc, compute, scale),
+                "cublasLtMatmulDescCreate"));
   const cublasOperation_t op_a = s.rhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = s.lhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                     &op_a, sizeof(op_a)),
       "cublasLtMatmulDescSetAttribute(TRANSA)"));
   PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                     &op_b, sizeof(op_b)),
       "cublasLtMatmulDescSetAttribute(TRANSB)"));
   // Stored shapes, column-major: rhs is n x k (k x n when transposed), lhs
   // k x m (m x k when transposed), out n x m.
-  const uint64_t a_rows = s.rhs_transposed ? s.k : s.n, a_cols = s.rhs_transposed ? s.n : s.k;
-  const uint64_t b_rows = s.lhs_transposed ? s.m : s.k, b_cols = s.lhs_transposed ? s.k : s.m;
-  PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatrixLayoutCreate(&plan->a, operand_type, a_rows, a_cols, a_rows),
-      "cublasLtMatrixLayoutCreate"));
-  PJRT_RETURN_IF_ERROR(BlasError(
-      cublasLtMatrixLayoutCreate(&plan->b, operand_type, b_rows, b_cols, b_rows),
-      "cublasLtMatrixLayoutCreate"));
-  PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatrixLayoutCreate(&plan->c, dt, s.n, s.m, s.n),
-                                 "cublasLtMatrixLayoutCreate"));
+  const uint64_t a_rows = s.rhs_transposed ? s.k : s.n,
+                 a_cols = s.rhs_transposed ? s.n : s.k;
+  const uint64_t b_rows = s.lhs_transposed ? s.m : s.k,
+                 b_cols = s.lhs_transposed ? s.k : s.m;
+  PJRT_RETURN_IF_ERROR(
+      BlasError(cublasLtMatrixLayoutCreate(&plan->a, operand_type, a_rows,
+                                           a_cols, a_rows),
+                "cublasLtMatrixLayoutCreate"));
+  PJRT_RETURN_IF_ERROR(
+      BlasError(cublasLtMatrixLayoutCreate(&plan->b, operand_type, b_rows,
+                                           b_cols, b_rows),
+                "cublasLtMatrixLayoutCreate"));
+  PJRT_RETURN_IF_ERROR(
+      BlasError(cublasLtMatrixLayoutCreate(&plan->c, dt, s.n, s.m, s.n),
+                "cublasLtMatrixLayoutCreate"));
   if (s.batch > 1) {
     const int32_t count = static_cast<int32_t>(s.batch);
     const auto batch = [&](cublasLtMatrixLayout_t layout, int64_t stride) {
-      absl::Status st = BlasError(
-          cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                           &count, sizeof(count)),
-          "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
-      st.Update(BlasError(
-          cublasLtMatrixLayoutSetAttribute(
-              layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
-          "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
+      absl::Status st =
+          BlasError(cublasLtMatrixLayoutSetAttribute(
+                        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                        sizeof(count)),
+                    "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+      st.Update(
+          BlasError(cublasLtMatrixLayoutSetAttribute(
+                        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                        &stride, sizeof(stride)),
+                    "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
       return st;
     };
     PJRT_RETURN_IF_ERROR(batch(plan->a, s.k * s.n));
@@ -138,38 +150,40 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s, int d
   PJRT_RETURN_IF_ERROR(BlasError(cublasLtMatmulPreferenceCreate(&preference),
                                  "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace_bytes = kGemmWorkspaceBytes;
-  absl::Status status = BlasError(
-      cublasLtMatmulPreferenceSetAttribute(preference,
-                                           CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace_bytes, sizeof(workspace_bytes)),
-      "cublasLtMatmulPreferenceSetAttribute");
+  absl::Status status =
+      BlasError(cublasLtMatmulPreferenceSetAttribute(
+                    preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                    &workspace_bytes, sizeof(workspace_bytes)),
+                "cublasLtMatmulPreferenceSetAttribute");
   int found = 0;
   if (status.ok()) {
-    status = BlasError(cublasLtMatmulAlgoGetHeuristic(plan->handle, plan->desc, plan->a,
-                                                      plan->b, plan->c, plan->c, preference, 1,
-                                                      &plan->heuristic, &found),
+    status = BlasError(cublasLtMatmulAlgoGetHeuristic(
+                           plan->handle, plan->desc, plan->a, plan->b, plan->c,
+                           plan->c, preference, 1, &plan->heuristic, &found),
                        "cublasLtMatmulAlgoGetHeuristic");
   }
   cublasLtMatmulPreferenceDestroy(preference);
   PJRT_RETURN_IF_ERROR(status);
   if (found == 0) {
     return absl::InternalError(absl::StrFormat(
-        "cuBLASLt has no algorithm for a %s matmul of [%d,%d] x [%d,%d] (batch %d)",
+        "cuBLASLt has no algorithm for a %s matmul of [%d,%d] x [%d,%d] (batch "
+        "%d)",
         hlo::PrimitiveTypeName(s.operand_type), s.m, s.k, s.k, s.n, s.batch));
   }
   return plan;
 }
 
-absl::Status RunGemm(const GemmPlan& plan, void* out, const void* lhs, const void* rhs,
-                     void* workspace, cudaStream_t stream) {
+absl::Status RunGemm(const GemmPlan& plan, void* out, const void* lhs,
+                     const void* rhs, void* workspace, cudaStream_t stream) {
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;
   const void* alpha = plan.f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = plan.f64 ? static_cast<const void*>(&zero64) : &zero32;
-  return BlasError(cublasLtMatmul(plan.handle, plan.desc, alpha, rhs, plan.a, lhs, plan.b, beta,
-                                  out, plan.c, out, plan.c, &plan.heuristic.algo, workspace,
-                                  kGemmWorkspaceBytes, stream),
-                   "cublasLtMatmul");
+  return BlasError(
+      cublasLtMatmul(plan.handle, plan.desc, alpha, rhs, plan.a, lhs, plan.b,
+                     beta, out, plan.c, out, plan.c, &plan.heuristic.algo,
+                     workspace, kGemmWorkspaceBytes, stream),
+      "cublasLtMatmul");
 }
 
 absl::Status FftError(cufftResult result, absl::string_view what) {
@@ -305,14 +319,16 @@ class CudaProgram : public Program {
   }
 
   absl::Status Run(const RunContext& context) const override {
-    void* native = context.stream != nullptr ? context.stream->native_handle() : nullptr;
+    void* native =
+        context.stream != nullptr ? context.stream->native_handle() : nullptr;
     if (native == nullptr) {
       return absl::FailedPreconditionError(
           "a CUDA program runs on a CUDA stream; this run has none");
     }
     cudaStream_t stream = static_cast<cudaStream_t>(native);
     int device = 0;
-    PJRT_RETURN_IF_ERROR(CudaError(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice"));
+    PJRT_RETURN_IF_ERROR(
+        CudaError(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice"));
     PJRT_RETURN_IF_ERROR(CudaError(cudaSetDevice(device), "cudaSetDevice"));
     PJRT_RETURN_IF_ERROR(EnsureLoaded());
     char* scratch = static_cast<char*>(context.scratch);
@@ -321,10 +337,10 @@ class CudaProgram : public Program {
       uint32_t partition = static_cast<uint32_t>(context.partition_id);
       void* ids = scratch + ids_offset_;
       void* args[] = {&ids, &replica, &partition};
-      PJRT_RETURN_IF_ERROR(CudaError(
-          cudaLaunchKernel(reinterpret_cast<const void*>(set_ids_), dim3(1), dim3(1), args, 0,
-                           stream),
-          "launching pj_set_ids"));
+      PJRT_RETURN_IF_ERROR(
+          CudaError(cudaLaunchKernel(reinterpret_cast<const void*>(set_ids_),
+                                     dim3(1), dim3(1), args, 0, stream),
+                    "launching pj_set_ids"));
     }
     const Env env{context, stream, device, scratch};
     return RunLaunches(*c_.lowered, c_.generated.launches,
@@ -576,10 +592,10 @@ class CudaProgram : public Program {
     MutexLock lock(&mu_);
     if (library_ != nullptr) return absl::OkStatus();
     cudaLibrary_t library = nullptr;
-    PJRT_RETURN_IF_ERROR(CudaError(
-        cudaLibraryLoadData(&library, c_.cubin.cubin.data(), nullptr, nullptr, 0, nullptr,
-                            nullptr, 0),
-        absl::StrFormat("loading the program's %s cubin", c_.arch)));
+    PJRT_RETURN_IF_ERROR(
+        CudaError(cudaLibraryLoadData(&library, c_.cubin.cubin.data(), nullptr,
+                                      nullptr, 0, nullptr, nullptr, 0),
+                  absl::StrFormat("loading the program's %s cubin", c_.arch)));
     absl::flat_hash_map<std::string, cudaKernel_t> kernels;
     absl::Status found;
     ForEachLaunch(c_.generated.launches, [&](const Launch& launch) {
@@ -603,8 +619,9 @@ class CudaProgram : public Program {
     }
     cudaKernel_t set_ids = nullptr;
     if (uses_ids_) {
-      absl::Status s = CudaError(cudaLibraryGetKernel(&set_ids, library, "pj_set_ids"),
-                                 "finding kernel pj_set_ids");
+      absl::Status s =
+          CudaError(cudaLibraryGetKernel(&set_ids, library, "pj_set_ids"),
+                    "finding kernel pj_set_ids");
       if (!s.ok()) {
         cudaLibraryUnload(library);
         return s;
@@ -650,12 +667,14 @@ class CudaProgram : public Program {
     for (const std::vector<uint64_t>& data : program.constants) {
       void* p = nullptr;
       const size_t bytes = std::max<size_t>(data.size() * sizeof(uint64_t), 8);
-      status = CudaError(cudaMalloc(&p, bytes), "cudaMalloc for the program's constants");
+      status = CudaError(cudaMalloc(&p, bytes),
+                         "cudaMalloc for the program's constants");
       if (!status.ok()) break;
       pointers.push_back(p);
-      status = CudaError(cudaMemcpy(p, data.data(), data.size() * sizeof(uint64_t),
-                                    cudaMemcpyHostToDevice),
-                         "uploading the program's constants");
+      status =
+          CudaError(cudaMemcpy(p, data.data(), data.size() * sizeof(uint64_t),
+                               cudaMemcpyHostToDevice),
+                    "uploading the program's constants");
       if (!status.ok()) break;
     }
     if (!status.ok()) {
@@ -718,13 +737,14 @@ class CudaBackend : public Backend {
   }
   std::string Describe() const override {
     return absl::StrFormat(
-        "cuda: NVRTC %s kernels for %s, cuBLASLt, NCCL; compile cache %s", NvrtcVersion(), arch_,
-        cache_.enabled() ? cache_.dir() : "off");
+        "cuda: NVRTC %s kernels for %s, cuBLASLt, NCCL; compile cache %s",
+        NvrtcVersion(), arch_, cache_.enabled() ? cache_.dir() : "off");
   }
   std::string target() const override { return arch_; }
   absl::StatusOr<std::unique_ptr<Program>> Compile(
       const hlo::Module& module, const BackendOptions& options) const override {
-    PJRT_ASSIGN_OR_RETURN(CudaCompilation c, CompileForCuda(module, options, arch_, cache_));
+    PJRT_ASSIGN_OR_RETURN(CudaCompilation c,
+                          CompileForCuda(module, options, arch_, cache_));
     return MakeCudaProgram(std::move(c));
   }
 
@@ -740,12 +760,14 @@ class CudaBackend : public Backend {
 // "kernel pj_loop_3 (loop over f32[8] (exp) for %e (line 4))": the kernel
 // whose source holds the first line NVRTC's `log` complains about
 // ("pjrt_kernels.cu(123): error ..."); empty when it cannot tell.
-std::string KernelAtErrorLine(const GeneratedProgram& g, absl::string_view log) {
+std::string KernelAtErrorLine(const GeneratedProgram& g,
+                              absl::string_view log) {
   constexpr absl::string_view kFile = "pjrt_kernels.cu(";
   const size_t at = log.find(kFile);
   if (at == absl::string_view::npos) return "";
   int line = 0;
-  for (size_t i = at + kFile.size(); i < log.size() && absl::ascii_isdigit(log[i]); ++i) {
+  for (size_t i = at + kFile.size();
+       i < log.size() && absl::ascii_isdigit(log[i]); ++i) {
     line = line * 10 + (log[i] - '0');
   }
   // The kernel defined last before that line.
@@ -755,11 +777,13 @@ std::string KernelAtErrorLine(const GeneratedProgram& g, absl::string_view log) 
     const size_t def = g.source.find(absl::StrCat(" ", launch.kernel, "("));
     if (def == std::string::npos) continue;
     const int def_line =
-        1 + static_cast<int>(std::count(g.source.begin(), g.source.begin() + def, '\n'));
+        1 + static_cast<int>(
+                std::count(g.source.begin(), g.source.begin() + def, '\n'));
     if (def_line <= line) found = &launch;
   }
-  return found != nullptr ? absl::StrFormat("kernel %s (%s)", found->kernel, found->origin)
-                          : std::string();
+  return found != nullptr
+             ? absl::StrFormat("kernel %s (%s)", found->kernel, found->origin)
+             : std::string();
 }
 
 absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
@@ -770,21 +794,25 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
   c.arch = arch;
   host::HostCompileOptions host_options;
   host_options.aliases = options.aliases;
-  host_options.half_dot_operands = true;  // cuBLASLt multiplies them as they are
+  host_options.half_dot_operands =
+      true;  // cuBLASLt multiplies them as they are
   PJRT_ASSIGN_OR_RETURN(c.lowered, host::CompileForHost(module, host_options));
   PJRT_ASSIGN_OR_RETURN(c.generated, GenerateCuda(*c.lowered));
   absl::StrAppend(&c.generated.source, kSetIds);
-  const std::string key =
-      absl::StrCat("cubin;", arch, ";nvrtc ", NvrtcVersion(), ";", c.generated.source);
+  const std::string key = absl::StrCat("cubin;", arch, ";nvrtc ",
+                                       NvrtcVersion(), ";", c.generated.source);
   if (std::optional<std::string> cubin = cache.Get(key); cubin.has_value()) {
     c.cubin.cubin = *std::move(cubin);
     c.from_cache = true;
     return c;
   }
-  absl::StatusOr<CompiledCubin> cubin = CompileWithNvrtc(c.generated.source, arch);
+  absl::StatusOr<CompiledCubin> cubin =
+      CompileWithNvrtc(c.generated.source, arch);
   if (!cubin.ok()) {
-    spdlog::debug("the generated source NVRTC refused:\n{}", c.generated.source);
-    const std::string where = KernelAtErrorLine(c.generated, cubin.status().message());
+    spdlog::debug("the generated source NVRTC refused:\n{}",
+                  c.generated.source);
+    const std::string where =
+        KernelAtErrorLine(c.generated, cubin.status().message());
     if (where.empty()) return cubin.status();
     return absl::Status(cubin.status().code(),
                         absl::StrCat(where, ": ", cubin.status().message()));

@@ -48,7 +48,8 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
 // of `generated` whose source holds the first line that NVRTC's `log`
 // complains about ("pjrt_kernels.cu(123): error ..."), for the error a
 // refused compile returns; empty when it cannot tell.
-std::string KernelAtErrorLine(const GeneratedProgram& generated, absl::string_view log);
+std::string KernelAtErrorLine(const GeneratedProgram& generated,
+                              absl::string_view log);
 
 // Wraps a compilation as a Program that runs on any GPU of its
 // architecture.

@@ -23,9 +23,9 @@
 namespace pjrt::compiler::cuda {
 
 using hlo::PrimitiveType;
+using host::Expression;
 using host::ExprNode;
 using host::ExprOp;
-using host::Expression;
 using host::Product;
 
 namespace {
@@ -63,29 +63,42 @@ absl::Status Unsupported(PrimitiveType type) {
 
 absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
   switch (type) {
-    case PrimitiveType::kPred: return std::string("pj_u8");
+    case PrimitiveType::kPred:
+      return std::string("pj_u8");
     case PrimitiveType::kS4:  // one value per byte, sign-extended
-    case PrimitiveType::kS8: return std::string("pj_s8");
-    case PrimitiveType::kS16: return std::string("pj_s16");
-    case PrimitiveType::kS32: return std::string("pj_s32");
-    case PrimitiveType::kS64: return std::string("pj_s64");
+    case PrimitiveType::kS8:
+      return std::string("pj_s8");
+    case PrimitiveType::kS16:
+      return std::string("pj_s16");
+    case PrimitiveType::kS32:
+      return std::string("pj_s32");
+    case PrimitiveType::kS64:
+      return std::string("pj_s64");
     case PrimitiveType::kU4:  // one value per byte
-    case PrimitiveType::kU8: return std::string("pj_u8");
-    case PrimitiveType::kU16: return std::string("pj_u16");
-    case PrimitiveType::kU32: return std::string("pj_u32");
-    case PrimitiveType::kU64: return std::string("pj_u64");
+    case PrimitiveType::kU8:
+      return std::string("pj_u8");
+    case PrimitiveType::kU16:
+      return std::string("pj_u16");
+    case PrimitiveType::kU32:
+      return std::string("pj_u32");
+    case PrimitiveType::kU64:
+      return std::string("pj_u64");
     case PrimitiveType::kF16:
-    case PrimitiveType::kBf16: return std::string("pj_u16");
+    case PrimitiveType::kBf16:
+      return std::string("pj_u16");
     case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E5M2:
       return std::string("pj_u8");
-    case PrimitiveType::kF32: return std::string("float");
-    case PrimitiveType::kF64: return std::string("double");
+    case PrimitiveType::kF32:
+      return std::string("float");
+    case PrimitiveType::kF64:
+      return std::string("double");
     case PrimitiveType::kC64:
       return std::string("pj_c64");
     case PrimitiveType::kC128:
       return std::string("pj_c128");
-    default: return Unsupported(type);
+    default:
+      return Unsupported(type);
   }
 }
 
@@ -99,8 +112,10 @@ absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
 
 // `storage` (an expression of the storage type) as a compute value.
 std::string Load(PrimitiveType type, const std::string& storage) {
-  if (type == PrimitiveType::kF16) return absl::StrCat("pj_f16_to_f32(", storage, ")");
-  if (type == PrimitiveType::kBf16) return absl::StrCat("pj_bf16_to_f32(", storage, ")");
+  if (type == PrimitiveType::kF16)
+    return absl::StrCat("pj_f16_to_f32(", storage, ")");
+  if (type == PrimitiveType::kBf16)
+    return absl::StrCat("pj_bf16_to_f32(", storage, ")");
   if (type == PrimitiveType::kF8E4M3FN)
     return absl::StrCat("pj_f8e4m3fn_to_f32(", storage, ")");
   if (type == PrimitiveType::kF8E5M2)
@@ -109,8 +124,10 @@ std::string Load(PrimitiveType type, const std::string& storage) {
 }
 
 std::string Store(PrimitiveType type, const std::string& value) {
-  if (type == PrimitiveType::kF16) return absl::StrCat("pj_f32_to_f16(", value, ")");
-  if (type == PrimitiveType::kBf16) return absl::StrCat("pj_f32_to_bf16(", value, ")");
+  if (type == PrimitiveType::kF16)
+    return absl::StrCat("pj_f32_to_f16(", value, ")");
+  if (type == PrimitiveType::kBf16)
+    return absl::StrCat("pj_f32_to_bf16(", value, ")");
   if (type == PrimitiveType::kF8E4M3FN)
     return absl::StrCat("pj_f32_to_f8e4m3fn(", value, ")");
   if (type == PrimitiveType::kF8E5M2)
@@ -125,8 +142,10 @@ std::string Round(PrimitiveType type, const std::string& value) {
     return absl::StrCat("pj_wrap_s4(", value, ")");
   if (type == PrimitiveType::kU4)
     return absl::StrCat("pj_wrap_u4(", value, ")");
-  if (type == PrimitiveType::kF16) return absl::StrCat("pj_round_f16(", value, ")");
-  if (type == PrimitiveType::kBf16) return absl::StrCat("pj_round_bf16(", value, ")");
+  if (type == PrimitiveType::kF16)
+    return absl::StrCat("pj_round_f16(", value, ")");
+  if (type == PrimitiveType::kBf16)
+    return absl::StrCat("pj_round_bf16(", value, ")");
   if (type == PrimitiveType::kF8E4M3FN)
     return absl::StrCat("pj_round_f8e4m3fn(", value, ")");
   if (type == PrimitiveType::kF8E5M2)
@@ -146,11 +165,13 @@ std::string SaturateInt4(PrimitiveType type, const std::string& value) {
 
 // A math function of the C library for float or double.
 std::string Math(const char* name, PrimitiveType type) {
-  return type == PrimitiveType::kF64 ? std::string(name) : absl::StrCat(name, "f");
+  return type == PrimitiveType::kF64 ? std::string(name)
+                                     : absl::StrCat(name, "f");
 }
 
 // A literal of the compute representation held in `bits`.
-absl::StatusOr<std::string> SplatLiteral(PrimitiveType type, const uint64_t bits[2]) {
+absl::StatusOr<std::string> SplatLiteral(PrimitiveType type,
+                                         const uint64_t bits[2]) {
   PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(type));
   if (type == PrimitiveType::kF64) {
     return absl::StrFormat("__longlong_as_double(0x%016xLL)", bits[0]);
@@ -168,12 +189,18 @@ absl::StatusOr<std::string> SplatLiteral(PrimitiveType type, const uint64_t bits
 
 const char* CompareOperator(hlo::ComparisonDirection d) {
   switch (d) {
-    case hlo::ComparisonDirection::kEq: return "==";
-    case hlo::ComparisonDirection::kNe: return "!=";
-    case hlo::ComparisonDirection::kLt: return "<";
-    case hlo::ComparisonDirection::kLe: return "<=";
-    case hlo::ComparisonDirection::kGt: return ">";
-    case hlo::ComparisonDirection::kGe: return ">=";
+    case hlo::ComparisonDirection::kEq:
+      return "==";
+    case hlo::ComparisonDirection::kNe:
+      return "!=";
+    case hlo::ComparisonDirection::kLt:
+      return "<";
+    case hlo::ComparisonDirection::kLe:
+      return "<=";
+    case hlo::ComparisonDirection::kGt:
+      return ">";
+    case hlo::ComparisonDirection::kGe:
+      return ">=";
   }
   return "==";
 }
@@ -390,7 +417,8 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
         } else if (ot == PrimitiveType::kPred || from == ct) {
           value = Round(t, absl::StrCat("(", ct, ")", a(0)));
         } else {
-          value = Round(t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
+          value = Round(
+              t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
         }
         break;
       }
@@ -402,40 +430,78 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
         break;
       }
       case ExprOp::kIsFinite:
-        value = IsFloat(ot) ? absl::StrCat("pj_isfinite(", a(0), ")") : "(pj_u8)1";
+        value =
+            IsFloat(ot) ? absl::StrCat("pj_isfinite(", a(0), ")") : "(pj_u8)1";
         break;
-      case ExprOp::kReal: value = a(0); break;
-      case ExprOp::kImag: value = absl::StrCat("(", ct, ")0"); break;
+      case ExprOp::kReal:
+        value = a(0);
+        break;
+      case ExprOp::kImag:
+        value = absl::StrCat("(", ct, ")0");
+        break;
       case ExprOp::kAbs:
         value = fl ? absl::StrCat(Math("fabs", t), "(", a(0), ")")
                    : absl::StrCat("pj_iabs(", a(0), ")");
         break;
       case ExprOp::kNegate:
-        value = fl ? absl::StrCat("-", a(0)) : absl::StrCat("pj_ineg(", a(0), ")");
+        value =
+            fl ? absl::StrCat("-", a(0)) : absl::StrCat("pj_ineg(", a(0), ")");
         break;
       case ExprOp::kSign:
         value = fl ? absl::StrCat("pj_fsign(", a(0), ")")
                    : absl::StrCat("pj_isign(", a(0), ")");
         break;
-      case ExprOp::kExp: value = absl::StrCat(Math("exp", t), "(", a(0), ")"); break;
-      case ExprOp::kExpm1: value = absl::StrCat(Math("expm1", t), "(", a(0), ")"); break;
-      case ExprOp::kLog: value = absl::StrCat(Math("log", t), "(", a(0), ")"); break;
-      case ExprOp::kLog1p: value = absl::StrCat(Math("log1p", t), "(", a(0), ")"); break;
-      case ExprOp::kSqrt: value = absl::StrCat(Math("sqrt", t), "(", a(0), ")"); break;
+      case ExprOp::kExp:
+        value = absl::StrCat(Math("exp", t), "(", a(0), ")");
+        break;
+      case ExprOp::kExpm1:
+        value = absl::StrCat(Math("expm1", t), "(", a(0), ")");
+        break;
+      case ExprOp::kLog:
+        value = absl::StrCat(Math("log", t), "(", a(0), ")");
+        break;
+      case ExprOp::kLog1p:
+        value = absl::StrCat(Math("log1p", t), "(", a(0), ")");
+        break;
+      case ExprOp::kSqrt:
+        value = absl::StrCat(Math("sqrt", t), "(", a(0), ")");
+        break;
       case ExprOp::kRsqrt:
         value = absl::StrCat("(", ct, ")1 / ", Math("sqrt", t), "(", a(0), ")");
         break;
-      case ExprOp::kCbrt: value = absl::StrCat(Math("cbrt", t), "(", a(0), ")"); break;
-      case ExprOp::kTanh: value = absl::StrCat(Math("tanh", t), "(", a(0), ")"); break;
-      case ExprOp::kLogistic: value = absl::StrCat("pj_logistic(", a(0), ")"); break;
-      case ExprOp::kSin: value = absl::StrCat(Math("sin", t), "(", a(0), ")"); break;
-      case ExprOp::kCos: value = absl::StrCat(Math("cos", t), "(", a(0), ")"); break;
-      case ExprOp::kTan: value = absl::StrCat(Math("tan", t), "(", a(0), ")"); break;
-      case ExprOp::kErf: value = absl::StrCat(Math("erf", t), "(", a(0), ")"); break;
-      case ExprOp::kFloor: value = absl::StrCat(Math("floor", t), "(", a(0), ")"); break;
-      case ExprOp::kCeil: value = absl::StrCat(Math("ceil", t), "(", a(0), ")"); break;
-      case ExprOp::kRoundAfz: value = absl::StrCat(Math("round", t), "(", a(0), ")"); break;
-      case ExprOp::kRoundEven: value = absl::StrCat(Math("rint", t), "(", a(0), ")"); break;
+      case ExprOp::kCbrt:
+        value = absl::StrCat(Math("cbrt", t), "(", a(0), ")");
+        break;
+      case ExprOp::kTanh:
+        value = absl::StrCat(Math("tanh", t), "(", a(0), ")");
+        break;
+      case ExprOp::kLogistic:
+        value = absl::StrCat("pj_logistic(", a(0), ")");
+        break;
+      case ExprOp::kSin:
+        value = absl::StrCat(Math("sin", t), "(", a(0), ")");
+        break;
+      case ExprOp::kCos:
+        value = absl::StrCat(Math("cos", t), "(", a(0), ")");
+        break;
+      case ExprOp::kTan:
+        value = absl::StrCat(Math("tan", t), "(", a(0), ")");
+        break;
+      case ExprOp::kErf:
+        value = absl::StrCat(Math("erf", t), "(", a(0), ")");
+        break;
+      case ExprOp::kFloor:
+        value = absl::StrCat(Math("floor", t), "(", a(0), ")");
+        break;
+      case ExprOp::kCeil:
+        value = absl::StrCat(Math("ceil", t), "(", a(0), ")");
+        break;
+      case ExprOp::kRoundAfz:
+        value = absl::StrCat(Math("round", t), "(", a(0), ")");
+        break;
+      case ExprOp::kRoundEven:
+        value = absl::StrCat(Math("rint", t), "(", a(0), ")");
+        break;
       case ExprOp::kReducePrecision:
         value = absl::StrFormat("pj_reduce_precision(%s, %d, %d)", a(0),
                                 node.exponent_bits, node.mantissa_bits);
@@ -481,18 +547,28 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
                    : absl::StrCat("pj_ipow(", a(0), ", ", a(1), ")");
         break;
       case ExprOp::kMaximum:
-        value = absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a(0), ", ", a(1), ")");
+        value =
+            absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a(0), ", ", a(1), ")");
         break;
       case ExprOp::kMinimum:
-        value = absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a(0), ", ", a(1), ")");
+        value =
+            absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a(0), ", ", a(1), ")");
         break;
       case ExprOp::kAtan2:
         value = absl::StrCat(Math("atan2", t), "(", a(0), ", ", a(1), ")");
         break;
-      case ExprOp::kAnd: value = absl::StrCat("(", ct, ")(", a(0), " & ", a(1), ")"); break;
-      case ExprOp::kOr: value = absl::StrCat("(", ct, ")(", a(0), " | ", a(1), ")"); break;
-      case ExprOp::kXor: value = absl::StrCat("(", ct, ")(", a(0), " ^ ", a(1), ")"); break;
-      case ExprOp::kShiftLeft: value = absl::StrCat("pj_shl(", a(0), ", ", a(1), ")"); break;
+      case ExprOp::kAnd:
+        value = absl::StrCat("(", ct, ")(", a(0), " & ", a(1), ")");
+        break;
+      case ExprOp::kOr:
+        value = absl::StrCat("(", ct, ")(", a(0), " | ", a(1), ")");
+        break;
+      case ExprOp::kXor:
+        value = absl::StrCat("(", ct, ")(", a(0), " ^ ", a(1), ")");
+        break;
+      case ExprOp::kShiftLeft:
+        value = absl::StrCat("pj_shl(", a(0), ", ", a(1), ")");
+        break;
       case ExprOp::kShiftRightLogical:
         // s4 shifts its 4 bits, not the sign-extended byte.
         value = t == PrimitiveType::kS4
@@ -511,8 +587,9 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
         break;
       case ExprOp::kCompare:
         if (node.total_order && IsFloat(ot)) {
-          value = absl::StrFormat("(pj_u8)(pj_total_order(%s) %s pj_total_order(%s))",
-                                  a(0), CompareOperator(node.direction), a(1));
+          value = absl::StrFormat(
+              "(pj_u8)(pj_total_order(%s) %s pj_total_order(%s))", a(0),
+              CompareOperator(node.direction), a(1));
         } else {
           value = absl::StrFormat("(pj_u8)(%s %s %s)", a(0),
                                   CompareOperator(node.direction), a(1));
@@ -523,9 +600,11 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
         break;
       case ExprOp::kClamp:
         if (fl) {
-          value = absl::StrFormat("pj_fmin(%s, pj_fmax(%s, %s))", a(2), a(0), a(1));
+          value =
+              absl::StrFormat("pj_fmin(%s, pj_fmax(%s, %s))", a(2), a(0), a(1));
         } else {
-          value = absl::StrFormat("pj_imin(%s, pj_imax(%s, %s))", a(2), a(0), a(1));
+          value =
+              absl::StrFormat("pj_imin(%s, pj_imax(%s, %s))", a(2), a(0), a(1));
         }
         break;
       case ExprOp::kComplex:
@@ -533,13 +612,14 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
     }
     // f16 and bf16 round after every op that computes (not after a load,
     // a splat, a convert that already rounded, or a select).
-    const bool rounds = node.op != ExprOp::kInput && node.op != ExprOp::kSplat &&
-                        node.op != ExprOp::kConvert &&
-                        node.op != ExprOp::kBitcastConvert &&
-                        node.op != ExprOp::kSelect && node.op != ExprOp::kReal &&
-                        node.op != ExprOp::kCompare && node.op != ExprOp::kIsFinite;
+    const bool rounds =
+        node.op != ExprOp::kInput && node.op != ExprOp::kSplat &&
+        node.op != ExprOp::kConvert && node.op != ExprOp::kBitcastConvert &&
+        node.op != ExprOp::kSelect && node.op != ExprOp::kReal &&
+        node.op != ExprOp::kCompare && node.op != ExprOp::kIsFinite;
     if (rounds) value = Round(t, value);
-    absl::StrAppend(out, indent, "const ", ct, " ", var[i], " = ", value, ";\n");
+    absl::StrAppend(out, indent, "const ", ct, " ", var[i], " = ", value,
+                    ";\n");
   }
   std::vector<std::string> outputs;
   for (int o : expr.outputs()) outputs.push_back(var[o]);
@@ -549,7 +629,8 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
 // The index type of a kernel whose every offset lies in [-limit, limit]:
 // 32 bits when a grid-stride step past the end cannot overflow either.
 const char* IndexType(int64_t limit) {
-  return limit < (int64_t{1} << 31) - 1 - kMaxBlocks * kThreads ? "int" : "long long";
+  return limit < (int64_t{1} << 31) - 1 - kMaxBlocks * kThreads ? "int"
+                                                                : "long long";
 }
 
 // The largest |offset| an affine map reaches over `dims`.
@@ -587,7 +668,7 @@ std::string MapExpression(const host::AffineMap& map, int rank) {
   return s;
 }
 
-const char* kLoopHead =
+constexpr char kLoopHead[] =
     "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %d;\n"
     "       i += (%s)gridDim.x * blockDim.x) {\n";
 
@@ -630,15 +711,19 @@ class Generator {
   absl::StatusOr<GeneratedProgram> Run() {
     for (size_t i = 0; i < program_.steps.size(); ++i) {
       const size_t first = out_.launches.size();
-      absl::Status status = std::visit(
-          [&](const auto& s) -> absl::Status { return Emit(s); }, program_.steps[i]);
-      const std::string& origin =
-          i < program_.step_origins.size() ? program_.step_origins[i] : std::string();
+      absl::Status status =
+          std::visit([&](const auto& s) -> absl::Status { return Emit(s); },
+                     program_.steps[i]);
+      const std::string& origin = i < program_.step_origins.size()
+                                      ? program_.step_origins[i]
+                                      : std::string();
       if (!status.ok()) {
-        if (origin.empty() || status.message().find(origin) != absl::string_view::npos) {
+        if (origin.empty() ||
+            status.message().find(origin) != absl::string_view::npos) {
           return status;
         }
-        return absl::Status(status.code(), absl::StrCat(origin, ": ", status.message()));
+        return absl::Status(status.code(),
+                            absl::StrCat(origin, ": ", status.message()));
       }
       if (origin.empty()) continue;
       for (size_t l = first; l < out_.launches.size(); ++l) {
@@ -662,7 +747,6 @@ class Generator {
     out_.temporary_bytes += (bytes + 255) / 256 * 256;
     return slot;
   }
-
 
   void Add(Launch launch) { out_.launches.push_back(std::move(launch)); }
 
@@ -692,11 +776,13 @@ class Generator {
     for (size_t k = 0; k < s.inputs.size(); ++k) {
       const host::LoopInput& in = s.inputs[k];
       if (in.kind != host::LoopInput::Kind::kBuffer || in.contiguous ||
-          static_cast<int>(in.map.strides.size()) != rank || in.map.strides[rank - 1] == 1) {
+          static_cast<int>(in.map.strides.size()) != rank ||
+          in.map.strides[rank - 1] == 1) {
         continue;
       }
       for (int a = rank - 2; a >= 0; --a) {
-        if (in.map.strides[a] == 1 && s.dims[a] >= 16) return {static_cast<int>(k), a};
+        if (in.map.strides[a] == 1 && s.dims[a] >= 16)
+          return {static_cast<int>(k), a};
       }
     }
     return {-1, -1};
@@ -707,7 +793,8 @@ class Generator {
     if (n == 0) return absl::OkStatus();
     const int rank = static_cast<int>(s.dims.size());
     int64_t limit = n;
-    for (const host::LoopInput& in : s.inputs) limit = std::max(limit, MapLimit(in.map, s.dims));
+    for (const host::LoopInput& in : s.inputs)
+      limit = std::max(limit, MapLimit(in.map, s.dims));
     const char* idx = IndexType(limit);
     const auto [tiled, tiled_dim] = TransposedInput(s);
     Launch launch;
@@ -747,10 +834,12 @@ class Generator {
         if (static_cast<int>(k) == tiled) {
           tile_type = ct;
           tile_load = Load(in.type, absl::StrFormat("in%d[%s]", k, at));
-          absl::StrAppendFormat(&body, "    const %s %s = tile[x][y];\n", ct, name);
+          absl::StrAppendFormat(&body, "    const %s %s = tile[x][y];\n", ct,
+                                name);
         } else {
-          absl::StrAppendFormat(&body, "    const %s %s = %s;\n", ct, name,
-                                Load(in.type, absl::StrFormat("in%d[%s]", k, at)));
+          absl::StrAppendFormat(
+              &body, "    const %s %s = %s;\n", ct, name,
+              Load(in.type, absl::StrFormat("in%d[%s]", k, at)));
         }
       }
       inputs.push_back(name);
@@ -760,16 +849,19 @@ class Generator {
     if (outputs.size() != 1) {
       return absl::InternalError("a loop step must have one output");
     }
-    absl::StrAppendFormat(&body, "    out[i] = %s;\n", Store(s.output_type, outputs[0]));
+    absl::StrAppendFormat(&body, "    out[i] = %s;\n",
+                          Store(s.output_type, outputs[0]));
     std::string& k = shared_->source;
     if (tiled < 0) {
       Open(&launch, params);
       absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
       bool needs_coordinates = false;
       for (const host::LoopInput& in : s.inputs) {
-        needs_coordinates |= in.kind == host::LoopInput::Kind::kIota || !in.contiguous;
+        needs_coordinates |=
+            in.kind == host::LoopInput::Kind::kIota || !in.contiguous;
       }
-      if (needs_coordinates) absl::StrAppend(&k, SplitIndex(s.dims, idx, "    "));
+      if (needs_coordinates)
+        absl::StrAppend(&k, SplitIndex(s.dims, idx, "    "));
       absl::StrAppend(&k, body, "  }\n}\n");
     } else {
       // 32x32 tiles of output dimensions (a, last): each block loads a tile
@@ -778,7 +870,8 @@ class Generator {
       // reading the input from shared memory. A thread covers several
       // elements of the tile (the loops stride by the block's shape).
       const int a = tiled_dim, b = rank - 1;
-      const int64_t tiles_a = (s.dims[a] + 31) / 32, tiles_b = (s.dims[b] + 31) / 32;
+      const int64_t tiles_a = (s.dims[a] + 31) / 32,
+                    tiles_b = (s.dims[b] + 31) / 32;
       int64_t tiles = tiles_a * tiles_b;
       for (int d = 0; d < rank; ++d) {
         if (d != a && d != b) tiles *= s.dims[d];
@@ -788,29 +881,45 @@ class Generator {
       launch.blocks = std::min(tiles, kMaxBlocks);
       Open(&launch, params);
       absl::StrAppendFormat(&k, "  __shared__ %s tile[32][33];\n", tile_type);
-      absl::StrAppendFormat(&k, "  for (%s t = blockIdx.x; t < %d; t += gridDim.x) {\n", idx, tiles);
+      absl::StrAppendFormat(
+          &k, "  for (%s t = blockIdx.x; t < %d; t += gridDim.x) {\n", idx,
+          tiles);
       absl::StrAppendFormat(&k, "    %s rest = t;\n", idx);
-      absl::StrAppendFormat(&k, "    const %s tb = rest %% %d; rest /= %d;\n", idx, tiles_b, tiles_b);
-      absl::StrAppendFormat(&k, "    const %s ta = rest %% %d; rest /= %d;\n", idx, tiles_a, tiles_a);
+      absl::StrAppendFormat(&k, "    const %s tb = rest %% %d; rest /= %d;\n",
+                            idx, tiles_b, tiles_b);
+      absl::StrAppendFormat(&k, "    const %s ta = rest %% %d; rest /= %d;\n",
+                            idx, tiles_a, tiles_a);
       for (int d = rank - 1; d >= 0; --d) {
         if (d == a || d == b) continue;
-        absl::StrAppendFormat(&k, "    const %s c%d = rest %% %d; rest /= %d;\n", idx, d, s.dims[d],
-                              s.dims[d]);
+        absl::StrAppendFormat(&k,
+                              "    const %s c%d = rest %% %d; rest /= %d;\n",
+                              idx, d, s.dims[d], s.dims[d]);
       }
-      absl::StrAppend(&k, "    for (int y = threadIdx.y; y < 32; y += blockDim.y) {\n");
-      absl::StrAppend(&k, "      for (int x = threadIdx.x; x < 32; x += blockDim.x) {\n");
-      absl::StrAppendFormat(&k, "        const %s c%d = ta * 32 + x, c%d = tb * 32 + y;\n", idx, a, b);
-      absl::StrAppendFormat(&k, "        if (c%d < %d && c%d < %d) tile[y][x] = %s;\n", a,
-                            s.dims[a], b, s.dims[b], tile_load);
+      absl::StrAppend(
+          &k, "    for (int y = threadIdx.y; y < 32; y += blockDim.y) {\n");
+      absl::StrAppend(
+          &k, "      for (int x = threadIdx.x; x < 32; x += blockDim.x) {\n");
+      absl::StrAppendFormat(
+          &k, "        const %s c%d = ta * 32 + x, c%d = tb * 32 + y;\n", idx,
+          a, b);
+      absl::StrAppendFormat(
+          &k, "        if (c%d < %d && c%d < %d) tile[y][x] = %s;\n", a,
+          s.dims[a], b, s.dims[b], tile_load);
       absl::StrAppend(&k, "      }\n    }\n    __syncthreads();\n");
-      absl::StrAppend(&k, "    for (int y = threadIdx.y; y < 32; y += blockDim.y) {\n");
-      absl::StrAppend(&k, "      for (int x = threadIdx.x; x < 32; x += blockDim.x) {\n");
-      absl::StrAppendFormat(&k, "        const %s c%d = ta * 32 + y, c%d = tb * 32 + x;\n", idx, a, b);
-      absl::StrAppendFormat(&k, "        if (c%d >= %d || c%d >= %d) continue;\n", a, s.dims[a], b,
-                            s.dims[b]);
+      absl::StrAppend(
+          &k, "    for (int y = threadIdx.y; y < 32; y += blockDim.y) {\n");
+      absl::StrAppend(
+          &k, "      for (int x = threadIdx.x; x < 32; x += blockDim.x) {\n");
+      absl::StrAppendFormat(
+          &k, "        const %s c%d = ta * 32 + y, c%d = tb * 32 + x;\n", idx,
+          a, b);
+      absl::StrAppendFormat(&k,
+                            "        if (c%d >= %d || c%d >= %d) continue;\n",
+                            a, s.dims[a], b, s.dims[b]);
       const std::vector<int64_t> strides = host::RowMajorStrides(s.dims);
       std::string at = "0";
-      for (int d = 0; d < rank; ++d) absl::StrAppendFormat(&at, " + c%d * %d", d, strides[d]);
+      for (int d = 0; d < rank; ++d)
+        absl::StrAppendFormat(&at, " + c%d * %d", d, strides[d]);
       absl::StrAppendFormat(&k, "        const %s i = %s;\n", idx, at);
       absl::StrAppend(&k, body);
       absl::StrAppend(&k, "      }\n    }\n    __syncthreads();\n  }\n}\n");
@@ -821,42 +930,58 @@ class Generator {
         names.push_back(ExprOpName(node.op));
       }
     }
-    launch.origin = absl::StrFormat("%sloop over %s[%s] (%s)", tiled >= 0 ? "tiled " : "",
-                                    hlo::PrimitiveTypeName(s.output_type),
-                                    absl::StrJoin(s.dims, ","), absl::StrJoin(names, ", "));
+    launch.origin =
+        absl::StrFormat("%sloop over %s[%s] (%s)", tiled >= 0 ? "tiled " : "",
+                        hlo::PrimitiveTypeName(s.output_type),
+                        absl::StrJoin(s.dims, ","), absl::StrJoin(names, ", "));
     Add(std::move(launch));
     return absl::OkStatus();
   }
 
   // The reducer as CUDA, combining `a` and `b` of compute type `ct`.
-  static std::string Combine(ExprOp op, PrimitiveType type, const std::string& a,
-                             const std::string& b) {
+  static std::string Combine(ExprOp op, PrimitiveType type,
+                             const std::string& a, const std::string& b) {
     const bool fl = IsFloat(type);
     switch (op) {
-      case ExprOp::kAdd: return fl ? absl::StrCat(a, " + ", b) : absl::StrCat("pj_iadd(", a, ", ", b, ")");
-      case ExprOp::kMultiply: return fl ? absl::StrCat(a, " * ", b) : absl::StrCat("pj_imul(", a, ", ", b, ")");
-      case ExprOp::kMaximum: return absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a, ", ", b, ")");
-      case ExprOp::kMinimum: return absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a, ", ", b, ")");
-      case ExprOp::kAnd: return absl::StrCat("(", a, " & ", b, ")");
-      case ExprOp::kOr: return absl::StrCat("(", a, " | ", b, ")");
-      default: return a;
+      case ExprOp::kAdd:
+        return fl ? absl::StrCat(a, " + ", b)
+                  : absl::StrCat("pj_iadd(", a, ", ", b, ")");
+      case ExprOp::kMultiply:
+        return fl ? absl::StrCat(a, " * ", b)
+                  : absl::StrCat("pj_imul(", a, ", ", b, ")");
+      case ExprOp::kMaximum:
+        return absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a, ", ", b, ")");
+      case ExprOp::kMinimum:
+        return absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a, ", ", b, ")");
+      case ExprOp::kAnd:
+        return absl::StrCat("(", a, " & ", b, ")");
+      case ExprOp::kOr:
+        return absl::StrCat("(", a, " | ", b, ")");
+      default:
+        return a;
     }
   }
 
   // The identity of the reducer in the accumulator type.
-  static std::string Identity(ExprOp op, PrimitiveType type, const std::string& acc) {
+  static std::string Identity(ExprOp op, PrimitiveType type,
+                              const std::string& acc) {
     const bool fl = IsFloat(type);
     switch (op) {
-      case ExprOp::kAdd: case ExprOp::kOr: return absl::StrCat("(", acc, ")0");
-      case ExprOp::kMultiply: return absl::StrCat("(", acc, ")1");
-      case ExprOp::kAnd: return absl::StrCat("(", acc, ")~(", acc, ")0");
+      case ExprOp::kAdd:
+      case ExprOp::kOr:
+        return absl::StrCat("(", acc, ")0");
+      case ExprOp::kMultiply:
+        return absl::StrCat("(", acc, ")1");
+      case ExprOp::kAnd:
+        return absl::StrCat("(", acc, ")~(", acc, ")0");
       case ExprOp::kMaximum:
         return fl ? absl::StrCat("-(", acc, ")__int_as_float(0x7f800000)")
                   : absl::StrCat("pj_limits<", acc, ">::lo()");
       case ExprOp::kMinimum:
         return fl ? absl::StrCat("(", acc, ")__int_as_float(0x7f800000)")
                   : absl::StrCat("pj_limits<", acc, ">::hi()");
-      default: return absl::StrCat("(", acc, ")0");
+      default:
+        return absl::StrCat("(", acc, ")0");
     }
   }
 
@@ -868,9 +993,9 @@ class Generator {
     const char* idx = IndexType(s.outer * s.reduced * s.inner);
     Launch launch;
     launch.slots = {s.out, s.input, s.init};
-    const std::vector<std::string> params = {absl::StrCat(st, "* out"),
-                                             absl::StrCat("const ", st, "* in"),
-                                             absl::StrCat("const ", st, "* init")};
+    const std::vector<std::string> params = {
+        absl::StrCat(st, "* out"), absl::StrCat("const ", st, "* in"),
+        absl::StrCat("const ", st, "* init")};
     launch.origin = absl::StrFormat(
         "reduce %s[%d,%d,%d] to [%d,%d] (%s)", hlo::PrimitiveTypeName(s.type),
         s.outer, s.reduced, s.inner, s.outer, s.inner, ExprOpName(s.op));
@@ -894,65 +1019,92 @@ class Generator {
       // segments: how many; begin/end: the segment's range of j in terms of
       // `seg`; value: element j as `acc`; finish: the statement that stores
       // the segment's total `acc`.
-      const auto block_reduce = [&](Launch* l, const std::vector<std::string>& ps,
+      const auto block_reduce = [&](Launch* l,
+                                    const std::vector<std::string>& ps,
                                     int64_t segments, const std::string& begin,
-                                    const std::string& end, const std::string& value,
+                                    const std::string& end,
+                                    const std::string& value,
                                     const std::string& finish) {
         l->threads = kThreads;
         l->blocks = std::min(segments, kMaxBlocks);
         std::string& k = shared_->source;
         Open(l, ps);
-        absl::StrAppendFormat(&k, "  __shared__ %s partial[%d];\n", acc, kThreads / 32);
-        absl::StrAppendFormat(&k, "  for (%s seg = blockIdx.x; seg < %d; seg += gridDim.x) {\n", idx,
-                              segments);
-        absl::StrAppendFormat(&k, "    %s acc = %s;\n", acc, Identity(s.op, s.type, acc));
-        absl::StrAppendFormat(&k, "    for (%s j = %s + threadIdx.x; j < %s; j += blockDim.x) {\n",
-                              idx, begin, end);
+        absl::StrAppendFormat(&k, "  __shared__ %s partial[%d];\n", acc,
+                              kThreads / 32);
+        absl::StrAppendFormat(
+            &k, "  for (%s seg = blockIdx.x; seg < %d; seg += gridDim.x) {\n",
+            idx, segments);
+        absl::StrAppendFormat(&k, "    %s acc = %s;\n", acc,
+                              Identity(s.op, s.type, acc));
+        absl::StrAppendFormat(
+            &k,
+            "    for (%s j = %s + threadIdx.x; j < %s; j += blockDim.x) {\n",
+            idx, begin, end);
         absl::StrAppendFormat(&k, "      const %s x = %s;\n", acc, value);
-        absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "x"));
-        absl::StrAppend(&k, "    for (int o = PJ_WARP / 2; o > 0; o >>= 1) {\n");
-        absl::StrAppendFormat(&k, "      const %s y = __shfl_down_sync(0xffffffffu, acc, o);\n", acc);
-        absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "y"));
-        absl::StrAppend(&k, "    if (threadIdx.x % PJ_WARP == 0) partial[threadIdx.x / PJ_WARP] = acc;\n");
+        absl::StrAppendFormat(&k, "      acc = %s;\n    }\n",
+                              Combine(s.op, s.type, "acc", "x"));
+        absl::StrAppend(&k,
+                        "    for (int o = PJ_WARP / 2; o > 0; o >>= 1) {\n");
+        absl::StrAppendFormat(
+            &k, "      const %s y = __shfl_down_sync(0xffffffffu, acc, o);\n",
+            acc);
+        absl::StrAppendFormat(&k, "      acc = %s;\n    }\n",
+                              Combine(s.op, s.type, "acc", "y"));
+        absl::StrAppend(&k,
+                        "    if (threadIdx.x % PJ_WARP == 0) "
+                        "partial[threadIdx.x / PJ_WARP] = acc;\n");
         absl::StrAppend(&k, "    __syncthreads();\n");
         absl::StrAppend(&k, "    if (threadIdx.x == 0) {\n");
         absl::StrAppendFormat(&k, "      acc = partial[0];\n");
-        absl::StrAppendFormat(&k, "      for (int w = 1; w < (int)(blockDim.x + PJ_WARP - 1) / PJ_WARP; ++w) acc = %s;\n",
+        absl::StrAppendFormat(&k,
+                              "      for (int w = 1; w < (int)(blockDim.x + "
+                              "PJ_WARP - 1) / PJ_WARP; ++w) acc = %s;\n",
                               Combine(s.op, s.type, "acc", "partial[w]"));
         absl::StrAppendFormat(&k, "      %s\n    }\n", finish);
         absl::StrAppend(&k, "    __syncthreads();\n  }\n}\n");
       };
       const std::string finish_row = absl::StrFormat(
-          "out[seg] = %s;", Store(s.type, Round(s.type, Combine(s.op, s.type, Load(s.type, "init[0]"),
-                                                                absl::StrCat("(", ct, ")acc")))));
+          "out[seg] = %s;",
+          Store(s.type,
+                Round(s.type, Combine(s.op, s.type, Load(s.type, "init[0]"),
+                                      absl::StrCat("(", ct, ")acc")))));
       if (chunks == 1) {
         launch.kernel = Name("reduce_rows");
-        block_reduce(&launch, params, s.outer, absl::StrFormat("seg * %d", s.reduced),
-                     absl::StrFormat("(seg + 1) * %d", s.reduced),
-                     absl::StrFormat("(%s)%s", acc, Load(s.type, "in[j]")), finish_row);
+        block_reduce(
+            &launch, params, s.outer, absl::StrFormat("seg * %d", s.reduced),
+            absl::StrFormat("(seg + 1) * %d", s.reduced),
+            absl::StrFormat("(%s)%s", acc, Load(s.type, "in[j]")), finish_row);
       } else {
         const int64_t per_chunk = (s.reduced + chunks - 1) / chunks;
         const int temporary = Temporary(s.outer * chunks * 8);
         Launch first;
         first.kernel = Name("reduce_chunks");
         first.slots = {temporary, s.input};
-        first.origin = absl::StrFormat("%s, in %d chunks per row", launch.origin, chunks);
+        first.origin =
+            absl::StrFormat("%s, in %d chunks per row", launch.origin, chunks);
         block_reduce(
-            &first, {absl::StrCat(acc, "* partials"), absl::StrCat("const ", st, "* in")},
+            &first,
+            {absl::StrCat(acc, "* partials"),
+             absl::StrCat("const ", st, "* in")},
             s.outer * chunks,
-            absl::StrFormat("(seg / %d) * %d + (seg %% %d) * %d", chunks, s.reduced, chunks, per_chunk),
-            absl::StrFormat("(seg / %d) * %d + ((seg %% %d) * %d + %d < %d ? (seg %% %d) * %d + %d : %d)",
-                            chunks, s.reduced, chunks, per_chunk, per_chunk, s.reduced, chunks,
-                            per_chunk, per_chunk, s.reduced),
-            absl::StrFormat("(%s)%s", acc, Load(s.type, "in[j]")), "partials[seg] = acc;");
+            absl::StrFormat("(seg / %d) * %d + (seg %% %d) * %d", chunks,
+                            s.reduced, chunks, per_chunk),
+            absl::StrFormat("(seg / %d) * %d + ((seg %% %d) * %d + %d < %d ? "
+                            "(seg %% %d) * %d + %d : %d)",
+                            chunks, s.reduced, chunks, per_chunk, per_chunk,
+                            s.reduced, chunks, per_chunk, per_chunk, s.reduced),
+            absl::StrFormat("(%s)%s", acc, Load(s.type, "in[j]")),
+            "partials[seg] = acc;");
         Add(std::move(first));
         launch.kernel = Name("reduce_partials");
         launch.slots = {s.out, temporary, s.init};
         block_reduce(&launch,
-                     {absl::StrCat(st, "* out"), absl::StrCat("const ", acc, "* partials"),
+                     {absl::StrCat(st, "* out"),
+                      absl::StrCat("const ", acc, "* partials"),
                       absl::StrCat("const ", st, "* init")},
                      s.outer, absl::StrFormat("seg * %d", chunks),
-                     absl::StrFormat("(seg + 1) * %d", chunks), "partials[j]", finish_row);
+                     absl::StrFormat("(seg + 1) * %d", chunks), "partials[j]",
+                     finish_row);
       }
     } else {
       // A thread per output, reading along the reduced dimension (adjacent
@@ -963,14 +1115,21 @@ class Generator {
       std::string& k = shared_->source;
       Open(&launch, params);
       absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
-      absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx, s.inner, s.inner);
-      absl::StrAppendFormat(&k, "    %s acc = %s;\n", ct, Load(s.type, "init[0]"));
-      absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.reduced);
-      absl::StrAppendFormat(&k, "      const %s x = %s;\n", ct,
-                            Load(s.type, absl::StrFormat("in[(o * %d + j) * %d + c]", s.reduced, s.inner)));
+      absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx,
+                            s.inner, s.inner);
+      absl::StrAppendFormat(&k, "    %s acc = %s;\n", ct,
+                            Load(s.type, "init[0]"));
+      absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx,
+                            s.reduced);
+      absl::StrAppendFormat(
+          &k, "      const %s x = %s;\n", ct,
+          Load(s.type, absl::StrFormat("in[(o * %d + j) * %d + c]", s.reduced,
+                                       s.inner)));
       // f16 and bf16 accumulate in f32, rounded once at the end.
-      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n", Combine(s.op, s.type, "acc", "x"));
-      absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n", Store(s.type, "acc"));
+      absl::StrAppendFormat(&k, "      acc = %s;\n    }\n",
+                            Combine(s.op, s.type, "acc", "x"));
+      absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n",
+                            Store(s.type, "acc"));
     }
     Add(std::move(launch));
     return absl::OkStatus();
@@ -1004,45 +1163,59 @@ class Generator {
     std::string& k = shared_->source;
     Open(&launch, params);
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
-    absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx, s.inner, s.inner);
+    absl::StrAppendFormat(&k, "    const %s o = i / %d, c = i %% %d;\n", idx,
+                          s.inner, s.inner);
     std::vector<std::string> region_inputs;
     for (int j = 0; j < count; ++j) {
       PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(s.types[j]));
-      absl::StrAppendFormat(&k, "    %s acc%d = %s;\n", ct, j, Load(s.types[j], absl::StrFormat("init%d[0]", j)));
+      absl::StrAppendFormat(&k, "    %s acc%d = %s;\n", ct, j,
+                            Load(s.types[j], absl::StrFormat("init%d[0]", j)));
       region_inputs.push_back(absl::StrCat("acc", j));
     }
-    absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.reduced);
+    absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx,
+                          s.reduced);
     for (int j = 0; j < count; ++j) {
       PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(s.types[j]));
-      absl::StrAppendFormat(&k, "      const %s x%d = %s;\n", ct, j,
-                            Load(s.types[j], absl::StrFormat("in%d[(o * %d + j) * %d + c]", j,
-                                                             s.reduced, s.inner)));
+      absl::StrAppendFormat(
+          &k, "      const %s x%d = %s;\n", ct, j,
+          Load(s.types[j], absl::StrFormat("in%d[(o * %d + j) * %d + c]", j,
+                                           s.reduced, s.inner)));
       region_inputs.push_back(absl::StrCat("x", j));
     }
-    PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
-                          EmitExpression(s.region, region_inputs, "r", "      ", &k));
+    PJRT_ASSIGN_OR_RETURN(
+        std::vector<std::string> results,
+        EmitExpression(s.region, region_inputs, "r", "      ", &k));
     if (static_cast<int>(results.size()) != count) {
-      return absl::InternalError("a reducer region must give one value per accumulator");
+      return absl::InternalError(
+          "a reducer region must give one value per accumulator");
     }
-    for (int j = 0; j < count; ++j) absl::StrAppendFormat(&k, "      acc%d = %s;\n", j, results[j]);
+    for (int j = 0; j < count; ++j)
+      absl::StrAppendFormat(&k, "      acc%d = %s;\n", j, results[j]);
     absl::StrAppend(&k, "    }\n");
     for (int j = 0; j < count; ++j) {
-      absl::StrAppendFormat(&k, "    out%d[i] = %s;\n", j, Store(s.types[j], absl::StrCat("acc", j)));
+      absl::StrAppendFormat(&k, "    out%d[i] = %s;\n", j,
+                            Store(s.types[j], absl::StrCat("acc", j)));
     }
     absl::StrAppend(&k, "  }\n}\n");
-    launch.origin = absl::StrFormat("reduce [%d,%d,%d] with a %d-node reducer",
-                                    s.outer, s.reduced, s.inner, s.region.size());
+    launch.origin =
+        absl::StrFormat("reduce [%d,%d,%d] with a %d-node reducer", s.outer,
+                        s.reduced, s.inner, s.region.size());
     Add(std::move(launch));
     return absl::OkStatus();
   }
 
   static absl::StatusOr<std::string> WordType(int element_bytes) {
     switch (element_bytes) {
-      case 1: return std::string("pj_u8");
-      case 2: return std::string("pj_u16");
-      case 4: return std::string("pj_u32");
-      case 8: return std::string("pj_u64");
-      case 16: return std::string("pj_u128");
+      case 1:
+        return std::string("pj_u8");
+      case 2:
+        return std::string("pj_u16");
+      case 4:
+        return std::string("pj_u32");
+      case 8:
+        return std::string("pj_u64");
+      case 16:
+        return std::string("pj_u128");
       default:
         return absl::UnimplementedError(absl::StrFormat(
             "the CUDA backend moves elements of 1, 2, 4, 8 or 16 bytes, not %d",
@@ -1055,20 +1228,24 @@ class Generator {
     if (n == 0) return absl::OkStatus();
     PJRT_ASSIGN_OR_RETURN(std::string w, WordType(s.element_bytes));
     const int rank = static_cast<int>(s.dims.size());
-    const char* idx = IndexType(std::max({n, MapLimit(s.src_map, s.dims), MapLimit(s.dst_map, s.dims)}));
+    const char* idx = IndexType(std::max(
+        {n, MapLimit(s.src_map, s.dims), MapLimit(s.dst_map, s.dims)}));
     Launch launch;
     launch.kernel = Name("copy");
     launch.threads = kThreads;
     launch.blocks = BlocksFor(n);
     launch.slots = {s.dst, s.src};
     std::string& k = shared_->source;
-    Open(&launch, {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* src")});
+    Open(&launch,
+         {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* src")});
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
     absl::StrAppend(&k, SplitIndex(s.dims, idx, "    "));
-    absl::StrAppendFormat(&k, "    dst[%s] = src[%s];\n  }\n}\n", MapExpression(s.dst_map, rank),
+    absl::StrAppendFormat(&k, "    dst[%s] = src[%s];\n  }\n}\n",
+                          MapExpression(s.dst_map, rank),
                           MapExpression(s.src_map, rank));
-    launch.origin = absl::StrFormat("copy [%s] of %d-byte elements", absl::StrJoin(s.dims, ","),
-                                    s.element_bytes);
+    launch.origin =
+        absl::StrFormat("copy [%s] of %d-byte elements",
+                        absl::StrJoin(s.dims, ","), s.element_bytes);
     launch.skip_when_same_memory = s.src_map.offset == s.dst_map.offset &&
                                    s.src_map.strides == s.dst_map.strides;
     Add(std::move(launch));
@@ -1085,7 +1262,8 @@ class Generator {
     launch.blocks = BlocksFor(s.count);
     launch.slots = {s.dst, s.value};
     std::string& k = shared_->source;
-    Open(&launch, {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* value")});
+    Open(&launch,
+         {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* value")});
     absl::StrAppendFormat(&k, "  const %s v = value[0];\n", w);
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, s.count, idx);
     absl::StrAppend(&k, "    dst[i] = v;\n  }\n}\n");
@@ -1105,7 +1283,8 @@ class Generator {
     launch.threads = kThreads;
     launch.blocks = BlocksFor(n);
     launch.slots = {s.dst, s.src};
-    std::vector<std::string> params = {absl::StrCat(w, "* dst"), absl::StrCat("const ", w, "* src")};
+    std::vector<std::string> params = {absl::StrCat(w, "* dst"),
+                                       absl::StrCat("const ", w, "* src")};
     for (int d = 0; d < rank; ++d) {
       PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(s.start_types[d]));
       params.push_back(absl::StrFormat("const %s* start%d", st, d));
@@ -1116,16 +1295,19 @@ class Generator {
     // Starts are clamped so that the window stays inside the array.
     for (int d = 0; d < rank; ++d) {
       const int64_t room = s.array_dims[d] - s.sizes[d];
-      absl::StrAppendFormat(&k, "  const long long t%d = (long long)start%d[0];\n", d, d);
-      absl::StrAppendFormat(&k, "  const %s s%d = (%s)(t%d < 0 ? 0 : (t%d > %d ? %d : t%d));\n", idx, d,
-                            idx, d, d, room, room, d);
+      absl::StrAppendFormat(
+          &k, "  const long long t%d = (long long)start%d[0];\n", d, d);
+      absl::StrAppendFormat(
+          &k, "  const %s s%d = (%s)(t%d < 0 ? 0 : (t%d > %d ? %d : t%d));\n",
+          idx, d, idx, d, d, room, room, d);
     }
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
     absl::StrAppend(&k, SplitIndex(s.sizes, idx, "    "));
     std::string array_at = "0";
     int64_t stride = 1;
     for (int d = rank - 1; d >= 0; --d) {
-      array_at = absl::StrFormat("%s + (s%d + c%d) * %d", array_at, d, d, stride);
+      array_at =
+          absl::StrFormat("%s + (s%d + c%d) * %d", array_at, d, d, stride);
       stride *= s.array_dims[d];
     }
     if (s.update) {
@@ -1133,9 +1315,10 @@ class Generator {
     } else {
       absl::StrAppendFormat(&k, "    dst[i] = src[%s];\n  }\n}\n", array_at);
     }
-    launch.origin = absl::StrFormat("%s of [%s] from [%s]",
-                                    s.update ? "dynamic-update-slice" : "dynamic-slice",
-                                    absl::StrJoin(s.sizes, ","), absl::StrJoin(s.array_dims, ","));
+    launch.origin = absl::StrFormat(
+        "%s of [%s] from [%s]",
+        s.update ? "dynamic-update-slice" : "dynamic-slice",
+        absl::StrJoin(s.sizes, ","), absl::StrJoin(s.array_dims, ","));
     Add(std::move(launch));
     return absl::OkStatus();
   }
@@ -1144,14 +1327,15 @@ class Generator {
     const int64_t outputs = s.batch * s.m * s.n;
     if (outputs == 0) return absl::OkStatus();
     Launch launch;
-    launch.origin = absl::StrFormat("dot %s%s batch %d: [%d,%d] x [%d,%d]%s%s",
-                                    hlo::PrimitiveTypeName(s.operand_type),
-                                    s.operand_type != s.type
-                                        ? absl::StrCat(" into ", hlo::PrimitiveTypeName(s.type))
-                                        : "",
-                                    s.batch, s.m, s.k, s.k,
-                                    s.n, s.lhs_transposed ? " (lhs transposed)" : "",
-                                    s.rhs_transposed ? " (rhs transposed)" : "");
+    launch.origin = absl::StrFormat(
+        "dot %s%s batch %d: [%d,%d] x [%d,%d]%s%s",
+        hlo::PrimitiveTypeName(s.operand_type),
+        s.operand_type != s.type
+            ? absl::StrCat(" into ", hlo::PrimitiveTypeName(s.type))
+            : "",
+        s.batch, s.m, s.k, s.k, s.n,
+        s.lhs_transposed ? " (lhs transposed)" : "",
+        s.rhs_transposed ? " (rhs transposed)" : "");
     if (s.operand_type == PrimitiveType::kF8E4M3FN ||
         s.operand_type == PrimitiveType::kF8E5M2) {
       return absl::UnimplementedError(absl::StrFormat(
@@ -1173,7 +1357,8 @@ class Generator {
     // element, summing in the host's order.
     PJRT_ASSIGN_OR_RETURN(const std::string t, CudaStorageType(s.type));
     const bool wraps = s.type == PrimitiveType::kS64;
-    const char* idx = IndexType(std::max({outputs, s.batch * s.m * s.k, s.batch * s.k * s.n}));
+    const char* idx = IndexType(
+        std::max({outputs, s.batch * s.m * s.k, s.batch * s.k * s.n}));
     launch.kernel = Name("dot");
     launch.threads = kThreads;
     launch.blocks = BlocksFor(outputs);
@@ -1182,15 +1367,20 @@ class Generator {
     Open(&launch, {absl::StrCat(t, "* out"), absl::StrCat("const ", t, "* lhs"),
                    absl::StrCat("const ", t, "* rhs")});
     absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
-    absl::StrAppendFormat(&k, "    const %s b = i / %d, row = (i / %d) %% %d, col = i %% %d;\n", idx,
-                          s.m * s.n, s.n, s.m, s.n);
+    absl::StrAppendFormat(
+        &k, "    const %s b = i / %d, row = (i / %d) %% %d, col = i %% %d;\n",
+        idx, s.m * s.n, s.n, s.m, s.n);
     absl::StrAppendFormat(&k, "    %s acc = %s;\n", t,
                           wraps ? "0" : absl::StrCat(t, "{0, 0}"));
     absl::StrAppendFormat(&k, "    for (%s j = 0; j < %d; ++j) {\n", idx, s.k);
-    const std::string l = s.lhs_transposed ? absl::StrFormat("lhs[(b * %d + j) * %d + row]", s.k, s.m)
-                                           : absl::StrFormat("lhs[(b * %d + row) * %d + j]", s.m, s.k);
-    const std::string r = s.rhs_transposed ? absl::StrFormat("rhs[(b * %d + col) * %d + j]", s.n, s.k)
-                                           : absl::StrFormat("rhs[(b * %d + j) * %d + col]", s.k, s.n);
+    const std::string l =
+        s.lhs_transposed
+            ? absl::StrFormat("lhs[(b * %d + j) * %d + row]", s.k, s.m)
+            : absl::StrFormat("lhs[(b * %d + row) * %d + j]", s.m, s.k);
+    const std::string r =
+        s.rhs_transposed
+            ? absl::StrFormat("rhs[(b * %d + col) * %d + j]", s.n, s.k)
+            : absl::StrFormat("rhs[(b * %d + j) * %d + col]", s.k, s.n);
     if (wraps) {
       absl::StrAppendFormat(
           &k, "      acc = pj_iadd(acc, pj_imul(%s, %s));\n    }\n", l, r);
@@ -1272,12 +1462,14 @@ class Generator {
       launch.kind = Launch::Kind::kCollective;
       launch.collective = step;
       launch.slots = step.inputs;
-      launch.slots.insert(launch.slots.end(), step.outputs.begin(), step.outputs.end());
+      launch.slots.insert(launch.slots.end(), step.outputs.begin(),
+                          step.outputs.end());
       launch.origin = absl::StrCat(s.name, " through NCCL");
       Add(std::move(launch));
     };
-    if ((!gather && !scatter) || (SplitsMajorDimension(s.input_dims, s.dimension) &&
-                                  SplitsMajorDimension(s.output_dims, s.dimension))) {
+    if ((!gather && !scatter) ||
+        (SplitsMajorDimension(s.input_dims, s.dimension) &&
+         SplitsMajorDimension(s.output_dims, s.dimension))) {
       launch_collective(s);
       return absl::OkStatus();
     }
@@ -2670,7 +2862,8 @@ void ForEachLaunch(const std::vector<Launch>& launches,
   }
 }
 
-absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program) {
+absl::StatusOr<GeneratedProgram> GenerateCuda(
+    const host::HostProgram& program) {
   PJRT_RETURN_IF_ERROR(CheckSlotTypes(program));
   SharedSource shared;
   PJRT_ASSIGN_OR_RETURN(GeneratedProgram generated,

@@ -27,7 +27,8 @@ bool NvrtcAvailable() {
 std::vector<std::string> NvrtcArchitectures() {
   int count = 0;
   std::vector<std::string> names;
-  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return names;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0)
+    return names;
   std::vector<int> archs(count);
   if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return names;
   for (int a : archs) names.push_back(absl::StrCat("sm_", a));
@@ -52,9 +53,12 @@ std::vector<KernelResources> ParsePtxasReport(absl::string_view log) {
       size_t begin = at;
       while (begin > 0 && line[begin - 1] == ' ') --begin;
       size_t end = begin;
-      while (begin > 0 && absl::ascii_isdigit(static_cast<unsigned char>(line[begin - 1]))) --begin;
+      while (begin > 0 &&
+             absl::ascii_isdigit(static_cast<unsigned char>(line[begin - 1])))
+        --begin;
       int value = 0;
-      return absl::SimpleAtoi(line.substr(begin, end - begin), &value) ? value : -1;
+      return absl::SimpleAtoi(line.substr(begin, end - begin), &value) ? value
+                                                                       : -1;
     };
     if (int r = number_before(" registers"); r >= 0) k.registers = r;
     if (int s = number_before(" bytes smem"); s >= 0) k.shared_bytes = s;
@@ -67,14 +71,14 @@ absl::StatusOr<CompiledCubin> CompileWithNvrtc(absl::string_view source,
                                                const std::string& arch) {
   const std::vector<std::string> known = NvrtcArchitectures();
   if (std::find(known.begin(), known.end(), arch) == known.end()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NVRTC %s cannot compile for %s; it knows %s", NvrtcVersion(), arch,
-        absl::StrJoin(known, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("NVRTC %s cannot compile for %s; it knows %s",
+                        NvrtcVersion(), arch, absl::StrJoin(known, ", ")));
   }
   nvrtcProgram program = nullptr;
   const std::string text(source);
-  nvrtcResult result =
-      nvrtcCreateProgram(&program, text.c_str(), "pjrt_kernels.cu", 0, nullptr, nullptr);
+  nvrtcResult result = nvrtcCreateProgram(
+      &program, text.c_str(), "pjrt_kernels.cu", 0, nullptr, nullptr);
   if (result != NVRTC_SUCCESS) {
     return absl::InternalError(absl::StrCat("nvrtcCreateProgram failed: ",
                                             nvrtcGetErrorString(result)));
@@ -84,12 +88,14 @@ absl::StatusOr<CompiledCubin> CompileWithNvrtc(absl::string_view source,
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&program};
   const std::string arch_option = absl::StrCat("--gpu-architecture=", arch);
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "--ptxas-options=-v",
+  const char* options[] = {arch_option.c_str(), "--std=c++17",
+                           "--ptxas-options=-v",
                            "--device-as-default-execution-space"};
   result = nvrtcCompileProgram(program, 4, options);
   size_t log_size = 0;
   std::string log;
-  if (nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+  if (nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS &&
+      log_size > 1) {
     log.resize(log_size);
     nvrtcGetProgramLog(program, log.data());
     log.resize(log_size - 1);
@@ -103,10 +109,11 @@ absl::StatusOr<CompiledCubin> CompileWithNvrtc(absl::string_view source,
   result = nvrtcGetCUBINSize(program, &size);
   CompiledCubin out;
   out.cubin.resize(size);
-  if (result == NVRTC_SUCCESS) result = nvrtcGetCUBIN(program, out.cubin.data());
+  if (result == NVRTC_SUCCESS)
+    result = nvrtcGetCUBIN(program, out.cubin.data());
   if (result != NVRTC_SUCCESS || size == 0) {
-    return absl::InternalError(absl::StrCat("nvrtcGetCUBIN failed: ",
-                                            nvrtcGetErrorString(result)));
+    return absl::InternalError(
+        absl::StrCat("nvrtcGetCUBIN failed: ", nvrtcGetErrorString(result)));
   }
   out.resources = ParsePtxasReport(log);
   return out;

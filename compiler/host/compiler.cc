@@ -36,18 +36,30 @@ namespace lowering {
 
 KernelBuilder KernelBuilderOf(const Instruction& inst) {
   switch (inst.opcode()) {
-    case Opcode::kWhile: return BuildWhile;
-    case Opcode::kConditional: return BuildConditional;
-    case Opcode::kMap: return BuildMap;
-    case Opcode::kGather: return BuildGather;
-    case Opcode::kScatter: return BuildScatter;
-    case Opcode::kSort: return BuildSort;
-    case Opcode::kTopK: return BuildTopK;
-    case Opcode::kReduceWindow: return BuildReduceWindow;
-    case Opcode::kSelectAndScatter: return BuildSelectAndScatter;
-    case Opcode::kConvolution: return BuildConvolution;
-    case Opcode::kRngBitGenerator: return BuildRngBitGenerator;
-    case Opcode::kFft: return BuildFft;
+    case Opcode::kWhile:
+      return BuildWhile;
+    case Opcode::kConditional:
+      return BuildConditional;
+    case Opcode::kMap:
+      return BuildMap;
+    case Opcode::kGather:
+      return BuildGather;
+    case Opcode::kScatter:
+      return BuildScatter;
+    case Opcode::kSort:
+      return BuildSort;
+    case Opcode::kTopK:
+      return BuildTopK;
+    case Opcode::kReduceWindow:
+      return BuildReduceWindow;
+    case Opcode::kSelectAndScatter:
+      return BuildSelectAndScatter;
+    case Opcode::kConvolution:
+      return BuildConvolution;
+    case Opcode::kRngBitGenerator:
+      return BuildRngBitGenerator;
+    case Opcode::kFft:
+      return BuildFft;
     case Opcode::kRng:
     case Opcode::kRngGetAndUpdateState:
       return BuildRng;
@@ -115,54 +127,102 @@ Kind KindOf(Opcode op) {
 
 absl::StatusOr<ExprOp> ElementwiseOp(const Instruction& inst) {
   switch (inst.opcode()) {
-    case Opcode::kAbs: return ExprOp::kAbs;
-    case Opcode::kNegate: return ExprOp::kNegate;
-    case Opcode::kSign: return ExprOp::kSign;
-    case Opcode::kExp: return ExprOp::kExp;
-    case Opcode::kExpm1: return ExprOp::kExpm1;
-    case Opcode::kLog: return ExprOp::kLog;
-    case Opcode::kLog1p: return ExprOp::kLog1p;
-    case Opcode::kSqrt: return ExprOp::kSqrt;
-    case Opcode::kRsqrt: return ExprOp::kRsqrt;
-    case Opcode::kCbrt: return ExprOp::kCbrt;
-    case Opcode::kTanh: return ExprOp::kTanh;
-    case Opcode::kLogistic: return ExprOp::kLogistic;
-    case Opcode::kSin: return ExprOp::kSin;
-    case Opcode::kCos: return ExprOp::kCos;
-    case Opcode::kTan: return ExprOp::kTan;
-    case Opcode::kErf: return ExprOp::kErf;
-    case Opcode::kFloor: return ExprOp::kFloor;
-    case Opcode::kCeil: return ExprOp::kCeil;
-    case Opcode::kRoundNearestAfz: return ExprOp::kRoundAfz;
-    case Opcode::kRoundNearestEven: return ExprOp::kRoundEven;
-    case Opcode::kIsFinite: return ExprOp::kIsFinite;
-    case Opcode::kNot: return ExprOp::kNot;
-    case Opcode::kPopcnt: return ExprOp::kPopcnt;
-    case Opcode::kClz: return ExprOp::kClz;
-    case Opcode::kReducePrecision: return ExprOp::kReducePrecision;
-    case Opcode::kConvert: return ExprOp::kConvert;
-    case Opcode::kBitcastConvert: return ExprOp::kBitcastConvert;
-    case Opcode::kAdd: return ExprOp::kAdd;
-    case Opcode::kSubtract: return ExprOp::kSubtract;
-    case Opcode::kMultiply: return ExprOp::kMultiply;
-    case Opcode::kDivide: return ExprOp::kDivide;
-    case Opcode::kRemainder: return ExprOp::kRemainder;
-    case Opcode::kPower: return ExprOp::kPower;
-    case Opcode::kMaximum: return ExprOp::kMaximum;
-    case Opcode::kMinimum: return ExprOp::kMinimum;
-    case Opcode::kAtan2: return ExprOp::kAtan2;
-    case Opcode::kAnd: return ExprOp::kAnd;
-    case Opcode::kOr: return ExprOp::kOr;
-    case Opcode::kXor: return ExprOp::kXor;
-    case Opcode::kShiftLeft: return ExprOp::kShiftLeft;
-    case Opcode::kShiftRightLogical: return ExprOp::kShiftRightLogical;
-    case Opcode::kShiftRightArithmetic: return ExprOp::kShiftRightArithmetic;
-    case Opcode::kCompare: return ExprOp::kCompare;
-    case Opcode::kSelect: return ExprOp::kSelect;
-    case Opcode::kClamp: return ExprOp::kClamp;
-    case Opcode::kReal: return ExprOp::kReal;
-    case Opcode::kImag: return ExprOp::kImag;
-    case Opcode::kComplex: return ExprOp::kComplex;
+    case Opcode::kAbs:
+      return ExprOp::kAbs;
+    case Opcode::kNegate:
+      return ExprOp::kNegate;
+    case Opcode::kSign:
+      return ExprOp::kSign;
+    case Opcode::kExp:
+      return ExprOp::kExp;
+    case Opcode::kExpm1:
+      return ExprOp::kExpm1;
+    case Opcode::kLog:
+      return ExprOp::kLog;
+    case Opcode::kLog1p:
+      return ExprOp::kLog1p;
+    case Opcode::kSqrt:
+      return ExprOp::kSqrt;
+    case Opcode::kRsqrt:
+      return ExprOp::kRsqrt;
+    case Opcode::kCbrt:
+      return ExprOp::kCbrt;
+    case Opcode::kTanh:
+      return ExprOp::kTanh;
+    case Opcode::kLogistic:
+      return ExprOp::kLogistic;
+    case Opcode::kSin:
+      return ExprOp::kSin;
+    case Opcode::kCos:
+      return ExprOp::kCos;
+    case Opcode::kTan:
+      return ExprOp::kTan;
+    case Opcode::kErf:
+      return ExprOp::kErf;
+    case Opcode::kFloor:
+      return ExprOp::kFloor;
+    case Opcode::kCeil:
+      return ExprOp::kCeil;
+    case Opcode::kRoundNearestAfz:
+      return ExprOp::kRoundAfz;
+    case Opcode::kRoundNearestEven:
+      return ExprOp::kRoundEven;
+    case Opcode::kIsFinite:
+      return ExprOp::kIsFinite;
+    case Opcode::kNot:
+      return ExprOp::kNot;
+    case Opcode::kPopcnt:
+      return ExprOp::kPopcnt;
+    case Opcode::kClz:
+      return ExprOp::kClz;
+    case Opcode::kReducePrecision:
+      return ExprOp::kReducePrecision;
+    case Opcode::kConvert:
+      return ExprOp::kConvert;
+    case Opcode::kBitcastConvert:
+      return ExprOp::kBitcastConvert;
+    case Opcode::kAdd:
+      return ExprOp::kAdd;
+    case Opcode::kSubtract:
+      return ExprOp::kSubtract;
+    case Opcode::kMultiply:
+      return ExprOp::kMultiply;
+    case Opcode::kDivide:
+      return ExprOp::kDivide;
+    case Opcode::kRemainder:
+      return ExprOp::kRemainder;
+    case Opcode::kPower:
+      return ExprOp::kPower;
+    case Opcode::kMaximum:
+      return ExprOp::kMaximum;
+    case Opcode::kMinimum:
+      return ExprOp::kMinimum;
+    case Opcode::kAtan2:
+      return ExprOp::kAtan2;
+    case Opcode::kAnd:
+      return ExprOp::kAnd;
+    case Opcode::kOr:
+      return ExprOp::kOr;
+    case Opcode::kXor:
+      return ExprOp::kXor;
+    case Opcode::kShiftLeft:
+      return ExprOp::kShiftLeft;
+    case Opcode::kShiftRightLogical:
+      return ExprOp::kShiftRightLogical;
+    case Opcode::kShiftRightArithmetic:
+      return ExprOp::kShiftRightArithmetic;
+    case Opcode::kCompare:
+      return ExprOp::kCompare;
+    case Opcode::kSelect:
+      return ExprOp::kSelect;
+    case Opcode::kClamp:
+      return ExprOp::kClamp;
+    case Opcode::kReal:
+      return ExprOp::kReal;
+    case Opcode::kImag:
+      return ExprOp::kImag;
+    case Opcode::kComplex:
+      return ExprOp::kComplex;
     default:
       return absl::UnimplementedError(absl::StrFormat(
           "line %d: op '%s' (%%%s) cannot be computed element-wise by the "
@@ -239,9 +299,9 @@ Lowering::Value Lowering::LowerBitcast(const Instruction& inst,
   const auto synthetic = [&](Opcode op, absl::string_view op_name,
                              const Shape& shape,
                              std::vector<int64_t> dimensions) {
-    auto made = std::make_unique<Instruction>(
-        absl::StrCat(inst.name(), ".", op_name), op, std::string(op_name),
-        shape);
+    auto made =
+        std::make_unique<Instruction>(absl::StrCat(inst.name(), ".", op_name),
+                                      op, std::string(op_name), shape);
     made->set_position(inst.line(), inst.column());
     made->mutable_attributes()->dimensions = std::move(dimensions);
     synthetic_.push_back(std::move(made));
@@ -264,9 +324,9 @@ Lowering::Value Lowering::LowerBitcast(const Instruction& inst,
   if (!IsIdentityOrder(out_order)) {
     std::vector<int64_t> inverse(out_order.size());
     for (size_t k = 0; k < out_order.size(); ++k) inverse[out_order[k]] = k;
-    Shape logical(out.element_type(), std::vector<int64_t>(
-                                          out.dimensions().begin(),
-                                          out.dimensions().end()));
+    Shape logical(
+        out.element_type(),
+        std::vector<int64_t>(out.dimensions().begin(), out.dimensions().end()));
     node = add(synthetic(Opcode::kTranspose, "transpose", logical, inverse),
                logical, node);
   }
@@ -306,7 +366,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
     case Opcode::kFusion:
     case Opcode::kAsyncStart: {
       std::vector<Value> call_args;
-      for (int i = 0; i < inst.operand_count(); ++i) call_args.push_back(operand(i));
+      for (int i = 0; i < inst.operand_count(); ++i)
+        call_args.push_back(operand(i));
       PJRT_ASSIGN_OR_RETURN(
           Value result,
           LowerComputation(*inst.called_computations()[0], call_args));
@@ -325,8 +386,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
       // (operand, result): the collective runs here, synchronously.
       if (operand(0).is_tuple()) break;  // refused below
       Value result;
-      result.node = NewNode(&inst, inst.shape().tuple_shapes()[1],
-                            {operand(0).node});
+      result.node =
+          NewNode(&inst, inst.shape().tuple_shapes()[1], {operand(0).node});
       nodes_[result.node].first_output = result.node;
       return Value::Tuple({operand(0), result});
     }
@@ -370,7 +431,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
     std::function<Value(const Shape&)> build = [&](const Shape& shape) {
       if (shape.IsTuple()) {
         std::vector<Value> elements;
-        for (const Shape& e : shape.tuple_shapes()) elements.push_back(build(e));
+        for (const Shape& e : shape.tuple_shapes())
+          elements.push_back(build(e));
         return Value::Tuple(std::move(elements));
       }
       if (shape.IsToken()) return Value::Tuple({});
@@ -397,7 +459,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
   }
   if (inst.shape().IsTuple()) {
     // Variadic reduce and all-reduce: one node per output.
-    if (inst.opcode() != Opcode::kReduce && inst.opcode() != Opcode::kAllReduce &&
+    if (inst.opcode() != Opcode::kReduce &&
+        inst.opcode() != Opcode::kAllReduce &&
         inst.opcode() != Opcode::kAllReduceStart) {
       return absl::UnimplementedError(absl::StrFormat(
           "line %d: %%%s produces a tuple, which the host compiler supports "
@@ -427,7 +490,8 @@ absl::StatusOr<Lowering::Value> Lowering::LowerComputation(
     const Computation& computation, const std::vector<Value>& args) {
   absl::flat_hash_map<const Instruction*, Value> done;
   // Iterative post-order from the root: programs can be deep.
-  std::vector<std::pair<const Instruction*, int>> stack = {{computation.root(), 0}};
+  std::vector<std::pair<const Instruction*, int>> stack = {
+      {computation.root(), 0}};
   while (!stack.empty()) {
     auto& [inst, next] = stack.back();
     if (done.contains(inst)) {
@@ -459,7 +523,8 @@ void Lowering::FoldTransposedDots() {
   for (int r : results_) is_result[r] = true;
   for (size_t t = 0; t < nodes_.size(); ++t) {
     Node& transpose = nodes_[t];
-    if (transpose.inst->opcode() != Opcode::kTranspose || transpose.shape.rank() != 2 ||
+    if (transpose.inst->opcode() != Opcode::kTranspose ||
+        transpose.shape.rank() != 2 ||
         transpose.inst->attributes().dimensions != std::vector<int64_t>{1, 0}) {
       continue;
     }
@@ -467,7 +532,8 @@ void Lowering::FoldTransposedDots() {
     Node& dot = nodes_[d];
     if (dot.inst->opcode() != Opcode::kDot || dot.dot_swapped || is_result[d] ||
         users[d].size() != 1 ||
-        !dot.inst->attributes().dot_dimension_numbers.lhs_batch_dimensions.empty()) {
+        !dot.inst->attributes()
+             .dot_dimension_numbers.lhs_batch_dimensions.empty()) {
       continue;
     }
     std::swap(dot.operands[0], dot.operands[1]);
@@ -483,7 +549,8 @@ void Lowering::DecideMaterialization() {
   for (Node& n : nodes_) {
     std::vector<int> distinct = n.operands;
     std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()),
+                   distinct.end());
     for (int o : distinct) nodes_[o].users++;
   }
   for (int r : results_) nodes_[r].materialize = true;
@@ -591,7 +658,8 @@ void Lowering::LimitFusion() {
   }
 }
 
-int Lowering::NewSlot(BufferSlot::Kind kind, const Shape& shape, int64_t index) {
+int Lowering::NewSlot(BufferSlot::Kind kind, const Shape& shape,
+                      int64_t index) {
   BufferSlot slot;
   slot.kind = kind;
   slot.shape = shape;
@@ -620,14 +688,15 @@ int Lowering::LeafInput(LoopBuilder& lb, int node, const Transform& t) {
           WrapAdd(input.map.strides[i], WrapMultiply(t.coef[j][i], strides[j]));
     }
   }
-  input.contiguous =
-      input.map.offset == 0 && input.map.strides == RowMajorStrides(lb.step.dims);
+  input.contiguous = input.map.offset == 0 &&
+                     input.map.strides == RowMajorStrides(lb.step.dims);
   lb.step.inputs.push_back(input);
   return lb.step.expr.AddInput(static_cast<int>(lb.step.inputs.size()) - 1,
                                input.type);
 }
 
-absl::StatusOr<int> Lowering::Build(LoopBuilder& lb, int node, const Transform& t) {
+absl::StatusOr<int> Lowering::Build(LoopBuilder& lb, int node,
+                                    const Transform& t) {
   std::string key = absl::StrCat(node, "|", t.Key());
   if (auto it = lb.memo.find(key); it != lb.memo.end()) return it->second;
   const Node& n = nodes_[node];
@@ -716,7 +785,8 @@ absl::StatusOr<int> Lowering::Build(LoopBuilder& lb, int node, const Transform& 
     result = lb.step.expr.Add(e);
   } else {
     return absl::InternalError(absl::StrFormat(
-        "%%%s should have been materialized before use in a loop", inst.name()));
+        "%%%s should have been materialized before use in a loop",
+        inst.name()));
   }
   lb.memo.emplace(std::move(key), result);
   return result;
@@ -729,15 +799,17 @@ absl::Status Lowering::EmitLoop(int node) {
   lb.step.dims.assign(n.shape.dimensions().begin(), n.shape.dimensions().end());
   lb.step.output_slot = n.slot;
   lb.step.output_type = n.shape.element_type();
-  PJRT_ASSIGN_OR_RETURN(int out, Build(lb, node, Transform::Identity(n.shape.rank())));
+  PJRT_ASSIGN_OR_RETURN(int out,
+                        Build(lb, node, Transform::Identity(n.shape.rank())));
   lb.step.expr.AddOutput(out);
   lb.step.expr.Finalize();
   program_->steps.push_back(std::move(lb.step));
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> Lowering::EmitPermuted(int node, const std::vector<int64_t>& order,
-                                          PrimitiveType type) {
+absl::StatusOr<int> Lowering::EmitPermuted(int node,
+                                           const std::vector<int64_t>& order,
+                                           PrimitiveType type) {
   const Node& n = nodes_[node];
   LoopBuilder lb;
   lb.root = -1;
@@ -809,8 +881,8 @@ absl::Status Lowering::EmitKernel(int node) {
   }
   KernelBuilder builder = KernelBuilderOf(*n.inst);
   if (builder == nullptr) {
-    return absl::InternalError(absl::StrFormat(
-        "%s has no host kernel", n.inst->Describe()));
+    return absl::InternalError(
+        absl::StrFormat("%s has no host kernel", n.inst->Describe()));
   }
   PJRT_ASSIGN_OR_RETURN(std::shared_ptr<Kernel> kernel, builder(args, *this));
   if (kernel->name.empty()) {
@@ -828,7 +900,8 @@ absl::Status Lowering::Emit(int node) {
   switch (n.kind) {
     case Kind::kSource:
       if (inst.opcode() == Opcode::kParameter) {
-        n.slot = NewSlot(BufferSlot::Kind::kParameter, n.shape, n.parameter_number);
+        n.slot =
+            NewSlot(BufferSlot::Kind::kParameter, n.shape, n.parameter_number);
         if (!nested_ && IsInt4(n.shape.element_type())) {
           // The buffer holds it packed: unpack once into scratch.
           const int packed = n.slot;
@@ -972,11 +1045,13 @@ absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
     const Instruction* inst = nodes_[i].inst;
     program_->step_origins.resize(
         program_->steps.size(),
-        inst != nullptr ? absl::StrFormat("%%%s (line %d)", inst->name(), inst->line())
-                        : std::string());
+        inst != nullptr
+            ? absl::StrFormat("%%%s (line %d)", inst->name(), inst->line())
+            : std::string());
   }
   PJRT_RETURN_IF_ERROR(EmitResults());
-  program_->step_origins.resize(program_->steps.size(), "the program's results");
+  program_->step_origins.resize(program_->steps.size(),
+                                "the program's results");
   PJRT_RETURN_IF_ERROR(PlanScratch());
   program_->step_origins.resize(program_->steps.size());
   // Every access of every step must stay inside its buffer: the last line

@@ -40,7 +40,8 @@ uint64_t ExpressionId::Next() {
 int Expression::Add(const ExprNode& node) {
   id_.Renew();
   nodes_.push_back(node);
-  if (node.op == ExprOp::kInput) num_inputs_ = std::max(num_inputs_, node.input + 1);
+  if (node.op == ExprOp::kInput)
+    num_inputs_ = std::max(num_inputs_, node.input + 1);
   return static_cast<int>(nodes_.size()) - 1;
 }
 
@@ -80,10 +81,19 @@ double Expression::CyclesPerElement() const {
       case ExprOp::kSplat:
         cycles += 0.5;
         break;
-      case ExprOp::kExp: case ExprOp::kExpm1: case ExprOp::kLog:
-      case ExprOp::kLog1p: case ExprOp::kTanh: case ExprOp::kLogistic:
-      case ExprOp::kSin: case ExprOp::kCos: case ExprOp::kTan: case ExprOp::kErf:
-      case ExprOp::kCbrt: case ExprOp::kPower: case ExprOp::kAtan2:
+      case ExprOp::kExp:
+      case ExprOp::kExpm1:
+      case ExprOp::kLog:
+      case ExprOp::kLog1p:
+      case ExprOp::kTanh:
+      case ExprOp::kLogistic:
+      case ExprOp::kSin:
+      case ExprOp::kCos:
+      case ExprOp::kTan:
+      case ExprOp::kErf:
+      case ExprOp::kCbrt:
+      case ExprOp::kPower:
+      case ExprOp::kAtan2:
       case ExprOp::kRemainder:
         cycles += 20;
         break;

@@ -82,14 +82,29 @@ int64_t Product(absl::Span<const int64_t> dims) {
 
 template <int kBytes>
 struct Bits;
-template <> struct Bits<1> { using T = uint8_t; };
-template <> struct Bits<2> { using T = uint16_t; };
-template <> struct Bits<4> { using T = uint32_t; };
-template <> struct Bits<8> { using T = uint64_t; };
+template <>
+struct Bits<1> {
+  using T = uint8_t;
+};
+template <>
+struct Bits<2> {
+  using T = uint16_t;
+};
+template <>
+struct Bits<4> {
+  using T = uint32_t;
+};
+template <>
+struct Bits<8> {
+  using T = uint64_t;
+};
 struct Bits128 {
   uint64_t words[2];
 };
-template <> struct Bits<16> { using T = Bits128; };
+template <>
+struct Bits<16> {
+  using T = Bits128;
+};
 
 // Copies n elements from src (stride src_stride elements) to dst (stride
 // dst_stride), elements of kBytes.
@@ -112,11 +127,16 @@ void StridedCopy(const void* src, int64_t src_stride, void* dst,
 void StridedCopyBytes(int bytes, const void* src, int64_t src_stride, void* dst,
                       int64_t dst_stride, int64_t n) {
   switch (bytes) {
-    case 1: return StridedCopy<1>(src, src_stride, dst, dst_stride, n);
-    case 2: return StridedCopy<2>(src, src_stride, dst, dst_stride, n);
-    case 4: return StridedCopy<4>(src, src_stride, dst, dst_stride, n);
-    case 16: return StridedCopy<16>(src, src_stride, dst, dst_stride, n);
-    default: return StridedCopy<8>(src, src_stride, dst, dst_stride, n);
+    case 1:
+      return StridedCopy<1>(src, src_stride, dst, dst_stride, n);
+    case 2:
+      return StridedCopy<2>(src, src_stride, dst, dst_stride, n);
+    case 4:
+      return StridedCopy<4>(src, src_stride, dst, dst_stride, n);
+    case 16:
+      return StridedCopy<16>(src, src_stride, dst, dst_stride, n);
+    default:
+      return StridedCopy<8>(src, src_stride, dst, dst_stride, n);
   }
 }
 
@@ -177,8 +197,9 @@ void GenerateIota(const LoopInput& in, absl::Span<const int64_t> dims,
 }
 
 // Gathers the block's elements of a buffer input into `dst` (storage type).
-void Gather(const LoopInput& in, const void* base, absl::Span<const int64_t> dims,
-            int64_t begin, int64_t n, void* dst) {
+void Gather(const LoopInput& in, const void* base,
+            absl::Span<const int64_t> dims, int64_t begin, int64_t n,
+            void* dst) {
   const int bytes = hlo::ByteWidth(in.type);
   Walker w(dims, in.map.strides, in.map.offset, begin);
   int64_t done = 0;
@@ -208,8 +229,8 @@ void StoreBlock(void* dst, const void* src, int64_t bytes, bool streaming) {
                        v);
     }
     if (i < bytes) {
-      std::memcpy(static_cast<char*>(dst) + i, static_cast<const char*>(src) + i,
-                  bytes - i);
+      std::memcpy(static_cast<char*>(dst) + i,
+                  static_cast<const char*>(src) + i, bytes - i);
     }
     return;
   }
@@ -258,8 +279,9 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
             }
             void* dst = state.Input(static_cast<int>(i));
             if (input.contiguous) {
-              StorageToCompute(input.type, base + (input.map.offset + begin) * bytes,
-                               dst, n);
+              StorageToCompute(input.type,
+                               base + (input.map.offset + begin) * bytes, dst,
+                               n);
             } else if (IsNarrowFloat(input.type)) {
               void* staging = state.Staging();
               Gather(input, base, step.dims, begin, n, staging);
@@ -528,7 +550,8 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
         for (int64_t c = f; c < l; ++c) {
           int64_t b = R * c / chunks, e = R * (c + 1) / chunks;
           C acc = init;
-          for (int64_t r = b; r < e; ++r) acc = Combine(s.op, acc, C(Load(in + o * R, r)));
+          for (int64_t r = b; r < e; ++r)
+            acc = Combine(s.op, acc, C(Load(in + o * R, r)));
           partial[c] = acc;
         }
       });
@@ -549,7 +572,8 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
         for (C& x : acc) x = init;
         int64_t r = 0;
         for (; r + 8 <= R; r += 8) {
-          for (int j = 0; j < 8; ++j) acc[j] = Combine(s.op, acc[j], C(Load(row, r + j)));
+          for (int j = 0; j < 8; ++j)
+            acc[j] = Combine(s.op, acc[j], C(Load(row, r + j)));
         }
         for (; r < R; ++r) acc[0] = Combine(s.op, acc[0], C(Load(row, r)));
         C total = acc[0];
@@ -578,7 +602,8 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
                            acc[i] = Combine(s.op, acc[i], C(Load(row, i)));
                          }
                        }
-                       for (int64_t i = 0; i < len; ++i) store(o * I + i0 + i, acc[i]);
+                       for (int64_t i = 0; i < len; ++i)
+                         store(o * I + i0 + i, acc[i]);
                      }
                    });
 }
@@ -619,8 +644,9 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a,
             const int bytes = hlo::ByteWidth(s.types[j]);
             // Broadcast the initial value over the block.
             for (int64_t i = 0; i < len; ++i) {
-              std::memcpy(reinterpret_cast<char*>(staging[j].data()) + i * bytes,
-                          a[s.inits[j]], bytes);
+              std::memcpy(
+                  reinterpret_cast<char*>(staging[j].data()) + i * bytes,
+                  a[s.inits[j]], bytes);
             }
             StorageToCompute(s.types[j], staging[j].data(), acc[j].data(), len);
           }
@@ -645,7 +671,8 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a,
               inputs[j] = acc[j].data();
               inputs[n + j] = x[j].data();
             }
-            EvaluateBlock(s.region, inputs, len, absl::MakeSpan(outputs), scratch);
+            EvaluateBlock(s.region, inputs, len, absl::MakeSpan(outputs),
+                          scratch);
             for (int j = 0; j < n; ++j) {
               std::memcpy(next[j].data(), outputs[j],
                           len * ComputeWidth(s.types[j]));
@@ -655,7 +682,8 @@ void RunGenericReduce(const GenericReduceStep& s, absl::Span<void* const> a,
           for (int j = 0; j < n; ++j) {
             const int bytes = hlo::ByteWidth(s.types[j]);
             ComputeToStorage(s.types[j], acc[j].data(),
-                             static_cast<char*>(a[s.outs[j]]) + begin * bytes, len);
+                             static_cast<char*>(a[s.outs[j]]) + begin * bytes,
+                             len);
           }
         }
       });
@@ -677,17 +705,18 @@ void RunCopy(const CopyStep& s, absl::Span<void* const> a,
     return;
   }
   const int bytes = s.element_bytes;
-  ThreadPool::Get().ParallelFor(rows, 1.0 * row, [&](int64_t first, int64_t last) {
-    Walker ws(s.dims, s.src_map.strides, s.src_map.offset, first * row);
-    Walker wd(s.dims, s.dst_map.strides, s.dst_map.offset, first * row);
-    for (int64_t r = first; r < last; ++r) {
-      if ((r - first) % 256 == 0 && IsCancelled(cancellation)) return;
-      StridedCopyBytes(bytes, src + ws.offset() * bytes, ws.inner_stride(),
-                       dst + wd.offset() * bytes, wd.inner_stride(), row);
-      ws.Advance(row);
-      wd.Advance(row);
-    }
-  });
+  ThreadPool::Get().ParallelFor(
+      rows, 1.0 * row, [&](int64_t first, int64_t last) {
+        Walker ws(s.dims, s.src_map.strides, s.src_map.offset, first * row);
+        Walker wd(s.dims, s.dst_map.strides, s.dst_map.offset, first * row);
+        for (int64_t r = first; r < last; ++r) {
+          if ((r - first) % 256 == 0 && IsCancelled(cancellation)) return;
+          StridedCopyBytes(bytes, src + ws.offset() * bytes, ws.inner_stride(),
+                           dst + wd.offset() * bytes, wd.inner_stride(), row);
+          ws.Advance(row);
+          wd.Advance(row);
+        }
+      });
 }
 
 void RunFill(const FillStep& s, absl::Span<void* const> a) {
@@ -698,7 +727,8 @@ int64_t ReadIndex(hlo::PrimitiveType type, const void* p) {
   int64_t v = 0;
   DispatchType(type, [&](auto pt) {
     using S = typename TypeTraits<decltype(pt)::value>::Storage;
-    if constexpr (std::is_integral_v<S>) v = static_cast<int64_t>(*static_cast<const S*>(p));
+    if constexpr (std::is_integral_v<S>)
+      v = static_cast<int64_t>(*static_cast<const S*>(p));
   });
   if ((type == hlo::PrimitiveType::kU64) && v < 0) v = INT64_MAX;
   return v;
@@ -708,7 +738,8 @@ void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a,
                      const Cancellation* cancellation) {
   const int rank = static_cast<int>(s.array_dims.size());
   std::vector<int64_t> strides(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * s.array_dims[d + 1];
+  for (int d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * s.array_dims[d + 1];
   int64_t offset = 0;
   for (int d = 0; d < rank; ++d) {
     int64_t start = ReadIndex(s.start_types[d], a[s.start_slots[d]]);
@@ -716,7 +747,8 @@ void RunDynamicSlice(const DynamicSliceStep& s, absl::Span<void* const> a,
     offset += start * strides[d];
   }
   std::vector<int64_t> contiguous(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) contiguous[d] = contiguous[d + 1] * s.sizes[d + 1];
+  for (int d = rank - 2; d >= 0; --d)
+    contiguous[d] = contiguous[d + 1] * s.sizes[d + 1];
   CopyStep copy;
   copy.element_bytes = s.element_bytes;
   copy.dims = s.sizes;
@@ -750,20 +782,28 @@ void CombineLoop(void* acc_storage, const void* in_storage, int64_t n) {
 template <hlo::PrimitiveType PT>
 void CombineInto(ExprOp op, void* acc, const void* in, int64_t n) {
   switch (op) {
-    case ExprOp::kAdd: return CombineLoop<PT, ExprOp::kAdd>(acc, in, n);
-    case ExprOp::kMultiply: return CombineLoop<PT, ExprOp::kMultiply>(acc, in, n);
-    case ExprOp::kMaximum: return CombineLoop<PT, ExprOp::kMaximum>(acc, in, n);
-    case ExprOp::kMinimum: return CombineLoop<PT, ExprOp::kMinimum>(acc, in, n);
-    case ExprOp::kAnd: return CombineLoop<PT, ExprOp::kAnd>(acc, in, n);
-    case ExprOp::kOr: return CombineLoop<PT, ExprOp::kOr>(acc, in, n);
-    default: return CombineLoop<PT, ExprOp::kAdd>(acc, in, n);
+    case ExprOp::kAdd:
+      return CombineLoop<PT, ExprOp::kAdd>(acc, in, n);
+    case ExprOp::kMultiply:
+      return CombineLoop<PT, ExprOp::kMultiply>(acc, in, n);
+    case ExprOp::kMaximum:
+      return CombineLoop<PT, ExprOp::kMaximum>(acc, in, n);
+    case ExprOp::kMinimum:
+      return CombineLoop<PT, ExprOp::kMinimum>(acc, in, n);
+    case ExprOp::kAnd:
+      return CombineLoop<PT, ExprOp::kAnd>(acc, in, n);
+    case ExprOp::kOr:
+      return CombineLoop<PT, ExprOp::kOr>(acc, in, n);
+    default:
+      return CombineLoop<PT, ExprOp::kAdd>(acc, in, n);
   }
 }
 
 // acc[0..n) = acc op in, elementwise, for `type`.
 void Accumulate(hlo::PrimitiveType type, ExprOp op, void* acc, const void* in,
                 int64_t n) {
-  DispatchType(type, [&](auto pt) { CombineInto<decltype(pt)::value>(op, acc, in, n); });
+  DispatchType(
+      type, [&](auto pt) { CombineInto<decltype(pt)::value>(op, acc, in, n); });
 }
 
 // Bytes an all-reduce member reduces at a time (within L1/L2).
@@ -929,8 +969,8 @@ absl::Status ExchangeAcrossTasks(
     }
     std::vector<int64_t> task_bytes(exchange.tasks.size(), 0);
     for (int q = 0; q < n; ++q) task_bytes[rank_of(q)] += in_bytes;
-    auto all =
-        std::make_unique_for_overwrite<char[]>(static_cast<size_t>(in_bytes * n));
+    auto all = std::make_unique_for_overwrite<char[]>(
+        static_cast<size_t>(in_bytes * n));
     PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.get(),
                                                         task_bytes, all.get()));
     std::vector<const void*> input(n);
@@ -981,9 +1021,10 @@ absl::Status ExchangeAcrossTasks(
     receive_total += receive_bytes[t];
   }
   // Not zero-filled: every byte is written before it is read.
-  auto send = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(send_total));
-  auto receive =
-      std::make_unique_for_overwrite<char[]>(static_cast<size_t>(receive_total));
+  auto send =
+      std::make_unique_for_overwrite<char[]>(static_cast<size_t>(send_total));
+  auto receive = std::make_unique_for_overwrite<char[]>(
+      static_cast<size_t>(receive_total));
   char* out = send.get();
   for (int t = 0; t < T; ++t) {
     for (int q : local) {
@@ -1030,7 +1071,8 @@ absl::Status ExchangeAcrossTasks(
 
 absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
                                   const std::vector<int64_t>& group, int me,
-                                  int operand, const void* input, void* output) {
+                                  int operand, const void* input,
+                                  void* output) {
   const hlo::PrimitiveType type = s.types[operand];
   const int bytes = hlo::ByteWidth(type);
   const int n = static_cast<int>(group.size());
@@ -1062,7 +1104,8 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
         s.name, n, s.dimension, s.output_dims[s.dimension], dim, n));
   }
   std::vector<CollectiveHub::Member> members;
-  const std::string key = absl::StrCat(s.key, "/", operand, "/", absl::StrJoin(group, ","));
+  const std::string key =
+      absl::StrCat(s.key, "/", operand, "/", absl::StrJoin(group, ","));
   // Allocated before the rendezvous: once it is committed, nothing may fail
   // before Depart.
   const int64_t block_elements =
@@ -1146,9 +1189,11 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
       const int64_t slab = dim / n * after;
       for (int64_t o = 0; o < outer; ++o) {
         void* dst = at_mut(output, o * slab);
-        std::memcpy(dst, at(members[0].input, (o * n + me) * slab), slab * bytes);
+        std::memcpy(dst, at(members[0].input, (o * n + me) * slab),
+                    slab * bytes);
         for (int q = 1; q < n; ++q) {
-          Accumulate(type, s.op, dst, at(members[q].input, (o * n + me) * slab), slab);
+          Accumulate(type, s.op, dst, at(members[q].input, (o * n + me) * slab),
+                     slab);
         }
       }
       break;
@@ -1170,34 +1215,39 @@ absl::Status RunCollective(const CollectiveStep& s, const RunContext& c,
   int me = -1;
   PJRT_RETURN_IF_ERROR(CollectiveGroup(s, c, &group, &me));
   if (me < 0) {
-    return absl::InternalError(absl::StrFormat("%s: this run is not in its own group",
-                                               s.name));
+    return absl::InternalError(
+        absl::StrFormat("%s: this run is not in its own group", s.name));
   }
   for (size_t i = 0; i < s.inputs.size(); ++i) {
-    PJRT_RETURN_IF_ERROR(RunCollectiveOperand(s, c, group, me, static_cast<int>(i),
-                                              a[s.inputs[i]], a[s.outputs[i]]));
+    PJRT_RETURN_IF_ERROR(RunCollectiveOperand(
+        s, c, group, me, static_cast<int>(i), a[s.inputs[i]], a[s.outputs[i]]));
   }
   return absl::OkStatus();
 }
 
 std::string StepName(const LoopStep& s) {
-  return absl::StrFormat("loop [%s] %d nodes %d inputs\n", absl::StrJoin(s.dims, ","),
-                         s.expr.size(), s.inputs.size());
+  return absl::StrFormat("loop [%s] %d nodes %d inputs\n",
+                         absl::StrJoin(s.dims, ","), s.expr.size(),
+                         s.inputs.size());
 }
 std::string StepName(const DotStep& s) {
-  return absl::StrFormat("dot b=%d m=%d n=%d k=%d%s%s\n", s.batch, s.m, s.n, s.k,
-                         s.lhs_transposed ? " lhsT" : "", s.rhs_transposed ? " rhsT" : "");
+  return absl::StrFormat("dot b=%d m=%d n=%d k=%d%s%s\n", s.batch, s.m, s.n,
+                         s.k, s.lhs_transposed ? " lhsT" : "",
+                         s.rhs_transposed ? " rhsT" : "");
 }
 std::string StepName(const ReduceStep& s) {
   return absl::StrFormat("reduce [%d,%d,%d]\n", s.outer, s.reduced, s.inner);
 }
 std::string StepName(const GenericReduceStep& s) {
-  return absl::StrFormat("generic reduce [%d,%d,%d]\n", s.outer, s.reduced, s.inner);
+  return absl::StrFormat("generic reduce [%d,%d,%d]\n", s.outer, s.reduced,
+                         s.inner);
 }
 std::string StepName(const CopyStep& s) {
   return absl::StrFormat("copy [%s]\n", absl::StrJoin(s.dims, ","));
 }
-std::string StepName(const FillStep& s) { return absl::StrFormat("fill %d\n", s.count); }
+std::string StepName(const FillStep& s) {
+  return absl::StrFormat("fill %d\n", s.count);
+}
 std::string StepName(const DynamicSliceStep& s) {
   return s.update ? "dynamic-update-slice\n" : "dynamic-slice\n";
 }
@@ -1275,12 +1325,13 @@ absl::Status HostProgram::Run(const RunContext& context) const {
     // run fails with the reason.
     if (status.ok()) status = CheckCancelled(cancellation);
     if (profile) {
-      std::fprintf(stderr, "%9.1f us  step %zu: %s",
-                   std::chrono::duration<double, std::micro>(
-                       std::chrono::steady_clock::now() - start)
-                       .count(),
-                   static_cast<size_t>(&step - steps.data()),
-                   std::visit([](const auto& s) { return StepName(s); }, step).c_str());
+      std::fprintf(
+          stderr, "%9.1f us  step %zu: %s",
+          std::chrono::duration<double, std::micro>(
+              std::chrono::steady_clock::now() - start)
+              .count(),
+          static_cast<size_t>(&step - steps.data()),
+          std::visit([](const auto& s) { return StepName(s); }, step).c_str());
     }
     if (!status.ok()) {
       if (context.collectives != nullptr) {
@@ -1467,10 +1518,10 @@ absl::Status HostProgram::CheckBounds() const {
             if (s.batch == 0 || s.m == 0 || s.n == 0) return;
             const int bytes = hlo::ByteWidth(s.type);
             const int operand_bytes = hlo::ByteWidth(s.operand_type);
-            status.Update(c.CheckDense(s.lhs, operand_bytes, Wide{s.batch} * s.m * s.k,
-                                       "dot lhs"));
-            status.Update(c.CheckDense(s.rhs, operand_bytes, Wide{s.batch} * s.k * s.n,
-                                       "dot rhs"));
+            status.Update(c.CheckDense(s.lhs, operand_bytes,
+                                       Wide{s.batch} * s.m * s.k, "dot lhs"));
+            status.Update(c.CheckDense(s.rhs, operand_bytes,
+                                       Wide{s.batch} * s.k * s.n, "dot rhs"));
             status.Update(c.CheckDense(s.out, bytes, Wide{s.batch} * s.m * s.n,
                                        "dot out"));
           } else if constexpr (std::is_same_v<S, ReduceStep>) {
@@ -1614,31 +1665,33 @@ int64_t HostProgram::host_memory_bytes() const {
 
 std::string HostProgram::ToString() const {
   std::string out;
-  static const char* kKinds[] = {"param", "result", "scratch", "const",
-                                 "view", "replica-id", "partition-id"};
+  static const char* kKinds[] = {"param", "result",     "scratch",     "const",
+                                 "view",  "replica-id", "partition-id"};
   for (size_t i = 0; i < slots.size(); ++i) {
     const BufferSlot& s = slots[i];
     absl::StrAppendFormat(&out, "slot %d: %s %s index=%d offset=%d bytes=%d\n",
-                          i, kKinds[static_cast<int>(s.kind)], s.shape.ToString(),
-                          s.index, s.offset, s.bytes);
+                          i, kKinds[static_cast<int>(s.kind)],
+                          s.shape.ToString(), s.index, s.offset, s.bytes);
   }
   for (const Step& step : steps) {
     std::visit(
         [&](const auto& s) {
           using S = std::decay_t<decltype(s)>;
           if constexpr (std::is_same_v<S, LoopStep>) {
-            absl::StrAppendFormat(&out, "loop [%s] -> slot %d (%d nodes, %d inputs)\n",
-                                  absl::StrJoin(s.dims, ","), s.output_slot,
-                                  s.expr.size(), s.inputs.size());
+            absl::StrAppendFormat(
+                &out, "loop [%s] -> slot %d (%d nodes, %d inputs)\n",
+                absl::StrJoin(s.dims, ","), s.output_slot, s.expr.size(),
+                s.inputs.size());
           } else if constexpr (std::is_same_v<S, DotStep>) {
-            absl::StrAppendFormat(&out, "dot b=%d m=%d n=%d k=%d slots %d x %d -> %d\n",
-                                  s.batch, s.m, s.n, s.k, s.lhs, s.rhs, s.out);
+            absl::StrAppendFormat(
+                &out, "dot b=%d m=%d n=%d k=%d slots %d x %d -> %d\n", s.batch,
+                s.m, s.n, s.k, s.lhs, s.rhs, s.out);
           } else if constexpr (std::is_same_v<S, ReduceStep>) {
-            absl::StrAppendFormat(&out, "reduce [%d,%d,%d] slot %d -> %d\n", s.outer,
-                                  s.reduced, s.inner, s.input, s.out);
+            absl::StrAppendFormat(&out, "reduce [%d,%d,%d] slot %d -> %d\n",
+                                  s.outer, s.reduced, s.inner, s.input, s.out);
           } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
-            absl::StrAppendFormat(&out, "generic-reduce [%d,%d,%d] x%d\n", s.outer,
-                                  s.reduced, s.inner, s.inputs.size());
+            absl::StrAppendFormat(&out, "generic-reduce [%d,%d,%d] x%d\n",
+                                  s.outer, s.reduced, s.inner, s.inputs.size());
           } else if constexpr (std::is_same_v<S, CopyStep>) {
             absl::StrAppendFormat(&out, "copy [%s] slot %d -> %d\n",
                                   absl::StrJoin(s.dims, ","), s.src, s.dst);
@@ -1649,9 +1702,10 @@ std::string HostProgram::ToString() const {
           } else if constexpr (std::is_same_v<S, KernelStep>) {
             absl::StrAppendFormat(&out, "kernel %s\n", s.kernel->name);
           } else {
-            absl::StrAppendFormat(&out, "%s slot %d -> %d\n",
-                                  s.update ? "dynamic-update-slice" : "dynamic-slice",
-                                  s.src, s.dst);
+            absl::StrAppendFormat(
+                &out, "%s slot %d -> %d\n",
+                s.update ? "dynamic-update-slice" : "dynamic-slice", s.src,
+                s.dst);
           }
         },
         step);

@@ -154,9 +154,9 @@ struct CollectiveStep : CollectiveOp {
   ExprOp op = ExprOp::kAdd;
 };
 
-using Step = std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep,
-                          CopyStep, FillStep, DynamicSliceStep, CollectiveStep,
-                          KernelStep>;
+using Step =
+    std::variant<LoopStep, DotStep, ReduceStep, GenericReduceStep, CopyStep,
+                 FillStep, DynamicSliceStep, CollectiveStep, KernelStep>;
 
 class HostProgram : public Program {
  public:

@@ -115,12 +115,12 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildTopK(const KernelArgs&,
                                                   KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs&,
                                                           KernelCompiler&);
-absl::StatusOr<std::shared_ptr<Kernel>> BuildSelectAndScatter(
-    const KernelArgs&, KernelCompiler&);
+absl::StatusOr<std::shared_ptr<Kernel>> BuildSelectAndScatter(const KernelArgs&,
+                                                              KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs&,
                                                          KernelCompiler&);
-absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(
-    const KernelArgs&, KernelCompiler&);
+absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(const KernelArgs&,
+                                                             KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs&,
                                                  KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildFft(const KernelArgs&,

@@ -245,8 +245,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
                                           *inst.called_computations()[1]));
   const size_t n = args.outputs.size();
   if (args.inputs.size() != n || kernel->body->result_parameters.size() != n) {
-    return absl::InternalError(absl::StrFormat(
-        "%s: %d state leaves in, %d out", inst.Describe(), args.inputs.size(), n));
+    return absl::InternalError(absl::StrFormat("%s: %d state leaves in, %d out",
+                                               inst.Describe(),
+                                               args.inputs.size(), n));
   }
   kernel->trip_count = KnownTripCount(inst);
   for (size_t i = 0; i < n; ++i) {
@@ -277,16 +278,18 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
   kernel->selector = args.inputs[0];
   kernel->selector_is_pred =
       args.input_shapes[0].element_type() == hlo::PrimitiveType::kPred;
-  kernel->reads.push_back({args.inputs[0], args.input_shapes[0].UnpackedByteSize()});
+  kernel->reads.push_back(
+      {args.inputs[0], args.input_shapes[0].UnpackedByteSize()});
   int64_t scratch = 0;
   size_t next = static_cast<size_t>(args.operand_leaves[0]);
   for (size_t b = 0; b < inst.called_computations().size(); ++b) {
     ConditionalKernel::Branch branch;
-    PJRT_ASSIGN_OR_RETURN(branch.program,
-                          compiler.CompileComputation(*inst.called_computations()[b]));
+    PJRT_ASSIGN_OR_RETURN(branch.program, compiler.CompileComputation(
+                                              *inst.called_computations()[b]));
     for (int k = 0; k < args.operand_leaves[b + 1]; ++k, ++next) {
       branch.inputs.push_back(args.inputs[next]);
-      kernel->reads.push_back({args.inputs[next], args.input_shapes[next].UnpackedByteSize()});
+      kernel->reads.push_back(
+          {args.inputs[next], args.input_shapes[next].UnpackedByteSize()});
     }
     if (branch.program->result_shapes().size() != args.outputs.size()) {
       return absl::InternalError(absl::StrFormat(
@@ -298,7 +301,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConditional(
   }
   for (size_t i = 0; i < args.outputs.size(); ++i) {
     kernel->outputs.push_back(args.outputs[i]);
-    kernel->writes.push_back({args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
+    kernel->writes.push_back(
+        {args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
   }
   kernel->scratch = compiler.NewScratch(scratch);
   kernel->writes.push_back({kernel->scratch, scratch});
@@ -311,7 +315,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildMap(const KernelArgs& args,
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     kernel->inputs.push_back(args.inputs[i]);
     kernel->types.push_back(args.input_shapes[i].element_type());
-    kernel->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
+    kernel->reads.push_back(
+        {args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
   }
   PJRT_ASSIGN_OR_RETURN(
       kernel->expr, ScalarRegionExpression(*args.inst->called_computations()[0],
@@ -319,7 +324,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildMap(const KernelArgs& args,
   kernel->output = args.outputs[0];
   kernel->output_type = args.output_shapes[0].element_type();
   kernel->count = args.output_shapes[0].ElementCount();
-  kernel->writes.push_back({args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
+  kernel->writes.push_back(
+      {args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
   return kernel;
 }
 

@@ -139,40 +139,44 @@ class ConvolutionKernel : public ConvolutionKernelBase {
     }
   }
 
-  void Gather(const void* src, PrimitiveType type, const std::vector<int64_t>& dims,
+  void Gather(const void* src, PrimitiveType type,
+              const std::vector<int64_t>& dims,
               const std::vector<int64_t>& strides, T* dst) const {
     const int64_t total = Product(dims);
     if (total == 0) return;
     const int64_t inner = dims.back();
-    ThreadPool::Get().ParallelFor(total / std::max<int64_t>(inner, 1), inner * 4.0,
-                                  [&](int64_t first, int64_t last) {
-      std::vector<int64_t> idx(dims.size() - 1);
-      const std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
-      int64_t rest = first;
-      for (int d = static_cast<int>(outer.size()) - 1; d >= 0; --d) {
-        idx[d] = rest % outer[d];
-        rest /= outer[d];
-      }
-      for (int64_t row = first; row < last; ++row) {
-        int64_t base = 0;
-        for (size_t d = 0; d < outer.size(); ++d) base += idx[d] * strides[d];
-        T* out = dst + row * inner;
-        DispatchType(type, [&](auto pt) {
-          using S = typename TypeTraits<decltype(pt)::value>::Storage;
-          const S* in = static_cast<const S*>(src);
-          for (int64_t i = 0; i < inner; ++i) {
-            out[i] = static_cast<T>(static_cast<double>(in[base + i * strides.back()]));
+    ThreadPool::Get().ParallelFor(
+        total / std::max<int64_t>(inner, 1), inner * 4.0,
+        [&](int64_t first, int64_t last) {
+          std::vector<int64_t> idx(dims.size() - 1);
+          const std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+          int64_t rest = first;
+          for (int d = static_cast<int>(outer.size()) - 1; d >= 0; --d) {
+            idx[d] = rest % outer[d];
+            rest /= outer[d];
+          }
+          for (int64_t row = first; row < last; ++row) {
+            int64_t base = 0;
+            for (size_t d = 0; d < outer.size(); ++d)
+              base += idx[d] * strides[d];
+            T* out = dst + row * inner;
+            DispatchType(type, [&](auto pt) {
+              using S = typename TypeTraits<decltype(pt)::value>::Storage;
+              const S* in = static_cast<const S*>(src);
+              for (int64_t i = 0; i < inner; ++i) {
+                out[i] = static_cast<T>(
+                    static_cast<double>(in[base + i * strides.back()]));
+              }
+            });
+            NextIndex(outer, &idx);
           }
         });
-        NextIndex(outer, &idx);
-      }
-    });
   }
 
   // rows x cols patches of output positions [begin, begin + rows) of
   // group g (column-major: one column of cols per position).
-  void Im2Col(const T* input, int64_t g, int64_t begin, int64_t rows, T* patches,
-              std::vector<int64_t>* o) const {
+  void Im2Col(const T* input, int64_t g, int64_t begin, int64_t rows,
+              T* patches, std::vector<int64_t>* o) const {
     const int64_t fg = plan.feature_groups > 1 ? g : 0;
     const int64_t bg = plan.batch_groups > 1 ? g : 0;
     const int64_t spatial_total =
@@ -202,7 +206,8 @@ class ConvolutionKernel : public ConvolutionKernelBase {
         bool valid = true;
         for (int s = 0; s < plan.spatial && valid; ++s) {
           const hlo::WindowDimension& w = plan.window[s];
-          const int64_t x = (*o)[s] * w.stride + t[s] * w.window_dilation - w.padding_low;
+          const int64_t x =
+              (*o)[s] * w.stride + t[s] * w.window_dilation - w.padding_low;
           if (x < 0 || x % w.base_dilation != 0 ||
               x / w.base_dilation >= plan.in_spatial[s]) {
             valid = false;
@@ -234,27 +239,29 @@ class ConvolutionKernel : public ConvolutionKernelBase {
     const int64_t inner = dims.back();
     const int64_t rows = inner == 0 ? 0 : Product(dims) / inner;
     const std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
-    ThreadPool::Get().ParallelFor(rows, inner * 2.0, [&](int64_t first,
-                                                         int64_t last) {
-      std::vector<int64_t> idx(outer.size());
-      int64_t rest = first;
-      for (int d = static_cast<int>(outer.size()) - 1; d >= 0; --d) {
-        idx[d] = rest % outer[d];
-        rest /= outer[d];
-      }
-      DispatchType(plan.out_type, [&](auto pt) {
-        using S = typename TypeTraits<decltype(pt)::value>::Storage;
-        S* o = static_cast<S*>(to);
-        for (int64_t row = first; row < last; ++row, NextIndex(outer, &idx)) {
-          int64_t at = 0;
-          for (size_t d = 0; d < outer.size(); ++d) at += idx[d] * strides[d];
-          const T* src = result + row * inner;
-          for (int64_t i = 0; i < inner; ++i) {
-            o[at + i * strides.back()] = Convert<S>(src[i], plan.out_type);
+    ThreadPool::Get().ParallelFor(
+        rows, inner * 2.0, [&](int64_t first, int64_t last) {
+          std::vector<int64_t> idx(outer.size());
+          int64_t rest = first;
+          for (int d = static_cast<int>(outer.size()) - 1; d >= 0; --d) {
+            idx[d] = rest % outer[d];
+            rest /= outer[d];
           }
-        }
-      });
-    });
+          DispatchType(plan.out_type, [&](auto pt) {
+            using S = typename TypeTraits<decltype(pt)::value>::Storage;
+            S* o = static_cast<S*>(to);
+            for (int64_t row = first; row < last;
+                 ++row, NextIndex(outer, &idx)) {
+              int64_t at = 0;
+              for (size_t d = 0; d < outer.size(); ++d)
+                at += idx[d] * strides[d];
+              const T* src = result + row * inner;
+              for (int64_t i = 0; i < inner; ++i) {
+                o[at + i * strides.back()] = Convert<S>(src[i], plan.out_type);
+              }
+            }
+          });
+        });
   }
 
   template <typename S>
@@ -266,9 +273,11 @@ class ConvolutionKernel : public ConvolutionKernelBase {
       const double d = static_cast<double>(v);
       if (IsInt4(type)) {
         // The exact integer sum, wrapped to 4 bits.
-        const int64_t wide = static_cast<int64_t>(std::clamp(d, -9.0e18, 9.0e18));
+        const int64_t wide =
+            static_cast<int64_t>(std::clamp(d, -9.0e18, 9.0e18));
         const int64_t low = wide & 0xF;
-        return static_cast<S>(type == PrimitiveType::kS4 && low >= 8 ? low - 16 : low);
+        return static_cast<S>(type == PrimitiveType::kS4 && low >= 8 ? low - 16
+                                                                     : low);
       }
       if (d <= static_cast<double>(std::numeric_limits<S>::min())) {
         return std::numeric_limits<S>::min();
@@ -285,8 +294,8 @@ class ConvolutionKernel : public ConvolutionKernelBase {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
-                                                         KernelCompiler& compiler) {
+absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(
+    const KernelArgs& args, KernelCompiler& compiler) {
   const hlo::Instruction& inst = *args.inst;
   const hlo::Shape& lhs = args.input_shapes[0];
   const hlo::Shape& rhs = args.input_shapes[1];
@@ -320,7 +329,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
   p.lhs_type = lhs.element_type();
   p.rhs_type = rhs.element_type();
   p.out_type = out.element_type();
-  const bool wide = p.out_type == PrimitiveType::kF64 || !hlo::IsFloatingPoint(p.out_type) ||
+  const bool wide = p.out_type == PrimitiveType::kF64 ||
+                    !hlo::IsFloatingPoint(p.out_type) ||
                     p.lhs_type == PrimitiveType::kF64;
   const int64_t width = wide ? 8 : 4;
   const int64_t input_elements = lhs.ElementCount();
@@ -340,9 +350,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
       p.lhs_type == native &&
       canonical(p.dims.input_batch, p.dims.input_spatial, p.dims.input_feature);
   const bool output_direct =
-      p.out_type == native && canonical(p.dims.output_batch,
-                                        p.dims.output_spatial,
-                                        p.dims.output_feature);
+      p.out_type == native &&
+      canonical(p.dims.output_batch, p.dims.output_spatial,
+                p.dims.output_feature);
   const auto finish = [&](auto kernel) -> std::shared_ptr<Kernel> {
     kernel->input_direct_ = input_direct;
     kernel->output_direct_ = output_direct;
@@ -350,21 +360,26 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(const KernelArgs& args,
     kernel->lhs = args.inputs[0];
     kernel->rhs = args.inputs[1];
     kernel->out = args.outputs[0];
-    kernel->reads = {{args.inputs[0], lhs.UnpackedByteSize()}, {args.inputs[1], rhs.UnpackedByteSize()}};
+    kernel->reads = {{args.inputs[0], lhs.UnpackedByteSize()},
+                     {args.inputs[1], rhs.UnpackedByteSize()}};
     kernel->writes = {{args.outputs[0], out.UnpackedByteSize()}};
     kernel->kernel_scratch_ = compiler.NewScratch(kernel_elements * width);
-    kernel->writes.push_back({kernel->kernel_scratch_, kernel_elements * width});
+    kernel->writes.push_back(
+        {kernel->kernel_scratch_, kernel_elements * width});
     if (!input_direct) {
       kernel->input_scratch_ = compiler.NewScratch(input_elements * width);
-      kernel->writes.push_back({kernel->input_scratch_, input_elements * width});
+      kernel->writes.push_back(
+          {kernel->input_scratch_, input_elements * width});
     }
     if (!output_direct) {
       kernel->output_scratch_ = compiler.NewScratch(output_elements * width);
-      kernel->writes.push_back({kernel->output_scratch_, output_elements * width});
+      kernel->writes.push_back(
+          {kernel->output_scratch_, output_elements * width});
     }
     return kernel;
   };
-  if (wide) return finish(std::make_shared<ConvolutionKernel<double>>(std::move(p)));
+  if (wide)
+    return finish(std::make_shared<ConvolutionKernel<double>>(std::move(p)));
   return finish(std::make_shared<ConvolutionKernel<float>>(std::move(p)));
 }
 

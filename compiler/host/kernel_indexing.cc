@@ -44,14 +44,15 @@ IndexReader MakeReader(const hlo::Shape& indices, int64_t index_vector_dim,
     r.batch_strides.push_back(strides[index_batch[j]]);
   }
   r.vector_size = static_cast<int64_t>(index_to_operand.size());
-  r.vector_stride = index_vector_dim < indices.rank() ? strides[index_vector_dim] : 0;
+  r.vector_stride =
+      index_vector_dim < indices.rank() ? strides[index_vector_dim] : 0;
   r.type = indices.element_type();
   r.index_to_operand.assign(index_to_operand.begin(), index_to_operand.end());
   for (size_t i = 0; i < operand_batching.size(); ++i) {
-    const auto it = std::find(index_batch.begin(), index_batch.end(),
-                              indices_batching[i]);
-    r.batching.push_back({operand_batching[i],
-                          static_cast<int>(it - index_batch.begin())});
+    const auto it =
+        std::find(index_batch.begin(), index_batch.end(), indices_batching[i]);
+    r.batching.push_back(
+        {operand_batching[i], static_cast<int>(it - index_batch.begin())});
   }
   return r;
 }
@@ -63,7 +64,8 @@ void CopyRow(int bytes, const char* src, int64_t src_stride, char* dst,
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * dst_stride * bytes, src + i * src_stride * bytes, bytes);
+    std::memcpy(dst + i * dst_stride * bytes, src + i * src_stride * bytes,
+                bytes);
   }
 }
 
@@ -249,7 +251,8 @@ absl::Status GatherKernel::Run(absl::Span<void* const> addresses,
 absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
                                                     KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
-  PJRT_ASSIGN_OR_RETURN(hlo::GatherDimensions d, hlo::ParseGatherDimensions(inst));
+  PJRT_ASSIGN_OR_RETURN(hlo::GatherDimensions d,
+                        hlo::ParseGatherDimensions(inst));
   const hlo::Shape& operand = args.input_shapes[0];
   const hlo::Shape& indices = args.input_shapes[1];
   const hlo::Shape& out = args.output_shapes[0];
@@ -276,14 +279,16 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
                  d.start_indices_batching_dims);
   size_t next = 0;
   for (int i = 0; i < operand.rank(); ++i) {
-    if (Contains(d.collapsed_slice_dims, i) || Contains(d.operand_batching_dims, i)) {
+    if (Contains(d.collapsed_slice_dims, i) ||
+        Contains(d.operand_batching_dims, i)) {
       continue;
     }
     k->walk.sizes.push_back(d.slice_sizes[i]);
     k->walk.src_strides.push_back(k->operand_strides[i]);
     k->walk.dst_strides.push_back(out_strides[d.offset_dims[next++]]);
   }
-  k->reads = {{args.inputs[0], operand.UnpackedByteSize()}, {args.inputs[1], indices.UnpackedByteSize()}};
+  k->reads = {{args.inputs[0], operand.UnpackedByteSize()},
+              {args.inputs[1], indices.UnpackedByteSize()}};
   k->writes = {{args.outputs[0], out.UnpackedByteSize()}};
   return k;
 }
@@ -291,7 +296,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
 absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
                                                      KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
-  PJRT_ASSIGN_OR_RETURN(hlo::ScatterDimensions d, hlo::ParseScatterDimensions(inst));
+  PJRT_ASSIGN_OR_RETURN(hlo::ScatterDimensions d,
+                        hlo::ParseScatterDimensions(inst));
   const int n = static_cast<int>(args.inputs.size()) / 2;
   const hlo::Shape& operand = args.input_shapes[0];
   const hlo::Shape& indices = args.input_shapes[n];
@@ -303,16 +309,20 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
     k->outputs.push_back(args.outputs[i]);
     k->operand_bytes.push_back(args.input_shapes[i].UnpackedByteSize());
     k->types.push_back(args.input_shapes[i].element_type());
-    k->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
-    k->reads.push_back({args.inputs[n + 1 + i], args.input_shapes[n + 1 + i].UnpackedByteSize()});
-    k->writes.push_back({args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
+    k->reads.push_back(
+        {args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
+    k->reads.push_back({args.inputs[n + 1 + i],
+                        args.input_shapes[n + 1 + i].UnpackedByteSize()});
+    k->writes.push_back(
+        {args.outputs[i], args.output_shapes[i].UnpackedByteSize()});
   }
   k->indices = args.inputs[n];
   k->reads.push_back({args.inputs[n], indices.UnpackedByteSize()});
   k->operand_dims.assign(operand.dimensions().begin(),
                          operand.dimensions().end());
   k->operand_strides = RowMajorStrides(operand.dimensions());
-  const std::vector<int64_t> update_strides = RowMajorStrides(updates.dimensions());
+  const std::vector<int64_t> update_strides =
+      RowMajorStrides(updates.dimensions());
   std::vector<int64_t> batch_dims;
   for (int i = 0; i < updates.rank(); ++i) {
     if (!Contains(d.update_window_dims, i)) {
@@ -327,7 +337,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
   k->extent.assign(operand.rank(), 1);
   size_t next = 0;
   for (int i = 0; i < operand.rank(); ++i) {
-    if (Contains(d.inserted_window_dims, i) || Contains(d.input_batching_dims, i)) {
+    if (Contains(d.inserted_window_dims, i) ||
+        Contains(d.input_batching_dims, i)) {
       continue;
     }
     const int64_t ud = d.update_window_dims[next++];
@@ -341,7 +352,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
   // the same coordinate there, so the threads never touch one element.
   k->parallel = false;
   for (int i = 0; i < operand.rank(); ++i) {
-    if (Contains(d.inserted_window_dims, i) || Contains(d.input_batching_dims, i)) {
+    if (Contains(d.inserted_window_dims, i) ||
+        Contains(d.input_batching_dims, i)) {
       continue;
     }
     k->parallel = !Contains(d.scatter_dims_to_operand_dims, i);

@@ -108,7 +108,8 @@ void PhiloxBlock(uint64_t key, uint64_t low, uint64_t high, uint64_t i,
 
 // Stores the low `bytes` bytes of `bits` as element i.
 void StoreBits(void* out, int bytes, int64_t i, uint64_t bits) {
-  std::memcpy(static_cast<char*>(out) + i * bytes, &bits, bytes);  // little endian
+  std::memcpy(static_cast<char*>(out) + i * bytes, &bits,
+              bytes);  // little endian
 }
 
 // The dimension XLA halves for 32-bit ThreeFry output: the first even one,
@@ -276,11 +277,12 @@ absl::Status RngBitGeneratorKernel::Run(absl::Span<void* const> addresses,
   return CheckCancelled(context.cancellation);
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(const KernelArgs& args,
-                                                             KernelCompiler&) {
+absl::StatusOr<std::shared_ptr<Kernel>> BuildRngBitGenerator(
+    const KernelArgs& args, KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
   auto k = std::make_shared<RngBitGeneratorKernel>();
-  const std::string algorithm = hlo::WordAttribute(inst, "algorithm", "rng_default");
+  const std::string algorithm =
+      hlo::WordAttribute(inst, "algorithm", "rng_default");
   // XLA's default on the CPU and GPU is Philox.
   k->philox = algorithm != "rng_three_fry";
   k->state_in = args.inputs[0];

@@ -29,7 +29,8 @@ using hlo::PrimitiveType;
 uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
   const auto fold = [](uint64_t bits, int width) {
     const uint64_t sign = uint64_t{1} << (width - 1);
-    const uint64_t mask = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+    const uint64_t mask =
+        width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
     return (bits & sign) != 0 ? (~bits & mask) : (bits | sign);
   };
   switch (type) {
@@ -47,7 +48,8 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
     case PrimitiveType::kS4:  // held sign-extended, one per byte
       return static_cast<uint8_t>(static_cast<const uint8_t*>(base)[i] ^ 0x80);
     case PrimitiveType::kS16:
-      return static_cast<uint16_t>(static_cast<const uint16_t*>(base)[i] ^ 0x8000);
+      return static_cast<uint16_t>(static_cast<const uint16_t*>(base)[i] ^
+                                   0x8000);
     case PrimitiveType::kS32:
       return static_cast<const uint32_t*>(base)[i] ^ 0x80000000u;
     case PrimitiveType::kS64:
@@ -59,7 +61,8 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
 
 uint64_t UnsignedKey(PrimitiveType type, const void* base, int64_t i) {
   if (type == PrimitiveType::kU64) return static_cast<const uint64_t*>(base)[i];
-  if (type == PrimitiveType::kPred) return static_cast<const uint8_t*>(base)[i] != 0;
+  if (type == PrimitiveType::kPred)
+    return static_cast<const uint8_t*>(base)[i] != 0;
   return TotalOrderKey(type, base, i);
 }
 
@@ -196,10 +199,12 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
   };
   switch (type) {
     case PrimitiveType::kF32:
-      return load(uint32_t{}, [&](uint32_t b) { return fold(b, 0x80000000u, ~0u); });
+      return load(uint32_t{},
+                  [&](uint32_t b) { return fold(b, 0x80000000u, ~0u); });
     case PrimitiveType::kF16:
     case PrimitiveType::kBf16:
-      return load(uint16_t{}, [&](uint16_t b) { return fold(b, 0x8000u, 0xffffu); });
+      return load(uint16_t{},
+                  [&](uint16_t b) { return fold(b, 0x8000u, 0xffffu); });
     case PrimitiveType::kS32:
       return load(uint32_t{}, [](uint32_t b) { return b ^ 0x80000000u; });
     case PrimitiveType::kS16:
@@ -247,7 +252,8 @@ template <typename Less>
 void MergeSort(int64_t* perm, int64_t* tmp, int64_t n, Less less) {
   for (int64_t width = 1; width < n; width *= 2) {
     for (int64_t lo = 0; lo < n; lo += 2 * width) {
-      const int64_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
+      const int64_t mid = std::min(lo + width, n),
+                    hi = std::min(lo + 2 * width, n);
       int64_t i = lo, j = mid, k = lo;
       while (i < mid && j < hi) {
         // Take from the right only when strictly less: stable.
@@ -546,8 +552,10 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
     k->inputs.push_back(args.inputs[j]);
     k->outputs.push_back(args.outputs[j]);
     k->types.push_back(args.input_shapes[j].element_type());
-    k->reads.push_back({args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
-    k->writes.push_back({args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
+    k->reads.push_back(
+        {args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
+    k->writes.push_back(
+        {args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
   }
   if (shape.rank() == 0) {
     k->length = 1;

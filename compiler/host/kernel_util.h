@@ -31,8 +31,8 @@ class RegionRunner {
       many.resize(expr_.outputs().size());
       out = many.data();
     }
-    EvaluateBlock(expr_, inputs, n,
-                  absl::MakeSpan(out, expr_.outputs().size()), scratch_);
+    EvaluateBlock(expr_, inputs, n, absl::MakeSpan(out, expr_.outputs().size()),
+                  scratch_);
     for (size_t j = 0; j < expr_.outputs().size(); ++j) {
       std::memcpy(outputs[j], out[j], n * width_[j]);
     }

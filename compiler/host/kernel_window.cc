@@ -39,15 +39,18 @@ C Apply(ExprOp op, C a, C b) {
     case ExprOp::kMultiply:
       if constexpr (std::is_integral_v<C>) return WrappingMultiply(a, b);
       return static_cast<C>(a * b);
-    case ExprOp::kMaximum: return std::max(a, b);
-    case ExprOp::kMinimum: return std::min(a, b);
+    case ExprOp::kMaximum:
+      return std::max(a, b);
+    case ExprOp::kMinimum:
+      return std::min(a, b);
     case ExprOp::kAnd:
       if constexpr (std::is_integral_v<C>) return static_cast<C>(a & b);
       return a;
     case ExprOp::kOr:
       if constexpr (std::is_integral_v<C>) return static_cast<C>(a | b);
       return a;
-    default: return a;
+    default:
+      return a;
   }
 }
 
@@ -92,7 +95,8 @@ absl::StatusOr<WindowGeometry> Geometry(const hlo::Instruction& inst,
   g.in_dims.assign(operand.dimensions().begin(), operand.dimensions().end());
   g.in_strides = RowMajorStrides(operand.dimensions());
   PJRT_ASSIGN_OR_RETURN(g.window, hlo::ParseWindow(inst, operand.rank()));
-  for (const hlo::WindowDimension& w : g.window) g.window_sizes.push_back(w.size);
+  for (const hlo::WindowDimension& w : g.window)
+    g.window_sizes.push_back(w.size);
   return g;
 }
 
@@ -193,8 +197,8 @@ absl::Status SelectAndScatterKernel::Run(absl::Span<void* const> addresses,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args,
-                                                          KernelCompiler&) {
+absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(
+    const KernelArgs& args, KernelCompiler&) {
   const hlo::Instruction& inst = *args.inst;
   const int n = static_cast<int>(args.inputs.size()) / 2;
   auto k = std::make_shared<ReduceWindowKernel>();
@@ -204,9 +208,12 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs& args
     k->inits.push_back(args.inputs[n + j]);
     k->outputs.push_back(args.outputs[j]);
     k->types.push_back(args.input_shapes[j].element_type());
-    k->reads.push_back({args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
-    k->reads.push_back({args.inputs[n + j], args.input_shapes[n + j].UnpackedByteSize()});
-    k->writes.push_back({args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
+    k->reads.push_back(
+        {args.inputs[j], args.input_shapes[j].UnpackedByteSize()});
+    k->reads.push_back(
+        {args.inputs[n + j], args.input_shapes[n + j].UnpackedByteSize()});
+    k->writes.push_back(
+        {args.outputs[j], args.output_shapes[j].UnpackedByteSize()});
   }
   k->out_dims.assign(args.output_shapes[0].dimensions().begin(),
                      args.output_shapes[0].dimensions().end());
@@ -239,9 +246,11 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSelectAndScatter(
   k->source_dims.assign(args.input_shapes[1].dimensions().begin(),
                         args.input_shapes[1].dimensions().end());
   for (int i = 0; i < 3; ++i) {
-    k->reads.push_back({args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
+    k->reads.push_back(
+        {args.inputs[i], args.input_shapes[i].UnpackedByteSize()});
   }
-  k->writes.push_back({args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
+  k->writes.push_back(
+      {args.outputs[0], args.output_shapes[0].UnpackedByteSize()});
   const PrimitiveType t = k->operand_type, s = k->source_type;
   PJRT_ASSIGN_OR_RETURN(k->select, ScalarRegionExpression(
                                        *inst.called_computations()[0], {t, t}));

@@ -165,12 +165,13 @@ absl::Status Lowering::EmitResults() {
     if (!nested_ && IsInt4(n.shape.element_type())) {
       // The buffer holds it packed: pack once, after every other step (a
       // donated parameter was unpacked before any of them).
-      int result = NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
+      int result =
+          NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
       program_->slots[result].bytes = n.shape.ByteSize();
       claimed.push_back(true);
       packs.push_back(KernelStep{Int4EdgeKernel(
-          /*pack=*/true, n.shape.element_type(), n.shape.ElementCount(),
-          n.slot, result)});
+          /*pack=*/true, n.shape.element_type(), n.shape.ElementCount(), n.slot,
+          result)});
       continue;
     }
     BufferSlot& slot = program_->slots[n.slot];
@@ -195,7 +196,8 @@ absl::Status Lowering::EmitResults() {
       }
       // Otherwise compute elsewhere and copy in at the very end (the copy
       // is skipped at run time when source and destination coincide).
-      int result = NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
+      int result =
+          NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
       claimed.push_back(true);
       late.push_back(copy_to(n.slot, result, n.shape));
       continue;
@@ -207,7 +209,8 @@ absl::Status Lowering::EmitResults() {
       claimed[n.slot] = true;
       continue;
     }
-    int result = NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
+    int result =
+        NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
     claimed.push_back(true);
     early.push_back(copy_to(n.slot, result, n.shape));
   }
@@ -221,7 +224,8 @@ absl::Status Lowering::EmitResults() {
 absl::Status Lowering::PlanScratch() {
   std::vector<BufferSlot>& slots = program_->slots;
   const auto base = [&](int s) {
-    while (slots[s].kind == BufferSlot::Kind::kView) s = static_cast<int>(slots[s].index);
+    while (slots[s].kind == BufferSlot::Kind::kView)
+      s = static_cast<int>(slots[s].index);
     return s;
   };
   const int num_slots = static_cast<int>(slots.size());
@@ -242,17 +246,23 @@ absl::Status Lowering::PlanScratch() {
             }
             touch(s.output_slot, i);
           } else if constexpr (std::is_same_v<S, DotStep>) {
-            touch(s.lhs, i); touch(s.rhs, i); touch(s.out, i);
+            touch(s.lhs, i);
+            touch(s.rhs, i);
+            touch(s.out, i);
           } else if constexpr (std::is_same_v<S, ReduceStep>) {
-            touch(s.input, i); touch(s.init, i); touch(s.out, i);
+            touch(s.input, i);
+            touch(s.init, i);
+            touch(s.out, i);
           } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
             for (int x : s.inputs) touch(x, i);
             for (int x : s.inits) touch(x, i);
             for (int x : s.outs) touch(x, i);
           } else if constexpr (std::is_same_v<S, CopyStep>) {
-            touch(s.src, i); touch(s.dst, i);
+            touch(s.src, i);
+            touch(s.dst, i);
           } else if constexpr (std::is_same_v<S, FillStep>) {
-            touch(s.value, i); touch(s.dst, i);
+            touch(s.value, i);
+            touch(s.dst, i);
           } else if constexpr (std::is_same_v<S, CollectiveStep>) {
             for (int x : s.inputs) touch(x, i);
             for (int x : s.outputs) touch(x, i);
@@ -260,7 +270,8 @@ absl::Status Lowering::PlanScratch() {
             for (const SlotAccess& x : s.kernel->reads) touch(x.slot, i);
             for (const SlotAccess& x : s.kernel->writes) touch(x.slot, i);
           } else {
-            touch(s.src, i); touch(s.dst, i);
+            touch(s.src, i);
+            touch(s.dst, i);
             for (int x : s.start_slots) touch(x, i);
           }
         },

@@ -40,7 +40,8 @@ absl::Status Lowering::EmitDot(int node) {
     std::vector<int64_t> free;
     for (int i = 0; i < rank; ++i) {
       if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
-          std::find(contracting.begin(), contracting.end(), i) == contracting.end()) {
+          std::find(contracting.begin(), contracting.end(), i) ==
+              contracting.end()) {
         free.push_back(i);
       }
     }
@@ -49,16 +50,17 @@ absl::Status Lowering::EmitDot(int node) {
   const int lhs = n.operands[0], rhs = n.operands[1];
   const Shape& ls = nodes_[lhs].shape;
   const Shape& rs = nodes_[rhs].shape;
-  std::vector<int64_t> lhs_free =
-      free_dims(ls.rank(), d.lhs_batch_dimensions, d.lhs_contracting_dimensions);
-  std::vector<int64_t> rhs_free =
-      free_dims(rs.rank(), d.rhs_batch_dimensions, d.rhs_contracting_dimensions);
+  std::vector<int64_t> lhs_free = free_dims(ls.rank(), d.lhs_batch_dimensions,
+                                            d.lhs_contracting_dimensions);
+  std::vector<int64_t> rhs_free = free_dims(rs.rank(), d.rhs_batch_dimensions,
+                                            d.rhs_contracting_dimensions);
   DotStep step;
   step.type = type;
   step.operand_type = type;
   if (options_.half_dot_operands && type == PrimitiveType::kF32 &&
       ls.element_type() == rs.element_type() &&
-      (ls.element_type() == PrimitiveType::kBf16 || ls.element_type() == PrimitiveType::kF16)) {
+      (ls.element_type() == PrimitiveType::kBf16 ||
+       ls.element_type() == PrimitiveType::kF16)) {
     step.operand_type = ls.element_type();
   }
   step.batch = 1;
@@ -94,18 +96,19 @@ absl::Status Lowering::EmitDot(int node) {
     }
     return EmitPermuted(operand, normal, step.operand_type);
   };
-  PJRT_ASSIGN_OR_RETURN(step.lhs, prepare(lhs, d.lhs_batch_dimensions, lhs_free,
-                                          d.lhs_contracting_dimensions,
-                                          &step.lhs_transposed));
+  PJRT_ASSIGN_OR_RETURN(
+      step.lhs, prepare(lhs, d.lhs_batch_dimensions, lhs_free,
+                        d.lhs_contracting_dimensions, &step.lhs_transposed));
   PJRT_ASSIGN_OR_RETURN(step.rhs, prepare(rhs, d.rhs_batch_dimensions,
-                                          d.rhs_contracting_dimensions, rhs_free,
-                                          &step.rhs_transposed));
+                                          d.rhs_contracting_dimensions,
+                                          rhs_free, &step.rhs_transposed));
   if (out_type == type) {
     step.out = n.slot;
     program_->steps.push_back(step);
     return absl::OkStatus();
   }
-  std::vector<int64_t> dims(n.shape.dimensions().begin(), n.shape.dimensions().end());
+  std::vector<int64_t> dims(n.shape.dimensions().begin(),
+                            n.shape.dimensions().end());
   step.out = NewSlot(BufferSlot::Kind::kScratch, Shape(type, dims));
   program_->steps.push_back(step);
   // Convert the accumulator to the result type.
@@ -129,7 +132,6 @@ absl::Status Lowering::EmitDot(int node) {
   return absl::OkStatus();
 }
 
-
 absl::Status Lowering::EmitReduce(int node) {
   Node& n = nodes_[node];
   const Instruction& inst = *n.inst;
@@ -147,7 +149,8 @@ absl::Status Lowering::EmitReduce(int node) {
   // adjacent: then the layout is [outer, reduced, inner] as is.
   bool in_place = !sorted.empty() && sorted.back() - sorted.front() + 1 ==
                                          static_cast<int64_t>(sorted.size());
-  for (int j = 0; j < count; ++j) in_place = in_place && nodes_[n.operands[j]].materialize;
+  for (int j = 0; j < count; ++j)
+    in_place = in_place && nodes_[n.operands[j]].materialize;
   int64_t outer = 1, r = 1, inner = 1;
   std::vector<int> inputs;
   if (in_place || sorted.empty()) {
@@ -170,8 +173,9 @@ absl::Status Lowering::EmitReduce(int node) {
       } else {
         std::vector<int64_t> order(rank);
         for (int i = 0; i < rank; ++i) order[i] = i;
-        PJRT_ASSIGN_OR_RETURN(int slot, EmitPermuted(n.operands[j], order,
-                                                     input.shape.element_type()));
+        PJRT_ASSIGN_OR_RETURN(
+            int slot,
+            EmitPermuted(n.operands[j], order, input.shape.element_type()));
         inputs.push_back(slot);
       }
     }
@@ -181,8 +185,9 @@ absl::Status Lowering::EmitReduce(int node) {
     for (int64_t k : kept) outer *= in_shape.dimensions(k);
     for (int64_t k : reduced) r *= in_shape.dimensions(k);
     for (int j = 0; j < count; ++j) {
-      PJRT_ASSIGN_OR_RETURN(int slot, EmitPermuted(n.operands[j], order,
-                                                   nodes_[n.operands[j]].shape.element_type()));
+      PJRT_ASSIGN_OR_RETURN(
+          int slot, EmitPermuted(n.operands[j], order,
+                                 nodes_[n.operands[j]].shape.element_type()));
       inputs.push_back(slot);
     }
   }
@@ -256,7 +261,8 @@ absl::Status Lowering::EmitPad(int node) {
     const int64_t out = n.shape.dimensions(d);
     // Input i lands at low + i * step; keep the i that land in [0, out).
     int64_t first = p.low >= 0 ? 0 : (-p.low + step - 1) / step;
-    int64_t last = out - 1 - p.low < 0 ? -1 : std::min(in - 1, (out - 1 - p.low) / step);
+    int64_t last =
+        out - 1 - p.low < 0 ? -1 : std::min(in - 1, (out - 1 - p.low) / step);
     int64_t count = std::max<int64_t>(0, last - first + 1);
     copy.dims.push_back(count);
     copy.src_map.offset += first * in_strides[d];
@@ -296,7 +302,8 @@ absl::Status Lowering::EmitDynamicSlice(int node, bool update) {
   step.update = update;
   step.element_bytes = bytes;
   const Node& array = nodes_[n.operands[0]];
-  step.array_dims.assign(array.shape.dimensions().begin(), array.shape.dimensions().end());
+  step.array_dims.assign(array.shape.dimensions().begin(),
+                         array.shape.dimensions().end());
   for (size_t k = first_index; k < n.operands.size(); ++k) {
     step.start_slots.push_back(SlotOf(n.operands[k]));
     step.start_types.push_back(TypeOf(n.operands[k]));
@@ -312,7 +319,8 @@ absl::Status Lowering::EmitDynamicSlice(int node, bool update) {
     copy.dst_map.strides = {1};
     program_->steps.push_back(std::move(copy));
     const Node& upd = nodes_[n.operands[1]];
-    step.sizes.assign(upd.shape.dimensions().begin(), upd.shape.dimensions().end());
+    step.sizes.assign(upd.shape.dimensions().begin(),
+                      upd.shape.dimensions().end());
     step.src = upd.slot;
     step.dst = n.slot;
   } else {
@@ -344,8 +352,7 @@ absl::Status Lowering::EmitCollective(int node) {
           "line %d: %%%s reduces %s values, which the host compiler does not "
           "support yet (all-gather, all-to-all and collective-permute move "
           "them)",
-          inst.line(), inst.name(),
-          hlo::PrimitiveTypeName(TypeOf(operand))));
+          inst.line(), inst.name(), hlo::PrimitiveTypeName(TypeOf(operand))));
     }
   }
   CollectiveStep step;
@@ -358,9 +365,15 @@ absl::Status Lowering::EmitCollective(int node) {
     case Opcode::kAllGatherStart:
       step.kind = CollectiveStep::Kind::kAllGather;
       break;
-    case Opcode::kReduceScatter: step.kind = CollectiveStep::Kind::kReduceScatter; break;
-    case Opcode::kAllToAll: step.kind = CollectiveStep::Kind::kAllToAll; break;
-    default: step.kind = CollectiveStep::Kind::kCollectivePermute; break;
+    case Opcode::kReduceScatter:
+      step.kind = CollectiveStep::Kind::kReduceScatter;
+      break;
+    case Opcode::kAllToAll:
+      step.kind = CollectiveStep::Kind::kAllToAll;
+      break;
+    default:
+      step.kind = CollectiveStep::Kind::kCollectivePermute;
+      break;
   }
   // XLA's group modes: collective-permute, and an all-to-all without
   // use_global_device_ids, work across partitions when they have a channel
@@ -384,7 +397,8 @@ absl::Status Lowering::EmitCollective(int node) {
   if (!a.dimensions.empty()) step.dimension = a.dimensions[0];
   const Shape& in = nodes_[n.operands[0]].shape;
   step.input_dims.assign(in.dimensions().begin(), in.dimensions().end());
-  step.output_dims.assign(n.shape.dimensions().begin(), n.shape.dimensions().end());
+  step.output_dims.assign(n.shape.dimensions().begin(),
+                          n.shape.dimensions().end());
   for (int operand : n.operands) {
     step.inputs.push_back(SlotOf(operand));
     step.types.push_back(TypeOf(operand));
@@ -400,8 +414,7 @@ absl::Status Lowering::EmitCollective(int node) {
         return absl::UnimplementedError(absl::StrFormat(
             "line %d: %%%s reduces %s values, which the host platform's "
             "collectives do not support yet",
-            inst.line(), inst.name(),
-            hlo::PrimitiveTypeName(TypeOf(operand))));
+            inst.line(), inst.name(), hlo::PrimitiveTypeName(TypeOf(operand))));
       }
     }
     if (!op.has_value()) {

@@ -39,7 +39,6 @@ inline int64_t WrapMultiply(int64_t a, int64_t b) {
                               static_cast<uint64_t>(b));
 }
 
-
 // Maps a loop's multi-index (rank L) to a node's multi-index (rank r):
 // node[j] = offset[j] + sum_i coef[j][i] * loop[i].
 struct Transform {
@@ -70,12 +69,11 @@ enum class Kind {
   kElementwise,  // computes per element
   kIndex,        // broadcast, transpose, slice, reverse: pure re-indexing
   kIota,
-  kReshape,      // reshape, bitcast: a view of a buffer
-  kRunValue,     // replica-id, partition-id
-  kOpaque,       // dot, reduce, pad, concatenate, dynamic slices
-  kKernel,       // while, gather, sort...: a Kernel over buffers
+  kReshape,   // reshape, bitcast: a view of a buffer
+  kRunValue,  // replica-id, partition-id
+  kOpaque,    // dot, reduce, pad, concatenate, dynamic slices
+  kKernel,    // while, gather, sort...: a Kernel over buffers
 };
-
 
 // The kernel builder of an op that runs as a Kernel, or nullptr.
 KernelBuilder KernelBuilderOf(const Instruction& inst);
@@ -223,7 +221,6 @@ class Lowering : public KernelCompiler {
   // Instructions the lowering makes itself (a bitcast's transposes).
   std::vector<std::unique_ptr<Instruction>> synthetic_;
 };
-
 
 }  // namespace pjrt::compiler::host::lowering
 

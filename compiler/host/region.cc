@@ -21,12 +21,12 @@
 
 namespace pjrt::compiler::host {
 
-using lowering::ElementwiseOp;
-using lowering::SetNodeAttributes;
 using hlo::Computation;
 using hlo::Instruction;
 using hlo::Opcode;
 using hlo::PrimitiveType;
+using lowering::ElementwiseOp;
+using lowering::SetNodeAttributes;
 
 absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
                                                    Expression* expr,
@@ -71,12 +71,13 @@ absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
         break;
       case Opcode::kConstant:
         if (inst->shape().rank() != 0) {
-          return absl::UnimplementedError(absl::StrFormat(
-              "line %d: reducer %s uses a non-scalar constant", inst->line(),
-              region.name()));
+          return absl::UnimplementedError(
+              absl::StrFormat("line %d: reducer %s uses a non-scalar constant",
+                              inst->line(), region.name()));
         }
-        v.node = expr->AddSplatFromStorage(inst->shape().element_type(),
-                                           inst->attributes().literal.data().data());
+        v.node =
+            expr->AddSplatFromStorage(inst->shape().element_type(),
+                                      inst->attributes().literal.data().data());
         break;
       case Opcode::kTuple: {
         std::vector<ScalarValue> elements;
@@ -121,7 +122,8 @@ absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
         e.op = op;
         e.type = inst->shape().element_type();
         SetNodeAttributes(*inst, &e);
-        for (int i = 0; i < inst->operand_count(); ++i) e.operands[i] = operand(i).node;
+        for (int i = 0; i < inst->operand_count(); ++i)
+          e.operands[i] = operand(i).node;
         v.node = expr->Add(e);
         break;
       }
@@ -163,13 +165,20 @@ std::optional<ExprOp> SimpleReducer(const Computation& region) {
     return std::nullopt;
   }
   switch (root->opcode()) {
-    case Opcode::kAdd: return ExprOp::kAdd;
-    case Opcode::kMultiply: return ExprOp::kMultiply;
-    case Opcode::kMaximum: return ExprOp::kMaximum;
-    case Opcode::kMinimum: return ExprOp::kMinimum;
-    case Opcode::kAnd: return ExprOp::kAnd;
-    case Opcode::kOr: return ExprOp::kOr;
-    default: return std::nullopt;
+    case Opcode::kAdd:
+      return ExprOp::kAdd;
+    case Opcode::kMultiply:
+      return ExprOp::kMultiply;
+    case Opcode::kMaximum:
+      return ExprOp::kMaximum;
+    case Opcode::kMinimum:
+      return ExprOp::kMinimum;
+    case Opcode::kAnd:
+      return ExprOp::kAnd;
+    case Opcode::kOr:
+      return ExprOp::kOr;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/check.h"
+
 namespace pjrt::compiler::host {
 namespace {
 
@@ -86,7 +88,8 @@ std::unique_ptr<Eigen::ThreadPoolInterface> MakePool(int threads) {
 
 ThreadPool& ThreadPool::Get() {
   static ThreadPool* pool = [] {
-    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     // PJRT_HOST_THREADS overrides the size (for experiments and for
     // machines shared with other work).
     if (const char* env = std::getenv("PJRT_HOST_THREADS")) {
@@ -103,6 +106,8 @@ ThreadPool::ThreadPool(int threads)
 
 void ThreadPool::ParallelFor(int64_t n, double cycles_per_item,
                              const std::function<void(int64_t, int64_t)>& fn) {
+  PJRT_DCHECK(pool_->CurrentThreadId() == -1)
+      << "ParallelFor from a pool thread";
   if (n <= 0) return;
   // Below ~2M cycles of work by the callers' estimates, waking another
   // thread costs more than it saves: a wake took 5-60 us on a 2-core
@@ -118,7 +123,8 @@ void ThreadPool::ParallelFor(int64_t n, double cycles_per_item,
   const int threads = pool_->NumThreads();
   int64_t chunks = std::min<int64_t>(n, 4 * threads);
   chunks = std::max<int64_t>(
-      1, std::min<int64_t>(chunks, static_cast<int64_t>(n * cycles_per_item / 2e4)));
+      1, std::min<int64_t>(chunks,
+                           static_cast<int64_t>(n * cycles_per_item / 2e4)));
   if (chunks == 1) {
     fn(0, n);
     return;

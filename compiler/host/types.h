@@ -23,11 +23,11 @@ using hlo::PrimitiveType;
 template <PrimitiveType T>
 struct TypeTraits;
 
-#define PJRT_HOST_TYPE(PT, STORAGE, COMPUTE)          \
-  template <>                                         \
-  struct TypeTraits<PrimitiveType::PT> {              \
-    using Storage = STORAGE;                          \
-    using Compute = COMPUTE;                          \
+#define PJRT_HOST_TYPE(PT, STORAGE, COMPUTE) \
+  template <>                                \
+  struct TypeTraits<PrimitiveType::PT> {     \
+    using Storage = STORAGE;                 \
+    using Compute = COMPUTE;                 \
   };
 PJRT_HOST_TYPE(kPred, uint8_t, uint8_t)
 PJRT_HOST_TYPE(kS8, int8_t, int8_t)
@@ -50,7 +50,7 @@ PJRT_HOST_TYPE(kC64, std::complex<float>, std::complex<float>)
 PJRT_HOST_TYPE(kC128, std::complex<double>, std::complex<double>)
 #undef PJRT_HOST_TYPE
 
-#define PJRT_CASE(PT) \
+#define PJRT_CASE(PT)     \
   case PrimitiveType::PT: \
     return f(std::integral_constant<PrimitiveType, PrimitiveType::PT>());
 #define PJRT_REAL_CASES \

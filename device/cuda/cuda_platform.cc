@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/check.h"
 #include "base/log.h"
 #include "device/host/host_event.h"
 
@@ -45,7 +46,8 @@ class CudaEvent : public Event {
  public:
   explicit CudaEvent(int ordinal) {
     cudaSetDevice(ordinal);
-    cudaError_t error = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
+    cudaError_t error =
+        cudaEventCreateWithFlags(&event_, cudaEventDisableTiming);
     if (error != cudaSuccess) {
       spdlog::error("{}", CudaStatus(error, "cudaEventCreateWithFlags"));
       event_ = nullptr;
@@ -60,7 +62,9 @@ class CudaEvent : public Event {
 
   bool IsComplete() const override { return host_.IsComplete(); }
   void Wait() override { host_.Wait(); }
-  bool WaitFor(absl::Duration timeout) override { return host_.WaitFor(timeout); }
+  bool WaitFor(absl::Duration timeout) override {
+    return host_.WaitFor(timeout);
+  }
   void AddCallback(absl::AnyInvocable<void() &&> callback) override {
     host_.AddCallback(std::move(callback));
   }
@@ -84,8 +88,8 @@ void CUDART_CB RunHostFunction(void* data) {
 
 class CudaStream : public Stream {
  public:
-  CudaStream(CudaPlatform* platform, int ordinal, std::string name, cudaStream_t stream,
-             WorkerThread* host_function_thread)
+  CudaStream(CudaPlatform* platform, int ordinal, std::string name,
+             cudaStream_t stream, WorkerThread* host_function_thread)
       : platform_(platform),
         ordinal_(ordinal),
         name_(std::move(name)),
@@ -111,7 +115,8 @@ class CudaStream : public Stream {
 
   absl::Status EnqueueHostFunction(absl::AnyInvocable<void() &&> fn) override {
     cudaSetDevice(ordinal_);
-    auto* payload = new HostFunctionPayload{host_function_thread_, std::move(fn)};
+    auto* payload =
+        new HostFunctionPayload{host_function_thread_, std::move(fn)};
     cudaError_t error = cudaLaunchHostFunc(stream_, RunHostFunction, payload);
     if (error != cudaSuccess) {
       delete payload;
@@ -124,7 +129,8 @@ class CudaStream : public Stream {
     auto* cuda_event = static_cast<CudaEvent*>(event.get());
     cudaSetDevice(ordinal_);
     absl::Status status = platform_->Note(
-        ordinal_, cudaEventRecord(cuda_event->cuda_event(), stream_), "cudaEventRecord");
+        ordinal_, cudaEventRecord(cuda_event->cuda_event(), stream_),
+        "cudaEventRecord");
     if (!status.ok()) return status;
     return EnqueueHostFunction([event = std::move(event)] {
       static_cast<CudaEvent*>(event.get())->host_completion().Complete();
@@ -135,14 +141,15 @@ class CudaStream : public Stream {
     if (event->IsComplete()) return absl::OkStatus();
     auto* cuda_event = static_cast<CudaEvent*>(event.get());
     cudaSetDevice(ordinal_);
-    return platform_->Note(ordinal_, cudaStreamWaitEvent(stream_, cuda_event->cuda_event(), 0),
-                           "cudaStreamWaitEvent");
+    return platform_->Note(
+        ordinal_, cudaStreamWaitEvent(stream_, cuda_event->cuda_event(), 0),
+        "cudaStreamWaitEvent");
   }
 
   absl::Status BlockHostUntilDone() override {
     cudaSetDevice(ordinal_);
-    absl::Status status =
-        platform_->Note(ordinal_, cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    absl::Status status = platform_->Note(
+        ordinal_, cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     // Host functions of that work run on another thread; wait for them too.
     HostEvent done;
     absl::Status enqueued = EnqueueHostFunction([&done] { done.Complete(); });
@@ -168,9 +175,9 @@ class CudaDeviceMemoryAllocator : public SubAllocator {
     cudaError_t error = cudaMalloc(&ptr, static_cast<size_t>(bytes));
     if (error != cudaSuccess) {
       cudaGetLastError();  // clear it
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "cudaMalloc of %d bytes on GPU %d failed: %s", bytes, ordinal_,
-          cudaGetErrorString(error)));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("cudaMalloc of %d bytes on GPU %d failed: %s", bytes,
+                          ordinal_, cudaGetErrorString(error)));
     }
     return ptr;
   }
@@ -204,6 +211,7 @@ class CudaPinnedMemoryAllocator : public SubAllocator {
 
 CudaPlatform::CudaPlatform(int device_count)
     : device_count_(device_count), health_(device_count) {
+  PJRT_DCHECK(device_count >= 1) << "device_count " << device_count;
   for (int i = 0; i < device_count; ++i) {
     cudaDeviceProp props{};
     cudaGetDeviceProperties(&props, i);
@@ -228,7 +236,8 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaPlatform::CreateStream(
   cudaSetDevice(ordinal);
   cudaStream_t stream;
   cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (error != cudaSuccess) return CudaStatus(error, "cudaStreamCreateWithFlags");
+  if (error != cudaSuccess)
+    return CudaStatus(error, "cudaStreamCreateWithFlags");
   return std::make_unique<CudaStream>(this, ordinal, name, stream,
                                       host_function_threads_[ordinal].get());
 }
@@ -261,15 +270,16 @@ void CudaPlatform::UnregisterHostMemory(void* data) {
   }
 }
 
-absl::Status CudaPlatform::Note(int ordinal, cudaError_t error, const char* call) {
+absl::Status CudaPlatform::Note(int ordinal, cudaError_t error,
+                                const char* call) {
   if (error == cudaSuccess) return absl::OkStatus();
   absl::Status status = CudaStatus(error, call);
   if (IsSticky(error)) {
     MutexLock lock(&health_mu_);
     if (health_[ordinal].ok()) {
       health_[ordinal] = absl::FailedPreconditionError(absl::StrFormat(
-          "GPU %d failed for good (%s); restart pjrtd to use it again",
-          ordinal, status.message()));
+          "GPU %d failed for good (%s); restart pjrtd to use it again", ordinal,
+          status.message()));
       spdlog::error("{}", health_[ordinal].message());
     }
   } else {

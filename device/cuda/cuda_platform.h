@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "device/platform.h"
 #include "base/mutex.h"
+#include "device/platform.h"
 #include "device/worker_thread.h"
 
 namespace pjrt::device {
@@ -36,8 +36,10 @@ class CudaPlatform : public Platform {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(
       int ordinal, const std::string& name) override;
   std::unique_ptr<Event> CreateEvent(int ordinal) override;
-  std::unique_ptr<SubAllocator> CreateDeviceMemoryAllocator(int ordinal) override;
-  std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(int ordinal) override;
+  std::unique_ptr<SubAllocator> CreateDeviceMemoryAllocator(
+      int ordinal) override;
+  std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(
+      int ordinal) override;
   absl::Status RegisterHostMemory(void* data, int64_t size) override;
   void UnregisterHostMemory(void* data) override;
   absl::Status DeviceHealth(int ordinal, bool probe) override;

@@ -24,8 +24,10 @@ class HostPlatform : public Platform {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(
       int ordinal, const std::string& name) override;
   std::unique_ptr<Event> CreateEvent(int ordinal) override;
-  std::unique_ptr<SubAllocator> CreateDeviceMemoryAllocator(int ordinal) override;
-  std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(int ordinal) override;
+  std::unique_ptr<SubAllocator> CreateDeviceMemoryAllocator(
+      int ordinal) override;
+  std::unique_ptr<SubAllocator> CreateStagingMemoryAllocator(
+      int ordinal) override;
 
  private:
   const std::string name_ = "host";

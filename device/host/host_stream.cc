@@ -35,6 +35,17 @@ absl::Status HostStream::WaitFor(std::shared_ptr<Event> event) {
   return absl::OkStatus();
 }
 
+std::unique_ptr<Stream::CallerRuns> HostStream::LetCallerRunWhenIdle() {
+  struct Runs : CallerRuns {
+    explicit Runs(WorkerThread::InlineCaller caller)
+        : caller(std::move(caller)) {}
+    WorkerThread::InlineCaller caller;
+  };
+  WorkerThread::InlineCaller caller = thread_.LetCallerRunWhenIdle();
+  if (!caller.active()) return nullptr;
+  return std::make_unique<Runs>(std::move(caller));
+}
+
 absl::Status HostStream::BlockHostUntilDone() {
   HostEvent done;
   thread_.Schedule([&done] { done.Complete(); });

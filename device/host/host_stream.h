@@ -22,6 +22,7 @@ class HostStream : public Stream {
   absl::Status WaitFor(std::shared_ptr<Event> event) override;
   absl::Status BlockHostUntilDone() override;
   int64_t pending() const override { return thread_.pending(); }
+  std::unique_ptr<CallerRuns> LetCallerRunWhenIdle() override;
 
  private:
   WorkerThread thread_;

@@ -56,9 +56,10 @@ TEST_F(CudaTest, StreamCopiesThroughDeviceMemory) {
 TEST_F(CudaTest, EventsOrderStreamsAndRunCallbacks) {
   auto state = *device::LocalDeviceState::Create(platform_.get(), 0, {});
   bool callback_ran = false;
-  ASSERT_TRUE(state->ThenWaitFor(state->host_to_device_stream(),
-                                 state->compute_stream())
-                  .ok());
+  ASSERT_TRUE(
+      state
+          ->ThenWaitFor(state->host_to_device_stream(), state->compute_stream())
+          .ok());
   auto event = *state->AllocateAndRecordEvent(state->host_to_device_stream());
   event->AddCallback([&] { callback_ran = true; });
   event->Wait();
@@ -98,7 +99,8 @@ TEST_F(CudaRuntimeTest, HostRoundTripUnderEverySemantics) {
         data.data(), shape, semantics, [&] { done = true; }, device());
     ASSERT_TRUE(buffer->BlockHostUntilReady().ok());
     std::vector<float> out(data.size());
-    ASSERT_TRUE(buffer->CopyRawToHost(out.data(), 0, buffer->size_bytes()).ok());
+    ASSERT_TRUE(
+        buffer->CopyRawToHost(out.data(), 0, buffer->size_bytes()).ok());
     EXPECT_EQ(out, data);
     ASSERT_TRUE(device()->local_device_state()->SynchronizeAllActivity().ok());
     EXPECT_TRUE(done);

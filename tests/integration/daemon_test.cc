@@ -3,9 +3,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -34,9 +34,9 @@ struct DTypeCase {
   int width;
 };
 const DTypeCase kAllDTypes[] = {
-    {v1::DTYPE_PRED, 1}, {v1::DTYPE_S8, 1},  {v1::DTYPE_S16, 2},
-    {v1::DTYPE_S32, 4},  {v1::DTYPE_S64, 8}, {v1::DTYPE_U8, 1},
-    {v1::DTYPE_U16, 2},  {v1::DTYPE_U32, 4}, {v1::DTYPE_U64, 8},
+    {v1::DTYPE_PRED, 1}, {v1::DTYPE_S8, 1},   {v1::DTYPE_S16, 2},
+    {v1::DTYPE_S32, 4},  {v1::DTYPE_S64, 8},  {v1::DTYPE_U8, 1},
+    {v1::DTYPE_U16, 2},  {v1::DTYPE_U32, 4},  {v1::DTYPE_U64, 8},
     {v1::DTYPE_F16, 2},  {v1::DTYPE_BF16, 2}, {v1::DTYPE_F32, 4},
     {v1::DTYPE_F64, 8},
 };
@@ -89,7 +89,9 @@ class DaemonTest : public ::testing::TestWithParam<int> {
     ExpectHealthy();
   }
 
-  const std::string& address() const { return daemon_->addresses()[GetParam()]; }
+  const std::string& address() const {
+    return daemon_->addresses()[GetParam()];
+  }
 
   void ExpectHealthy() {
     auto channel =
@@ -102,7 +104,8 @@ class DaemonTest : public ::testing::TestWithParam<int> {
     grpc::Status status = stub->Check(
         &context, grpc::health::v1::HealthCheckRequest(), &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+    EXPECT_EQ(response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING);
   }
 
   int64_t BytesInUse(int device = 0) {
@@ -128,7 +131,8 @@ class DaemonTest : public ::testing::TestWithParam<int> {
                          v1::BufferInfo* info = nullptr) {
     grpc::ClientContext context;
     v1::BufferInfo ignored;
-    auto writer = client_->buffers_stub().Upload(&context, info ? info : &ignored);
+    auto writer =
+        client_->buffers_stub().Upload(&context, info ? info : &ignored);
     for (const auto& m : messages) {
       if (!writer->Write(m)) break;
     }
@@ -213,7 +217,8 @@ TEST_P(DaemonTest, RoundTripsScalarsAndZeroSizeArrays) {
 TEST_P(DaemonTest, RoundTrips256MiB) {
   const size_t bytes = size_t{256} << 20;
   std::vector<uint8_t> data(bytes);
-  for (size_t i = 0; i < bytes; i += 4096) data[i] = static_cast<uint8_t>(i >> 12);
+  for (size_t i = 0; i < bytes; i += 4096)
+    data[i] = static_cast<uint8_t>(i >> 12);
   data.back() = 0xAB;
   int64_t before = BytesInUse();
   auto buffer = session_->Upload(v1::DTYPE_F32, {64, 1024, 1024}, data, 0);
@@ -377,7 +382,8 @@ TEST_P(DaemonTest, ClosingTheSessionFreesItsBuffers) {
   request.set_handle(handle);
   grpc::ClientContext context;
   v1::BufferInfo info;
-  EXPECT_EQ(client_->buffers_stub().DescribeBuffer(&context, request, &info)
+  EXPECT_EQ(client_->buffers_stub()
+                .DescribeBuffer(&context, request, &info)
                 .error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
@@ -422,8 +428,8 @@ TEST_P(DaemonTest, NegativeDimensionIsInvalidArgumentNamingIt) {
 }
 
 TEST_P(DaemonTest, AbsurdDimensionsAreInvalidArgument) {
-  grpc::Status status = RawUpload(
-      {Header(v1::DTYPE_F64, {int64_t{1} << 40, int64_t{1} << 40})});
+  grpc::Status status =
+      RawUpload({Header(v1::DTYPE_F64, {int64_t{1} << 40, int64_t{1} << 40})});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("too large"), std::string::npos)
       << status.error_message();
@@ -456,8 +462,8 @@ TEST_P(DaemonTest, ChunkBeforeHeaderIsInvalidArgument) {
 }
 
 TEST_P(DaemonTest, OversizedChunkIsInvalidArgument) {
-  grpc::Status status = RawUpload(
-      {Header(v1::DTYPE_U8, {(1 << 20) + 1}), Chunk((1 << 20) + 1)});
+  grpc::Status status =
+      RawUpload({Header(v1::DTYPE_U8, {(1 << 20) + 1}), Chunk((1 << 20) + 1)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("1 MiB"), std::string::npos)
       << status.error_message();
@@ -538,8 +544,9 @@ TEST_P(DaemonTest, VanishedClientHasItsMemoryReturned) {
   // Seen through pjrtctl, as an operator would.
   CommandResult during = Pjrtctl({"stats", "--json"});
   ASSERT_EQ(during.exit_code, 0) << during.err;
-  EXPECT_EQ(json::parse(during.out)["devices"][0]["bytes_in_use"].get<int64_t>(),
-            before + (32 << 20));
+  EXPECT_EQ(
+      json::parse(during.out)["devices"][0]["bytes_in_use"].get<int64_t>(),
+      before + (32 << 20));
   child->Kill(SIGKILL);
   ASSERT_TRUE(child->Wait(absl::Seconds(10)).ok());
   // The daemon notices the broken connection and closes the session.
@@ -622,7 +629,8 @@ TEST_P(DaemonTest, PjrtctlExitCodes) {
             std::string::npos);
 }
 
-// --- lifecycle ------------------------------------------------------------------
+// --- lifecycle
+// ------------------------------------------------------------------
 
 TEST(DaemonLifecycle, SigtermWithOpenSessionsExitsCleanlyAndRemovesSocket) {
   TempDir dir;
@@ -653,12 +661,14 @@ TEST(DaemonLifecycle, SigtermWithOpenSessionsExitsCleanlyAndRemovesSocket) {
 TEST(DaemonLifecycle, RefusesASocketAnotherDaemonServes) {
   TempDir dir;
   std::string listen = "unix://" + dir.path() + "/pjrtd.sock";
-  auto first = DaemonProcess::Start(PJRTD_PATH, {"--platform", "host", "--listen", listen},
-                                    dir.path());
+  auto first = DaemonProcess::Start(
+      PJRTD_PATH, {"--platform", "host", "--listen", listen}, dir.path());
   ASSERT_TRUE(first.ok()) << first.status();
-  CommandResult second = RunCommand({PJRTD_PATH, "--platform", "host", "--listen", listen});
+  CommandResult second =
+      RunCommand({PJRTD_PATH, "--platform", "host", "--listen", listen});
   EXPECT_EQ(second.exit_code, 1);
-  EXPECT_NE(second.err.find("already listening"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("already listening"), std::string::npos)
+      << second.err;
   // The first daemon is unharmed.
   auto client = pjrt_client::Client::Connect({.address = listen});
   EXPECT_TRUE(client.ok()) << client.status();

@@ -83,15 +83,17 @@ class ExecutableTest : public ::testing::TestWithParam<int> {
     dir_ = new TempDir;
     // PJRT_TEST_PLATFORM=cuda (scripts/gpu-check) runs the suite on a GPU.
     const char* platform = std::getenv("PJRT_TEST_PLATFORM");
-    std::vector<std::string> args = {"--platform", platform != nullptr ? platform : "host"};
+    std::vector<std::string> args = {"--platform",
+                                     platform != nullptr ? platform : "host"};
     if (platform == nullptr || std::string(platform) == "host") {
       args.insert(args.end(), {"--host-devices", "3"});
     } else {
-      args.insert(args.end(), {"--compile-cache-dir", dir_->path() + "/kernels"});
+      args.insert(args.end(),
+                  {"--compile-cache-dir", dir_->path() + "/kernels"});
     }
     args.insert(args.end(), {"--memory-limit", "1GiB", "--listen",
-                             "unix://" + dir_->path() + "/pjrtd.sock", "--listen",
-                             "127.0.0.1:0"});
+                             "unix://" + dir_->path() + "/pjrtd.sock",
+                             "--listen", "127.0.0.1:0"});
     auto daemon = DaemonProcess::Start(PJRTD_PATH, args, dir_->path());
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = daemon->release();
@@ -621,9 +623,8 @@ TEST_P(ExecutableTest, ShardedExecuteCallsMeetByLaunchId) {
   std::vector<std::thread> threads;
   std::vector<absl::StatusOr<std::vector<pjrt_client::Buffer>>> results(3);
   for (int d = 0; d < 3; ++d) {
-    threads.emplace_back([&, d] {
-      results[d] = executable->Execute({&inputs[d]}, d, options);
-    });
+    threads.emplace_back(
+        [&, d] { results[d] = executable->Execute({&inputs[d]}, d, options); });
   }
   for (auto& t : threads) t.join();
   for (int d = 0; d < 3; ++d) {

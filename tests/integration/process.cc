@@ -97,7 +97,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
-    result.err = absl::StrFormat("cannot run %s: %s", argv[0], std::strerror(rc));
+    result.err =
+        absl::StrFormat("cannot run %s: %s", argv[0], std::strerror(rc));
     return result;
   }
   auto code = WaitPid(pid, timeout);
@@ -139,7 +140,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(other.pid_), stdout_fd_(other.stdout_fd_),
+    : pid_(other.pid_),
+      stdout_fd_(other.stdout_fd_),
       pending_(std::move(other.pending_)) {
   other.pid_ = -1;
   other.stdout_fd_ = -1;

@@ -41,8 +41,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 class ChildProcess {
  public:
   // Starts `argv`; stderr goes to `stderr_path` (empty: inherited).
-  static absl::StatusOr<ChildProcess> Start(const std::vector<std::string>& argv,
-                                            const std::string& stderr_path = "");
+  static absl::StatusOr<ChildProcess> Start(
+      const std::vector<std::string>& argv,
+      const std::string& stderr_path = "");
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ~ChildProcess();

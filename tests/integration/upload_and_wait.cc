@@ -23,9 +23,9 @@ int main(int argc, char** argv) {
     std::cerr << client.status() << "\n";
     return 1;
   }
-  auto session = (*client)->OpenSession(
-      {.client_name = "upload_and_wait", .attach = attach,
-       .lease = absl::Seconds(1)});
+  auto session = (*client)->OpenSession({.client_name = "upload_and_wait",
+                                         .attach = attach,
+                                         .lease = absl::Seconds(1)});
   if (!session.ok()) {
     std::cerr << session.status() << "\n";
     return 1;

@@ -1,14 +1,14 @@
 """StableHLO's interpreter tests as pjrtd programs.
 
-Each file under tests/data/stablehlo/interpret (StableHLO's interpreter
-tests, as ../shared/reference/stablehlo/interpret has them) holds functions
-separated by `// -----`; a test function builds its inputs with constants
-and states what it expects with `check.*` ops. Each test function becomes
-one program here: every `check.expect_eq_const %x, dense<...> : T` (or
-`_almost_eq_const`) becomes a constant of the expected value, and the
-function returns each checked value beside its expected one, so that the
-comparison happens in the test (exact for `eq`, within 1e-4 for
-`almost_eq`, as StableHLO's checker does).
+Each file under tests/data/stablehlo/interpret (StableHLO's interpreter tests,
+as openxla/stablehlo's stablehlo/tests/interpret has them) holds functions
+separated by `// -----`; a test function builds its inputs with constants and
+states what it expects with `check.*` ops. Each test function becomes one
+program here: every `check.expect_eq_const %x, dense<...> : T` (or
+`_almost_eq_const`) becomes a constant of the expected value, and the function
+returns each checked value beside its expected one, so that the comparison
+happens in the test (exact for `eq`, within 1e-4 for `almost_eq`, as
+StableHLO's checker does).
 
 Functions that need what a single program cannot give (the interpreter's
 `interpreter.run_parallel` and probes, `check.expect_close`) are cases too:
@@ -26,8 +26,8 @@ import re
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# StableHLO's interpreter tests: the repository's copy of
-# ../shared/reference/stablehlo/interpret (tests/data/stablehlo/interpret).
+# StableHLO's interpreter tests: the repository's copy of openxla/stablehlo's
+# stablehlo/tests/interpret.
 INTERPRET = REPO / "tests" / "data" / "stablehlo" / "interpret"
 SKIPS = REPO / "tests" / "data" / "stablehlo" / "interpret_skips.txt"
 

@@ -1,7 +1,7 @@
 """Every supported HLO op against a reference written out in numpy/Python,
 for every element type the op allows, run through a real pjrtd.
 
-References follow XLA's semantics (see ../../../shared/reference/hlo.md and
+References follow XLA's semantics (its operation semantics page, and
 hlo_harness.py), not numpy's where the two differ. Integer results and
 exactly representable float results must match exactly; transcendental
 functions may be off by a few units in the last place (ULPS).

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/cluster.h"
 #include "absl/strings/match.h"
+#include "daemon/cluster.h"
 #include "daemon/proto_convert.h"
 #include "gtest/gtest.h"
 #include "runtime/client.h"
@@ -33,8 +33,8 @@ class CrossHostReceivesTest : public ::testing::Test {
     auto client = runtime::Client::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
-    receives_ = std::make_unique<CrossHostReceives>(client_.get(), 1,
-                                                    kIncarnation);
+    receives_ =
+        std::make_unique<CrossHostReceives>(client_.get(), 1, kIncarnation);
   }
 
   // One f32[n] receive on device 5.
@@ -82,16 +82,16 @@ TEST_F(CrossHostReceivesTest, TokensAndIdsDifferBetweenReceives) {
 
 TEST_F(CrossHostReceivesTest, MalformedDescriptorsSayWhy) {
   EXPECT_TRUE(Contains(ParseDescriptor("").status(), "do not start"));
-  EXPECT_TRUE(Contains(ParseDescriptor("PJXD\xff\xff").status(),
-                       "does not parse"));
+  EXPECT_TRUE(
+      Contains(ParseDescriptor("PJXD\xff\xff").status(), "does not parse"));
   EXPECT_TRUE(Contains(ParseDescriptor("PJXD").status(), "no version"));
   v1::CrossHostDescriptor d;
   d.set_version(2);
   EXPECT_TRUE(Contains(ParseDescriptor(SerializeDescriptor(d)).status(),
                        "descriptor version 2"));
   d.set_version(1);
-  EXPECT_TRUE(Contains(ParseDescriptor(SerializeDescriptor(d)).status(),
-                       "is missing"));
+  EXPECT_TRUE(
+      Contains(ParseDescriptor(SerializeDescriptor(d)).status(), "is missing"));
 }
 
 TEST_F(CrossHostReceivesTest, AClaimedReceiveIsFilledOnceAndBecomesReady) {
@@ -186,11 +186,10 @@ TEST_F(CrossHostReceivesTest, DeletingTheBufferCancelsAndFreesTheReceive) {
 }
 
 TEST_F(CrossHostReceivesTest, ReceivesThatDoNotFitMakeNothing) {
-  hlo::Shape huge(hlo::PrimitiveType::kU8,
-                                      {int64_t{1} << 50});
+  hlo::Shape huge(hlo::PrimitiveType::kU8, {int64_t{1} << 50});
   hlo::Shape small(hlo::PrimitiveType::kU8, {16});
-  auto made = receives_->Make({small, huge}, client_->devices()[0],
-                              absl::Minutes(1));
+  auto made =
+      receives_->Make({small, huge}, client_->devices()[0], absl::Minutes(1));
   EXPECT_EQ(made.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(receives_->pending(), 0);
 }
@@ -242,8 +241,8 @@ TEST_F(ClusterHandshakeTest, DisagreementsAreNamed) {
   other_list.mutable_caller()->mutable_cluster()->RemoveLast();
   EXPECT_TRUE(Contains(cluster_.CheckHandshake(other_list),
                        "start every task with the same list"));
-  EXPECT_TRUE(Contains(cluster_.CheckHandshake(Request(1, 1)),
-                       "calls itself task 1"));
+  EXPECT_TRUE(
+      Contains(cluster_.CheckHandshake(Request(1, 1)), "calls itself task 1"));
   v1::HandshakeRequest old = Request(0, 1);
   old.mutable_caller()->set_protocol_version_min(1);
   old.mutable_caller()->set_protocol_version_max(1);

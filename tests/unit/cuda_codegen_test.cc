@@ -72,7 +72,8 @@ template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
 
 std::string TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string dir = absl::StrFormat("%s/pjrt-cuda-emulation-%d", base ? base : "/tmp", getpid());
+  std::string dir = absl::StrFormat("%s/pjrt-cuda-emulation-%d",
+                                    base ? base : "/tmp", getpid());
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -104,8 +105,12 @@ void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t bits = rng();
     switch (t) {
-      case PrimitiveType::kF32: static_cast<float*>(out)[i] = static_cast<float>(real(rng)); break;
-      case PrimitiveType::kF64: static_cast<double*>(out)[i] = real(rng); break;
+      case PrimitiveType::kF32:
+        static_cast<float*>(out)[i] = static_cast<float>(real(rng));
+        break;
+      case PrimitiveType::kF64:
+        static_cast<double*>(out)[i] = real(rng);
+        break;
       case PrimitiveType::kF16: {
         const _Float16 h = static_cast<_Float16>(real(rng));
         std::memcpy(static_cast<uint16_t*>(out) + i, &h, 2);
@@ -126,12 +131,15 @@ void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
         static_cast<double*>(out)[2 * i] = real(rng);
         static_cast<double*>(out)[2 * i + 1] = real(rng);
         break;
-      case PrimitiveType::kPred: static_cast<uint8_t*>(out)[i] = bits & 1; break;
+      case PrimitiveType::kPred:
+        static_cast<uint8_t*>(out)[i] = bits & 1;
+        break;
       default: {
         // Small values mostly (shifts, divisions), extremes sometimes.
         const int width = hlo::ByteWidth(t);
         uint64_t v = (bits % 4 == 0) ? bits >> 2 : (bits >> 8) % 9;
-        if (bits % 8 == 1 && hlo::IsSignedInteger(t)) v = ~uint64_t{0} - (bits >> 8) % 5;
+        if (bits % 8 == 1 && hlo::IsSignedInteger(t))
+          v = ~uint64_t{0} - (bits >> 8) % 5;
         std::memcpy(static_cast<char*>(out) + i * width, &v, width);
       }
     }
@@ -140,8 +148,10 @@ void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
 
 double Value(PrimitiveType t, const void* data, int64_t i) {
   switch (t) {
-    case PrimitiveType::kF32: return static_cast<const float*>(data)[i];
-    case PrimitiveType::kF64: return static_cast<const double*>(data)[i];
+    case PrimitiveType::kF32:
+      return static_cast<const float*>(data)[i];
+    case PrimitiveType::kF64:
+      return static_cast<const double*>(data)[i];
     case PrimitiveType::kF16: {
       _Float16 h;
       std::memcpy(&h, static_cast<const uint16_t*>(data) + i, 2);
@@ -162,7 +172,8 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
       return static_cast<const float*>(data)[i];
     case PrimitiveType::kC128:
       return static_cast<const double*>(data)[i];
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -170,8 +181,8 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
 // complex number) within `rtol` of the larger magnitude or of 1 (math
 // functions and sums differ in their last bits between libraries and
 // orders), NaN where NaN.
-::testing::AssertionResult Same(const hlo::Shape& shape, const void* want, const void* got,
-                                double rtol) {
+::testing::AssertionResult Same(const hlo::Shape& shape, const void* want,
+                                const void* got, double rtol) {
   const PrimitiveType t = shape.element_type();
   const bool complex = hlo::IsComplex(t);
   const bool int4 = t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
@@ -200,11 +211,14 @@ double Value(PrimitiveType t, const void* data, int64_t i) {
       host_value = absl::StrFormat("0x%x", a);
       cuda_value = absl::StrFormat("0x%x", b);
     }
-    if (!same && mismatches++ == 0) first = absl::StrFormat("element %d: host %s, cuda %s", i, host_value, cuda_value);
+    if (!same && mismatches++ == 0)
+      first = absl::StrFormat("element %d: host %s, cuda %s", i, host_value,
+                              cuda_value);
   }
   if (mismatches == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << mismatches << " of " << n << " elements of "
-                                       << shape.ToString() << " differ; first " << first;
+  return ::testing::AssertionFailure()
+         << mismatches << " of " << n << " elements of " << shape.ToString()
+         << " differ; first " << first;
 }
 
 using KernelCall = void (*)(void**);
@@ -234,21 +248,24 @@ class Emulator {
                            ? absl::StrFormat("(%s)a[%d]", type, a)
                            : absl::StrFormat("*(%s*)a[%d]", type, a));
       }
-      absl::StrAppendFormat(&source, "extern \"C\" void %s_call(void** a) { %s(%s); }\n",
-                            launch.kernel, launch.kernel, absl::StrJoin(args, ", "));
+      absl::StrAppendFormat(
+          &source, "extern \"C\" void %s_call(void** a) { %s(%s); }\n",
+          launch.kernel, launch.kernel, absl::StrJoin(args, ", "));
     });
     const std::string dir = TempDir();
     const std::string cc = absl::StrCat(dir, "/", name, ".cc");
     const std::string so = absl::StrCat(dir, "/", name, ".so");
     std::ofstream(cc) << source;
-    const std::string command = absl::StrFormat(
-        "%s -std=c++17 -O1 -w -shared -fPIC -o %s %s 2>%s.log", PJRT_HOST_CXX, so, cc, cc);
+    const std::string command =
+        absl::StrFormat("%s -std=c++17 -O1 -w -shared -fPIC -o %s %s 2>%s.log",
+                        PJRT_HOST_CXX, so, cc, cc);
     if (std::system(command.c_str()) != 0) {
       std::ifstream log(cc + ".log");
       std::stringstream text;
       text << log.rdbuf();
-      return ::testing::AssertionFailure() << "the host compiler refused the kernels:\n"
-                                           << text.str().substr(0, 4000);
+      return ::testing::AssertionFailure()
+             << "the host compiler refused the kernels:\n"
+             << text.str().substr(0, 4000);
     }
     library_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (library_ == nullptr) return ::testing::AssertionFailure() << dlerror();
@@ -287,13 +304,21 @@ class Emulator {
     for (size_t i = 0; i < p.slots.size(); ++i) {
       const host::BufferSlot& s = p.slots[i];
       switch (s.kind) {
-        case host::BufferSlot::Kind::kParameter: at[i] = arguments[s.index]; break;
-        case host::BufferSlot::Kind::kResult: at[i] = results[s.index]; break;
+        case host::BufferSlot::Kind::kParameter:
+          at[i] = arguments[s.index];
+          break;
+        case host::BufferSlot::Kind::kResult:
+          at[i] = results[s.index];
+          break;
         case host::BufferSlot::Kind::kScratch:
           at[i] = scratch + s.offset;
           break;
-        case host::BufferSlot::Kind::kConstant: at[i] = const_cast<uint64_t*>(p.constants[s.index].data()); break;
-        case host::BufferSlot::Kind::kView: at[i] = at[s.index]; break;
+        case host::BufferSlot::Kind::kConstant:
+          at[i] = const_cast<uint64_t*>(p.constants[s.index].data());
+          break;
+        case host::BufferSlot::Kind::kView:
+          at[i] = at[s.index];
+          break;
         case host::BufferSlot::Kind::kReplicaId:
           at[i] = &ids_[0];
           break;
@@ -315,7 +340,8 @@ class Emulator {
       }
       if (launch.kind == Launch::Kind::kCollective) {
         if (!fake_collectives_) {
-          return ::testing::AssertionFailure() << "collectives need NCCL and GPUs";
+          return ::testing::AssertionFailure()
+                 << "collectives need NCCL and GPUs";
         }
         FakeCollective(launch.collective, args);
         continue;
@@ -337,8 +363,10 @@ class Emulator {
         args.push_back(&key);
         args.push_back(&draw);
       }
-      auto call = reinterpret_cast<KernelCall>(dlsym(library_, (launch.kernel + "_call").c_str()));
-      if (call == nullptr) return ::testing::AssertionFailure() << "no kernel " << launch.kernel;
+      auto call = reinterpret_cast<KernelCall>(
+          dlsym(library_, (launch.kernel + "_call").c_str()));
+      if (call == nullptr)
+        return ::testing::AssertionFailure() << "no kernel " << launch.kernel;
       call(args.data());
     }
     return ::testing::AssertionSuccess();
@@ -401,7 +429,8 @@ class Emulator {
 
  private:
   template <typename T, typename O = T>
-  static void GemmTyped(const host::DotStep& s, T* out, const O* lhs, const O* rhs) {
+  static void GemmTyped(const host::DotStep& s, T* out, const O* lhs,
+                        const O* rhs) {
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t i = 0; i < s.m; ++i) {
         for (int64_t j = 0; j < s.n; ++j) {
@@ -421,7 +450,9 @@ class Emulator {
   static float Widen(float v) { return v; }
   static double Widen(double v) { return v; }
   static float Widen(_Float16 v) { return static_cast<float>(v); }
-  struct Bf16 { uint16_t bits; };
+  struct Bf16 {
+    uint16_t bits;
+  };
   static float Widen(Bf16 v) {
     const uint32_t u = uint32_t{v.bits} << 16;
     float f;
@@ -430,14 +461,17 @@ class Emulator {
   }
   static void Gemm(const host::DotStep& s, void* out, void* lhs, void* rhs) {
     if (s.operand_type == PrimitiveType::kBf16) {
-      GemmTyped(s, static_cast<float*>(out), static_cast<Bf16*>(lhs), static_cast<Bf16*>(rhs));
+      GemmTyped(s, static_cast<float*>(out), static_cast<Bf16*>(lhs),
+                static_cast<Bf16*>(rhs));
     } else if (s.operand_type == PrimitiveType::kF16) {
       GemmTyped(s, static_cast<float*>(out), static_cast<_Float16*>(lhs),
                 static_cast<_Float16*>(rhs));
     } else if (s.type == PrimitiveType::kF64) {
-      GemmTyped(s, static_cast<double*>(out), static_cast<double*>(lhs), static_cast<double*>(rhs));
+      GemmTyped(s, static_cast<double*>(out), static_cast<double*>(lhs),
+                static_cast<double*>(rhs));
     } else {
-      GemmTyped(s, static_cast<float*>(out), static_cast<float*>(lhs), static_cast<float*>(rhs));
+      GemmTyped(s, static_cast<float*>(out), static_cast<float*>(lhs),
+                static_cast<float*>(rhs));
     }
   }
 
@@ -572,7 +606,8 @@ class Emulator {
     if (s.kind == host::CollectiveStep::Kind::kAllGather) {
       const float* src = static_cast<const float*>(args[0]);
       float* dst = static_cast<float*>(args[1]);
-      for (int64_t i = 0; i < out; ++i) dst[i] = src[i % in] + static_cast<float>(i / in);
+      for (int64_t i = 0; i < out; ++i)
+        dst[i] = src[i % in] + static_cast<float>(i / in);
     } else if (s.kind == host::CollectiveStep::Kind::kReduceScatter) {
       FakeSum(s.types[0], args[0], args[1], out, in / out);
     } else {
@@ -621,7 +656,8 @@ void CompareWithHost(const hlo::Module& module, const CudaCompilation& compiled,
   std::mt19937_64 rng(7);
   const std::vector<hlo::Shape>& params = (*reference)->parameter_shapes();
   Arrays inputs = Allocate(params);
-  for (size_t i = 0; i < params.size(); ++i) Fill(params[i], inputs.pointers[i], rng);
+  for (size_t i = 0; i < params.size(); ++i)
+    Fill(params[i], inputs.pointers[i], rng);
   const std::vector<hlo::Shape>& shapes = (*reference)->result_shapes();
   Arrays want = Allocate(shapes), got = Allocate(shapes);
 
@@ -629,14 +665,16 @@ void CompareWithHost(const hlo::Module& module, const CudaCompilation& compiled,
   RunContext context;
   context.arguments = inputs.pointers;
   context.results = want.pointers;
-  context.scratch = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
+  context.scratch = reinterpret_cast<void*>(
+      (reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
   ASSERT_TRUE((*reference)->Run(context).ok());
 
   Emulator emulator(compiled);
   ASSERT_TRUE(emulator.Build(name));
   ASSERT_TRUE(emulator.Run(inputs.pointers, got.pointers));
   for (size_t r = 0; r < shapes.size(); ++r) {
-    EXPECT_TRUE(Same(shapes[r], want.pointers[r], got.pointers[r], rtol)) << "result " << r;
+    EXPECT_TRUE(Same(shapes[r], want.pointers[r], got.pointers[r], rtol))
+        << "result " << r;
   }
 }
 
@@ -1557,7 +1595,9 @@ ENTRY e {
 
 class CudaCodegen : public ::testing::TestWithParam<Case> {};
 
-TEST_P(CudaCodegen, GeneratedKernelsMatchTheHostBackend) { CheckAgainstHost(GetParam()); }
+TEST_P(CudaCodegen, GeneratedKernelsMatchTheHostBackend) {
+  CheckAgainstHost(GetParam());
+}
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaCodegen, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& info) {
@@ -1565,7 +1605,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CudaCodegen, ::testing::ValuesIn(kCases),
                          });
 
 TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {
-  std::ifstream file(absl::StrCat(PJRT_SOURCE_DIR, "/tests/data/mlp_train_step.hlo"));
+  std::ifstream file(
+      absl::StrCat(PJRT_SOURCE_DIR, "/tests/data/mlp_train_step.hlo"));
   std::stringstream text;
   text << file.rdbuf();
   const std::string hlo = text.str();
@@ -1592,7 +1633,8 @@ TEST(CudaCodegen, EveryTestProgramMatchesTheHostBackend) {
     }
     if (collective || bytes > (int64_t{64} << 20)) continue;
     SCOPED_TRACE(path);
-    CompareWithHost(*module, *compiled, absl::StrCat("corpus_", compared), 1e-4);
+    CompareWithHost(*module, *compiled, absl::StrCat("corpus_", compared),
+                    1e-4);
     ++compared;
   }
   std::cout << compared << " test programs compared with the host backend\n";
@@ -1615,7 +1657,8 @@ ENTRY e {
   ASSERT_EQ(generated->generated.launches.size(), 1u);
   const Launch& launch = generated->generated.launches[0];
   // It names the instruction whose value it computes.
-  EXPECT_EQ(launch.origin, "loop over f32[1024] (exp, tanh, multiply, add) for %e (line 8)");
+  EXPECT_EQ(launch.origin,
+            "loop over f32[1024] (exp, tanh, multiply, add) for %e (line 8)");
   // A value with two users that compute with it is materialized, as on the
   // host: two kernels.
   std::unique_ptr<hlo::Module> shared = Parse(R"(
@@ -1634,7 +1677,8 @@ ENTRY e {
   EXPECT_EQ(launch.threads, 256);
   // Contiguous inputs are read at the loop index, with 32-bit indices.
   EXPECT_NE(generated->generated.source.find("in0[i]"), std::string::npos);
-  EXPECT_NE(generated->generated.source.find("for (int i ="), std::string::npos);
+  EXPECT_NE(generated->generated.source.find("for (int i ="),
+            std::string::npos);
   // ptxas reported the kernel's registers.
   ASSERT_EQ(generated->cubin.resources.size(), 2u);  // and pj_set_ids
   EXPECT_GT(generated->cubin.resources[0].registers, 0);
@@ -1663,7 +1707,8 @@ ENTRY e {
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->generated.temporary_offsets.size(), 2u);
   int collectives = 0;
-  for (const Launch& l : c->generated.launches) collectives += l.kind == Launch::Kind::kCollective;
+  for (const Launch& l : c->generated.launches)
+    collectives += l.kind == Launch::Kind::kCollective;
   EXPECT_EQ(collectives, 2);
   Emulator emulator(*c);
   emulator.fake_collectives_ = true;
@@ -1675,7 +1720,8 @@ ENTRY e {
   for (int i = 0; i < 2; ++i) {
     for (int p = 0; p < 4; ++p) {
       for (int j = 0; j < 3; ++j) {
-        EXPECT_EQ(g[i * 12 + p * 3 + j], a[i * 3 + j] + p) << i << " " << p << " " << j;
+        EXPECT_EQ(g[i * 12 + p * 3 + j], a[i * 3 + j] + p)
+            << i << " " << p << " " << j;
       }
     }
     for (int j = 0; j < 3; ++j) {
@@ -1750,7 +1796,8 @@ ENTRY e {
   EXPECT_EQ(l.threads, 32);
   EXPECT_EQ(l.threads_y, 8);
   EXPECT_EQ(l.blocks, 8 * 16);  // 32x32 tiles of 256x512
-  EXPECT_NE(c->generated.source.find("__shared__ float tile[32][33]"), std::string::npos);
+  EXPECT_NE(c->generated.source.find("__shared__ float tile[32][33]"),
+            std::string::npos);
 }
 
 TEST(CudaCodegen, AWholeArraySumUsesEverySm) {
@@ -1769,7 +1816,8 @@ ENTRY e {
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->generated.launches.size(), 2u);
   EXPECT_EQ(c->generated.launches[0].blocks, 1024);  // chunks of 16384
-  EXPECT_NE(c->generated.launches[0].kernel.find("reduce_chunks"), std::string::npos);
+  EXPECT_NE(c->generated.launches[0].kernel.find("reduce_chunks"),
+            std::string::npos);
   EXPECT_EQ(c->generated.launches[1].blocks, 1);
 }
 
@@ -1783,7 +1831,8 @@ ENTRY e {
   ASSERT_NE(module, nullptr);
   auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
   ASSERT_TRUE(generated.ok()) << generated.status();
-  EXPECT_NE(generated->generated.source.find("for (long long i ="), std::string::npos);
+  EXPECT_NE(generated->generated.source.find("for (long long i ="),
+            std::string::npos);
   EXPECT_EQ(generated->generated.launches[0].blocks, 65536);
 }
 
@@ -1853,8 +1902,10 @@ TEST(CudaCodegen, UnknownArchitecturesAreRefusedByName) {
 
 TEST(CudaCodegen, AnNvrtcErrorNamesTheKernelAndItsInstruction) {
   GeneratedProgram g;
-  g.source = "prelude\n\nextern \"C\" __global__ void pj_loop_0(float* out) {\n  x;\n}\n"
-             "\nextern \"C\" __global__ void pj_copy_1(float* out) {\n  y;\n}\n";
+  g.source =
+      "prelude\n\nextern \"C\" __global__ void pj_loop_0(float* out) {\n  "
+      "x;\n}\n"
+      "\nextern \"C\" __global__ void pj_copy_1(float* out) {\n  y;\n}\n";
   Launch loop, copy, gemm;
   loop.kernel = "pj_loop_0";
   loop.origin = "loop over f32[8] (exp) for %e (line 4)";
@@ -1862,11 +1913,13 @@ TEST(CudaCodegen, AnNvrtcErrorNamesTheKernelAndItsInstruction) {
   copy.origin = "copy [8] of 4-byte elements for %c (line 5)";
   gemm.kind = Launch::Kind::kGemm;
   g.launches = {loop, gemm, copy};
-  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(4): error: identifier \"x\" is undefined"),
+  EXPECT_EQ(KernelAtErrorLine(
+                g, "pjrt_kernels.cu(4): error: identifier \"x\" is undefined"),
             "kernel pj_loop_0 (loop over f32[8] (exp) for %e (line 4))");
   EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(8): error: y"),
             "kernel pj_copy_1 (copy [8] of 4-byte elements for %c (line 5))");
-  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(1): error in the prelude"), "");
+  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(1): error in the prelude"),
+            "");
   EXPECT_EQ(KernelAtErrorLine(g, "no line"), "");
 }
 
@@ -1875,7 +1928,8 @@ TEST(CudaCodegen, PtxasReportsAreParsed) {
       "ptxas info    : Compiling entry function 'pj_loop_0' for 'sm_90'\n"
       "ptxas info    : Function properties for pj_loop_0\n"
       "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
-      "ptxas info    : Used 14 registers, used 0 barriers, 384 bytes smem, 360 bytes cmem[0]\n"
+      "ptxas info    : Used 14 registers, used 0 barriers, 384 bytes smem, 360 "
+      "bytes cmem[0]\n"
       "ptxas info    : Compiling entry function 'k2' for 'sm_90'\n"
       "ptxas info    : Used 6 registers\n");
   ASSERT_EQ(kernels.size(), 2u);

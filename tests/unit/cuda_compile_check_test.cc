@@ -46,14 +46,16 @@ void CheckEveryProgram(const std::string& arch, const DiskCache& cache) {
     } else if (c.status().code() == absl::StatusCode::kUnimplemented) {
       ++refused;
       if (std::getenv("PJRT_SHOW_REFUSED") != nullptr) {
-        std::cout << "refused " << path << ": " << c.status().message().substr(0, 100) << "\n";
+        std::cout << "refused " << path << ": "
+                  << c.status().message().substr(0, 100) << "\n";
       }
     } else {
       ADD_FAILURE() << path << " for " << arch << ": " << c.status();
     }
   }
-  std::cout << arch << ": " << compiled << " programs compiled through NVRTC, " << refused
-            << " refused by name, " << not_verified << " not valid programs\n";
+  std::cout << arch << ": " << compiled << " programs compiled through NVRTC, "
+            << refused << " refused by name, " << not_verified
+            << " not valid programs\n";
   // 137 of the test programs use only what the CUDA backend runs (all but
   // the tuple constant, which no backend compiles).
   EXPECT_GE(compiled, 137) << arch;
@@ -68,8 +70,9 @@ TEST(CudaCompileCheck, EveryTestProgramCompilesForSm80) {
 }
 
 TEST(CudaCompileCheck, TheSecondCompileComesFromThePersistentCache) {
-  const std::string dir = absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
-                                       "/pjrt-cubin-cache-", getpid());
+  const std::string dir =
+      absl::StrCat(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
+                   "/pjrt-cubin-cache-", getpid());
   std::filesystem::remove_all(dir);
   const char* text = R"(
 HloModule m

@@ -43,7 +43,8 @@ TEST(HostStream, RunsWorkInOrder) {
   auto stream = *platform->CreateStream(0, "test");
   std::vector<int> order;
   for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(stream->EnqueueHostFunction([&order, i] { order.push_back(i); }).ok());
+    ASSERT_TRUE(
+        stream->EnqueueHostFunction([&order, i] { order.push_back(i); }).ok());
   }
   ASSERT_TRUE(stream->BlockHostUntilDone().ok());
   ASSERT_EQ(order.size(), 100u);
@@ -71,10 +72,12 @@ TEST(HostStream, WaitForOrdersWorkAcrossStreams) {
   std::atomic<int> step{0};
   int seen_by_second = -1;
   std::shared_ptr<Event> event = platform->CreateEvent(0);
-  ASSERT_TRUE(first->EnqueueHostFunction([&] {
-    gate.Pass();
-    step = 1;
-  }).ok());
+  ASSERT_TRUE(first
+                  ->EnqueueHostFunction([&] {
+                    gate.Pass();
+                    step = 1;
+                  })
+                  .ok());
   ASSERT_TRUE(first->RecordEvent(event).ok());
   ASSERT_TRUE(second->WaitFor(event).ok());
   ASSERT_TRUE(second->EnqueueHostFunction([&] { seen_by_second = step; }).ok());
@@ -149,13 +152,17 @@ TEST(LocalDeviceState, CallbacksRunAfterTheStreamWork) {
   Gate gate;
   std::atomic<bool> work_done{false};
   std::atomic<bool> callback_saw_work{false};
-  ASSERT_TRUE(device->compute_stream()->EnqueueHostFunction([&] {
-    gate.Pass();
-    work_done = true;
-  }).ok());
-  ASSERT_TRUE(device->ThenExecuteOnCallbackThread(device->compute_stream(), [&] {
-    callback_saw_work = work_done.load();
-  }).ok());
+  ASSERT_TRUE(device->compute_stream()
+                  ->EnqueueHostFunction([&] {
+                    gate.Pass();
+                    work_done = true;
+                  })
+                  .ok());
+  ASSERT_TRUE(device
+                  ->ThenExecuteOnCallbackThread(
+                      device->compute_stream(),
+                      [&] { callback_saw_work = work_done.load(); })
+                  .ok());
   gate.Open();
   ASSERT_TRUE(device->SynchronizeAllActivity().ok());
   EXPECT_TRUE(callback_saw_work);
@@ -171,16 +178,19 @@ TEST(LocalDeviceState, ThenWaitForOrdersOneStreamAfterAnother) {
     MutexLock lock(&mu);
     order.push_back(what);
   };
-  ASSERT_TRUE(device->compute_stream()->EnqueueHostFunction([&] {
-    gate.Pass();
-    note("compute");
-  }).ok());
-  ASSERT_TRUE(
-      device->ThenWaitFor(device->host_to_device_stream(), device->compute_stream())
-          .ok());
-  ASSERT_TRUE(device->host_to_device_stream()->EnqueueHostFunction([&] {
-    note("h2d");
-  }).ok());
+  ASSERT_TRUE(device->compute_stream()
+                  ->EnqueueHostFunction([&] {
+                    gate.Pass();
+                    note("compute");
+                  })
+                  .ok());
+  ASSERT_TRUE(device
+                  ->ThenWaitFor(device->host_to_device_stream(),
+                                device->compute_stream())
+                  .ok());
+  ASSERT_TRUE(device->host_to_device_stream()
+                  ->EnqueueHostFunction([&] { note("h2d"); })
+                  .ok());
   gate.Open();
   ASSERT_TRUE(device->SynchronizeAllActivity().ok());
   EXPECT_EQ(order, std::vector<std::string>({"compute", "h2d"}));
@@ -218,9 +228,9 @@ TEST(LocalDeviceState, BorrowedStreamsAreReused) {
 }
 
 TEST(AllocationModel, NamesRoundTrip) {
-  for (auto model : {AllocationModel::kSynchronous,
-                     AllocationModel::kComputeSynchronized,
-                     AllocationModel::kAsynchronous}) {
+  for (auto model :
+       {AllocationModel::kSynchronous, AllocationModel::kComputeSynchronized,
+        AllocationModel::kAsynchronous}) {
     EXPECT_EQ(*ParseAllocationModel(AllocationModelName(model)), model);
   }
   EXPECT_FALSE(ParseAllocationModel("eventually").ok());

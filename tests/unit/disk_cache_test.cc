@@ -17,15 +17,17 @@ class DiskCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* base = std::getenv("TMPDIR");
-    dir_ = absl::StrFormat("%s/pjrt-disk-cache-%d-%s", base ? base : "/tmp", getpid(),
-                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = absl::StrFormat(
+        "%s/pjrt-disk-cache-%d-%s", base ? base : "/tmp", getpid(),
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string ReadAll(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return std::string((std::istreambuf_iterator<char>(f)),
+                       std::istreambuf_iterator<char>());
   }
   void WriteAll(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -46,14 +48,16 @@ TEST_F(DiskCacheTest, StoresAndFindsPayloadsByKey) {
   EXPECT_EQ(DiskCache(dir_ + "/nested/folder").Get("k2"), "other");
   // No temporary file is left behind.
   int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/nested/folder")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(dir_ + "/nested/folder")) {
     EXPECT_EQ(e.path().extension(), ".bin");
     ++files;
   }
   EXPECT_EQ(files, 2);
 }
 
-TEST_F(DiskCacheTest, CorruptTruncatedAndForeignEntriesAreIgnoredThenRewritten) {
+TEST_F(DiskCacheTest,
+       CorruptTruncatedAndForeignEntriesAreIgnoredThenRewritten) {
   DiskCache cache(dir_);
   ASSERT_TRUE(cache.Put("key", "payload-bytes").ok());
   const std::string path = cache.PathFor("key");

@@ -20,7 +20,8 @@ class HloRunTest : public ::testing::Test {
 
   // An array on device 0.
   template <typename T>
-  std::shared_ptr<Buffer> Put(hlo::PrimitiveType type, std::vector<int64_t> dims,
+  std::shared_ptr<Buffer> Put(hlo::PrimitiveType type,
+                              std::vector<int64_t> dims,
                               const std::vector<T>& data) {
     auto b = client_->BufferFromHostBuffer(data.data(), hlo::Shape(type, dims),
                                            client_->devices()[0]);

@@ -28,8 +28,10 @@ ENTRY %axpy.v5 (alpha: f32[], x: f32[2,4], y: f32[2,4]) -> f32[2,4] {
   %y = f32[2,4]{1,0} parameter(2)
   ROOT %add = f32[2,4]{1,0} add(f32[2,4]{1,0} %multiply, f32[2,4]{1,0} %y)
 })";
-  auto out = Run(text, {Put<float>(F32, {}, {2}), Put<float>(F32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}),
-                        Put<float>(F32, {2, 4}, {10, 10, 10, 10, 20, 20, 20, 20})});
+  auto out =
+      Run(text, {Put<float>(F32, {}, {2}),
+                 Put<float>(F32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}),
+                 Put<float>(F32, {2, 4}, {10, 10, 10, 10, 20, 20, 20, 20})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Read<float>(*(*out)[0]),
             std::vector<float>({12, 14, 16, 18, 30, 32, 34, 36}));
@@ -66,14 +68,16 @@ ENTRY e {
   std::vector<float> a(12), b(12);
   std::iota(a.begin(), a.end(), 1.0f);
   std::iota(b.begin(), b.end(), -3.0f);
-  auto out = Run(text, {Put<float>(F32, {2, 3, 2}, a), Put<float>(F32, {2, 2, 3}, b)});
+  auto out =
+      Run(text, {Put<float>(F32, {2, 3, 2}, a), Put<float>(F32, {2, 2, 3}, b)});
   ASSERT_TRUE(out.ok()) << out.status();
   std::vector<float> expected(8, 0);
   for (int bb = 0; bb < 2; ++bb)
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 2; ++j)
         for (int k = 0; k < 3; ++k)
-          expected[bb * 4 + i * 2 + j] += a[bb * 6 + k * 2 + i] * b[bb * 6 + j * 3 + k];
+          expected[bb * 4 + i * 2 + j] +=
+              a[bb * 6 + k * 2 + i] * b[bb * 6 + j * 3 + k];
   EXPECT_EQ(Read<float>(*(*out)[0]), expected);
 }
 
@@ -97,11 +101,13 @@ ENTRY e {
   auto out = Run(text, {Put<float>(F32, {2, 3, 4}, a)});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 4u);
-  EXPECT_EQ(Read<float>(*(*out)[0]), std::vector<float>({6, 22, 38, 54, 70, 86}));
+  EXPECT_EQ(Read<float>(*(*out)[0]),
+            std::vector<float>({6, 22, 38, 54, 70, 86}));
   std::vector<float> outer(12);
   for (int j = 0; j < 12; ++j) outer[j] = a[j] + a[12 + j];
   EXPECT_EQ(Read<float>(*(*out)[1]), outer);
-  EXPECT_EQ(Read<float>(*(*out)[2]), std::vector<float>({8, 9, 10, 11, 20, 21, 22, 23}));
+  EXPECT_EQ(Read<float>(*(*out)[2]),
+            std::vector<float>({8, 9, 10, 11, 20, 21, 22, 23}));
   std::vector<float> split(3, 0);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -129,7 +135,8 @@ ENTRY reduce_entry {
   init_index = s32[] constant(-1)
   ROOT result = (f32[2], s32[2]) reduce(values, indices, init_value, init_index), dimensions={1}, to_apply=max_argmax
 })";
-  auto out = Run(text, {Put<float>(F32, {2, 5}, {1, 7, 3, 7, 2, -5, -1, -9, -2, -3})});
+  auto out =
+      Run(text, {Put<float>(F32, {2, 5}, {1, 7, 3, 7, 2, -5, -1, -9, -2, -3})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Read<float>(*(*out)[0]), std::vector<float>({7, -1}));
   // GE keeps the later of equal maxima, as XLA's reducer says.
@@ -155,9 +162,8 @@ ENTRY e {
   ASSERT_TRUE(out.ok()) << out.status();
   // Padding dim 1: low -1 drops element 0, interior 2 spaces the rest by 3.
   EXPECT_EQ(Read<int32_t>(*(*out)[0]),
-            std::vector<int32_t>({0, 0, 0, 0, 0, 0, 0,
-                                  0, 0, 2, 0, 0, 3, 0,
-                                  0, 0, 5, 0, 0, 6, 0}));
+            std::vector<int32_t>({0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0,
+                                  0, 3, 0, 0, 0, 5, 0, 0, 6, 0}));
   EXPECT_EQ(Read<int32_t>(*(*out)[1]),
             std::vector<int32_t>({1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
   // Starts clamped: row 1 -> 0 (2 rows of 2), column 100 -> 4.
@@ -197,7 +203,8 @@ ENTRY e {
 })";
   auto out = Run(text, {Put<float>(F32, {5}, {1e9f, -1e9f, NAN, 3.9f, -3.9f})});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(Read<int8_t>(*(*out)[0]), std::vector<int8_t>({127, -128, 0, 3, -3}));
+  EXPECT_EQ(Read<int8_t>(*(*out)[0]),
+            std::vector<int8_t>({127, -128, 0, 3, -3}));
 }
 
 TEST_F(HostCompilerTest, CallsAreInlinedAndResultsMayRepeat) {
@@ -220,7 +227,8 @@ TEST_F(HostCompilerTest, WrongArgumentsAreInvalidArgumentNamingThem) {
   const char* text = R"(
 HloModule sig
 ENTRY e { a = f32[2] parameter(0)  ROOT n = f32[2] negate(a) })";
-  auto too_many = Run(text, {Put<float>(F32, {2}, {1, 2}), Put<float>(F32, {2}, {1, 2})});
+  auto too_many =
+      Run(text, {Put<float>(F32, {2}, {1, 2}), Put<float>(F32, {2}, {1, 2})});
   EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
   auto wrong_type = Run(text, {Put<int32_t>(S32, {2}, {1, 2})});
   EXPECT_NE(wrong_type.status().message().find("argument 0 has dtype s32"),

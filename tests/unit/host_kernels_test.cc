@@ -151,7 +151,8 @@ ENTRY e {
   ASSERT_TRUE(looping.ok()) << looping.status();
   (*looping)[0]->Delete();
   // The next run on that device can start only once the loop stopped.
-  auto after = Run("HloModule one\nENTRY e { ROOT c = s32[] constant(7) }", {}, 1);
+  auto after =
+      Run("HloModule one\nENTRY e { ROOT c = s32[] constant(7) }", {}, 1);
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(Read<int32_t>(*(*after)[0]), std::vector<int32_t>({7}));
 }
@@ -167,8 +168,9 @@ ENTRY e {
 })";
   std::vector<float> table(12);
   std::iota(table.begin(), table.end(), 0.0f);
-  auto out = Run(text, {Put<float>(F32, {4, 3}, table),
-                        Put<int32_t>(S32, {5, 1}, {-100, 0, 2, 3, 2147483647})});
+  auto out =
+      Run(text, {Put<float>(F32, {4, 3}, table),
+                 Put<int32_t>(S32, {5, 1}, {-100, 0, 2, 3, 2147483647})});
   ASSERT_TRUE(out.ok()) << out.status();
   // Starts clamp to [0, 2]: rows (0,1), (0,1), (2,3), (2,3), (2,3).
   const std::vector<float> got = Read<float>(*(*out)[0]);
@@ -233,8 +235,9 @@ ENTRY e {
   ROOT out = (f32[0,3], f32[4,3], f32[0], f32[0], f32[0,3,3,2]) tuple(g, s, t, r, c)
 })";
   std::vector<float> table(12, 2.0f);
-  auto out = Run(text, {Put<float>(F32, {4, 3}, table),
-                        Put<int32_t>(S32, {0, 1}, {}), Put<float>(F32, {0}, {})});
+  auto out =
+      Run(text, {Put<float>(F32, {4, 3}, table), Put<int32_t>(S32, {0, 1}, {}),
+                 Put<float>(F32, {0}, {})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Read<float>(*(*out)[1]), table);
 }
@@ -305,8 +308,9 @@ ENTRY e {
     dim_labels=b0f_0io->b0f, feature_group_count=2
 })";
   // Features 0 and 1 are separate groups, each with two output features.
-  auto out = Run(text, {Put<float>(F32, {1, 5, 2}, {1, 10, 2, 20, 3, 30, 4, 40, 5, 50}),
-                        Put<float>(F32, {2, 1, 4}, {1, 0, 0, 1, 0, 1, 1, 0})});
+  auto out = Run(
+      text, {Put<float>(F32, {1, 5, 2}, {1, 10, 2, 20, 3, 30, 4, 40, 5, 50}),
+             Put<float>(F32, {2, 1, 4}, {1, 0, 0, 1, 0, 1, 1, 0})});
   ASSERT_TRUE(out.ok()) << out.status();
   // Output o reads input positions o + 2t + 1 (taps t = 0, 1) of its
   // group's feature.
@@ -335,12 +339,14 @@ ENTRY e {
   ROOT r = (u64[2], u32[2]) rng-bit-generator(s), algorithm=rng_three_fry
 })";
   const uint64_t key = 0x0370734413198a2eull, counter = 0x85a308d3243f6a88ull;
-  auto out = Run(text, {Put<uint64_t>(hlo::PrimitiveType::kU64, {2}, {key, counter})});
+  auto out =
+      Run(text, {Put<uint64_t>(hlo::PrimitiveType::kU64, {2}, {key, counter})});
   ASSERT_TRUE(out.ok()) << out.status();
   // u32[2]: one block split in two.
   EXPECT_EQ(Read<uint32_t>(*(*out)[1]),
             std::vector<uint32_t>({0xc4923a9cu, 0x483df7a0u}));
-  EXPECT_EQ(Read<uint64_t>(*(*out)[0]), std::vector<uint64_t>({key, counter + 1}));
+  EXPECT_EQ(Read<uint64_t>(*(*out)[0]),
+            std::vector<uint64_t>({key, counter + 1}));
 }
 
 // --- the block scratch's splats ----------------------------------------------

@@ -28,7 +28,8 @@ compile_cache_dir = "/tmp/pjrtd-kernels"
 default_lease_seconds = 30
 max_lease_seconds = 600
 shutdown_timeout_seconds = 5
-)", "test.toml", &options);
+)",
+                                        "test.toml", &options);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(options.listen,
             std::vector<std::string>({"unix:///tmp/a.sock", "127.0.0.1:7070"}));
@@ -48,11 +49,14 @@ shutdown_timeout_seconds = 5
 TEST(ApplyConfigText, CompileCacheDirDefaultsToTheCacheDirectoryAndMayBeOff) {
   DaemonOptions options;
   EXPECT_EQ(options.compile_cache_dir, "/var/cache/pjrtd");
-  ASSERT_TRUE(ApplyConfigText("compile_cache_dir = \"\"\n", "t.toml", &options).ok());
+  ASSERT_TRUE(
+      ApplyConfigText("compile_cache_dir = \"\"\n", "t.toml", &options).ok());
   EXPECT_EQ(options.compile_cache_dir, "");
-  absl::Status bad = ApplyConfigText("compile_cache_dir = 3\n", "t.toml", &options);
+  absl::Status bad =
+      ApplyConfigText("compile_cache_dir = 3\n", "t.toml", &options);
   EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("compile_cache_dir"), absl::string_view::npos) << bad;
+  EXPECT_NE(bad.message().find("compile_cache_dir"), absl::string_view::npos)
+      << bad;
 }
 
 TEST(ApplyConfigText, ReadsEveryLimit) {
@@ -132,14 +136,16 @@ TEST(ApplyConfigText, MemoryLimitMayBeAnInteger) {
 
 TEST(ApplyConfigText, UnknownKeyIsNamed) {
   DaemonOptions options;
-  absl::Status status = ApplyConfigText("hosts_devices = 3", "t.toml", &options);
+  absl::Status status =
+      ApplyConfigText("hosts_devices = 3", "t.toml", &options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("hosts_devices"), absl::string_view::npos);
 }
 
 TEST(ApplyConfigText, WrongTypeIsNamed) {
   DaemonOptions options;
-  absl::Status status = ApplyConfigText("host_devices = \"four\"", "t", &options);
+  absl::Status status =
+      ApplyConfigText("host_devices = \"four\"", "t", &options);
   EXPECT_NE(status.message().find("host_devices"), absl::string_view::npos);
 }
 
@@ -203,7 +209,8 @@ cluster = ["10.0.0.1:7100", "10.0.0.2:7100"]
 cluster_secret_file = "/etc/pjrtd/cluster.secret"
 cluster_timeout_seconds = 12
 receive_timeout_seconds = 3.5
-)", "t.toml", &options);
+)",
+                                        "t.toml", &options);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(options.task_id, 1);
   EXPECT_EQ(options.cluster,
@@ -249,20 +256,16 @@ TEST(ClusterSecret, MustBePrivateAndLongEnough) {
   char dir[] = "/tmp/pjrt-secret-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/secret";
-  {
-    std::ofstream(path) << "0123456789abcdef-secret\n";
-  }
+  { std::ofstream(path) << "0123456789abcdef-secret\n"; }
   chmod(path.c_str(), 0600);
   auto secret = ReadClusterSecret(path);
   ASSERT_TRUE(secret.ok()) << secret.status();
   EXPECT_EQ(*secret, "0123456789abcdef-secret");  // trailing newline dropped
   chmod(path.c_str(), 0644);
-  EXPECT_NE(ReadClusterSecret(path).status().message().find(
-                "readable by others"),
-            absl::string_view::npos);
-  {
-    std::ofstream(path) << "short\n";
-  }
+  EXPECT_NE(
+      ReadClusterSecret(path).status().message().find("readable by others"),
+      absl::string_view::npos);
+  { std::ofstream(path) << "short\n"; }
   chmod(path.c_str(), 0600);
   EXPECT_NE(ReadClusterSecret(path).status().message().find("at least 16"),
             absl::string_view::npos);
@@ -281,7 +284,8 @@ namespace {
 TEST(SharedMemoryOption, OnByDefaultAndTurnedOffByConfigOrFlag) {
   EXPECT_TRUE(DaemonOptions().shared_memory);
   DaemonOptions options;
-  ASSERT_TRUE(ApplyConfigText("shared_memory = false", "t.toml", &options).ok());
+  ASSERT_TRUE(
+      ApplyConfigText("shared_memory = false", "t.toml", &options).ok());
   EXPECT_FALSE(options.shared_memory);
   absl::Status wrong = ApplyConfigText("shared_memory = 1", "t.toml", &options);
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
@@ -328,11 +332,13 @@ TEST(DataChannelsOption, OnByDefaultAndTurnedOffByConfigOrFlag) {
 
 TEST(CompileCacheDirOption, TheFlagSetsOrClearsIt) {
   for (const auto& [flag, want] :
-       std::vector<std::pair<std::string, std::string>>{{"/tmp/k", "/tmp/k"}, {"", ""}}) {
+       std::vector<std::pair<std::string, std::string>>{{"/tmp/k", "/tmp/k"},
+                                                        {"", ""}}) {
     std::vector<std::string> args = {"pjrtd", "--compile-cache-dir", flag};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
-    ParsedCommandLine parsed = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+    ParsedCommandLine parsed =
+        ParseCommandLine(static_cast<int>(argv.size()), argv.data());
     ASSERT_FALSE(parsed.exit_code.has_value()) << flag;
     EXPECT_EQ(parsed.options.compile_cache_dir, want) << flag;
   }

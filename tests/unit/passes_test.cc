@@ -26,8 +26,9 @@ std::string Conv(const std::string& window,
 ENTRY e {
   x = f32[2,3,4,5] parameter(0)
   w = f32[6,3,1,1] parameter(1)
-  ROOT y = )" + out + R"( convolution(x, w), )" +
-         window + R"(dim_labels=bf01_oi01->bf01
+  ROOT y = )" +
+         out + R"( convolution(x, w), )" + window +
+         R"(dim_labels=bf01_oi01->bf01
 })";
 }
 
@@ -79,7 +80,8 @@ TEST_F(PassesRun, TheRewrittenConvolutionComputesTheConvolution) {
     for (int o = 0; o < 6; ++o) {
       for (int p = 0; p < 20; ++p) {
         float want = 0;
-        for (int i = 0; i < 3; ++i) want += x[(b * 3 + i) * 20 + p] * w[o * 3 + i];
+        for (int i = 0; i < 3; ++i)
+          want += x[(b * 3 + i) * 20 + p] * w[o * 3 + i];
         EXPECT_EQ(y[(b * 6 + o) * 20 + p], want) << b << " " << o << " " << p;
       }
     }

@@ -29,7 +29,8 @@ class ReplicatedTest : public ::testing::Test {
 
   std::shared_ptr<Buffer> Put(std::vector<float> v, int device) {
     auto b = client_->BufferFromHostBuffer(
-        v.data(), hlo::Shape(hlo::PrimitiveType::kF32, {static_cast<int64_t>(v.size())}),
+        v.data(),
+        hlo::Shape(hlo::PrimitiveType::kF32, {static_cast<int64_t>(v.size())}),
         client_->devices()[device]);
     EXPECT_TRUE(b.ok()) << b.status();
     return *b;
@@ -47,7 +48,8 @@ class ReplicatedTest : public ::testing::Test {
     std::vector<std::vector<Buffer*>> args(e.addressable_devices().size());
     auto results = e.ExecuteReplicated(args);
     EXPECT_TRUE(results.ok()) << results.status();
-    return results.ok() ? *results : std::vector<std::vector<std::shared_ptr<Buffer>>>{};
+    return results.ok() ? *results
+                        : std::vector<std::vector<std::shared_ptr<Buffer>>>{};
   }
 };
 
@@ -72,7 +74,8 @@ TEST_F(ReplicatedTest, AllReduceSumsOverFourReplicas) {
   auto e = Compile(std::string(R"(
 HloModule ar, replica_count=4
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput + R"(
+ENTRY e {)") + kReplicaInput +
+                   R"(
   ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
 })");
   ASSERT_NE(e, nullptr);
@@ -82,7 +85,8 @@ ENTRY e {)") + kReplicaInput + R"(
   for (int r = 0; r < 4; ++r) {
     for (int i = 0; i < 8; ++i) expected[i] += ReplicaInput(r)[i];
   }
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(Read(*results[r][0]), expected) << "replica " << r;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(Read(*results[r][0]), expected) << "replica " << r;
 }
 
 TEST_F(ReplicatedTest, AllReduceWithinReplicaGroupsMaxAndMultiply) {
@@ -90,7 +94,8 @@ TEST_F(ReplicatedTest, AllReduceWithinReplicaGroupsMaxAndMultiply) {
 HloModule ar2, replica_count=4
 mx { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT m = f32[] maximum(a, b) }
 ml { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT m = f32[] multiply(a, b) }
-ENTRY e {)") + kReplicaInput + R"(
+ENTRY e {)") + kReplicaInput +
+                   R"(
   m = f32[8] all-reduce(x), replica_groups={{0,2},{1,3}}, to_apply=mx
   p = f32[8] all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=ml
   ROOT t = (f32[8], f32[8]) tuple(m, p)
@@ -113,7 +118,8 @@ TEST_F(ReplicatedTest, AllGatherReduceScatterAllToAllAndPermute) {
   auto e = Compile(std::string(R"(
 HloModule coll, replica_count=4
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput + R"(
+ENTRY e {)") + kReplicaInput +
+                   R"(
   g = f32[32] all-gather(x), replica_groups={}, dimensions={0}
   rs = f32[2] reduce-scatter(x), replica_groups={}, dimensions={0}, to_apply=add
   a2a = f32[8] all-to-all(x), replica_groups={}, dimensions={0}
@@ -181,7 +187,8 @@ TEST_F(ReplicatedTest, MissingPeerEndsInADeadlineNamingIt) {
   auto e = Compile(std::string(R"(
 HloModule lonely, replica_count=2
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput + R"(
+ENTRY e {)") + kReplicaInput +
+                       R"(
   ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
 })",
                    options);
@@ -196,8 +203,9 @@ ENTRY e {)") + kReplicaInput + R"(
   ASSERT_TRUE(results.ok()) << results.status();
   absl::Status status = (*results)[0]->BlockHostUntilReady();
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-  EXPECT_NE(status.message().find("all-reduce %ar (line 13): replica 1 partition 0"),
-            absl::string_view::npos)
+  EXPECT_NE(
+      status.message().find("all-reduce %ar (line 13): replica 1 partition 0"),
+      absl::string_view::npos)
       << status;
 }
 
@@ -205,7 +213,8 @@ TEST_F(ReplicatedTest, ShardedCallsWithOneLaunchIdMeet) {
   auto e = Compile(std::string(R"(
 HloModule sharded, replica_count=2
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput + R"(
+ENTRY e {)") + kReplicaInput +
+                   R"(
   ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
 })");
   ASSERT_NE(e, nullptr);
@@ -215,7 +224,8 @@ ENTRY e {)") + kReplicaInput + R"(
   auto r1 = e->ExecuteSharded({}, client_->devices()[1], options);
   ASSERT_TRUE(r0.ok() && r1.ok());
   std::vector<float> expected(8);
-  for (int i = 0; i < 8; ++i) expected[i] = ReplicaInput(0)[i] + ReplicaInput(1)[i];
+  for (int i = 0; i < 8; ++i)
+    expected[i] = ReplicaInput(0)[i] + ReplicaInput(1)[i];
   EXPECT_EQ(Read(*(*r0)[0]), expected);
   EXPECT_EQ(Read(*(*r1)[0]), expected);
 }
@@ -241,7 +251,8 @@ ENTRY e {
   // A wrong device names the replica too, and nothing runs.
   auto wrong = e->ExecuteReplicated({{good.get()}, {good.get()}});
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(wrong.status().message().find("replica 1 partition 0: argument 0 is on device host:0"),
+  EXPECT_NE(wrong.status().message().find(
+                "replica 1 partition 0: argument 0 is on device host:0"),
             absl::string_view::npos)
       << wrong.status();
 }
@@ -259,7 +270,8 @@ ENTRY e { x = f32[2] parameter(0)  ROOT n = f32[2] negate(x) })";
       << rows.status();
   options.device_assignment = {{0}, {9}};
   auto unknown = Executable::Compile(client_.get(), text, options);
-  EXPECT_NE(unknown.status().message().find("device 9"), absl::string_view::npos)
+  EXPECT_NE(unknown.status().message().find("device 9"),
+            absl::string_view::npos)
       << unknown.status();
   options.device_assignment = {{3}, {3}};
   auto twice = Executable::Compile(client_.get(), text, options);
@@ -301,8 +313,9 @@ ENTRY e { x = f32[2] parameter(0)  ROOT n = f32[2] negate(x) })";
   auto out = p->ExecutePortable({c.get()}, client_->devices()[2]);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Read(*(*out)[0]), std::vector<float>({-5, -6}));
-  EXPECT_EQ(e->ExecutePortable({a.get()}, client_->devices()[3]).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      e->ExecutePortable({a.get()}, client_->devices()[3]).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 constexpr char kSgdStep[] = R"(
@@ -345,7 +358,8 @@ TEST_F(ReplicatedTest, ABufferUnderAnExternalReferenceIsNotDonated) {
   ASSERT_TRUE(reference.ok()) << reference.status();
   auto out = e->Execute({w.get(), g.get()}, client_->devices()[0]);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(out.status().message().find("external reference"), absl::string_view::npos)
+  EXPECT_NE(out.status().message().find("external reference"),
+            absl::string_view::npos)
       << out.status();
   reference->reset();
   // The refused launch left the buffer intact.
@@ -381,7 +395,8 @@ TEST_F(ReplicatedTest, NonDonatableParametersAreCopiedInstead) {
   EXPECT_EQ(BytesInUse(*client_), before + 4096);
 }
 
-TEST_F(ReplicatedTest, DonatedResultThatReadsItsInputNonElementwiseStaysCorrect) {
+TEST_F(ReplicatedTest,
+       DonatedResultThatReadsItsInputNonElementwiseStaysCorrect) {
   // The result reverses the donated input: it must not be written in place.
   auto e = Compile(R"(
 HloModule rev, input_output_alias={ {}: (0, {}, may-alias) }
@@ -421,7 +436,8 @@ ENTRY e {
   ASSERT_TRUE(whole.ok()) << whole.status();
   ASSERT_EQ(whole->size(), 1u);
   ASSERT_TRUE((*whole)[0]->is_tuple());
-  EXPECT_EQ(Read(*(*whole)[0]->tuple_elements()[1]), std::vector<float>({1, 2}));
+  EXPECT_EQ(Read(*(*whole)[0]->tuple_elements()[1]),
+            std::vector<float>({1, 2}));
   EXPECT_TRUE((*whole)[0]->BlockHostUntilReady().ok());
   float x;
   EXPECT_EQ((*whole)[0]->CopyRawToHost(&x, 0, 4).code(),

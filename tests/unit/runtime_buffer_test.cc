@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/buffer.h"
 #include "runtime/buffer_sequencing_event.h"
@@ -43,9 +44,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AllocationModel::kAsynchronous),
     [](const auto& info) {
       switch (info.param) {
-        case AllocationModel::kSynchronous: return std::string("Synchronous");
-        case AllocationModel::kComputeSynchronized: return std::string("ComputeSynchronized");
-        case AllocationModel::kAsynchronous: return std::string("Asynchronous");
+        case AllocationModel::kSynchronous:
+          return std::string("Synchronous");
+        case AllocationModel::kComputeSynchronized:
+          return std::string("ComputeSynchronized");
+        case AllocationModel::kAsynchronous:
+          return std::string("Asynchronous");
       }
       return std::string("Unknown");
     });
@@ -117,7 +121,8 @@ TEST(RuntimeClient, UnknownDeviceIsInvalidArgumentNamingIt) {
   auto device = client->LookupDevice(5);
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(device.status().message().find("device 5"), absl::string_view::npos);
+  EXPECT_NE(device.status().message().find("device 5"),
+            absl::string_view::npos);
 }
 
 // The host platform, but device 1 has failed for good once `fail` is set:
@@ -128,26 +133,33 @@ class FailingDevicePlatform : public device::Platform {
       : host_(std::move(host)) {}
   const std::string& name() const override { return host_->name(); }
   int device_count() const override { return host_->device_count(); }
-  device::DeviceDescription Describe(int o) const override { return host_->Describe(o); }
+  device::DeviceDescription Describe(int o) const override {
+    return host_->Describe(o);
+  }
   AllocationModel default_allocation_model() const override {
     return host_->default_allocation_model();
   }
   bool host_can_access_device_memory() const override { return true; }
-  absl::StatusOr<std::unique_ptr<device::Stream>> CreateStream(int o,
-                                                               const std::string& n) override {
+  absl::StatusOr<std::unique_ptr<device::Stream>> CreateStream(
+      int o, const std::string& n) override {
     return host_->CreateStream(o, n);
   }
-  std::unique_ptr<device::Event> CreateEvent(int o) override { return host_->CreateEvent(o); }
-  std::unique_ptr<device::SubAllocator> CreateDeviceMemoryAllocator(int o) override {
+  std::unique_ptr<device::Event> CreateEvent(int o) override {
+    return host_->CreateEvent(o);
+  }
+  std::unique_ptr<device::SubAllocator> CreateDeviceMemoryAllocator(
+      int o) override {
     return host_->CreateDeviceMemoryAllocator(o);
   }
-  std::unique_ptr<device::SubAllocator> CreateStagingMemoryAllocator(int o) override {
+  std::unique_ptr<device::SubAllocator> CreateStagingMemoryAllocator(
+      int o) override {
     return host_->CreateStagingMemoryAllocator(o);
   }
   absl::Status DeviceHealth(int ordinal, bool probe) override {
     if (fail && ordinal == 1) {
       return absl::FailedPreconditionError(
-          "GPU 1 failed for good (an illegal address); restart pjrtd to use it again");
+          "GPU 1 failed for good (an illegal address); restart pjrtd to use it "
+          "again");
     }
     return absl::OkStatus();
   }
@@ -162,7 +174,8 @@ TEST(RuntimeClient, AnUnhealthyDeviceTakesNoNewWorkAndTheOthersGoOn) {
   ClientOptions options;
   options.platform = "host";
   options.host_device_count = 2;
-  auto platform = std::make_unique<FailingDevicePlatform>(*device::CreateHostPlatform(2));
+  auto platform =
+      std::make_unique<FailingDevicePlatform>(*device::CreateHostPlatform(2));
   FailingDevicePlatform* failing = platform.get();
   auto client = Client::Create(options, std::move(platform));
   ASSERT_TRUE(client.ok()) << client.status();
@@ -171,11 +184,17 @@ TEST(RuntimeClient, AnUnhealthyDeviceTakesNoNewWorkAndTheOthersGoOn) {
   const hlo::Shape shape = F32(3);
   std::vector<float> data = {4, 5, 6};
   for (const absl::Status& s :
-       {(*client)->BufferFromHostBuffer(data.data(), shape, (*client)->devices()[1]).status(),
-        (*client)->CreateUninitializedBuffer(shape, (*client)->devices()[1]).status(),
+       {(*client)
+            ->BufferFromHostBuffer(data.data(), shape, (*client)->devices()[1])
+            .status(),
+        (*client)
+            ->CreateUninitializedBuffer(shape, (*client)->devices()[1])
+            .status(),
         Add(**client, *on_one, 1).status()}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    EXPECT_NE(s.message().find("GPU 1 failed for good"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("GPU 1 failed for good"),
+              absl::string_view::npos)
+        << s;
   }
   auto on_zero = Put(**client, {1, 2, 3}, 0);
   auto sum = Add(**client, *on_zero, 1);
@@ -247,7 +266,8 @@ TEST_P(EveryModel, ImmutableUntilTransferCompletesCallsOnDoneAfterTheCopy) {
   std::vector<float> data = {8, 9};
   std::atomic<bool> done{false};
   auto buffer = *client_->BufferFromHostBuffer(
-      data.data(), F32(2), HostBufferSemantics::kImmutableUntilTransferCompletes,
+      data.data(), F32(2),
+      HostBufferSemantics::kImmutableUntilTransferCompletes,
       [&done] { done = true; }, client_->devices()[0]);
   ASSERT_TRUE(buffer->BlockHostUntilReady().ok());
   SyncAll(*client_);
@@ -305,9 +325,9 @@ TEST_P(EveryModel, ZeroCopyOfMisalignedMemoryCopies) {
   alignas(64) char storage[64 + 8];
   float* data = reinterpret_cast<float*>(storage + 4);
   data[0] = 3;
-  auto buffer = *client_->BufferFromHostBuffer(
-      data, F32(1), HostBufferSemantics::kZeroCopy, nullptr,
-      client_->devices()[0]);
+  auto buffer = *client_->BufferFromHostBuffer(data, F32(1),
+                                               HostBufferSemantics::kZeroCopy,
+                                               nullptr, client_->devices()[0]);
   auto ref = *buffer->AcquireExternalReference();
   EXPECT_NE(ref->data(), static_cast<void*>(data));
   EXPECT_EQ(Read(*buffer)[0], 3);
@@ -315,8 +335,8 @@ TEST_P(EveryModel, ZeroCopyOfMisalignedMemoryCopies) {
 
 TEST_P(EveryModel, UninitializedBufferIsAllocatedAndReady) {
   int64_t before = BytesInUse(*client_);
-  auto buffer = *client_->CreateUninitializedBuffer(F32(256),
-                                                    client_->devices()[1]);
+  auto buffer =
+      *client_->CreateUninitializedBuffer(F32(256), client_->devices()[1]);
   EXPECT_EQ(BytesInUse(*client_, 1), 1024);
   EXPECT_TRUE(buffer->BlockHostUntilReady().ok());
   EXPECT_EQ(BytesInUse(*client_), before);
@@ -345,8 +365,8 @@ TEST_P(EveryModel, OutOfRangeReadIsInvalidArgument) {
 }
 
 TEST_P(EveryModel, ChunkedTransferIsReadyOnlyAfterFinish) {
-  auto transfer = *client_->CreateHostToDeviceTransfer(F32(4),
-                                                       client_->devices()[0]);
+  auto transfer =
+      *client_->CreateHostToDeviceTransfer(F32(4), client_->devices()[0]);
   auto buffer = transfer->buffer();
   float first[2] = {1, 2}, second[2] = {3, 4};
   ASSERT_TRUE(transfer->Append(first, 8).ok());
@@ -359,8 +379,8 @@ TEST_P(EveryModel, ChunkedTransferIsReadyOnlyAfterFinish) {
 }
 
 TEST_P(EveryModel, ChunkedTransferRejectsTooManyBytesAndFrees) {
-  auto transfer = *client_->CreateHostToDeviceTransfer(F32(4),
-                                                       client_->devices()[0]);
+  auto transfer =
+      *client_->CreateHostToDeviceTransfer(F32(4), client_->devices()[0]);
   char data[20] = {};
   absl::Status status = transfer->Append(data, 20);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -372,8 +392,8 @@ TEST_P(EveryModel, ChunkedTransferRejectsTooManyBytesAndFrees) {
 }
 
 TEST_P(EveryModel, ChunkedTransferRejectsTooFewBytes) {
-  auto transfer = *client_->CreateHostToDeviceTransfer(F32(4),
-                                                       client_->devices()[0]);
+  auto transfer =
+      *client_->CreateHostToDeviceTransfer(F32(4), client_->devices()[0]);
   char data[8] = {};
   ASSERT_TRUE(transfer->Append(data, 8).ok());
   absl::Status status = transfer->Finish();
@@ -382,8 +402,8 @@ TEST_P(EveryModel, ChunkedTransferRejectsTooFewBytes) {
 }
 
 TEST_P(EveryModel, AbandonedTransferFreesMemoryAndFailsWaitingReaders) {
-  auto transfer = *client_->CreateHostToDeviceTransfer(F32(4),
-                                                       client_->devices()[0]);
+  auto transfer =
+      *client_->CreateHostToDeviceTransfer(F32(4), client_->devices()[0]);
   auto buffer = transfer->buffer();
   char data[4] = {};
   ASSERT_TRUE(transfer->Append(data, 4).ok());
@@ -462,12 +482,12 @@ TEST_P(EveryModel, ConsumerOfAFailedBufferFailsWithThatError) {
   ExecuteArgument arg{.buffer = input.get()};
   ExecuteResult result{.shape = F32(1)};
   // The producer fails only after its consumers are enqueued.
-  auto failed = *ExecuteOnDevice(client_.get(), client_->devices()[0],
-                                 {&arg, 1}, {&result, 1},
-                                 [&gate](const KernelArgs&) {
-                                   gate.Pass();
-                                   return absl::DataLossError("bad sector");
-                                 });
+  auto failed =
+      *ExecuteOnDevice(client_.get(), client_->devices()[0], {&arg, 1},
+                       {&result, 1}, [&gate](const KernelArgs&) {
+                         gate.Pass();
+                         return absl::DataLossError("bad sector");
+                       });
   auto downstream = *Add(*client_, *failed[0], 1);
   auto copied = *failed[0]->CopyToDevice(client_->devices()[1]);
   gate.Open();
@@ -549,7 +569,8 @@ TEST_P(EveryModel, DonationWaitsForOutstandingUsageHolds) {
     order.push_back(donation.ok() ? "donation acquired" : "donation failed");
   });
   // Wait until the donor has registered its hold and is waiting.
-  while (buffer->holds(Buffer::HoldType::kDonation) == 0) std::this_thread::yield();
+  while (buffer->holds(Buffer::HoldType::kDonation) == 0)
+    std::this_thread::yield();
   {
     MutexLock lock(&mu);
     order.push_back("usage released");
@@ -624,8 +645,9 @@ TEST_P(EveryModel, ArgumentOnAnotherDeviceIsInvalidArgument) {
   auto buffer = Put(*client_, {1}, /*device=*/1);
   ExecuteArgument arg{.buffer = buffer.get()};
   ExecuteResult result{.shape = F32(1)};
-  auto outputs = ExecuteOnDevice(client_.get(), client_->devices()[0], {&arg, 1},
-                                 {&result, 1}, testing::AddKernel(1, 0));
+  auto outputs =
+      ExecuteOnDevice(client_.get(), client_->devices()[0], {&arg, 1},
+                      {&result, 1}, testing::AddKernel(1, 0));
   EXPECT_EQ(outputs.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(outputs.status().message().find("argument 0"),
             absl::string_view::npos);
@@ -652,7 +674,8 @@ TEST_P(EveryModel, DonationWaitsForOutstandingReads) {
   }
 }
 
-// --- allocation models ----------------------------------------------------------
+// --- allocation models
+// ----------------------------------------------------------
 
 TEST(AllocationModels, FreeIsDeferredUntilLastUseUnderSynchronousModel) {
   auto client = MakeClient(AllocationModel::kSynchronous);
@@ -783,10 +806,46 @@ TEST_P(EveryModel, DeleteWhileTransferInFlightIsSafe) {
   EXPECT_EQ(BytesInUse(*client_, 0), 0);
 }
 
+// ExecuteOptions::run_inline_when_idle: on an idle device the kernel runs
+// on the calling thread and the results are ready when the call returns;
+// without it, or with a stream of its own, the stream's thread runs it.
+TEST(InlineRuns, AnIdleDeviceRunsTheKernelOnTheCaller) {
+  auto client = MakeClient();
+  auto x = Put(*client, {1, 2});
+  SyncAll(*client);
+  for (const bool inline_when_idle : {true, false}) {
+    for (const bool own_stream : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("inline ", inline_when_idle, ", own stream ",
+                                own_stream));
+      std::thread::id ran_on;
+      ExecuteArgument arg{.buffer = x.get()};
+      ExecuteResult result{.shape = F32(2)};
+      Kernel kernel = [&ran_on, add = testing::AddKernel(2, 1)](
+                          const KernelArgs& args) mutable -> absl::Status {
+        ran_on = std::this_thread::get_id();
+        return std::move(add)(args);
+      };
+      auto outputs = ExecuteOnDevice(
+          client.get(), x->device(), {&arg, 1}, {&result, 1}, std::move(kernel),
+          {.own_stream = own_stream, .run_inline_when_idle = inline_when_idle});
+      ASSERT_TRUE(outputs.ok()) << outputs.status();
+      const bool inline_run = inline_when_idle && !own_stream;
+      // Ready before anything waited for it.
+      if (inline_run) {
+        EXPECT_TRUE((*outputs)[0]->IsReady());
+      }
+      EXPECT_EQ(Read(*(*outputs)[0]), (std::vector<float>{2, 3}));
+      EXPECT_EQ(ran_on == std::this_thread::get_id(), inline_run);
+      SyncAll(*client);
+    }
+  }
+}
+
 TEST(ComputeSemaphore, QueueAheadIsBoundedBySemaphore) {
   auto client = MakeClient(AllocationModel::kAsynchronous, 1, 64 << 20,
                            /*queue_ahead=*/2);
-  auto& semaphore = client->devices()[0]->local_device_state()->compute_semaphore();
+  auto& semaphore =
+      client->devices()[0]->local_device_state()->compute_semaphore();
   auto x = Put(*client, {1});
   constexpr int kLaunches = 8;
   std::vector<Gate> gates(kLaunches);
@@ -800,7 +859,8 @@ TEST(ComputeSemaphore, QueueAheadIsBoundedBySemaphore) {
   });
   for (int i = 0; i < kLaunches; ++i) {
     // With every gate from i on closed, at most two launches are in flight.
-    while (semaphore.in_use() < std::min(2, kLaunches - i)) std::this_thread::yield();
+    while (semaphore.in_use() < std::min(2, kLaunches - i))
+      std::this_thread::yield();
     EXPECT_LE(launched.load(), i + 2);
     gates[i].Open();
   }
@@ -813,7 +873,11 @@ TEST(ComputeSemaphore, QueueAheadIsBoundedBySemaphore) {
 
 TEST(ComputeSemaphore, SynchronousModelRunsOneExecutionAtATime) {
   auto client = MakeClient(AllocationModel::kSynchronous);
-  EXPECT_EQ(client->devices()[0]->local_device_state()->compute_semaphore().capacity(), 1);
+  EXPECT_EQ(client->devices()[0]
+                ->local_device_state()
+                ->compute_semaphore()
+                .capacity(),
+            1);
 }
 
 }  // namespace

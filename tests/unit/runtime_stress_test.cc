@@ -28,10 +28,11 @@ struct Slot {
 
 class Stress : public ::testing::TestWithParam<AllocationModel> {};
 
-INSTANTIATE_TEST_SUITE_P(AllocationModels, Stress,
-                         ::testing::Values(AllocationModel::kSynchronous,
-                                           AllocationModel::kComputeSynchronized,
-                                           AllocationModel::kAsynchronous));
+INSTANTIATE_TEST_SUITE_P(
+    AllocationModels, Stress,
+    ::testing::Values(AllocationModel::kSynchronous,
+                      AllocationModel::kComputeSynchronized,
+                      AllocationModel::kAsynchronous));
 
 bool AllEqual(const std::vector<float>& v, float value) {
   for (float x : v) {
@@ -52,7 +53,8 @@ TEST_P(Stress, ConcurrentPutCopyReadDeleteAndDonate) {
     MutexLock lock(&slot.mu);
     return std::make_pair(slot.buffer, slot.value);
   };
-  const auto store = [](Slot& slot, std::shared_ptr<Buffer> buffer, float value) {
+  const auto store = [](Slot& slot, std::shared_ptr<Buffer> buffer,
+                        float value) {
     MutexLock lock(&slot.mu);
     slot.buffer = std::move(buffer);
     slot.value = value;
@@ -95,7 +97,8 @@ TEST_P(Stress, ConcurrentPutCopyReadDeleteAndDonate) {
               break;
             }
             std::vector<float> out(kElements);
-            absl::Status status = (*copy)->CopyRawToHost(out.data(), 0, kElements * 4);
+            absl::Status status =
+                (*copy)->CopyRawToHost(out.data(), 0, kElements * 4);
             if (!status.ok()) {
               // A copy of a buffer deleted meanwhile may be incomplete
               // only if the copy itself failed; a finished copy must read.
@@ -113,7 +116,8 @@ TEST_P(Stress, ConcurrentPutCopyReadDeleteAndDonate) {
             auto [buffer, value] = snapshot(slot);
             if (buffer == nullptr) break;
             std::vector<float> out(kElements);
-            absl::Status status = buffer->CopyRawToHost(out.data(), 0, kElements * 4);
+            absl::Status status =
+                buffer->CopyRawToHost(out.data(), 0, kElements * 4);
             if (!status.ok()) {
               unexpected(status);
             } else if (!AllEqual(out, value)) {

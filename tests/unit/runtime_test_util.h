@@ -61,7 +61,8 @@ inline std::shared_ptr<Buffer> Put(Client& client, std::vector<float> values,
 
 inline std::vector<float> Read(Buffer& buffer) {
   std::vector<float> out(buffer.size_bytes() / sizeof(float));
-  absl::Status status = buffer.CopyRawToHost(out.data(), 0, buffer.size_bytes());
+  absl::Status status =
+      buffer.CopyRawToHost(out.data(), 0, buffer.size_bytes());
   EXPECT_TRUE(status.ok()) << status;
   return out;
 }
@@ -89,8 +90,8 @@ inline Kernel AddKernel(int64_t n, float delta, Gate* gate = nullptr) {
 }
 
 // Runs AddKernel on `input`'s device, returning the result.
-inline absl::StatusOr<std::shared_ptr<Buffer>> Add(Client& client, Buffer& input,
-                                                   float delta,
+inline absl::StatusOr<std::shared_ptr<Buffer>> Add(Client& client,
+                                                   Buffer& input, float delta,
                                                    Gate* gate = nullptr,
                                                    bool donate = false) {
   int64_t n = input.size_bytes() / 4;

@@ -40,8 +40,8 @@ TEST(MakeArrayShape, RejectsUnknownType) {
 }
 
 TEST(MakeArrayShape, RejectsSizesThatOverflow) {
-  auto shape = MakeArrayShape(PrimitiveType::kF64,
-                              {int64_t{1} << 40, int64_t{1} << 30});
+  auto shape =
+      MakeArrayShape(PrimitiveType::kF64, {int64_t{1} << 40, int64_t{1} << 30});
   ASSERT_FALSE(shape.ok());
   EXPECT_NE(shape.status().message().find("too large"),
             absl::string_view::npos);

@@ -86,8 +86,7 @@ TEST(RegionTest, RefusesDescriptorsThatCouldShrinkOrAreTooShort) {
   FILE* file = tmpfile();
   ASSERT_NE(file, nullptr);
   region = Region::Map(fileno(file), 1, "");
-  EXPECT_THAT(std::string(region.status().message()),
-              HasSubstr("not a memfd"));
+  EXPECT_THAT(std::string(region.status().message()), HasSubstr("not a memfd"));
   fclose(file);
 }
 
@@ -102,14 +101,17 @@ class RecordingPlatform : public device::Platform {
     return device::AllocationModel::kSynchronous;
   }
   bool host_can_access_device_memory() const override { return false; }
-  absl::StatusOr<std::unique_ptr<device::Stream>> CreateStream(int, const std::string&) override {
+  absl::StatusOr<std::unique_ptr<device::Stream>> CreateStream(
+      int, const std::string&) override {
     return absl::UnimplementedError("not in this test");
   }
   std::unique_ptr<device::Event> CreateEvent(int) override { return nullptr; }
-  std::unique_ptr<device::SubAllocator> CreateDeviceMemoryAllocator(int) override {
+  std::unique_ptr<device::SubAllocator> CreateDeviceMemoryAllocator(
+      int) override {
     return nullptr;
   }
-  std::unique_ptr<device::SubAllocator> CreateStagingMemoryAllocator(int) override {
+  std::unique_ptr<device::SubAllocator> CreateStagingMemoryAllocator(
+      int) override {
     return nullptr;
   }
   absl::Status RegisterHostMemory(void* data, int64_t size) override {
@@ -155,8 +157,12 @@ TEST(RegionTest, SliceChecksBoundsWithoutOverflow) {
   EXPECT_TRUE(region->Slice(4096, 0).ok());
   EXPECT_TRUE(region->Slice(4000, 96).ok());
   for (auto [offset, bytes] : std::vector<std::pair<int64_t, int64_t>>{
-           {4000, 97}, {4097, 0}, {-1, 1}, {0, -1},
-           {int64_t{1} << 62, int64_t{1} << 62}, {1, INT64_MAX}}) {
+           {4000, 97},
+           {4097, 0},
+           {-1, 1},
+           {0, -1},
+           {int64_t{1} << 62, int64_t{1} << 62},
+           {1, INT64_MAX}}) {
     auto slice = region->Slice(offset, bytes);
     EXPECT_EQ(slice.status().code(), absl::StatusCode::kInvalidArgument)
         << offset << " " << bytes;

@@ -47,17 +47,18 @@ TEST(WorkerThreadTest, RunsClosuresInOrderOnItsThread) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
 }
 
-TEST(WorkerThreadTest, InlineScopeRunsOnTheCallerWhenIdle) {
+TEST(WorkerThreadTest, TheInlineCallerRunsItsClosuresWhenIdle) {
   WorkerThread worker("test-worker");
   std::thread::id ran_on;
   {
-    WorkerThread::InlineScope scope;
+    WorkerThread::InlineCaller caller = worker.LetCallerRunWhenIdle();
+    ASSERT_TRUE(caller.active());
     worker.Schedule([&] { ran_on = std::this_thread::get_id(); });
     // Ran before Schedule returned.
     EXPECT_EQ(ran_on, std::this_thread::get_id());
     EXPECT_EQ(worker.pending(), 0);
   }
-  // Without the scope it goes to the worker again.
+  // Once the caller is gone it goes to the worker again.
   Signal done;
   worker.Schedule([&] {
     ran_on = std::this_thread::get_id();
@@ -67,7 +68,7 @@ TEST(WorkerThreadTest, InlineScopeRunsOnTheCallerWhenIdle) {
   EXPECT_NE(ran_on, std::this_thread::get_id());
 }
 
-TEST(WorkerThreadTest, InlineScopeQueuesBehindBusyWorkAndKeepsOrder) {
+TEST(WorkerThreadTest, TheInlineCallerQueuesBehindBusyWorkAndKeepsOrder) {
   WorkerThread worker("test-worker");
   Signal release, started;
   std::vector<int> order;
@@ -79,7 +80,7 @@ TEST(WorkerThreadTest, InlineScopeQueuesBehindBusyWorkAndKeepsOrder) {
   started.WaitForNotification();
   std::thread::id ran_on;
   {
-    WorkerThread::InlineScope scope;
+    WorkerThread::InlineCaller caller = worker.LetCallerRunWhenIdle();
     // The worker is busy: this one must wait its turn, on the worker.
     worker.Schedule([&] {
       order.push_back(1);
@@ -100,7 +101,7 @@ TEST(WorkerThreadTest, WorkScheduledDuringAnInlineClosureRunsAfterIt) {
   std::vector<int> order;
   Signal done;
   {
-    WorkerThread::InlineScope scope;
+    WorkerThread::InlineCaller caller = worker.LetCallerRunWhenIdle();
     worker.Schedule([&] {
       order.push_back(0);
       // Nested: queued (the inline closure counts as running), so it runs
@@ -125,8 +126,8 @@ TEST(WorkerThreadTest, InlineAndQueuedClosuresFromManyThreadsNeverOverlap) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 500; ++i) {
-        std::optional<WorkerThread::InlineScope> scope;
-        if ((i + t) % 2 == 0) scope.emplace();
+        std::optional<WorkerThread::InlineCaller> caller;
+        if ((i + t) % 2 == 0) caller.emplace(worker.LetCallerRunWhenIdle());
         worker.Schedule([&] {
           if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
           ran.fetch_add(1);
@@ -141,6 +142,44 @@ TEST(WorkerThreadTest, InlineAndQueuedClosuresFromManyThreadsNeverOverlap) {
   done.WaitForNotification();
   EXPECT_EQ(ran.load(), 2000);
   EXPECT_EQ(overlaps.load(), 0);
+}
+
+// One inline caller at a time, and only the caller's own closures run
+// inline: another thread's go to the worker.
+TEST(WorkerThreadTest, OnlyTheInlineCallerRunsInline) {
+  WorkerThread worker("test-worker");
+  WorkerThread::InlineCaller caller = worker.LetCallerRunWhenIdle();
+  ASSERT_TRUE(caller.active());
+  std::thread::id other_id, ran_on;
+  bool second_active = true;
+  Signal done;
+  std::thread other([&] {
+    other_id = std::this_thread::get_id();
+    WorkerThread::InlineCaller second = worker.LetCallerRunWhenIdle();
+    second_active = second.active();
+    worker.Schedule([&] {
+      ran_on = std::this_thread::get_id();
+      done.Notify();
+    });
+  });
+  other.join();
+  done.WaitForNotification();
+  EXPECT_FALSE(second_active);
+  EXPECT_NE(ran_on, other_id);
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+}
+
+// The worker's own closures never make it an inline caller of itself.
+TEST(WorkerThreadTest, TheWorkerCannotBeItsOwnInlineCaller) {
+  WorkerThread worker("test-worker");
+  bool active = true;
+  Signal done;
+  worker.Schedule([&] {
+    active = worker.LetCallerRunWhenIdle().active();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_FALSE(active);
 }
 
 }  // namespace

@@ -204,9 +204,10 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
   grpc::Status status = client->server_->GetServerInfo(
       &context, v1::GetServerInfoRequest(), &client->info_);
   if (!status.ok()) {
-    return absl::Status(ToAbslStatus(status).code(),
-                        absl::StrFormat("pjrtd at %s did not describe itself: %s",
-                                        address, status.error_message()));
+    return absl::Status(
+        ToAbslStatus(status).code(),
+        absl::StrFormat("pjrtd at %s did not describe itself: %s", address,
+                        status.error_message()));
   }
   const v1::ServerInfo& info = client->info_;
   if (pjrt::kProtocolVersionMax < info.protocol_version_min() ||
@@ -314,8 +315,7 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   if (options.attach) {
     v1::AttachRequest attach;
     attach.set_session_id(state->id);
-    state->attach_reader =
-        sessions_->Attach(&state->attach_context, attach);
+    state->attach_reader = sessions_->Attach(&state->attach_context, attach);
     v1::SessionEvent event;
     // The first event confirms the attachment.
     if (!state->attach_reader->Read(&event)) {
@@ -364,7 +364,10 @@ absl::StatusOr<std::unique_ptr<Session>> Client::ResumeSession(
   auto state = std::make_shared<SessionState>();
   state->client = shared_from_this();
   state->id = session_id;
-  state->kept = true;
+  {
+    pjrt::MutexLock lock(&state->mu);
+    state->kept = true;
+  }
   std::unique_ptr<Session> session(new Session(state));
   absl::Status alive = session->KeepAlive();
   if (!alive.ok()) return alive;
@@ -391,8 +394,8 @@ absl::Status Session::Close() {
   v1::CloseSessionResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  grpc::Status status =
-      state_->client->sessions_stub().CloseSession(&context, request, &response);
+  grpc::Status status = state_->client->sessions_stub().CloseSession(
+      &context, request, &response);
   if (state_->attach_reader != nullptr) {
     state_->attach_context.TryCancel();
     state_->attach_reader->Finish().ok();
@@ -414,13 +417,14 @@ absl::Status Session::KeepAlive() {
 absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
                                        absl::Span<const int64_t> dims,
                                        absl::Span<const uint8_t> data,
-                                       int device_id, const Progress& progress) {
+                                       int device_id,
+                                       const Progress& progress) {
   if (static_cast<int64_t>(data.size()) >= kSharedMemoryThreshold) {
     if (std::optional<Mapping> staging =
             state_->TakeStaging(static_cast<int64_t>(data.size()))) {
       std::memcpy(staging->data, data.data(), data.size());
-      auto buffer = UploadFromHandle(staging->handle, 0, dtype, dims,
-                                     device_id, /*zero_copy=*/false);
+      auto buffer = UploadFromHandle(staging->handle, 0, dtype, dims, device_id,
+                                     /*zero_copy=*/false);
       state_->GiveBackStaging(*staging);
       if (buffer.ok() && progress) {
         progress(static_cast<int64_t>(data.size()),
@@ -504,8 +508,8 @@ absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
   return Buffer(state_, std::move(info));
 }
 
-absl::StatusOr<Executable> Session::Compile(
-    const std::string& hlo_text, const v1::CompileOptions& options) {
+absl::StatusOr<Executable> Session::Compile(const std::string& hlo_text,
+                                            const v1::CompileOptions& options) {
   v1::CompileRequest request;
   request.set_session_id(state_->id);
   request.set_hlo_text(hlo_text);
@@ -561,8 +565,6 @@ absl::Status AddArguments(absl::Span<const Buffer* const> arguments,
   }
   return absl::OkStatus();
 }
-
-
 
 void ExecuteOptionsToProto(const ExecuteOptions& options,
                            v1::ExecuteOptions* proto) {
@@ -824,8 +826,9 @@ absl::StatusOr<Session::CrossHostReceive> Session::MakeCrossHostReceiveBuffers(
   v1::MakeCrossHostReceiveBuffersResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  grpc::Status status = state_->client->buffers_stub().MakeCrossHostReceiveBuffers(
-      &context, request, &response);
+  grpc::Status status =
+      state_->client->buffers_stub().MakeCrossHostReceiveBuffers(
+          &context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
   CrossHostReceive out;
   for (int i = 0; i < response.buffers_size(); ++i) {
@@ -853,9 +856,9 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
   absl::Status synced = Sync();
   if (!synced.ok()) return synced;
   if (static_cast<int64_t>(out.size()) != size_bytes()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "destination holds %d bytes; buffer %#x has %d", out.size(), handle(),
-        size_bytes()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("destination holds %d bytes; buffer %#x has %d",
+                        out.size(), handle(), size_bytes()));
   }
   if (info_.has_data() && info_.data().size() == out.size()) {
     // Fetched with the run that made the buffer.
@@ -913,20 +916,21 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
     std::memcpy(out.data() + received, chunk.data(), chunk.size());
     received += chunk.size();
     if (progress) {
-      progress(static_cast<int64_t>(received), static_cast<int64_t>(out.size()));
+      progress(static_cast<int64_t>(received),
+               static_cast<int64_t>(out.size()));
     }
   }
   grpc::Status status = reader->Finish();
   if (overflow) {
-    return absl::DataLossError(absl::StrFormat(
-        "daemon sent more than the %d bytes of buffer %#x", size_bytes(),
-        handle()));
+    return absl::DataLossError(
+        absl::StrFormat("daemon sent more than the %d bytes of buffer %#x",
+                        size_bytes(), handle()));
   }
   if (!status.ok()) return ToAbslStatus(status);
   if (received != out.size()) {
-    return absl::DataLossError(absl::StrFormat(
-        "download of buffer %#x ended after %d of %d bytes", handle(),
-        received, out.size()));
+    return absl::DataLossError(
+        absl::StrFormat("download of buffer %#x ended after %d of %d bytes",
+                        handle(), received, out.size()));
   }
   return absl::OkStatus();
 }
@@ -1016,8 +1020,8 @@ absl::Status Buffer::Delete() {
   v1::DeleteBuffersResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  return ToAbslStatus(
-      state->client->buffers_stub().DeleteBuffers(&context, request, &response));
+  return ToAbslStatus(state->client->buffers_stub().DeleteBuffers(
+      &context, request, &response));
 }
 
 uint64_t Buffer::Release() {

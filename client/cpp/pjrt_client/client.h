@@ -520,9 +520,8 @@ int64_t DTypeBytes(pjrt::v1::DType dtype, int64_t count);
 // Views a contiguous container's bytes: AsBytes(std::vector<float>{...}).
 template <typename Container>
 absl::Span<const uint8_t> AsBytes(const Container& c) {
-  return absl::Span<const uint8_t>(
-      reinterpret_cast<const uint8_t*>(c.data()),
-      c.size() * sizeof(*c.data()));
+  return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(c.data()),
+                                   c.size() * sizeof(*c.data()));
 }
 
 // grpc::Status to absl::Status, keeping the code and the daemon's message.

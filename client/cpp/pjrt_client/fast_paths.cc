@@ -891,7 +891,8 @@ absl::StatusOr<std::vector<Buffer>> Executable::ExecutePipelined(
           state_->client->executables_stub().ExecuteStream(&fresh->context);
       SessionState* session = state_.get();
       PipelineState* raw = fresh.get();
-      fresh->reader = std::thread([session, raw] { ReadPipeline(session, raw); });
+      fresh->reader =
+          std::thread([session, raw] { ReadPipeline(session, raw); });
       state_->pipeline = fresh;
     }
     p = state_->pipeline;
