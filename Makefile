@@ -101,8 +101,10 @@ lint:
 # x86-64 levels, the packages and the sanitizers (make test runs them all).
 CHECK_SUITES := tests/python/test_layering.py tests/python/test_docs.py \
 	tests/python/test_client.py tests/python/test_ops.py \
+	tests/python/test_ops_control_flow.py tests/python/test_mlp.py \
 	tests/python/test_executables.py tests/python/test_hostile_inputs.py \
-	tests/python/test_stablehlo.py
+	tests/python/test_stablehlo.py tests/python/test_pjrtctl.py \
+	tests/python/test_pjrt_hlo.py
 
 check: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L 'unit|lint'
