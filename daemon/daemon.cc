@@ -263,8 +263,8 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   v1::TaskTopology self;
   self.set_task_id(options_.task_id);
   self.set_build_version(kBuildVersion);
-  self.set_protocol_version_min(kProtocolVersionMin);
-  self.set_protocol_version_max(kProtocolVersionMax);
+  self.set_protocol_version_min(kProtocolRevisionMin);
+  self.set_protocol_version_max(kProtocolRevisionMax);
   self.set_platform(platform->name());
   for (int ordinal = 0; ordinal < platform->device_count(); ++ordinal) {
     device::DeviceDescription description = platform->Describe(ordinal);

@@ -58,7 +58,8 @@ inline constexpr uint32_t kMaxLaneHelloBytes = 256;
 inline constexpr absl::Duration kLaneHelloTimeout = absl::Seconds(2);
 inline constexpr absl::Duration kLaneSendTimeout = absl::Seconds(60);
 // The first protocol revision with lanes.
-inline constexpr uint32_t kLaneProtocolVersion = 8;
+inline constexpr uint32_t kLaneProtocolVersion =
+    v1::PROTOCOL_REVISION_EXECUTE_LANES;
 
 struct ExecuteLaneOptions {
   // Open lanes (and connections in their hello), per session and in all.

@@ -13,8 +13,8 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
   auto caller = auth_->Authenticate(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   response->set_build_version(kBuildVersion);
-  response->set_protocol_version_min(kProtocolVersionMin);
-  response->set_protocol_version_max(kProtocolVersionMax);
+  response->set_protocol_version_min(kProtocolRevisionMin);
+  response->set_protocol_version_max(kProtocolRevisionMax);
   response->set_platform(std::string(client_->platform_name()));
   if (auto backend = client_->backend(); backend.ok()) {
     response->set_backend((*backend)->Describe());

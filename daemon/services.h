@@ -41,8 +41,11 @@
 
 namespace pjrt::daemon {
 
+// The protocol's constants (ProtocolConstant in proto/pjrt/v1/types.proto).
+inline constexpr uint32_t kProtocolRevisionMin = v1::PROTOCOL_REVISION_MIN;
+inline constexpr uint32_t kProtocolRevisionMax = v1::PROTOCOL_REVISION_MAX;
 // Largest chunk of an upload, and the size of download chunks.
-inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
+inline constexpr int64_t kMaxChunkBytes = v1::MAX_CHUNK_BYTES;
 // Most bytes of array contents one unary reply carries (ReadBuffer, and the
 // results of an Execute with fetch_results, together).
 inline constexpr int64_t kMaxInlineBytes = int64_t{1} << 20;

@@ -125,14 +125,14 @@ grpc::ServerUnaryReactor* SessionService::OpenSessionImpl(
     v1::OpenSessionResponse* response) {
   unsigned version = request->protocol_version();
   if (version != 0 &&
-      (version < kProtocolVersionMin || version > kProtocolVersionMax)) {
-    return Reply(
-        context,
-        absl::FailedPreconditionError(absl::StrFormat(
-            "the client speaks pjrt.v1 protocol revision %d, but this "
-            "daemon (%s) speaks revisions %d to %d; use a client and "
-            "daemon of matching releases",
-            version, kBuildVersion, kProtocolVersionMin, kProtocolVersionMax)));
+      (version < kProtocolRevisionMin || version > kProtocolRevisionMax)) {
+    return Reply(context,
+                 absl::FailedPreconditionError(absl::StrFormat(
+                     "the client speaks pjrt.v1 protocol revision %d, but this "
+                     "daemon (%s) speaks revisions %d to %d; use a client and "
+                     "daemon of matching releases",
+                     version, kBuildVersion, kProtocolRevisionMin,
+                     kProtocolRevisionMax)));
   }
   auto caller = auth_->Authenticate(*context);
   if (!caller.ok()) return Reply(context, caller.status());

@@ -21,6 +21,14 @@
 #include "grpcpp/support/client_interceptor.h"
 
 namespace pjrt_client {
+
+namespace {
+
+// The revisions this client speaks (proto/pjrt/v1/types.proto).
+constexpr uint32_t kProtocolRevisionMin = pjrt::v1::PROTOCOL_REVISION_MIN;
+constexpr uint32_t kProtocolRevisionMax = pjrt::v1::PROTOCOL_REVISION_MAX;
+
+}  // namespace
 namespace v1 = ::pjrt::v1;
 
 namespace {
@@ -210,14 +218,14 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
                         status.error_message()));
   }
   const v1::ServerInfo& info = client->info_;
-  if (pjrt::kProtocolVersionMax < info.protocol_version_min() ||
-      pjrt::kProtocolVersionMin > info.protocol_version_max()) {
+  if (kProtocolRevisionMax < info.protocol_version_min() ||
+      kProtocolRevisionMin > info.protocol_version_max()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "pjrtd at %s (%s) speaks pjrt.v1 revisions %d to %d; this client "
         "(%s) speaks %d to %d; use a client from the daemon's release",
         address, info.build_version(), info.protocol_version_min(),
-        info.protocol_version_max(), pjrt::kBuildVersion,
-        pjrt::kProtocolVersionMin, pjrt::kProtocolVersionMax));
+        info.protocol_version_max(), pjrt::kBuildVersion, kProtocolRevisionMin,
+        kProtocolRevisionMax));
   }
   return client;
 }
@@ -280,7 +288,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   request.set_lease_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds(options.lease)));
   // The revision that added whole-cluster sessions.
-  constexpr uint32_t kWholeClusterRevision = 9;
+  constexpr uint32_t kWholeClusterRevision =
+      v1::PROTOCOL_REVISION_WHOLE_CLUSTER;
   if (options.whole_cluster &&
       info_.protocol_version_max() < kWholeClusterRevision) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -291,8 +300,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   }
   // The newest revision both sides speak (a daemon checks it is one of
   // its own).
-  request.set_protocol_version(std::min<uint32_t>(
-      pjrt::kProtocolVersionMax, info_.protocol_version_max()));
+  request.set_protocol_version(
+      std::min<uint32_t>(kProtocolRevisionMax, info_.protocol_version_max()));
   request.set_whole_cluster(options.whole_cluster);
   v1::OpenSessionResponse response;
   {

@@ -44,7 +44,7 @@ inline constexpr char kDefaultAddress[] = "unix:///run/pjrtd/pjrtd.sock";
 // The environment variable that overrides the default address.
 inline constexpr char kAddressEnvVar[] = "PJRTD_ADDRESS";
 // Bytes per upload chunk (the protocol's maximum).
-inline constexpr int64_t kChunkBytes = int64_t{1} << 20;
+inline constexpr int64_t kChunkBytes = pjrt::v1::MAX_CHUNK_BYTES;
 
 // The address to use: `address` if not empty, else $PJRTD_ADDRESS, else
 // kDefaultAddress.

@@ -482,7 +482,7 @@ namespace {
 // is 4 by default); a call beyond them goes through gRPC.
 constexpr int kMaxLanes = 4;
 constexpr uint32_t kMaxLaneMessageBytes = uint32_t{4} << 20;
-constexpr uint32_t kLaneProtocolVersion = 8;
+constexpr uint32_t kLaneProtocolVersion = v1::PROTOCOL_REVISION_EXECUTE_LANES;
 
 bool SendAll(int fd, const char* data, size_t size) {
   while (size > 0) {

@@ -36,14 +36,16 @@ TOKEN_ENV_VAR = "PJRTD_TOKEN"
 TLS_CA_ENV_VAR = "PJRTD_TLS_CA"
 TLS_CERT_ENV_VAR = "PJRTD_TLS_CERT"
 TLS_KEY_ENV_VAR = "PJRTD_TLS_KEY"
-#: pjrt.v1 protocol revision this client speaks (6: inline reads and
-#: results, released handles carried by Execute; 7: data channels; 8:
-#: execute lanes).
-PROTOCOL_VERSION = 8
+# The protocol's constants come from proto/pjrt/v1/types.proto
+# (ProtocolConstant), as the daemon's and the C++ client's do.
+#: pjrt.v1 protocol revision this client speaks: the newest whose features
+#: every session uses (execute lanes), so that it works with the daemons
+#: that have them.
+PROTOCOL_VERSION = types_pb2.PROTOCOL_REVISION_EXECUTE_LANES
 #: The revision that added whole-cluster sessions (Client(whole_cluster=)).
-WHOLE_CLUSTER_VERSION = 9
+WHOLE_CLUSTER_VERSION = types_pb2.PROTOCOL_REVISION_WHOLE_CLUSTER
 #: Bytes per upload chunk (the protocol's maximum).
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = types_pb2.MAX_CHUNK_BYTES
 #: Arrays of at most this many bytes are read in one unary call
 #: (ReadBuffer), and fetched results must fit in it together.
 INLINE_BYTES = 1 << 20

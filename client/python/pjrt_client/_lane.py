@@ -21,10 +21,10 @@ import grpc
 
 from pjrt_client._errors import (DeadlineExceededError, UnavailableError,
                                  error_for_code)
-from pjrt_client._proto.pjrt.v1 import executable_pb2
+from pjrt_client._proto.pjrt.v1 import executable_pb2, types_pb2
 
 # The first protocol revision with lanes.
-LANE_PROTOCOL_VERSION = 8
+LANE_PROTOCOL_VERSION = types_pb2.PROTOCOL_REVISION_EXECUTE_LANES
 # Lanes a client holds at most (the daemon's max_execute_lanes_per_session
 # is 4 by default); a call beyond them goes through gRPC.
 _MAX_LANES = 4
