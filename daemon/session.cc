@@ -165,7 +165,7 @@ uint64_t Session::AddBufferLocked(std::shared_ptr<runtime::Buffer> buffer) {
   if (buffer->is_tuple()) {
     tuple_elements_ += static_cast<int64_t>(buffer->tuple_elements().size());
   }
-  buffers_.emplace(handle, std::move(buffer));
+  buffers_.Insert(handle, std::move(buffer));
   return handle;
 }
 
@@ -229,7 +229,7 @@ absl::Status Session::AddBuffersWithHandles(
   for (size_t i = 0; i < handles.size(); ++i) {
     handles_.emplace(buffers[i].get(), handles[i]);
     bytes_ += buffers[i]->size_bytes();
-    buffers_.emplace(handles[i], buffers[i]);
+    buffers_.Insert(handles[i], buffers[i]);
   }
   peak_bytes_ = std::max(peak_bytes_, bytes_);
   return absl::OkStatus();
@@ -243,10 +243,8 @@ uint64_t Session::HandleOf(const runtime::Buffer* buffer) const {
 
 void Session::EraseBufferLocked(
     uint64_t handle, std::vector<std::shared_ptr<runtime::Buffer>>* doomed) {
-  auto it = buffers_.find(handle);
-  if (it == buffers_.end()) return;  // listed twice, or an element of one
-  std::shared_ptr<runtime::Buffer> buffer = std::move(it->second);
-  buffers_.erase(it);
+  std::shared_ptr<runtime::Buffer> buffer = buffers_.Take(handle);
+  if (buffer == nullptr) return;  // listed twice, or an element of one
   handles_.erase(buffer.get());
   Refund(*buffer);
   bytes_ -= buffer->size_bytes();
@@ -283,7 +281,7 @@ absl::StatusOr<uint64_t> Session::AddRegion(std::shared_ptr<Region> region) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s is closed", DebugString()));
   }
-  if (static_cast<int64_t>(regions_.size()) >= limits_.max_regions) {
+  if (regions_.size() >= limits_.max_regions) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("%s already holds %d regions, the most a session may "
                         "(max_regions_per_session); unregister one first",
@@ -300,42 +298,31 @@ absl::StatusOr<uint64_t> Session::AddRegion(std::shared_ptr<Region> region) {
   PJRT_RETURN_IF_ERROR(CheckRoomLocked(1));
   uint64_t handle = NewHandle();
   region_bytes_ += region->size();
-  regions_.emplace(handle, std::move(region));
+  regions_.Insert(handle, std::move(region));
   return handle;
 }
 
 absl::StatusOr<std::shared_ptr<Region>> Session::LookupRegion(
     uint64_t handle) const {
   pjrt::MutexLock lock(&mu_);
-  auto it = regions_.find(handle);
-  if (it == regions_.end()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "region handle %#x is not a region of this session (never "
-        "registered, already unregistered, or owned by another session)",
-        handle));
-  }
-  return it->second;
+  return regions_.Lookup(handle);
 }
 
 absl::Status Session::UnregisterRegion(uint64_t handle) {
   std::shared_ptr<Region> region;
   {
     pjrt::MutexLock lock(&mu_);
-    auto it = regions_.find(handle);
-    if (it == regions_.end()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "region handle %#x is not a region of this session", handle));
-    }
-    int64_t uses = it->second->uses();
+    Region* found = regions_.Find(handle);
+    if (found == nullptr) return regions_.NotFound(handle);
+    int64_t uses = found->uses();
     if (uses > 0) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "region %#x is in use by %d transfer(s) or zero-copy buffer(s); "
           "wait for the transfers and delete those buffers first",
           handle, uses));
     }
-    region = std::move(it->second);
+    region = regions_.Take(handle);
     region_bytes_ -= region->size();
-    regions_.erase(it);
   }
   return absl::OkStatus();
 }
@@ -347,36 +334,25 @@ absl::StatusOr<uint64_t> Session::AddDataChannel(
     return absl::FailedPreconditionError(
         absl::StrFormat("%s is closed", DebugString()));
   }
-  absl::erase_if(channels_, [](const auto& entry) {
-    return entry.second->EndIfAbandoned();
-  });
-  if (static_cast<int>(channels_.size()) >= limits_.max_data_channels) {
+  channels_.EraseIf(
+      [](DataChannel& channel) { return channel.EndIfAbandoned(); });
+  if (channels_.size() >= limits_.max_data_channels) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s already has %d data channels, the most a session may "
         "(max_data_channels_per_session)",
         DebugString(), channels_.size()));
   }
   uint64_t handle = NewHandle();
-  channels_.emplace(handle, std::move(channel));
+  channels_.Insert(handle, std::move(channel));
   return handle;
 }
 
 absl::StatusOr<std::shared_ptr<DataChannel>> Session::LookupDataChannel(
     uint64_t handle) {
   pjrt::MutexLock lock(&mu_);
-  auto it = channels_.find(handle);
-  if (it != channels_.end() && it->second->ended()) {
-    channels_.erase(it);
-    it = channels_.end();
-  }
-  if (it == channels_.end()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "data channel %#x is not an open channel of this session (never "
-        "opened, ended after a failed transfer or by its client, or owned "
-        "by another session)",
-        handle));
-  }
-  return it->second;
+  DataChannel* channel = channels_.Find(handle);
+  if (channel != nullptr && channel->ended()) channels_.Take(handle);
+  return channels_.Lookup(handle);
 }
 
 std::vector<std::pair<uint64_t, std::shared_ptr<Region>>> Session::Regions()
@@ -393,8 +369,7 @@ int Session::region_count() const {
 absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
     uint64_t handle) const {
   pjrt::MutexLock lock(&mu_);
-  auto it = buffers_.find(handle);
-  if (it == buffers_.end()) {
+  if (!buffers_.contains(handle)) {
     if (auto remote = remote_buffers_.find(handle);
         remote != remote_buffers_.end()) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -403,12 +378,8 @@ absl::StatusOr<std::shared_ptr<runtime::Buffer>> Session::LookupBuffer(
           "with ExecuteReplicated)",
           handle, remote->second));
     }
-    return absl::NotFoundError(absl::StrFormat(
-        "buffer handle %#x is not a buffer of this session (never created, "
-        "already deleted, or owned by another session)",
-        handle));
   }
-  return it->second;
+  return buffers_.Lookup(handle);
 }
 
 absl::Status Session::DeleteBuffers(absl::Span<const uint64_t> handles) {
@@ -450,11 +421,9 @@ int Session::Release(absl::Span<const uint64_t> buffers,
       ++released;
     }
     for (uint64_t handle : executables) {
-      auto it = executables_.find(handle);
-      if (it == executables_.end()) continue;
+      if (!executables_.contains(handle)) continue;
       ReleaseRemotePartsLocked(handle);
-      dropped.push_back(std::move(it->second));
-      executables_.erase(it);
+      dropped.push_back(executables_.Take(handle));
       if (account_ != nullptr) account_->GiveExecutables(1);
       ++released;
     }
@@ -482,37 +451,23 @@ absl::StatusOr<uint64_t> Session::AddExecutable(
     }
   }
   uint64_t handle = NewHandle();
-  executables_.emplace(handle, std::move(executable));
+  executables_.Insert(handle, std::move(executable));
   return handle;
 }
 
 absl::StatusOr<std::shared_ptr<runtime::Executable>> Session::LookupExecutable(
     uint64_t handle) const {
   pjrt::MutexLock lock(&mu_);
-  auto it = executables_.find(handle);
-  if (it == executables_.end()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "executable handle %#x is not an executable of this session (never "
-        "compiled, already deleted, or owned by another session)",
-        handle));
-  }
-  return it->second;
+  return executables_.Lookup(handle);
 }
 
 absl::Status Session::DeleteExecutable(uint64_t handle) {
   std::shared_ptr<runtime::Executable> doomed;
   {
     pjrt::MutexLock lock(&mu_);
-    auto it = executables_.find(handle);
-    if (it == executables_.end()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "executable handle %#x is not an executable of this session (never "
-          "compiled, already deleted, or owned by another session)",
-          handle));
-    }
+    if (!executables_.contains(handle)) return executables_.NotFound(handle);
     ReleaseRemotePartsLocked(handle);
-    doomed = std::move(it->second);
-    executables_.erase(it);
+    doomed = executables_.Take(handle);
     if (account_ != nullptr) account_->GiveExecutables(1);
   }
   // `doomed` may be the last reference: destroy it outside the lock.
@@ -568,32 +523,30 @@ SessionCloseStats Session::Close(const absl::Status& why) {
                : absl::Status(why.code(),
                               absl::StrFormat("%s was closed: %s",
                                               DebugString(), why.message())));
-  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
-      executables;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions;
+  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
+  std::vector<std::shared_ptr<runtime::Executable>> executables;
+  std::vector<std::shared_ptr<Region>> regions;
   {
     pjrt::MutexLock lock(&mu_);
     if (!closed_ && account_ != nullptr) {
       for (const auto& [handle, buffer] : buffers_) Refund(*buffer);
-      account_->GiveExecutables(static_cast<int64_t>(executables_.size()));
+      account_->GiveExecutables(executables_.size());
       account_->GiveSession();
     }
     closed_ = true;
-    buffers.swap(buffers_);
+    buffers = buffers_.TakeAll();
     handles_.clear();
     bytes_ = 0;
     region_bytes_ = 0;
     tuple_elements_ = 0;
-    executables.swap(executables_);
-    regions.swap(regions_);
+    executables = executables_.TakeAll();
+    regions = regions_.TakeAll();
     // The proxies end with the session, and with them what they hold;
     // proxies_ stays, for ProxySessions to close them.
     remote_buffers_.clear();
     remote_parts_.clear();
     remote_releases_ = {};
-    for (auto& [handle, channel] : channels_) channel->End();
-    channels_.clear();
+    for (auto& channel : channels_.TakeAll()) channel->End();
     if (attachment_ != nullptr) {
       attachment_->Detach(why);
       attachment_ = nullptr;
@@ -604,7 +557,7 @@ SessionCloseStats Session::Close(const absl::Status& why) {
   stats.regions_freed = static_cast<int64_t>(regions.size());
   // Arrays first: a tuple's Delete deletes its elements, which must be
   // counted before.
-  for (auto& [handle, buffer] : buffers) {
+  for (auto& buffer : buffers) {
     if (buffer->is_tuple()) continue;
     if (!buffer->IsDeleted()) {
       stats.buffers_freed++;
@@ -612,7 +565,7 @@ SessionCloseStats Session::Close(const absl::Status& why) {
     }
     buffer->Delete();
   }
-  for (auto& [handle, buffer] : buffers) {
+  for (auto& buffer : buffers) {
     if (buffer->is_tuple()) buffer->Delete();
   }
   return stats;
@@ -627,8 +580,8 @@ SessionSummary Session::Summarize(absl::Time now) const {
   summary.tenant = tenant_name();
   summary.account = account_.get();
   summary.attached = attachment_ != nullptr;
-  summary.buffer_count = static_cast<int64_t>(buffers_.size());
-  summary.executable_count = static_cast<int64_t>(executables_.size());
+  summary.buffer_count = buffers_.size();
+  summary.executable_count = executables_.size();
   summary.bytes = bytes_;
   summary.peak_bytes = peak_bytes_;
   summary.usage = usage_;
@@ -642,12 +595,12 @@ SessionSummary Session::Summarize(absl::Time now) const {
 
 int64_t Session::buffer_count() const {
   pjrt::MutexLock lock(&mu_);
-  return static_cast<int64_t>(buffers_.size());
+  return buffers_.size();
 }
 
 int64_t Session::executable_count() const {
   pjrt::MutexLock lock(&mu_);
-  return static_cast<int64_t>(executables_.size());
+  return executables_.size();
 }
 
 bool Session::closed() const {

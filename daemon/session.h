@@ -28,6 +28,7 @@
 #include "base/check.h"
 #include "base/mutex.h"
 #include "daemon/data_channel.h"
+#include "daemon/handle_table.h"
 #include "daemon/shared_memory.h"
 #include "daemon/tenants.h"
 #include "daemon/usage.h"
@@ -333,9 +334,8 @@ class Session {
   absl::Status CheckRoomLocked(int64_t more) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t handle_count() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return static_cast<int64_t>(buffers_.size() + executables_.size() +
-                                regions_.size() + remote_buffers_.size()) +
-           tuple_elements_;
+    return buffers_.size() + executables_.size() + regions_.size() +
+           static_cast<int64_t>(remote_buffers_.size()) + tuple_elements_;
   }
   // Queues the remote parts of executable `handle` for deletion.
   void ReleaseRemotePartsLocked(uint64_t handle)
@@ -369,17 +369,22 @@ class Session {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_renewal_ ABSL_GUARDED_BY(mu_);
   SessionAttachment* attachment_ ABSL_GUARDED_BY(mu_) = nullptr;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Buffer>> buffers_
-      ABSL_GUARDED_BY(mu_);
+  HandleTable<runtime::Buffer> buffers_ ABSL_GUARDED_BY(mu_){
+      "buffer", "a buffer",
+      "never created, already deleted, or owned by another session"};
   // The inverse of buffers_.
   absl::flat_hash_map<const runtime::Buffer*, uint64_t> handles_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::shared_ptr<runtime::Executable>>
-      executables_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Region>> regions_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::shared_ptr<DataChannel>> channels_
-      ABSL_GUARDED_BY(mu_);
+  HandleTable<runtime::Executable> executables_ ABSL_GUARDED_BY(mu_){
+      "executable", "an executable",
+      "never compiled, already deleted, or owned by another session"};
+  HandleTable<Region> regions_ ABSL_GUARDED_BY(mu_){
+      "region", "a region",
+      "never registered, already unregistered, or owned by another session"};
+  HandleTable<DataChannel> channels_ ABSL_GUARDED_BY(mu_){
+      "data channel", "an open data channel",
+      "never opened, ended after a failed transfer or by its client, or "
+      "owned by another session"};
   // Bytes of the registered arrays, and of the registered regions.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -196,7 +196,7 @@ absl::Status BufferSequencingEvent::BlockHostUntilComplete(
 }
 
 absl::Status BufferSequencingEvent::status() const {
-  PJRT_DCHECK(IsComplete());
+  PJRT_DCHECK(IsSequenced());
   // The first error in pre-order: our producer's, then each dependency's
   // (its producer's, then its dependencies'...). Iterative, visiting each
   // event once: chains of dependencies can be long.

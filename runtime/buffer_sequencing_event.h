@@ -112,7 +112,9 @@ class BufferSequencingEvent
   absl::Status BlockHostUntilComplete(
       absl::Duration timeout = absl::InfiniteDuration());
 
-  // The final status. REQUIRES: IsComplete().
+  // The first error of the producer and of the events it depends on: final
+  // once IsComplete(), and already the producer's own once sequenced (a
+  // producer that failed before enqueueing). REQUIRES: IsSequenced().
   absl::Status status() const;
 
   // Runs `callback(status())` once complete (at once if already).

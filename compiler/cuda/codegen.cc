@@ -257,6 +257,9 @@ std::string ExprOpName(ExprOp op) {
                                        "complex",
                                        "select",
                                        "clamp"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) ==
+                    static_cast<size_t>(ExprOp::kClamp) + 1,
+                "one name per ExprOp, in the enum's order");
   const size_t i = static_cast<size_t>(op);
   return i < std::size(kNames) ? kNames[i] : "op";
 }
