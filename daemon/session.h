@@ -110,9 +110,11 @@ class Session {
   // What the session uses: its runs report to it (see runtime::RunObserver),
   // the transfer paths tell it the bytes they move.
   const std::shared_ptr<SessionUsage>& usage() const { return usage_; }
-  // REQUIRES: before the session is shared (SessionTable::Open sets it).
+  // REQUIRES: called once, before the session is shared
+  // (SessionTable::Open sets it).
   void SetUsage(std::shared_ptr<SessionUsage> usage) {
-    PJRT_DCHECK(usage_ == nullptr) << "usage set twice";
+    PJRT_DCHECK(!usage_set_) << "usage set twice";
+    usage_set_ = true;
     usage_ = std::move(usage);
   }
 
@@ -396,6 +398,7 @@ class Session {
   std::atomic<bool> whole_cluster_{false};
   std::shared_ptr<SessionUsage> usage_ =
       std::make_shared<SessionUsage>(std::vector<int>{}, nullptr);
+  bool usage_set_ = false;
   absl::flat_hash_map<int, Proxy> proxies_ ABSL_GUARDED_BY(mu_);
   // Buffers on other tasks: handle → task.
   absl::flat_hash_map<uint64_t, int> remote_buffers_ ABSL_GUARDED_BY(mu_);

@@ -20,6 +20,7 @@
 #include "hlo/verifier.h"
 #include "runtime/buffer_sequencing_event.h"
 #include "runtime/executable.h"
+#include "tests/unit/hlo_test_programs.h"
 #include "tests/unit/runtime_test_util.h"
 
 namespace pjrt::runtime {
@@ -258,18 +259,7 @@ TEST_F(HostileProgramTest, DiamondsOfReindexingsDoNotGrowExponentially) {
 TEST_F(HostileProgramTest, LongCallChainsAreRefusedWithoutRecursion) {
   // 50,000 computations, each calling the next.
   constexpr int kDepth = 50000;
-  std::string text = "HloModule calls\n";
-  absl::StrAppendFormat(&text, "c%d {\n  ROOT p = f32[] parameter(0)\n}\n",
-                        kDepth);
-  for (int i = kDepth - 1; i >= 0; --i) {
-    absl::StrAppendFormat(&text,
-                          "c%d {\n  p = f32[] parameter(0)\n"
-                          "  ROOT r = f32[] call(p), to_apply=c%d\n}\n",
-                          i, i + 1);
-  }
-  absl::StrAppend(&text,
-                  "ENTRY e {\n  p = f32[] parameter(0)\n"
-                  "  ROOT r = f32[] call(p), to_apply=c0\n}\n");
+  const std::string text = ::pjrt::testing::CallChain(kDepth + 1);
   absl::Status status = CompileStatus(text);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_TRUE(Contains(status, "more than 64 computations deep")) << status;

@@ -23,6 +23,7 @@
 #include "hlo/literal.h"
 #include "hlo/parser.h"
 #include "hlo/shape.h"
+#include "tests/unit/hlo_test_programs.h"
 
 namespace pjrt::hlo {
 namespace {
@@ -41,22 +42,7 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-// `computations` computations below the entry, each calling the next.
-std::string CallChain(int computations) {
-  std::string text = absl::StrFormat(
-      "HloModule chain\nc%d {\n  ROOT p = f32[] parameter(0)\n}\n",
-      computations - 1);
-  for (int i = computations - 2; i >= 0; --i) {
-    absl::StrAppendFormat(&text,
-                          "c%d {\n  p = f32[] parameter(0)\n"
-                          "  ROOT r = f32[] call(p), to_apply=c%d\n}\n",
-                          i, i + 1);
-  }
-  absl::StrAppend(&text,
-                  "ENTRY e {\n  p = f32[] parameter(0)\n"
-                  "  ROOT r = f32[] call(p), to_apply=c0\n}\n");
-  return text;
-}
+using ::pjrt::testing::CallChain;
 
 // `levels` computations below the entry, each calling the next twice: about
 // 3 * 2^levels instructions once inlined.
