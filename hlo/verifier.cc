@@ -1076,11 +1076,12 @@ class Verifier {
         return Unimplemented(
             inst, absl::StrFormat("op '%s' is not supported by pjrtd",
                                   inst.opcode_name()));
-      default:
-        return Unimplemented(
-            inst, absl::StrFormat("op '%s' is not supported by pjrtd yet",
-                                  inst.opcode_name()));
+        // No default: -Wswitch makes a new Opcode without a case here a
+        // compile error.
     }
+    return absl::InternalError(
+        absl::StrFormat("%%%s: the verifier has no check for opcode %d",
+                        inst.name(), static_cast<int>(inst.opcode())));
   }
 
   // Operands [first, first + rank) must be integer scalars.
