@@ -20,10 +20,12 @@ named after the gRPC status code (``InvalidArgumentError``,
 ``NotFoundError``, ...), with the daemon's message intact.
 """
 
-from pjrt_client._client import (ADDRESS_ENV_VAR, CHUNK_BYTES,
+from pjrt_client._common import (ADDRESS_ENV_VAR, CHUNK_BYTES,
                                  DEFAULT_ADDRESS, PROTOCOL_VERSION,
-                                 ArrayShape, Buffer, Client, Device,
-                                 Executable, connect, resolve_address)
+                                 ArrayShape, Device, resolve_address)
+from pjrt_client._buffer import Buffer
+from pjrt_client._executable import Executable
+from pjrt_client._client import Client, connect
 from pjrt_client._shm import Region
 from pjrt_client._errors import (AbortedError, AlreadyExistsError,
                                  CancelledError, DataLossError,
