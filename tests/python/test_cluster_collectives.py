@@ -590,10 +590,6 @@ def sessions_of(cluster: Cluster, task: int) -> list:
             session_pb2.ListSessionsRequest(), timeout=10).sessions)
 
 
-def session_count(cluster: Cluster, task: int) -> int:
-    return len(sessions_of(cluster, task))
-
-
 def test_one_client_puts_and_reads_back_on_every_task(controller):
     rng = np.random.default_rng(5)
     # Small (inline reads) and larger than a chunk, a staging region and a
@@ -686,7 +682,16 @@ def test_a_data_parallel_step_driven_from_one_client_equals_one_step(
 
 def test_a_whole_cluster_session_lives_on_every_task_and_ends_with_it(
         cluster):
-    before = [session_count(cluster, t) for t in range(3)]
+    # This client's sessions on each task: its own on task 1, a proxy named
+    # after it on the others. (Counting all sessions would race with the
+    # proxies of earlier tests' sessions, which the keeper closes within a
+    # second or two of their end.)
+    def sessions_of_this_client() -> list[int]:
+        return [sum(1 for s in sessions_of(cluster, t)
+                    if s.client_name == "from-one"
+                    or s.client_name.endswith("(from-one)"))
+                for t in range(3)]
+    assert sessions_of_this_client() == [0, 0, 0]
     c = pjrt_client.connect(cluster.address(1), client_name="from-one",
                             whole_cluster=True)
     buffers = [c.put(np.ones(4, np.float32), device=d) for d in (0, 4)]
@@ -694,8 +699,7 @@ def test_a_whole_cluster_session_lives_on_every_task_and_ends_with_it(
     names = [s.client_name for s in sessions_of(cluster, 2)]
     assert any(n.startswith("task 1 session ") and n.endswith("(from-one)")
                for n in names), names
-    assert [session_count(cluster, t) for t in range(3)] == \
-        [before[0] + 1, before[1] + 1, before[2] + 1]
+    assert sessions_of_this_client() == [1, 1, 1]
 
     def held_on_two() -> int:
         return sum(s.buffer_count for s in sessions_of(cluster, 2)
@@ -707,8 +711,9 @@ def test_a_whole_cluster_session_lives_on_every_task_and_ends_with_it(
     # The proxies close once the session has ended (the keeper looks every
     # second).
     deadline = time.monotonic() + 30
-    while [session_count(cluster, t) for t in range(3)] != before:
-        assert time.monotonic() < deadline, "the proxies outlived the session"
+    while (left := sessions_of_this_client()) != [0, 0, 0]:
+        assert time.monotonic() < deadline, \
+            f"the proxies outlived the session: {left} left on tasks 0-2"
         time.sleep(0.2)
 
 
