@@ -267,18 +267,7 @@ TEST_F(HostileProgramTest, LongCallChainsAreRefusedWithoutRecursion) {
 
 TEST_F(HostileProgramTest, CallGraphsThatExplodeWhenInlinedAreRefused) {
   // c_i calls c_{i+1} twice: 40 computations inline to 2^40 instructions.
-  std::string text = "HloModule fan\nc40 {\n  ROOT p = f32[] parameter(0)\n}\n";
-  for (int i = 39; i >= 0; --i) {
-    absl::StrAppendFormat(&text,
-                          "c%d {\n  p = f32[] parameter(0)\n"
-                          "  a = f32[] call(p), to_apply=c%d\n"
-                          "  b = f32[] call(a), to_apply=c%d\n"
-                          "  ROOT r = f32[] add(a, b)\n}\n",
-                          i, i + 1, i + 1);
-  }
-  absl::StrAppend(&text,
-                  "ENTRY e {\n  p = f32[] parameter(0)\n"
-                  "  ROOT r = f32[] call(p), to_apply=c0\n}\n");
+  const std::string text = ::pjrt::testing::CallTree(40);
   absl::Status status = CompileStatus(text);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_TRUE(Contains(status, "inlined")) << status;
