@@ -26,19 +26,19 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
 
 struct TypeInfo {
-  v1::DType dtype;
+  pjrt_client::DType dtype;
   char kind;  // NumPy's kind letter: b, i, u, f
   int width;
 };
 
 constexpr TypeInfo kTypes[] = {
-    {v1::DTYPE_PRED, 'b', 1}, {v1::DTYPE_S8, 'i', 1},
-    {v1::DTYPE_S16, 'i', 2},  {v1::DTYPE_S32, 'i', 4},
-    {v1::DTYPE_S64, 'i', 8},  {v1::DTYPE_U8, 'u', 1},
-    {v1::DTYPE_U16, 'u', 2},  {v1::DTYPE_U32, 'u', 4},
-    {v1::DTYPE_U64, 'u', 8},  {v1::DTYPE_F16, 'f', 2},
-    {v1::DTYPE_F32, 'f', 4},  {v1::DTYPE_F64, 'f', 8},
-    {v1::DTYPE_C64, 'c', 8},  {v1::DTYPE_C128, 'c', 16},
+    {pjrt_client::DType::kPred, 'b', 1}, {pjrt_client::DType::kS8, 'i', 1},
+    {pjrt_client::DType::kS16, 'i', 2},  {pjrt_client::DType::kS32, 'i', 4},
+    {pjrt_client::DType::kS64, 'i', 8},  {pjrt_client::DType::kU8, 'u', 1},
+    {pjrt_client::DType::kU16, 'u', 2},  {pjrt_client::DType::kU32, 'u', 4},
+    {pjrt_client::DType::kU64, 'u', 8},  {pjrt_client::DType::kF16, 'f', 2},
+    {pjrt_client::DType::kF32, 'f', 4},  {pjrt_client::DType::kF64, 'f', 8},
+    {pjrt_client::DType::kC64, 'c', 8},  {pjrt_client::DType::kC128, 'c', 16},
 };
 
 // s4 and u4: packed two per byte on the wire, element 2i in the high nibble.
@@ -60,7 +60,7 @@ std::vector<uint8_t> UnpackInt4(const std::vector<uint8_t>& packed,
   return values;
 }
 
-const TypeInfo* FindType(v1::DType dtype) {
+const TypeInfo* FindType(pjrt_client::DType dtype) {
   for (const TypeInfo& t : kTypes) {
     if (t.dtype == dtype) return &t;
   }
@@ -137,13 +137,14 @@ int64_t HostArray::element_count() const {
   return n;
 }
 
-std::string NpyDescr(v1::DType dtype) {
-  if (dtype == v1::DTYPE_BF16) return "<u2";
-  if (dtype == v1::DTYPE_F8E4M3FN || dtype == v1::DTYPE_F8E5M2 ||
-      dtype == v1::DTYPE_U4) {
+std::string NpyDescr(pjrt_client::DType dtype) {
+  if (dtype == pjrt_client::DType::kBF16) return "<u2";
+  if (dtype == pjrt_client::DType::kF8E4M3FN ||
+      dtype == pjrt_client::DType::kF8E5M2 ||
+      dtype == pjrt_client::DType::kU4) {
     return "|u1";
   }
-  if (dtype == v1::DTYPE_S4) return "|i1";
+  if (dtype == pjrt_client::DType::kS4) return "|i1";
   const TypeInfo* t = FindType(dtype);
   if (t == nullptr) return "";
   return absl::StrFormat("%c%c%d", t->width == 1 ? '|' : '<', t->kind,
@@ -280,7 +281,7 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
   if (*fortran == "True" && array.dims.size() > 1) {
     array.data = FortranToC(array.data, array.dims, type->width);
   }
-  if (type->dtype == v1::DTYPE_PRED) {
+  if (type->dtype == pjrt_client::DType::kPred) {
     for (uint8_t& b : array.data) b = b != 0;
   }
   return array;
@@ -288,9 +289,10 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
 
 absl::Status WriteNpy(const std::string& path, const HostArray& packed) {
   HostArray array = packed;
-  if (array.dtype == v1::DTYPE_S4 || array.dtype == v1::DTYPE_U4) {
+  if (array.dtype == pjrt_client::DType::kS4 ||
+      array.dtype == pjrt_client::DType::kU4) {
     array.data = UnpackInt4(array.data, array.element_count(),
-                            array.dtype == v1::DTYPE_S4);
+                            array.dtype == pjrt_client::DType::kS4);
   }
   std::string descr = NpyDescr(array.dtype);
   if (descr.empty()) {
@@ -361,15 +363,18 @@ float HalfToFloat(uint16_t bits) {
   return sign ? -magnitude : magnitude;
 }
 
-absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
+absl::StatusOr<HostArray> ConvertToDType(HostArray array,
+                                         pjrt_client::DType want) {
   if (array.dtype == want) return array;
-  if (want == v1::DTYPE_BF16 && array.dtype == v1::DTYPE_U16) {
-    array.dtype = v1::DTYPE_BF16;  // bit patterns
+  if (want == pjrt_client::DType::kBF16 &&
+      array.dtype == pjrt_client::DType::kU16) {
+    array.dtype = pjrt_client::DType::kBF16;  // bit patterns
     return array;
   }
-  if (want == v1::DTYPE_BF16 && array.dtype == v1::DTYPE_F32) {
+  if (want == pjrt_client::DType::kBF16 &&
+      array.dtype == pjrt_client::DType::kF32) {
     HostArray out;
-    out.dtype = v1::DTYPE_BF16;
+    out.dtype = pjrt_client::DType::kBF16;
     out.dims = array.dims;
     const int64_t n = array.element_count();
     out.data.resize(n * 2);
@@ -381,14 +386,17 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
     }
     return out;
   }
-  if ((want == v1::DTYPE_F8E4M3FN || want == v1::DTYPE_F8E5M2) &&
-      array.dtype == v1::DTYPE_U8) {
+  if ((want == pjrt_client::DType::kF8E4M3FN ||
+       want == pjrt_client::DType::kF8E5M2) &&
+      array.dtype == pjrt_client::DType::kU8) {
     array.dtype = want;  // codes
     return array;
   }
-  if ((want == v1::DTYPE_S4 && array.dtype == v1::DTYPE_S8) ||
-      (want == v1::DTYPE_U4 && array.dtype == v1::DTYPE_U8)) {
-    const bool is_signed = want == v1::DTYPE_S4;
+  if ((want == pjrt_client::DType::kS4 &&
+       array.dtype == pjrt_client::DType::kS8) ||
+      (want == pjrt_client::DType::kU4 &&
+       array.dtype == pjrt_client::DType::kU8)) {
+    const bool is_signed = want == pjrt_client::DType::kS4;
     for (size_t i = 0; i < array.data.size(); ++i) {
       const int v =
           is_signed ? static_cast<int8_t>(array.data[i]) : array.data[i];
@@ -403,11 +411,13 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want) {
     return array;
   }
   std::string hint;
-  if (want == v1::DTYPE_BF16) {
+  if (want == pjrt_client::DType::kBF16) {
     hint = "; give bf16 values as uint16 bit patterns or as float32";
-  } else if (want == v1::DTYPE_F8E4M3FN || want == v1::DTYPE_F8E5M2) {
+  } else if (want == pjrt_client::DType::kF8E4M3FN ||
+             want == pjrt_client::DType::kF8E5M2) {
     hint = "; give f8 values as their uint8 codes";
-  } else if (want == v1::DTYPE_S4 || want == v1::DTYPE_U4) {
+  } else if (want == pjrt_client::DType::kS4 ||
+             want == pjrt_client::DType::kU4) {
     hint = "; give s4 values as int8 and u4 values as uint8";
   }
   return absl::InvalidArgumentError(absl::StrFormat(

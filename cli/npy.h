@@ -23,14 +23,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "pjrt/v1/types.pb.h"
+#include "client/cpp/pjrt_client/types.h"
 
 namespace pjrt::cli {
 
 // An array as pjrtd's wire carries it: row-major, little-endian, pred as
 // one byte (0 or 1) per element.
 struct HostArray {
-  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  pjrt_client::DType dtype = pjrt_client::DType::kInvalid;
   std::vector<int64_t> dims;
   std::vector<uint8_t> data;
 
@@ -53,13 +53,14 @@ absl::Status WriteNpy(const std::string& path, const HostArray& array);
 
 // The NumPy descr an array of `dtype` is written with ("<f4"; "<u2" for
 // bf16).
-std::string NpyDescr(v1::DType dtype);
+std::string NpyDescr(pjrt_client::DType dtype);
 
 // Makes `array` an array of `want`, if that needs no guessing: unchanged when
 // the dtypes are equal; for bf16, uint16 arrays are taken as bit patterns
 // and float32 arrays are rounded to nearest even. Otherwise
 // INVALID_ARGUMENT naming both dtypes.
-absl::StatusOr<HostArray> ConvertToDType(HostArray array, v1::DType want);
+absl::StatusOr<HostArray> ConvertToDType(HostArray array,
+                                         pjrt_client::DType want);
 
 // float32 -> bfloat16 bits, rounding to nearest even; NaN stays a (quiet)
 // NaN of the same sign.

@@ -228,7 +228,7 @@ struct RunOptions {
 // for most programs), random predicates.
 cli::HostArray RandomArray(const hlo::Shape& shape, std::mt19937_64& rng) {
   cli::HostArray a;
-  a.dtype = static_cast<v1::DType>(shape.element_type());
+  a.dtype = static_cast<pjrt_client::DType>(shape.element_type());
   a.dims.assign(shape.dimensions().begin(), shape.dimensions().end());
   a.data.assign(static_cast<size_t>(shape.ByteSize()), 0);
   const int64_t n = shape.ElementCount();
@@ -390,7 +390,7 @@ int Run(const RunOptions& o) {
     if (!array.ok()) return Fail(array.status());
     auto converted = cli::ConvertToDType(
         *std::move(array),
-        static_cast<v1::DType>(parameters[i].element_type()));
+        static_cast<pjrt_client::DType>(parameters[i].element_type()));
     if (!converted.ok() ||
         !std::equal(converted->dims.begin(), converted->dims.end(),
                     parameters[i].dimensions().begin(),
@@ -414,7 +414,8 @@ int Run(const RunOptions& o) {
     std::filesystem::create_directories(o.output_dir, error);
     for (size_t r = 0; r < outputs->shapes.size(); ++r) {
       cli::HostArray array;
-      array.dtype = static_cast<v1::DType>(outputs->shapes[r].element_type());
+      array.dtype =
+          static_cast<pjrt_client::DType>(outputs->shapes[r].element_type());
       array.dims.assign(outputs->shapes[r].dimensions().begin(),
                         outputs->shapes[r].dimensions().end());
       array.data = outputs->data[r];

@@ -152,10 +152,10 @@ int TerminalWidth() {
 absl::StatusOr<TopSample> TakeTopSample(pjrt_client::Client& client) {
   TopSample sample;
   sample.when = absl::Now();
-  auto stats = client.Stats();
+  auto stats = GetStats(client);
   if (!stats.ok()) return stats.status();
   sample.stats = *std::move(stats);
-  auto sessions = client.Sessions();
+  auto sessions = ListSessions(client);
   if (!sessions.ok()) return sessions.status();
   sample.sessions = *std::move(sessions);
   return sample;
@@ -304,7 +304,9 @@ nlohmann::json TopFrameJson(const TopSample& now, const TopSample& before) {
 
 absl::Status RunTopView(pjrt_client::Client& client, const TopOptions& options,
                         std::ostream& out) {
-  const v1::ServerInfo& info = client.server_info();
+  auto described = GetServerInfo(client);
+  if (!described.ok()) return described.status();
+  const v1::ServerInfo& info = *described;
   auto first = TakeTopSample(client);
   if (!first.ok()) return first.status();
   if (!isatty(STDOUT_FILENO)) {

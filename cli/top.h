@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cli/daemon_calls.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "nlohmann/json.hpp"
 #include "pjrt/v1/server.pb.h"

@@ -71,7 +71,7 @@ absl::Status MeasureStream(pjrt_client::Session& session, int device,
     absl::Time start = absl::Now();
     PJRT_ASSIGN_OR_RETURN(
         pjrt_client::Buffer buffer,
-        session.Upload(v1::DTYPE_U8, {o.size_bytes}, data, device));
+        session.Upload(pjrt_client::DType::kU8, {o.size_bytes}, data, device));
     r->up.push_back(bytes / SecondsSince(start));
     start = absl::Now();
     PJRT_RETURN_IF_ERROR(buffer.DownloadInto(absl::MakeSpan(back)));
@@ -110,9 +110,10 @@ absl::Status MeasureSharedMemory(pjrt_client::Session& session, int device,
   std::memset(out, 0, data.size());
   for (int i = 0; i < o.transfers; ++i) {
     absl::Time start = absl::Now();
-    PJRT_ASSIGN_OR_RETURN(pjrt_client::Buffer buffer,
-                          session.UploadFromRegion(*region, 0, v1::DTYPE_U8,
-                                                   {o.size_bytes}, device));
+    PJRT_ASSIGN_OR_RETURN(
+        pjrt_client::Buffer buffer,
+        session.UploadFromRegion(*region, 0, pjrt_client::DType::kU8,
+                                 {o.size_bytes}, device));
     r->shm_up.push_back(bytes / SecondsSince(start));
     start = absl::Now();
     PJRT_RETURN_IF_ERROR(buffer.DownloadToRegion(*region, o.size_bytes));
@@ -135,7 +136,7 @@ absl::Status MeasureCalls(pjrt_client::Client& client,
                           const BenchOptions& o, BenchResults* r) {
   PJRT_ASSIGN_OR_RETURN(
       pjrt_client::Buffer input,
-      session.Upload(v1::DTYPE_F32, {4}, InputBytes(), device));
+      session.Upload(pjrt_client::DType::kF32, {4}, InputBytes(), device));
   for (int i = 0; i < o.calls; ++i) {
     absl::Time start = absl::Now();
     PJRT_RETURN_IF_ERROR(client.Ping());
@@ -151,13 +152,11 @@ absl::Status MeasureCalls(pjrt_client::Client& client,
     PJRT_RETURN_IF_ERROR(input.DownloadInto(
         absl::MakeSpan(reinterpret_cast<uint8_t*>(back.data()), 16)));
     r->read.push_back(SecondsSince(start) * 1e6);
-    if (!results[0].info().ready() ||
-        !results[0].info().error_message().empty()) {
-      return absl::InternalError(
-          absl::StrFormat("the bench program's result came back %s",
-                          results[0].info().error_message().empty()
-                              ? "not ready"
-                              : results[0].info().error_message()));
+    const pjrt_client::BufferInfo& result = results[0].info();
+    if (!result.ready || !result.error_message.empty()) {
+      return absl::InternalError(absl::StrFormat(
+          "the bench program's result came back %s",
+          result.error_message.empty() ? "not ready" : result.error_message));
     }
   }
   return absl::OkStatus();
@@ -172,7 +171,7 @@ absl::StatusOr<double> MeasureLoop(pjrt_client::Session& session,
                                    bool pipelined) {
   PJRT_ASSIGN_OR_RETURN(
       pjrt_client::Buffer value,
-      session.Upload(v1::DTYPE_F32, {4}, InputBytes(), device));
+      session.Upload(pjrt_client::DType::kF32, {4}, InputBytes(), device));
   absl::Time start = absl::Now();
   for (int i = 0; i < o.steps; ++i) {
     const pjrt_client::Buffer* args[] = {&value};

@@ -57,7 +57,7 @@ absl::StatusOr<int> DeviceOrFirst(pjrt_client::Client& client, int requested) {
   if (requested >= 0) return requested;
   PJRT_ASSIGN_OR_RETURN(auto devices, client.Devices());
   for (const auto& device : devices) {
-    if (device.addressable()) return device.id();
+    if (device.addressable) return device.id;
   }
   return absl::FailedPreconditionError(
       absl::StrFormat("%s has no addressable device", client.address()));
@@ -99,11 +99,10 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
                      std::istreambuf_iterator<char>());
 }
 
-json ShapeJson(const v1::ArrayShape& shape) {
-  return {
-      {"dtype", pjrt_client::DTypeName(shape.dtype())},
-      {"dims", std::vector<int64_t>(shape.dims().begin(), shape.dims().end())},
-      {"shape", pjrt_client::ShapeToString(shape)}};
+json ShapeJson(const pjrt_client::ArrayShape& shape) {
+  return {{"dtype", pjrt_client::DTypeName(shape.dtype)},
+          {"dims", shape.dims},
+          {"shape", pjrt_client::ShapeToString(shape)}};
 }
 
 std::string Seconds(double seconds) {

@@ -65,7 +65,7 @@ absl::StatusOr<uint64_t> ParseHex(const std::string& text, const char* what);
 std::string Hex(uint64_t value);
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
-json ShapeJson(const v1::ArrayShape& shape);
+json ShapeJson(const pjrt_client::ArrayShape& shape);
 // "1.234ms": a duration to the microsecond.
 std::string Seconds(double seconds);
 std::string Yes(bool b);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
@@ -12,7 +13,7 @@ namespace {
 int RunDevices(const GlobalOptions& g) {
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
-  auto devices = (*client)->Devices();
+  auto devices = ListDevices(**client);
   if (!devices.ok()) return Fail(g, devices.status());
   if (g.json) {
     json list = json::array();

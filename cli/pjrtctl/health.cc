@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
@@ -58,9 +59,9 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
   if (healthy) {
     auto client = Connect(g);
     if (client.ok()) {
-      auto cluster_status = (*client)->ClusterStatus(absl::Seconds(2));
+      auto cluster_status = GetClusterStatus(**client, absl::Seconds(2));
       if (cluster_status.ok()) cluster = *std::move(cluster_status);
-      auto listed = (*client)->Devices();
+      auto listed = ListDevices(**client);
       if (listed.ok()) {
         for (const v1::Device& d : *listed) {
           if (d.addressable()) devices.push_back(d);

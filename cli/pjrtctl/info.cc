@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/version.h"
+#include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
@@ -14,7 +15,9 @@ namespace {
 int RunInfo(const GlobalOptions& g) {
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
-  const v1::ServerInfo& info = (*client)->server_info();
+  auto described = GetServerInfo(**client);
+  if (!described.ok()) return Fail(g, described.status());
+  const v1::ServerInfo& info = *described;
   if (g.json) {
     json doc = ProtoToJson(info);
     doc["address"] = (*client)->address();

@@ -8,10 +8,9 @@
 
 namespace pjrt::cli {
 
-std::optional<CompiledProgram> CompileFile(const GlobalOptions& g,
-                                           const std::string& path,
-                                           int* exit_code,
-                                           const v1::CompileOptions& options) {
+std::optional<CompiledProgram> CompileFile(
+    const GlobalOptions& g, const std::string& path, int* exit_code,
+    const pjrt_client::CompileOptions& options) {
   auto text = ReadTextFile(path);
   if (!text.ok()) {
     *exit_code = FailUsage(g, text.status());
@@ -32,11 +31,11 @@ std::optional<CompiledProgram> CompileFile(const GlobalOptions& g,
   program.session = *std::move(session);
   // The file's name says its format (.mlir: StableHLO, .hlo: HLO text);
   // otherwise the daemon tells from the text.
-  v1::CompileOptions with_format = options;
+  pjrt_client::CompileOptions with_format = options;
   if (absl::EndsWith(path, ".mlir")) {
-    with_format.set_program_format(v1::PROGRAM_FORMAT_STABLEHLO);
+    with_format.program_format = pjrt_client::ProgramFormat::kStableHlo;
   } else if (absl::EndsWith(path, ".hlo")) {
-    with_format.set_program_format(v1::PROGRAM_FORMAT_HLO);
+    with_format.program_format = pjrt_client::ProgramFormat::kHlo;
   }
   auto executable = program.session->Compile(*text, with_format);
   if (!executable.ok()) {
@@ -68,30 +67,31 @@ json SignatureJson(const std::string& path,
           {"num_replicas", executable.num_replicas()},
           {"num_partitions", executable.num_partitions()},
           {"donated_parameters", executable.donated_parameters()},
-          {"compile_seconds", executable.info().compile_seconds()},
+          {"compile_seconds", absl::ToDoubleSeconds(executable.compile_time())},
           {"cache_hit", executable.cache_hit()},
           {"fingerprint", executable.fingerprint()}};
 }
 
 void PrintSignature(const std::string& path,
                     const pjrt_client::Executable& executable) {
-  PrintFields(
-      std::cout,
-      {{"program", path},
-       {"name", executable.name()},
-       {"compile time",
-        absl::StrFormat("%s (%s)", Seconds(executable.info().compile_seconds()),
-                        executable.cache_hit() ? "cache hit" : "compiled")},
-       {"cache hit", Yes(executable.cache_hit())},
-       {"fingerprint", executable.fingerprint()}});
+  PrintFields(std::cout,
+              {{"program", path},
+               {"name", executable.name()},
+               {"compile time",
+                absl::StrFormat(
+                    "%s (%s)",
+                    Seconds(absl::ToDoubleSeconds(executable.compile_time())),
+                    executable.cache_hit() ? "cache hit" : "compiled")},
+               {"cache hit", Yes(executable.cache_hit())},
+               {"fingerprint", executable.fingerprint()}});
   std::cout << "\n";
   Table table({"", "INDEX", "SHAPE"});
-  for (int i = 0; i < executable.parameter_shapes().size(); ++i) {
+  for (size_t i = 0; i < executable.parameter_shapes().size(); ++i) {
     table.AddRow(
         {"parameter", absl::StrCat(i),
          pjrt_client::ShapeToString(executable.parameter_shapes()[i])});
   }
-  for (int i = 0; i < executable.result_shapes().size(); ++i) {
+  for (size_t i = 0; i < executable.result_shapes().size(); ++i) {
     table.AddRow({executable.result_is_tuple() ? "result (tuple)" : "result",
                   absl::StrCat(i),
                   pjrt_client::ShapeToString(executable.result_shapes()[i])});

@@ -22,7 +22,7 @@ struct CompiledProgram {
 // keeps the daemon's message: line, column, caret) and sets `exit_code`.
 std::optional<CompiledProgram> CompileFile(
     const GlobalOptions& g, const std::string& path, int* exit_code,
-    const v1::CompileOptions& options = {});
+    const pjrt_client::CompileOptions& options = {});
 
 // The program's name, parameters, results, replicas and compile facts.
 json SignatureJson(const std::string& path,

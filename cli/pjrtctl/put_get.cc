@@ -73,7 +73,7 @@ int RunPut(const GlobalOptions& g, const PutGetOptions& o) {
     absl::Status status = (*session)->Keep();
     if (!status.ok()) return Fail(g, status);
   }
-  const v1::BufferInfo info = buffer->info();
+  const pjrt_client::ArrayShape shape = buffer->info().shape;
   const uint64_t handle = kept ? buffer->Release() : buffer->handle();
   if (g.json) {
     json doc = {{"file", o.file},
@@ -81,13 +81,13 @@ int RunPut(const GlobalOptions& g, const PutGetOptions& o) {
                 {"device", device},
                 {"bytes", array->data.size()},
                 {"kept", kept}};
-    doc.update(ShapeJson(info.shape()));
+    doc.update(ShapeJson(shape));
     if (kept) doc["session"] = Hex((*session)->id());
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << absl::StrFormat(
-        "uploaded %s as %s on device %d: handle %s\n", o.file,
-        pjrt_client::ShapeToString(info.shape()), device, Hex(handle));
+    std::cout << absl::StrFormat("uploaded %s as %s on device %d: handle %s\n",
+                                 o.file, pjrt_client::ShapeToString(shape),
+                                 device, Hex(handle));
     if (kept) {
       std::cout << "session " << Hex((*session)->id())
                 << " (reuse it with --session; it lives until its lease runs "
@@ -117,26 +117,26 @@ int RunGet(const GlobalOptions& g, const PutGetOptions& o) {
     data = buffer->Download(bar.callback());
   }
   // The buffer stays in the session.
-  const v1::BufferInfo info = buffer->info();
+  const pjrt_client::BufferInfo info = buffer->info();
   buffer->Release();
   if (!data.ok()) return Fail(g, data.status());
   HostArray array;
-  array.dtype = info.shape().dtype();
-  array.dims.assign(info.shape().dims().begin(), info.shape().dims().end());
+  array.dtype = info.shape.dtype;
+  array.dims = info.shape.dims;
   array.data = *std::move(data);
   absl::Status written = WriteNpy(o.file, array);
   if (!written.ok()) return Fail(g, written, kExitUsage);
   if (g.json) {
     json doc = {{"file", o.file},
                 {"handle", Hex(*handle)},
-                {"device", info.device_id()},
+                {"device", info.device_id},
                 {"bytes", array.data.size()}};
-    doc.update(ShapeJson(info.shape()));
+    doc.update(ShapeJson(info.shape));
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << absl::StrFormat(
         "wrote %s (%s, %s) from handle %s\n", o.file,
-        pjrt_client::ShapeToString(info.shape()),
+        pjrt_client::ShapeToString(info.shape),
         FormatByteSize(static_cast<int64_t>(array.data.size())), Hex(*handle));
   }
   return kExitOk;

@@ -43,44 +43,44 @@ std::string Preview(const HostArray& array, int max = 6) {
       return v;
     };
     switch (array.dtype) {
-      case v1::DTYPE_PRED:
+      case pjrt_client::DType::kPred:
         parts.push_back(p[i] ? "true" : "false");
         break;
-      case v1::DTYPE_S8:
+      case pjrt_client::DType::kS8:
         parts.push_back(absl::StrCat(load(int8_t{})));
         break;
-      case v1::DTYPE_S16:
+      case pjrt_client::DType::kS16:
         parts.push_back(absl::StrCat(load(int16_t{})));
         break;
-      case v1::DTYPE_S32:
+      case pjrt_client::DType::kS32:
         parts.push_back(absl::StrCat(load(int32_t{})));
         break;
-      case v1::DTYPE_S64:
+      case pjrt_client::DType::kS64:
         parts.push_back(absl::StrCat(load(int64_t{})));
         break;
-      case v1::DTYPE_U8:
+      case pjrt_client::DType::kU8:
         parts.push_back(absl::StrCat(load(uint8_t{})));
         break;
-      case v1::DTYPE_U16:
+      case pjrt_client::DType::kU16:
         parts.push_back(absl::StrCat(load(uint16_t{})));
         break;
-      case v1::DTYPE_U32:
+      case pjrt_client::DType::kU32:
         parts.push_back(absl::StrCat(load(uint32_t{})));
         break;
-      case v1::DTYPE_U64:
+      case pjrt_client::DType::kU64:
         parts.push_back(absl::StrCat(load(uint64_t{})));
         break;
-      case v1::DTYPE_F16:
+      case pjrt_client::DType::kF16:
         parts.push_back(absl::StrFormat("%g", HalfToFloat(load(uint16_t{}))));
         break;
-      case v1::DTYPE_BF16:
+      case pjrt_client::DType::kBF16:
         parts.push_back(
             absl::StrFormat("%g", Bfloat16ToFloat(load(uint16_t{}))));
         break;
-      case v1::DTYPE_F32:
+      case pjrt_client::DType::kF32:
         parts.push_back(absl::StrFormat("%g", load(float{})));
         break;
-      case v1::DTYPE_F64:
+      case pjrt_client::DType::kF64:
         parts.push_back(absl::StrFormat("%g", load(double{})));
         break;
       default:
@@ -132,19 +132,16 @@ absl::StatusOr<RunPlan> PlanRun(const RunOptions& o,
   }
   if (!plan.replicated) plan.devices = {o.device};
   for (int i = 0; i < parameter_count; ++i) {
-    const v1::ArrayShape& want = executable.parameter_shapes()[i];
-    auto converted = ConvertToDType(std::move(inputs[i]), want.dtype());
+    const pjrt_client::ArrayShape& want = executable.parameter_shapes()[i];
+    auto converted = ConvertToDType(std::move(inputs[i]), want.dtype);
     if (!converted.ok()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("input %d (%s): %s; parameter %d of %s is %s", i,
                           o.inputs[i], converted.status().message(), i,
                           executable.name(), pjrt_client::ShapeToString(want)));
     }
-    if (!std::equal(converted->dims.begin(), converted->dims.end(),
-                    want.dims().begin(), want.dims().end())) {
-      v1::ArrayShape got;
-      got.set_dtype(converted->dtype);
-      for (int64_t d : converted->dims) got.add_dims(d);
+    if (converted->dims != want.dims) {
+      const pjrt_client::ArrayShape got{converted->dtype, converted->dims};
       return absl::InvalidArgumentError(
           absl::StrFormat("input %d (%s) is %s; parameter %d of %s is %s", i,
                           o.inputs[i], pjrt_client::ShapeToString(got), i,
@@ -267,16 +264,14 @@ int WriteResults(const GlobalOptions& g, const RunOptions& o,
       array.dtype = result.dtype();
       array.dims = result.dims();
       array.data = *std::move(bytes);
-      v1::ArrayShape shape;
-      shape.set_dtype(array.dtype);
-      for (int64_t dim : array.dims) shape.add_dims(dim);
+      const pjrt_client::ArrayShape shape{array.dtype, array.dims};
       std::string file;
       if (!dir.empty()) {
         file = (dir / absl::StrFormat("out%d.npy", i)).string();
         absl::Status written = WriteNpy(file, array);
         if (!written.ok()) return FailUsage(g, written);
       }
-      const bool bf16 = array.dtype == v1::DTYPE_BF16;
+      const bool bf16 = array.dtype == pjrt_client::DType::kBF16;
       *any_bf16 |= bf16;
       json doc = ShapeJson(shape);
       doc["index"] = i;
@@ -312,9 +307,8 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
     inputs.push_back(*std::move(array));
   }
   int exit_code = kExitOk;
-  v1::CompileOptions compile_options;
-  compile_options.set_num_replicas(o.replicas);
-  compile_options.set_num_partitions(o.partitions);
+  const pjrt_client::CompileOptions compile_options{
+      .num_replicas = o.replicas, .num_partitions = o.partitions};
   auto program = CompileFile(g, o.file, &exit_code, compile_options);
   if (!program) return exit_code;
   const pjrt_client::Executable& executable = program->executable;
@@ -360,8 +354,10 @@ int RunRun(const GlobalOptions& g, const RunOptions& o) {
       std::cout,
       {{"program", absl::StrFormat("%s (%s)", o.file, executable.name())},
        {"compile time",
-        absl::StrFormat("%s (%s)", Seconds(executable.info().compile_seconds()),
-                        executable.cache_hit() ? "cache hit" : "compiled")},
+        absl::StrFormat(
+            "%s (%s)",
+            Seconds(absl::ToDoubleSeconds(executable.compile_time())),
+            executable.cache_hit() ? "cache hit" : "compiled")},
        {plan->replicated ? "devices" : "device",
         plan->replicated
             ? absl::StrFormat("%s (%d replica(s) x %d partition(s))",

@@ -8,9 +8,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
+#include "grpcpp/client_context.h"
+#include "pjrt/v1/session.grpc.pb.h"
 
 namespace pjrt::cli {
 namespace {
@@ -39,8 +42,8 @@ int RunCloseSession(const GlobalOptions& g, int64_t public_id,
   grpc::ClientContext context;
   context.set_deadline(
       absl::ToChronoTime(absl::Now() + absl::Seconds(g.timeout_seconds)));
-  grpc::Status status = (*client)->sessions_stub().CloseSessionAsAdmin(
-      &context, request, &response);
+  grpc::Status status = v1::Sessions::NewStub((*client)->channel())
+                            ->CloseSessionAsAdmin(&context, request, &response);
   if (!status.ok()) return Fail(g, pjrt_client::ToAbslStatus(status));
   if (g.json) {
     json doc = ProtoToJson(response);
@@ -58,7 +61,7 @@ int RunCloseSession(const GlobalOptions& g, int64_t public_id,
 int RunSessions(const GlobalOptions& g) {
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
-  auto sessions = (*client)->Sessions();
+  auto sessions = ListSessions(**client);
   if (!sessions.ok()) return Fail(g, sessions.status());
   if (g.json) {
     json list = json::array();

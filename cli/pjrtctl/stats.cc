@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
 #include "cli/proto_json.h"
 #include "cli/table.h"
@@ -12,7 +13,7 @@ namespace {
 int RunStats(const GlobalOptions& g) {
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
-  auto stats = (*client)->Stats();
+  auto stats = GetStats(**client);
   if (!stats.ok()) return Fail(g, stats.status());
   if (g.json) {
     std::cout << ProtoToJson(*stats).dump(2) << "\n";

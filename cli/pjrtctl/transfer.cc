@@ -42,9 +42,7 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   auto to_session = (*to)->OpenSession({.client_name = "pjrtctl transfer"});
   if (!to_session.ok()) return Fail(g, to_session.status());
 
-  v1::ArrayShape shape;
-  shape.set_dtype(array->dtype);
-  for (int64_t d : array->dims) shape.add_dims(d);
+  const pjrt_client::ArrayShape shape{array->dtype, array->dims};
   auto receive = (*to_session)
                      ->MakeCrossHostReceiveBuffers(
                          {shape}, to_device, absl::Seconds(o.timeout_seconds));
@@ -59,7 +57,7 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   }
   if (!source.ok()) return Fail(g, source.status());
   const absl::Time start = absl::Now();
-  absl::StatusOr<v1::CopyToRemoteDeviceResponse> sent;
+  absl::StatusOr<pjrt_client::RemoteCopy> sent;
   {
     // Task to task: the receiving daemon counts the bytes as they arrive.
     ProgressBar bar(g, "transfer", total);
@@ -70,8 +68,8 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
       while (!done.load()) {
         auto now = (*to)->Stats();
         if (now.ok()) {
-          bar.Update(std::min(total, now->cross_host_bytes_received() -
-                                         before->cross_host_bytes_received()));
+          bar.Update(std::min(total, now->cross_host_bytes_received -
+                                         before->cross_host_bytes_received));
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -92,8 +90,8 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
   const bool verified = *received == array->data;
   const double rate =
       seconds > 0 ? static_cast<double>(array->data.size()) / seconds : 0;
-  const int from_task = (*from)->server_info().task_id();
-  const int to_task = (*to)->server_info().task_id();
+  const int from_task = (*from)->server_info().task_id;
+  const int to_task = (*to)->server_info().task_id;
   if (g.json) {
     std::cout << json{{"file", o.file},         {"bytes", array->data.size()},
                       {"from_task", from_task}, {"from_device", from_device},

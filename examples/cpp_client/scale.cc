@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   auto session = (*client)->OpenSession({.client_name = "scale"});
   if (!session.ok()) return Fail(session.status());
   const std::vector<float> x = {1, 2, 3, 4};
-  auto buffer = (*session)->Upload(pjrt::v1::DTYPE_F32, {4},
+  auto buffer = (*session)->Upload(pjrt_client::DType::kF32, {4},
                                    pjrt_client::AsBytes(x), /*device_id=*/0);
   if (!buffer.ok()) return Fail(buffer.status());
   auto executable = (*session)->Compile(kDouble);

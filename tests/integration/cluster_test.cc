@@ -24,8 +24,6 @@
 namespace pjrt::testing {
 namespace {
 
-namespace v1 = ::pjrt::v1;
-
 constexpr char kSum[] = R"(
 HloModule cluster_sum, replica_count=4
 add { a = f32[] parameter(0)  b = f32[] parameter(1)
@@ -128,7 +126,7 @@ class ClusterTest : public ::testing::Test {
 
   absl::StatusOr<pjrt_client::Buffer> Put(std::vector<float> values,
                                           int device) {
-    return session_->Upload(v1::DTYPE_F32,
+    return session_->Upload(pjrt_client::DType::kF32,
                             {static_cast<int64_t>(values.size())},
                             pjrt_client::AsBytes(values), device);
   }
@@ -159,10 +157,9 @@ TEST_F(ClusterTest, OneSessionPutsAndReadsOnEveryTasksDevices) {
 }
 
 TEST_F(ClusterTest, OneExecuteReplicatedRunsOnBothTasks) {
-  v1::CompileOptions options;
-  options.set_num_replicas(4);
-  options.set_num_partitions(1);
-  for (int d : {3, 0, 2, 1}) options.add_device_assignment(d);
+  const pjrt_client::CompileOptions options{.num_replicas = 4,
+                                            .num_partitions = 1,
+                                            .device_assignment = {3, 0, 2, 1}};
   auto executable = session_->Compile(kSum, options);
   ASSERT_TRUE(executable.ok()) << executable.status();
   EXPECT_EQ(executable->addressable_device_ids(),

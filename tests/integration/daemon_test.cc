@@ -19,6 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "pjrt/v1/buffer.grpc.pb.h"
 #include "tests/integration/process.h"
 
 namespace pjrt::testing {
@@ -30,15 +31,17 @@ using ::nlohmann::json;
 constexpr int64_t kMemoryLimit = int64_t{1} << 30;
 
 struct DTypeCase {
-  v1::DType dtype;
+  pjrt_client::DType dtype;
   int width;
 };
 const DTypeCase kAllDTypes[] = {
-    {v1::DTYPE_PRED, 1}, {v1::DTYPE_S8, 1},   {v1::DTYPE_S16, 2},
-    {v1::DTYPE_S32, 4},  {v1::DTYPE_S64, 8},  {v1::DTYPE_U8, 1},
-    {v1::DTYPE_U16, 2},  {v1::DTYPE_U32, 4},  {v1::DTYPE_U64, 8},
-    {v1::DTYPE_F16, 2},  {v1::DTYPE_BF16, 2}, {v1::DTYPE_F32, 4},
-    {v1::DTYPE_F64, 8},
+    {pjrt_client::DType::kPred, 1}, {pjrt_client::DType::kS8, 1},
+    {pjrt_client::DType::kS16, 2},  {pjrt_client::DType::kS32, 4},
+    {pjrt_client::DType::kS64, 8},  {pjrt_client::DType::kU8, 1},
+    {pjrt_client::DType::kU16, 2},  {pjrt_client::DType::kU32, 4},
+    {pjrt_client::DType::kU64, 8},  {pjrt_client::DType::kF16, 2},
+    {pjrt_client::DType::kBF16, 2}, {pjrt_client::DType::kF32, 4},
+    {pjrt_client::DType::kF64, 8},
 };
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
@@ -79,6 +82,7 @@ class DaemonTest : public ::testing::TestWithParam<int> {
     auto client = pjrt_client::Client::Connect({.address = address()});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *client;
+    buffers_ = v1::Buffers::NewStub(client_->channel());
     auto session = client_->OpenSession({.client_name = "daemon_test"});
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = *std::move(session);
@@ -111,7 +115,7 @@ class DaemonTest : public ::testing::TestWithParam<int> {
   int64_t BytesInUse(int device = 0) {
     auto stats = client_->Stats();
     EXPECT_TRUE(stats.ok()) << stats.status();
-    return stats->devices(device).bytes_in_use();
+    return stats->devices[device].bytes_in_use;
   }
 
   // Polls the daemon's stats until device 0's bytes in use equal `bytes`
@@ -131,8 +135,7 @@ class DaemonTest : public ::testing::TestWithParam<int> {
                          v1::BufferInfo* info = nullptr) {
     grpc::ClientContext context;
     v1::BufferInfo ignored;
-    auto writer =
-        client_->buffers_stub().Upload(&context, info ? info : &ignored);
+    auto writer = buffers_->Upload(&context, info ? info : &ignored);
     for (const auto& m : messages) {
       if (!writer->Write(m)) break;
     }
@@ -140,11 +143,12 @@ class DaemonTest : public ::testing::TestWithParam<int> {
     return writer->Finish();
   }
 
-  v1::UploadRequest Header(v1::DType dtype, std::vector<int64_t> dims,
+  v1::UploadRequest Header(pjrt_client::DType dtype, std::vector<int64_t> dims,
                            int device = 0) {
     v1::UploadRequest r;
     r.mutable_header()->set_session_id(session_->id());
-    r.mutable_header()->mutable_shape()->set_dtype(dtype);
+    r.mutable_header()->mutable_shape()->set_dtype(
+        static_cast<v1::DType>(dtype));
     for (int64_t d : dims) r.mutable_header()->mutable_shape()->add_dims(d);
     r.mutable_header()->set_device_id(device);
     return r;
@@ -165,6 +169,9 @@ class DaemonTest : public ::testing::TestWithParam<int> {
   static TempDir* dir_;
   static DaemonProcess* daemon_;
   std::shared_ptr<pjrt_client::Client> client_;
+  // The Buffers service itself, for calls the client library would never
+  // make.
+  std::unique_ptr<v1::Buffers::Stub> buffers_;
   std::unique_ptr<pjrt_client::Session> session_;
 };
 
@@ -180,9 +187,10 @@ INSTANTIATE_TEST_SUITE_P(Transports, DaemonTest, ::testing::Values(0, 1),
 
 TEST_P(DaemonTest, RoundTripsEveryDtype) {
   for (const DTypeCase& c : kAllDTypes) {
-    SCOPED_TRACE(v1::DType_Name(c.dtype));
-    std::vector<uint8_t> data = RandomBytes(5 * 3 * c.width, c.dtype);
-    if (c.dtype == v1::DTYPE_PRED) {
+    SCOPED_TRACE(pjrt_client::DTypeName(c.dtype));
+    std::vector<uint8_t> data =
+        RandomBytes(5 * 3 * c.width, static_cast<uint32_t>(c.dtype));
+    if (c.dtype == pjrt_client::DType::kPred) {
       for (auto& b : data) b &= 1;
     }
     auto buffer = session_->Upload(c.dtype, {5, 3}, data, 1);
@@ -199,9 +207,9 @@ TEST_P(DaemonTest, RoundTripsEveryDtype) {
 
 TEST_P(DaemonTest, RoundTripsScalarsAndZeroSizeArrays) {
   for (const DTypeCase& c : kAllDTypes) {
-    SCOPED_TRACE(v1::DType_Name(c.dtype));
+    SCOPED_TRACE(pjrt_client::DTypeName(c.dtype));
     std::vector<uint8_t> scalar = RandomBytes(c.width, 7);
-    if (c.dtype == v1::DTYPE_PRED) scalar[0] = 1;
+    if (c.dtype == pjrt_client::DType::kPred) scalar[0] = 1;
     auto s = session_->Upload(c.dtype, {}, scalar, 0);
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_TRUE(s->dims().empty());
@@ -221,7 +229,8 @@ TEST_P(DaemonTest, RoundTrips256MiB) {
     data[i] = static_cast<uint8_t>(i >> 12);
   data.back() = 0xAB;
   int64_t before = BytesInUse();
-  auto buffer = session_->Upload(v1::DTYPE_F32, {64, 1024, 1024}, data, 0);
+  auto buffer =
+      session_->Upload(pjrt_client::DType::kF32, {64, 1024, 1024}, data, 0);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   EXPECT_EQ(BytesInUse(), before + static_cast<int64_t>(bytes));
   auto back = buffer->Download();
@@ -248,11 +257,11 @@ TEST_P(DaemonTest, TcpClientsMoveArraysOverDataChannelsBitForBit) {
   for (size_t bytes : {size_t{1} << 20, (size_t{9} << 20) + 3}) {
     std::vector<uint8_t> data =
         RandomBytes(bytes, static_cast<uint32_t>(bytes));
-    auto fast = sessions[0]->Upload(v1::DTYPE_U8, {static_cast<int64_t>(bytes)},
-                                    data, 0);
+    auto fast = sessions[0]->Upload(pjrt_client::DType::kU8,
+                                    {static_cast<int64_t>(bytes)}, data, 0);
     ASSERT_TRUE(fast.ok()) << fast.status();
-    auto slow = sessions[1]->Upload(v1::DTYPE_U8, {static_cast<int64_t>(bytes)},
-                                    data, 0);
+    auto slow = sessions[1]->Upload(pjrt_client::DType::kU8,
+                                    {static_cast<int64_t>(bytes)}, data, 0);
     ASSERT_TRUE(slow.ok()) << slow.status();
     auto fast_back = fast->Download();
     auto slow_back = slow->Download();
@@ -277,16 +286,19 @@ TEST_P(DaemonTest, AnUploadRefusedOverADataChannelFailsAndTheNextSucceeds) {
   ASSERT_TRUE(session.ok()) << session.status();
   // More than the sockets buffer: the send must be woken by the refusal.
   std::vector<uint8_t> data(size_t{64} << 20, 7);
-  auto refused = (*session)->Upload(v1::DTYPE_U8, {64 << 20}, data, 7);
+  auto refused =
+      (*session)->Upload(pjrt_client::DType::kU8, {64 << 20}, data, 7);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
       << refused.status();
   EXPECT_NE(refused.status().message().find("device 7"), std::string::npos);
   // Bytes that do not match the shape never go over a channel (they would
   // leave it out of step): the daemon names the mismatch.
-  auto mismatched = (*session)->Upload(v1::DTYPE_F32, {1 << 20}, data, 0);
+  auto mismatched =
+      (*session)->Upload(pjrt_client::DType::kF32, {1 << 20}, data, 0);
   EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kInvalidArgument)
       << mismatched.status();
-  auto accepted = (*session)->Upload(v1::DTYPE_U8, {64 << 20}, data, 0);
+  auto accepted =
+      (*session)->Upload(pjrt_client::DType::kU8, {64 << 20}, data, 0);
   ASSERT_TRUE(accepted.ok()) << accepted.status();
   auto back = accepted->Download();
   ASSERT_TRUE(back.ok()) << back.status();
@@ -296,7 +308,7 @@ TEST_P(DaemonTest, AnUploadRefusedOverADataChannelFailsAndTheNextSucceeds) {
 
 TEST_P(DaemonTest, CopyToDeviceReturnsIdenticalBytes) {
   std::vector<uint8_t> data = RandomBytes(4096, 3);
-  auto src = session_->Upload(v1::DTYPE_U32, {1024}, data, 0);
+  auto src = session_->Upload(pjrt_client::DType::kU32, {1024}, data, 0);
   ASSERT_TRUE(src.ok()) << src.status();
   auto dst = src->CopyToDevice(2);
   ASSERT_TRUE(dst.ok()) << dst.status();
@@ -313,7 +325,7 @@ TEST_P(DaemonTest, HundredMiBPutShowsInStatsAndDeleteReturnsToBaseline) {
   };
   int64_t baseline = bytes_in_use();
   std::vector<uint8_t> data(100 << 20, 0x5A);
-  auto buffer = session_->Upload(v1::DTYPE_U8, {100 << 20}, data, 1);
+  auto buffer = session_->Upload(pjrt_client::DType::kU8, {100 << 20}, data, 1);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   EXPECT_EQ(bytes_in_use(), baseline + (100 << 20));
   ASSERT_TRUE(buffer->Delete().ok());
@@ -322,8 +334,8 @@ TEST_P(DaemonTest, HundredMiBPutShowsInStatsAndDeleteReturnsToBaseline) {
 
 TEST_P(DaemonTest, GetReadyStateAnswersWithoutWaiting) {
   std::vector<uint8_t> data(16);
-  auto a = session_->Upload(v1::DTYPE_F32, {4}, data, 0);
-  auto b = session_->Upload(v1::DTYPE_S32, {4}, data, 1);
+  auto a = session_->Upload(pjrt_client::DType::kF32, {4}, data, 0);
+  auto b = session_->Upload(pjrt_client::DType::kS32, {4}, data, 1);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(a->BlockUntilReady().ok() && b->BlockUntilReady().ok());
   v1::GetReadyStateRequest request;
@@ -333,9 +345,7 @@ TEST_P(DaemonTest, GetReadyStateAnswersWithoutWaiting) {
   v1::GetReadyStateResponse response;
   {
     grpc::ClientContext context;
-    ASSERT_TRUE(client_->buffers_stub()
-                    .GetReadyState(&context, request, &response)
-                    .ok());
+    ASSERT_TRUE(buffers_->GetReadyState(&context, request, &response).ok());
   }
   ASSERT_EQ(response.states_size(), 2);
   EXPECT_EQ(response.states(0).handle(), a->handle());
@@ -344,24 +354,22 @@ TEST_P(DaemonTest, GetReadyStateAnswersWithoutWaiting) {
   EXPECT_EQ(response.states(1).error_code(), 0);
   request.add_handles(0x1234);
   grpc::ClientContext context;
-  EXPECT_EQ(client_->buffers_stub()
-                .GetReadyState(&context, request, &response)
-                .error_code(),
+  EXPECT_EQ(buffers_->GetReadyState(&context, request, &response).error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_P(DaemonTest, DescribeAndBlockUntilReadyReportTheBuffer) {
   std::vector<uint8_t> data(24);
-  auto buffer = session_->Upload(v1::DTYPE_F64, {3}, data, 1);
+  auto buffer = session_->Upload(pjrt_client::DType::kF64, {3}, data, 1);
   ASSERT_TRUE(buffer.ok());
   ASSERT_TRUE(buffer->BlockUntilReady().ok());
   auto info = buffer->Describe();
   ASSERT_TRUE(info.ok());
-  EXPECT_TRUE(info->ready());
-  EXPECT_EQ(info->device_id(), 1);
-  EXPECT_EQ(info->size_bytes(), 24);
-  EXPECT_EQ(info->shape().dtype(), v1::DTYPE_F64);
-  EXPECT_EQ(info->error_code(), 0);
+  EXPECT_TRUE(info->ready);
+  EXPECT_EQ(info->device_id, 1);
+  EXPECT_EQ(info->size_bytes, 24);
+  EXPECT_EQ(info->shape.dtype, pjrt_client::DType::kF64);
+  EXPECT_EQ(info->error_code, 0);
 }
 
 TEST_P(DaemonTest, ClosingTheSessionFreesItsBuffers) {
@@ -369,8 +377,8 @@ TEST_P(DaemonTest, ClosingTheSessionFreesItsBuffers) {
   auto session = client_->OpenSession({.client_name = "short-lived"});
   ASSERT_TRUE(session.ok());
   std::vector<uint8_t> data(1 << 20);
-  auto a = (*session)->Upload(v1::DTYPE_U8, {1 << 20}, data, 0);
-  auto b = (*session)->Upload(v1::DTYPE_U8, {1 << 20}, data, 0);
+  auto a = (*session)->Upload(pjrt_client::DType::kU8, {1 << 20}, data, 0);
+  auto b = (*session)->Upload(pjrt_client::DType::kU8, {1 << 20}, data, 0);
   ASSERT_TRUE(a.ok() && b.ok());
   uint64_t handle = a->Release();  // no client-side delete
   EXPECT_EQ(BytesInUse(), before + (2 << 20));
@@ -382,9 +390,7 @@ TEST_P(DaemonTest, ClosingTheSessionFreesItsBuffers) {
   request.set_handle(handle);
   grpc::ClientContext context;
   v1::BufferInfo info;
-  EXPECT_EQ(client_->buffers_stub()
-                .DescribeBuffer(&context, request, &info)
-                .error_code(),
+  EXPECT_EQ(buffers_->DescribeBuffer(&context, request, &info).error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
@@ -392,8 +398,8 @@ TEST_P(DaemonTest, ClosingTheSessionFreesItsBuffers) {
 
 TEST_P(DaemonTest, TooManyBytesIsInvalidArgumentAndLeavesNothing) {
   int64_t before = BytesInUse();
-  grpc::Status status =
-      RawUpload({Header(v1::DTYPE_F32, {2, 3}), Chunk(20), Chunk(8)});
+  grpc::Status status = RawUpload(
+      {Header(pjrt_client::DType::kF32, {2, 3}), Chunk(20), Chunk(8)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("expected 24"), std::string::npos)
       << status.error_message();
@@ -403,41 +409,42 @@ TEST_P(DaemonTest, TooManyBytesIsInvalidArgumentAndLeavesNothing) {
 
 TEST_P(DaemonTest, TooFewBytesIsInvalidArgumentAndLeavesNothing) {
   int64_t before = BytesInUse();
-  grpc::Status status = RawUpload({Header(v1::DTYPE_F32, {2, 3}), Chunk(20)});
+  grpc::Status status =
+      RawUpload({Header(pjrt_client::DType::kF32, {2, 3}), Chunk(20)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("received 20"), std::string::npos)
       << status.error_message();
   EXPECT_EQ(BytesInUse(), before);
   auto stats = client_->Stats();
-  EXPECT_EQ(stats->buffer_count(), 0);
+  EXPECT_EQ(stats->buffer_count, 0);
 }
 
 TEST_P(DaemonTest, UnknownDtypeIsInvalidArgumentNamingIt) {
   grpc::Status status =
-      RawUpload({Header(static_cast<v1::DType>(99), {2}), Chunk(2)});
+      RawUpload({Header(static_cast<pjrt_client::DType>(99), {2}), Chunk(2)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("99"), std::string::npos)
       << status.error_message();
 }
 
 TEST_P(DaemonTest, NegativeDimensionIsInvalidArgumentNamingIt) {
-  grpc::Status status = RawUpload({Header(v1::DTYPE_F32, {4, -2})});
+  grpc::Status status = RawUpload({Header(pjrt_client::DType::kF32, {4, -2})});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("-2"), std::string::npos)
       << status.error_message();
 }
 
 TEST_P(DaemonTest, AbsurdDimensionsAreInvalidArgument) {
-  grpc::Status status =
-      RawUpload({Header(v1::DTYPE_F64, {int64_t{1} << 40, int64_t{1} << 40})});
+  grpc::Status status = RawUpload(
+      {Header(pjrt_client::DType::kF64, {int64_t{1} << 40, int64_t{1} << 40})});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("too large"), std::string::npos)
       << status.error_message();
 }
 
 TEST_P(DaemonTest, ArrayBeyondTheMemoryLimitIsResourceExhausted) {
-  grpc::Status status =
-      RawUpload({Header(v1::DTYPE_F32, {kMemoryLimit})});  // 4 GiB > 1 GiB
+  grpc::Status status = RawUpload(
+      {Header(pjrt_client::DType::kF32, {kMemoryLimit})});  // 4 GiB > 1 GiB
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(status.error_message().find(absl::StrCat(4 * kMemoryLimit)),
             std::string::npos)
@@ -445,32 +452,34 @@ TEST_P(DaemonTest, ArrayBeyondTheMemoryLimitIsResourceExhausted) {
 }
 
 TEST_P(DaemonTest, DeviceOutOfRangeIsInvalidArgumentNamingIt) {
-  grpc::Status status = RawUpload({Header(v1::DTYPE_F32, {1}, 7), Chunk(4)});
+  grpc::Status status =
+      RawUpload({Header(pjrt_client::DType::kF32, {1}, 7), Chunk(4)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("device 7"), std::string::npos)
       << status.error_message();
   std::vector<uint8_t> data(4);
-  auto negative = session_->Upload(v1::DTYPE_F32, {1}, data, -1);
+  auto negative = session_->Upload(pjrt_client::DType::kF32, {1}, data, -1);
   EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(DaemonTest, ChunkBeforeHeaderIsInvalidArgument) {
-  grpc::Status status = RawUpload({Chunk(4), Header(v1::DTYPE_F32, {1})});
+  grpc::Status status =
+      RawUpload({Chunk(4), Header(pjrt_client::DType::kF32, {1})});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("header"), std::string::npos)
       << status.error_message();
 }
 
 TEST_P(DaemonTest, OversizedChunkIsInvalidArgument) {
-  grpc::Status status =
-      RawUpload({Header(v1::DTYPE_U8, {(1 << 20) + 1}), Chunk((1 << 20) + 1)});
+  grpc::Status status = RawUpload(
+      {Header(pjrt_client::DType::kU8, {(1 << 20) + 1}), Chunk((1 << 20) + 1)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("1 MiB"), std::string::npos)
       << status.error_message();
 }
 
 TEST_P(DaemonTest, UploadToUnknownSessionIsNotFound) {
-  v1::UploadRequest header = Header(v1::DTYPE_U8, {1});
+  v1::UploadRequest header = Header(pjrt_client::DType::kU8, {1});
   header.mutable_header()->set_session_id(session_->id() ^ 0x5555);
   grpc::Status status = RawUpload({header, Chunk(1)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
@@ -481,7 +490,7 @@ TEST_P(DaemonTest, UnknownAndForeignHandlesAreIndistinguishable) {
   std::vector<uint8_t> data(4);
   auto other = client_->OpenSession({.client_name = "other"});
   ASSERT_TRUE(other.ok());
-  auto theirs = (*other)->Upload(v1::DTYPE_F32, {1}, data, 0);
+  auto theirs = (*other)->Upload(pjrt_client::DType::kF32, {1}, data, 0);
   ASSERT_TRUE(theirs.ok());
 
   const auto describe = [&](uint64_t handle) {
@@ -490,7 +499,7 @@ TEST_P(DaemonTest, UnknownAndForeignHandlesAreIndistinguishable) {
     request.set_handle(handle);
     grpc::ClientContext context;
     v1::BufferInfo info;
-    return client_->buffers_stub().DescribeBuffer(&context, request, &info);
+    return buffers_->DescribeBuffer(&context, request, &info);
   };
   grpc::Status foreign = describe(theirs->handle());
   grpc::Status unknown = describe(0x1234);
@@ -506,7 +515,7 @@ TEST_P(DaemonTest, UnknownAndForeignHandlesAreIndistinguishable) {
 
 TEST_P(DaemonTest, DeletedBufferIsNotFound) {
   std::vector<uint8_t> data(8);
-  auto buffer = session_->Upload(v1::DTYPE_S32, {2}, data, 0);
+  auto buffer = session_->Upload(pjrt_client::DType::kS32, {2}, data, 0);
   ASSERT_TRUE(buffer.ok());
   uint64_t handle = buffer->handle();
   ASSERT_TRUE(buffer->Delete().ok());
@@ -519,8 +528,8 @@ TEST_P(DaemonTest, StreamCutOffMidwayIsDiscarded) {
   {
     grpc::ClientContext context;
     v1::BufferInfo info;
-    auto writer = client_->buffers_stub().Upload(&context, &info);
-    ASSERT_TRUE(writer->Write(Header(v1::DTYPE_U8, {8 << 20})));
+    auto writer = buffers_->Upload(&context, &info);
+    ASSERT_TRUE(writer->Write(Header(pjrt_client::DType::kU8, {8 << 20})));
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(writer->Write(Chunk(1 << 20)));
     // The memory for the whole array is held while the upload is open.
     ASSERT_TRUE(AwaitBytesInUse(before + (8 << 20), absl::Seconds(10)));
@@ -528,7 +537,7 @@ TEST_P(DaemonTest, StreamCutOffMidwayIsDiscarded) {
     EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
   EXPECT_TRUE(AwaitBytesInUse(before, absl::Seconds(10)));
-  EXPECT_EQ(client_->Stats()->buffer_count(), 0);
+  EXPECT_EQ(client_->Stats()->buffer_count, 0);
 }
 
 // --- clients that vanish -----------------------------------------------------
@@ -594,7 +603,7 @@ TEST_P(DaemonTest, PjrtctlInfoStatsAndHealthAgreeWithTheDaemon) {
   EXPECT_EQ(i["pid"], daemon_->pid());
 
   std::vector<uint8_t> data(1000);
-  auto buffer = session_->Upload(v1::DTYPE_U8, {1000}, data, 2);
+  auto buffer = session_->Upload(pjrt_client::DType::kU8, {1000}, data, 2);
   ASSERT_TRUE(buffer.ok());
   CommandResult stats = Pjrtctl({"stats", "--json"});
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
@@ -645,7 +654,8 @@ TEST(DaemonLifecycle, SigtermWithOpenSessionsExitsCleanlyAndRemovesSocket) {
     auto session = (*client)->OpenSession({.client_name = "lifecycle"});
     ASSERT_TRUE(session.ok());
     std::vector<uint8_t> data(1 << 20);
-    auto buffer = (*session)->Upload(v1::DTYPE_U8, {1 << 20}, data, 0);
+    auto buffer =
+        (*session)->Upload(pjrt_client::DType::kU8, {1 << 20}, data, 0);
     ASSERT_TRUE(buffer.ok());
     buffer->Release();
     auto code = (*daemon)->Stop();
@@ -726,7 +736,8 @@ TEST(DaemonLifecycle, EveryAllocationModelServesRoundTripsAndCopies) {
     auto session = (*client)->OpenSession({.client_name = model});
     ASSERT_TRUE(session.ok());
     std::vector<uint8_t> data = RandomBytes(3 << 20, 11);
-    auto buffer = (*session)->Upload(v1::DTYPE_U8, {3 << 20}, data, 0);
+    auto buffer =
+        (*session)->Upload(pjrt_client::DType::kU8, {3 << 20}, data, 0);
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     auto copy = buffer->CopyToDevice(1);
     ASSERT_TRUE(copy.ok()) << copy.status();
@@ -734,8 +745,8 @@ TEST(DaemonLifecycle, EveryAllocationModelServesRoundTripsAndCopies) {
     EXPECT_EQ(*copy->Download(), data);
     session->reset();
     auto stats = (*client)->Stats();
-    EXPECT_EQ(stats->devices(0).bytes_in_use(), 0);
-    EXPECT_EQ(stats->devices(1).bytes_in_use(), 0);
+    EXPECT_EQ(stats->devices[0].bytes_in_use, 0);
+    EXPECT_EQ(stats->devices[1].bytes_in_use, 0);
     EXPECT_EQ(*(*daemon)->Stop(), 0);
   }
 }
@@ -762,17 +773,18 @@ TEST(DaemonLifecycle, AnUploadRefusedForMemoryADroppedBufferHoldsSucceeds) {
     ASSERT_TRUE(session.ok()) << session.status();
     const int64_t size = 30 << 20;  // two fit in 64 MiB, three do not
     std::vector<uint8_t> data = RandomBytes(size, 5);
-    auto kept = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+    auto kept = (*session)->Upload(pjrt_client::DType::kU8, {size}, data, 0);
     ASSERT_TRUE(kept.ok()) << kept.status();
     {
-      auto dropped = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+      auto dropped =
+          (*session)->Upload(pjrt_client::DType::kU8, {size}, data, 0);
       ASSERT_TRUE(dropped.ok()) << dropped.status();
     }
-    auto again = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+    auto again = (*session)->Upload(pjrt_client::DType::kU8, {size}, data, 0);
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(*again->Download(), data);
     // Without anything dropped, the refusal is the answer.
-    auto third = (*session)->Upload(v1::DTYPE_U8, {size}, data, 0);
+    auto third = (*session)->Upload(pjrt_client::DType::kU8, {size}, data, 0);
     EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted)
         << third.status();
   }

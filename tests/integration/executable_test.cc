@@ -24,6 +24,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "pjrt/v1/executable.grpc.pb.h"
 #include "tests/integration/process.h"
 
 namespace pjrt::testing {
@@ -154,17 +155,17 @@ class ExecutableTest : public ::testing::TestWithParam<int> {
               grpc::health::v1::HealthCheckResponse::SERVING);
   }
 
-  v1::Stats Stats() {
+  pjrt_client::Stats Stats() {
     auto stats = client_->Stats();
     EXPECT_TRUE(stats.ok()) << stats.status();
-    return stats.ok() ? *stats : v1::Stats();
+    return stats.ok() ? *stats : pjrt_client::Stats();
   }
 
   pjrt_client::Buffer UploadF32(const std::vector<float>& values,
                                 int device = 0) {
-    auto buffer =
-        session_->Upload(v1::DTYPE_F32, {static_cast<int64_t>(values.size())},
-                         pjrt_client::AsBytes(values), device);
+    auto buffer = session_->Upload(pjrt_client::DType::kF32,
+                                   {static_cast<int64_t>(values.size())},
+                                   pjrt_client::AsBytes(values), device);
     EXPECT_TRUE(buffer.ok()) << buffer.status();
     return buffer.ok() ? *std::move(buffer) : pjrt_client::Buffer();
   }
@@ -216,7 +217,7 @@ TEST_P(ExecutableTest, CompileReturnsTheSignature) {
 
 TEST_P(ExecutableTest, SecondCompileFromAnotherSessionIsACacheHit) {
   const std::string program = AddProgram(UniqueName("cached"));
-  const int64_t compiles_before = Stats().compile_cache().compiles();
+  const int64_t compiles_before = Stats().compile_cache.compiles;
   auto first = session_->Compile(program);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->cache_hit());
@@ -227,7 +228,7 @@ TEST_P(ExecutableTest, SecondCompileFromAnotherSessionIsACacheHit) {
   EXPECT_TRUE(second->cache_hit());
   EXPECT_EQ(second->fingerprint(), first->fingerprint());
   EXPECT_NE(second->handle(), first->handle());
-  EXPECT_EQ(Stats().compile_cache().compiles(), compiles_before + 1);
+  EXPECT_EQ(Stats().compile_cache.compiles, compiles_before + 1);
 
   // A different program is a different entry.
   auto third = other->Compile(AddProgram(UniqueName("cached"), 8));
@@ -238,7 +239,7 @@ TEST_P(ExecutableTest, SecondCompileFromAnotherSessionIsACacheHit) {
 
 TEST_P(ExecutableTest, ConcurrentCompilesOfOneProgramCompileOnce) {
   const std::string program = AddProgram(UniqueName("concurrent"), 16);
-  const int64_t compiles_before = Stats().compile_cache().compiles();
+  const int64_t compiles_before = Stats().compile_cache.compiles;
   constexpr int kThreads = 8;
   std::vector<std::unique_ptr<pjrt_client::Session>> sessions;
   for (int i = 0; i < kThreads; ++i) sessions.push_back(OpenSession("c"));
@@ -259,7 +260,7 @@ TEST_P(ExecutableTest, ConcurrentCompilesOfOneProgramCompileOnce) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(misses, 1);
-  EXPECT_EQ(Stats().compile_cache().compiles(), compiles_before + 1);
+  EXPECT_EQ(Stats().compile_cache.compiles, compiles_before + 1);
   for (const std::string& f : fingerprints) EXPECT_EQ(f, fingerprints[0]);
 }
 
@@ -303,7 +304,7 @@ TEST_P(ExecutableTest, ExecuteRoundTrip) {
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), 1u);
   const pjrt_client::Buffer& sum = (*results)[0];
-  EXPECT_EQ(sum.dtype(), v1::DTYPE_F32);
+  EXPECT_EQ(sum.dtype(), pjrt_client::DType::kF32);
   EXPECT_EQ(sum.dims(), std::vector<int64_t>({4}));
   EXPECT_EQ(sum.device_id(), 1);
   auto bytes = sum.Download();
@@ -326,8 +327,10 @@ TEST_P(ExecutableTest, ExecuteOverALaneMatchesGrpc) {
         (*session)->Compile(AddProgram(UniqueName("lane_round_trip")));
     ASSERT_TRUE(executable.ok()) << executable.status();
     std::vector<float> a = {1, 2, 3, 4}, b = {10, 20, 30, 40};
-    auto x = (*session)->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(a), 0);
-    auto y = (*session)->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(b), 0);
+    auto x = (*session)->Upload(pjrt_client::DType::kF32, {4},
+                                pjrt_client::AsBytes(a), 0);
+    auto y = (*session)->Upload(pjrt_client::DType::kF32, {4},
+                                pjrt_client::AsBytes(b), 0);
     ASSERT_TRUE(x.ok() && y.ok());
     // A dependent loop whose dropped results ride on the next request.
     pjrt_client::Buffer acc = *std::move(x);
@@ -400,27 +403,27 @@ TEST_P(ExecutableTest, StableHloMlpStepMatchesItsHloTwinAndAForwardPass) {
     // An executable of its own for each transport, run once: on the host
     // platform the last bit of an f32 product can depend on the runs before
     // (docs/testing.md), which is not what this compares.
-    v1::CompileOptions options;
-    options.set_collective_timeout_seconds(17 + GetParam());
+    pjrt_client::CompileOptions options;
+    options.collective_timeout = absl::Seconds(17 + GetParam());
     if (absl::EndsWith(file, ".mlir")) {
-      options.set_program_format(v1::PROGRAM_FORMAT_STABLEHLO);
+      options.program_format = pjrt_client::ProgramFormat::kStableHlo;
     }
     auto executable = session_->Compile(ReadSourceFile(file), options);
     ASSERT_TRUE(executable.ok()) << file << ": " << executable.status();
     ASSERT_EQ(executable->result_shapes().size(), 5);
     std::vector<pjrt_client::Buffer> args;
-    const auto upload = [&](v1::DType type, std::vector<int64_t> dims,
+    const auto upload = [&](pjrt_client::DType type, std::vector<int64_t> dims,
                             auto& data) {
       auto b = session_->Upload(type, dims, pjrt_client::AsBytes(data), 0);
       ASSERT_TRUE(b.ok()) << b.status();
       args.push_back(*std::move(b));
     };
-    upload(v1::DTYPE_F32, {kIn, kHidden}, w1);
-    upload(v1::DTYPE_F32, {kHidden}, b1);
-    upload(v1::DTYPE_F32, {kHidden, kOut}, w2);
-    upload(v1::DTYPE_F32, {kOut}, b2);
-    upload(v1::DTYPE_F32, {kBatch, kIn}, x);
-    upload(v1::DTYPE_S32, {kBatch}, labels);
+    upload(pjrt_client::DType::kF32, {kIn, kHidden}, w1);
+    upload(pjrt_client::DType::kF32, {kHidden}, b1);
+    upload(pjrt_client::DType::kF32, {kHidden, kOut}, w2);
+    upload(pjrt_client::DType::kF32, {kOut}, b2);
+    upload(pjrt_client::DType::kF32, {kBatch, kIn}, x);
+    upload(pjrt_client::DType::kS32, {kBatch}, labels);
     auto bytes = RunAndRead(*executable, args);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     results.push_back(*std::move(bytes));
@@ -481,8 +484,8 @@ TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
   for (const char* file : {"tests/data/transformer_step.mlir",
                            "tests/data/transformer_step.hlo"}) {
     // Fresh executables, as in the MLP test above.
-    v1::CompileOptions options;
-    options.set_collective_timeout_seconds(19 + GetParam());
+    pjrt_client::CompileOptions options;
+    options.collective_timeout = absl::Seconds(19 + GetParam());
     auto executable = session_->Compile(ReadSourceFile(file), options);
     ASSERT_TRUE(executable.ok()) << file << ": " << executable.status();
     std::vector<std::vector<float>> current = params;
@@ -490,14 +493,14 @@ TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
       std::vector<pjrt_client::Buffer> args;
       for (const auto& p : current) {
         const int64_t rows = static_cast<int64_t>(p.size()) / kWidth;
-        auto b = session_->Upload(v1::DTYPE_F32, {rows, kWidth},
+        auto b = session_->Upload(pjrt_client::DType::kF32, {rows, kWidth},
                                   pjrt_client::AsBytes(p), 0);
         ASSERT_TRUE(b.ok()) << b.status();
         args.push_back(*std::move(b));
       }
-      auto i = session_->Upload(v1::DTYPE_S32, {kTokens},
+      auto i = session_->Upload(pjrt_client::DType::kS32, {kTokens},
                                 pjrt_client::AsBytes(ids), 0);
-      auto t = session_->Upload(v1::DTYPE_F32, {kTokens, kWidth},
+      auto t = session_->Upload(pjrt_client::DType::kF32, {kTokens, kWidth},
                                 pjrt_client::AsBytes(target), 0);
       ASSERT_TRUE(i.ok() && t.ok());
       args.push_back(*std::move(i));
@@ -536,8 +539,8 @@ TEST_P(ExecutableTest, StableHloErrorsNameTheLineOfTheProgram) {
                                 "line 2, column 8: stablehlo.cholesky"))
       << executable.status();
   // Told it is HLO text, the daemon reads it as HLO and says so.
-  v1::CompileOptions hlo;
-  hlo.set_program_format(v1::PROGRAM_FORMAT_HLO);
+  pjrt_client::CompileOptions hlo;
+  hlo.program_format = pjrt_client::ProgramFormat::kHlo;
   auto as_hlo = session_->Compile(program, hlo);
   EXPECT_EQ(as_hlo.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(as_hlo.status().message(), "HloModule"))
@@ -550,8 +553,8 @@ TEST_P(ExecutableTest, ATupleRootGivesOneBufferPerElement) {
   EXPECT_TRUE(executable->result_is_tuple());
   ASSERT_EQ(executable->result_shapes().size(), 3);
   std::vector<int32_t> x = {1, 2, 3, 4, 5, 6};
-  auto input =
-      session_->Upload(v1::DTYPE_S32, {2, 3}, pjrt_client::AsBytes(x), 0);
+  auto input = session_->Upload(pjrt_client::DType::kS32, {2, 3},
+                                pjrt_client::AsBytes(x), 0);
   ASSERT_TRUE(input.ok()) << input.status();
   auto results = executable->Execute({&*input}, 0);
   ASSERT_TRUE(results.ok()) << results.status();
@@ -581,10 +584,8 @@ ENTRY e {
 )";
 
 TEST_P(ExecutableTest, ExecuteReplicatedRunsEveryReplica) {
-  v1::CompileOptions options;
-  options.set_num_replicas(3);
-  options.set_num_partitions(1);
-  for (int d : {2, 0, 1}) options.add_device_assignment(d);
+  const pjrt_client::CompileOptions options{
+      .num_replicas = 3, .num_partitions = 1, .device_assignment = {2, 0, 1}};
   auto executable = session_->Compile(kReplicatedProgram, options);
   ASSERT_TRUE(executable.ok()) << executable.status();
   EXPECT_EQ(executable->num_replicas(), 3);
@@ -661,12 +662,12 @@ ENTRY e {
   ROOT t = (f32[2], f32[2]) tuple(s, b)
 })");
   ASSERT_TRUE(executable.ok()) << executable.status();
-  EXPECT_TRUE(executable->info().parameter_is_tuple());
+  EXPECT_TRUE(executable->info().parameter_is_tuple);
   EXPECT_EQ(executable->parameter_shapes().size(), 2);
   std::vector<pjrt_client::Buffer> elements;
   elements.push_back(UploadF32({1, 2}));
   elements.push_back(UploadF32({10, 20}));
-  const int64_t buffers_before = Stats().buffer_count();
+  const int64_t buffers_before = Stats().buffer_count;
   auto tuple = session_->MakeTuple(std::move(elements));
   ASSERT_TRUE(tuple.ok()) << tuple.status();
   EXPECT_TRUE(tuple->is_tuple());
@@ -689,11 +690,11 @@ ENTRY e {
             std::string::npos)
       << direct.status();
   // A tuple and its elements are registered; deleting the tuples frees all.
-  EXPECT_EQ(Stats().buffer_count(), buffers_before + 1 + 3);
+  EXPECT_EQ(Stats().buffer_count, buffers_before + 1 + 3);
   tuple->Delete().IgnoreError();
   results->clear();  // released with the next call, or flushed
   session_->FlushReleases();
-  EXPECT_EQ(Stats().buffer_count(), buffers_before - 2);
+  EXPECT_EQ(Stats().buffer_count, buffers_before - 2);
 }
 
 TEST_P(ExecutableTest, RunsChainWithoutWaitingForEachOther) {
@@ -717,7 +718,7 @@ TEST_P(ExecutableTest, RunsChainWithoutWaitingForEachOther) {
 TEST_P(ExecutableTest, DroppedResultsRideOnTheNextExecuteOrAFlush) {
   auto executable = session_->Compile(AddProgram(UniqueName("drops")));
   ASSERT_TRUE(executable.ok()) << executable.status();
-  const int64_t before = Stats().buffer_count();
+  const int64_t before = Stats().buffer_count;
   pjrt_client::Buffer y = UploadF32({1, 2, 3, 4});
   for (int i = 0; i < 50; ++i) {
     auto next = executable->Execute({&y, &y}, 0);
@@ -726,14 +727,14 @@ TEST_P(ExecutableTest, DroppedResultsRideOnTheNextExecuteOrAFlush) {
   }
   // Each Execute carried the release of the result dropped before it: the
   // session holds y and at most the one dropped after the last Execute.
-  EXPECT_LE(Stats().buffer_count(), before + 2);
+  EXPECT_LE(Stats().buffer_count, before + 2);
   y = pjrt_client::Buffer();
   // With no further Execute, the session's flusher sends it.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Stats().buffer_count() != before && absl::Now() < deadline) {
+  while (Stats().buffer_count != before && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_EQ(Stats().buffer_count(), before);
+  EXPECT_EQ(Stats().buffer_count, before);
 }
 
 TEST_P(ExecutableTest, FetchedResultsAreTheBytesADownloadReads) {
@@ -745,13 +746,13 @@ TEST_P(ExecutableTest, FetchedResultsAreTheBytesADownloadReads) {
   auto fetched = executable->Execute({&a, &a}, 0, options);
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   ASSERT_EQ(fetched->size(), 1u);
-  EXPECT_TRUE((*fetched)[0].info().ready());
-  ASSERT_TRUE((*fetched)[0].info().has_data());
+  EXPECT_TRUE((*fetched)[0].info().ready);
+  ASSERT_TRUE((*fetched)[0].info().data.has_value());
   auto plain = executable->Execute({&a, &a}, 0);
   ASSERT_TRUE(plain.ok()) << plain.status();
   auto downloaded = (*plain)[0].Download();
   ASSERT_TRUE(downloaded.ok()) << downloaded.status();
-  const std::string& inline_bytes = (*fetched)[0].info().data();
+  const std::string& inline_bytes = *(*fetched)[0].info().data;
   EXPECT_EQ(std::vector<uint8_t>(inline_bytes.begin(), inline_bytes.end()),
             *downloaded);
   EXPECT_EQ(FromBytes<float>(*downloaded),
@@ -765,8 +766,8 @@ TEST_P(ExecutableTest, BadArgumentsAreInvalidArgumentNamingTheArgument) {
   pjrt_client::Buffer short_one = UploadF32({1, 2, 3});
   pjrt_client::Buffer elsewhere = UploadF32({1, 2, 3, 4}, 2);
   std::vector<int32_t> ints = {1, 2, 3, 4};
-  auto wrong_dtype =
-      session_->Upload(v1::DTYPE_S32, {4}, pjrt_client::AsBytes(ints), 0);
+  auto wrong_dtype = session_->Upload(pjrt_client::DType::kS32, {4},
+                                      pjrt_client::AsBytes(ints), 0);
   ASSERT_TRUE(wrong_dtype.ok());
 
   struct Case {
@@ -811,7 +812,8 @@ TEST_P(ExecutableTest, UnknownAndForeignHandlesAreIndistinguishable) {
     for (uint64_t h : args) request.add_argument_handles(h);
     v1::ExecuteResponse response;
     grpc::ClientContext context;
-    return client_->executables_stub().Execute(&context, request, &response);
+    return v1::Executables::NewStub(client_->channel())
+        ->Execute(&context, request, &response);
   };
   auto other = OpenSession("other");
   grpc::Status foreign =
@@ -827,7 +829,8 @@ TEST_P(ExecutableTest, UnknownAndForeignHandlesAreIndistinguishable) {
   // An argument of another session is NOT_FOUND too, naming the argument.
   pjrt_client::Buffer theirs = [&] {
     std::vector<float> v = {1, 2, 3, 4};
-    return *other->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(v), 0);
+    return *other->Upload(pjrt_client::DType::kF32, {4},
+                          pjrt_client::AsBytes(v), 0);
   }();
   grpc::Status foreign_arg =
       run(session_->id(), executable->handle(), {a.handle(), theirs.handle()});
@@ -841,8 +844,8 @@ TEST_P(ExecutableTest, UnknownAndForeignHandlesAreIndistinguishable) {
   request.set_executable_handle(executable->handle());
   v1::DeleteExecutableResponse response;
   grpc::ClientContext context;
-  EXPECT_EQ(client_->executables_stub()
-                .DeleteExecutable(&context, request, &response)
+  EXPECT_EQ(v1::Executables::NewStub(client_->channel())
+                ->DeleteExecutable(&context, request, &response)
                 .error_code(),
             grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(executable->Execute({&a, &a}, 0).ok());
@@ -853,9 +856,9 @@ TEST_P(ExecutableTest, DeletedExecutableIsNotFound) {
   ASSERT_TRUE(executable.ok()) << executable.status();
   pjrt_client::Buffer a = UploadF32({1, 2, 3, 4});
   uint64_t handle = executable->handle();
-  const int64_t before = Stats().executable_count();
+  const int64_t before = Stats().executable_count;
   ASSERT_TRUE(executable->Delete().ok());
-  EXPECT_EQ(Stats().executable_count(), before - 1);
+  EXPECT_EQ(Stats().executable_count, before - 1);
   v1::ExecuteRequest request;
   request.set_session_id(session_->id());
   request.set_executable_handle(handle);
@@ -863,8 +866,8 @@ TEST_P(ExecutableTest, DeletedExecutableIsNotFound) {
   request.add_argument_handles(a.handle());
   v1::ExecuteResponse response;
   grpc::ClientContext context;
-  grpc::Status status =
-      client_->executables_stub().Execute(&context, request, &response);
+  grpc::Status status = v1::Executables::NewStub(client_->channel())
+                            ->Execute(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(status.error_message().find("not an executable of this session"),
             std::string::npos)
@@ -872,26 +875,27 @@ TEST_P(ExecutableTest, DeletedExecutableIsNotFound) {
 }
 
 TEST_P(ExecutableTest, ClosingTheSessionDropsItsExecutablesAndResults) {
-  const int64_t executables_before = Stats().executable_count();
-  const int64_t buffers_before = Stats().buffer_count();
+  const int64_t executables_before = Stats().executable_count;
+  const int64_t buffers_before = Stats().buffer_count;
   {
     auto session = OpenSession("closing");
     auto executable = session->Compile(AddProgram(UniqueName("closing")));
     ASSERT_TRUE(executable.ok()) << executable.status();
     std::vector<float> v = {1, 2, 3, 4};
-    auto a = session->Upload(v1::DTYPE_F32, {4}, pjrt_client::AsBytes(v), 0);
+    auto a = session->Upload(pjrt_client::DType::kF32, {4},
+                             pjrt_client::AsBytes(v), 0);
     ASSERT_TRUE(a.ok());
     auto results = executable->Execute({&*a, &*a}, 0);
     ASSERT_TRUE(results.ok()) << results.status();
-    EXPECT_EQ(Stats().executable_count(), executables_before + 1);
-    EXPECT_EQ(Stats().buffer_count(), buffers_before + 2);
+    EXPECT_EQ(Stats().executable_count, executables_before + 1);
+    EXPECT_EQ(Stats().buffer_count, buffers_before + 2);
     // Keep the handles alive in the client: only closing frees them.
     executable->Release();
     a->Release();
     for (auto& r : *results) r.Release();
   }
-  EXPECT_EQ(Stats().executable_count(), executables_before);
-  EXPECT_EQ(Stats().buffer_count(), buffers_before);
+  EXPECT_EQ(Stats().executable_count, executables_before);
+  EXPECT_EQ(Stats().buffer_count, buffers_before);
 }
 
 // --- pjrtctl
@@ -972,7 +976,7 @@ TEST_P(ExecutableTest, PjrtctlCompileErrorExitsOneWithLineAndCaret) {
 TEST_P(ExecutableTest, PjrtctlRunWritesOneNpyPerResultInBothModes) {
   std::string hlo = WriteFile("tuple.hlo", kTupleProgram);
   cli::HostArray x;
-  x.dtype = v1::DTYPE_S32;
+  x.dtype = pjrt_client::DType::kS32;
   x.dims = {2, 3};
   std::vector<int32_t> values = {1, 2, 3, 4, 5, 6};
   x.data.assign(reinterpret_cast<uint8_t*>(values.data()),
@@ -1016,7 +1020,7 @@ TEST_P(ExecutableTest, PjrtctlRunRejectsMismatchedInputsAsUsageErrors) {
   std::string hlo = WriteFile(UniqueName("mismatch") + ".hlo",
                               AddProgram(UniqueName("mismatch")));
   cli::HostArray three;
-  three.dtype = v1::DTYPE_F32;
+  three.dtype = pjrt_client::DType::kF32;
   three.dims = {3};
   three.data.resize(12);
   std::string short_input = dir_->path() + "/three.npy";
@@ -1027,7 +1031,7 @@ TEST_P(ExecutableTest, PjrtctlRunRejectsMismatchedInputsAsUsageErrors) {
   std::string good_input = dir_->path() + "/four.npy";
   ASSERT_TRUE(cli::WriteNpy(good_input, four).ok());
   cli::HostArray doubles = four;
-  doubles.dtype = v1::DTYPE_F64;
+  doubles.dtype = pjrt_client::DType::kF64;
   doubles.data.resize(32);
   std::string f64_input = dir_->path() + "/four_f64.npy";
   ASSERT_TRUE(cli::WriteNpy(f64_input, doubles).ok());

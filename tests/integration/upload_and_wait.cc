@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   }
   int64_t bytes = std::atoll(argv[2]);
   std::vector<uint8_t> data(static_cast<size_t>(bytes), 7);
-  auto buffer = (*session)->Upload(pjrt::v1::DTYPE_U8, {bytes}, data, 0);
+  auto buffer = (*session)->Upload(pjrt_client::DType::kU8, {bytes}, data, 0);
   if (!buffer.ok()) {
     std::cerr << buffer.status() << "\n";
     return 1;

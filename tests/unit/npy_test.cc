@@ -45,10 +45,13 @@ class NpyTest : public ::testing::Test {
 };
 
 TEST_F(NpyTest, WritesAndReadsBackEveryDtype) {
-  const v1::DType dtypes[] = {v1::DTYPE_PRED, v1::DTYPE_S8,  v1::DTYPE_S16,
-                              v1::DTYPE_S32,  v1::DTYPE_S64, v1::DTYPE_U8,
-                              v1::DTYPE_U16,  v1::DTYPE_U32, v1::DTYPE_U64,
-                              v1::DTYPE_F16,  v1::DTYPE_F32, v1::DTYPE_F64};
+  const pjrt_client::DType dtypes[] = {
+      pjrt_client::DType::kPred, pjrt_client::DType::kS8,
+      pjrt_client::DType::kS16,  pjrt_client::DType::kS32,
+      pjrt_client::DType::kS64,  pjrt_client::DType::kU8,
+      pjrt_client::DType::kU16,  pjrt_client::DType::kU32,
+      pjrt_client::DType::kU64,  pjrt_client::DType::kF16,
+      pjrt_client::DType::kF32,  pjrt_client::DType::kF64};
   const int widths[] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8};
   for (int t = 0; t < 12; ++t) {
     SCOPED_TRACE(NpyDescr(dtypes[t]));
@@ -57,7 +60,8 @@ TEST_F(NpyTest, WritesAndReadsBackEveryDtype) {
     array.dims = {2, 3};
     array.data.resize(6 * widths[t]);
     for (size_t i = 0; i < array.data.size(); ++i) {
-      array.data[i] = dtypes[t] == v1::DTYPE_PRED ? i % 2 : i * 37 + 1;
+      array.data[i] =
+          dtypes[t] == pjrt_client::DType::kPred ? i % 2 : i * 37 + 1;
     }
     std::string path = Path("a.npy");
     ASSERT_TRUE(WriteNpy(path, array).ok());
@@ -70,12 +74,12 @@ TEST_F(NpyTest, WritesAndReadsBackEveryDtype) {
 }
 
 TEST_F(NpyTest, DescrsAreNumpys) {
-  EXPECT_EQ(NpyDescr(v1::DTYPE_PRED), "|b1");
-  EXPECT_EQ(NpyDescr(v1::DTYPE_S8), "|i1");
-  EXPECT_EQ(NpyDescr(v1::DTYPE_U8), "|u1");
-  EXPECT_EQ(NpyDescr(v1::DTYPE_S64), "<i8");
-  EXPECT_EQ(NpyDescr(v1::DTYPE_F16), "<f2");
-  EXPECT_EQ(NpyDescr(v1::DTYPE_BF16), "<u2");
+  EXPECT_EQ(NpyDescr(pjrt_client::DType::kPred), "|b1");
+  EXPECT_EQ(NpyDescr(pjrt_client::DType::kS8), "|i1");
+  EXPECT_EQ(NpyDescr(pjrt_client::DType::kU8), "|u1");
+  EXPECT_EQ(NpyDescr(pjrt_client::DType::kS64), "<i8");
+  EXPECT_EQ(NpyDescr(pjrt_client::DType::kF16), "<f2");
+  EXPECT_EQ(NpyDescr(pjrt_client::DType::kBF16), "<u2");
 }
 
 TEST_F(NpyTest, ScalarsAndVectorsKeepTheirRank) {
@@ -83,7 +87,7 @@ TEST_F(NpyTest, ScalarsAndVectorsKeepTheirRank) {
        {std::vector<int64_t>{}, std::vector<int64_t>{4},
         std::vector<int64_t>{0, 3}}) {
     HostArray array;
-    array.dtype = v1::DTYPE_F32;
+    array.dtype = pjrt_client::DType::kF32;
     array.dims = dims;
     array.data.resize(array.element_count() * 4, 7);
     ASSERT_TRUE(WriteNpy(Path("s.npy"), array).ok());
@@ -172,12 +176,12 @@ TEST_F(NpyTest, HalfDecodesExactly) {
 
 TEST_F(NpyTest, ConvertsOnlyWhatNeedsNoGuessing) {
   HostArray f32;
-  f32.dtype = v1::DTYPE_F32;
+  f32.dtype = pjrt_client::DType::kF32;
   f32.dims = {2};
   float values[2] = {1.0f, -0.5f};
   f32.data.assign(reinterpret_cast<uint8_t*>(values),
                   reinterpret_cast<uint8_t*>(values) + 8);
-  auto bf16 = ConvertToDType(f32, v1::DTYPE_BF16);
+  auto bf16 = ConvertToDType(f32, pjrt_client::DType::kBF16);
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   uint16_t bits[2];
   std::memcpy(bits, bf16->data.data(), 4);
@@ -185,14 +189,14 @@ TEST_F(NpyTest, ConvertsOnlyWhatNeedsNoGuessing) {
   EXPECT_EQ(bits[1], 0xbf00);
 
   HostArray u16;
-  u16.dtype = v1::DTYPE_U16;
+  u16.dtype = pjrt_client::DType::kU16;
   u16.dims = {1};
   u16.data = {0x80, 0x3f};
-  auto as_bits = ConvertToDType(u16, v1::DTYPE_BF16);
+  auto as_bits = ConvertToDType(u16, pjrt_client::DType::kBF16);
   ASSERT_TRUE(as_bits.ok());
   EXPECT_EQ(as_bits->data, u16.data);
 
-  auto refused = ConvertToDType(f32, v1::DTYPE_F64);
+  auto refused = ConvertToDType(f32, pjrt_client::DType::kF64);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(),
             "the file holds f32, the parameter is f64");

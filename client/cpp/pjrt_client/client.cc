@@ -27,6 +27,7 @@ namespace {
 // The revisions this client speaks (proto/pjrt/v1/types.proto).
 constexpr uint32_t kProtocolRevisionMin = pjrt::v1::PROTOCOL_REVISION_MIN;
 constexpr uint32_t kProtocolRevisionMax = pjrt::v1::PROTOCOL_REVISION_MAX;
+static_assert(kChunkBytes == pjrt::v1::MAX_CHUNK_BYTES);
 
 }  // namespace
 namespace v1 = ::pjrt::v1;
@@ -54,10 +55,9 @@ std::string ResolveAddress(const std::string& address) {
 Client::Client(std::string address, std::shared_ptr<grpc::Channel> channel)
     : address_(std::move(address)),
       channel_(std::move(channel)),
-      server_(v1::Server::NewStub(channel_)),
-      sessions_(v1::Sessions::NewStub(channel_)),
-      buffers_(v1::Buffers::NewStub(channel_)),
-      executables_(v1::Executables::NewStub(channel_)) {}
+      stubs_(std::make_unique<Stubs>(channel_)) {}
+
+Client::~Client() = default;
 
 namespace {
 
@@ -118,7 +118,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 // "dns:///host:7070", "ipv4:10.0.0.1:7070"); empty for a unix socket.
 // The bytes of an array of `dims` elements of `dtype`; -1 when the dtype is
 // unknown or the dimensions are negative or overflow.
-static int64_t ShapeBytes(v1::DType dtype, absl::Span<const int64_t> dims) {
+static int64_t ShapeBytes(DType dtype, absl::Span<const int64_t> dims) {
   if (DTypeByteWidth(dtype) == 0) return -1;
   int64_t count = 1;
   for (int64_t d : dims) {
@@ -209,76 +209,85 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
   }
   grpc::ClientContext context;
   SetDeadline(&context, options.timeout);
-  grpc::Status status = client->server_->GetServerInfo(
-      &context, v1::GetServerInfoRequest(), &client->info_);
+  v1::ServerInfo described;
+  grpc::Status status = client->stubs_->server->GetServerInfo(
+      &context, v1::GetServerInfoRequest(), &described);
   if (!status.ok()) {
     return absl::Status(
         ToAbslStatus(status).code(),
         absl::StrFormat("pjrtd at %s did not describe itself: %s", address,
                         status.error_message()));
   }
-  const v1::ServerInfo& info = client->info_;
-  if (kProtocolRevisionMax < info.protocol_version_min() ||
-      kProtocolRevisionMin > info.protocol_version_max()) {
+  client->info_ = FromWire(described);
+  const ServerInfo& info = client->info_;
+  if (kProtocolRevisionMax < info.protocol_version_min ||
+      kProtocolRevisionMin > info.protocol_version_max) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "pjrtd at %s (%s) speaks pjrt.v1 revisions %d to %d; this client "
         "(%s) speaks %d to %d; use a client from the daemon's release",
-        address, info.build_version(), info.protocol_version_min(),
-        info.protocol_version_max(), pjrt::kBuildVersion, kProtocolRevisionMin,
+        address, info.build_version, info.protocol_version_min,
+        info.protocol_version_max, pjrt::kBuildVersion, kProtocolRevisionMin,
         kProtocolRevisionMax));
   }
   return client;
 }
 
-absl::StatusOr<std::vector<v1::Device>> Client::Devices() {
+absl::StatusOr<std::vector<Device>> Client::Devices() {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::ListDevicesResponse response;
-  grpc::Status status =
-      server_->ListDevices(&context, v1::ListDevicesRequest(), &response);
+  grpc::Status status = stubs_->server->ListDevices(
+      &context, v1::ListDevicesRequest(), &response);
   if (!status.ok()) return ToAbslStatus(status);
-  return std::vector<v1::Device>(response.devices().begin(),
-                                 response.devices().end());
+  std::vector<Device> devices;
+  for (const v1::Device& device : response.devices()) {
+    devices.push_back(FromWire(device));
+  }
+  return devices;
 }
 
-absl::StatusOr<v1::Stats> Client::Stats() {
+absl::StatusOr<Stats> Client::Stats() {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::Stats response;
   grpc::Status status =
-      server_->GetStats(&context, v1::GetStatsRequest(), &response);
+      stubs_->server->GetStats(&context, v1::GetStatsRequest(), &response);
   if (!status.ok()) return ToAbslStatus(status);
-  return response;
+  return FromWire(response);
 }
 
-absl::StatusOr<v1::ClusterStatus> Client::ClusterStatus(
-    absl::Duration timeout) {
+absl::StatusOr<ClusterStatus> Client::ClusterStatus(absl::Duration timeout) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::GetClusterStatusRequest request;
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
   v1::ClusterStatus response;
-  grpc::Status status = server_->GetClusterStatus(&context, request, &response);
+  grpc::Status status =
+      stubs_->server->GetClusterStatus(&context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
-  return response;
+  return FromWire(response);
 }
 
-absl::StatusOr<std::vector<v1::SessionInfo>> Client::Sessions() {
+absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::ListSessionsResponse response;
-  grpc::Status status =
-      sessions_->ListSessions(&context, v1::ListSessionsRequest(), &response);
+  grpc::Status status = stubs_->sessions->ListSessions(
+      &context, v1::ListSessionsRequest(), &response);
   if (!status.ok()) return ToAbslStatus(status);
-  return std::vector<v1::SessionInfo>(response.sessions().begin(),
-                                      response.sessions().end());
+  std::vector<SessionInfo> sessions;
+  for (const v1::SessionInfo& session : response.sessions()) {
+    sessions.push_back(FromWire(session));
+  }
+  return sessions;
 }
 
 absl::Status Client::Ping() {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::PingResponse response;
-  return ToAbslStatus(server_->Ping(&context, v1::PingRequest(), &response));
+  return ToAbslStatus(
+      stubs_->server->Ping(&context, v1::PingRequest(), &response));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
@@ -291,23 +300,24 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   constexpr uint32_t kWholeClusterRevision =
       v1::PROTOCOL_REVISION_WHOLE_CLUSTER;
   if (options.whole_cluster &&
-      info_.protocol_version_max() < kWholeClusterRevision) {
+      info_.protocol_version_max < kWholeClusterRevision) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "pjrtd at %s (%s) has no whole-cluster sessions (pjrt.v1 revision "
         "%d; it speaks up to %d)",
-        address_, info_.build_version(), kWholeClusterRevision,
-        info_.protocol_version_max()));
+        address_, info_.build_version, kWholeClusterRevision,
+        info_.protocol_version_max));
   }
   // The newest revision both sides speak (a daemon checks it is one of
   // its own).
   request.set_protocol_version(
-      std::min<uint32_t>(kProtocolRevisionMax, info_.protocol_version_max()));
+      std::min<uint32_t>(kProtocolRevisionMax, info_.protocol_version_max));
   request.set_whole_cluster(options.whole_cluster);
   v1::OpenSessionResponse response;
   {
     grpc::ClientContext context;
     SetDeadline(&context);
-    grpc::Status status = sessions_->OpenSession(&context, request, &response);
+    grpc::Status status =
+        stubs_->sessions->OpenSession(&context, request, &response);
     if (!status.ok()) return ToAbslStatus(status);
   }
   auto state = std::make_shared<SessionState>();
@@ -324,7 +334,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
   if (options.attach) {
     v1::AttachRequest attach;
     attach.set_session_id(state->id);
-    state->attach_reader = sessions_->Attach(&state->attach_context, attach);
+    state->attach_reader =
+        stubs_->sessions->Attach(&state->attach_context, attach);
     v1::SessionEvent event;
     // The first event confirms the attachment.
     if (!state->attach_reader->Read(&event)) {
@@ -403,8 +414,8 @@ absl::Status Session::Close() {
   v1::CloseSessionResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  grpc::Status status = state_->client->sessions_stub().CloseSession(
-      &context, request, &response);
+  grpc::Status status =
+      state_->sessions_stub().CloseSession(&context, request, &response);
   if (state_->attach_reader != nullptr) {
     state_->attach_context.TryCancel();
     state_->attach_reader->Finish().ok();
@@ -420,10 +431,10 @@ absl::Status Session::KeepAlive() {
   grpc::ClientContext context;
   SetDeadline(&context);
   return ToAbslStatus(
-      state_->client->sessions_stub().KeepAlive(&context, request, &response));
+      state_->sessions_stub().KeepAlive(&context, request, &response));
 }
 
-absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
+absl::StatusOr<Buffer> Session::Upload(DType dtype,
                                        absl::Span<const int64_t> dims,
                                        absl::Span<const uint8_t> data,
                                        int device_id,
@@ -450,7 +461,7 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
     if (channel.has_value()) {
       v1::UploadHeader header;
       header.set_session_id(state_->id);
-      header.mutable_shape()->set_dtype(dtype);
+      header.mutable_shape()->set_dtype(ToWire(dtype));
       for (int64_t d : dims) header.mutable_shape()->add_dims(d);
       header.set_device_id(device_id);
       auto info = UploadOverChannel(*state_, *channel, header, data);
@@ -459,7 +470,7 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
           progress(static_cast<int64_t>(data.size()),
                    static_cast<int64_t>(data.size()));
         }
-        return Buffer(state_, *std::move(info));
+        return Buffer(state_, FromWire(*std::move(info)));
       }
       // Memory or a quota held by buffers this client dropped: the stream
       // below tries again once they are freed.
@@ -472,11 +483,11 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
   v1::BufferInfo info;
   const auto stream = [&]() -> grpc::Status {
     grpc::ClientContext context;
-    auto writer = state_->client->buffers_stub().Upload(&context, &info);
+    auto writer = state_->buffers_stub().Upload(&context, &info);
     v1::UploadRequest request;
     v1::UploadHeader* header = request.mutable_header();
     header->set_session_id(state_->id);
-    header->mutable_shape()->set_dtype(dtype);
+    header->mutable_shape()->set_dtype(ToWire(dtype));
     for (int64_t d : dims) header->mutable_shape()->add_dims(d);
     header->set_device_id(device_id);
     bool ok = writer->Write(request);
@@ -501,7 +512,7 @@ absl::StatusOr<Buffer> Session::Upload(v1::DType dtype,
     status = stream();
   }
   if (!status.ok()) return ToAbslStatus(status);
-  return Buffer(state_, std::move(info));
+  return Buffer(state_, FromWire(std::move(info)));
 }
 
 absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
@@ -512,24 +523,24 @@ absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
   grpc::ClientContext context;
   SetDeadline(&context);
   grpc::Status status =
-      state_->client->buffers_stub().DescribeBuffer(&context, request, &info);
+      state_->buffers_stub().DescribeBuffer(&context, request, &info);
   if (!status.ok()) return ToAbslStatus(status);
-  return Buffer(state_, std::move(info));
+  return Buffer(state_, FromWire(std::move(info)));
 }
 
 absl::StatusOr<Executable> Session::Compile(const std::string& hlo_text,
-                                            const v1::CompileOptions& options) {
+                                            const CompileOptions& options) {
   v1::CompileRequest request;
   request.set_session_id(state_->id);
   request.set_hlo_text(hlo_text);
-  *request.mutable_options() = options;
+  ToWire(options, request.mutable_options());
   v1::CompileResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);
   grpc::Status status =
-      state_->client->executables_stub().Compile(&context, request, &response);
+      state_->executables_stub().Compile(&context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
-  return Executable(state_, std::move(response));
+  return Executable(state_, FromWire(response));
 }
 
 Executable::~Executable() { Drop(); }
@@ -537,22 +548,19 @@ Executable::~Executable() { Drop(); }
 void Executable::Drop() {
   if (!valid()) return;
   std::shared_ptr<SessionState> state = std::move(state_);
-  uint64_t handle = info_.executable_handle();
-  info_.Clear();
+  uint64_t handle = std::exchange(info_, CompileInfo()).executable_handle;
   state->DropExecutable(handle);
 }
 
 Executable::Executable(Executable&& other) noexcept
-    : state_(std::move(other.state_)), info_(std::move(other.info_)) {
-  other.info_.Clear();
-}
+    : state_(std::move(other.state_)),
+      info_(std::exchange(other.info_, CompileInfo())) {}
 
 Executable& Executable::operator=(Executable&& other) noexcept {
   if (this != &other) {
     Drop();
     state_ = std::move(other.state_);
-    info_ = std::move(other.info_);
-    other.info_.Clear();
+    info_ = std::exchange(other.info_, CompileInfo());
   }
   return *this;
 }
@@ -621,7 +629,7 @@ absl::StatusOr<std::vector<Buffer>> Executable::Execute(
   std::vector<Buffer> results;
   results.reserve(response.results_size());
   for (v1::BufferInfo& info : *response.mutable_results()) {
-    results.push_back(Buffer(state_, std::move(info)));
+    results.push_back(Buffer(state_, FromWire(std::move(info))));
   }
   return results;
 }
@@ -649,14 +657,14 @@ absl::StatusOr<std::vector<std::vector<Buffer>>> Executable::ExecuteReplicated(
   v1::ExecuteReplicatedResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  grpc::Status status = state_->client->executables_stub().ExecuteReplicated(
+  grpc::Status status = state_->executables_stub().ExecuteReplicated(
       &context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
   std::vector<std::vector<Buffer>> results(response.results_size());
   for (int d = 0; d < response.results_size(); ++d) {
     for (v1::BufferInfo& info :
          *response.mutable_results(d)->mutable_results()) {
-      results[d].push_back(Buffer(state_, std::move(info)));
+      results[d].push_back(Buffer(state_, FromWire(std::move(info))));
     }
   }
   return results;
@@ -665,104 +673,102 @@ absl::StatusOr<std::vector<std::vector<Buffer>>> Executable::ExecuteReplicated(
 absl::Status Executable::Delete() {
   if (!valid()) return absl::OkStatus();
   std::shared_ptr<SessionState> state = std::move(state_);
-  uint64_t handle = info_.executable_handle();
-  info_.Clear();
+  uint64_t handle = std::exchange(info_, CompileInfo()).executable_handle;
   // A closed session has already dropped the executable.
   if (state->IsClosed()) return absl::OkStatus();
   return state->DeleteExecutableNow(handle);
 }
 
 uint64_t Executable::Release() {
-  uint64_t handle = info_.executable_handle();
+  uint64_t handle = std::exchange(info_, CompileInfo()).executable_handle;
   state_.reset();
-  info_.Clear();
   return handle;
 }
 
-std::string DTypeName(v1::DType dtype) {
+std::string DTypeName(DType dtype) {
   switch (dtype) {
-    case v1::DTYPE_PRED:
+    case DType::kPred:
       return "pred";
-    case v1::DTYPE_S8:
+    case DType::kS8:
       return "s8";
-    case v1::DTYPE_S16:
+    case DType::kS16:
       return "s16";
-    case v1::DTYPE_S32:
+    case DType::kS32:
       return "s32";
-    case v1::DTYPE_S64:
+    case DType::kS64:
       return "s64";
-    case v1::DTYPE_U8:
+    case DType::kU8:
       return "u8";
-    case v1::DTYPE_U16:
+    case DType::kU16:
       return "u16";
-    case v1::DTYPE_U32:
+    case DType::kU32:
       return "u32";
-    case v1::DTYPE_U64:
+    case DType::kU64:
       return "u64";
-    case v1::DTYPE_F16:
+    case DType::kF16:
       return "f16";
-    case v1::DTYPE_BF16:
+    case DType::kBF16:
       return "bf16";
-    case v1::DTYPE_F32:
+    case DType::kF32:
       return "f32";
-    case v1::DTYPE_F64:
+    case DType::kF64:
       return "f64";
-    case v1::DTYPE_C64:
+    case DType::kC64:
       return "c64";
-    case v1::DTYPE_C128:
+    case DType::kC128:
       return "c128";
-    case v1::DTYPE_F8E4M3FN:
+    case DType::kF8E4M3FN:
       return "f8e4m3fn";
-    case v1::DTYPE_F8E5M2:
+    case DType::kF8E5M2:
       return "f8e5m2";
-    case v1::DTYPE_S4:
+    case DType::kS4:
       return "s4";
-    case v1::DTYPE_U4:
+    case DType::kU4:
       return "u4";
     default:
       return absl::StrFormat("dtype#%d", static_cast<int>(dtype));
   }
 }
 
-int DTypeByteWidth(v1::DType dtype) {
+int DTypeByteWidth(DType dtype) {
   switch (dtype) {
-    case v1::DTYPE_PRED:
-    case v1::DTYPE_S8:
-    case v1::DTYPE_U8:
-    case v1::DTYPE_F8E4M3FN:
-    case v1::DTYPE_F8E5M2:
-    case v1::DTYPE_S4:  // packed two per byte: see DTypeBytes
-    case v1::DTYPE_U4:
+    case DType::kPred:
+    case DType::kS8:
+    case DType::kU8:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kS4:  // packed two per byte: see DTypeBytes
+    case DType::kU4:
       return 1;
-    case v1::DTYPE_S16:
-    case v1::DTYPE_U16:
-    case v1::DTYPE_F16:
-    case v1::DTYPE_BF16:
+    case DType::kS16:
+    case DType::kU16:
+    case DType::kF16:
+    case DType::kBF16:
       return 2;
-    case v1::DTYPE_S32:
-    case v1::DTYPE_U32:
-    case v1::DTYPE_F32:
+    case DType::kS32:
+    case DType::kU32:
+    case DType::kF32:
       return 4;
-    case v1::DTYPE_S64:
-    case v1::DTYPE_U64:
-    case v1::DTYPE_F64:
-    case v1::DTYPE_C64:
+    case DType::kS64:
+    case DType::kU64:
+    case DType::kF64:
+    case DType::kC64:
       return 8;
-    case v1::DTYPE_C128:
+    case DType::kC128:
       return 16;
     default:
       return 0;
   }
 }
 
-int64_t DTypeBytes(v1::DType dtype, int64_t count) {
-  if (dtype == v1::DTYPE_S4 || dtype == v1::DTYPE_U4) return (count + 1) / 2;
+int64_t DTypeBytes(DType dtype, int64_t count) {
+  if (dtype == DType::kS4 || dtype == DType::kU4) return (count + 1) / 2;
   return count * DTypeByteWidth(dtype);
 }
 
-std::string ShapeToString(const v1::ArrayShape& shape) {
-  return absl::StrCat(DTypeName(shape.dtype()), "[",
-                      absl::StrJoin(shape.dims(), ","), "]");
+std::string ShapeToString(const ArrayShape& shape) {
+  return absl::StrCat(DTypeName(shape.dtype), "[",
+                      absl::StrJoin(shape.dims, ","), "]");
 }
 
 Buffer::~Buffer() { Drop(); }
@@ -770,35 +776,30 @@ Buffer::~Buffer() { Drop(); }
 void Buffer::Drop() {
   if (!valid() || !owned_) return;
   std::shared_ptr<SessionState> state = std::move(state_);
-  uint64_t handle = info_.handle();
-  int64_t bytes = info_.size_bytes();
-  info_.Clear();
-  state->DropBuffer(handle, bytes);
+  BufferInfo info = std::exchange(info_, BufferInfo());
+  state->DropBuffer(info.handle, info.size_bytes);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
     : state_(std::move(other.state_)),
-      info_(std::move(other.info_)),
+      info_(std::exchange(other.info_, BufferInfo())),
       owned_(other.owned_),
-      pending_sequence_(std::exchange(other.pending_sequence_, -1)) {
-  other.info_.Clear();
-}
+      pending_sequence_(std::exchange(other.pending_sequence_, -1)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     Drop();
     state_ = std::move(other.state_);
-    info_ = std::move(other.info_);
+    info_ = std::exchange(other.info_, BufferInfo());
     owned_ = other.owned_;
     pending_sequence_ = std::exchange(other.pending_sequence_, -1);
-    other.info_.Clear();
   }
   return *this;
 }
 
 Buffer Buffer::Element(int i) const {
   if (!valid() || i < 0 || i >= tuple_size()) return Buffer();
-  return Buffer(state_, info_.tuple_elements(i), /*owned=*/false);
+  return Buffer(state_, info_.tuple_elements[i], /*owned=*/false);
 }
 
 absl::StatusOr<Buffer> Session::MakeTuple(std::vector<Buffer> elements) {
@@ -817,39 +818,34 @@ absl::StatusOr<Buffer> Session::MakeTuple(std::vector<Buffer> elements) {
   grpc::ClientContext context;
   SetDeadline(&context);
   grpc::Status status =
-      state_->client->buffers_stub().MakeTuple(&context, request, &response);
+      state_->buffers_stub().MakeTuple(&context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
   // The tuple owns them now.
   for (Buffer& element : elements) element.Release();
-  return Buffer(state_, std::move(response));
+  return Buffer(state_, FromWire(std::move(response)));
 }
 
 absl::StatusOr<Session::CrossHostReceive> Session::MakeCrossHostReceiveBuffers(
-    const std::vector<v1::ArrayShape>& shapes, int device_id,
+    const std::vector<ArrayShape>& shapes, int device_id,
     absl::Duration timeout) {
   v1::MakeCrossHostReceiveBuffersRequest request;
   request.set_session_id(state_->id);
-  for (const v1::ArrayShape& shape : shapes) *request.add_shapes() = shape;
+  for (const ArrayShape& shape : shapes) ToWire(shape, request.add_shapes());
   request.set_device_id(device_id);
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
   v1::MakeCrossHostReceiveBuffersResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  grpc::Status status =
-      state_->client->buffers_stub().MakeCrossHostReceiveBuffers(
-          &context, request, &response);
+  grpc::Status status = state_->buffers_stub().MakeCrossHostReceiveBuffers(
+      &context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
   CrossHostReceive out;
   for (int i = 0; i < response.buffers_size(); ++i) {
-    out.buffers.push_back(Buffer(state_, response.buffers(i)));
+    out.buffers.push_back(
+        Buffer(state_, FromWire(std::move(*response.mutable_buffers(i)))));
     out.descriptors.push_back(response.descriptors(i));
   }
   return out;
-}
-
-std::vector<int64_t> Buffer::dims() const {
-  return std::vector<int64_t>(info_.shape().dims().begin(),
-                              info_.shape().dims().end());
 }
 
 absl::StatusOr<std::vector<uint8_t>> Buffer::Download(
@@ -869,9 +865,9 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
         absl::StrFormat("destination holds %d bytes; buffer %#x has %d",
                         out.size(), handle(), size_bytes()));
   }
-  if (info_.has_data() && info_.data().size() == out.size()) {
+  if (info_.data.has_value() && info_.data->size() == out.size()) {
     // Fetched with the run that made the buffer.
-    if (!out.empty()) std::memcpy(out.data(), info_.data().data(), out.size());
+    if (!out.empty()) std::memcpy(out.data(), info_.data->data(), out.size());
     if (progress) progress(size_bytes(), size_bytes());
     return absl::OkStatus();
   }
@@ -898,7 +894,7 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
     v1::BufferInfo info;
     grpc::ClientContext context;
     grpc::Status status =
-        state_->client->buffers_stub().ReadBuffer(&context, request, &info);
+        state_->buffers_stub().ReadBuffer(&context, request, &info);
     if (!status.ok()) return ToAbslStatus(status);
     if (info.data().size() != out.size()) {
       return absl::DataLossError(
@@ -910,7 +906,7 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
     return absl::OkStatus();
   }
   grpc::ClientContext context;
-  auto reader = state_->client->buffers_stub().Download(&context, request);
+  auto reader = state_->buffers_stub().Download(&context, request);
   v1::DownloadResponse response;
   size_t received = 0;
   bool overflow = false;
@@ -944,7 +940,7 @@ absl::Status Buffer::DownloadInto(absl::Span<uint8_t> out,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::BufferInfo> Buffer::Describe() const {
+absl::StatusOr<BufferInfo> Buffer::Describe() const {
   absl::Status synced = Sync();
   if (!synced.ok()) return synced;
   v1::DescribeBufferRequest request;
@@ -954,9 +950,9 @@ absl::StatusOr<v1::BufferInfo> Buffer::Describe() const {
   grpc::ClientContext context;
   SetDeadline(&context);
   grpc::Status status =
-      state_->client->buffers_stub().DescribeBuffer(&context, request, &info);
+      state_->buffers_stub().DescribeBuffer(&context, request, &info);
   if (!status.ok()) return ToAbslStatus(status);
-  return info;
+  return FromWire(std::move(info));
 }
 
 absl::Status Buffer::BlockUntilReady(absl::Duration timeout) const {
@@ -969,7 +965,7 @@ absl::Status Buffer::BlockUntilReady(absl::Duration timeout) const {
   v1::BufferInfo info;
   grpc::ClientContext context;
   return ToAbslStatus(
-      state_->client->buffers_stub().BlockUntilReady(&context, request, &info));
+      state_->buffers_stub().BlockUntilReady(&context, request, &info));
 }
 
 absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
@@ -983,12 +979,12 @@ absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
   grpc::ClientContext context;
   SetDeadline(&context);
   grpc::Status status =
-      state_->client->buffers_stub().CopyToDevice(&context, request, &info);
+      state_->buffers_stub().CopyToDevice(&context, request, &info);
   if (!status.ok()) return ToAbslStatus(status);
-  return Buffer(state_, std::move(info));
+  return Buffer(state_, FromWire(std::move(info)));
 }
 
-absl::StatusOr<v1::CopyToRemoteDeviceResponse> Buffer::CopyToRemoteDevice(
+absl::StatusOr<RemoteCopy> Buffer::CopyToRemoteDevice(
     const std::string& descriptor) const {
   absl::Status synced = Sync();
   if (!synced.ok()) return synced;
@@ -1000,17 +996,16 @@ absl::StatusOr<v1::CopyToRemoteDeviceResponse> Buffer::CopyToRemoteDevice(
   // As long as the transfer takes: the receive's expiry bounds the wait for
   // the data, and the peers notice each other going away.
   grpc::ClientContext context;
-  grpc::Status status = state_->client->buffers_stub().CopyToRemoteDevice(
-      &context, request, &response);
+  grpc::Status status =
+      state_->buffers_stub().CopyToRemoteDevice(&context, request, &response);
   if (!status.ok()) return ToAbslStatus(status);
-  return response;
+  return FromWire(response);
 }
 
 absl::Status Buffer::Delete() {
   if (!valid()) return absl::OkStatus();
   std::shared_ptr<SessionState> state = std::move(state_);
-  uint64_t handle = info_.handle();
-  info_.Clear();
+  uint64_t handle = std::exchange(info_, BufferInfo()).handle;
   // A closed session has already freed the buffer.
   if (state->IsClosed()) return absl::OkStatus();
   bool pipelined;
@@ -1029,14 +1024,13 @@ absl::Status Buffer::Delete() {
   v1::DeleteBuffersResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  return ToAbslStatus(state->client->buffers_stub().DeleteBuffers(
-      &context, request, &response));
+  return ToAbslStatus(
+      state->buffers_stub().DeleteBuffers(&context, request, &response));
 }
 
 uint64_t Buffer::Release() {
-  uint64_t handle = info_.handle();
+  uint64_t handle = std::exchange(info_, BufferInfo()).handle;
   state_.reset();
-  info_.Clear();
   return handle;
 }
 

@@ -3,7 +3,7 @@
 //   auto client = pjrt_client::Client::Connect({.address =
 //   "unix:///tmp/p.sock"}); auto session = (*client)->OpenSession("my-tool");
 //   std::vector<float> x = {1, 2, 3};
-//   auto buffer = (*session)->Upload(pjrt::v1::DTYPE_F32, {3}, AsBytes(x), 0);
+//   auto buffer = (*session)->Upload(DType::kF32, {3}, AsBytes(x), 0);
 //   auto bytes = buffer->Download();   // 12 bytes, row-major
 //   auto executable = (*session)->Compile(hlo_text);
 //   auto results = executable->Execute({&*buffer}, /*device_id=*/0);
@@ -13,6 +13,9 @@
 // itself, when destroyed. Buffers and Executables may outlive their Session
 // object; they are then already gone on the daemon and their destructors do
 // nothing.
+//
+// The interface speaks in its own value types (types.h), not the protocol's
+// messages: a program using it needs no protobuf headers.
 //
 // Thread-safety: Client and Session may be used from several threads at once.
 // Buffer and Executable are handles; using one such object from several
@@ -31,11 +34,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+// As installed: include/pjrt/pjrt_client/ (the build adds client/cpp).
 #include "grpcpp/channel.h"
-#include "pjrt/v1/buffer.grpc.pb.h"
-#include "pjrt/v1/executable.grpc.pb.h"
-#include "pjrt/v1/server.grpc.pb.h"
-#include "pjrt/v1/session.grpc.pb.h"
+#include "grpcpp/support/status.h"
+#include "pjrt_client/types.h"
 
 namespace pjrt_client {
 
@@ -43,8 +45,9 @@ namespace pjrt_client {
 inline constexpr char kDefaultAddress[] = "unix:///run/pjrtd/pjrtd.sock";
 // The environment variable that overrides the default address.
 inline constexpr char kAddressEnvVar[] = "PJRTD_ADDRESS";
-// Bytes per upload chunk (the protocol's maximum).
-inline constexpr int64_t kChunkBytes = pjrt::v1::MAX_CHUNK_BYTES;
+// Bytes per upload chunk (the protocol's maximum, MAX_CHUNK_BYTES of
+// proto/pjrt/v1/types.proto; the client checks they agree).
+inline constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
 // The address to use: `address` if not empty, else $PJRTD_ADDRESS, else
 // kDefaultAddress.
@@ -112,6 +115,7 @@ class Buffer;
 class Executable;
 struct PipelineState;
 struct SessionState;
+struct Stubs;
 
 // Memory shared with the daemon (a sealed memfd mapped on both sides),
 // registered in a session: Session::UploadFromRegion and
@@ -157,17 +161,21 @@ class Client : public std::enable_shared_from_this<Client> {
   static absl::StatusOr<std::shared_ptr<Client>> Connect(
       const ConnectOptions& options = {});
 
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
   const std::string& address() const { return address_; }
   // What the daemon said about itself at connect time.
-  const pjrt::v1::ServerInfo& server_info() const { return info_; }
+  const ServerInfo& server_info() const { return info_; }
 
-  absl::StatusOr<std::vector<pjrt::v1::Device>> Devices();
-  absl::StatusOr<pjrt::v1::Stats> Stats();
-  absl::StatusOr<std::vector<pjrt::v1::SessionInfo>> Sessions();
+  absl::StatusOr<std::vector<Device>> Devices();
+  absl::StatusOr<pjrt_client::Stats> Stats();
+  absl::StatusOr<std::vector<SessionInfo>> Sessions();
   absl::Status Ping();
   // The tasks of the daemon's cluster, and whether it reaches each now
   // (waiting `timeout` per peer; zero means 2 seconds).
-  absl::StatusOr<pjrt::v1::ClusterStatus> ClusterStatus(
+  absl::StatusOr<pjrt_client::ClusterStatus> ClusterStatus(
       absl::Duration timeout = absl::ZeroDuration());
 
   absl::StatusOr<std::unique_ptr<Session>> OpenSession(
@@ -177,12 +185,9 @@ class Client : public std::enable_shared_from_this<Client> {
   // session is gone (closed, or its lease ran out).
   absl::StatusOr<std::unique_ptr<Session>> ResumeSession(uint64_t session_id);
 
-  // The underlying channel and stubs, for calls this class does not wrap.
+  // The underlying channel (TLS and token applied), for tools that call
+  // the daemon's services directly with the generated stubs.
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
-  pjrt::v1::Server::Stub& server_stub() { return *server_; }
-  pjrt::v1::Sessions::Stub& sessions_stub() { return *sessions_; }
-  pjrt::v1::Buffers::Stub& buffers_stub() { return *buffers_; }
-  pjrt::v1::Executables::Stub& executables_stub() { return *executables_; }
 
  private:
   friend class Session;
@@ -196,11 +201,8 @@ class Client : public std::enable_shared_from_this<Client> {
   std::string channel_host_;
   const std::string address_;
   const std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pjrt::v1::Server::Stub> server_;
-  std::unique_ptr<pjrt::v1::Sessions::Stub> sessions_;
-  std::unique_ptr<pjrt::v1::Buffers::Stub> buffers_;
-  std::unique_ptr<pjrt::v1::Executables::Stub> executables_;
-  pjrt::v1::ServerInfo info_;
+  const std::unique_ptr<Stubs> stubs_;
+  ServerInfo info_;
 };
 
 // Shared between a Session and its Buffers, so that a Buffer knows whether
@@ -219,8 +221,7 @@ class Session {
 
   // Uploads `data` (row-major, little-endian, exactly the byte size of
   // dtype × dims) to device `device_id`.
-  absl::StatusOr<Buffer> Upload(pjrt::v1::DType dtype,
-                                absl::Span<const int64_t> dims,
+  absl::StatusOr<Buffer> Upload(DType dtype, absl::Span<const int64_t> dims,
                                 absl::Span<const uint8_t> data, int device_id,
                                 const Progress& progress = nullptr);
 
@@ -234,7 +235,7 @@ class Session {
   // 64-byte aligned offset) the slice becomes the buffer itself and must
   // stay unchanged while the buffer lives.
   absl::StatusOr<Buffer> UploadFromRegion(const Region& region, int64_t offset,
-                                          pjrt::v1::DType dtype,
+                                          DType dtype,
                                           absl::Span<const int64_t> dims,
                                           int device_id,
                                           bool zero_copy = false);
@@ -268,9 +269,8 @@ class Session {
   // caret for bad text, UNIMPLEMENTED naming an unsupported op and its line.
   // `options` sets replicas, partitions, the device assignment, portability
   // and parameters that must not be donated.
-  absl::StatusOr<Executable> Compile(
-      const std::string& hlo_text,
-      const pjrt::v1::CompileOptions& options = {});
+  absl::StatusOr<Executable> Compile(const std::string& hlo_text,
+                                     const CompileOptions& options = {});
 
   // Makes a tuple buffer of `elements` (all on one device), for a program
   // with one tuple parameter run with arguments_are_tupled. The tuple takes
@@ -285,7 +285,7 @@ class Session {
     std::vector<std::string> descriptors;
   };
   absl::StatusOr<CrossHostReceive> MakeCrossHostReceiveBuffers(
-      const std::vector<pjrt::v1::ArrayShape>& shapes, int device_id,
+      const std::vector<ArrayShape>& shapes, int device_id,
       absl::Duration timeout = absl::ZeroDuration());
 
   absl::Status KeepAlive();
@@ -303,7 +303,7 @@ class Session {
   friend class Client;
   explicit Session(std::shared_ptr<SessionState> state);
   absl::StatusOr<Buffer> UploadFromHandle(uint64_t region, int64_t offset,
-                                          pjrt::v1::DType dtype,
+                                          DType dtype,
                                           absl::Span<const int64_t> dims,
                                           int device_id, bool zero_copy);
   std::shared_ptr<SessionState> state_;
@@ -321,20 +321,22 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  bool valid() const { return state_ != nullptr && info_.handle() != 0; }
-  uint64_t handle() const { return info_.handle(); }
+  bool valid() const { return state_ != nullptr && info_.handle != 0; }
+  uint64_t handle() const { return info_.handle; }
   // A tuple buffer holds no data itself; its elements do.
-  bool is_tuple() const { return info_.is_tuple(); }
-  int tuple_size() const { return info_.tuple_elements_size(); }
+  bool is_tuple() const { return info_.is_tuple; }
+  int tuple_size() const {
+    return static_cast<int>(info_.tuple_elements.size());
+  }
   // A view of element `i` of a tuple: usable like any buffer, but its
   // destructor leaves the element to the tuple that owns it.
   Buffer Element(int i) const;
-  pjrt::v1::DType dtype() const { return info_.shape().dtype(); }
-  std::vector<int64_t> dims() const;
-  int device_id() const { return info_.device_id(); }
-  int64_t size_bytes() const { return info_.size_bytes(); }
+  DType dtype() const { return info_.shape.dtype; }
+  const std::vector<int64_t>& dims() const { return info_.shape.dims; }
+  int device_id() const { return info_.device_id; }
+  int64_t size_bytes() const { return info_.size_bytes; }
   // As returned when the buffer was created.
-  const pjrt::v1::BufferInfo& info() const { return info_; }
+  const BufferInfo& info() const { return info_; }
 
   // Reads the whole array (waits until it is defined). Large arrays come
   // through shared memory when the daemon is local.
@@ -348,7 +350,7 @@ class Buffer {
   // region.data() + offset.
   absl::Status DownloadToRegion(const Region& region, int64_t offset) const;
 
-  absl::StatusOr<pjrt::v1::BufferInfo> Describe() const;
+  absl::StatusOr<BufferInfo> Describe() const;
   // Zero timeout waits without a bound.
   absl::Status BlockUntilReady(
       absl::Duration timeout = absl::ZeroDuration()) const;
@@ -356,7 +358,7 @@ class Buffer {
   // Streams the buffer to the receive buffer named by `descriptor` (from
   // Session::MakeCrossHostReceiveBuffers on another task); returns once every
   // byte has arrived.
-  absl::StatusOr<pjrt::v1::CopyToRemoteDeviceResponse> CopyToRemoteDevice(
+  absl::StatusOr<RemoteCopy> CopyToRemoteDevice(
       const std::string& descriptor) const;
 
   // Deletes the buffer on the daemon now; the object becomes invalid.
@@ -367,7 +369,7 @@ class Buffer {
  private:
   friend class Session;
   friend class Executable;
-  Buffer(std::shared_ptr<SessionState> state, pjrt::v1::BufferInfo info,
+  Buffer(std::shared_ptr<SessionState> state, BufferInfo info,
          bool owned = true)
       : state_(std::move(state)), info_(std::move(info)), owned_(owned) {}
   // Checks the buffer is valid and, for a result of a pipelined run, waits
@@ -378,7 +380,7 @@ class Buffer {
   void Drop();
 
   std::shared_ptr<SessionState> state_;
-  pjrt::v1::BufferInfo info_;
+  BufferInfo info_;
   // False for a view of a tuple's element.
   bool owned_ = true;
   // The pipelined run that makes the buffer, until it is known to have run;
@@ -417,44 +419,38 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   bool valid() const {
-    return state_ != nullptr && info_.executable_handle() != 0;
+    return state_ != nullptr && info_.executable_handle != 0;
   }
-  uint64_t handle() const { return info_.executable_handle(); }
+  uint64_t handle() const { return info_.executable_handle; }
   // The HloModule's name.
-  const std::string& name() const { return info_.name(); }
-  const google::protobuf::RepeatedPtrField<pjrt::v1::ArrayShape>&
-  parameter_shapes() const {
-    return info_.parameter_shapes();
+  const std::string& name() const { return info_.name; }
+  const std::vector<ArrayShape>& parameter_shapes() const {
+    return info_.parameter_shapes;
   }
   // One per result: a tuple root's elements, flattened in order.
-  const google::protobuf::RepeatedPtrField<pjrt::v1::ArrayShape>&
-  result_shapes() const {
-    return info_.result_shapes();
+  const std::vector<ArrayShape>& result_shapes() const {
+    return info_.result_shapes;
   }
-  bool result_is_tuple() const { return info_.result_is_tuple(); }
+  bool result_is_tuple() const { return info_.result_is_tuple; }
   // Time the daemon spent compiling (or waiting for a compile) for this call.
-  absl::Duration compile_time() const {
-    return absl::Seconds(info_.compile_seconds());
-  }
+  absl::Duration compile_time() const { return info_.compile_time; }
   // True when the daemon did not compile the program for this call.
-  bool cache_hit() const { return info_.cache_hit(); }
+  bool cache_hit() const { return info_.cache_hit; }
   // Hex SHA-256 of the program and options.
-  const std::string& fingerprint() const { return info_.fingerprint(); }
+  const std::string& fingerprint() const { return info_.fingerprint; }
   // As returned by Compile.
-  const pjrt::v1::CompileResponse& info() const { return info_; }
+  const CompileInfo& info() const { return info_; }
 
-  int num_replicas() const { return info_.num_replicas(); }
-  int num_partitions() const { return info_.num_partitions(); }
-  bool portable() const { return info_.portable(); }
+  int num_replicas() const { return info_.num_replicas; }
+  int num_partitions() const { return info_.num_partitions; }
+  bool portable() const { return info_.portable; }
   // The devices ExecuteReplicated takes one argument list for, in order.
-  std::vector<int> addressable_device_ids() const {
-    return {info_.addressable_device_ids().begin(),
-            info_.addressable_device_ids().end()};
+  const std::vector<int>& addressable_device_ids() const {
+    return info_.addressable_device_ids;
   }
   // Parameters whose arguments are donated: invalid after a run.
-  std::vector<int> donated_parameters() const {
-    return {info_.donated_parameters().begin(),
-            info_.donated_parameters().end()};
+  const std::vector<int>& donated_parameters() const {
+    return info_.donated_parameters;
   }
 
   // Enqueues one run on device `device_id` with one buffer per parameter
@@ -496,26 +492,13 @@ class Executable {
 
  private:
   friend class Session;
-  Executable(std::shared_ptr<SessionState> state,
-             pjrt::v1::CompileResponse info)
+  Executable(std::shared_ptr<SessionState> state, CompileInfo info)
       : state_(std::move(state)), info_(std::move(info)) {}
   void Drop();
 
   std::shared_ptr<SessionState> state_;
-  pjrt::v1::CompileResponse info_;
+  CompileInfo info_;
 };
-
-// "f32[2,3]", "pred[]": a shape as HLO spells it.
-std::string ShapeToString(const pjrt::v1::ArrayShape& shape);
-// "f32", "bf16", ...: an element type as HLO spells it ("dtype#N" if
-// unknown).
-std::string DTypeName(pjrt::v1::DType dtype);
-// Bytes per element (1 for pred, and for s4 and u4 once unpacked); 0 if
-// unknown.
-int DTypeByteWidth(pjrt::v1::DType dtype);
-// Bytes of `count` elements on the wire and in buffers (s4 and u4 packed two
-// per byte, element 2i in the high nibble of byte i).
-int64_t DTypeBytes(pjrt::v1::DType dtype, int64_t count);
 
 // Views a contiguous container's bytes: AsBytes(std::vector<float>{...}).
 template <typename Container>

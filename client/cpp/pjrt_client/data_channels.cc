@@ -129,7 +129,7 @@ std::optional<ChannelSocket> SessionState::TakeChannel() {
     grpc::ClientContext context;
     SetDeadline(&context, absl::Milliseconds(kConnectTimeoutMs));
     grpc::Status status =
-        client->buffers_stub().OpenDataChannel(&context, request, &ticket);
+        buffers_stub().OpenDataChannel(&context, request, &ticket);
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
           status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
@@ -204,7 +204,7 @@ absl::StatusOr<v1::BufferInfo> UploadOverChannel(
     const v1::UploadHeader& header, absl::Span<const uint8_t> data) {
   v1::BufferInfo info;
   grpc::ClientContext context;
-  auto writer = session.client->buffers_stub().Upload(&context, &info);
+  auto writer = session.buffers_stub().Upload(&context, &info);
   v1::UploadRequest request;
   *request.mutable_header() = header;
   request.mutable_header()->set_channel_handle(channel.handle);
@@ -237,7 +237,7 @@ absl::Status DownloadOverChannel(SessionState& session,
   request.set_handle(handle);
   request.set_channel_handle(channel.handle);
   grpc::ClientContext context;
-  auto reader = session.client->buffers_stub().Download(&context, request);
+  auto reader = session.buffers_stub().Download(&context, request);
   v1::DownloadResponse response;
   absl::Status received = absl::OkStatus();
   bool extra = false;

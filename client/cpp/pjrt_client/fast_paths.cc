@@ -176,7 +176,7 @@ std::optional<Mapping> SessionState::TakeStaging(int64_t size) {
       }
     }
   }
-  const std::string& socket = client->server_info().region_socket();
+  const std::string& socket = client->server_info().region_socket;
   if (!client->shared_memory_ || socket.empty()) {
     pjrt::MutexLock lock(&mu);
     shm = Shm::kUnusable;
@@ -216,7 +216,7 @@ void SessionState::GiveBackStaging(Mapping mapping) {
     v1::UnregisterRegionResponse response;
     grpc::ClientContext context;
     SetDeadline(&context);
-    client->buffers_stub().UnregisterRegion(&context, request, &response);
+    buffers_stub().UnregisterRegion(&context, request, &response);
   }
   Unmap(mapping);
 }
@@ -229,7 +229,7 @@ void SessionState::DeleteNow(const std::vector<uint64_t>& handles) {
   v1::DeleteBuffersResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  client->buffers_stub().DeleteBuffers(&context, request, &response);
+  buffers_stub().DeleteBuffers(&context, request, &response);
 }
 
 void SessionState::DropBuffer(uint64_t handle, int64_t bytes) {
@@ -268,8 +268,8 @@ absl::Status SessionState::DeleteExecutableNow(uint64_t handle) {
   v1::DeleteExecutableResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  return ToAbslStatus(client->executables_stub().DeleteExecutable(
-      &context, request, &response));
+  return ToAbslStatus(
+      executables_stub().DeleteExecutable(&context, request, &response));
 }
 
 void SessionState::StartFlusherLocked() {
@@ -319,7 +319,7 @@ void SessionState::FlushReleases() {
     v1::DeleteBuffersResponse response;
     grpc::ClientContext context;
     SetDeadline(&context);
-    client->buffers_stub().DeleteBuffers(&context, request, &response);
+    buffers_stub().DeleteBuffers(&context, request, &response);
   }
   for (uint64_t h : executables) DeleteExecutableNow(h).IgnoreError();
 }
@@ -551,7 +551,7 @@ int SessionState::TakeLane() {
     if (open_lanes >= kMaxLanes) return -1;
     ++open_lanes;
   }
-  const std::string& name = client->server_info().execute_lane_socket();
+  const std::string& name = client->server_info().execute_lane_socket;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   int fd = -1;
@@ -648,14 +648,13 @@ absl::Status SessionState::ExecuteCall(const v1::ExecuteRequest& request,
   }
   grpc::ClientContext context;
   SetDeadline(&context);
-  return ToAbslStatus(
-      client->executables_stub().Execute(&context, request, response));
+  return ToAbslStatus(executables_stub().Execute(&context, request, response));
 }
 
 bool Session::uses_execute_lanes() const {
   pjrt::MutexLock lock(&state_->mu);
   return state_->client->execute_lanes_ &&
-         !state_->client->server_info().execute_lane_socket().empty() &&
+         !state_->client->server_info().execute_lane_socket.empty() &&
          !state_->lanes_unusable;
 }
 
@@ -693,8 +692,8 @@ absl::Status Region::Unregister() {
     v1::UnregisterRegionResponse response;
     grpc::ClientContext context;
     SetDeadline(&context);
-    grpc::Status status = state_->client->buffers_stub().UnregisterRegion(
-        &context, request, &response);
+    grpc::Status status =
+        state_->buffers_stub().UnregisterRegion(&context, request, &response);
     if (!status.ok()) return ToAbslStatus(status);
   }
   handle_ = 0;
@@ -709,7 +708,7 @@ void Region::Unmap() {
 
 absl::StatusOr<Region> Session::CreateRegion(int64_t size,
                                              const std::string& name) {
-  const std::string& socket = state_->client->server_info().region_socket();
+  const std::string& socket = state_->client->server_info().region_socket;
   if (socket.empty()) {
     return absl::UnavailableError(absl::StrFormat(
         "pjrtd at %s does not accept shared-memory regions (it runs with "
@@ -726,14 +725,16 @@ absl::StatusOr<Region> Session::CreateRegion(int64_t size,
   return region;
 }
 
-absl::StatusOr<Buffer> Session::UploadFromHandle(
-    uint64_t region, int64_t offset, v1::DType dtype,
-    absl::Span<const int64_t> dims, int device_id, bool zero_copy) {
+absl::StatusOr<Buffer> Session::UploadFromHandle(uint64_t region,
+                                                 int64_t offset, DType dtype,
+                                                 absl::Span<const int64_t> dims,
+                                                 int device_id,
+                                                 bool zero_copy) {
   v1::UploadFromRegionRequest request;
   request.set_session_id(state_->id);
   request.set_region_handle(region);
   request.set_offset(offset);
-  request.mutable_shape()->set_dtype(dtype);
+  request.mutable_shape()->set_dtype(ToWire(dtype));
   for (int64_t d : dims) request.mutable_shape()->add_dims(d);
   request.set_device_id(device_id);
   request.set_zero_copy(zero_copy);
@@ -741,23 +742,23 @@ absl::StatusOr<Buffer> Session::UploadFromHandle(
   grpc::Status status;
   {
     grpc::ClientContext context;
-    status = state_->client->buffers_stub().UploadFromRegion(&context, request,
-                                                             &info);
+    status = state_->buffers_stub().UploadFromRegion(&context, request, &info);
   }
   if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
       state_->FreeReleasesForRetry()) {
     // Memory or a quota was held by buffers this client dropped.
     grpc::ClientContext context;
-    status = state_->client->buffers_stub().UploadFromRegion(&context, request,
-                                                             &info);
+    status = state_->buffers_stub().UploadFromRegion(&context, request, &info);
   }
   if (!status.ok()) return ToAbslStatus(status);
-  return Buffer(state_, std::move(info));
+  return Buffer(state_, FromWire(std::move(info)));
 }
 
-absl::StatusOr<Buffer> Session::UploadFromRegion(
-    const Region& region, int64_t offset, v1::DType dtype,
-    absl::Span<const int64_t> dims, int device_id, bool zero_copy) {
+absl::StatusOr<Buffer> Session::UploadFromRegion(const Region& region,
+                                                 int64_t offset, DType dtype,
+                                                 absl::Span<const int64_t> dims,
+                                                 int device_id,
+                                                 bool zero_copy) {
   if (!region.valid() || region.handle() == 0) {
     return absl::FailedPreconditionError(
         "the region is not valid (moved or unregistered)");
@@ -806,8 +807,8 @@ absl::Status Buffer::DownloadToHandle(uint64_t region, int64_t offset) const {
   request.set_offset(offset);
   v1::BufferInfo info;
   grpc::ClientContext context;
-  return ToAbslStatus(state_->client->buffers_stub().DownloadToRegion(
-      &context, request, &info));
+  return ToAbslStatus(
+      state_->buffers_stub().DownloadToRegion(&context, request, &info));
 }
 
 absl::Status Buffer::DownloadToRegion(const Region& region,
@@ -851,21 +852,19 @@ absl::StatusOr<std::vector<Buffer>> Executable::ExecutePipelined(
   request.mutable_options()->set_launch_id(options.launch_id);
   request.mutable_options()->set_arguments_are_tupled(
       options.arguments_are_tupled);
-  std::vector<v1::BufferInfo> infos;
-  for (const v1::ArrayShape& shape : info_.result_shapes()) {
+  std::vector<BufferInfo> infos;
+  for (const ArrayShape& shape : info_.result_shapes) {
     uint64_t handle;
     do {
       handle = pjrt::SecureRandomId();
     } while (handle == 0);
     request.add_result_handles(handle);
-    v1::BufferInfo info;
-    info.set_handle(handle);
-    *info.mutable_shape() = shape;
-    info.set_device_id(device_id);
     int64_t count = 1;
-    for (int64_t d : shape.dims()) count *= d;
-    info.set_size_bytes(DTypeBytes(shape.dtype(), count));
-    infos.push_back(std::move(info));
+    for (int64_t d : shape.dims) count *= d;
+    infos.push_back({.handle = handle,
+                     .shape = shape,
+                     .device_id = device_id,
+                     .size_bytes = DTypeBytes(shape.dtype, count)});
   }
 
   std::shared_ptr<PipelineState> p;
@@ -887,8 +886,7 @@ absl::StatusOr<std::vector<Buffer>> Executable::ExecutePipelined(
     if (ended) finished = std::move(state_->pipeline);
     if (state_->pipeline == nullptr && earlier_error.ok()) {
       auto fresh = std::make_shared<PipelineState>();
-      fresh->stream =
-          state_->client->executables_stub().ExecuteStream(&fresh->context);
+      fresh->stream = state_->executables_stub().ExecuteStream(&fresh->context);
       SessionState* session = state_.get();
       PipelineState* raw = fresh.get();
       fresh->reader =
@@ -919,7 +917,7 @@ absl::StatusOr<std::vector<Buffer>> Executable::ExecutePipelined(
   }
   std::vector<Buffer> results;
   results.reserve(infos.size());
-  for (v1::BufferInfo& info : infos) {
+  for (BufferInfo& info : infos) {
     Buffer buffer(state_, std::move(info));
     buffer.pending_sequence_ = sequence;
     results.push_back(std::move(buffer));

@@ -15,8 +15,13 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "client/cpp/pjrt_client/client.h"
+#include "client/cpp/pjrt_client/wire.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
+#include "pjrt/v1/buffer.grpc.pb.h"
+#include "pjrt/v1/executable.grpc.pb.h"
+#include "pjrt/v1/server.grpc.pb.h"
+#include "pjrt/v1/session.grpc.pb.h"
 
 namespace pjrt_client {
 
@@ -27,6 +32,20 @@ inline void SetDeadline(grpc::ClientContext* context,
                         absl::Duration timeout = kCallTimeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
+
+// The generated stubs of the daemon's services, on a Client's channel.
+struct Stubs {
+  explicit Stubs(const std::shared_ptr<grpc::Channel>& channel)
+      : server(pjrt::v1::Server::NewStub(channel)),
+        sessions(pjrt::v1::Sessions::NewStub(channel)),
+        buffers(pjrt::v1::Buffers::NewStub(channel)),
+        executables(pjrt::v1::Executables::NewStub(channel)) {}
+
+  const std::unique_ptr<pjrt::v1::Server::Stub> server;
+  const std::unique_ptr<pjrt::v1::Sessions::Stub> sessions;
+  const std::unique_ptr<pjrt::v1::Buffers::Stub> buffers;
+  const std::unique_ptr<pjrt::v1::Executables::Stub> executables;
+};
 
 // A memfd mapped here and registered with the daemon.
 struct Mapping {
@@ -115,6 +134,16 @@ struct SessionState {
   std::thread flusher;
   bool flusher_started ABSL_GUARDED_BY(mu) = false;
   bool flusher_stop ABSL_GUARDED_BY(mu) = false;
+
+  pjrt::v1::Sessions::Stub& sessions_stub() const {
+    return *client->stubs_->sessions;
+  }
+  pjrt::v1::Buffers::Stub& buffers_stub() const {
+    return *client->stubs_->buffers;
+  }
+  pjrt::v1::Executables::Stub& executables_stub() const {
+    return *client->stubs_->executables;
+  }
 
   bool IsClosed() {
     pjrt::MutexLock lock(&mu);
