@@ -26,13 +26,18 @@ foreach(path
     lib/libpjrt_client.so
     ${PORTABLE_PATHS}
     include/pjrt/pjrt_client/client.h
-    include/pjrt/pjrt/v1/session.grpc.pb.h
+    include/pjrt/pjrt_client/types.h
     lib/cmake/pjrt_client/pjrt_clientConfig.cmake
     lib/python3/dist-packages/pjrt_client.pth)
   if(NOT EXISTS ${PREFIX}/${path})
     message(FATAL_ERROR "missing from the installation: ${path}")
   endif()
 endforeach()
+# The client's headers speak in its own types: no generated code installed.
+file(GLOB_RECURSE generated ${PREFIX}/include/*.pb.h)
+if(generated)
+  message(FATAL_ERROR "generated headers installed: ${generated}")
+endif()
 file(READ ${PREFIX}/lib/systemd/system/pjrtd.service unit)
 foreach(needle "Type=notify" "User=pjrtd" "RuntimeDirectory=pjrtd" "CacheDirectory=pjrtd"
                "ExecStart=${PREFIX}/bin/pjrtd --config ${PREFIX}/etc/pjrtd/pjrtd.toml")
