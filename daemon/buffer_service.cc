@@ -101,18 +101,16 @@ absl::StatusOr<SessionBuffer> Lookup(Authenticator* auth,
 
 // Why a tuple's bytes cannot be read whole (`verb`: how the call reads),
 // naming its elements' handles, which can.
-grpc::Status TupleReadError(const Session& session, uint64_t handle,
+absl::Status TupleReadError(const Session& session, uint64_t handle,
                             const runtime::Buffer& tuple, const char* verb) {
   std::vector<std::string> elements;
   for (const auto& element : tuple.tuple_elements()) {
     elements.push_back(absl::StrFormat("%#x", session.HandleOf(element.get())));
   }
-  return grpc::Status(
-      grpc::StatusCode::INVALID_ARGUMENT,
-      absl::StrFormat("buffer %#x is a tuple %s; %s its elements "
-                      "(handles %s) instead",
-                      handle, tuple.shape().ToString(), verb,
-                      absl::StrJoin(elements, ", ")));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "buffer %#x is a tuple %s; %s its elements "
+      "(handles %s) instead",
+      handle, tuple.shape().ToString(), verb, absl::StrJoin(elements, ", ")));
 }
 
 // Appends the ready state of `session`'s buffer `handle` to `response`;
@@ -195,17 +193,15 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
   }
 }
 
-grpc::Status BufferService::UploadImpl(
+absl::Status BufferService::UploadImpl(
     grpc::ServerContext* context, grpc::ServerReader<v1::UploadRequest>* reader,
     v1::BufferInfo* response) {
   v1::UploadRequest request;
   if (!reader->Read(&request)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "upload stream ended before its header");
+    return absl::InvalidArgumentError("upload stream ended before its header");
   }
   if (!request.has_header()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         "the first message of an upload must be its header (session, shape, "
         "device); got a data chunk");
   }
@@ -214,7 +210,7 @@ grpc::Status BufferService::UploadImpl(
   // `header` lives in `request`, which the reads below reuse.
   const uint64_t channel_handle = header.channel_handle();
   auto session = CallerSession(auth_, sessions_, *context, header.session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   // Another task's device: a whole-cluster session's upload streams there.
   int remote_task = -1;
   if (proxies_ != nullptr) {
@@ -230,34 +226,31 @@ grpc::Status BufferService::UploadImpl(
   DataChannelUse channel;
   if (channel_handle != 0) {
     auto taken = TakeChannel(**session, channel_handle);
-    if (!taken.ok()) return ToGrpcStatus(taken.status());
+    if (!taken.ok()) return taken.status();
     channel = *std::move(taken);
   }
   if (remote_task >= 0 && (*session)->whole_cluster()) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
+    return absl::FailedPreconditionError(
         absl::StrFormat("device %d is task %d's: an upload to another task's "
                         "device streams its bytes in chunks, not over a data "
                         "channel of this daemon",
                         header.device_id(), remote_task));
   }
   if (remote_task >= 0) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrFormat("device %d belongs to task %d, and this session "
-                        "reaches this task's (%d) devices only: upload "
-                        "through task %d's daemon, or open the session with "
-                        "whole_cluster to reach every task's devices",
-                        header.device_id(), remote_task, cluster_->task_id(),
-                        remote_task));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device %d belongs to task %d, and this session "
+        "reaches this task's (%d) devices only: upload "
+        "through task %d's daemon, or open the session with "
+        "whole_cluster to reach every task's devices",
+        header.device_id(), remote_task, cluster_->task_id(), remote_task));
   }
   auto shape = ShapeFromProto(header.shape());
-  if (!shape.ok()) return ToGrpcStatus(shape.status());
+  if (!shape.ok()) return shape.status();
   auto device =
       LookupAddressableDevice(*client_, *cluster_, header.device_id());
-  if (!device.ok()) return ToGrpcStatus(device.status());
+  if (!device.ok()) return device.status();
   auto transfer = client_->CreateHostToDeviceTransfer(*shape, *device);
-  if (!transfer.ok()) return ToGrpcStatus(transfer.status());
+  if (!transfer.ok()) return transfer.status();
 
   // `transfer` aborts the buffer (and frees its memory) on every early
   // return below.
@@ -273,11 +266,10 @@ grpc::Status BufferService::UploadImpl(
       absl::Status status =
           channel->Receive(staging, size, cancellation.get(), what);
       if (status.ok()) status = (*transfer)->Append(staging, size);
-      if (!status.ok()) return ToGrpcStatus(status);
+      if (!status.ok()) return status;
     }
     if (reader->Read(&request)) {
-      return grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
+      return absl::InvalidArgumentError(
           absl::StrFormat("an upload over data channel %#x carries its header "
                           "alone; got a second message",
                           channel_handle));
@@ -286,38 +278,37 @@ grpc::Status BufferService::UploadImpl(
   int64_t chunks = 0;
   while (channel_handle == 0 && reader->Read(&request)) {
     if (!request.has_chunk() && request.has_header()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "an upload carries one header; got a second one "
-                          "after " +
-                              std::to_string(chunks) + " chunks");
+      return absl::InvalidArgumentError(
+          "an upload carries one header; got a second one "
+          "after " +
+          std::to_string(chunks) + " chunks");
     }
     const std::string& chunk = request.chunk();
     if (static_cast<int64_t>(chunk.size()) > kMaxChunkBytes) {
-      return grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
+      return absl::InvalidArgumentError(
           absl::StrFormat("upload chunk %d is %d bytes; chunks may be at most "
                           "%d bytes (1 MiB)",
                           chunks, chunk.size(), kMaxChunkBytes));
     }
     absl::Status status =
         (*transfer)->Append(chunk.data(), static_cast<int64_t>(chunk.size()));
-    if (!status.ok()) return ToGrpcStatus(status);
+    if (!status.ok()) return status;
     ++chunks;
   }
   if (context->IsCancelled()) {
     spdlog::info("upload of {} cut off after {} of {} bytes; discarded",
                  shape->ToString(), (*transfer)->bytes_received(),
                  (*transfer)->bytes_expected());
-    return grpc::Status(grpc::StatusCode::CANCELLED,
-                        "upload cancelled; the partial buffer was discarded");
+    return absl::CancelledError(
+        "upload cancelled; the partial buffer was discarded");
   }
   absl::Status status = (*transfer)->Finish();
-  if (!status.ok()) return ToGrpcStatus(status);
+  if (!status.ok()) return status;
   std::shared_ptr<runtime::Buffer> buffer = (*transfer)->buffer();
   auto handle = (*session)->AddBuffer(buffer);
   if (!handle.ok()) {
     buffer->Delete();
-    return ToGrpcStatus(handle.status());
+    return handle.status();
   }
   if (channel_handle != 0) channel.Succeeded();
   RecordTransfer(
@@ -325,23 +316,23 @@ grpc::Status BufferService::UploadImpl(
       channel_handle != 0 ? TransferPath::kDataChannel : TransferPath::kStream,
       buffer->size_bytes(), start);
   BufferInfoToProto(**session, *handle, *buffer, response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::DownloadImpl(
+absl::Status BufferService::DownloadImpl(
     grpc::ServerContext* context, const v1::DownloadRequest* request,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
   if (request->channel_handle() != 0) {
     return DownloadOverChannel(context, request, writer);
   }
   auto remote = FindRemote(*context, request->session_id(), request->handle());
-  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (!remote.ok()) return remote.status();
   if (remote->has_value()) {
     return ForwardDownload(context, *request, **remote, writer);
   }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
     return TupleReadError(*found->session, request->handle(), buffer,
@@ -350,13 +341,13 @@ grpc::Status BufferService::DownloadImpl(
   absl::Status ready =
       AwaitReady(context, buffer, absl::InfiniteDuration(),
                  found->session->cancellation().get(), found->session.get());
-  if (!ready.ok()) return ToGrpcStatus(ready);
+  if (!ready.ok()) return ready;
 
   v1::DownloadResponse response;
   BufferInfoToProto(*found->session, request->handle(), buffer,
                     response.mutable_header());
   if (!writer->Write(response)) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    return absl::CancelledError("client went away");
   }
   const int64_t total = buffer.size_bytes();
   const absl::Time start = absl::Now();
@@ -366,29 +357,29 @@ grpc::Status BufferService::DownloadImpl(
     std::string* chunk = response.mutable_chunk();
     chunk->resize(static_cast<size_t>(size));
     absl::Status status = buffer.CopyRawToHost(chunk->data(), offset, size);
-    if (!status.ok()) return ToGrpcStatus(status);
+    if (!status.ok()) return status;
     if (!writer->Write(response)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      return absl::CancelledError("client went away");
     }
   }
   RecordTransfer(metrics_, found->session->usage().get(),
                  TransferDirection::kFromDevice, TransferPath::kStream, total,
                  start);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::DownloadOverChannel(
+absl::Status BufferService::DownloadOverChannel(
     grpc::ServerContext* context, const v1::DownloadRequest* request,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   // Held from here: a failure below ends the channel, as the client
   // expects of any failed transfer over one.
   auto channel = TakeChannel(**session, request->channel_handle());
-  if (!channel.ok()) return ToGrpcStatus(channel.status());
+  if (!channel.ok()) return channel.status();
   auto found = (*session)->LookupBuffer(request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   runtime::Buffer& buffer = **found;
   if (buffer.is_tuple()) {
     return TupleReadError(**session, request->handle(), buffer, "download");
@@ -396,12 +387,12 @@ grpc::Status BufferService::DownloadOverChannel(
   absl::Status ready =
       AwaitReady(context, buffer, absl::InfiniteDuration(),
                  (*session)->cancellation().get(), session->get());
-  if (!ready.ok()) return ToGrpcStatus(ready);
+  if (!ready.ok()) return ready;
   v1::DownloadResponse response;
   BufferInfoToProto(**session, request->handle(), buffer,
                     response.mutable_header());
   if (!writer->Write(response)) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    return absl::CancelledError("client went away");
   }
   const int64_t total = buffer.size_bytes();
   const absl::Time start = absl::Now();
@@ -415,55 +406,53 @@ grpc::Status BufferService::DownloadOverChannel(
     if (status.ok()) {
       status = (*channel)->Send(staging, size, cancellation.get(), what);
     }
-    if (!status.ok()) return ToGrpcStatus(status);
+    if (!status.ok()) return status;
   }
   channel->Succeeded();
   RecordTransfer(metrics_, (*session)->usage().get(),
                  TransferDirection::kFromDevice, TransferPath::kDataChannel,
                  total, start);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::OpenDataChannelImpl(
+absl::Status BufferService::OpenDataChannelImpl(
     grpc::ServerContext* context, const v1::OpenDataChannelRequest* request,
     v1::OpenDataChannelResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   if (channels_ == nullptr) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
+    return absl::FailedPreconditionError(
         absl::StrFormat("this daemon offers no data channels (%s); stream "
                         "arrays with Upload and Download instead",
                         no_channels_reason_));
   }
   auto ticket = channels_->Offer(*session);
-  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  if (!ticket.ok()) return ticket.status();
   response->set_port(ticket->port);
   response->set_token(ticket->token);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
+absl::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
                                            const v1::DownloadRequest* request,
                                            v1::BufferInfo* response) {
   auto remote = FindRemote(*context, request->session_id(), request->handle());
-  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (!remote.ok()) return remote.status();
   if (remote->has_value()) {
-    return ToGrpcStatus(proxies_->Forward(context, (*remote)->task,
-                                          (*remote)->proxy, *request, response,
-                                          &v1::Peer::Stub::ProxyReadBuffer));
+    return proxies_->Forward(context, (*remote)->task, (*remote)->proxy,
+                             *request, response,
+                             &v1::Peer::Stub::ProxyReadBuffer);
   }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
     return TupleReadError(*found->session, request->handle(), buffer, "read");
   }
   if (buffer.size_bytes() > kMaxInlineBytes) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("buffer %#x (%s) is %d bytes; ReadBuffer returns at "
                         "most %d (1 MiB): read it with Download",
                         request->handle(), buffer.shape().ToString(),
@@ -472,71 +461,70 @@ grpc::Status BufferService::ReadBufferImpl(grpc::ServerContext* context,
   absl::Status ready =
       AwaitReady(context, buffer, absl::InfiniteDuration(),
                  found->session->cancellation().get(), found->session.get());
-  if (!ready.ok()) return ToGrpcStatus(ready);
+  if (!ready.ok()) return ready;
   BufferInfoToProto(*found->session, request->handle(), buffer, response);
   std::string* data = response->mutable_data();
-  if (buffer.size_bytes() == 0) return grpc::Status::OK;
+  if (buffer.size_bytes() == 0) return absl::OkStatus();
   data->resize(static_cast<size_t>(buffer.size_bytes()));
   const absl::Time start = absl::Now();
   absl::Status copied =
       buffer.CopyRawToHost(data->data(), 0, buffer.size_bytes());
-  if (!copied.ok()) return ToGrpcStatus(copied);
+  if (!copied.ok()) return copied;
   RecordTransfer(metrics_, found->session->usage().get(),
                  TransferDirection::kFromDevice, TransferPath::kStream,
                  buffer.size_bytes(), start);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::DescribeBufferImpl(
+absl::Status BufferService::DescribeBufferImpl(
     grpc::ServerContext* context, const v1::DescribeBufferRequest* request,
     v1::BufferInfo* response) {
   auto remote = FindRemote(*context, request->session_id(), request->handle());
-  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (!remote.ok()) return remote.status();
   if (remote->has_value()) {
-    return ToGrpcStatus(
-        proxies_->Forward(context, (*remote)->task, (*remote)->proxy, *request,
-                          response, &v1::Peer::Stub::ProxyDescribeBuffer));
+    return proxies_->Forward(context, (*remote)->task, (*remote)->proxy,
+                             *request, response,
+                             &v1::Peer::Stub::ProxyDescribeBuffer);
   }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   BufferInfoToProto(*found->session, request->handle(), *found->buffer,
                     response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::DeleteBuffersImpl(
+absl::Status BufferService::DeleteBuffersImpl(
     grpc::ServerContext* context, const v1::DeleteBuffersRequest* request,
     v1::DeleteBuffersResponse*) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   if (proxies_ != nullptr && (*session)->whole_cluster()) {
     return DeleteAcrossTasks(context, *session, *request);
   }
   if (request->skip_unknown()) {
     (*session)->Release(request->handles(), {});
-    return grpc::Status::OK;
+    return absl::OkStatus();
   }
-  return ToGrpcStatus((*session)->DeleteBuffers(request->handles()));
+  return (*session)->DeleteBuffers(request->handles());
 }
 
-grpc::Status BufferService::BlockUntilReadyImpl(
+absl::Status BufferService::BlockUntilReadyImpl(
     grpc::ServerContext* context, const v1::BlockUntilReadyRequest* request,
     v1::BufferInfo* response) {
   auto remote = FindRemote(*context, request->session_id(), request->handle());
-  if (!remote.ok()) return ToGrpcStatus(remote.status());
+  if (!remote.ok()) return remote.status();
   if (remote->has_value()) {
-    return ToGrpcStatus(
-        proxies_->Forward(context, (*remote)->task, (*remote)->proxy, *request,
-                          response, &v1::Peer::Stub::ProxyBlockUntilReady));
+    return proxies_->Forward(context, (*remote)->task, (*remote)->proxy,
+                             *request, response,
+                             &v1::Peer::Stub::ProxyBlockUntilReady);
   }
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   if (request->timeout_ms() < 0) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("timeout_ms is %d; use a positive value, or 0 to wait "
                         "without a bound",
                         request->timeout_ms()));
@@ -547,46 +535,45 @@ grpc::Status BufferService::BlockUntilReadyImpl(
   absl::Status status =
       AwaitReady(context, *found->buffer, timeout,
                  found->session->cancellation().get(), found->session.get());
-  if (!status.ok()) return ToGrpcStatus(status);
+  if (!status.ok()) return status;
   BufferInfoToProto(*found->session, request->handle(), *found->buffer,
                     response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::CopyToDeviceImpl(
+absl::Status BufferService::CopyToDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToDeviceRequest* request,
     v1::BufferInfo* response) {
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
-  if (!device.ok()) return ToGrpcStatus(device.status());
+  if (!device.ok()) return device.status();
   runtime::Buffer* source = found->buffer.get();
   auto waiting = MaybeStartWaitingCall(*found->session, {&source, 1});
-  if (!waiting.ok()) return ToGrpcStatus(waiting.status());
+  if (!waiting.ok()) return waiting.status();
   std::shared_ptr<Cancellation> cancellation =
       CallCancellation(context, *found->session);
   auto copy = found->buffer->CopyToDevice(*device, cancellation.get());
-  if (!copy.ok()) return ToGrpcStatus(copy.status());
+  if (!copy.ok()) return copy.status();
   auto handle = found->session->AddBuffer(*copy);
   if (!handle.ok()) {
     (*copy)->Delete();
-    return ToGrpcStatus(handle.status());
+    return handle.status();
   }
   BufferInfoToProto(*found->session, *handle, **copy, response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::GetReadyStateImpl(
+absl::Status BufferService::GetReadyStateImpl(
     grpc::ServerContext* context, const v1::GetReadyStateRequest* request,
     v1::GetReadyStateResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   if (request->handles_size() > kMaxReadyStateHandles) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("GetReadyState names %d handles; at most %d per call",
                         request->handles_size(), kMaxReadyStateHandles));
   }
@@ -595,32 +582,31 @@ grpc::Status BufferService::GetReadyStateImpl(
   }
   for (uint64_t handle : request->handles()) {
     absl::Status status = AddReadyState(**session, handle, response);
-    if (!status.ok()) return ToGrpcStatus(status);
+    if (!status.ok()) return status;
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::MakeTupleImpl(grpc::ServerContext* context,
+absl::Status BufferService::MakeTupleImpl(grpc::ServerContext* context,
                                           const v1::MakeTupleRequest* request,
                                           v1::BufferInfo* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   if (request->handles_size() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "MakeTuple needs at least one element handle");
+    return absl::InvalidArgumentError(
+        "MakeTuple needs at least one element handle");
   }
   std::vector<std::shared_ptr<runtime::Buffer>> elements;
   for (int i = 0; i < request->handles_size(); ++i) {
     auto buffer = (*session)->LookupBuffer(request->handles(i));
     if (!buffer.ok()) {
-      return ToGrpcStatus(absl::Status(
+      return absl::Status(
           buffer.status().code(),
-          absl::StrFormat("element %d: %s", i, buffer.status().message())));
+          absl::StrFormat("element %d: %s", i, buffer.status().message()));
     }
     if (!elements.empty() && (*buffer)->device() != elements[0]->device()) {
-      return grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
+      return absl::InvalidArgumentError(
           absl::StrFormat("element %d is on %s but element 0 is on %s; a "
                           "tuple's elements must share a device",
                           i, (*buffer)->device()->DebugString(),
@@ -635,13 +621,13 @@ grpc::Status BufferService::MakeTupleImpl(grpc::ServerContext* context,
   for (const auto& e : elements) shapes.push_back(e->shape());
   absl::Status limits =
       hlo::CheckShapeLimits(hlo::Shape::Tuple(std::move(shapes)));
-  if (!limits.ok()) return ToGrpcStatus(limits);
+  if (!limits.ok()) return limits;
   runtime::Device* device = elements[0]->device();
   auto tuple = runtime::Buffer::MakeTuple(client_, device, std::move(elements));
   auto handle = (*session)->AddBuffer(tuple);
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  if (!handle.ok()) return handle.status();
   BufferInfoToProto(**session, *handle, *tuple, response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<runtime::Device*> LookupAddressableDevice(
@@ -669,14 +655,14 @@ BufferService::FindRemote(const grpc::ServerContext& context, uint64_t id,
   return RemoteBuffer{task, proxy};
 }
 
-grpc::Status BufferService::ForwardUpload(
+absl::Status BufferService::ForwardUpload(
     grpc::ServerContext* context, grpc::ServerReader<v1::UploadRequest>* reader,
     v1::UploadRequest first, const std::shared_ptr<Session>& session, int task,
     v1::BufferInfo* response) {
   auto proxy = proxies_->ProxyOf(session, task);
-  if (!proxy.ok()) return ToGrpcStatus(proxy.status());
+  if (!proxy.ok()) return proxy.status();
   if (absl::Status room = session->CheckRoom(1); !room.ok()) {
-    return ToGrpcStatus(room);
+    return room;
   }
   first.mutable_header()->set_session_id(*proxy);
   std::unique_ptr<grpc::ClientContext> peer = proxies_->Context(context);
@@ -691,18 +677,18 @@ grpc::Status BufferService::ForwardUpload(
   while (open && reader->Read(&chunk)) open = upstream->Write(chunk);
   if (open) upstream->WritesDone();
   grpc::Status status = upstream->Finish();
-  if (!status.ok()) return ToGrpcStatus(proxies_->PeerError(task, status));
+  if (!status.ok()) return proxies_->PeerError(task, status);
   absl::Status added = session->AddRemoteBuffers(task, {info.handle()});
   if (!added.ok()) {
     proxies_->DeleteRemoteBuffers(task, *proxy, {info.handle()})
         .IgnoreError();  // the proxy frees it when it ends
-    return ToGrpcStatus(added);
+    return added;
   }
   *response = std::move(info);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::ForwardDownload(
+absl::Status BufferService::ForwardDownload(
     grpc::ServerContext* context, const v1::DownloadRequest& request,
     const RemoteBuffer& remote,
     grpc::ServerWriter<v1::DownloadResponse>* writer) {
@@ -716,17 +702,17 @@ grpc::Status BufferService::ForwardDownload(
     if (!writer->Write(message)) {
       peer->TryCancel();
       upstream->Finish().IgnoreError();
-      return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      return absl::CancelledError("client went away");
     }
   }
   grpc::Status status = upstream->Finish();
   if (!status.ok()) {
-    return ToGrpcStatus(proxies_->PeerError(remote.task, status));
+    return proxies_->PeerError(remote.task, status);
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::RemoteReadyState(
+absl::Status BufferService::RemoteReadyState(
     grpc::ServerContext* context, const std::shared_ptr<Session>& session,
     const v1::GetReadyStateRequest& request,
     v1::GetReadyStateResponse* response) {
@@ -740,12 +726,12 @@ grpc::Status BufferService::RemoteReadyState(
   absl::flat_hash_map<uint64_t, v1::ReadyState> remote_states;
   for (auto& [task, part] : by_task) {
     auto proxy = proxies_->ProxyOf(session, task);
-    if (!proxy.ok()) return ToGrpcStatus(proxy.status());
+    if (!proxy.ok()) return proxy.status();
     v1::GetReadyStateResponse answer;
     absl::Status status =
         proxies_->Forward(context, task, *proxy, part, &answer,
                           &v1::Peer::Stub::ProxyGetReadyState);
-    if (!status.ok()) return ToGrpcStatus(status);
+    if (!status.ok()) return status;
     for (v1::ReadyState& state : *answer.mutable_states()) {
       const uint64_t handle = state.handle();
       remote_states[handle] = std::move(state);
@@ -757,18 +743,18 @@ grpc::Status BufferService::RemoteReadyState(
       continue;
     }
     absl::Status status = AddReadyState(*session, handle, response);
-    if (!status.ok()) return ToGrpcStatus(status);
+    if (!status.ok()) return status;
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::DeleteAcrossTasks(
+absl::Status BufferService::DeleteAcrossTasks(
     grpc::ServerContext* context, const std::shared_ptr<Session>& session,
     const v1::DeleteBuffersRequest& request) {
   if (request.skip_unknown()) {
     session->Release(request.handles(), {});
     proxies_->FlushReleases(*session);
-    return grpc::Status::OK;
+    return absl::OkStatus();
   }
   // All or none: every handle must name a buffer, here or on a task.
   std::vector<uint64_t> local;
@@ -776,10 +762,10 @@ grpc::Status BufferService::DeleteAcrossTasks(
     if (session->RemoteBufferTask(handle) >= 0) continue;
     auto buffer = session->LookupBuffer(handle);
     if (!buffer.ok()) {
-      return ToGrpcStatus(absl::NotFoundError(absl::StrFormat(
+      return absl::NotFoundError(absl::StrFormat(
           "buffer handle %#x is not a buffer of this session; no buffer was "
           "deleted",
-          handle)));
+          handle));
     }
     local.push_back(handle);
   }
@@ -807,41 +793,38 @@ grpc::Status BufferService::DeleteAcrossTasks(
     if (deleted.ok()) session->ForgetRemoteBuffers(handles);
     if (status.ok()) status = deleted;
   }
-  return ToGrpcStatus(status);
+  return status;
 }
 
-grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
+absl::Status BufferService::MakeCrossHostReceiveBuffersImpl(
     grpc::ServerContext* context,
     const v1::MakeCrossHostReceiveBuffersRequest* request,
     v1::MakeCrossHostReceiveBuffersResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
-  if (!device.ok()) return ToGrpcStatus(device.status());
+  if (!device.ok()) return device.status();
   const double max_seconds = absl::ToDoubleSeconds(max_receive_timeout_);
   // NaN fails the comparison too.
   if (!(request->timeout_seconds() >= 0 &&
         request->timeout_seconds() <= max_seconds)) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrFormat("timeout_seconds is %g; give 0 for the default (%s) or "
-                        "up to %g (the daemon's max_receive_timeout_seconds)",
-                        request->timeout_seconds(),
-                        absl::FormatDuration(default_receive_timeout_),
-                        max_seconds));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "timeout_seconds is %g; give 0 for the default (%s) or "
+        "up to %g (the daemon's max_receive_timeout_seconds)",
+        request->timeout_seconds(),
+        absl::FormatDuration(default_receive_timeout_), max_seconds));
   }
   {
     absl::Status room = (*session)->CheckRoom(request->shapes_size());
-    if (!room.ok()) return ToGrpcStatus(room);
+    if (!room.ok()) return room;
   }
   std::vector<hlo::Shape> shapes;
   for (int i = 0; i < request->shapes_size(); ++i) {
     auto shape = ShapeFromProto(request->shapes(i));
     if (!shape.ok()) {
-      return grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
+      return absl::InvalidArgumentError(
           absl::StrFormat("shape %d: %s", i, shape.status().message()));
     }
     shapes.push_back(*std::move(shape));
@@ -850,7 +833,7 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
                                ? default_receive_timeout_
                                : absl::Seconds(request->timeout_seconds());
   auto made = receives_->Make(shapes, *device, timeout);
-  if (!made.ok()) return ToGrpcStatus(made.status());
+  if (!made.ok()) return made.status();
   std::vector<uint64_t> handles;
   for (const auto& buffer : made->buffers) {
     auto handle = (*session)->AddBuffer(buffer);
@@ -858,7 +841,7 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
       // Dropping the rest: their receives are cancelled with the buffers.
       for (const auto& b : made->buffers) b->Delete();
       (*session)->DeleteBuffers(handles).IgnoreError();
-      return ToGrpcStatus(handle.status());
+      return handle.status();
     }
     handles.push_back(*handle);
   }
@@ -868,60 +851,57 @@ grpc::Status BufferService::MakeCrossHostReceiveBuffersImpl(
     response->add_descriptors(made->descriptors[i]);
   }
   response->set_expires_in_seconds(absl::ToDoubleSeconds(timeout));
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::CancelCrossHostReceivesImpl(
+absl::Status BufferService::CancelCrossHostReceivesImpl(
     grpc::ServerContext* context,
     const v1::CancelCrossHostReceivesRequest* request,
     v1::CancelCrossHostReceivesResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   for (uint64_t handle : request->handles()) {
     auto buffer = (*session)->LookupBuffer(handle);
-    if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+    if (!buffer.ok()) return buffer.status();
     buffers.push_back(*std::move(buffer));
   }
   response->set_cancelled(receives_->Cancel(buffers));
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::CopyToRemoteDeviceImpl(
+absl::Status BufferService::CopyToRemoteDeviceImpl(
     grpc::ServerContext* context, const v1::CopyToRemoteDeviceRequest* request,
     v1::CopyToRemoteDeviceResponse* response) {
   const absl::Time start = absl::Now();
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrFormat("buffer %#x is a tuple; copy its "
-                                        "elements one by one",
-                                        request->handle()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("buffer %#x is a tuple; copy its "
+                        "elements one by one",
+                        request->handle()));
   }
   if (!cluster_->multi_task()) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
+    return absl::FailedPreconditionError(
         "this daemon is not part of a cluster (start it with --cluster); use "
         "CopyToDevice between its own devices");
   }
   auto descriptor = ParseDescriptor(request->transfer_descriptor());
-  if (!descriptor.ok()) return ToGrpcStatus(descriptor.status());
+  if (!descriptor.ok()) return descriptor.status();
   const int task = descriptor->task_id();
   if (task < 0 || task >= cluster_->task_count()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("the descriptor names task %d, but this cluster has "
                         "tasks 0 to %d",
                         task, cluster_->task_count() - 1));
   }
   auto shape = ShapeFromProto(descriptor->shape());
   if (!shape.ok() || !(*shape == buffer.shape())) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("buffer %#x is %s, but the receive named by the "
                         "descriptor is %s",
                         request->handle(), buffer.shape().ToString(),
@@ -930,8 +910,7 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
   const absl::Time expiry =
       absl::FromUnixMicros(descriptor->expires_unix_micros());
   if (absl::Now() >= expiry) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
+    return absl::FailedPreconditionError(
         absl::StrFormat("the descriptor expired %s ago; ask task %d for a new "
                         "receive",
                         absl::FormatDuration(absl::Trunc(
@@ -942,7 +921,7 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
   absl::Status ready =
       AwaitReady(context, buffer, expiry - absl::Now(),
                  found->session->cancellation().get(), found->session.get());
-  if (!ready.ok()) return ToGrpcStatus(ready);
+  if (!ready.ok()) return ready;
 
   const int64_t total = buffer.size_bytes();
   grpc::ClientContext peer;
@@ -963,7 +942,7 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
     if (!acquired.ok()) {
       peer.TryCancel();
       stream->Finish().ok();
-      return ToGrpcStatus(acquired.status());
+      return acquired.status();
     }
     reference = *std::move(acquired);
   }
@@ -990,16 +969,16 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
   if (!local.ok()) {
     peer.TryCancel();
     stream->Finish().ok();
-    return ToGrpcStatus(absl::Status(
+    return absl::Status(
         local.code(),
         absl::StrFormat("copy to task %d stopped after %d of %d bytes: %s",
-                        task, sent, total, local.message())));
+                        task, sent, total, local.message()));
   }
   if (open) stream->WritesDone();
   grpc::Status status = stream->Finish();
   if (!status.ok()) {
-    return grpc::Status(
-        status.error_code(),
+    return absl::Status(
+        FromGrpcStatus(status).code(),
         absl::StrFormat("copy to task %d (%s) failed after %d of %d bytes: %s",
                         task, cluster_->address(task), sent, total,
                         status.error_message()));
@@ -1010,27 +989,27 @@ grpc::Status BufferService::CopyToRemoteDeviceImpl(
   response->set_bytes(total);
   response->set_receiver_task_id(task);
   response->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::UploadFromRegionImpl(
+absl::Status BufferService::UploadFromRegionImpl(
     grpc::ServerContext* context, const v1::UploadFromRegionRequest* request,
     v1::BufferInfo* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   auto region = (*session)->LookupRegion(request->region_handle());
-  if (!region.ok()) return ToGrpcStatus(region.status());
+  if (!region.ok()) return region.status();
   auto shape = ShapeFromProto(request->shape());
-  if (!shape.ok()) return ToGrpcStatus(shape.status());
+  if (!shape.ok()) return shape.status();
   auto device =
       LookupAddressableDevice(*client_, *cluster_, request->device_id());
-  if (!device.ok()) return ToGrpcStatus(device.status());
+  if (!device.ok()) return device.status();
   auto slice = (*region)->Slice(request->offset(), shape->ByteSize());
   if (!slice.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         absl::StrFormat("upload of %s from region %#x: %s", shape->ToString(),
-                        request->region_handle(), slice.status().message())));
+                        request->region_handle(), slice.status().message()));
   }
   // Zero copy makes the slice the buffer's memory; it then stays in use
   // until the buffer lets go of it. Otherwise the slice is in use until the
@@ -1050,73 +1029,72 @@ grpc::Status BufferService::UploadFromRegionImpl(
         copied->Notify();
       },
       *device);
-  if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+  if (!buffer.ok()) return buffer.status();
   if (!aliased) copied->WaitForNotification();
   auto handle = (*session)->AddBuffer(*buffer);
   if (!handle.ok()) {
     (*buffer)->Delete();
-    return ToGrpcStatus(handle.status());
+    return handle.status();
   }
   RecordTransfer(metrics_, (*session)->usage().get(),
                  TransferDirection::kToDevice, TransferPath::kSharedMemory,
                  (*buffer)->size_bytes(), start);
   BufferInfoToProto(**session, *handle, **buffer, response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::DownloadToRegionImpl(
+absl::Status BufferService::DownloadToRegionImpl(
     grpc::ServerContext* context, const v1::DownloadToRegionRequest* request,
     v1::BufferInfo* response) {
   auto found = Lookup(auth_, sessions_, *context, request->session_id(),
                       request->handle());
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) return found.status();
   auto region = found->session->LookupRegion(request->region_handle());
-  if (!region.ok()) return ToGrpcStatus(region.status());
+  if (!region.ok()) return region.status();
   runtime::Buffer& buffer = *found->buffer;
   if (buffer.is_tuple()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("buffer %#x is a tuple %s; download its elements "
                         "instead",
                         request->handle(), buffer.shape().ToString()));
   }
   auto slice = (*region)->Slice(request->offset(), buffer.size_bytes());
   if (!slice.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         absl::StrFormat("download of buffer %#x (%s) into region %#x: %s",
                         request->handle(), buffer.shape().ToString(),
-                        request->region_handle(), slice.status().message())));
+                        request->region_handle(), slice.status().message()));
   }
   Region::Use use = (*region)->Acquire();
   absl::Status ready =
       AwaitReady(context, buffer, absl::InfiniteDuration(),
                  found->session->cancellation().get(), found->session.get());
-  if (!ready.ok()) return ToGrpcStatus(ready);
+  if (!ready.ok()) return ready;
   const absl::Time start = absl::Now();
   absl::Status status = buffer.CopyRawToHost(*slice, 0, buffer.size_bytes());
-  if (!status.ok()) return ToGrpcStatus(status);
+  if (!status.ok()) return status;
   RecordTransfer(metrics_, found->session->usage().get(),
                  TransferDirection::kFromDevice, TransferPath::kSharedMemory,
                  buffer.size_bytes(), start);
   BufferInfoToProto(*found->session, request->handle(), buffer, response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status BufferService::UnregisterRegionImpl(
+absl::Status BufferService::UnregisterRegionImpl(
     grpc::ServerContext* context, const v1::UnregisterRegionRequest* request,
     v1::UnregisterRegionResponse*) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
-  return ToGrpcStatus((*session)->UnregisterRegion(request->region_handle()));
+  if (!session.ok()) return session.status();
+  return (*session)->UnregisterRegion(request->region_handle());
 }
 
-grpc::Status BufferService::ListRegionsImpl(
+absl::Status BufferService::ListRegionsImpl(
     grpc::ServerContext* context, const v1::ListRegionsRequest* request,
     v1::ListRegionsResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   for (const auto& [handle, region] : (*session)->Regions()) {
     v1::RegionInfo* info = response->add_regions();
     info->set_region_handle(handle);
@@ -1124,7 +1102,7 @@ grpc::Status BufferService::ListRegionsImpl(
     info->set_name(region->name());
     info->set_uses(region->uses());
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 }  // namespace pjrt::daemon

@@ -146,30 +146,28 @@ int64_t FetchResults(
 
 }  // namespace
 
-grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
+absl::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                                             const v1::CompileRequest* request,
                                             v1::CompileResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   const std::string& text = request->hlo_text();
   if (static_cast<int64_t>(text.size()) > limits_.max_program_bytes) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("hlo_text has %d bytes; programs may have at most %d "
                         "(the daemon's max_program_bytes)",
                         text.size(), limits_.max_program_bytes));
   }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         "hlo_text is empty; send the program's text: StableHLO as "
         "jax.jit(f).lower(...).as_text() prints it, or HLO text as XLA's "
         "HloModule::ToString() prints it");
   }
   auto options = CompileOptionsFromProto(request->options(),
                                          limits_.max_collective_timeout);
-  if (!options.ok()) return ToGrpcStatus(options.status());
+  if (!options.ok()) return options.status();
   if (cluster_->multi_task()) {
     // An assignment may name the devices of other tasks; this task runs
     // the part on its own.
@@ -231,11 +229,11 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
     spdlog::info("{}: compile of a {}-byte program failed: {}",
                  (*session)->DebugString(), text.size(),
                  EscapeForLog(compiled.status().ToString()));
-    return ToGrpcStatus(compiled.status());
+    return compiled.status();
   }
   const runtime::Executable& executable = *compiled->value;
   auto handle = (*session)->AddExecutable(compiled->value);
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  if (!handle.ok()) return handle.status();
 
   response->set_executable_handle(*handle);
   response->set_name(executable.name());
@@ -277,7 +275,7 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
         CompileOnOtherTasks(context, *session, *request, executable, response);
     if (!spanned.ok()) {
       (*session)->DeleteExecutable(*handle).IgnoreError();
-      return ToGrpcStatus(spanned);
+      return spanned;
     }
   }
   spdlog::info("{}: compiled {} in {}{} (fingerprint {:.12})",
@@ -285,7 +283,7 @@ grpc::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
                absl::FormatDuration(compiled->elapsed),
                compiled->cache_hit ? ", from the cache" : "",
                compiled->fingerprint);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 absl::Status ExecutableService::ExecuteOne(
@@ -465,22 +463,21 @@ absl::Status ExecutableService::ExecuteInSession(
   return absl::OkStatus();
 }
 
-grpc::Status ExecutableService::ExecuteImpl(grpc::ServerContext* context,
+absl::Status ExecutableService::ExecuteImpl(grpc::ServerContext* context,
                                             const v1::ExecuteRequest* request,
                                             v1::ExecuteResponse* response) {
-  return ToGrpcStatus(ExecuteOne(context, *request, /*inline_idle=*/false,
-                                 response->mutable_results()));
+  return ExecuteOne(context, *request, /*inline_idle=*/false,
+                    response->mutable_results());
 }
 
-grpc::Status ExecutableService::ExecuteStreamImpl(
+absl::Status ExecutableService::ExecuteStreamImpl(
     grpc::ServerContext* context,
     const std::function<bool(v1::ExecuteRequest*)>& read,
     const std::function<bool(const v1::ExecuteStreamResponse&)>& write) {
   {
     pjrt::MutexLock lock(&streams_mu_);
     if (streams_ended_) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "pjrtd is shutting down");
+      return absl::UnavailableError("pjrtd is shutting down");
     }
     streams_.insert(context);
   }
@@ -558,11 +555,11 @@ grpc::Status ExecutableService::ExecuteStreamImpl(
     client_gone = !writable;
   }
   writer.join();
-  if (!failure.ok()) return ToGrpcStatus(failure);
+  if (!failure.ok()) return failure;
   if (client_gone) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    return absl::CancelledError("client went away");
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 void ExecutableService::EndStreams() {
@@ -571,14 +568,14 @@ void ExecutableService::EndStreams() {
   for (grpc::ServerContext* context : streams_) context->TryCancel();
 }
 
-grpc::Status ExecutableService::ExecuteReplicatedImpl(
+absl::Status ExecutableService::ExecuteReplicatedImpl(
     grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
     v1::ExecuteReplicatedResponse* response) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   auto executable = (*session)->LookupExecutable(request->executable_handle());
-  if (!executable.ok()) return ToGrpcStatus(executable.status());
+  if (!executable.ok()) return executable.status();
   if (proxies_ != nullptr) {
     auto parts = (*session)->RemoteParts(request->executable_handle());
     if (parts.has_value()) {
@@ -586,17 +583,17 @@ grpc::Status ExecutableService::ExecuteReplicatedImpl(
       // here (and the session's buffers there).
       for (const auto& [task, part] : *parts) {
         auto proxy = proxies_->ProxyOf(*session, task);
-        if (!proxy.ok()) return ToGrpcStatus(proxy.status());
+        if (!proxy.ok()) return proxy.status();
       }
       parts = (*session)->RemoteParts(request->executable_handle());
-      return ToGrpcStatus(ExecuteOnEveryTask(
+      return ExecuteOnEveryTask(
           context, *session, **executable,
           parts.value_or(absl::flat_hash_map<int, uint64_t>()), *request,
-          response));
+          response);
     }
   }
-  return ToGrpcStatus(ExecuteReplicatedHere(context, *session, **executable,
-                                            *request, response));
+  return ExecuteReplicatedHere(context, *session, **executable, *request,
+                               response);
 }
 
 absl::Status ExecutableService::ExecuteReplicatedHere(
@@ -976,16 +973,16 @@ absl::Status ExecutableService::ExecuteOnEveryTask(
   return absl::OkStatus();
 }
 
-grpc::Status ExecutableService::DeleteExecutableImpl(
+absl::Status ExecutableService::DeleteExecutableImpl(
     grpc::ServerContext* context, const v1::DeleteExecutableRequest* request,
     v1::DeleteExecutableResponse*) {
   auto session =
       CallerSession(auth_, sessions_, *context, request->session_id());
-  if (!session.ok()) return ToGrpcStatus(session.status());
+  if (!session.ok()) return session.status();
   absl::Status status =
       (*session)->DeleteExecutable(request->executable_handle());
   if (status.ok() && proxies_ != nullptr) proxies_->FlushReleases(**session);
-  return ToGrpcStatus(status);
+  return status;
 }
 
 }  // namespace pjrt::daemon

@@ -16,6 +16,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -60,12 +61,17 @@ inline absl::Status StatusFromException(absl::string_view what,
   }
 }
 
-// Runs `handler` (returning grpc::Status) and turns any exception it throws
-// into a status for this call alone.
+// Runs `handler` (returning absl::Status, converted here, or grpc::Status)
+// and turns any exception it throws into a status for this call alone.
 template <typename Handler>
 grpc::Status Guarded(absl::string_view rpc, Handler&& handler) {
   try {
-    return std::forward<Handler>(handler)();
+    if constexpr (std::is_same_v<decltype(std::forward<Handler>(handler)()),
+                                 absl::Status>) {
+      return ToGrpcStatus(std::forward<Handler>(handler)());
+    } else {
+      return std::forward<Handler>(handler)();
+    }
   } catch (...) {
     absl::Status status = StatusFromException(rpc, std::current_exception());
     spdlog::error("{}", status);

@@ -7,11 +7,11 @@
 
 namespace pjrt::daemon {
 
-grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
+absl::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
                                               const v1::GetServerInfoRequest*,
                                               v1::ServerInfo* response) {
   auto caller = auth_->Authenticate(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (!caller.ok()) return caller.status();
   response->set_build_version(kBuildVersion);
   response->set_protocol_version_min(kProtocolRevisionMin);
   response->set_protocol_version_max(kProtocolRevisionMax);
@@ -43,21 +43,21 @@ grpc::Status ServerService::GetServerInfoImpl(grpc::ServerContext* context,
       static_cast<int>(client_->devices().size()));
   response->set_pid(getpid());
   response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext* context,
+absl::Status ServerService::ListDevicesImpl(grpc::ServerContext* context,
                                             const v1::ListDevicesRequest*,
                                             v1::ListDevicesResponse* response) {
   auto caller = auth_->Authenticate(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (!caller.ok()) return caller.status();
   if (!cluster_->multi_task()) {
     for (const runtime::Device* device : client_->devices()) {
       v1::Device* proto = response->add_devices();
       DeviceToProto(*device, proto);
       DeviceHealthToProto(*client_->platform(), *device, proto);
     }
-    return grpc::Status::OK;
+    return absl::OkStatus();
   }
   for (v1::Device& device : cluster_->AllDevices()) {
     v1::Device* proto = response->add_devices();
@@ -69,40 +69,39 @@ grpc::Status ServerService::ListDevicesImpl(grpc::ServerContext* context,
         DeviceHealthToProto(*client_->platform(), *mine, proto);
     }
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status ServerService::GetClusterStatusImpl(
+absl::Status ServerService::GetClusterStatusImpl(
     grpc::ServerContext* context, const v1::GetClusterStatusRequest* request,
     v1::ClusterStatus* response) {
   auto caller = auth_->Authenticate(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (!caller.ok()) return caller.status();
   absl::Status admin =
       Authenticator::RequireAdmin(*caller, "reading the cluster's status");
-  if (!admin.ok()) return ToGrpcStatus(admin);
+  if (!admin.ok()) return admin;
   double seconds = request->timeout_seconds();
   // NaN fails the comparison too.
   if (!(seconds >= 0 && seconds <= 60)) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
+    return absl::InvalidArgumentError(
         absl::StrFormat("timeout_seconds is %g; give 0 for 2 seconds, or up "
                         "to 60",
                         seconds));
   }
   *response = cluster_->Status(seconds == 0 ? absl::Seconds(2)
                                             : absl::Seconds(seconds));
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
+absl::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
                                          const v1::GetStatsRequest*,
                                          v1::Stats* response) {
   // Daemon-wide figures tell of every tenant's work: admins only.
   auto caller = auth_->Authenticate(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (!caller.ok()) return caller.status();
   absl::Status admin =
       Authenticator::RequireAdmin(*caller, "reading the daemon's stats");
-  if (!admin.ok()) return ToGrpcStatus(admin);
+  if (!admin.ok()) return admin;
   for (const runtime::Device* device : client_->devices()) {
     device::AllocatorStats stats = device->allocator()->GetStats();
     v1::DeviceStats* out = response->add_devices();
@@ -154,15 +153,15 @@ grpc::Status ServerService::GetStatsImpl(grpc::ServerContext* context,
   out->set_compiles(cache.compiles);
   out->set_failures(cache.failures);
   out->set_evictions(cache.evictions);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status ServerService::PingImpl(grpc::ServerContext* context,
+absl::Status ServerService::PingImpl(grpc::ServerContext* context,
                                      const v1::PingRequest*,
                                      v1::PingResponse*) {
   auto caller = auth_->Authenticate(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return grpc::Status::OK;
+  if (!caller.ok()) return caller.status();
+  return absl::OkStatus();
 }
 
 }  // namespace pjrt::daemon

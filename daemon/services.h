@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
@@ -89,7 +90,9 @@ absl::StatusOr<runtime::Device*> LookupAddressableDevice(
     const runtime::Client& client, const Cluster& cluster, int id);
 
 // Guarded, once the caller is authenticated: with tenants in force, a call
-// that proves none is UNAUTHENTICATED before its request is looked at.
+// that proves none is UNAUTHENTICATED before its request is looked at. A
+// handler's implementation returns absl::Status (converted here, once) or,
+// for the few that relay a peer's grpc::Status as it is, grpc::Status.
 template <typename Handler>
 grpc::Status Authenticated(Authenticator* auth,
                            const grpc::ServerContextBase& context,
@@ -97,7 +100,12 @@ grpc::Status Authenticated(Authenticator* auth,
   return Guarded(rpc, [&]() -> grpc::Status {
     absl::StatusOr<Caller> caller = auth->Authenticate(context);
     if (!caller.ok()) return ToGrpcStatus(caller.status());
-    return std::forward<Handler>(handler)();
+    if constexpr (std::is_same_v<decltype(std::forward<Handler>(handler)()),
+                                 absl::Status>) {
+      return ToGrpcStatus(std::forward<Handler>(handler)());
+    } else {
+      return std::forward<Handler>(handler)();
+    }
   });
 }
 
@@ -164,19 +172,19 @@ class ServerService final : public v1::Server::Service {
 
  private:
   // The handlers, run by the overrides above inside Guarded.
-  grpc::Status GetServerInfoImpl(grpc::ServerContext* context,
+  absl::Status GetServerInfoImpl(grpc::ServerContext* context,
                                  const v1::GetServerInfoRequest* request,
                                  v1::ServerInfo* response);
-  grpc::Status ListDevicesImpl(grpc::ServerContext* context,
+  absl::Status ListDevicesImpl(grpc::ServerContext* context,
                                const v1::ListDevicesRequest* request,
                                v1::ListDevicesResponse* response);
-  grpc::Status GetStatsImpl(grpc::ServerContext* context,
+  absl::Status GetStatsImpl(grpc::ServerContext* context,
                             const v1::GetStatsRequest* request,
                             v1::Stats* response);
-  grpc::Status PingImpl(grpc::ServerContext* context,
+  absl::Status PingImpl(grpc::ServerContext* context,
                         const v1::PingRequest* request,
                         v1::PingResponse* response);
-  grpc::Status GetClusterStatusImpl(grpc::ServerContext* context,
+  absl::Status GetClusterStatusImpl(grpc::ServerContext* context,
                                     const v1::GetClusterStatusRequest* request,
                                     v1::ClusterStatus* response);
 
@@ -420,82 +428,82 @@ class BufferService final : public v1::Buffers::Service {
   absl::StatusOr<std::optional<RemoteBuffer>> FindRemote(
       const grpc::ServerContext& context, uint64_t id, uint64_t handle);
   // An upload to another task's device, `first` being its header.
-  grpc::Status ForwardUpload(grpc::ServerContext* context,
+  absl::Status ForwardUpload(grpc::ServerContext* context,
                              grpc::ServerReader<v1::UploadRequest>* reader,
                              v1::UploadRequest first,
                              const std::shared_ptr<Session>& session, int task,
                              v1::BufferInfo* response);
-  grpc::Status ForwardDownload(
+  absl::Status ForwardDownload(
       grpc::ServerContext* context, const v1::DownloadRequest& request,
       const RemoteBuffer& remote,
       grpc::ServerWriter<v1::DownloadResponse>* writer);
   // GetReadyState and DeleteBuffers of a whole-cluster session that name
   // buffers on other tasks.
-  grpc::Status RemoteReadyState(grpc::ServerContext* context,
+  absl::Status RemoteReadyState(grpc::ServerContext* context,
                                 const std::shared_ptr<Session>& session,
                                 const v1::GetReadyStateRequest& request,
                                 v1::GetReadyStateResponse* response);
-  grpc::Status DeleteAcrossTasks(grpc::ServerContext* context,
+  absl::Status DeleteAcrossTasks(grpc::ServerContext* context,
                                  const std::shared_ptr<Session>& session,
                                  const v1::DeleteBuffersRequest& request);
 
   // The handlers, run by the overrides above inside Guarded.
-  grpc::Status UploadImpl(grpc::ServerContext* context,
+  absl::Status UploadImpl(grpc::ServerContext* context,
                           grpc::ServerReader<v1::UploadRequest>* reader,
                           v1::BufferInfo* response);
-  grpc::Status DownloadImpl(grpc::ServerContext* context,
+  absl::Status DownloadImpl(grpc::ServerContext* context,
                             const v1::DownloadRequest* request,
                             grpc::ServerWriter<v1::DownloadResponse>* writer);
-  grpc::Status DescribeBufferImpl(grpc::ServerContext* context,
+  absl::Status DescribeBufferImpl(grpc::ServerContext* context,
                                   const v1::DescribeBufferRequest* request,
                                   v1::BufferInfo* response);
-  grpc::Status ReadBufferImpl(grpc::ServerContext* context,
+  absl::Status ReadBufferImpl(grpc::ServerContext* context,
                               const v1::DownloadRequest* request,
                               v1::BufferInfo* response);
-  grpc::Status DeleteBuffersImpl(grpc::ServerContext* context,
+  absl::Status DeleteBuffersImpl(grpc::ServerContext* context,
                                  const v1::DeleteBuffersRequest* request,
                                  v1::DeleteBuffersResponse* response);
-  grpc::Status BlockUntilReadyImpl(grpc::ServerContext* context,
+  absl::Status BlockUntilReadyImpl(grpc::ServerContext* context,
                                    const v1::BlockUntilReadyRequest* request,
                                    v1::BufferInfo* response);
-  grpc::Status CopyToDeviceImpl(grpc::ServerContext* context,
+  absl::Status CopyToDeviceImpl(grpc::ServerContext* context,
                                 const v1::CopyToDeviceRequest* request,
                                 v1::BufferInfo* response);
-  grpc::Status GetReadyStateImpl(grpc::ServerContext* context,
+  absl::Status GetReadyStateImpl(grpc::ServerContext* context,
                                  const v1::GetReadyStateRequest* request,
                                  v1::GetReadyStateResponse* response);
-  grpc::Status MakeTupleImpl(grpc::ServerContext* context,
+  absl::Status MakeTupleImpl(grpc::ServerContext* context,
                              const v1::MakeTupleRequest* request,
                              v1::BufferInfo* response);
-  grpc::Status MakeCrossHostReceiveBuffersImpl(
+  absl::Status MakeCrossHostReceiveBuffersImpl(
       grpc::ServerContext* context,
       const v1::MakeCrossHostReceiveBuffersRequest* request,
       v1::MakeCrossHostReceiveBuffersResponse* response);
-  grpc::Status CopyToRemoteDeviceImpl(
+  absl::Status CopyToRemoteDeviceImpl(
       grpc::ServerContext* context,
       const v1::CopyToRemoteDeviceRequest* request,
       v1::CopyToRemoteDeviceResponse* response);
-  grpc::Status CancelCrossHostReceivesImpl(
+  absl::Status CancelCrossHostReceivesImpl(
       grpc::ServerContext* context,
       const v1::CancelCrossHostReceivesRequest* request,
       v1::CancelCrossHostReceivesResponse* response);
-  grpc::Status UploadFromRegionImpl(grpc::ServerContext* context,
+  absl::Status UploadFromRegionImpl(grpc::ServerContext* context,
                                     const v1::UploadFromRegionRequest* request,
                                     v1::BufferInfo* response);
-  grpc::Status DownloadToRegionImpl(grpc::ServerContext* context,
+  absl::Status DownloadToRegionImpl(grpc::ServerContext* context,
                                     const v1::DownloadToRegionRequest* request,
                                     v1::BufferInfo* response);
-  grpc::Status UnregisterRegionImpl(grpc::ServerContext* context,
+  absl::Status UnregisterRegionImpl(grpc::ServerContext* context,
                                     const v1::UnregisterRegionRequest* request,
                                     v1::UnregisterRegionResponse* response);
-  grpc::Status ListRegionsImpl(grpc::ServerContext* context,
+  absl::Status ListRegionsImpl(grpc::ServerContext* context,
                                const v1::ListRegionsRequest* request,
                                v1::ListRegionsResponse* response);
-  grpc::Status OpenDataChannelImpl(grpc::ServerContext* context,
+  absl::Status OpenDataChannelImpl(grpc::ServerContext* context,
                                    const v1::OpenDataChannelRequest* request,
                                    v1::OpenDataChannelResponse* response);
   // Download over the data channel `request` names.
-  grpc::Status DownloadOverChannel(
+  absl::Status DownloadOverChannel(
       grpc::ServerContext* context, const v1::DownloadRequest* request,
       grpc::ServerWriter<v1::DownloadResponse>* writer);
 
@@ -675,31 +683,31 @@ class PeerService final : public v1::Peer::Service {
 
  private:
   // The handlers, run by the overrides above inside Guarded.
-  grpc::Status HandshakeImpl(grpc::ServerContext* context,
+  absl::Status HandshakeImpl(grpc::ServerContext* context,
                              const v1::HandshakeRequest* request,
                              v1::HandshakeResponse* response);
-  grpc::Status PushTransferImpl(
+  absl::Status PushTransferImpl(
       grpc::ServerContext* context,
       grpc::ServerReader<v1::PushTransferRequest>* reader,
       v1::PushTransferResponse* response);
-  grpc::Status StoreSetImpl(grpc::ServerContext* context,
+  absl::Status StoreSetImpl(grpc::ServerContext* context,
                             const v1::StoreSetRequest* request,
                             v1::StoreSetResponse* response);
-  grpc::Status StoreGetImpl(grpc::ServerContext* context,
+  absl::Status StoreGetImpl(grpc::ServerContext* context,
                             const v1::StoreGetRequest* request,
                             v1::StoreGetResponse* response);
-  grpc::Status MeetImpl(grpc::ServerContext* context,
+  absl::Status MeetImpl(grpc::ServerContext* context,
                         const v1::MeetRequest* request,
                         v1::MeetResponse* response);
   // OK on task 0 for an authenticated caller.
   absl::Status CheckDirectoryCall(const grpc::ServerContext& context) const;
-  grpc::Status OpenProxySessionImpl(grpc::ServerContext* context,
+  absl::Status OpenProxySessionImpl(grpc::ServerContext* context,
                                     const v1::OpenProxySessionRequest* request,
                                     v1::OpenSessionResponse* response);
-  grpc::Status KeepProxySessionsImpl(
+  absl::Status KeepProxySessionsImpl(
       grpc::ServerContext* context, const v1::KeepProxySessionsRequest* request,
       v1::KeepProxySessionsResponse* response);
-  grpc::Status CloseProxySessionImpl(grpc::ServerContext* context,
+  absl::Status CloseProxySessionImpl(grpc::ServerContext* context,
                                      const v1::CloseSessionRequest* request,
                                      v1::CloseSessionResponse* response);
   // The targets for an authenticated proxy call, or why there are none.
@@ -861,22 +869,22 @@ class ExecutableService final : public v1::Executables::Service {
       v1::ExecuteReplicatedResponse* response);
 
   // The handlers, run by the overrides above inside Guarded.
-  grpc::Status CompileImpl(grpc::ServerContext* context,
+  absl::Status CompileImpl(grpc::ServerContext* context,
                            const v1::CompileRequest* request,
                            v1::CompileResponse* response);
-  grpc::Status ExecuteImpl(grpc::ServerContext* context,
+  absl::Status ExecuteImpl(grpc::ServerContext* context,
                            const v1::ExecuteRequest* request,
                            v1::ExecuteResponse* response);
   // Both streams' work: `read` gives the next request (false at the end),
   // `write` sends an acknowledgement (false once the client is gone).
-  grpc::Status ExecuteStreamImpl(
+  absl::Status ExecuteStreamImpl(
       grpc::ServerContext* context,
       const std::function<bool(v1::ExecuteRequest*)>& read,
       const std::function<bool(const v1::ExecuteStreamResponse&)>& write);
-  grpc::Status ExecuteReplicatedImpl(
+  absl::Status ExecuteReplicatedImpl(
       grpc::ServerContext* context, const v1::ExecuteReplicatedRequest* request,
       v1::ExecuteReplicatedResponse* response);
-  grpc::Status DeleteExecutableImpl(grpc::ServerContext* context,
+  absl::Status DeleteExecutableImpl(grpc::ServerContext* context,
                                     const v1::DeleteExecutableRequest* request,
                                     v1::DeleteExecutableResponse* response);
 
