@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -272,6 +273,72 @@ int CrossHostReceives::Reap(absl::Time now) {
 int CrossHostReceives::pending() const {
   pjrt::MutexLock lock(&mu_);
   return static_cast<int>(pending_.size());
+}
+
+absl::StatusOr<int64_t> PushToTask(Cluster& cluster,
+                                   bool host_reads_device_memory,
+                                   runtime::Buffer& buffer, int task,
+                                   const std::string& descriptor,
+                                   int64_t chunk_bytes,
+                                   const std::function<bool()>& cancelled) {
+  const int64_t total = buffer.size_bytes();
+  grpc::ClientContext peer;
+  cluster.PrepareContext(&peer);
+  v1::PushTransferResponse pushed;
+  auto stream = cluster.PeerStub(task)->PushTransfer(&peer, &pushed);
+  v1::PushTransferRequest message;
+  message.mutable_header()->set_transfer_descriptor(descriptor);
+  message.mutable_header()->set_sender_task_id(cluster.task_id());
+  bool open = stream->Write(message);
+  // The reference keeps the buffer from being donated or freed meanwhile.
+  std::unique_ptr<runtime::Buffer::ExternalReference> reference;
+  if (host_reads_device_memory) {
+    auto acquired = buffer.AcquireExternalReference();
+    if (!acquired.ok()) {
+      peer.TryCancel();
+      stream->Finish().ok();
+      return acquired.status();
+    }
+    reference = *std::move(acquired);
+  }
+  int64_t sent = 0;
+  absl::Status local;
+  while (open && sent < total) {
+    if (cancelled()) {
+      local = absl::CancelledError("the call was cancelled");
+      break;
+    }
+    int64_t size = std::min(chunk_bytes, total - sent);
+    std::string* chunk = message.mutable_chunk();
+    if (reference != nullptr) {
+      chunk->assign(static_cast<const char*>(reference->data()) + sent,
+                    static_cast<size_t>(size));
+    } else {
+      chunk->resize(static_cast<size_t>(size));
+      local = buffer.CopyRawToHost(chunk->data(), sent, size);
+      if (!local.ok()) break;
+    }
+    open = stream->Write(message);
+    if (open) sent += size;
+  }
+  if (!local.ok()) {
+    peer.TryCancel();
+    stream->Finish().ok();
+    return absl::Status(
+        local.code(),
+        absl::StrFormat("copy to task %d stopped after %d of %d bytes: %s",
+                        task, sent, total, local.message()));
+  }
+  if (open) stream->WritesDone();
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    return absl::Status(
+        static_cast<absl::StatusCode>(status.error_code()),
+        absl::StrFormat("copy to task %d (%s) failed after %d of %d bytes: %s",
+                        task, cluster.address(task), sent, total,
+                        status.error_message()));
+  }
+  return total;
 }
 
 }  // namespace pjrt::daemon

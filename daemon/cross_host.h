@@ -1,5 +1,5 @@
 // Cross-host transfers: the receives a task has handed out descriptors for,
-// and the descriptor format.
+// the descriptor format, and the sender's push.
 //
 // The receiving task makes receive buffers (allocated, not yet defined) and
 // one descriptor per buffer: the 4 bytes "PJXD" and a serialized
@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/mutex.h"
+#include "daemon/cluster.h"
 #include "hlo/shape.h"
 #include "pjrt/v1/cluster.pb.h"
 #include "runtime/buffer.h"
@@ -115,6 +117,21 @@ class CrossHostReceives {
   absl::flat_hash_map<uint64_t, std::string> ended_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> ended_order_ ABSL_GUARDED_BY(mu_);
 };
+
+// The sending side: streams the bytes of `buffer` (defined by now) to the
+// receive that `descriptor` (as the receiving task serialized it) names on
+// task `task`, in chunks of at most `chunk_bytes`, through that task's
+// Peer.PushTransfer; straight from device memory, under an external
+// reference, where the host can read it (`host_reads_device_memory`), else
+// through the device-to-host stream. Stops when `cancelled` says so.
+// Returns the bytes sent (all of them) once the receiver has them; an error
+// names the task and how far the copy got.
+absl::StatusOr<int64_t> PushToTask(Cluster& cluster,
+                                   bool host_reads_device_memory,
+                                   runtime::Buffer& buffer, int task,
+                                   const std::string& descriptor,
+                                   int64_t chunk_bytes,
+                                   const std::function<bool()>& cancelled);
 
 }  // namespace pjrt::daemon
 

@@ -71,6 +71,11 @@ absl::Status AwaitReady(grpc::ServerContext* context, runtime::Buffer& buffer,
 std::shared_ptr<Cancellation> CallCancellation(grpc::ServerContext* context,
                                                const Session& session);
 
+// Appends the ready state of `session`'s buffer `handle` to `response`;
+// the lookup's error if there is none.
+absl::Status AddReadyState(const Session& session, uint64_t handle,
+                           v1::GetReadyStateResponse* response);
+
 // The session `id` for the call in `context`: UNAUTHENTICATED when the
 // caller proves no tenant (with tenants in force), NOT_FOUND when the
 // session is not open or belongs to another tenant.
