@@ -1,0 +1,95 @@
+#include "client/cpp/pjrt_client/types.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace pjrt_client {
+
+std::string DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kPred:
+      return "pred";
+    case DType::kS8:
+      return "s8";
+    case DType::kS16:
+      return "s16";
+    case DType::kS32:
+      return "s32";
+    case DType::kS64:
+      return "s64";
+    case DType::kU8:
+      return "u8";
+    case DType::kU16:
+      return "u16";
+    case DType::kU32:
+      return "u32";
+    case DType::kU64:
+      return "u64";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kC64:
+      return "c64";
+    case DType::kC128:
+      return "c128";
+    case DType::kF8E4M3FN:
+      return "f8e4m3fn";
+    case DType::kF8E5M2:
+      return "f8e5m2";
+    case DType::kS4:
+      return "s4";
+    case DType::kU4:
+      return "u4";
+    default:
+      return absl::StrFormat("dtype#%d", static_cast<int>(dtype));
+  }
+}
+
+int DTypeByteWidth(DType dtype) {
+  switch (dtype) {
+    case DType::kPred:
+    case DType::kS8:
+    case DType::kU8:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kS4:  // packed two per byte: see DTypeBytes
+    case DType::kU4:
+      return 1;
+    case DType::kS16:
+    case DType::kU16:
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kS32:
+    case DType::kU32:
+    case DType::kF32:
+      return 4;
+    case DType::kS64:
+    case DType::kU64:
+    case DType::kF64:
+    case DType::kC64:
+      return 8;
+    case DType::kC128:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+int64_t DTypeBytes(DType dtype, int64_t count) {
+  if (dtype == DType::kS4 || dtype == DType::kU4) return (count + 1) / 2;
+  return count * DTypeByteWidth(dtype);
+}
+
+std::string ShapeToString(const ArrayShape& shape) {
+  return absl::StrCat(DTypeName(shape.dtype), "[",
+                      absl::StrJoin(shape.dims, ","), "]");
+}
+
+}  // namespace pjrt_client
