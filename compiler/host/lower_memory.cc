@@ -1,5 +1,8 @@
-// Results (written in place where safe, donated buffers included) and
-// scratch placement by liveness (see lowering.h).
+// The host compiler's buffer assignment (see lowering.h): which values get
+// a buffer (dots reading a transpose in place, materialization, the fusion
+// depth limit) and their slots, results written in place where safe
+// (donated buffers included), and scratch placement by liveness. The
+// emitters (emit_loops.cc, lower_ops.cc) only read the decisions.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -350,6 +353,165 @@ absl::Status Lowering::PlanScratch() {
   }
   program_->scratch_bytes_ = top;
   return absl::OkStatus();
+}
+
+void Lowering::FoldTransposedDots() {
+  std::vector<std::vector<int>> users(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (int o : nodes_[i].operands) {
+      if (users[o].empty() || users[o].back() != static_cast<int>(i)) {
+        users[o].push_back(static_cast<int>(i));
+      }
+    }
+  }
+  std::vector<bool> is_result(nodes_.size(), false);
+  for (int r : results_) is_result[r] = true;
+  for (size_t t = 0; t < nodes_.size(); ++t) {
+    Node& transpose = nodes_[t];
+    if (transpose.inst->opcode() != Opcode::kTranspose ||
+        transpose.shape.rank() != 2 ||
+        transpose.inst->attributes().dimensions != std::vector<int64_t>{1, 0}) {
+      continue;
+    }
+    const int d = transpose.operands[0];
+    Node& dot = nodes_[d];
+    if (dot.inst->opcode() != Opcode::kDot || dot.dot_swapped || is_result[d] ||
+        users[d].size() != 1 ||
+        !dot.inst->attributes()
+             .dot_dimension_numbers.lhs_batch_dimensions.empty()) {
+      continue;
+    }
+    std::swap(dot.operands[0], dot.operands[1]);
+    dot.dot_swapped = true;
+    dot.shape = transpose.shape;
+    transpose.kind = Kind::kReshape;  // now a view of the dot's result
+  }
+}
+
+void Lowering::DecideMaterialization() {
+  // Users are counted once each, however many times they use the value
+  // (multiply(s, s) reads s once per element).
+  for (Node& n : nodes_) {
+    std::vector<int> distinct = n.operands;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()),
+                   distinct.end());
+    for (int o : distinct) nodes_[o].users++;
+  }
+  for (int r : results_) nodes_[r].materialize = true;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    switch (n.kind) {
+      case Kind::kSource:
+      case Kind::kRunValue:
+      case Kind::kOpaque:
+      case Kind::kKernel:
+      case Kind::kReshape:
+        n.materialize = true;
+        break;
+      case Kind::kElementwise:
+        if (n.users > 1) n.materialize = true;
+        break;
+      default:
+        break;
+    }
+    // Operands that must be buffers.
+    const Opcode op = n.inst->opcode();
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      Node& operand = nodes_[n.operands[k]];
+      // Kernels read buffers.
+      bool needs_buffer = n.kind == Kind::kKernel;
+      switch (op) {
+        case Opcode::kReshape:
+        case Opcode::kBitcast:
+        case Opcode::kPad:
+        case Opcode::kConcatenate:
+        case Opcode::kDynamicSlice:
+        case Opcode::kDynamicUpdateSlice:
+        case Opcode::kAllReduce:
+        case Opcode::kAllReduceStart:
+        case Opcode::kAllGather:
+        case Opcode::kAllGatherStart:
+        case Opcode::kReduceScatter:
+        case Opcode::kAllToAll:
+        case Opcode::kCollectivePermute:
+        case Opcode::kCollectivePermuteStart:
+          needs_buffer = true;
+          break;
+        case Opcode::kReduce:
+          // Initial values are read as scalars.
+          needs_buffer = k >= n.operands.size() / 2;
+          break;
+        case Opcode::kBroadcast:
+          // Computing the operand once beats recomputing it per copy.
+          needs_buffer = operand.kind == Kind::kElementwise;
+          break;
+        default:
+          break;
+      }
+      if (needs_buffer) operand.materialize = true;
+    }
+  }
+  LimitFusion();
+}
+
+void Lowering::LimitFusion() {
+  // An element-wise value read at more than one place of a loop, through
+  // re-indexing nodes (a slice and a reverse of it, say), would be computed
+  // once per place, and chains of such diamonds double the work at every
+  // level. Count, for each node, the places it is read from (through
+  // re-indexings that are not materialized), and materialize element-wise
+  // values read from more than one. Users come after their operands.
+  std::vector<std::vector<int>> users(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    std::vector<int> distinct = nodes_[i].operands;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()),
+                   distinct.end());
+    for (int o : distinct) users[o].push_back(static_cast<int>(i));
+  }
+  std::vector<int64_t> reads(nodes_.size(), 0);
+  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+    int64_t count = 0;
+    for (int u : users[i]) {
+      const Node& user = nodes_[u];
+      const int64_t through =
+          user.kind == Kind::kIndex && !user.materialize ? reads[u] : 1;
+      count = std::min<int64_t>(count + through, int64_t{1} << 40);
+    }
+    reads[i] = count;
+    Node& n = nodes_[i];
+    if (n.kind == Kind::kElementwise && count > 1) n.materialize = true;
+  }
+  // A fused expression is evaluated by recursion over its operands; cut
+  // chains longer than kMaxFusedDepth into loops of their own, so that a
+  // long chain of element-wise ops neither overflows the compiler's stack
+  // nor builds one enormous loop body.
+  std::vector<int> depth(nodes_.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    if (n.kind != Kind::kElementwise && n.kind != Kind::kIndex) continue;
+    int d = 0;
+    for (int o : n.operands) {
+      if (!nodes_[o].materialize) d = std::max(d, depth[o]);
+    }
+    depth[i] = d + 1;
+    if (depth[i] >= kMaxFusedDepth) {
+      n.materialize = true;
+      depth[i] = 0;
+    }
+  }
+}
+
+int Lowering::NewSlot(BufferSlot::Kind kind, const Shape& shape,
+                      int64_t index) {
+  BufferSlot slot;
+  slot.kind = kind;
+  slot.shape = shape;
+  slot.index = index;
+  slot.bytes = shape.UnpackedByteSize();
+  program_->slots.push_back(slot);
+  return static_cast<int>(program_->slots.size()) - 1;
 }
 
 }  // namespace pjrt::compiler::host::lowering
