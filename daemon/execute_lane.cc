@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "base/cancellation.h"
 #include "base/log.h"
+#include "base/socket_io.h"
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "daemon/grpc_status.h"
@@ -53,17 +54,6 @@ bool ReadExactly(int fd, char* data, size_t size,
   return true;
 }
 
-bool WriteExactly(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 enum class Read { kMessage, kEnd, kTooLong };
 
 // One length-prefixed message of at most `max_length` bytes into
@@ -71,13 +61,12 @@ enum class Read { kMessage, kEnd, kTooLong };
 Read ReadMessage(int fd, std::string* message, uint32_t* length,
                  uint32_t max_length = kMaxLaneMessageBytes,
                  absl::Time deadline = absl::InfiniteFuture()) {
-  unsigned char prefix[4];
+  unsigned char prefix[kFramePrefixBytes];
   if (!ReadExactly(fd, reinterpret_cast<char*>(prefix), sizeof(prefix),
                    deadline)) {
     return Read::kEnd;
   }
-  *length = uint32_t{prefix[0]} | (uint32_t{prefix[1]} << 8) |
-            (uint32_t{prefix[2]} << 16) | (uint32_t{prefix[3]} << 24);
+  *length = DecodeFrameLength(prefix);
   if (*length > max_length) return Read::kTooLong;
   message->resize(*length);
   if (!ReadExactly(fd, message->data(), *length, deadline)) return Read::kEnd;
@@ -87,14 +76,14 @@ Read ReadMessage(int fd, std::string* message, uint32_t* length,
 bool WriteMessage(int fd, const v1::ExecuteLaneReply& reply,
                   std::string* scratch) {
   const size_t size = reply.ByteSizeLong();
-  scratch->resize(4 + size);
-  for (int i = 0; i < 4; ++i) {
-    (*scratch)[i] = static_cast<char>((size >> (8 * i)) & 0xff);
-  }
-  if (!reply.SerializeToArray(scratch->data() + 4, static_cast<int>(size))) {
+  scratch->resize(kFramePrefixBytes + size);
+  EncodeFrameLength(static_cast<uint32_t>(size),
+                    reinterpret_cast<unsigned char*>(scratch->data()));
+  if (!reply.SerializeToArray(scratch->data() + kFramePrefixBytes,
+                              static_cast<int>(size))) {
     return false;
   }
-  return WriteExactly(fd, scratch->data(), scratch->size());
+  return SendAll(fd, scratch->data(), scratch->size());
 }
 
 void SetError(const absl::Status& status, v1::ExecuteLaneReply* reply) {

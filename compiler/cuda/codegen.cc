@@ -110,29 +110,34 @@ absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
   return CudaStorageType(type);
 }
 
+// The prelude's name of a float type narrower than float, which values of
+// it are computed in; nullptr for any other type.
+const char* NarrowFloatName(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF16:
+      return "f16";
+    case PrimitiveType::kBf16:
+      return "bf16";
+    case PrimitiveType::kF8E4M3FN:
+      return "f8e4m3fn";
+    case PrimitiveType::kF8E5M2:
+      return "f8e5m2";
+    default:
+      return nullptr;
+  }
+}
+
 // `storage` (an expression of the storage type) as a compute value.
 std::string Load(PrimitiveType type, const std::string& storage) {
-  if (type == PrimitiveType::kF16)
-    return absl::StrCat("pj_f16_to_f32(", storage, ")");
-  if (type == PrimitiveType::kBf16)
-    return absl::StrCat("pj_bf16_to_f32(", storage, ")");
-  if (type == PrimitiveType::kF8E4M3FN)
-    return absl::StrCat("pj_f8e4m3fn_to_f32(", storage, ")");
-  if (type == PrimitiveType::kF8E5M2)
-    return absl::StrCat("pj_f8e5m2_to_f32(", storage, ")");
-  return storage;
+  const char* narrow = NarrowFloatName(type);
+  if (narrow == nullptr) return storage;
+  return absl::StrCat("pj_", narrow, "_to_f32(", storage, ")");
 }
 
 std::string Store(PrimitiveType type, const std::string& value) {
-  if (type == PrimitiveType::kF16)
-    return absl::StrCat("pj_f32_to_f16(", value, ")");
-  if (type == PrimitiveType::kBf16)
-    return absl::StrCat("pj_f32_to_bf16(", value, ")");
-  if (type == PrimitiveType::kF8E4M3FN)
-    return absl::StrCat("pj_f32_to_f8e4m3fn(", value, ")");
-  if (type == PrimitiveType::kF8E5M2)
-    return absl::StrCat("pj_f32_to_f8e5m2(", value, ")");
-  return value;
+  const char* narrow = NarrowFloatName(type);
+  if (narrow == nullptr) return value;
+  return absl::StrCat("pj_f32_to_", narrow, "(", value, ")");
 }
 
 // A value computed in float, rounded to `type` when it is a narrower float;
@@ -142,15 +147,9 @@ std::string Round(PrimitiveType type, const std::string& value) {
     return absl::StrCat("pj_wrap_s4(", value, ")");
   if (type == PrimitiveType::kU4)
     return absl::StrCat("pj_wrap_u4(", value, ")");
-  if (type == PrimitiveType::kF16)
-    return absl::StrCat("pj_round_f16(", value, ")");
-  if (type == PrimitiveType::kBf16)
-    return absl::StrCat("pj_round_bf16(", value, ")");
-  if (type == PrimitiveType::kF8E4M3FN)
-    return absl::StrCat("pj_round_f8e4m3fn(", value, ")");
-  if (type == PrimitiveType::kF8E5M2)
-    return absl::StrCat("pj_round_f8e5m2(", value, ")");
-  return value;
+  const char* narrow = NarrowFloatName(type);
+  if (narrow == nullptr) return value;
+  return absl::StrCat("pj_round_", narrow, "(", value, ")");
 }
 
 // A float converted to s4 or u4 saturates to the 4-bit range (after the

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/socket_io.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "client/cpp/pjrt_client/internal.h"
 
@@ -72,36 +73,18 @@ bool Readable(int fd) {
 
 absl::Status SendAll(int fd, const uint8_t* data, size_t size) {
   size_t done = 0;
-  while (done < size) {
-    ssize_t n = send(fd, data + done, size - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return absl::UnavailableError(
-          absl::StrFormat("the data channel broke after %d of %d bytes: %s",
-                          done, size, n < 0 ? strerror(errno) : "closed"));
-    }
-  }
-  return absl::OkStatus();
+  if (pjrt::SendAll(fd, data, size, &done)) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrFormat("the data channel broke after %d of %d bytes: %s", done,
+                      size, errno != 0 ? strerror(errno) : "closed"));
 }
 
 absl::Status ReceiveAll(int fd, uint8_t* data, size_t size) {
   size_t done = 0;
-  while (done < size) {
-    ssize_t n = recv(fd, data + done, size - done, 0);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return absl::UnavailableError(absl::StrFormat(
-          "the data channel ended after %d of %d bytes: %s", done, size,
-          n < 0 ? strerror(errno) : "closed by the daemon"));
-    }
-  }
-  return absl::OkStatus();
+  if (pjrt::ReceiveAll(fd, data, size, &done)) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrFormat(
+      "the data channel ended after %d of %d bytes: %s", done, size,
+      errno != 0 ? strerror(errno) : "closed by the daemon"));
 }
 
 }  // namespace

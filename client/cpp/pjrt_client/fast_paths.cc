@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "base/random.h"
+#include "base/socket_io.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "client/cpp/pjrt_client/internal.h"
 
@@ -484,53 +485,29 @@ constexpr int kMaxLanes = 4;
 constexpr uint32_t kMaxLaneMessageBytes = uint32_t{4} << 20;
 constexpr uint32_t kLaneProtocolVersion = v1::PROTOCOL_REVISION_EXECUTE_LANES;
 
-bool SendAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool ReceiveAll(int fd, char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = recv(fd, data, size, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 bool SendMessage(int fd, const google::protobuf::MessageLite& message) {
   const size_t size = message.ByteSizeLong();
-  std::string frame(4 + size, '\0');
-  for (int i = 0; i < 4; ++i) {
-    frame[i] = static_cast<char>((size >> (8 * i)) & 0xff);
-  }
-  message.SerializeToArray(frame.data() + 4, static_cast<int>(size));
-  return SendAll(fd, frame.data(), frame.size());
+  std::string frame(pjrt::kFramePrefixBytes + size, '\0');
+  pjrt::EncodeFrameLength(static_cast<uint32_t>(size),
+                          reinterpret_cast<unsigned char*>(frame.data()));
+  message.SerializeToArray(frame.data() + pjrt::kFramePrefixBytes,
+                           static_cast<int>(size));
+  return pjrt::SendAll(fd, frame.data(), frame.size());
 }
 
 // The next reply; an error status when the lane broke (errno says how).
 absl::Status ReceiveReply(int fd, v1::ExecuteLaneReply* reply) {
-  unsigned char prefix[4];
-  if (!ReceiveAll(fd, reinterpret_cast<char*>(prefix), sizeof(prefix))) {
+  unsigned char prefix[pjrt::kFramePrefixBytes];
+  if (!pjrt::ReceiveAll(fd, prefix, sizeof(prefix))) {
     return absl::UnavailableError("the lane ended");
   }
-  const uint32_t length = uint32_t{prefix[0]} | (uint32_t{prefix[1]} << 8) |
-                          (uint32_t{prefix[2]} << 16) |
-                          (uint32_t{prefix[3]} << 24);
+  const uint32_t length = pjrt::DecodeFrameLength(prefix);
   if (length > kMaxLaneMessageBytes) {
     return absl::UnavailableError(
         absl::StrFormat("a reply of %d bytes claimed", length));
   }
   std::string body(length, '\0');
-  if (!ReceiveAll(fd, body.data(), body.size()) ||
+  if (!pjrt::ReceiveAll(fd, body.data(), body.size()) ||
       !reply->ParseFromString(body)) {
     return absl::UnavailableError("the reply was cut short");
   }
