@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "pjrt/v1/buffer.grpc.pb.h"
+#include "tests/integration/daemon_suite.h"
 #include "tests/integration/process.h"
 
 namespace pjrt::testing {
@@ -51,30 +52,11 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   return out;
 }
 
-class DaemonTest : public ::testing::TestWithParam<int> {
+class DaemonTest : public DaemonSuite<DaemonTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    auto daemon = DaemonProcess::Start(
-        PJRTD_PATH,
-        {"--platform", "host", "--host-devices", "3", "--memory-limit",
-         absl::StrCat(kMemoryLimit), "--listen",
-         "unix://" + dir_->path() + "/pjrtd.sock", "--listen", "127.0.0.1:0"},
-        dir_->path());
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-
-  static void TearDownTestSuite() {
-    if (daemon_ != nullptr) {
-      auto code = daemon_->Stop();
-      EXPECT_TRUE(code.ok() && *code == 0)
-          << "pjrtd did not exit cleanly: " << code.status() << "\n"
-          << daemon_->Log();
-      delete daemon_;
-      daemon_ = nullptr;
-    }
-    delete dir_;
+    StartDaemon({"--platform", "host", "--host-devices", "3", "--memory-limit",
+                 absl::StrCat(kMemoryLimit)});
   }
 
   void SetUp() override {
@@ -91,25 +73,6 @@ class DaemonTest : public ::testing::TestWithParam<int> {
   void TearDown() override {
     session_.reset();
     ExpectHealthy();
-  }
-
-  const std::string& address() const {
-    return daemon_->addresses()[GetParam()];
-  }
-
-  void ExpectHealthy() {
-    auto channel =
-        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
-    auto stub = grpc::health::v1::Health::NewStub(channel);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(10));
-    grpc::health::v1::HealthCheckResponse response;
-    grpc::Status status = stub->Check(
-        &context, grpc::health::v1::HealthCheckRequest(), &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.status(),
-              grpc::health::v1::HealthCheckResponse::SERVING);
   }
 
   int64_t BytesInUse(int device = 0) {
@@ -166,8 +129,6 @@ class DaemonTest : public ::testing::TestWithParam<int> {
     return RunCommand(argv);
   }
 
-  static TempDir* dir_;
-  static DaemonProcess* daemon_;
   std::shared_ptr<pjrt_client::Client> client_;
   // The Buffers service itself, for calls the client library would never
   // make.
@@ -175,13 +136,8 @@ class DaemonTest : public ::testing::TestWithParam<int> {
   std::unique_ptr<pjrt_client::Session> session_;
 };
 
-TempDir* DaemonTest::dir_ = nullptr;
-DaemonProcess* DaemonTest::daemon_ = nullptr;
-
 INSTANTIATE_TEST_SUITE_P(Transports, DaemonTest, ::testing::Values(0, 1),
-                         [](const auto& info) {
-                           return info.param == 0 ? "Unix" : "Tcp";
-                         });
+                         TransportName);
 
 // --- round trips ---------------------------------------------------------
 

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "pjrt/v1/executable.grpc.pb.h"
+#include "tests/integration/daemon_suite.h"
 #include "tests/integration/process.h"
 
 namespace pjrt::testing {
@@ -78,10 +79,9 @@ std::vector<T> FromBytes(const std::vector<uint8_t>& bytes) {
   return out;
 }
 
-class ExecutableTest : public ::testing::TestWithParam<int> {
+class ExecutableTest : public DaemonSuite<ExecutableTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir;
     // PJRT_TEST_PLATFORM=cuda (scripts/gpu-check) runs the suite on a GPU.
     const char* platform = std::getenv("PJRT_TEST_PLATFORM");
     std::vector<std::string> args = {"--platform",
@@ -89,27 +89,10 @@ class ExecutableTest : public ::testing::TestWithParam<int> {
     if (platform == nullptr || std::string(platform) == "host") {
       args.insert(args.end(), {"--host-devices", "3"});
     } else {
-      args.insert(args.end(),
-                  {"--compile-cache-dir", dir_->path() + "/kernels"});
+      args.insert(args.end(), {"--compile-cache-dir", SuiteDir() + "/kernels"});
     }
-    args.insert(args.end(), {"--memory-limit", "1GiB", "--listen",
-                             "unix://" + dir_->path() + "/pjrtd.sock",
-                             "--listen", "127.0.0.1:0"});
-    auto daemon = DaemonProcess::Start(PJRTD_PATH, args, dir_->path());
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-
-  static void TearDownTestSuite() {
-    if (daemon_ != nullptr) {
-      auto code = daemon_->Stop();
-      EXPECT_TRUE(code.ok() && *code == 0)
-          << "pjrtd did not exit cleanly: " << code.status() << "\n"
-          << daemon_->Log();
-      delete daemon_;
-      daemon_ = nullptr;
-    }
-    delete dir_;
+    args.insert(args.end(), {"--memory-limit", "1GiB"});
+    StartDaemon(args);
   }
 
   void SetUp() override {
@@ -131,28 +114,9 @@ class ExecutableTest : public ::testing::TestWithParam<int> {
     return session.ok() ? *std::move(session) : nullptr;
   }
 
-  const std::string& address() const {
-    return daemon_->addresses()[GetParam()];
-  }
-
   // A name unique to this test and transport.
   std::string UniqueName(const std::string& base) const {
     return absl::StrCat(base, "_", GetParam() == 0 ? "unix" : "tcp");
-  }
-
-  void ExpectHealthy() {
-    auto channel =
-        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
-    auto stub = grpc::health::v1::Health::NewStub(channel);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(10));
-    grpc::health::v1::HealthCheckResponse response;
-    grpc::Status status = stub->Check(
-        &context, grpc::health::v1::HealthCheckRequest(), &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.status(),
-              grpc::health::v1::HealthCheckResponse::SERVING);
   }
 
   pjrt_client::Stats Stats() {
@@ -182,19 +146,12 @@ class ExecutableTest : public ::testing::TestWithParam<int> {
     return path;
   }
 
-  static TempDir* dir_;
-  static DaemonProcess* daemon_;
   std::shared_ptr<pjrt_client::Client> client_;
   std::unique_ptr<pjrt_client::Session> session_;
 };
 
-TempDir* ExecutableTest::dir_ = nullptr;
-DaemonProcess* ExecutableTest::daemon_ = nullptr;
-
 INSTANTIATE_TEST_SUITE_P(Transports, ExecutableTest, ::testing::Values(0, 1),
-                         [](const auto& info) {
-                           return info.param == 0 ? "Unix" : "Tcp";
-                         });
+                         TransportName);
 
 // --- compile -----------------------------------------------------------------
 
