@@ -5,123 +5,154 @@
 #define PJRT_HLO_OPCODE_H_
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace pjrt::hlo {
 
-// X(enumerator, "hlo-name")
-#define PJRT_HLO_OPCODES(X)                              \
-  X(kParameter, "parameter")                             \
-  X(kConstant, "constant")                               \
-  X(kIota, "iota")                                       \
-  X(kBroadcast, "broadcast")                             \
-  X(kReshape, "reshape")                                 \
-  X(kBitcast, "bitcast")                                 \
-  X(kTranspose, "transpose")                             \
-  X(kConvert, "convert")                                 \
-  X(kBitcastConvert, "bitcast-convert")                  \
-  X(kCopy, "copy")                                       \
-  X(kTuple, "tuple")                                     \
-  X(kGetTupleElement, "get-tuple-element")               \
-  X(kCall, "call")                                       \
-  X(kSelect, "select")                                   \
-  X(kClamp, "clamp")                                     \
-  X(kCompare, "compare")                                 \
-  X(kAbs, "abs")                                         \
-  X(kNegate, "negate")                                   \
-  X(kSign, "sign")                                       \
-  X(kExp, "exponential")                                 \
-  X(kExpm1, "exponential-minus-one")                     \
-  X(kLog, "log")                                         \
-  X(kLog1p, "log-plus-one")                              \
-  X(kSqrt, "sqrt")                                       \
-  X(kRsqrt, "rsqrt")                                     \
-  X(kCbrt, "cbrt")                                       \
-  X(kTanh, "tanh")                                       \
-  X(kLogistic, "logistic")                               \
-  X(kSin, "sine")                                        \
-  X(kCos, "cosine")                                      \
-  X(kTan, "tan")                                         \
-  X(kErf, "erf")                                         \
-  X(kFloor, "floor")                                     \
-  X(kCeil, "ceil")                                       \
-  X(kRoundNearestAfz, "round-nearest-afz")               \
-  X(kRoundNearestEven, "round-nearest-even")             \
-  X(kIsFinite, "is-finite")                              \
-  X(kNot, "not")                                         \
-  X(kPopcnt, "popcnt")                                   \
-  X(kClz, "count-leading-zeros")                         \
-  X(kAdd, "add")                                         \
-  X(kSubtract, "subtract")                               \
-  X(kMultiply, "multiply")                               \
-  X(kDivide, "divide")                                   \
-  X(kRemainder, "remainder")                             \
-  X(kPower, "power")                                     \
-  X(kMaximum, "maximum")                                 \
-  X(kMinimum, "minimum")                                 \
-  X(kAtan2, "atan2")                                     \
-  X(kAnd, "and")                                         \
-  X(kOr, "or")                                           \
-  X(kXor, "xor")                                         \
-  X(kShiftLeft, "shift-left")                            \
-  X(kShiftRightLogical, "shift-right-logical")           \
-  X(kShiftRightArithmetic, "shift-right-arithmetic")     \
-  X(kDot, "dot")                                         \
-  X(kReduce, "reduce")                                   \
-  X(kSlice, "slice")                                     \
-  X(kConcatenate, "concatenate")                         \
-  X(kPad, "pad")                                         \
-  X(kReverse, "reverse")                                 \
-  X(kDynamicSlice, "dynamic-slice")                      \
-  X(kDynamicUpdateSlice, "dynamic-update-slice")         \
-  X(kReducePrecision, "reduce-precision")                \
-  X(kOptimizationBarrier, "opt-barrier")                 \
-  X(kCustomCall, "custom-call")                          \
-  X(kReplicaId, "replica-id")                            \
-  X(kPartitionId, "partition-id")                        \
-  X(kAllReduce, "all-reduce")                            \
-  X(kAllGather, "all-gather")                            \
-  X(kReduceScatter, "reduce-scatter")                    \
-  X(kCollectivePermute, "collective-permute")            \
-  X(kAllToAll, "all-to-all")                             \
-  X(kWhile, "while")                                     \
-  X(kConditional, "conditional")                         \
-  X(kGather, "gather")                                   \
-  X(kScatter, "scatter")                                 \
-  X(kSort, "sort")                                       \
-  X(kConvolution, "convolution")                         \
-  X(kReduceWindow, "reduce-window")                      \
-  X(kSelectAndScatter, "select-and-scatter")             \
-  X(kRngBitGenerator, "rng-bit-generator")               \
-  X(kFusion, "fusion")                                   \
-  X(kMap, "map")                                         \
-  X(kAfterAll, "after-all")                              \
-  X(kAddDependency, "add-dependency")                    \
-  X(kTopK, "topk")                                       \
-  X(kRng, "rng")                                         \
-  X(kRngGetAndUpdateState, "rng-get-and-update-state")   \
-  X(kFft, "fft")                                         \
-  X(kReal, "real")                                       \
-  X(kImag, "imag")                                       \
-  X(kComplex, "complex")                                 \
-  X(kAsyncStart, "async-start")                          \
-  X(kAsyncUpdate, "async-update")                        \
-  X(kAsyncDone, "async-done")                            \
-  X(kAllReduceStart, "all-reduce-start")                 \
-  X(kAllReduceDone, "all-reduce-done")                   \
-  X(kAllGatherStart, "all-gather-start")                 \
-  X(kAllGatherDone, "all-gather-done")                   \
-  X(kCollectivePermuteStart, "collective-permute-start") \
-  X(kCollectivePermuteDone, "collective-permute-done")   \
-  X(kCopyStart, "copy-start")                            \
-  X(kCopyDone, "copy-done")
+// X(enumerator, "hlo-name", family): the one table of opcodes. The family
+// (OpFamily below) is what the parser and the verifier know of an op
+// without naming it: which ops print without their shape, and which part
+// of the verifier checks it.
+#define PJRT_HLO_OPCODES(X)                                           \
+  X(kParameter, "parameter", kDataMovement)                           \
+  X(kConstant, "constant", kDataMovement)                             \
+  X(kIota, "iota", kDataMovement)                                     \
+  X(kBroadcast, "broadcast", kDataMovement)                           \
+  X(kReshape, "reshape", kDataMovement)                               \
+  X(kBitcast, "bitcast", kDataMovement)                               \
+  X(kTranspose, "transpose", kDataMovement)                           \
+  X(kConvert, "convert", kElementwise)                                \
+  X(kBitcastConvert, "bitcast-convert", kElementwise)                 \
+  X(kCopy, "copy", kUnary)                                            \
+  X(kTuple, "tuple", kStructure)                                      \
+  X(kGetTupleElement, "get-tuple-element", kStructure)                \
+  X(kCall, "call", kStructure)                                        \
+  X(kSelect, "select", kElementwise)                                  \
+  X(kClamp, "clamp", kElementwise)                                    \
+  X(kCompare, "compare", kElementwise)                                \
+  X(kAbs, "abs", kUnary)                                              \
+  X(kNegate, "negate", kUnary)                                        \
+  X(kSign, "sign", kUnary)                                            \
+  X(kExp, "exponential", kUnary)                                      \
+  X(kExpm1, "exponential-minus-one", kUnary)                          \
+  X(kLog, "log", kUnary)                                              \
+  X(kLog1p, "log-plus-one", kUnary)                                   \
+  X(kSqrt, "sqrt", kUnary)                                            \
+  X(kRsqrt, "rsqrt", kUnary)                                          \
+  X(kCbrt, "cbrt", kUnary)                                            \
+  X(kTanh, "tanh", kUnary)                                            \
+  X(kLogistic, "logistic", kUnary)                                    \
+  X(kSin, "sine", kUnary)                                             \
+  X(kCos, "cosine", kUnary)                                           \
+  X(kTan, "tan", kUnary)                                              \
+  X(kErf, "erf", kUnary)                                              \
+  X(kFloor, "floor", kUnary)                                          \
+  X(kCeil, "ceil", kUnary)                                            \
+  X(kRoundNearestAfz, "round-nearest-afz", kUnary)                    \
+  X(kRoundNearestEven, "round-nearest-even", kUnary)                  \
+  X(kIsFinite, "is-finite", kElementwise)                             \
+  X(kNot, "not", kUnary)                                              \
+  X(kPopcnt, "popcnt", kUnary)                                        \
+  X(kClz, "count-leading-zeros", kUnary)                              \
+  X(kAdd, "add", kBinary)                                             \
+  X(kSubtract, "subtract", kBinary)                                   \
+  X(kMultiply, "multiply", kBinary)                                   \
+  X(kDivide, "divide", kBinary)                                       \
+  X(kRemainder, "remainder", kBinary)                                 \
+  X(kPower, "power", kBinary)                                         \
+  X(kMaximum, "maximum", kBinary)                                     \
+  X(kMinimum, "minimum", kBinary)                                     \
+  X(kAtan2, "atan2", kBinary)                                         \
+  X(kAnd, "and", kBinary)                                             \
+  X(kOr, "or", kBinary)                                               \
+  X(kXor, "xor", kBinary)                                             \
+  X(kShiftLeft, "shift-left", kBinary)                                \
+  X(kShiftRightLogical, "shift-right-logical", kBinary)               \
+  X(kShiftRightArithmetic, "shift-right-arithmetic", kBinary)         \
+  X(kDot, "dot", kCompute)                                            \
+  X(kReduce, "reduce", kCompute)                                      \
+  X(kSlice, "slice", kDataMovement)                                   \
+  X(kConcatenate, "concatenate", kDataMovement)                       \
+  X(kPad, "pad", kDataMovement)                                       \
+  X(kReverse, "reverse", kDataMovement)                               \
+  X(kDynamicSlice, "dynamic-slice", kDataMovement)                    \
+  X(kDynamicUpdateSlice, "dynamic-update-slice", kDataMovement)       \
+  X(kReducePrecision, "reduce-precision", kUnary)                     \
+  X(kOptimizationBarrier, "opt-barrier", kStructure)                  \
+  X(kCustomCall, "custom-call", kStructure)                           \
+  X(kReplicaId, "replica-id", kCollective)                            \
+  X(kPartitionId, "partition-id", kCollective)                        \
+  X(kAllReduce, "all-reduce", kCollective)                            \
+  X(kAllGather, "all-gather", kCollective)                            \
+  X(kReduceScatter, "reduce-scatter", kCollective)                    \
+  X(kCollectivePermute, "collective-permute", kCollective)            \
+  X(kAllToAll, "all-to-all", kCollective)                             \
+  X(kWhile, "while", kStructure)                                      \
+  X(kConditional, "conditional", kStructure)                          \
+  X(kGather, "gather", kDataMovement)                                 \
+  X(kScatter, "scatter", kDataMovement)                               \
+  X(kSort, "sort", kCompute)                                          \
+  X(kConvolution, "convolution", kCompute)                            \
+  X(kReduceWindow, "reduce-window", kCompute)                         \
+  X(kSelectAndScatter, "select-and-scatter", kCompute)                \
+  X(kRngBitGenerator, "rng-bit-generator", kCompute)                  \
+  X(kFusion, "fusion", kStructure)                                    \
+  X(kMap, "map", kElementwise)                                        \
+  X(kAfterAll, "after-all", kStructure)                               \
+  X(kAddDependency, "add-dependency", kStructure)                     \
+  X(kTopK, "topk", kCompute)                                          \
+  X(kRng, "rng", kCompute)                                            \
+  X(kRngGetAndUpdateState, "rng-get-and-update-state", kCompute)      \
+  X(kFft, "fft", kCompute)                                            \
+  X(kReal, "real", kElementwise)                                      \
+  X(kImag, "imag", kElementwise)                                      \
+  X(kComplex, "complex", kElementwise)                                \
+  X(kAsyncStart, "async-start", kStructure)                           \
+  X(kAsyncUpdate, "async-update", kStructure)                         \
+  X(kAsyncDone, "async-done", kStructure)                             \
+  X(kAllReduceStart, "all-reduce-start", kCollective)                 \
+  X(kAllReduceDone, "all-reduce-done", kCollective)                   \
+  X(kAllGatherStart, "all-gather-start", kCollective)                 \
+  X(kAllGatherDone, "all-gather-done", kCollective)                   \
+  X(kCollectivePermuteStart, "collective-permute-start", kCollective) \
+  X(kCollectivePermuteDone, "collective-permute-done", kCollective)   \
+  X(kCopyStart, "copy-start", kDataMovement)                          \
+  X(kCopyDone, "copy-done", kDataMovement)
 
 enum class Opcode {
-#define PJRT_HLO_OPCODE_ENUM(e, name) e,
+#define PJRT_HLO_OPCODE_ENUM(e, name, family) e,
   PJRT_HLO_OPCODES(PJRT_HLO_OPCODE_ENUM)
 #undef PJRT_HLO_OPCODE_ENUM
   // Any op not listed above; Instruction::opcode_name() has its spelling.
   kOther,
 };
+
+enum class OpFamily {
+  // Element-wise with one operand whose shape the result keeps (as XLA's
+  // printer sees it: it leaves the result shape out).
+  kUnary,
+  // Element-wise with two operands of the result's shape.
+  kBinary,
+  // The other element-wise ops: select, clamp, compare, is-finite, real,
+  // imag, complex, convert, bitcast-convert, map.
+  kElementwise,
+  // Values made or moved without arithmetic: parameters, constants, iota,
+  // reshapes, slices, pads, gathers and scatters, copies.
+  kDataMovement,
+  // Dots, reductions, windows, convolutions, fft, sort, top-k, random bits.
+  kCompute,
+  // Collectives across replicas and partitions, and their ids.
+  kCollective,
+  // Tuples, calls, control flow, fusions, tokens, custom calls and async
+  // wrappers; and kOther.
+  kStructure,
+};
+
+// Every opcode of the table, in its order (not kOther).
+absl::Span<const Opcode> AllOpcodes();
+
+// The family of an opcode (kStructure for kOther).
+OpFamily FamilyOf(Opcode opcode);
 
 // The HLO spelling ("get-tuple-element"); "other" for kOther.
 absl::string_view OpcodeName(Opcode opcode);

@@ -243,57 +243,25 @@ enum class ShapeRule {
 };
 
 ShapeRule ShapeRuleFor(Opcode opcode) {
-  switch (opcode) {
-    case Opcode::kAbs:
-    case Opcode::kNegate:
-    case Opcode::kSign:
-    case Opcode::kExp:
-    case Opcode::kExpm1:
-    case Opcode::kLog:
-    case Opcode::kLog1p:
-    case Opcode::kSqrt:
-    case Opcode::kRsqrt:
-    case Opcode::kCbrt:
-    case Opcode::kTanh:
-    case Opcode::kLogistic:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kTan:
-    case Opcode::kErf:
-    case Opcode::kFloor:
-    case Opcode::kCeil:
-    case Opcode::kRoundNearestAfz:
-    case Opcode::kRoundNearestEven:
-    case Opcode::kNot:
-    case Opcode::kPopcnt:
-    case Opcode::kClz:
-    case Opcode::kCopy:
-    case Opcode::kAdd:
-    case Opcode::kSubtract:
-    case Opcode::kMultiply:
-    case Opcode::kDivide:
-    case Opcode::kRemainder:
-    case Opcode::kPower:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kAtan2:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-    case Opcode::kShiftLeft:
-    case Opcode::kShiftRightLogical:
-    case Opcode::kShiftRightArithmetic:
-    case Opcode::kReducePrecision:
+  switch (FamilyOf(opcode)) {
+    case OpFamily::kUnary:
+    case OpFamily::kBinary:
       return ShapeRule::kSameAsOperand0;
-    case Opcode::kSelect:
-    case Opcode::kClamp:
-      return ShapeRule::kSameAsOperand1;
-    case Opcode::kCompare:
-    case Opcode::kIsFinite:
-      return ShapeRule::kPredOfOperand0;
-    default:
+    case OpFamily::kElementwise:
+      if (opcode == Opcode::kSelect || opcode == Opcode::kClamp) {
+        return ShapeRule::kSameAsOperand1;
+      }
+      if (opcode == Opcode::kCompare || opcode == Opcode::kIsFinite) {
+        return ShapeRule::kPredOfOperand0;
+      }
+      return ShapeRule::kNone;
+    case OpFamily::kDataMovement:
+    case OpFamily::kCompute:
+    case OpFamily::kCollective:
+    case OpFamily::kStructure:
       return ShapeRule::kNone;
   }
+  return ShapeRule::kNone;
 }
 
 bool IsUnconvertedFloatType(PrimitiveType type) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "hlo/ir.h"
 #include "hlo/lexer.h"
 #include "hlo/literal.h"
+#include "hlo/opcode.h"
 #include "hlo/parser.h"
 
 namespace pjrt::hlo {
@@ -991,6 +993,57 @@ ENTRY e {
   ROOT c = convert(p)
 })",
                 4, 8, "%c (convert) has no shape");
+}
+
+TEST(OpcodeTable, EveryOpcodeRoundTripsItsNameAndHasOneFamily) {
+  EXPECT_GT(AllOpcodes().size(), 100u);
+  std::set<std::string> names;
+  for (Opcode opcode : AllOpcodes()) {
+    const std::string name(OpcodeName(opcode));
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+    EXPECT_EQ(OpcodeFromName(name), opcode) << name;
+  }
+  EXPECT_EQ(OpcodeFromName("no-such-op"), Opcode::kOther);
+  EXPECT_EQ(FamilyOf(Opcode::kOther), OpFamily::kStructure);
+  EXPECT_EQ(FamilyOf(Opcode::kExp), OpFamily::kUnary);
+  EXPECT_EQ(FamilyOf(Opcode::kAtan2), OpFamily::kBinary);
+  EXPECT_EQ(FamilyOf(Opcode::kConvert), OpFamily::kElementwise);
+  EXPECT_EQ(FamilyOf(Opcode::kGather), OpFamily::kDataMovement);
+  EXPECT_EQ(FamilyOf(Opcode::kSort), OpFamily::kCompute);
+  EXPECT_EQ(FamilyOf(Opcode::kAllGatherDone), OpFamily::kCollective);
+  EXPECT_EQ(FamilyOf(Opcode::kWhile), OpFamily::kStructure);
+}
+
+// The table's families decide which ops the printer may leave the shape of
+// out: every unary and binary op takes its operand's, and no op of the
+// other families does except the four the parser names.
+TEST(OpcodeTable, TheShapeOfEveryUnaryAndBinaryOpMayBeLeftOut) {
+  for (Opcode opcode : AllOpcodes()) {
+    const OpFamily family = FamilyOf(opcode);
+    const std::string name(OpcodeName(opcode));
+    std::string call;
+    if (family == OpFamily::kUnary) {
+      call = opcode == Opcode::kReducePrecision
+                 ? "reduce-precision(p), exponent_bits=5, mantissa_bits=10"
+                 : name + "(p)";
+    } else if (family == OpFamily::kBinary) {
+      call = name + "(p, p)";
+    } else {
+      continue;
+    }
+    SCOPED_TRACE(name);
+    auto module = ParseHloModule(absl::StrCat(
+        "HloModule m\nENTRY e {\n  p = s32[2,3] parameter(0)\n  ROOT r = ",
+        call, "\n}"));
+    ASSERT_TRUE(module.ok()) << module.status();
+    EXPECT_EQ((*module)->entry()->root()->shape().ToString(), "s32[2,3]");
+  }
+  ExpectErrorAt(R"(HloModule m
+ENTRY e {
+  p = f32[2] parameter(0)
+  ROOT c = bitcast-convert(p)
+})",
+                4, 8, "%c (bitcast-convert) has no shape");
 }
 
 TEST(HloParserErrors, TruncatedOrCorruptedTextNeverCrashes) {

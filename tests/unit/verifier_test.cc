@@ -1,7 +1,9 @@
 // hlo/verifier.h: every error the verifier can give, each from the smallest
 // program that provokes it, with its status code and the words that say what
-// is wrong. A last test reads hlo/verifier.cc and fails for any error call
-// site that no case here expects, so that a new check comes with its case.
+// is wrong. A last test reads the verifier's sources (hlo/verifier.cc,
+// verifier_internal.h and the verify_*.cc of each op family) and fails for
+// any error call site that no case here expects, so that a new check comes
+// with its case.
 #include "hlo/verifier.h"
 
 #include <algorithm>
@@ -918,6 +920,7 @@ ENTRY e {
 // An error call site in the verifier's source: its line, and the longest
 // fixed run of text in its message (between the format's conversions).
 struct CallSite {
+  std::string file;
   int line;
   std::string key;
 };
@@ -1010,7 +1013,7 @@ std::vector<CallSite> ErrorCallSites(const std::string& source) {
     }
     const int line = 1 + static_cast<int>(std::count(
                              code.begin(), code.begin() + open, '\n'));
-    sites.push_back({line, key});
+    sites.push_back({"", line, key});
   }
   return sites;
 }
@@ -1025,14 +1028,36 @@ struct Unreachable {
 };
 constexpr std::array<Unreachable, 0> kUnreachable{};
 
+// The verifier's sources: the module-wide checks, the shared class, and one
+// file per op family (hlo/opcode.h).
+std::vector<std::string> VerifierSources() {
+  std::vector<std::string> files = {"hlo/verifier.cc",
+                                    "hlo/verifier_internal.h"};
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(PJRT_SOURCE_DIR) / "hlo")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("verify_", 0) == 0) files.push_back("hlo/" + name);
+  }
+  return files;
+}
+
 TEST(VerifierTest, EveryErrorCallSiteHasACase) {
-  const std::filesystem::path path =
-      std::filesystem::path(PJRT_SOURCE_DIR) / "hlo" / "verifier.cc";
-  std::ifstream file(path);
-  ASSERT_TRUE(file.good()) << "cannot read " << path;
-  std::stringstream source;
-  source << file.rdbuf();
-  const std::vector<CallSite> sites = ErrorCallSites(source.str());
+  std::vector<CallSite> sites;
+  const std::vector<std::string> files = VerifierSources();
+  // verifier.cc, the header and five families.
+  EXPECT_GE(files.size(), 7u);
+  for (const std::string& name : files) {
+    const std::filesystem::path path =
+        std::filesystem::path(PJRT_SOURCE_DIR) / name;
+    std::ifstream file(path);
+    ASSERT_TRUE(file.good()) << "cannot read " << path;
+    std::stringstream source;
+    source << file.rdbuf();
+    for (CallSite& site : ErrorCallSites(source.str())) {
+      site.file = name;
+      sites.push_back(std::move(site));
+    }
+  }
   // About a hundred today; far fewer means the scan is broken.
   EXPECT_GT(sites.size(), 90u);
 
@@ -1040,7 +1065,7 @@ TEST(VerifierTest, EveryErrorCallSiteHasACase) {
   for (const Case& c : Cases()) expected.push_back(c.message);
   for (const CallSite& site : sites) {
     if (site.key.empty()) {
-      ADD_FAILURE() << "hlo/verifier.cc:" << site.line
+      ADD_FAILURE() << site.file << ":" << site.line
                     << ": the message is not built from a string literal; "
                        "give the call site a case and teach this test to "
                        "recognise it";
@@ -1053,14 +1078,14 @@ TEST(VerifierTest, EveryErrorCallSiteHasACase) {
         expected.begin(), expected.end(),
         [&](const std::string& m) { return absl::StrContains(m, site.key); });
     EXPECT_TRUE(covered || unreachable)
-        << "hlo/verifier.cc:" << site.line << ": no case expects \"" << site.key
+        << site.file << ":" << site.line << ": no case expects \"" << site.key
         << "\"; add a program that provokes this error to Cases()";
   }
   for (const Unreachable& u : kUnreachable) {
     EXPECT_TRUE(
         std::any_of(sites.begin(), sites.end(),
                     [&](const CallSite& site) { return site.key == u.key; }))
-        << "\"" << u.key << "\" is no longer in hlo/verifier.cc; remove it "
+        << "\"" << u.key << "\" is no longer in the verifier; remove it "
         << "from kUnreachable (" << u.why << ")";
   }
 }

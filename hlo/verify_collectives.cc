@@ -1,0 +1,146 @@
+// The verifier's checks of collectives across replicas and partitions, and
+// their ids.
+#include "hlo/verifier_internal.h"
+
+namespace pjrt::hlo::verifier_internal {
+
+absl::Status Verifier::CheckCollectiveOp(const Instruction& inst) {
+  [[maybe_unused]] const Attributes& a = inst.attributes();
+  [[maybe_unused]] const auto operand = [&](int i) -> const Shape& {
+    return inst.operand(i)->shape();
+  };
+  switch (inst.opcode()) {
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+      return CheckCollective(inst);
+    case Opcode::kReplicaId:
+    case Opcode::kPartitionId:
+      PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
+      return ExpectShape(inst, Shape(PrimitiveType::kU32, {}));
+    case Opcode::kAllReduceStart:
+      return CheckCollective(inst);
+    case Opcode::kAllGatherStart:
+    case Opcode::kCollectivePermuteStart: {
+      // (operand, result, context...): the op's result is element 1.
+      const Shape& s = inst.shape();
+      if (!s.IsTuple() || s.tuple_shapes().size() < 2 ||
+          inst.operand_count() != 1 || s.tuple_shapes()[0] != operand(0)) {
+        return Invalid(inst,
+                       absl::StrFormat("%s of one operand produces (operand, "
+                                       "result, context...); %s is declared",
+                                       inst.opcode_name(), s.ToString()));
+      }
+      return CheckCollective(inst, &s.tuple_shapes()[1]);
+    }
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteDone: {
+      PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+      const Opcode start = inst.opcode() == Opcode::kAllGatherDone
+                               ? Opcode::kAllGatherStart
+                               : Opcode::kCollectivePermuteStart;
+      if (inst.operand(0)->opcode() != start) {
+        return Invalid(
+            inst, absl::StrFormat("%s takes the result of an %s, not %%%s (%s)",
+                                  inst.opcode_name(), OpcodeName(start),
+                                  inst.operand(0)->name(),
+                                  inst.operand(0)->opcode_name()));
+      }
+      return ExpectShape(inst, operand(0).tuple_shapes()[1]);
+    }
+    case Opcode::kAllReduceDone:
+      PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+      if (inst.operand(0)->opcode() != Opcode::kAllReduceStart) {
+        return Invalid(inst,
+                       absl::StrFormat("all-reduce-done takes the result of an "
+                                       "all-reduce-start, not %%%s (%s)",
+                                       inst.operand(0)->name(),
+                                       inst.operand(0)->opcode_name()));
+      }
+      return ExpectShape(inst, operand(0));
+    default:
+      return NotInFamily(inst, "collective");
+  }
+}
+
+absl::Status Verifier::CheckCollective(const Instruction& inst,
+                                       const Shape* result) {
+  const Attributes& a = inst.attributes();
+  if (inst.operand_count() < 1) {
+    return Invalid(inst,
+                   absl::StrFormat("%s needs an operand", inst.opcode_name()));
+  }
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+  if (a.use_global_device_ids && !a.channel_id.has_value()) {
+    return Invalid(inst, "use_global_device_ids=true needs a channel_id");
+  }
+  const Shape& in = inst.operand(0)->shape();
+  if (inst.opcode() == Opcode::kAllReduce ||
+      inst.opcode() == Opcode::kAllReduceStart) {
+    std::vector<Shape> shapes;
+    for (const Instruction* o : inst.operands()) shapes.push_back(o->shape());
+    if (inst.called_computations().size() != 1) {
+      return Invalid(inst, "all-reduce needs a computation (to_apply=)");
+    }
+    return ExpectShape(inst,
+                       shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes));
+  }
+  if (inst.operand_count() != 1) {
+    return Unimplemented(
+        inst, absl::StrFormat("%s of several operands is not supported",
+                              inst.opcode_name()));
+  }
+  const Shape& out = result != nullptr ? *result : inst.shape();
+  if (inst.opcode() == Opcode::kCollectivePermute) return ExpectShape(inst, in);
+  if (inst.opcode() == Opcode::kCollectivePermuteStart) {
+    if (out != in) {
+      return Invalid(inst, absl::StrFormat("%s of %s produces %s, not %s",
+                                           inst.opcode_name(), in.ToString(),
+                                           in.ToString(), out.ToString()));
+    }
+    return absl::OkStatus();
+  }
+  if (a.dimensions.size() != 1 || a.dimensions[0] < 0 ||
+      a.dimensions[0] >= in.rank()) {
+    return inst.opcode() == Opcode::kAllToAll && a.dimensions.empty()
+               ? Unimplemented(inst,
+                               "all-to-all without dimensions= (the tuple "
+                               "form) is not supported")
+               : Invalid(inst, absl::StrFormat(
+                                   "%s needs dimensions={d} with d a dimension "
+                                   "of %s",
+                                   inst.opcode_name(), in.ToString()));
+  }
+  const int64_t d = a.dimensions[0];
+  bool ok = out.IsArray() && out.element_type() == in.element_type() &&
+            out.rank() == in.rank();
+  for (int i = 0; ok && i < in.rank(); ++i) {
+    if (i == d) {
+      if (inst.opcode() == Opcode::kAllGather ||
+          inst.opcode() == Opcode::kAllGatherStart) {
+        ok = in.dimensions(d) > 0 && out.dimensions(d) % in.dimensions(d) == 0;
+      } else if (inst.opcode() == Opcode::kReduceScatter) {
+        ok = out.dimensions(d) > 0 && in.dimensions(d) % out.dimensions(d) == 0;
+      } else {
+        ok = out.dimensions(d) == in.dimensions(d);
+      }
+    } else {
+      ok = out.dimensions(i) == in.dimensions(i);
+    }
+  }
+  if (!ok) {
+    return Invalid(
+        inst,
+        absl::StrFormat("%s of %s along dimension %d cannot produce %s",
+                        inst.opcode_name(), in.ToString(), d, out.ToString()));
+  }
+  if (inst.opcode() == Opcode::kReduceScatter &&
+      inst.called_computations().size() != 1) {
+    return Invalid(inst, "reduce-scatter needs a computation (to_apply=)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pjrt::hlo::verifier_internal
