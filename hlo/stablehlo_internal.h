@@ -1,0 +1,556 @@
+// The StableHLO translator's shared part: the Translator class (MLIR ops to
+// HLO text) and what it builds with, split over stablehlo.cc (functions,
+// regions, the module), stablehlo_ops.cc (the op dispatch, element-wise
+// table and CHLO) and stablehlo_lowering.cc (ops that need more than a line:
+// constants, convolutions, collectives, control flow). Not part of the
+// interface.
+#ifndef PJRT_HLO_STABLEHLO_INTERNAL_H_
+#define PJRT_HLO_STABLEHLO_INTERNAL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/status_macros.h"
+#include "hlo/float8.h"
+#include "hlo/literal.h"
+#include "hlo/mlir_text.h"
+#include "hlo/parser.h"
+#include "hlo/stablehlo.h"
+#include "hlo/verifier.h"
+
+namespace pjrt::hlo::stablehlo_internal {
+
+using mlir::Attribute;
+using mlir::Operation;
+using mlir::Region;
+using AttrKind = mlir::Attribute::Kind;
+
+// Deepest nesting of regions and calls the translation follows.
+constexpr int kMaxDepth = 256;
+// Most integers one attribute (a splat of dense<...> included) expands to.
+constexpr int64_t kMaxAttributeValues = int64_t{1} << 20;
+
+struct Value {
+  std::string name;  // HLO instruction name, without '%'
+  Shape shape;
+};
+
+struct Line {
+  std::string text;
+  const Operation* origin = nullptr;
+  mlir::Position position;
+};
+
+struct Computation {
+  std::string name;
+  std::vector<Line> lines;
+  bool entry = false;
+};
+
+// An HLO name from anything: letters, digits, '_', '.', '-'.
+inline std::string SanitizeName(absl::string_view name) {
+  std::string out;
+  out.reserve(name.size() + 1);
+  // Not empty, and not starting with a digit.
+  if (name.empty() ||
+      absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) {
+    out.push_back('_');
+  }
+  for (char c : name) {
+    out.push_back(absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                          c == '_' || c == '.' || c == '-'
+                      ? c
+                      : '_');
+  }
+  return out;
+}
+
+inline std::string Braced(const std::vector<int64_t>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+
+// A float's bits as HLO literal text.
+inline std::string FloatText(double value, bool is_double) {
+  if (std::isnan(value)) return std::signbit(value) ? "-nan" : "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return is_double ? absl::StrFormat("%.17g", value)
+                   : absl::StrFormat("%.9g", value);
+}
+
+// Value of `bits` (width per the type) of a floating-point type.
+inline double FloatFromBits(PrimitiveType type, uint64_t bits) {
+  switch (type) {
+    case PrimitiveType::kF64: {
+      double d;
+      std::memcpy(&d, &bits, 8);
+      return d;
+    }
+    case PrimitiveType::kF32:
+    case PrimitiveType::kC64: {
+      const uint32_t b = static_cast<uint32_t>(bits);
+      float f;
+      std::memcpy(&f, &b, 4);
+      return f;
+    }
+    case PrimitiveType::kF16:
+      return HalfToFloat(static_cast<uint16_t>(bits));
+    case PrimitiveType::kBf16:
+      return Bfloat16ToFloat(static_cast<uint16_t>(bits));
+    case PrimitiveType::kF8E4M3FN:
+      return Float8E4M3FN::ToFloat(static_cast<uint8_t>(bits));
+    case PrimitiveType::kF8E5M2:
+      return Float8E5M2::ToFloat(static_cast<uint8_t>(bits));
+    default: {
+      double d;
+      std::memcpy(&d, &bits, 8);
+      return d;
+    }
+  }
+}
+
+class Translator {
+ public:
+  Translator(const mlir::Module& module, absl::string_view text)
+      : module_(module), text_(text) {}
+
+  absl::StatusOr<StableHloTranslation> Run();
+
+ private:
+  struct Builder {
+    Computation computation;
+    absl::flat_hash_map<std::string, Value> values;
+    int depth = 0;
+  };
+
+  // --- errors ---------------------------------------------------------------
+  absl::Status ErrorAt(mlir::Position p, absl::StatusCode code,
+                       absl::string_view message) const {
+    return absl::Status(code, FormatErrorAt(text_, p.line, p.column, message));
+  }
+  absl::Status Invalid(const Operation& op, absl::string_view message) const {
+    return ErrorAt(op.position, absl::StatusCode::kInvalidArgument,
+                   absl::StrCat(op.name, ": ", message));
+  }
+  absl::Status Unsupported(const Operation& op,
+                           absl::string_view message) const {
+    return ErrorAt(op.position, absl::StatusCode::kUnimplemented,
+                   absl::StrCat(op.name, ": ", message));
+  }
+
+  // --- attributes -----------------------------------------------------------
+  // The attribute of `op` under any of `names`, marked as used; nullptr.
+  const Attribute* Attr(const Operation& op,
+                        std::initializer_list<absl::string_view> names) {
+    for (absl::string_view name : names) {
+      for (const auto& [key, value] : op.attributes) {
+        if (key == name) {
+          used_.insert(&value);
+          return &value;
+        }
+      }
+    }
+    return nullptr;
+  }
+  absl::StatusOr<const Attribute*> RequireAttr(
+      const Operation& op, std::initializer_list<absl::string_view> names) {
+    const Attribute* a = Attr(op, names);
+    if (a == nullptr) {
+      return Invalid(op, absl::StrCat("needs the attribute ", *names.begin()));
+    }
+    return a;
+  }
+  absl::StatusOr<int64_t> IntOf(const Operation& op, const Attribute& a,
+                                absl::string_view what) {
+    int64_t v = 0;
+    if (a.kind == AttrKind::kInt && absl::SimpleAtoi(a.text, &v)) return v;
+    if (a.kind == AttrKind::kBool) return a.boolean ? 1 : 0;
+    if (a.kind == AttrKind::kDense && a.scalars.size() == 1 &&
+        absl::SimpleAtoi(a.scalars[0], &v)) {
+      return v;
+    }
+    return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                   absl::StrCat(op.name, ": ", what, " must be an integer"));
+  }
+  absl::StatusOr<std::vector<int64_t>> IntsOf(const Operation& op,
+                                              const Attribute& a,
+                                              absl::string_view what) {
+    std::vector<int64_t> out;
+    if (a.kind == AttrKind::kArray) {
+      for (const Attribute& e : a.elements) {
+        PJRT_ASSIGN_OR_RETURN(int64_t v, IntOf(op, e, what));
+        out.push_back(v);
+      }
+      return out;
+    }
+    if (a.kind == AttrKind::kDense && !a.dense_hex) {
+      for (absl::string_view s : a.scalars) {
+        int64_t v = 0;
+        if (s == "true" || s == "false") {
+          v = s == "true";
+        } else if (!absl::SimpleAtoi(s, &v)) {
+          return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                         absl::StrCat(op.name, ": ", what,
+                                      " must hold integers, not ", s));
+        }
+        out.push_back(v);
+      }
+      if (out.size() == 1 && a.type.rank() == 1 && a.type.dimensions(0) > 1) {
+        if (a.type.dimensions(0) > kMaxAttributeValues) {
+          return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                         absl::StrFormat("%s: %s holds %d values; an "
+                                         "attribute holds at most %d",
+                                         op.name, what, a.type.dimensions(0),
+                                         kMaxAttributeValues));
+        }
+        out.assign(a.type.dimensions(0), out[0]);  // a splat
+      }
+      return out;
+    }
+    return ErrorAt(
+        a.position, absl::StatusCode::kInvalidArgument,
+        absl::StrCat(op.name, ": ", what, " must be a list of integers"));
+  }
+  absl::StatusOr<std::vector<int64_t>> Ints(
+      const Operation& op, std::initializer_list<absl::string_view> names) {
+    const Attribute* a = Attr(op, names);
+    if (a == nullptr) return std::vector<int64_t>();
+    return IntsOf(op, *a, *names.begin());
+  }
+  absl::StatusOr<int64_t> Int(const Operation& op,
+                              std::initializer_list<absl::string_view> names,
+                              std::optional<int64_t> default_value) {
+    const Attribute* a = Attr(op, names);
+    if (a == nullptr) {
+      if (default_value.has_value()) return *default_value;
+      return Invalid(op, absl::StrCat("needs the attribute ", *names.begin()));
+    }
+    return IntOf(op, *a, *names.begin());
+  }
+  // A list of rows ([[1, 2], [3, 4]] or dense<...> : tensor<RxCxi64>).
+  absl::StatusOr<std::vector<std::vector<int64_t>>> Matrix(
+      const Operation& op, const Attribute& a, absl::string_view what) {
+    std::vector<std::vector<int64_t>> rows;
+    if (a.kind == AttrKind::kDense) {
+      PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> flat, IntsOf(op, a, what));
+      if (a.type.rank() != 2) {
+        return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                       absl::StrCat(op.name, ": ", what, " must be a matrix"));
+      }
+      const int64_t r = a.type.dimensions(0), c = a.type.dimensions(1);
+      if (r * c > kMaxAttributeValues) {
+        return ErrorAt(
+            a.position, absl::StatusCode::kInvalidArgument,
+            absl::StrFormat("%s: %s holds %d values; an attribute "
+                            "holds at most %d",
+                            op.name, what, r * c, kMaxAttributeValues));
+      }
+      if (flat.size() == 1 && r * c > 1) flat.assign(r * c, flat[0]);
+      if (static_cast<int64_t>(flat.size()) != r * c) {
+        return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                       absl::StrCat(op.name, ": ", what, " holds ", flat.size(),
+                                    " values for a ", r, "x", c, " matrix"));
+      }
+      for (int64_t i = 0; i < r; ++i) {
+        rows.emplace_back(flat.begin() + i * c, flat.begin() + (i + 1) * c);
+      }
+      return rows;
+    }
+    if (a.kind == AttrKind::kArray) {
+      for (const Attribute& row : a.elements) {
+        PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> r, IntsOf(op, row, what));
+        rows.push_back(std::move(r));
+      }
+      return rows;
+    }
+    return ErrorAt(a.position, absl::StatusCode::kInvalidArgument,
+                   absl::StrCat(op.name, ": ", what, " must be a matrix"));
+  }
+  // The last word of an enum attribute: DEFAULT, #stablehlo<fft_type FFT>.
+  std::string Word(const Attribute& a) {
+    if (a.kind == AttrKind::kWord || a.kind == AttrKind::kString) return a.text;
+    if (a.kind == AttrKind::kDialect) {
+      std::vector<absl::string_view> words =
+          absl::StrSplit(a.body, ' ', absl::SkipEmpty());
+      if (!words.empty()) return std::string(words.back());
+    }
+    return "";
+  }
+  const Attribute* Field(const Attribute& a, absl::string_view name) {
+    return mlir::FindAttribute(a.fields, name);
+  }
+  absl::StatusOr<std::vector<int64_t>> FieldInts(const Operation& op,
+                                                 const Attribute& a,
+                                                 absl::string_view name) {
+    const Attribute* f = Field(a, name);
+    if (f == nullptr) return std::vector<int64_t>();
+    return IntsOf(op, *f, name);
+  }
+  absl::Status CheckAttributesUsed(const Operation& op);
+
+  // --- emission -------------------------------------------------------------
+  std::string NewName(absl::string_view base) {
+    return absl::StrCat(SanitizeName(base), ".", next_id_++);
+  }
+  // One instruction: `opcode(inside), attributes`; returns its name.
+  std::string EmitLine(Builder* b, const Operation* origin, const Shape& shape,
+                       absl::string_view opcode, absl::string_view inside,
+                       absl::string_view attributes = "") {
+    const std::string name = NewName(opcode);
+    std::string line = absl::StrCat("  %", name, " = ", shape.ToString(), " ",
+                                    opcode, "(", inside, ")");
+    if (!attributes.empty()) absl::StrAppend(&line, ", ", attributes);
+    b->computation.lines.push_back(
+        Line{std::move(line), origin,
+             origin != nullptr ? origin->position : mlir::Position()});
+    return name;
+  }
+  // An instruction of `operands` (instruction names).
+  std::string Emit(Builder* b, const Operation* origin, const Shape& shape,
+                   absl::string_view opcode,
+                   const std::vector<std::string>& operands,
+                   absl::string_view attributes = "") {
+    std::vector<std::string> refs;
+    for (const std::string& o : operands) refs.push_back(absl::StrCat("%", o));
+    return EmitLine(b, origin, shape, opcode, absl::StrJoin(refs, ", "),
+                    attributes);
+  }
+  // Parameter `number`, written where `argument` is.
+  std::string EmitParameter(Builder* b, const Shape& shape, int64_t number,
+                            mlir::Position argument) {
+    const std::string name =
+        EmitLine(b, nullptr, shape, "parameter", absl::StrCat(number));
+    b->computation.lines.back().position = argument;
+    return name;
+  }
+  // The channel id of a collective: its channel_handle's handle when
+  // positive.
+  absl::StatusOr<std::optional<int64_t>> ChannelId(const Operation& op) {
+    const Attribute* channel = Attr(op, {"channel_handle"});
+    if (channel == nullptr) return std::nullopt;
+    const Attribute* handle = Field(*channel, "handle");
+    if (handle == nullptr) return std::nullopt;
+    PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *handle, "channel handle"));
+    if (id <= 0) return std::nullopt;
+    return id;
+  }
+  std::string EmitGte(Builder* b, const Operation* origin, const Value& tuple,
+                      int index) {
+    return Emit(b, origin, tuple.shape.tuple_shapes()[index],
+                "get-tuple-element", {tuple.name},
+                absl::StrCat("index=", index));
+  }
+  absl::StatusOr<Value> Lookup(Builder* b, const mlir::ValueUse& use) {
+    auto it = b->values.find(use.name);
+    if (it == b->values.end() && absl::EndsWith(use.name, "#0")) {
+      it = b->values.find(use.name.substr(0, use.name.size() - 2));
+    }
+    if (it == b->values.end()) {
+      return ErrorAt(use.position, absl::StatusCode::kInvalidArgument,
+                     absl::StrCat("use of undefined value ", use.name));
+    }
+    return it->second;
+  }
+  absl::StatusOr<std::vector<Value>> Operands(Builder* b, const Operation& op) {
+    std::vector<Value> values;
+    for (const mlir::ValueUse& use : op.operands) {
+      PJRT_ASSIGN_OR_RETURN(Value v, Lookup(b, use));
+      values.push_back(std::move(v));
+    }
+    return values;
+  }
+  absl::Status Define(Builder* b, const Operation& op,
+                      std::vector<Value> results) {
+    if (results.size() != op.results.size()) {
+      return Invalid(op, absl::StrFormat("defines %d result(s) where it has %d",
+                                         op.results.size(), results.size()));
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!b->values.emplace(op.results[i], results[i]).second) {
+        return Invalid(op, absl::StrCat("redefines ", op.results[i]));
+      }
+    }
+    return absl::OkStatus();
+  }
+  // Defines op's results from one HLO value: itself for one result, its
+  // elements for several (the value is a tuple).
+  absl::Status DefineFrom(Builder* b, const Operation& op, const Value& v) {
+    if (op.results.size() == 1 &&
+        !(v.shape.IsTuple() && op.result_types.size() == 1 &&
+          !op.result_types[0].IsTuple())) {
+      return Define(b, op, {v});
+    }
+    if (!v.shape.IsTuple() ||
+        v.shape.tuple_shapes().size() != op.results.size()) {
+      return Invalid(op,
+                     absl::StrFormat("defines %d result(s) where it has %s",
+                                     op.results.size(), v.shape.ToString()));
+    }
+    std::vector<Value> results;
+    for (size_t i = 0; i < op.results.size(); ++i) {
+      results.push_back(Value{EmitGte(b, &op, v, static_cast<int>(i)),
+                              v.shape.tuple_shapes()[i]});
+    }
+    return Define(b, op, std::move(results));
+  }
+  absl::StatusOr<Shape> ResultType(const Operation& op, size_t i = 0) {
+    if (op.result_types.size() != op.results.size()) {
+      return Invalid(
+          op, absl::StrFormat("has %d result(s) but %d result "
+                              "type(s)",
+                              op.results.size(), op.result_types.size()));
+    }
+    if (i >= op.result_types.size()) {
+      return Invalid(op, absl::StrFormat("needs at least %d result(s)", i + 1));
+    }
+    return op.result_types[i];
+  }
+  // The results' shape: the one result's, or a tuple of them.
+  absl::StatusOr<Shape> ResultsShape(const Operation& op) {
+    if (op.result_types.size() != op.results.size()) {
+      return Invalid(
+          op, absl::StrFormat("has %d result(s) but %d result "
+                              "type(s)",
+                              op.results.size(), op.result_types.size()));
+    }
+    if (op.result_types.size() == 1) return op.result_types[0];
+    return Shape::Tuple(op.result_types);
+  }
+  absl::Status ExpectOperands(const Operation& op, size_t n) {
+    if (op.operands.size() != n) {
+      return Invalid(op, absl::StrFormat("takes %d operand(s), not %d", n,
+                                         op.operands.size()));
+    }
+    return absl::OkStatus();
+  }
+
+  // --- structure ------------------------------------------------------------
+  absl::Status Ops(Builder* b, const std::vector<Operation>& ops,
+                   std::vector<Value>* returned);
+  absl::Status Op(Builder* b, const Operation& op);
+  absl::StatusOr<std::string> FunctionComputation(const std::string& symbol,
+                                                  const Operation& at,
+                                                  int depth);
+  // A computation from a region that may not use outer values (reducers,
+  // comparators): parameters are the region's arguments.
+  absl::StatusOr<std::string> ClosedRegion(Builder* parent, const Operation& op,
+                                           const Region& region,
+                                           absl::string_view what);
+  // A computation with one tuple parameter: the region's arguments (from
+  // `argument_shapes`), then `captures`.
+  absl::StatusOr<std::string> TupleRegion(
+      Builder* parent, const Operation& op, const Region& region,
+      absl::string_view what, const std::vector<Value>& captured,
+      const std::vector<std::string>& capture_names,
+      const std::vector<Shape>& argument_shapes, bool pass_captures_through);
+  std::vector<std::string> FreeValues(const Region& region);
+  void CollectFree(const Region& region,
+                   absl::flat_hash_set<std::string>* defined,
+                   std::vector<std::string>* free,
+                   absl::flat_hash_set<std::string>* seen, int depth);
+  std::string Finish(Builder* b);
+  // The values a function returns against the types it declares.
+  absl::Status CheckReturned(const mlir::Function& f,
+                             const std::vector<Value>& returned) const {
+    if (returned.size() != f.result_types.size()) {
+      return ErrorAt(
+          f.position, absl::StatusCode::kInvalidArgument,
+          absl::StrFormat("@%s returns %d value(s) but declares %d", f.name,
+                          returned.size(), f.result_types.size()));
+    }
+    for (size_t i = 0; i < returned.size(); ++i) {
+      if (returned[i].shape != f.result_types[i]) {
+        return ErrorAt(
+            f.position, absl::StatusCode::kInvalidArgument,
+            absl::StrFormat("@%s returns %s as result %d but "
+                            "declares %s",
+                            f.name, mlir::MlirTypeString(returned[i].shape), i,
+                            mlir::MlirTypeString(f.result_types[i])));
+      }
+    }
+    return absl::OkStatus();
+  }
+  static std::vector<std::string> Names(const std::vector<Value>& values) {
+    std::vector<std::string> names;
+    names.reserve(values.size());
+    for (const Value& v : values) names.push_back(v.name);
+    return names;
+  }
+  // What a computation returns: its one value, or a tuple of its values
+  // (a tuple always with `tuple`).
+  std::string ReturnValue(Builder* b, const Operation* origin,
+                          const std::vector<Value>& values, bool tuple) {
+    if (values.size() == 1 && !tuple) return values[0].name;
+    std::vector<Shape> shapes;
+    for (const Value& v : values) shapes.push_back(v.shape);
+    return Emit(b, origin, Shape::Tuple(shapes), "tuple", Names(values));
+  }
+  // Marks the instruction named `root` as its computation's ROOT.
+  static void MarkRoot(Builder* b, const std::string& root) {
+    const std::string prefix = absl::StrCat("  %", root, " = ");
+    for (auto it = b->computation.lines.rbegin();
+         it != b->computation.lines.rend(); ++it) {
+      if (absl::StartsWith(it->text, prefix)) {
+        it->text.replace(0, 2, "  ROOT ");
+        return;
+      }
+    }
+  }
+
+  // --- ops ------------------------------------------------------------------
+  absl::Status Constant(Builder* b, const Operation& op);
+  absl::StatusOr<std::string> LiteralText(const Operation& op,
+                                          const Attribute& value,
+                                          const Shape& shape, bool* splat);
+  absl::Status BroadcastInDim(Builder* b, const Operation& op, Value operand,
+                              const Shape& result,
+                              const std::vector<int64_t>& dims);
+  absl::Status While(Builder* b, const Operation& op);
+  absl::Status Conditional(Builder* b, const Operation& op);
+  absl::Status Collective(Builder* b, const Operation& op,
+                          absl::string_view opcode, std::string attributes);
+  std::string WindowText(const std::vector<int64_t>& size,
+                         const std::vector<int64_t>& stride,
+                         const std::vector<std::vector<int64_t>>& pad,
+                         const std::vector<int64_t>& lhs_dilate,
+                         const std::vector<int64_t>& rhs_dilate,
+                         const std::vector<int64_t>& reversal);
+  absl::Status Convolution(Builder* b, const Operation& op);
+  absl::Status AllToAll(Builder* b, const Operation& op);
+  // maximum/minimum of complex numbers: the lexicographic order of (real,
+  // imaginary), as StableHLO defines it.
+  absl::Status ComplexMinMax(Builder* b, const Operation& op, bool maximum);
+  absl::Status Chlo(Builder* b, const Operation& op, absl::string_view name);
+  absl::StatusOr<std::string> ReplicaGroups(const Operation& op);
+
+  const mlir::Module& module_;
+  absl::string_view text_;
+  std::vector<Computation> computations_;
+  absl::flat_hash_map<std::string, std::string> function_computations_;
+  absl::flat_hash_set<std::string> functions_in_progress_;
+  absl::flat_hash_set<const Attribute*> used_;
+  absl::flat_hash_map<std::string, std::string> shared_regions_;
+  int next_id_ = 0;
+};
+
+}  // namespace pjrt::hlo::stablehlo_internal
+
+#endif  // PJRT_HLO_STABLEHLO_INTERNAL_H_
