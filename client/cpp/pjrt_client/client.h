@@ -34,9 +34,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-// As installed: include/pjrt/pjrt_client/ (the build adds client/cpp).
 #include "grpcpp/channel.h"
 #include "grpcpp/support/status.h"
+
+// As installed, in include/pjrt/pjrt_client/ (the build adds client/cpp).
 #include "pjrt_client/types.h"
 
 namespace pjrt_client {
