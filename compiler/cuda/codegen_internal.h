@@ -1,0 +1,373 @@
+// The CUDA code generator's shared part: the Generator class (a host
+// program's steps to CUDA kernels and launches) and the expression and
+// type helpers it writes with. Its definitions are split over codegen.cc
+// (the helpers, the steps: loops, reductions, copies, dots, collectives)
+// and codegen_kernels.cc (the kernels: fft, gather and scatter, random
+// bits, windows, map, sort, top-k, convolution, control flow). Not part of
+// the interface.
+#ifndef PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_
+#define PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "compiler/cuda/codegen.h"
+#include "compiler/cuda/nccl.h"
+#include "compiler/cuda/prelude.h"
+#include "compiler/host/kernel_control_flow.h"
+#include "compiler/host/kernel_convolution.h"
+#include "compiler/host/kernel_indexing.h"
+#include "compiler/host/kernel_map.h"
+#include "compiler/host/kernel_random.h"
+#include "compiler/host/kernel_sort.h"
+#include "compiler/host/kernel_util.h"
+#include "compiler/host/kernel_window.h"
+
+namespace pjrt::compiler::cuda::codegen_internal {
+
+using hlo::PrimitiveType;
+using host::Expression;
+using host::ExprNode;
+using host::ExprOp;
+using host::Product;
+
+constexpr int kThreads = 256;
+// Grid-stride loops cover any size with at most this many blocks.
+constexpr int64_t kMaxBlocks = 65536;
+
+inline int64_t BlocksFor(int64_t elements, int threads = kThreads) {
+  return std::clamp<int64_t>((elements + threads - 1) / threads, 1, kMaxBlocks);
+}
+
+// The floats computed in float and rounded to their type after every op:
+// f16, bf16 and the f8 types.
+inline bool IsHalf(PrimitiveType t) {
+  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
+         t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2;
+}
+inline bool IsInt4(PrimitiveType t) {
+  return t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
+}
+inline bool IsFloat(PrimitiveType t) {
+  return IsHalf(t) || t == PrimitiveType::kF32 || t == PrimitiveType::kF64;
+}
+
+inline absl::Status Unsupported(PrimitiveType type) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "the CUDA backend does not compute %s (it computes pred, s4-s64, "
+      "u4-u64, f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64 and c128); run "
+      "this program with --platform host",
+      hlo::PrimitiveTypeName(type)));
+}
+
+// The type values of `type` are computed in (f16 and bf16 in float).
+absl::StatusOr<std::string> ComputeType(PrimitiveType type);
+
+// The prelude's name of a float type narrower than float, which values of
+// it are computed in; nullptr for any other type.
+const char* NarrowFloatName(PrimitiveType type);
+
+// `storage` (an expression of the storage type) as a compute value.
+std::string Load(PrimitiveType type, const std::string& storage);
+
+std::string Store(PrimitiveType type, const std::string& value);
+
+// A value computed in float, rounded to `type` when it is a narrower float;
+// an integer wrapped to 4 bits when `type` is s4 or u4.
+std::string Round(PrimitiveType type, const std::string& value);
+
+// A float converted to s4 or u4 saturates to the 4-bit range (after the
+// saturating convert to 8 bits that `value` holds).
+std::string SaturateInt4(PrimitiveType type, const std::string& value);
+
+// A math function of the C library for float or double.
+std::string Math(const char* name, PrimitiveType type);
+
+// A literal of the compute representation held in `bits`.
+absl::StatusOr<std::string> SplatLiteral(PrimitiveType type,
+                                         const uint64_t bits[2]);
+
+const char* CompareOperator(hlo::ComparisonDirection d);
+
+// The HLO name of an element-wise op ("multiply").
+std::string ExprOpName(ExprOp op);
+
+// The value of `node` when it or its first operand is complex (c64, c128),
+// in `ct` (ComputeType of its type), as std::complex computes it on the
+// host (the prelude's pj_complex operators and pj_c* functions).
+absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
+                                        PrimitiveType operand_type,
+                                        const std::string& ct,
+                                        const std::vector<std::string>& var);
+
+// Writes `expr` as straight-line CUDA statements, one variable per node
+// (`<prefix><node>`), inputs taken from `inputs`; returns the variables of
+// its outputs.
+absl::StatusOr<std::vector<std::string>> EmitExpression(
+    const Expression& expr, const std::vector<std::string>& inputs,
+    const std::string& prefix, const std::string& indent, std::string* out);
+
+// The index type of a kernel whose every offset lies in [-limit, limit]:
+// 32 bits when a grid-stride step past the end cannot overflow either.
+const char* IndexType(int64_t limit);
+
+// The largest |offset| an affine map reaches over `dims`.
+int64_t MapLimit(const host::AffineMap& map, const std::vector<int64_t>& dims);
+
+// Statements splitting linear index `i` into coordinates c0..c{rank-1} of
+// row-major `dims`.
+std::string SplitIndex(const std::vector<int64_t>& dims, const char* index_type,
+                       const std::string& indent);
+
+// offset + sum(c_d * stride_d), as CUDA.
+std::string MapExpression(const host::AffineMap& map, int rank);
+
+constexpr char kLoopHead[] =
+    "  for (%s i = (%s)blockIdx.x * blockDim.x + threadIdx.x; i < %d;\n"
+    "       i += (%s)gridDim.x * blockDim.x) {\n";
+
+// Every array slot of `program` has a CUDA storage type; UNIMPLEMENTED
+// naming the first type that has none.
+absl::Status CheckSlotTypes(const host::HostProgram& program);
+
+// Statements that split a sort's position i into its row, its place p in
+// the row, and the row's first element `base` (rows of n elements, element
+// p of a row at base + p * inner).
+std::string SortRowHead(int64_t n, int64_t inner);
+
+// What the generators of a program and of its sub-programs share: one
+// source, one numbering of kernels.
+struct SharedSource {
+  std::string source = kPrelude;
+  int kernels = 0;
+  bool random_helpers = false;
+};
+
+class Generator {
+ public:
+  Generator(const host::HostProgram& program, SharedSource* shared)
+      : program_(program), shared_(shared) {}
+
+  // The program's launches and temporaries (its kernels go to the shared
+  // source).
+  absl::StatusOr<GeneratedProgram> Run();
+
+ private:
+  std::string Name(const char* what) {
+    return absl::StrFormat("pj_%s_%d", what, shared_->kernels++);
+  }
+
+  // A temporary buffer of `bytes` after the lowered program's scratch; its
+  // slot number.
+  int Temporary(int64_t bytes) {
+    const int slot =
+        static_cast<int>(program_.slots.size() + out_.temporary_offsets.size());
+    out_.temporary_offsets.push_back(out_.temporary_bytes);
+    out_.temporary_bytes += (bytes + 255) / 256 * 256;
+    return slot;
+  }
+
+  void Add(Launch launch) { out_.launches.push_back(std::move(launch)); }
+
+  // Writes the kernel's signature; `params` are "type name" pairs, one per
+  // slot of the launch.
+  void Open(Launch* launch, const std::vector<std::string>& params) {
+    launch->params.clear();
+    for (const std::string& p : params) {
+      launch->params.push_back(p.substr(0, p.rfind(' ')));
+    }
+    absl::StrAppendFormat(
+        &shared_->source,
+        "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n",
+        launch->threads * launch->threads_y, launch->kernel,
+        absl::StrJoin(params, ", "));
+  }
+
+  // The input of `s` that a tiled loop stages through shared memory, and the
+  // output dimension along which that input is contiguous: an input read
+  // across the output's rows (stride 1 along an earlier dimension, not
+  // along the last), so that the loop reads it in 32x32 tiles, coalesced
+  // on both sides, instead of one strided element per thread. {-1, -1}
+  // when there is none worth it.
+  static std::pair<int, int> TransposedInput(const host::LoopStep& s);
+
+  absl::Status Emit(const host::LoopStep& s);
+
+  // The reducer as CUDA, combining `a` and `b` of compute type `ct`.
+  static std::string Combine(ExprOp op, PrimitiveType type,
+                             const std::string& a, const std::string& b);
+
+  // The identity of the reducer in the accumulator type.
+  static std::string Identity(ExprOp op, PrimitiveType type,
+                              const std::string& acc);
+
+  absl::Status Emit(const host::ReduceStep& s);
+
+  absl::Status Emit(const host::GenericReduceStep& s);
+
+  static absl::StatusOr<std::string> WordType(int element_bytes);
+
+  absl::Status Emit(const host::CopyStep& s);
+
+  absl::Status Emit(const host::FillStep& s);
+
+  absl::Status Emit(const host::DynamicSliceStep& s);
+
+  absl::Status Emit(const host::DotStep& s);
+
+  // A kernel converting `count` integers from slot `src` (of `from`) into
+  // slot `dst` (of `to`): how 16-bit integers reach NCCL, which has no
+  // such type, and come back.
+  void EmitIntegerConvert(int dst, PrimitiveType to, int src,
+                          PrimitiveType from, int64_t count);
+
+  absl::Status Emit(const host::CollectiveStep& s);
+
+  absl::Status Emit(const host::KernelStep& s);
+
+  // An fft through cuFFT: the batch of trailing blocks in one plan, then
+  // for an inverse a kernel scaling the result by 1/n (cuFFT does not).
+  absl::Status EmitFft(const host::FftKernelBase& f);
+
+  // s4 or u4 packed two per byte (element 2i in the high nibble) or
+  // unpacked one per byte: a thread per byte of the packed side.
+  absl::Status EmitInt4Edge(const host::Int4Kernel& edge);
+
+  // The start index entry `k` of the index vector at `at`, as a signed
+  // 64-bit value (u64 saturates, as on the host).
+  static std::string IndexEntry(hlo::PrimitiveType type,
+                                const std::string& at) {
+    if (type == PrimitiveType::kU64) {
+      return absl::StrFormat(
+          "(indices[%s] > 0x7fffffffffffffffull ? 0x7fffffffffffffffLL : "
+          "(long long)indices[%s])",
+          at, at);
+    }
+    return absl::StrFormat("(long long)indices[%s]", at);
+  }
+
+  // The start index of operand dimension `d` for the position whose batch
+  // coordinates are b0, b1... and whose index vector is at `at`, as a
+  // signed 64-bit expression (as IndexReader::Start: index vector entries,
+  // then batching); empty when nothing sets it (0).
+  static std::string StartIndex(const host::IndexReader& r, int64_t d);
+
+  // A thread per output element: the element's batch position and window
+  // coordinates, the position's start index (read from the index array,
+  // clamped so that the slice stays inside the operand, as on the host),
+  // and one load.
+  absl::Status EmitGather(const host::GatherKernel& g);
+
+  // outputs = operands (a copy kernel each, skipped when the output is the
+  // operand's own memory), then the updates in the host kernel's order:
+  // a thread per first window coordinate when windows of different
+  // positions can meet only at the same window coordinates (the host's
+  // `parallel`), else one thread, each going through every position in
+  // order. Results are those of the host, bit for bit, for every combiner.
+  absl::Status EmitScatter(const host::ScatterKernel& sc);
+
+  // ThreeFry-2x32 and Philox-4x32, as the host computes them
+  // (kernel_random.cc), emitted once per program.
+  void EmitRandomHelpers();
+
+  // The bits (a thread per Philox block, or per ThreeFry element), then,
+  // in a second kernel (the state may be the donated input's memory), the
+  // updated state.
+  absl::Status EmitRngBitGenerator(const host::RngBitGeneratorKernel& g);
+
+  // A thread per output: the initial values, then each operand element the
+  // window covers (in the window's row-major order, padding and holes
+  // between base-dilated elements skipped), combined through the region,
+  // as the host does.
+  absl::Status EmitReduceWindow(const host::ReduceWindowKernel& rw);
+
+  // Two kernels, results the host's bit for bit: a thread per window
+  // selects its element (into a temporary), then a thread per operand
+  // element starts from the initial value and applies `scatter` for each
+  // window that selected it, in the windows' order.
+  absl::Status EmitSelectAndScatter(const host::SelectAndScatterKernel& ss);
+
+  // A thread per element: the region on the inputs' elements.
+  absl::Status EmitMap(const host::MapKernel& m);
+
+  // A stable merge sort of `rows` rows of `n` positions, as the host's
+  // bottom-up merge sort: widths 1, 2, 4...; in each pass a thread per
+  // position finds where its element lands in the merged pair of runs by
+  // a binary search of the other run (an element of the left run goes
+  // after the right run's elements less than it, one of the right run
+  // after the left run's elements not greater than it). For a comparator
+  // that is a strict weak order, as XLA requires, the result is the
+  // stable sort, which is the host's; with any other comparator every
+  // position still stays within its row. `less` is the name of a device
+  // function (long long base, long long a, long long b, operands...)
+  // comparing the elements at positions a and b of the row at `base`
+  // (element position p at base + p * inner). Returns the temporary slot
+  // that holds, for each row, the sorted positions (long long).
+  int EmitMergeSort(int64_t rows, int64_t n, int64_t inner,
+                    const std::string& less, const std::vector<int>& slots,
+                    const std::vector<std::string>& params,
+                    const std::string& what);
+
+  // sort: the comparator as a device function, the merge sort of
+  // positions, then every operand gathered through the permutation.
+  absl::Status EmitSort(const host::SortKernel& sort);
+
+  // A key of `type`'s storage value `v` that orders, as a signed or
+  // unsigned integer, as XLA's total order does (floats by their bits, as
+  // the host's top-k).
+  static std::string TotalOrderKey(PrimitiveType type, const std::string& v);
+
+  // top-k: each row sorted largest (or smallest) first, ties to the lower
+  // index, its first k taken.
+  absl::Status EmitTopK(const host::TopKKernel& t);
+
+  // rng and rng-get-and-update-state, as host::RngKernel: Philox blocks
+  // under the run's key, from the run's draw; two values per block
+  // (uniform from words 2 and 3, or Box-Muller from words 0 and 1;
+  // integers from the 64-bit words modulo the range), computed in double.
+  absl::Status EmitRng(const host::RngKernel& r);
+
+  // convolution: a thread per output element, its window's taps and the
+  // group's input features summed in the host's type (float, or double
+  // for f64 and integer results), then converted as the host converts.
+  // A direct kernel: correct for every dim_labels, group, padding,
+  // dilation and reversal; cuDNN's speed comes later.
+  absl::Status EmitConvolution(const host::ConvolutionKernelBase& conv);
+
+  // A computation a while or conditional runs, generated into the shared
+  // source with launches and temporaries of its own.
+  absl::StatusOr<std::shared_ptr<const SubProgram>> Sub(
+      const host::HostProgram& program) {
+    PJRT_RETURN_IF_ERROR(CheckSlotTypes(program));
+    PJRT_ASSIGN_OR_RETURN(GeneratedProgram g,
+                          Generator(program, shared_).Run());
+    auto sub = std::make_shared<SubProgram>();
+    sub->lowered = &program;
+    sub->launches = std::move(g.launches);
+    sub->temporary_offsets = std::move(g.temporary_offsets);
+    sub->temporary_bytes = g.temporary_bytes;
+    return sub;
+  }
+
+  // while: the condition and the body as sub-programs; the run evaluates
+  // the condition, reads its pred back, and runs the body, until false.
+  absl::Status EmitWhile(const host::WhileKernel& w);
+
+  // conditional: every branch as a sub-program; the run reads the selector
+  // back and runs the one it names.
+  absl::Status EmitConditional(const host::ConditionalKernel& k);
+
+  const host::HostProgram& program_;
+  SharedSource* shared_;
+  GeneratedProgram out_;
+};
+
+}  // namespace pjrt::compiler::cuda::codegen_internal
+
+#endif  // PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_

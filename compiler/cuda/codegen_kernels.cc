@@ -1,0 +1,1167 @@
+// The CUDA code generator's kernels (see codegen_internal.h): fft, int4
+// edges, gather and scatter, random bits, reduce-window, select-and-scatter,
+// map, sort and top-k, rng, convolution, while and conditional.
+#include "compiler/cuda/codegen_internal.h"
+
+namespace pjrt::compiler::cuda::codegen_internal {
+
+absl::Status Generator::EmitFft(const host::FftKernelBase& f) {
+  const int64_t in_count = f.batch * Product(f.in_dims);
+  const int64_t out_count = f.batch * Product(f.out_dims);
+  if (out_count == 0) return absl::OkStatus();
+  const int element = f.wide ? 8 : 4;  // bytes of a real part
+  Launch launch;
+  launch.kind = Launch::Kind::kFft;
+  launch.fft.type = f.type;
+  launch.fft.wide = f.wide;
+  launch.fft.batch = f.batch;
+  launch.fft.lengths = f.lengths;
+  int input = f.input;
+  if (f.type == host::FftType::kIrfft && in_count > 0) {
+    // cuFFT's complex-to-real transforms overwrite their input.
+    host::CopyStep copy;
+    copy.src = f.input;
+    copy.dst = Temporary(in_count * 2 * element);
+    copy.element_bytes = 2 * element;
+    copy.dims = {in_count};
+    copy.src_map = {0, {1}};
+    copy.dst_map = {0, {1}};
+    PJRT_RETURN_IF_ERROR(Emit(copy));
+    input = copy.dst;
+  }
+  launch.slots = {f.output, input};
+  static const char* const kTypes[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  launch.origin = absl::StrFormat(
+      "cuFFT %s %s of %d x [%s]", kTypes[static_cast<int>(f.type)],
+      f.wide ? "double" : "single", f.batch, absl::StrJoin(f.lengths, ","));
+  Add(std::move(launch));
+  if (f.type != host::FftType::kIfft && f.type != host::FftType::kIrfft) {
+    return absl::OkStatus();
+  }
+  // Scale every real number of the result (both parts of a complex one).
+  const int64_t reals = out_count * (f.type == host::FftType::kIfft ? 2 : 1);
+  const char* real = f.wide ? "double" : "float";
+  const char* idx = IndexType(reals);
+  Launch scale;
+  scale.kernel = Name("fft_scale");
+  scale.blocks = BlocksFor(reals);
+  scale.slots = {f.output};
+  std::string& k = shared_->source;
+  Open(&scale, {absl::StrCat(real, "* out")});
+  absl::StrAppendFormat(&k, "  const %s factor = (%s)1 / (%s)%d;\n", real, real,
+                        real, Product(f.lengths));
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, reals, idx);
+  absl::StrAppend(&k, "    out[i] *= factor;\n  }\n}\n");
+  scale.origin =
+      absl::StrFormat("scaling an inverse fft by 1/%d", Product(f.lengths));
+  Add(std::move(scale));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitInt4Edge(const host::Int4Kernel& edge) {
+  const int64_t count = edge.count();
+  if (count == 0) return absl::OkStatus();
+  const int64_t bytes = (count + 1) / 2;
+  const char* idx = IndexType(count + 1);
+  Launch launch;
+  launch.kernel = Name(edge.pack() ? "pack_int4" : "unpack_int4");
+  launch.blocks = BlocksFor(bytes);
+  launch.slots = {edge.dst(), edge.src()};
+  std::string& k = shared_->source;
+  Open(&launch, {"pj_u8* dst", "const pj_u8* src"});
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, bytes, idx);
+  if (edge.pack()) {
+    absl::StrAppendFormat(
+        &k,
+        "    const pj_u8 low = 2 * i + 1 < %d ? (pj_u8)(src[2 * i + 1] & "
+        "0xF) : 0;\n"
+        "    dst[i] = (pj_u8)((src[2 * i] & 0xF) << 4 | low);\n",
+        count);
+  } else {
+    const char* extend = edge.is_signed() ? "pj_wrap_s4" : "pj_wrap_u4";
+    absl::StrAppendFormat(
+        &k,
+        "    dst[2 * i] = (pj_u8)%s(src[i] >> 4);\n"
+        "    if (2 * i + 1 < %d) dst[2 * i + 1] = (pj_u8)%s(src[i] & 0xF);\n",
+        extend, count, extend);
+  }
+  absl::StrAppend(&k, "  }\n}\n");
+  launch.origin = edge.name;
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+std::string Generator::StartIndex(const host::IndexReader& r, int64_t d) {
+  std::string start;
+  for (int64_t e = 0; e < r.vector_size; ++e) {
+    if (r.index_to_operand[e] == d) {
+      start =
+          IndexEntry(r.type, absl::StrFormat("at + %d", e * r.vector_stride));
+    }
+  }
+  for (const auto& [dim, entry] : r.batching) {
+    if (dim == d) start = absl::StrFormat("(long long)b%d", entry);
+  }
+  return start;
+}
+
+absl::Status Generator::EmitGather(const host::GatherKernel& g) {
+  const host::IndexReader& r = g.reader;
+  const int64_t positions = Product(r.batch_sizes);
+  const int64_t window = Product(g.walk.sizes);
+  const int64_t n = positions * window;
+  if (n == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string w, WordType(g.bytes));
+  PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
+  int64_t index_limit = (r.vector_size - 1) * r.vector_stride;
+  for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+    index_limit += (r.batch_sizes[j] - 1) * r.batch_strides[j];
+  }
+  const char* idx =
+      IndexType(std::max({n, Product(g.operand_dims), index_limit}));
+  Launch launch;
+  launch.kernel = Name("gather");
+  launch.threads = kThreads;
+  launch.blocks = BlocksFor(n);
+  launch.slots = {g.output, g.operand, g.indices};
+  std::string& k = shared_->source;
+  Open(&launch,
+       {absl::StrCat(w, "* out"), absl::StrCat("const ", w, "* operand"),
+        absl::StrCat("const ", it, "* indices")});
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, n, idx);
+  absl::StrAppendFormat(&k, "    %s e = i %% %d, p = i / %d;\n", idx, window,
+                        window);
+  for (int j = static_cast<int>(r.batch_sizes.size()) - 1; j >= 0; --j) {
+    absl::StrAppendFormat(&k, "    const %s b%d = p %% %d; p /= %d;\n", idx, j,
+                          r.batch_sizes[j], r.batch_sizes[j]);
+  }
+  for (int d = static_cast<int>(g.walk.sizes.size()) - 1; d >= 0; --d) {
+    absl::StrAppendFormat(&k, "    const %s w%d = e %% %d; e /= %d;\n", idx, d,
+                          g.walk.sizes[d], g.walk.sizes[d]);
+  }
+  std::string at = "0", src = "0", dst = "0";
+  for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+    absl::StrAppendFormat(&at, " + b%d * %d", j, r.batch_strides[j]);
+    absl::StrAppendFormat(&dst, " + b%d * %d", j, g.out_batch_strides[j]);
+  }
+  for (size_t d = 0; d < g.walk.sizes.size(); ++d) {
+    absl::StrAppendFormat(&src, " + w%d * %d", d, g.walk.src_strides[d]);
+    absl::StrAppendFormat(&dst, " + w%d * %d", d, g.walk.dst_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "    const %s at = %s;\n    %s src = %s;\n", idx,
+                        at, idx, src);
+  for (size_t d = 0; d < g.operand_dims.size(); ++d) {
+    const std::string start = StartIndex(r, static_cast<int64_t>(d));
+    if (start.empty()) continue;  // 0, which the clamp keeps
+    const int64_t room = g.operand_dims[d] - g.slice_sizes[d];
+    absl::StrAppendFormat(
+        &k,
+        "    { const long long s = %s;\n"
+        "      src += (%s)(s < 0 ? 0 : (s > %d ? %d : s)) * %d; }\n",
+        start, idx, room, room, g.operand_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "    out[%s] = operand[src];\n  }\n}\n", dst);
+  launch.origin = absl::StrFormat("gather of %d slices of %d %d-byte elements",
+                                  positions, window, g.bytes);
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
+  const int n = static_cast<int>(sc.types.size());
+  std::vector<std::string> storage(n), words(n);
+  for (int i = 0; i < n; ++i) {
+    PJRT_ASSIGN_OR_RETURN(storage[i], CudaStorageType(sc.types[i]));
+    const int width = hlo::ByteWidth(sc.types[i]);
+    PJRT_ASSIGN_OR_RETURN(words[i], WordType(width));
+    host::CopyStep copy;
+    copy.dst = sc.outputs[i];
+    copy.src = sc.inputs[i];
+    copy.element_bytes = width;
+    copy.dims = {sc.operand_bytes[i] / width};
+    copy.src_map = {0, {1}};
+    copy.dst_map = {0, {1}};
+    PJRT_RETURN_IF_ERROR(Emit(copy));
+  }
+  const host::IndexReader& r = sc.reader;
+  const int64_t positions = Product(r.batch_sizes);
+  if (positions == 0 || Product(sc.walk.sizes) == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
+  const int rank = static_cast<int>(sc.walk.sizes.size());
+  const int64_t first = rank == 0 ? 1 : sc.walk.sizes[0];
+  const int64_t chunks = sc.parallel ? first : 1;
+  Launch launch;
+  launch.kernel = Name("scatter");
+  launch.threads = static_cast<int>(std::min<int64_t>(kThreads, chunks));
+  launch.blocks = BlocksFor(chunks, launch.threads);
+  std::vector<std::string> params;
+  for (int i = 0; i < n; ++i) {
+    launch.slots.push_back(sc.outputs[i]);
+    params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
+  }
+  for (int i = 0; i < n; ++i) {
+    launch.slots.push_back(sc.updates[i]);
+    params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
+  }
+  launch.slots.push_back(sc.indices);
+  params.push_back(absl::StrCat("const ", it, "* indices"));
+  std::string& k = shared_->source;
+  Open(&launch, params);
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", chunks,
+                        "long long");
+  absl::StrAppendFormat(&k, "    for (long long p = 0; p < %d; ++p) {\n",
+                        positions);
+  absl::StrAppend(&k, "      long long q = p;\n");
+  for (int j = static_cast<int>(r.batch_sizes.size()) - 1; j >= 0; --j) {
+    absl::StrAppendFormat(&k, "      const long long b%d = q %% %d; q /= %d;\n",
+                          j, r.batch_sizes[j], r.batch_sizes[j]);
+  }
+  std::string at = "0", src = "0";
+  for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+    absl::StrAppendFormat(&at, " + b%d * %d", j, r.batch_strides[j]);
+    absl::StrAppendFormat(&src, " + b%d * %d", j, sc.update_batch_strides[j]);
+  }
+  absl::StrAppendFormat(&k, "      const long long at = %s;\n", at);
+  absl::StrAppend(&k, "      long long dst = 0;\n      bool valid = true;\n");
+  for (size_t d = 0; d < sc.operand_dims.size(); ++d) {
+    const std::string start = StartIndex(r, static_cast<int64_t>(d));
+    if (start.empty()) continue;  // 0, always inside
+    // A whole window that does not fit is skipped (XLA).
+    absl::StrAppendFormat(&k,
+                          "      { const long long s = %s;\n"
+                          "        valid = valid && s >= 0 && s <= %d;\n"
+                          "        dst += s * %d; }\n",
+                          start, sc.operand_dims[d] - sc.extent[d],
+                          sc.operand_strides[d]);
+  }
+  absl::StrAppendFormat(
+      &k, "      if (!valid) continue;\n      const long long src = %s;\n",
+      src);
+  std::string indent = "      ", s_at = "src", t_at = "dst";
+  for (int d = 0; d < rank; ++d) {
+    if (d == 0 && sc.parallel) {
+      absl::StrAppendFormat(&k, "%s{ const long long w0 = i;\n", indent);
+    } else {
+      absl::StrAppendFormat(&k,
+                            "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
+                            indent, d, d, sc.walk.sizes[d], d);
+    }
+    indent += "  ";
+    absl::StrAppendFormat(&s_at, " + w%d * %d", d, sc.walk.src_strides[d]);
+    absl::StrAppendFormat(&t_at, " + w%d * %d", d, sc.walk.dst_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "%sconst long long s = %s, t = %s;\n", indent, s_at,
+                        t_at);
+  const PrimitiveType t0 = sc.types[0];
+  if (sc.combiner == host::Combiner::kReplace) {
+    absl::StrAppendFormat(&k, "%sout0[t] = upd0[s];\n", indent);
+  } else if (sc.combiner == host::Combiner::kAdd) {
+    if (t0 == PrimitiveType::kPred) {
+      absl::StrAppendFormat(
+          &k, "%sout0[t] = (pj_u8)((out0[t] | upd0[s]) != 0);\n", indent);
+    } else if (IsFloat(t0)) {
+      absl::StrAppendFormat(&k, "%sout0[t] = %s;\n", indent,
+                            Store(t0, absl::StrCat(Load(t0, "out0[t]"), " + ",
+                                                   Load(t0, "upd0[s]"))));
+    } else {
+      absl::StrAppendFormat(&k, "%sout0[t] = pj_iadd<%s>(out0[t], upd0[s]);\n",
+                            indent, storage[0]);
+    }
+  } else {
+    std::vector<std::string> inputs;
+    for (int i = 0; i < n; ++i) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sc.types[i]));
+      absl::StrAppendFormat(&k, "%sconst %s c%d = %s;\n", indent, ct, i,
+                            Load(sc.types[i], absl::StrFormat("out%d[t]", i)));
+      inputs.push_back(absl::StrCat("c", i));
+    }
+    for (int i = 0; i < n; ++i) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sc.types[i]));
+      absl::StrAppendFormat(&k, "%sconst %s u%d = %s;\n", indent, ct, i,
+                            Load(sc.types[i], absl::StrFormat("upd%d[s]", i)));
+      inputs.push_back(absl::StrCat("u", i));
+    }
+    PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                          EmitExpression(sc.region, inputs, "v", indent, &k));
+    for (int i = 0; i < n; ++i) {
+      absl::StrAppendFormat(&k, "%sout%d[t] = %s;\n", indent, i,
+                            Store(sc.types[i], results[i]));
+    }
+  }
+  for (int d = 0; d < rank; ++d) {
+    indent.resize(indent.size() - 2);
+    absl::StrAppendFormat(&k, "%s}\n", indent);
+  }
+  absl::StrAppend(&k, "    }\n  }\n}\n");
+  launch.origin = absl::StrFormat("scatter of %d windows of %d elements",
+                                  positions, Product(sc.walk.sizes));
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+void Generator::EmitRandomHelpers() {
+  if (shared_->random_helpers) return;
+  shared_->random_helpers = true;
+  absl::StrAppend(&shared_->source, R"(
+__device__ __forceinline__ unsigned pj_rotl32(unsigned v, int d) {
+  return (v << d) | (v >> (32 - d));
+}
+__device__ __forceinline__ void pj_threefry2x32(unsigned k0, unsigned k1, unsigned* x0,
+                                                unsigned* x1) {
+  const int rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const unsigned ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  unsigned a = *x0 + ks[0], b = *x1 + ks[1];
+  for (int g = 0; g < 5; ++g) {
+    for (int r = 0; r < 4; ++r) {
+      a += b;
+      b = pj_rotl32(b, rot[(g % 2) * 4 + r]) ^ a;
+    }
+    a += ks[(g + 1) % 3];
+    b += ks[(g + 2) % 3] + (unsigned)(g + 1);
+  }
+  *x0 = a;
+  *x1 = b;
+}
+__device__ __forceinline__ void pj_philox_block(pj_u64 key, pj_u64 low, pj_u64 high,
+                                                pj_u64 i, unsigned x[4]) {
+  const pj_u64 l = low + i;
+  const pj_u64 h = high + (l < low ? 1 : 0);
+  x[0] = (unsigned)l;
+  x[1] = (unsigned)(l >> 32);
+  x[2] = (unsigned)h;
+  x[3] = (unsigned)(h >> 32);
+  unsigned k0 = (unsigned)key, k1 = (unsigned)(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const pj_u64 p0 = (pj_u64)x[0] * 0xD2511F53u;
+    const pj_u64 p1 = (pj_u64)x[2] * 0xCD9E8D57u;
+    const unsigned y0 = (unsigned)(p1 >> 32) ^ x[1] ^ k0;
+    const unsigned y2 = (unsigned)(p0 >> 32) ^ x[3] ^ k1;
+    x[0] = y0;
+    x[1] = (unsigned)p1;
+    x[2] = y2;
+    x[3] = (unsigned)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+)");
+}
+
+absl::Status Generator::EmitRngBitGenerator(
+    const host::RngBitGeneratorKernel& g) {
+  const int64_t n = Product(g.dims);
+  PJRT_ASSIGN_OR_RETURN(std::string w, WordType(g.bytes));
+  EmitRandomHelpers();
+  const int rank = static_cast<int>(g.dims.size());
+  std::vector<int64_t> half = g.dims;
+  if (rank > 0) half[g.split] = (g.dims[g.split] + 1) / 2;
+  const int64_t half_count = rank == 0 ? 1 : Product(half);
+  const bool wide = g.bytes == 8;
+  const int64_t blocks = ((wide ? 2 * n : n) + 3) / 4;
+  const int64_t units = g.philox ? blocks : n;
+  std::string& k = shared_->source;
+  if (units > 0) {
+    const char* idx = IndexType(std::max(units, 4 * blocks));
+    Launch launch;
+    launch.kernel = Name("rng_bits");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(units);
+    launch.slots = {g.output, g.state_in};
+    Open(&launch, {absl::StrCat(w, "* out"), "const pj_u64* state"});
+    absl::StrAppendFormat(
+        &k, "  const pj_u64 key = state[0], counter = state[1];\n");
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, units, idx);
+    if (g.philox) {
+      absl::StrAppendFormat(&k,
+                            "    unsigned x[4];\n    pj_philox_block(key, "
+                            "counter, state[%d], i, x);\n",
+                            g.state_words == 3 ? 2 : 0);
+      if (wide) {
+        absl::StrAppendFormat(
+            &k,
+            "    for (int j = 0; j < 2; ++j) {\n"
+            "      if (2 * i + j < %d) out[2 * i + j] = (pj_u64)x[2 * j] | "
+            "((pj_u64)x[2 * j + 1] << 32);\n    }\n",
+            n);
+      } else {
+        absl::StrAppendFormat(
+            &k,
+            "    for (int j = 0; j < 4; ++j) {\n"
+            "      if (4 * i + j < %d) out[4 * i + j] = (%s)x[j];\n    }\n",
+            n, w);
+      }
+    } else if (wide) {
+      absl::StrAppend(
+          &k,
+          "    const pj_u64 c = counter + (pj_u64)i;\n"
+          "    unsigned x0 = (unsigned)c, x1 = (unsigned)(c >> 32);\n"
+          "    pj_threefry2x32((unsigned)key, (unsigned)(key >> 32), &x0, "
+          "&x1);\n"
+          "    out[i] = (pj_u64)x0 | ((pj_u64)x1 << 32);\n");
+    } else {
+      // Two outputs per block, the shape halved along `split`.
+      absl::StrAppend(&k, SplitIndex(g.dims, idx, "    "));
+      const std::vector<int64_t> half_strides = host::RowMajorStrides(half);
+      std::string block = "0";
+      std::string which = "0";
+      for (int d = 0; d < rank; ++d) {
+        if (d == g.split) {
+          absl::StrAppendFormat(&block, " + (c%d / 2) * %d", d,
+                                half_strides[d]);
+          which = absl::StrFormat("(c%d %% 2)", d);
+        } else {
+          absl::StrAppendFormat(&block, " + c%d * %d", d, half_strides[d]);
+        }
+      }
+      absl::StrAppendFormat(
+          &k,
+          "    const pj_u64 c = counter + (pj_u64)(%s);\n"
+          "    unsigned x0 = (unsigned)c, x1 = (unsigned)(c >> 32);\n"
+          "    pj_threefry2x32((unsigned)key, (unsigned)(key >> 32), &x0, "
+          "&x1);\n"
+          "    out[i] = (%s)(%s == 0 ? x0 : x1);\n",
+          block, w, which);
+    }
+    absl::StrAppend(&k, "  }\n}\n");
+    launch.origin =
+        absl::StrFormat("rng-bit-generator (%s) of %d %d-byte elements",
+                        g.philox ? "philox" : "three_fry", n, g.bytes);
+    Add(std::move(launch));
+  }
+  Launch state;
+  state.kernel = Name("rng_state");
+  state.threads = 1;
+  state.blocks = 1;
+  state.slots = {g.state_out, g.state_in};
+  Open(&state, {"pj_u64* out", "const pj_u64* in"});
+  absl::StrAppendFormat(&k, "  pj_u64 s[3] = {in[0], in[1], %s};\n",
+                        g.state_words == 3 ? "in[2]" : "0");
+  if (g.philox) {
+    absl::StrAppendFormat(&k,
+                          "  const pj_u64 low = s[1];\n"
+                          "  s[1] = low + %dull;\n",
+                          blocks);
+    if (g.state_words == 3)
+      absl::StrAppend(&k, "  s[2] += s[1] < low ? 1 : 0;\n");
+  } else {
+    absl::StrAppendFormat(&k, "  s[1] += %dull;\n", wide ? n : half_count);
+  }
+  absl::StrAppendFormat(
+      &k, "  for (int j = 0; j < %d; ++j) out[j] = s[j];\n}\n", g.state_words);
+  state.origin = "rng-bit-generator's state";
+  Add(std::move(state));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitReduceWindow(const host::ReduceWindowKernel& rw) {
+  const int64_t total = Product(rw.out_dims);
+  if (total == 0) return absl::OkStatus();
+  const int n = static_cast<int>(rw.types.size());
+  const host::WindowGeometry& g = rw.geometry;
+  const int rank = static_cast<int>(g.in_dims.size());
+  std::vector<std::string> storage(n), compute(n);
+  for (int j = 0; j < n; ++j) {
+    PJRT_ASSIGN_OR_RETURN(storage[j], CudaStorageType(rw.types[j]));
+    PJRT_ASSIGN_OR_RETURN(compute[j], ComputeType(rw.types[j]));
+  }
+  const char* idx = IndexType(std::max(total, Product(g.in_dims)));
+  Launch launch;
+  launch.kernel = Name("reduce_window");
+  launch.threads = kThreads;
+  launch.blocks = BlocksFor(total);
+  std::vector<std::string> params;
+  for (int j = 0; j < n; ++j) {
+    launch.slots.push_back(rw.outputs[j]);
+    params.push_back(absl::StrFormat("%s* out%d", storage[j], j));
+  }
+  for (int j = 0; j < n; ++j) {
+    launch.slots.push_back(rw.inputs[j]);
+    params.push_back(absl::StrFormat("const %s* in%d", storage[j], j));
+  }
+  for (int j = 0; j < n; ++j) {
+    launch.slots.push_back(rw.inits[j]);
+    params.push_back(absl::StrFormat("const %s* init%d", storage[j], j));
+  }
+  std::string& k = shared_->source;
+  Open(&launch, params);
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, total, idx);
+  absl::StrAppend(&k, SplitIndex(rw.out_dims, idx, "    "));
+  for (int j = 0; j < n; ++j) {
+    absl::StrAppendFormat(&k, "    %s a%d = %s;\n", compute[j], j,
+                          Load(rw.types[j], absl::StrFormat("init%d[0]", j)));
+  }
+  std::string indent = "    ", offset = "0";
+  for (int d = 0; d < rank; ++d) {
+    const hlo::WindowDimension& wd = g.window[d];
+    absl::StrAppendFormat(&k, "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
+                          indent, d, d, wd.size, d);
+    indent += "  ";
+    absl::StrAppendFormat(
+        &k, "%sconst long long p%d = (long long)c%d * %d + w%d * %d - %d;\n",
+        indent, d, d, wd.stride, d, wd.window_dilation, wd.padding_low);
+    if (wd.base_dilation != 1) {
+      absl::StrAppendFormat(&k, "%sif (p%d < 0 || p%d %% %d != 0) continue;\n",
+                            indent, d, d, wd.base_dilation);
+      absl::StrAppendFormat(&k, "%sconst long long x%d = p%d / %d;\n", indent,
+                            d, d, wd.base_dilation);
+    } else {
+      absl::StrAppendFormat(
+          &k, "%sif (p%d < 0) continue;\n%sconst long long x%d = p%d;\n",
+          indent, d, indent, d, d);
+    }
+    absl::StrAppendFormat(&k, "%sif (x%d >= %d) continue;\n", indent, d,
+                          g.in_dims[d]);
+    absl::StrAppendFormat(&offset, " + x%d * %d", d, g.in_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, offset);
+  std::vector<std::string> inputs;
+  for (int j = 0; j < n; ++j) inputs.push_back(absl::StrCat("a", j));
+  for (int j = 0; j < n; ++j) {
+    absl::StrAppendFormat(&k, "%sconst %s e%d = %s;\n", indent, compute[j], j,
+                          Load(rw.types[j], absl::StrFormat("in%d[at]", j)));
+    inputs.push_back(absl::StrCat("e", j));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                        EmitExpression(rw.region, inputs, "v", indent, &k));
+  for (int j = 0; j < n; ++j) {
+    absl::StrAppendFormat(&k, "%sa%d = %s;\n", indent, j, results[j]);
+  }
+  for (int d = 0; d < rank; ++d) {
+    indent.resize(indent.size() - 2);
+    absl::StrAppendFormat(&k, "%s}\n", indent);
+  }
+  for (int j = 0; j < n; ++j) {
+    absl::StrAppendFormat(&k, "    out%d[i] = %s;\n", j,
+                          Store(rw.types[j], absl::StrCat("a", j)));
+  }
+  absl::StrAppend(&k, "  }\n}\n");
+  launch.origin = absl::StrFormat("reduce-window over [%s] into [%s]",
+                                  absl::StrJoin(g.in_dims, ","),
+                                  absl::StrJoin(rw.out_dims, ","));
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitSelectAndScatter(
+    const host::SelectAndScatterKernel& ss) {
+  const host::WindowGeometry& g = ss.geometry;
+  const int rank = static_cast<int>(g.in_dims.size());
+  const int64_t count = Product(g.in_dims);
+  const int64_t windows = Product(ss.source_dims);
+  if (count == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string op_storage,
+                        CudaStorageType(ss.operand_type));
+  PJRT_ASSIGN_OR_RETURN(std::string op_compute, ComputeType(ss.operand_type));
+  PJRT_ASSIGN_OR_RETURN(std::string src_storage,
+                        CudaStorageType(ss.source_type));
+  PJRT_ASSIGN_OR_RETURN(std::string src_compute, ComputeType(ss.source_type));
+  const int selected = Temporary(std::max<int64_t>(windows, 1) * 8);
+  std::string& k = shared_->source;
+  if (windows > 0) {
+    const char* idx = IndexType(std::max(windows, count));
+    Launch launch;
+    launch.kernel = Name("select");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(windows);
+    launch.slots = {selected, ss.operand};
+    Open(&launch, {"long long* selected",
+                   absl::StrCat("const ", op_storage, "* operand")});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, windows, idx);
+    absl::StrAppend(&k, SplitIndex(ss.source_dims, idx, "    "));
+    absl::StrAppend(&k, "    long long sel = -1;\n");
+    std::string indent = "    ", offset = "0";
+    for (int d = 0; d < rank; ++d) {
+      const hlo::WindowDimension& wd = g.window[d];
+      absl::StrAppendFormat(&k,
+                            "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
+                            indent, d, d, wd.size, d);
+      indent += "  ";
+      absl::StrAppendFormat(
+          &k,
+          "%sconst long long p%d = (long long)c%d * %d + w%d * %d - %d;\n"
+          "%sif (p%d < 0 || p%d %% %d != 0) continue;\n"
+          "%sconst long long x%d = p%d / %d;\n"
+          "%sif (x%d >= %d) continue;\n",
+          indent, d, d, wd.stride, d, wd.window_dilation, wd.padding_low,
+          indent, d, d, wd.base_dilation, indent, d, d, wd.base_dilation,
+          indent, d, g.in_dims[d]);
+      absl::StrAppendFormat(&offset, " + x%d * %d", d, g.in_strides[d]);
+    }
+    absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, offset);
+    absl::StrAppendFormat(&k, "%sif (sel < 0) {\n%s  sel = at;\n%s} else {\n",
+                          indent, indent, indent);
+    absl::StrAppendFormat(&k, "%s  const %s a = %s;\n%s  const %s b = %s;\n",
+                          indent, op_compute,
+                          Load(ss.operand_type, "operand[sel]"), indent,
+                          op_compute, Load(ss.operand_type, "operand[at]"));
+    PJRT_ASSIGN_OR_RETURN(
+        std::vector<std::string> keep,
+        EmitExpression(ss.select, {"a", "b"}, "v", indent + "  ", &k));
+    absl::StrAppendFormat(&k, "%s  if (!%s) sel = at;\n%s}\n", indent, keep[0],
+                          indent);
+    for (int d = 0; d < rank; ++d) {
+      indent.resize(indent.size() - 2);
+      absl::StrAppendFormat(&k, "%s}\n", indent);
+    }
+    absl::StrAppend(&k, "    selected[i] = sel;\n  }\n}\n");
+    launch.origin = absl::StrFormat(
+        "select-and-scatter's selection in %d windows", windows);
+    Add(std::move(launch));
+  }
+  const char* idx = IndexType(std::max(windows, count));
+  Launch launch;
+  launch.kernel = Name("select_and_scatter");
+  launch.threads = kThreads;
+  launch.blocks = BlocksFor(count);
+  launch.slots = {ss.output, ss.source, ss.init, selected};
+  Open(&launch, {absl::StrCat(src_storage, "* out"),
+                 absl::StrCat("const ", src_storage, "* source"),
+                 absl::StrCat("const ", src_storage, "* init"),
+                 "const long long* selected"});
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, count, idx);
+  absl::StrAppend(&k, SplitIndex(g.in_dims, idx, "    "));
+  absl::StrAppendFormat(&k, "    %s acc = %s;\n", src_compute,
+                        Load(ss.source_type, "init[0]"));
+  // The windows whose element c sits at window coordinate w: o * stride +
+  // w * window_dilation == c * base_dilation + padding_low.
+  const std::vector<int64_t> source_strides =
+      host::RowMajorStrides(ss.source_dims);
+  std::string indent = "    ", window_at = "0";
+  for (int d = 0; d < rank; ++d) {
+    const hlo::WindowDimension& wd = g.window[d];
+    absl::StrAppendFormat(&k,
+                          "%sconst long long q%d = (long long)c%d * %d + %d;\n",
+                          indent, d, d, wd.base_dilation, wd.padding_low);
+    absl::StrAppendFormat(
+        &k,
+        "%sconst long long lo%d = pj_ceildiv(q%d - %d, %d), hi%d = "
+        "pj_floordiv(q%d, %d);\n",
+        indent, d, d, (wd.size - 1) * wd.window_dilation, wd.stride, d, d,
+        wd.stride);
+    absl::StrAppendFormat(&k,
+                          "%sfor (long long o%d = lo%d < 0 ? 0 : lo%d; o%d "
+                          "<= hi%d && o%d < %d; "
+                          "++o%d) {\n",
+                          indent, d, d, d, d, d, d, ss.source_dims[d], d);
+    indent += "  ";
+    absl::StrAppendFormat(&k,
+                          "%sconst long long r%d = q%d - o%d * %d;\n"
+                          "%sif (r%d %% %d != 0 || r%d / %d >= %d) continue;\n",
+                          indent, d, d, d, wd.stride, indent, d,
+                          wd.window_dilation, d, wd.window_dilation, wd.size);
+    absl::StrAppendFormat(&window_at, " + o%d * %d", d, source_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "%sconst long long e = %s;\n", indent, window_at);
+  absl::StrAppendFormat(&k, "%sif (selected[e] == (long long)i) {\n", indent);
+  absl::StrAppendFormat(&k, "%s  const %s s = %s;\n", indent, src_compute,
+                        Load(ss.source_type, "source[e]"));
+  PJRT_ASSIGN_OR_RETURN(
+      std::vector<std::string> sum,
+      EmitExpression(ss.scatter, {"acc", "s"}, "v", indent + "  ", &k));
+  absl::StrAppendFormat(&k, "%s  acc = %s;\n%s}\n", indent, sum[0], indent);
+  for (int d = 0; d < rank; ++d) {
+    indent.resize(indent.size() - 2);
+    absl::StrAppendFormat(&k, "%s}\n", indent);
+  }
+  absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n",
+                        Store(ss.source_type, "acc"));
+  launch.origin = absl::StrFormat("select-and-scatter into [%s]",
+                                  absl::StrJoin(g.in_dims, ","));
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitMap(const host::MapKernel& m) {
+  if (m.count == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string out_storage,
+                        CudaStorageType(m.output_type));
+  const char* idx = IndexType(m.count);
+  Launch launch;
+  launch.kernel = Name("map");
+  launch.threads = kThreads;
+  launch.blocks = BlocksFor(m.count);
+  launch.slots = {m.output};
+  std::vector<std::string> params = {absl::StrCat(out_storage, "* out")};
+  for (size_t j = 0; j < m.inputs.size(); ++j) {
+    PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(m.types[j]));
+    launch.slots.push_back(m.inputs[j]);
+    params.push_back(absl::StrFormat("const %s* in%d", st, j));
+  }
+  std::string& k = shared_->source;
+  Open(&launch, params);
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, m.count, idx);
+  std::vector<std::string> inputs;
+  for (size_t j = 0; j < m.inputs.size(); ++j) {
+    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(m.types[j]));
+    absl::StrAppendFormat(&k, "    const %s x%d = %s;\n", ct, j,
+                          Load(m.types[j], absl::StrFormat("in%d[i]", j)));
+    inputs.push_back(absl::StrCat("x", j));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<std::string> results,
+                        EmitExpression(m.expr, inputs, "v", "    ", &k));
+  absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n",
+                        Store(m.output_type, results[0]));
+  launch.origin = absl::StrFormat("map over %d elements", m.count);
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+int Generator::EmitMergeSort(int64_t rows, int64_t n, int64_t inner,
+                             const std::string& less,
+                             const std::vector<int>& slots,
+                             const std::vector<std::string>& params,
+                             const std::string& what) {
+  const int64_t count = rows * n;
+  const int perm[2] = {Temporary(count * 8), Temporary(count * 8)};
+  std::string& k = shared_->source;
+  std::vector<std::string> names;
+  for (const std::string& param : params) {
+    names.push_back(param.substr(param.rfind(' ') + 1));
+  }
+  const std::string args = absl::StrJoin(names, ", ");
+  {
+    // Both buffers start as the identity, so that any position a pass
+    // leaves unwritten (an inconsistent comparator) is still in the row.
+    Launch launch;
+    launch.kernel = Name("sort_start");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {perm[0], perm[1]};
+    Open(&launch, {"long long* a", "long long* b"});
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                          "long long");
+    absl::StrAppendFormat(
+        &k, "    a[i] = i %% %dLL;\n    b[i] = a[i];\n  }\n}\n", n);
+    launch.origin = absl::StrFormat("%s: identity permutations", what);
+    Add(std::move(launch));
+  }
+  int from = 0;
+  for (int64_t width = 1; width < n; width *= 2) {
+    Launch launch;
+    launch.kernel = Name("sort_merge");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {perm[from], perm[1 - from]};
+    launch.slots.insert(launch.slots.end(), slots.begin(), slots.end());
+    std::vector<std::string> all = {"const long long* src", "long long* dst"};
+    all.insert(all.end(), params.begin(), params.end());
+    Open(&launch, all);
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                          "long long");
+    absl::StrAppend(&k, SortRowHead(n, inner));
+    absl::StrAppendFormat(
+        &k,
+        "    const long long* s = src + row * %dLL;\n"
+        "    const long long lo = p / %dLL * %dLL;\n"
+        "    const long long mid = lo + %dLL < %dLL ? lo + %dLL : %dLL;\n"
+        "    const long long hi = lo + %dLL < %dLL ? lo + %dLL : %dLL;\n"
+        "    const long long x = s[p];\n"
+        "    long long at = p;\n"
+        "    if (p < mid) {\n"
+        "      long long first = mid, left = hi - mid;\n"
+        "      while (left > 0) {\n"
+        "        const long long half = left / 2, j = first + half;\n"
+        "        if (%s(base, s[j], x, %s)) { first = j + 1; left -= half + "
+        "1; }\n"
+        "        else { left = half; }\n"
+        "      }\n"
+        "      at = p + (first - mid);\n"
+        "    } else {\n"
+        "      long long first = lo, left = mid - lo;\n"
+        "      while (left > 0) {\n"
+        "        const long long half = left / 2, j = first + half;\n"
+        "        if (!%s(base, x, s[j], %s)) { first = j + 1; left -= half + "
+        "1; }\n"
+        "        else { left = half; }\n"
+        "      }\n"
+        "      at = (p - mid) + first;\n"
+        "    }\n"
+        "    dst[row * %dLL + at] = x;\n  }\n}\n",
+        n, 2 * width, 2 * width, width, n, width, n, 2 * width, n, 2 * width, n,
+        less, args, less, args, n);
+    launch.origin = absl::StrFormat("%s: merge runs of %d", what, width);
+    Add(std::move(launch));
+    from = 1 - from;
+  }
+  return perm[from];
+}
+
+absl::Status Generator::EmitSort(const host::SortKernel& sort) {
+  const int64_t rows = sort.outer * sort.inner;
+  const int64_t count = rows * sort.length;
+  if (count == 0) return absl::OkStatus();
+  if (!sort.has_comparator) {
+    return absl::UnimplementedError(
+        "this sort's comparator has no scalar form for the CUDA backend; "
+        "run this program with --platform host");
+  }
+  std::string& k = shared_->source;
+  std::vector<std::string> params;
+  std::vector<std::string> storage;
+  for (size_t j = 0; j < sort.types.size(); ++j) {
+    PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(sort.types[j]));
+    storage.push_back(st);
+    params.push_back(absl::StrFormat("const %s* in%d", st, j));
+  }
+  const std::string less = Name("sort_less");
+  absl::StrAppendFormat(
+      &k,
+      "\n__device__ __forceinline__ bool %s(long long base, long long a, "
+      "long long b, %s) {\n",
+      less, absl::StrJoin(params, ", "));
+  std::vector<std::string> inputs;
+  for (size_t j = 0; j < sort.types.size(); ++j) {
+    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sort.types[j]));
+    absl::StrAppendFormat(
+        &k, "  const %s l%d = %s;\n  const %s r%d = %s;\n", ct, j,
+        Load(sort.types[j],
+             absl::StrFormat("in%d[base + a * %dLL]", j, sort.inner)),
+        ct, j,
+        Load(sort.types[j],
+             absl::StrFormat("in%d[base + b * %dLL]", j, sort.inner)));
+    inputs.push_back(absl::StrCat("l", j));
+    inputs.push_back(absl::StrCat("r", j));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<std::string> result,
+                        EmitExpression(sort.comparator, inputs, "v", "  ", &k));
+  absl::StrAppendFormat(&k, "  return %s != 0;\n}\n", result[0]);
+  const std::string what =
+      absl::StrFormat("sort of %d rows of %d", rows, sort.length);
+  const int perm = EmitMergeSort(rows, sort.length, sort.inner, less,
+                                 sort.inputs, params, what);
+  Launch launch;
+  launch.kernel = Name("sort_gather");
+  launch.blocks = BlocksFor(count);
+  launch.slots = {perm};
+  std::vector<std::string> all = {"const long long* perm"};
+  for (size_t j = 0; j < sort.types.size(); ++j) {
+    launch.slots.push_back(sort.inputs[j]);
+    all.push_back(params[j]);
+  }
+  for (size_t j = 0; j < sort.types.size(); ++j) {
+    launch.slots.push_back(sort.outputs[j]);
+    all.push_back(absl::StrFormat("%s* out%d", storage[j], j));
+  }
+  Open(&launch, all);
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                        "long long");
+  absl::StrAppend(&k, SortRowHead(sort.length, sort.inner));
+  absl::StrAppendFormat(
+      &k,
+      "    const long long from = base + perm[i] * %dLL, to = base + p * "
+      "%dLL;\n",
+      sort.inner, sort.inner);
+  for (size_t j = 0; j < sort.types.size(); ++j) {
+    absl::StrAppendFormat(&k, "    out%d[to] = in%d[from];\n", j, j);
+  }
+  absl::StrAppend(&k, "  }\n}\n");
+  launch.origin = absl::StrFormat("%s: the operands in order", what);
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+std::string Generator::TotalOrderKey(PrimitiveType type, const std::string& v) {
+  switch (type) {
+    case PrimitiveType::kF64:
+      return absl::StrFormat("pj_total_order(%s)", v);
+    case PrimitiveType::kF32:
+      return absl::StrFormat("pj_total_order(%s)", v);
+    case PrimitiveType::kF16:
+    case PrimitiveType::kBf16:
+      return absl::StrFormat(
+          "((%s & 0x8000u) ? (~(unsigned)%s & 0xffffu) : "
+          "((unsigned)%s | 0x8000u))",
+          v, v, v);
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+      return absl::StrFormat(
+          "((%s & 0x80u) ? (~(unsigned)%s & 0xffu) : "
+          "((unsigned)%s | 0x80u))",
+          v, v, v);
+    case PrimitiveType::kPred:
+      return absl::StrFormat("(%s != 0)", v);
+    default:
+      return v;
+  }
+}
+
+absl::Status Generator::EmitTopK(const host::TopKKernel& t) {
+  if (t.rows == 0 || t.k == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(t.type));
+  std::string& k = shared_->source;
+  const std::string param = absl::StrFormat("const %s* in", st);
+  const std::string less = Name("topk_before");
+  absl::StrAppendFormat(
+      &k,
+      "\n__device__ __forceinline__ bool %s(long long base, long long a, "
+      "long long b, %s) {\n  return %s %s %s;\n}\n",
+      less, param, TotalOrderKey(t.type, "in[base + a]"), t.largest ? ">" : "<",
+      TotalOrderKey(t.type, "in[base + b]"));
+  const std::string what =
+      absl::StrFormat("top-%d of %d rows of %d", t.k, t.rows, t.n);
+  const int perm =
+      EmitMergeSort(t.rows, t.n, 1, less, {t.input}, {param}, what);
+  const int64_t count = t.rows * t.k;
+  Launch launch;
+  launch.kernel = Name("topk_take");
+  launch.blocks = BlocksFor(count);
+  launch.slots = {perm, t.input, t.values, t.indices};
+  Open(&launch, {"const long long* perm", param,
+                 absl::StrFormat("%s* values", st), "pj_s32* indices"});
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                        "long long");
+  absl::StrAppendFormat(&k,
+                        "    const long long row = i / %dLL, j = i %% %dLL;\n"
+                        "    const long long from = perm[row * %dLL + j];\n"
+                        "    values[i] = in[row * %dLL + from];\n"
+                        "    indices[i] = (pj_s32)from;\n  }\n}\n",
+                        t.k, t.k, t.n, t.n);
+  launch.origin = what;
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitRng(const host::RngKernel& r) {
+  EmitRandomHelpers();
+  std::string& k = shared_->source;
+  Launch launch;
+  launch.rng = &r;
+  if (r.get_and_update) {
+    launch.kernel = Name("rng_state");
+    launch.slots = {r.output};
+    Open(&launch,
+         {"pj_u64* out", "unsigned long long key", "unsigned long long draw"});
+    absl::StrAppendFormat(
+        &k,
+        "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n"
+        "    out[0] = key;\n    out[1] = draw * %dull;\n  }\n}\n",
+        static_cast<uint64_t>(r.delta));
+    launch.origin = "rng-get-and-update-state";
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
+  if (r.count == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(r.type));
+  PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(r.type));
+  const int64_t blocks = (r.count + 1) / 2;
+  launch.kernel = Name("rng");
+  launch.blocks = BlocksFor(blocks);
+  launch.slots = {r.output, r.low, r.high};
+  Open(&launch, {absl::StrCat(st, "* out"), absl::StrCat("const ", st, "* low"),
+                 absl::StrCat("const ", st, "* high"), "unsigned long long key",
+                 "unsigned long long draw"});
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", blocks,
+                        "long long");
+  absl::StrAppendFormat(&k,
+                        "    unsigned w[4];\n"
+                        "    pj_philox_block(key, draw, 0, (pj_u64)i, w);\n"
+                        "    const double a = (double)%s, b = (double)%s;\n"
+                        "    double v[2];\n",
+                        Load(r.type, "low[0]"), Load(r.type, "high[0]"));
+  const bool is_float = IsFloat(r.type);
+  if (r.normal) {
+    absl::StrAppend(
+        &k,
+        "    const double u0 = ((double)w[0] + 0.5) / 4294967296.0;\n"
+        "    const double u1 = ((double)w[1] + 0.5) / 4294967296.0;\n"
+        "    const double radius = sqrt(-2.0 * log(u0));\n"
+        "    v[0] = a + b * radius * cos(2.0 * 3.14159265358979323846 * "
+        "u1);\n"
+        "    v[1] = a + b * radius * sin(2.0 * 3.14159265358979323846 * "
+        "u1);\n");
+  } else if (is_float) {
+    absl::StrAppend(
+        &k,
+        "    v[0] = a + (b - a) * ((double)(w[2] >> 8) / 16777216.0);\n"
+        "    v[1] = a + (b - a) * ((double)(w[3] >> 8) / 16777216.0);\n");
+  } else {
+    absl::StrAppend(&k,
+                    "    const double range = b - a > 1.0 ? b - a : 1.0;\n"
+                    "    const pj_u64 r0 = ((pj_u64)w[2] << 32) | w[0];\n"
+                    "    const pj_u64 r1 = ((pj_u64)w[3] << 32) | w[1];\n"
+                    "    v[0] = a + floor((double)(r0 % (pj_u64)range));\n"
+                    "    v[1] = a + floor((double)(r1 % (pj_u64)range));\n");
+  }
+  absl::StrAppendFormat(&k,
+                        "    for (int h = 0; h < 2; ++h) {\n"
+                        "      const long long at = 2 * i + h;\n"
+                        "      if (at >= %dLL) break;\n"
+                        "      %s s = %s;\n",
+                        r.count, st,
+                        Store(r.type, absl::StrFormat("(%s)v[h]", ct)));
+  if (is_float && !r.normal) {
+    // [a, b) after rounding to the element type: a value that rounds up
+    // to b becomes the largest one below it (as host::ValueBelow).
+    absl::StrAppendFormat(&k, "      if (a < b && (double)%s >= b) {\n",
+                          Load(r.type, "s"));
+    if (r.type == PrimitiveType::kF32) {
+      absl::StrAppend(&k, "        s = nextafterf(high[0], (float)a);\n");
+    } else if (r.type == PrimitiveType::kF64) {
+      absl::StrAppend(&k, "        s = nextafter(high[0], a);\n");
+    } else {
+      const char* sign = st == "pj_u16" ? "0x8000u" : "0x80u";
+      absl::StrAppendFormat(
+          &k,
+          "        const unsigned bits = high[0], sign = %s;\n"
+          "        s = (%s)((bits & ~sign) == 0 ? (sign | 1u)\n"
+          "                 : (bits & sign) ? bits + 1u : bits - 1u);\n",
+          sign, st);
+    }
+    absl::StrAppend(&k, "      }\n");
+  }
+  absl::StrAppend(&k, "      out[at] = s;\n    }\n  }\n}\n");
+  launch.origin = absl::StrFormat(
+      "rng of %d %s", r.count, r.normal ? "normal values" : "uniform values");
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitConvolution(
+    const host::ConvolutionKernelBase& conv) {
+  const host::ConvPlan& p = conv.plan;
+  const hlo::ConvolutionDimensions& d = p.dims;
+  const int rank = p.spatial + 2;
+  std::vector<int64_t> out_dims(rank);
+  out_dims[d.output_batch] = p.out_batch;
+  out_dims[d.output_feature] = p.out_features;
+  for (int s = 0; s < p.spatial; ++s)
+    out_dims[d.output_spatial[s]] = p.out_spatial[s];
+  const int64_t count = Product(out_dims);
+  if (count == 0) return absl::OkStatus();
+  PJRT_ASSIGN_OR_RETURN(std::string lhs_storage, CudaStorageType(p.lhs_type));
+  PJRT_ASSIGN_OR_RETURN(std::string rhs_storage, CudaStorageType(p.rhs_type));
+  PJRT_ASSIGN_OR_RETURN(std::string out_storage, CudaStorageType(p.out_type));
+  PJRT_ASSIGN_OR_RETURN(std::string out_compute, ComputeType(p.out_type));
+  const char* acc_type = conv.wide ? "double" : "float";
+  const char* idx = IndexType(count);
+  Launch launch;
+  launch.kernel = Name("convolution");
+  launch.blocks = BlocksFor(count);
+  launch.slots = {conv.out, conv.lhs, conv.rhs};
+  std::string& k = shared_->source;
+  Open(&launch, {absl::StrCat(out_storage, "* out"),
+                 absl::StrCat("const ", lhs_storage, "* lhs"),
+                 absl::StrCat("const ", rhs_storage, "* rhs")});
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, count, idx);
+  absl::StrAppend(&k, SplitIndex(out_dims, idx, "    "));
+  absl::StrAppendFormat(&k,
+                        "    const long long b = c%d, oc = c%d;\n"
+                        "    const long long g = oc / %dLL;\n",
+                        d.output_batch, d.output_feature, p.out_per_group);
+  absl::StrAppendFormat(
+      &k, "    const long long image = (%s + b) * %dLL + %s * %dLL;\n",
+      p.batch_groups > 1 ? absl::StrFormat("g * %dLL", p.out_batch) : "0LL",
+      p.lhs_strides[d.input_batch],
+      p.feature_groups > 1 ? absl::StrFormat("g * %dLL", p.in_per_group)
+                           : "0LL",
+      p.lhs_strides[d.input_feature]);
+  absl::StrAppendFormat(&k, "    %s acc = 0;\n", acc_type);
+  std::string indent = "    ", in_at = "image", w_at = "0";
+  for (int s = 0; s < p.spatial; ++s) {
+    const hlo::WindowDimension& w = p.window[s];
+    absl::StrAppendFormat(&k,
+                          "%sfor (long long t%d = 0; t%d < %dLL; ++t%d) {\n",
+                          indent, s, s, p.taps[s], s);
+    indent += "  ";
+    absl::StrAppendFormat(
+        &k,
+        "%sconst long long x%d = (long long)c%d * %dLL + t%d * %dLL - %dLL;\n"
+        "%sif (x%d < 0 || x%d %% %dLL != 0 || x%d / %dLL >= %dLL) "
+        "continue;\n",
+        indent, s, d.output_spatial[s], w.stride, s, w.window_dilation,
+        w.padding_low, indent, s, s, w.base_dilation, s, w.base_dilation,
+        p.in_spatial[s]);
+    absl::StrAppendFormat(&in_at, " + (x%d / %dLL) * %dLL", s, w.base_dilation,
+                          p.lhs_strides[d.input_spatial[s]]);
+    absl::StrAppendFormat(
+        &w_at, " + %s * %dLL",
+        w.reversal ? absl::StrFormat("(%dLL - t%d)", p.taps[s] - 1, s)
+                   : absl::StrFormat("t%d", s),
+        p.rhs_strides[d.kernel_spatial[s]]);
+  }
+  absl::StrAppendFormat(
+      &k, "%sconst long long at = %s, wat = %s + oc * %dLL;\n", indent, in_at,
+      w_at, p.rhs_strides[d.kernel_output_feature]);
+  absl::StrAppendFormat(&k, "%sfor (long long ci = 0; ci < %dLL; ++ci) {\n",
+                        indent, p.in_per_group);
+  absl::StrAppendFormat(
+      &k, "%s  acc += (%s)%s * (%s)%s;\n%s}\n", indent, acc_type,
+      Load(p.lhs_type, absl::StrFormat("lhs[at + ci * %dLL]",
+                                       p.lhs_strides[d.input_feature])),
+      acc_type,
+      Load(p.rhs_type, absl::StrFormat("rhs[wat + ci * %dLL]",
+                                       p.rhs_strides[d.kernel_input_feature])),
+      indent);
+  for (int s = 0; s < p.spatial; ++s) {
+    indent.resize(indent.size() - 2);
+    absl::StrAppendFormat(&k, "%s}\n", indent);
+  }
+  std::string value;
+  if (p.out_type == PrimitiveType::kPred) {
+    value = "pj_to_pred(acc)";
+  } else if (hlo::IsFloatingPoint(p.out_type)) {
+    value = Store(p.out_type, absl::StrFormat("(%s)acc", out_compute));
+  } else if (IsInt4(p.out_type)) {
+    // The exact integer sum, wrapped to 4 bits.
+    value = Round(p.out_type,
+                  absl::StrFormat(
+                      "(%s)(long long)fmin(fmax((double)acc, -9.0e18), 9.0e18)",
+                      out_compute));
+  } else {
+    value = absl::StrFormat("pj_convert<%s, double>(acc)", out_compute);
+  }
+  absl::StrAppendFormat(&k, "    out[i] = %s;\n  }\n}\n", value);
+  launch.origin =
+      absl::StrFormat("convolution into [%s]", absl::StrJoin(out_dims, ","));
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitWhile(const host::WhileKernel& w) {
+  Launch launch;
+  launch.kind = Launch::Kind::kWhile;
+  ControlFlow& c = launch.control;
+  PJRT_ASSIGN_OR_RETURN(std::shared_ptr<const SubProgram> condition,
+                        Sub(*w.condition));
+  PJRT_ASSIGN_OR_RETURN(std::shared_ptr<const SubProgram> body, Sub(*w.body));
+  c.temporaries =
+      Temporary(std::max(condition->temporary_bytes, body->temporary_bytes));
+  c.predicate = Temporary(8);
+  c.programs = {std::move(condition), std::move(body)};
+  c.init = w.init;
+  c.state = w.state;
+  c.spare = w.spare;
+  c.bytes = w.bytes;
+  c.scratch = w.scratch;
+  c.trip_count = w.trip_count;
+  launch.origin =
+      w.trip_count >= 0
+          ? absl::StrFormat("while loop of %d iterations over %d state buffers",
+                            w.trip_count, w.state.size())
+          : absl::StrFormat("while loop over %d state buffers", w.state.size());
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitConditional(const host::ConditionalKernel& k) {
+  Launch launch;
+  launch.kind = Launch::Kind::kConditional;
+  ControlFlow& c = launch.control;
+  int64_t temporaries = 0;
+  for (const host::ConditionalKernel::Branch& b : k.branches) {
+    PJRT_ASSIGN_OR_RETURN(std::shared_ptr<const SubProgram> branch,
+                          Sub(*b.program));
+    temporaries = std::max(temporaries, branch->temporary_bytes);
+    c.programs.push_back(std::move(branch));
+    c.inputs.push_back(b.inputs);
+  }
+  c.temporaries = Temporary(temporaries);
+  c.selector = k.selector;
+  c.selector_is_pred = k.selector_is_pred;
+  c.outputs = k.outputs;
+  c.scratch = k.scratch;
+  launch.origin =
+      absl::StrFormat("conditional of %d branches", k.branches.size());
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+}  // namespace pjrt::compiler::cuda::codegen_internal
