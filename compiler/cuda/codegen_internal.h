@@ -1,10 +1,10 @@
 // The CUDA code generator's shared part: the Generator class (a host
 // program's steps to CUDA kernels and launches) and the expression and
-// type helpers it writes with. Its definitions are split over codegen.cc
-// (the helpers, the steps: loops, reductions, copies, dots, collectives)
-// and codegen_kernels.cc (the kernels: fft, gather and scatter, random
-// bits, windows, map, sort, top-k, convolution, control flow). Not part of
-// the interface.
+// type helpers it writes with. Its definitions are split over
+// codegen_expression.cc (the helpers), codegen.cc (the steps: loops,
+// reductions, copies, dots, collectives) and codegen_kernels.cc (the kernels:
+// fft, gather and scatter, random bits, windows, map, sort, top-k, convolution,
+// control flow). Not part of the interface.
 #ifndef PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_
 #define PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_
 
