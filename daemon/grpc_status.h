@@ -16,7 +16,6 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -34,6 +33,10 @@ inline grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (code == grpc::StatusCode::UNKNOWN) code = grpc::StatusCode::INTERNAL;
   return grpc::Status(code, Excerpt(status.message(), kMaxMessageBytes));
 }
+
+// A handler that already has gRPC's status (one relaying a peer's) passes
+// it through; so Guarded takes handlers of either kind.
+inline grpc::Status ToGrpcStatus(grpc::Status status) { return status; }
 
 inline absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -66,12 +69,7 @@ inline absl::Status StatusFromException(absl::string_view what,
 template <typename Handler>
 grpc::Status Guarded(absl::string_view rpc, Handler&& handler) {
   try {
-    if constexpr (std::is_same_v<decltype(std::forward<Handler>(handler)()),
-                                 absl::Status>) {
-      return ToGrpcStatus(std::forward<Handler>(handler)());
-    } else {
-      return std::forward<Handler>(handler)();
-    }
+    return ToGrpcStatus(std::forward<Handler>(handler)());
   } catch (...) {
     absl::Status status = StatusFromException(rpc, std::current_exception());
     spdlog::error("{}", status);

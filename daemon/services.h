@@ -13,7 +13,6 @@
 #include <functional>
 #include <optional>
 #include <thread>
-#include <type_traits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
@@ -105,12 +104,7 @@ grpc::Status Authenticated(Authenticator* auth,
   return Guarded(rpc, [&]() -> grpc::Status {
     absl::StatusOr<Caller> caller = auth->Authenticate(context);
     if (!caller.ok()) return ToGrpcStatus(caller.status());
-    if constexpr (std::is_same_v<decltype(std::forward<Handler>(handler)()),
-                                 absl::Status>) {
-      return ToGrpcStatus(std::forward<Handler>(handler)());
-    } else {
-      return std::forward<Handler>(handler)();
-    }
+    return ToGrpcStatus(std::forward<Handler>(handler)());
   });
 }
 
