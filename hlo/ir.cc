@@ -1,5 +1,8 @@
 #include "hlo/ir.h"
 
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 
 namespace pjrt::hlo {
@@ -46,6 +49,29 @@ Instruction* Computation::FindInstruction(absl::string_view name) const {
     if (instruction->name() == name) return instruction.get();
   }
   return nullptr;
+}
+
+std::vector<const Instruction*> Computation::PostOrder() const {
+  std::vector<const Instruction*> order;
+  if (root_ == nullptr) return order;
+  absl::flat_hash_set<const Instruction*> done;
+  std::vector<std::pair<const Instruction*, int>> stack = {{root_, 0}};
+  while (!stack.empty()) {
+    auto& [inst, next] = stack.back();
+    if (done.contains(inst)) {
+      stack.pop_back();
+      continue;
+    }
+    if (next < inst->operand_count()) {
+      const Instruction* operand = inst->operand(next++);
+      if (!done.contains(operand)) stack.push_back({operand, 0});
+      continue;
+    }
+    done.insert(inst);
+    order.push_back(inst);
+    stack.pop_back();
+  }
+  return order;
 }
 
 Computation* Module::AddComputation(std::unique_ptr<Computation> computation) {

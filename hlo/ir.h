@@ -194,6 +194,11 @@ class Computation {
   // The instruction named `name` (without '%'), or nullptr.
   Instruction* FindInstruction(absl::string_view name) const;
 
+  // The instructions the root depends on, and the root, each once, every
+  // one after its operands (depth first, operands in order). Iterative:
+  // programs can be deep. REQUIRES: no cycles (the verifier's check).
+  std::vector<const Instruction*> PostOrder() const;
+
   // Makes every user of `old` (and the root, if it is `old`) use
   // `replacement` instead. `old` stays in the computation, unused.
   void ReplaceUses(const Instruction* old, Instruction* replacement);

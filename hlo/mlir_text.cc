@@ -238,6 +238,128 @@ absl::Status Reader::DenseBody(int depth, Attribute* attribute) {
   return absl::OkStatus();
 }
 
+absl::Status Reader::ArrayAttribute(int depth, Attribute* a) {
+  ++pos_;
+  a->kind = Attribute::Kind::kArray;
+  if (TryConsume("]")) return absl::OkStatus();
+  while (true) {
+    PJRT_ASSIGN_OR_RETURN(Attribute element, ParseAttribute(depth + 1));
+    a->elements.push_back(std::move(element));
+    if (TryConsume(",")) continue;
+    return Expect("]", "or ',' in the array");
+  }
+}
+
+absl::Status Reader::SymbolAttribute(Attribute* a) {
+  ++pos_;
+  a->kind = Attribute::Kind::kSymbol;
+  if (PeekChar() == '"') {
+    PJRT_ASSIGN_OR_RETURN(a->text, StringLiteral());
+  } else {
+    size_t end = pos_;
+    while (end < text_.size() && IsSuffixIdChar(text_[end])) ++end;
+    if (end == pos_) return Expected("a symbol name after '@'");
+    a->text = std::string(text_.substr(pos_, end - pos_));
+    pos_ = end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::DialectAttribute(int depth, Attribute* a) {
+  a->kind = Attribute::Kind::kDialect;
+  size_t end = pos_ + 1;
+  while (end < text_.size() && IsSuffixIdChar(text_[end])) ++end;
+  a->text = std::string(text_.substr(pos_, end - pos_));
+  pos_ = end;
+  if (pos_ >= text_.size() || text_[pos_] != '<') return absl::OkStatus();
+  const size_t body_start = pos_ + 1;
+  PJRT_ASSIGN_OR_RETURN(a->body, AngleBody());
+  // key = value parameters, when the body has that form; read in place,
+  // then the cursor goes back to after the '>'.
+  const size_t after = pos_;
+  const size_t body_end = body_start + a->body.size();
+  pos_ = body_start;
+  NamedAttributes fields;
+  bool ok = true;
+  while (ok) {
+    absl::string_view key = PeekIdentifier();
+    if (key.empty()) {
+      ok = false;
+      break;
+    }
+    pos_ += key.size();
+    if (!TryConsume("=")) {
+      ok = false;
+      break;
+    }
+    absl::StatusOr<Attribute> value = PrettyValue(depth + 1);
+    if (!value.ok() || pos_ > body_end) {
+      ok = false;
+      break;
+    }
+    fields.emplace_back(std::string(key), *std::move(value));
+    if (TryConsume(",")) continue;
+    Skip();
+    ok = pos_ == body_end;
+    break;
+  }
+  pos_ = after;
+  if (ok) a->fields = std::move(fields);
+  return absl::OkStatus();
+}
+
+absl::Status Reader::NumberAttribute(int depth, Attribute* a) {
+  bool is_float = false;
+  PJRT_ASSIGN_OR_RETURN(a->text, NumberText(&is_float));
+  a->kind = is_float ? Attribute::Kind::kFloat : Attribute::Kind::kInt;
+  if (TryConsume(":")) {
+    PJRT_ASSIGN_OR_RETURN(a->type, Type(depth + 1));
+    a->has_type = true;
+    if (IsFloatingPoint(a->type.element_type()))
+      a->kind = Attribute::Kind::kFloat;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::DenseResourceAttribute(int depth, Attribute* a) {
+  pos_ += 14;
+  a->kind = Attribute::Kind::kDense;
+  a->dense_resource = true;
+  PJRT_ASSIGN_OR_RETURN(a->text, AngleBody());
+  PJRT_RETURN_IF_ERROR(Expect(":", "and the type after dense_resource<...>"));
+  PJRT_ASSIGN_OR_RETURN(a->type, Type(depth + 1));
+  a->has_type = true;
+  return absl::OkStatus();
+}
+
+absl::Status Reader::TypedArrayAttribute(int depth, Attribute* a) {
+  pos_ += 5;
+  a->kind = Attribute::Kind::kArray;
+  PJRT_RETURN_IF_ERROR(Expect("<", "after array"));
+  PJRT_ASSIGN_OR_RETURN(a->type, Type(depth + 1));
+  a->has_type = true;
+  if (TryConsume(":")) {
+    do {
+      Attribute element;
+      element.position = Here();
+      if (TryKeyword("true")) {
+        element.kind = Attribute::Kind::kBool;
+        element.boolean = true;
+      } else if (TryKeyword("false")) {
+        element.kind = Attribute::Kind::kBool;
+      } else {
+        bool is_float = false;
+        if (!AtNumber()) return Expected("a number in array<...>");
+        PJRT_ASSIGN_OR_RETURN(element.text, NumberText(&is_float));
+        element.kind =
+            is_float ? Attribute::Kind::kFloat : Attribute::Kind::kInt;
+      }
+      a->elements.push_back(std::move(element));
+    } while (TryConsume(","));
+  }
+  return Expect(">", "to end array<...>");
+}
+
 absl::StatusOr<Attribute> Reader::ParseAttribute(int depth) {
   PJRT_RETURN_IF_ERROR(CheckDepth(depth));
   Attribute a;
@@ -245,16 +367,8 @@ absl::StatusOr<Attribute> Reader::ParseAttribute(int depth) {
   const size_t start = pos_;
   const char c = PeekChar();
   if (c == '[') {
-    ++pos_;
-    a.kind = Attribute::Kind::kArray;
-    if (TryConsume("]")) return a;
-    while (true) {
-      PJRT_ASSIGN_OR_RETURN(Attribute element, ParseAttribute(depth + 1));
-      a.elements.push_back(std::move(element));
-      if (TryConsume(",")) continue;
-      PJRT_RETURN_IF_ERROR(Expect("]", "or ',' in the array"));
-      return a;
-    }
+    PJRT_RETURN_IF_ERROR(ArrayAttribute(depth, &a));
+    return a;
   }
   if (c == '{') {
     a.kind = Attribute::Kind::kDict;
@@ -271,60 +385,11 @@ absl::StatusOr<Attribute> Reader::ParseAttribute(int depth) {
     return a;
   }
   if (c == '@') {
-    ++pos_;
-    a.kind = Attribute::Kind::kSymbol;
-    if (PeekChar() == '"') {
-      PJRT_ASSIGN_OR_RETURN(a.text, StringLiteral());
-    } else {
-      size_t end = pos_;
-      while (end < text_.size() && IsSuffixIdChar(text_[end])) ++end;
-      if (end == pos_) return Expected("a symbol name after '@'");
-      a.text = std::string(text_.substr(pos_, end - pos_));
-      pos_ = end;
-    }
+    PJRT_RETURN_IF_ERROR(SymbolAttribute(&a));
     return a;
   }
   if (c == '#') {
-    a.kind = Attribute::Kind::kDialect;
-    size_t end = pos_ + 1;
-    while (end < text_.size() && IsSuffixIdChar(text_[end])) ++end;
-    a.text = std::string(text_.substr(pos_, end - pos_));
-    pos_ = end;
-    if (pos_ < text_.size() && text_[pos_] == '<') {
-      const size_t body_start = pos_ + 1;
-      PJRT_ASSIGN_OR_RETURN(a.body, AngleBody());
-      // key = value parameters, when the body has that form; read in place,
-      // then the cursor goes back to after the '>'.
-      const size_t after = pos_;
-      const size_t body_end = body_start + a.body.size();
-      pos_ = body_start;
-      NamedAttributes fields;
-      bool ok = true;
-      while (ok) {
-        absl::string_view key = PeekIdentifier();
-        if (key.empty()) {
-          ok = false;
-          break;
-        }
-        pos_ += key.size();
-        if (!TryConsume("=")) {
-          ok = false;
-          break;
-        }
-        absl::StatusOr<Attribute> value = PrettyValue(depth + 1);
-        if (!value.ok() || pos_ > body_end) {
-          ok = false;
-          break;
-        }
-        fields.emplace_back(std::string(key), *std::move(value));
-        if (TryConsume(",")) continue;
-        Skip();
-        ok = pos_ == body_end;
-        break;
-      }
-      pos_ = after;
-      if (ok) a.fields = std::move(fields);
-    }
+    PJRT_RETURN_IF_ERROR(DialectAttribute(depth, &a));
     return a;
   }
   if (c == '<') {
@@ -333,15 +398,7 @@ absl::StatusOr<Attribute> Reader::ParseAttribute(int depth) {
     return a;
   }
   if (AtNumber()) {
-    bool is_float = false;
-    PJRT_ASSIGN_OR_RETURN(a.text, NumberText(&is_float));
-    a.kind = is_float ? Attribute::Kind::kFloat : Attribute::Kind::kInt;
-    if (TryConsume(":")) {
-      PJRT_ASSIGN_OR_RETURN(a.type, Type(depth + 1));
-      a.has_type = true;
-      if (IsFloatingPoint(a.type.element_type()))
-        a.kind = Attribute::Kind::kFloat;
-    }
+    PJRT_RETURN_IF_ERROR(NumberAttribute(depth, &a));
     return a;
   }
   if (TryKeyword("true") || TryKeyword("false")) {
@@ -356,41 +413,11 @@ absl::StatusOr<Attribute> Reader::ParseAttribute(int depth) {
     return a;
   }
   if (AtKeyword("dense_resource")) {
-    pos_ += 14;
-    a.kind = Attribute::Kind::kDense;
-    a.dense_resource = true;
-    PJRT_ASSIGN_OR_RETURN(a.text, AngleBody());
-    PJRT_RETURN_IF_ERROR(Expect(":", "and the type after dense_resource<...>"));
-    PJRT_ASSIGN_OR_RETURN(a.type, Type(depth + 1));
-    a.has_type = true;
+    PJRT_RETURN_IF_ERROR(DenseResourceAttribute(depth, &a));
     return a;
   }
   if (AtKeyword("array")) {
-    pos_ += 5;
-    a.kind = Attribute::Kind::kArray;
-    PJRT_RETURN_IF_ERROR(Expect("<", "after array"));
-    PJRT_ASSIGN_OR_RETURN(a.type, Type(depth + 1));
-    a.has_type = true;
-    if (TryConsume(":")) {
-      do {
-        Attribute element;
-        element.position = Here();
-        if (TryKeyword("true")) {
-          element.kind = Attribute::Kind::kBool;
-          element.boolean = true;
-        } else if (TryKeyword("false")) {
-          element.kind = Attribute::Kind::kBool;
-        } else {
-          bool is_float = false;
-          if (!AtNumber()) return Expected("a number in array<...>");
-          PJRT_ASSIGN_OR_RETURN(element.text, NumberText(&is_float));
-          element.kind =
-              is_float ? Attribute::Kind::kFloat : Attribute::Kind::kInt;
-        }
-        a.elements.push_back(std::move(element));
-      } while (TryConsume(","));
-    }
-    PJRT_RETURN_IF_ERROR(Expect(">", "to end array<...>"));
+    PJRT_RETURN_IF_ERROR(TypedArrayAttribute(depth, &a));
     return a;
   }
   if (AtType()) {

@@ -430,6 +430,16 @@ class Reader {
 
   // --- attributes -------------------------------------------------------
   absl::StatusOr<Attribute> ParseAttribute(int depth);
+  // The kinds of attribute that ParseAttribute reads in more than a few
+  // lines, from the cursor at their first character or keyword, into `a`:
+  // [a, b], @symbol, #dialect<...>, a number with its optional type,
+  // dense_resource<...> : type and array<type: ...>.
+  absl::Status ArrayAttribute(int depth, Attribute* a);
+  absl::Status SymbolAttribute(Attribute* a);
+  absl::Status DialectAttribute(int depth, Attribute* a);
+  absl::Status NumberAttribute(int depth, Attribute* a);
+  absl::Status DenseResourceAttribute(int depth, Attribute* a);
+  absl::Status TypedArrayAttribute(int depth, Attribute* a);
   absl::StatusOr<NamedAttributes> Dictionary(int depth);
   absl::Status DenseBody(int depth, Attribute* attribute);
   absl::Status DenseLevel(int depth, Attribute* attribute);

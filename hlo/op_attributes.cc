@@ -1,6 +1,8 @@
 #include "hlo/op_attributes.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -238,24 +240,29 @@ absl::StatusOr<int64_t> IndexVectorDim(const Instruction& inst) {
   return ParseIntAttribute(inst, "index_vector_dim", 0);
 }
 
+// Parses each named integer-list attribute into its field, in order.
+absl::Status ParseIntLists(
+    const Instruction& inst,
+    std::initializer_list<std::pair<const char*, std::vector<int64_t>*>>
+        fields) {
+  for (const auto& [name, field] : fields) {
+    PJRT_ASSIGN_OR_RETURN(*field, ParseIntListAttribute(inst, name));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<GatherDimensions> ParseGatherDimensions(
     const Instruction& inst) {
   GatherDimensions d;
-  PJRT_ASSIGN_OR_RETURN(d.offset_dims,
-                        ParseIntListAttribute(inst, "offset_dims"));
-  PJRT_ASSIGN_OR_RETURN(d.collapsed_slice_dims,
-                        ParseIntListAttribute(inst, "collapsed_slice_dims"));
-  PJRT_ASSIGN_OR_RETURN(d.start_index_map,
-                        ParseIntListAttribute(inst, "start_index_map"));
-  PJRT_ASSIGN_OR_RETURN(d.operand_batching_dims,
-                        ParseIntListAttribute(inst, "operand_batching_dims"));
-  PJRT_ASSIGN_OR_RETURN(
-      d.start_indices_batching_dims,
-      ParseIntListAttribute(inst, "start_indices_batching_dims"));
-  PJRT_ASSIGN_OR_RETURN(d.slice_sizes,
-                        ParseIntListAttribute(inst, "slice_sizes"));
+  PJRT_RETURN_IF_ERROR(ParseIntLists(
+      inst, {{"offset_dims", &d.offset_dims},
+             {"collapsed_slice_dims", &d.collapsed_slice_dims},
+             {"start_index_map", &d.start_index_map},
+             {"operand_batching_dims", &d.operand_batching_dims},
+             {"start_indices_batching_dims", &d.start_indices_batching_dims},
+             {"slice_sizes", &d.slice_sizes}}));
   PJRT_ASSIGN_OR_RETURN(d.index_vector_dim, IndexVectorDim(inst));
   return d;
 }
@@ -263,18 +270,13 @@ absl::StatusOr<GatherDimensions> ParseGatherDimensions(
 absl::StatusOr<ScatterDimensions> ParseScatterDimensions(
     const Instruction& inst) {
   ScatterDimensions d;
-  PJRT_ASSIGN_OR_RETURN(d.update_window_dims,
-                        ParseIntListAttribute(inst, "update_window_dims"));
-  PJRT_ASSIGN_OR_RETURN(d.inserted_window_dims,
-                        ParseIntListAttribute(inst, "inserted_window_dims"));
-  PJRT_ASSIGN_OR_RETURN(
-      d.scatter_dims_to_operand_dims,
-      ParseIntListAttribute(inst, "scatter_dims_to_operand_dims"));
-  PJRT_ASSIGN_OR_RETURN(d.input_batching_dims,
-                        ParseIntListAttribute(inst, "input_batching_dims"));
-  PJRT_ASSIGN_OR_RETURN(
-      d.scatter_indices_batching_dims,
-      ParseIntListAttribute(inst, "scatter_indices_batching_dims"));
+  PJRT_RETURN_IF_ERROR(ParseIntLists(
+      inst,
+      {{"update_window_dims", &d.update_window_dims},
+       {"inserted_window_dims", &d.inserted_window_dims},
+       {"scatter_dims_to_operand_dims", &d.scatter_dims_to_operand_dims},
+       {"input_batching_dims", &d.input_batching_dims},
+       {"scatter_indices_batching_dims", &d.scatter_indices_batching_dims}}));
   PJRT_ASSIGN_OR_RETURN(d.index_vector_dim, IndexVectorDim(inst));
   return d;
 }

@@ -45,6 +45,13 @@ absl::Status ExpectArray(const Instruction& inst, int i) {
   return absl::OkStatus();
 }
 
+// Exactly `count` operands, every one an array.
+absl::Status ExpectArrays(const Instruction& inst, int count) {
+  PJRT_RETURN_IF_ERROR(ExpectCount(inst, count));
+  for (int i = 0; i < count; ++i) PJRT_RETURN_IF_ERROR(ExpectArray(inst, i));
+  return absl::OkStatus();
+}
+
 // Called computation `index` (named `what` in messages).
 absl::StatusOr<const Computation*> Callee(const Instruction& inst, size_t index,
                                           absl::string_view what) {
@@ -260,15 +267,11 @@ absl::StatusOr<Shape> InferMapShape(const Instruction& inst) {
                                          f->name(), root.ToString()));
   }
   PJRT_RETURN_IF_ERROR(CheckRegion(inst, *f, "computation", params, root));
-  return Shape(root.element_type(),
-               std::vector<int64_t>(first.dimensions().begin(),
-                                    first.dimensions().end()));
+  return first.WithElementType(root.element_type());
 }
 
 absl::StatusOr<Shape> InferGatherShape(const Instruction& inst) {
-  PJRT_RETURN_IF_ERROR(ExpectCount(inst, 2));
-  PJRT_RETURN_IF_ERROR(ExpectArray(inst, 0));
-  PJRT_RETURN_IF_ERROR(ExpectArray(inst, 1));
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, 2));
   const Shape& operand = inst.operand(0)->shape();
   const Shape& indices = inst.operand(1)->shape();
   PJRT_ASSIGN_OR_RETURN(GatherDimensions d, ParseGatherDimensions(inst));
@@ -590,8 +593,7 @@ absl::StatusOr<Shape> InferReduceWindowShape(const Instruction& inst) {
 }
 
 absl::StatusOr<Shape> InferSelectAndScatterShape(const Instruction& inst) {
-  PJRT_RETURN_IF_ERROR(ExpectCount(inst, 3));
-  for (int i = 0; i < 3; ++i) PJRT_RETURN_IF_ERROR(ExpectArray(inst, i));
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, 3));
   const Shape& operand = inst.operand(0)->shape();
   const Shape& source = inst.operand(1)->shape();
   const Shape& init = inst.operand(2)->shape();
@@ -628,15 +630,11 @@ absl::StatusOr<Shape> InferSelectAndScatterShape(const Instruction& inst) {
                         "dimensions %s",
                         source.ToString(), operand.ToString(), List(windows)));
   }
-  return Shape(source.element_type(),
-               std::vector<int64_t>(operand.dimensions().begin(),
-                                    operand.dimensions().end()));
+  return operand.WithElementType(source.element_type());
 }
 
 absl::StatusOr<Shape> InferConvolutionShape(const Instruction& inst) {
-  PJRT_RETURN_IF_ERROR(ExpectCount(inst, 2));
-  PJRT_RETURN_IF_ERROR(ExpectArray(inst, 0));
-  PJRT_RETURN_IF_ERROR(ExpectArray(inst, 1));
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, 2));
   const Shape& lhs = inst.operand(0)->shape();
   const Shape& rhs = inst.operand(1)->shape();
   PJRT_ASSIGN_OR_RETURN(ConvolutionDimensions d,
@@ -763,8 +761,7 @@ absl::StatusOr<Shape> InferRngShape(const Instruction& inst) {
 }
 
 absl::StatusOr<Shape> InferTopKShape(const Instruction& inst) {
-  PJRT_RETURN_IF_ERROR(ExpectCount(inst, 1));
-  PJRT_RETURN_IF_ERROR(ExpectArray(inst, 0));
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, 1));
   const Shape& in = inst.operand(0)->shape();
   if (in.rank() < 1) return Invalid(inst, "needs an operand of rank >= 1");
   int64_t k = 0;

@@ -42,6 +42,10 @@ int64_t SaturatingMultiply(int64_t a, int64_t b) {
 Shape::Shape(PrimitiveType type, std::vector<int64_t> dims)
     : type_(type), dims_(std::move(dims)) {}
 
+Shape Shape::WithElementType(PrimitiveType type) const {
+  return Shape(type, dims_);
+}
+
 Shape Shape::Tuple(std::vector<Shape> elements) {
   auto data = std::make_shared<TupleData>();
   for (const Shape& e : elements) {

@@ -50,6 +50,11 @@ class Shape {
   // A tuple of `elements`. Does not check limits (see CheckShapeLimits).
   static Shape Tuple(std::vector<Shape> elements);
 
+  // An array with this array shape's dimensions and element type `type`
+  // (no layout, no dynamic markers): a compare's pred result, a reduction's
+  // accumulator.
+  Shape WithElementType(PrimitiveType type) const;
+
   // True for arrays of a type pjrtd computes with.
   bool IsArray() const { return IsArrayType(type_); }
   bool IsTuple() const { return type_ == PrimitiveType::kTuple; }

@@ -1,7 +1,8 @@
 // The StableHLO translator's shared part: the Translator class (MLIR ops to
 // HLO text) and what it builds with, split over stablehlo.cc (functions,
 // regions, the module), stablehlo_ops.cc (the op dispatch, element-wise
-// table and CHLO) and stablehlo_lowering.cc (ops that need more than a line:
+// table and CHLO), stablehlo_op_translators.cc (one translator per op or
+// family of ops) and stablehlo_lowering.cc (ops that need more than a line:
 // constants, convolutions, collectives, control flow). Not part of the
 // interface.
 #ifndef PJRT_HLO_STABLEHLO_INTERNAL_H_
@@ -446,6 +447,11 @@ class Translator {
   absl::Status Ops(Builder* b, const std::vector<Operation>& ops,
                    std::vector<Value>* returned);
   absl::Status Op(Builder* b, const Operation& op);
+  // Translates one StableHLO op; the name is the op's without "stablehlo.".
+  using OpTranslator = absl::Status (Translator::*)(Builder* b,
+                                                    const Operation& op,
+                                                    absl::string_view name);
+  static const absl::flat_hash_map<std::string, OpTranslator>& OpTranslators();
   absl::StatusOr<std::string> FunctionComputation(const std::string& symbol,
                                                   const Operation& at,
                                                   int depth);
@@ -539,6 +545,105 @@ class Translator {
   // imaginary), as StableHLO defines it.
   absl::Status ComplexMinMax(Builder* b, const Operation& op, bool maximum);
   absl::Status Chlo(Builder* b, const Operation& op, absl::string_view name);
+  // Emits the element-wise HLO of a CHLO decomposition: every value of
+  // `shape` (a comparison's of pred), each line attributed to `op`.
+  struct ChloEmitter {
+    std::string Unary(absl::string_view opcode, const std::string& a) const;
+    std::string Binary(absl::string_view opcode, const std::string& a,
+                       const std::string& c) const;
+    // `value` broadcast to `shape`.
+    std::string Constant(double value) const;
+    // pred of `shape`'s dimensions: operands[0] <direction> operands[1].
+    // (Operands come as a braced list so that those emitted in place are
+    // emitted in order.)
+    std::string Compare(const std::vector<std::string>& operands,
+                        absl::string_view direction) const;
+    // The predicate, then the values.
+    std::string Select(const std::vector<std::string>& operands) const;
+
+    Translator* translator;
+    Builder* b;
+    const Operation& op;
+    const Shape& shape;
+  };
+  // The CHLO ops that become several HLO ops, on `x` of real floating-point
+  // shape; returns the result's name.
+  absl::StatusOr<std::string> ChloDecomposition(const ChloEmitter& e,
+                                                absl::string_view name,
+                                                const std::string& x);
+  absl::StatusOr<std::string> ErfInv(const ChloEmitter& e,
+                                     const std::string& x);
+
+  // --- translators of OpTranslators(), in stablehlo_op_translators.cc -------
+  // Shapes and layout: iota, broadcasts, reshape, transpose and reverse,
+  // concatenation, padding, slices, tuple elements.
+  absl::Status IotaOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status BroadcastInDimOp(Builder* b, const Operation& op,
+                                absl::string_view name);
+  absl::Status BroadcastOp(Builder* b, const Operation& op,
+                           absl::string_view name);
+  absl::Status DynamicReshapeOp(Builder* b, const Operation& op,
+                                absl::string_view name);
+  absl::Status TransposeOrReverseOp(Builder* b, const Operation& op,
+                                    absl::string_view name);
+  absl::Status ConcatenateOp(Builder* b, const Operation& op,
+                             absl::string_view name);
+  absl::Status PadOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status SliceOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status DynamicSliceOp(Builder* b, const Operation& op,
+                              absl::string_view name);
+  absl::Status GetTupleElementOp(Builder* b, const Operation& op,
+                                 absl::string_view name);
+  // Comparison and dot products (dot and dot_general).
+  absl::Status CompareOp(Builder* b, const Operation& op,
+                         absl::string_view name);
+  absl::Status DotOp(Builder* b, const Operation& op, absl::string_view name);
+  // Ops with regions: reductions, map, sort, control flow (if and case in
+  // one), gather and scatter, windows, convolution.
+  absl::Status ReduceOp(Builder* b, const Operation& op,
+                        absl::string_view name);
+  absl::Status MapOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status SortOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status WhileOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status IfOrCaseOp(Builder* b, const Operation& op,
+                          absl::string_view name);
+  absl::Status GatherOp(Builder* b, const Operation& op,
+                        absl::string_view name);
+  absl::Status ScatterOp(Builder* b, const Operation& op,
+                         absl::string_view name);
+  absl::Status ReduceWindowOp(Builder* b, const Operation& op,
+                              absl::string_view name);
+  absl::Status SelectAndScatterOp(Builder* b, const Operation& op,
+                                  absl::string_view name);
+  absl::Status ConvolutionOp(Builder* b, const Operation& op,
+                             absl::string_view name);
+  // Random numbers, FFT, precision and the optimization barrier.
+  absl::Status RngBitGeneratorOp(Builder* b, const Operation& op,
+                                 absl::string_view name);
+  absl::Status RngOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status FftOp(Builder* b, const Operation& op, absl::string_view name);
+  absl::Status ReducePrecisionOp(Builder* b, const Operation& op,
+                                 absl::string_view name);
+  absl::Status OptimizationBarrierOp(Builder* b, const Operation& op,
+                                     absl::string_view name);
+  // Custom calls, composites and dimension sizes.
+  absl::Status CustomCallOp(Builder* b, const Operation& op,
+                            absl::string_view name);
+  absl::Status CompositeOp(Builder* b, const Operation& op,
+                           absl::string_view name);
+  absl::Status GetDimensionSizeOp(Builder* b, const Operation& op,
+                                  absl::string_view name);
+  // Collectives.
+  absl::Status AllReduceOp(Builder* b, const Operation& op,
+                           absl::string_view name);
+  absl::Status AllGatherOp(Builder* b, const Operation& op,
+                           absl::string_view name);
+  absl::Status ReduceScatterOp(Builder* b, const Operation& op,
+                               absl::string_view name);
+  absl::Status AllToAllOp(Builder* b, const Operation& op,
+                          absl::string_view name);
+  absl::Status CollectivePermuteOp(Builder* b, const Operation& op,
+                                   absl::string_view name);
   absl::StatusOr<std::string> ReplicaGroups(const Operation& op);
 
   const mlir::Module& module_;

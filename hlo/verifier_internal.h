@@ -231,6 +231,28 @@ class Verifier {
   absl::Status CheckComputeOp(const Instruction& inst);
   absl::Status CheckCollectiveOp(const Instruction& inst);
   absl::Status CheckStructureOp(const Instruction& inst);
+  // The element-wise ops that need more than the shared checks above.
+  absl::Status CheckConvert(const Instruction& inst);
+  absl::Status CheckBitcastConvert(const Instruction& inst);
+  absl::Status CheckSelect(const Instruction& inst);
+  absl::Status CheckClamp(const Instruction& inst);
+  absl::Status CheckCompare(const Instruction& inst);
+  absl::Status CheckAbsRealOrImag(const Instruction& inst);
+  absl::Status CheckComplex(const Instruction& inst);
+  absl::Status CheckReducePrecision(const Instruction& inst);
+  absl::Status CheckIsFinite(const Instruction& inst);
+  // The data-movement ops whose checks take more than a few lines.
+  absl::Status CheckConstant(const Instruction& inst);
+  absl::Status CheckIota(const Instruction& inst);
+  absl::Status CheckBroadcast(const Instruction& inst);
+  absl::Status CheckReshapeOrBitcast(const Instruction& inst);
+  absl::Status CheckTranspose(const Instruction& inst);
+  absl::Status CheckSlice(const Instruction& inst);
+  absl::Status CheckConcatenate(const Instruction& inst);
+  absl::Status CheckPad(const Instruction& inst);
+  absl::Status CheckDynamicSlice(const Instruction& inst);
+  absl::Status CheckDynamicUpdateSlice(const Instruction& inst);
+  absl::Status CheckCopyDone(const Instruction& inst);
   // An opcode that reached the checks of a family it is not in: a bug of
   // the verifier, never of the program.
   absl::Status NotInFamily(const Instruction& inst, absl::string_view family) {

@@ -149,7 +149,205 @@ uint64_t ProgramFingerprint(absl::string_view text,
   return h;
 }
 
+// The number of replicas or partitions: `requested` by the options, else
+// the module header's (`header`, named `header_name` in `config`).
+absl::StatusOr<int> PickCount(const hlo::ModuleConfig& config, int requested,
+                              int64_t header, const char* what,
+                              const char* header_name) {
+  if (requested < 0 || requested > hlo::kMaxProgramDevices) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is %d; it must lie in [1, %d] (or 0 for the module's %s)", what,
+        requested, hlo::kMaxProgramDevices, header_name));
+  }
+  bool header_given = false;
+  for (const auto& [key, value] : config.raw)
+    header_given |= key == header_name;
+  if (requested > 0 && header_given && requested != header) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %d disagrees with the module's %s=%d", what,
+                        requested, header_name, header));
+  }
+  return requested > 0 ? requested : static_cast<int>(header);
+}
+
+// The device assignment that `options` gives (or, for a whole-cluster
+// program, devices 0, 1, ... of every task), checked: R rows of P known
+// devices (of this task or of `options.remote_devices`), none twice, all of
+// the client's platform.
+absl::StatusOr<std::vector<std::vector<int>>> CheckedAssignment(
+    Client* client, const CompileOptions& options, int R, int P) {
+  // The cluster-wide default: devices 0, 1, ... of every task.
+  std::vector<std::vector<int>> cluster_default;
+  if (options.device_assignment.empty()) {
+    cluster_default.assign(R, std::vector<int>(P));
+    for (int r = 0; r < R; ++r) {
+      for (int p = 0; p < P; ++p) cluster_default[r][p] = r * P + p;
+    }
+  }
+  const auto& a = options.device_assignment.empty() ? cluster_default
+                                                    : options.device_assignment;
+  if (static_cast<int>(a.size()) != R) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the device assignment has %d row(s) but the program has %d "
+        "replica(s); give one row per replica",
+        a.size(), R));
+  }
+  absl::flat_hash_map<int, std::pair<int, int>> seen;
+  for (int r = 0; r < R; ++r) {
+    if (static_cast<int>(a[r].size()) != P) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "row %d of the device assignment has %d device(s) but the program "
+          "has %d partition(s)",
+          r, a[r].size(), P));
+    }
+    for (int p = 0; p < P; ++p) {
+      std::string platform;
+      auto device = client->LookupDevice(a[r][p]);
+      if (device.ok()) {
+        platform = std::string((*device)->platform_name());
+      } else {
+        const CompileOptions::RemoteDevice* remote = nullptr;
+        for (const auto& d : options.remote_devices) {
+          if (d.id == a[r][p]) remote = &d;
+        }
+        if (remote == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("the device assignment puts %s on device %d: %s",
+                              Participant(r, p), a[r][p],
+                              options.remote_devices.empty()
+                                  ? std::string(device.status().message())
+                                  : "no task of the cluster has that device"));
+        }
+        platform = remote->platform;
+      }
+      auto [it, inserted] = seen.emplace(a[r][p], std::make_pair(r, p));
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "device %d appears twice in the device assignment (%s and %s)",
+            a[r][p], Participant(it->second.first, it->second.second),
+            Participant(r, p)));
+      }
+      if (platform != client->platform_name()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "the device assignment mixes platforms: device %d is %s, not %s",
+            a[r][p], platform, client->platform_name()));
+      }
+    }
+  }
+  return a;
+}
+
+// The device assignment of an R x P program: none for a portable one, the
+// checked one of `options` (see CheckedAssignment), else the client's first
+// R * P devices.
+absl::StatusOr<std::vector<std::vector<int>>> DeviceAssignment(
+    Client* client, const CompileOptions& options, int R, int P) {
+  if (options.portable) {
+    if (R != 1 || P != 1 || !options.device_assignment.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a portable executable has one replica, one partition and no device "
+          "assignment; this one has %d replica(s), %d partition(s)%s",
+          R, P, options.device_assignment.empty() ? "" : " and an assignment"));
+    }
+    return std::vector<std::vector<int>>();
+  }
+  if (!options.device_assignment.empty() ||
+      (options.whole_cluster && R * P > 1)) {
+    return CheckedAssignment(client, options, R, P);
+  }
+  const int needed = R * P;
+  if (needed > static_cast<int>(client->devices().size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the program runs on %d devices (%d replica(s) x %d partition(s)) "
+        "but this daemon has %d; ask for fewer replicas or start pjrtd with "
+        "more devices (--host-devices)",
+        needed, R, P, client->devices().size()));
+  }
+  std::vector<std::vector<int>> assignment(R, std::vector<int>(P));
+  for (int r = 0; r < R; ++r) {
+    for (int p = 0; p < P; ++p) {
+      assignment[r][p] = client->devices()[r * P + p]->id();
+    }
+  }
+  return assignment;
+}
+
+// Where the participants of a program whose collective groups span tasks
+// run, for exchanges through the client's transport; null (after checking
+// that no group joins devices of different tasks) where there is no such
+// exchange. `task_of` maps each device id of `assignment` to its task.
+absl::StatusOr<std::shared_ptr<const compiler::TaskPlacement>> PlaceAcrossTasks(
+    Client* client, const compiler::Program& program,
+    absl::string_view hlo_text, const std::vector<std::vector<int>>& assignment,
+    const absl::flat_hash_map<int, int>& task_of) {
+  // Host programs exchange across tasks through the client's transport.
+  if (client->task_transport() == nullptr ||
+      client->platform_name() != "host") {
+    PJRT_RETURN_IF_ERROR(CheckCollectivesStayInTasks(
+        program, assignment, task_of,
+        client->task_transport() == nullptr
+            ? "this daemon has no transport between tasks"
+            : "collectives across tasks run on the host platform only "
+              "(NCCL between tasks is not built yet)"));
+    return nullptr;
+  }
+  auto placement = std::make_shared<compiler::TaskPlacement>();
+  placement->transport = client->task_transport();
+  placement->self = client->task_id();
+  for (const auto& row : assignment) {
+    for (int device : row) placement->task_of.push_back(task_of.at(device));
+  }
+  placement->launch =
+      absl::StrFormat("%016x", ProgramFingerprint(hlo_text, assignment));
+  return placement;
+}
+
 }  // namespace
+
+absl::Status Executable::SetSignature(
+    const hlo::Module& module, const CompileOptions& options,
+    std::vector<std::pair<int, int>>* aliases) {
+  const hlo::Computation& entry = *module.entry();
+  int leaves = 0;
+  for (const hlo::Instruction* p : entry.parameters()) {
+    parameter_shapes_.push_back(p->shape());
+    leaf_begin_.push_back(leaves);
+    leaves += CountLeaves(p->shape());
+  }
+  result_shape_ = entry.root()->shape();
+  result_is_tuple_ = result_shape_.IsTuple();
+  absl::flat_hash_set<int> donated_leaves;
+  for (const hlo::InputOutputAlias& alias :
+       module.config().input_output_aliases) {
+    const int param = static_cast<int>(alias.parameter_number);
+    if (param < 0 || param >= static_cast<int>(parameter_shapes_.size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input_output_alias names parameter %d, but the program has %d",
+          param, parameter_shapes_.size()));
+    }
+    if (std::find(options.non_donatable_parameters.begin(),
+                  options.non_donatable_parameters.end(),
+                  param) != options.non_donatable_parameters.end()) {
+      continue;
+    }
+    PJRT_ASSIGN_OR_RETURN(
+        int leaf, LeafIndex(parameter_shapes_[param], alias.parameter_index));
+    leaf += leaf_begin_[param];
+    PJRT_ASSIGN_OR_RETURN(int result,
+                          LeafIndex(result_shape_, alias.output_index));
+    if (!donated_leaves.insert(leaf).second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input_output_alias gives parameter %d to two outputs", param));
+    }
+    donations_.emplace_back(leaf, result);
+    aliases->emplace_back(result, leaf);
+    if (std::find(donated_parameters_.begin(), donated_parameters_.end(),
+                  param) == donated_parameters_.end()) {
+      donated_parameters_.push_back(param);
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
     Client* client, absl::string_view hlo_text, const CompileOptions& options) {
@@ -164,29 +362,14 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
 
   // Replicas and partitions: the options, else the module header.
   const hlo::ModuleConfig& config = module->config();
-  const auto pick = [&](int requested, int64_t header, const char* what,
-                        const char* header_name) -> absl::StatusOr<int> {
-    if (requested < 0 || requested > hlo::kMaxProgramDevices) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s is %d; it must lie in [1, %d] (or 0 for the module's %s)", what,
-          requested, hlo::kMaxProgramDevices, header_name));
-    }
-    bool header_given = false;
-    for (const auto& [key, value] : config.raw)
-      header_given |= key == header_name;
-    if (requested > 0 && header_given && requested != header) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s %d disagrees with the module's %s=%d", what,
-                          requested, header_name, header));
-    }
-    return requested > 0 ? requested : static_cast<int>(header);
-  };
-  PJRT_ASSIGN_OR_RETURN(e->num_replicas_,
-                        pick(options.num_replicas, config.replica_count,
-                             "the number of replicas", "replica_count"));
-  PJRT_ASSIGN_OR_RETURN(e->num_partitions_,
-                        pick(options.num_partitions, config.num_partitions,
-                             "the number of partitions", "num_partitions"));
+  PJRT_ASSIGN_OR_RETURN(
+      e->num_replicas_,
+      PickCount(config, options.num_replicas, config.replica_count,
+                "the number of replicas", "replica_count"));
+  PJRT_ASSIGN_OR_RETURN(
+      e->num_partitions_,
+      PickCount(config, options.num_partitions, config.num_partitions,
+                "the number of partitions", "num_partitions"));
   const int R = e->num_replicas_, P = e->num_partitions_;
   // Each is at most kMaxProgramDevices; so must their product be, before
   // anything is sized by it.
@@ -197,91 +380,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
         R, P, int64_t{R} * P, hlo::kMaxProgramDevices));
   }
   e->portable_ = options.portable;
-  if (e->portable_) {
-    if (R != 1 || P != 1 || !options.device_assignment.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a portable executable has one replica, one partition and no device "
-          "assignment; this one has %d replica(s), %d partition(s)%s",
-          R, P, options.device_assignment.empty() ? "" : " and an assignment"));
-    }
-  } else if (!options.device_assignment.empty() ||
-             (options.whole_cluster && R * P > 1)) {
-    // The cluster-wide default: devices 0, 1, ... of every task.
-    std::vector<std::vector<int>> cluster_default;
-    if (options.device_assignment.empty()) {
-      cluster_default.assign(R, std::vector<int>(P));
-      for (int r = 0; r < R; ++r) {
-        for (int p = 0; p < P; ++p) cluster_default[r][p] = r * P + p;
-      }
-    }
-    const auto& a = options.device_assignment.empty()
-                        ? cluster_default
-                        : options.device_assignment;
-    if (static_cast<int>(a.size()) != R) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "the device assignment has %d row(s) but the program has %d "
-          "replica(s); give one row per replica",
-          a.size(), R));
-    }
-    absl::flat_hash_map<int, std::pair<int, int>> seen;
-    for (int r = 0; r < R; ++r) {
-      if (static_cast<int>(a[r].size()) != P) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "row %d of the device assignment has %d device(s) but the program "
-            "has %d partition(s)",
-            r, a[r].size(), P));
-      }
-      for (int p = 0; p < P; ++p) {
-        std::string platform;
-        auto device = client->LookupDevice(a[r][p]);
-        if (device.ok()) {
-          platform = std::string((*device)->platform_name());
-        } else {
-          const CompileOptions::RemoteDevice* remote = nullptr;
-          for (const auto& d : options.remote_devices) {
-            if (d.id == a[r][p]) remote = &d;
-          }
-          if (remote == nullptr) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "the device assignment puts %s on device %d: %s",
-                Participant(r, p), a[r][p],
-                options.remote_devices.empty()
-                    ? std::string(device.status().message())
-                    : "no task of the cluster has that device"));
-          }
-          platform = remote->platform;
-        }
-        auto [it, inserted] = seen.emplace(a[r][p], std::make_pair(r, p));
-        if (!inserted) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "device %d appears twice in the device assignment (%s and %s)",
-              a[r][p], Participant(it->second.first, it->second.second),
-              Participant(r, p)));
-        }
-        if (platform != client->platform_name()) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "the device assignment mixes platforms: device %d is %s, not %s",
-              a[r][p], platform, client->platform_name()));
-        }
-      }
-    }
-    e->device_assignment_ = a;
-  } else {
-    const int needed = R * P;
-    if (needed > static_cast<int>(client->devices().size())) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "the program runs on %d devices (%d replica(s) x %d partition(s)) "
-          "but this daemon has %d; ask for fewer replicas or start pjrtd with "
-          "more devices (--host-devices)",
-          needed, R, P, client->devices().size()));
-    }
-    e->device_assignment_.assign(R, std::vector<int>(P));
-    for (int r = 0; r < R; ++r) {
-      for (int p = 0; p < P; ++p) {
-        e->device_assignment_[r][p] = client->devices()[r * P + p]->id();
-      }
-    }
-  }
+  PJRT_ASSIGN_OR_RETURN(e->device_assignment_,
+                        DeviceAssignment(client, options, R, P));
   // This task runs the replicas and partitions on its own devices.
   absl::flat_hash_map<int, int> task_of;  // device id -> task, for messages
   for (const auto& d : options.remote_devices) task_of[d.id] = d.task_id;
@@ -306,45 +406,9 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
       static_cast<int>(e->addressable_devices_.size()) != R * P;
 
   // Parameters and their leaves; donations from input_output_alias.
-  const hlo::Computation& entry = *module->entry();
-  int leaves = 0;
-  for (const hlo::Instruction* p : entry.parameters()) {
-    e->parameter_shapes_.push_back(p->shape());
-    e->leaf_begin_.push_back(leaves);
-    leaves += CountLeaves(p->shape());
-  }
-  e->result_shape_ = entry.root()->shape();
-  e->result_is_tuple_ = e->result_shape_.IsTuple();
   compiler::BackendOptions compile_options;
-  absl::flat_hash_set<int> donated_leaves;
-  for (const hlo::InputOutputAlias& alias : config.input_output_aliases) {
-    const int param = static_cast<int>(alias.parameter_number);
-    if (param < 0 || param >= static_cast<int>(e->parameter_shapes_.size())) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "input_output_alias names parameter %d, but the program has %d",
-          param, e->parameter_shapes_.size()));
-    }
-    if (std::find(options.non_donatable_parameters.begin(),
-                  options.non_donatable_parameters.end(),
-                  param) != options.non_donatable_parameters.end()) {
-      continue;
-    }
-    PJRT_ASSIGN_OR_RETURN(int leaf, LeafIndex(e->parameter_shapes_[param],
-                                              alias.parameter_index));
-    leaf += e->leaf_begin_[param];
-    PJRT_ASSIGN_OR_RETURN(int result,
-                          LeafIndex(e->result_shape_, alias.output_index));
-    if (!donated_leaves.insert(leaf).second) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "input_output_alias gives parameter %d to two outputs", param));
-    }
-    e->donations_.emplace_back(leaf, result);
-    compile_options.aliases.emplace_back(result, leaf);
-    if (std::find(e->donated_parameters_.begin(), e->donated_parameters_.end(),
-                  param) == e->donated_parameters_.end()) {
-      e->donated_parameters_.push_back(param);
-    }
-  }
+  PJRT_RETURN_IF_ERROR(
+      e->SetSignature(*module, options, &compile_options.aliases));
   // Backend-neutral rewrites (hlo/passes.h), then the backend.
   PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module.get()).status());
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Program> program,
@@ -353,28 +417,9 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
       program->collectives();
   PJRT_RETURN_IF_ERROR(compiler::CheckCollectives(collectives, R, P));
   if (spans_tasks && !collectives.empty()) {
-    // Host programs exchange across tasks through the client's transport.
-    if (client->task_transport() == nullptr ||
-        client->platform_name() != "host") {
-      PJRT_RETURN_IF_ERROR(CheckCollectivesStayInTasks(
-          *program, e->device_assignment_, task_of,
-          client->task_transport() == nullptr
-              ? "this daemon has no transport between tasks"
-              : "collectives across tasks run on the host platform only "
-                "(NCCL between tasks is not built yet)"));
-    } else {
-      auto placement = std::make_shared<compiler::TaskPlacement>();
-      placement->transport = client->task_transport();
-      placement->self = client->task_id();
-      for (int r = 0; r < R; ++r) {
-        for (int p = 0; p < P; ++p) {
-          placement->task_of.push_back(task_of.at(e->device_assignment_[r][p]));
-        }
-      }
-      placement->launch = absl::StrFormat(
-          "%016x", ProgramFingerprint(hlo_text, e->device_assignment_));
-      e->placement_ = std::move(placement);
-    }
+    PJRT_ASSIGN_OR_RETURN(e->placement_,
+                          PlaceAcrossTasks(client, *program, hlo_text,
+                                           e->device_assignment_, task_of));
   }
   e->has_collectives_ = !collectives.empty();
   e->result_shapes_ = program->result_shapes();

@@ -47,6 +47,7 @@
 #include "base/cancellation.h"
 #include "base/mutex.h"
 #include "compiler/program.h"
+#include "hlo/ir.h"
 #include "hlo/shape.h"
 #include "hlo/stablehlo.h"
 #include "runtime/buffer.h"
@@ -205,6 +206,13 @@ class Executable {
   Executable() = default;
 
   struct Launch;
+  // Sets the entry's parameter and result shapes, the parameters' leaves and
+  // the donations that the module's input_output_alias asks for (unless
+  // `options` makes the parameter non-donatable); appends each donation to
+  // `aliases` as (result leaf, parameter leaf) for the backend.
+  absl::Status SetSignature(const hlo::Module& module,
+                            const CompileOptions& options,
+                            std::vector<std::pair<int, int>>* aliases);
   // Checks and flattens one participant's arguments into the program's
   // leaves; `where` prefixes messages ("replica 1 partition 0: ").
   absl::StatusOr<std::vector<Buffer*>> FlattenArguments(

@@ -259,6 +259,310 @@ absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
       ExprOpName(node.op), hlo::PrimitiveTypeName(complex_type)));
 }
 
+namespace {
+
+// The helpers below give the value of one real-valued `node` of the ops
+// they name (EmitRealNode routes each op to one), over the variables `var`
+// of earlier nodes, in `ct` (ComputeType of its type); `operand_type` is
+// its first operand's type (its own when it has none).
+
+// Convert, bitcast-convert, real and imag.
+absl::StatusOr<std::string> EmitConversion(
+    const ExprNode& node, PrimitiveType operand_type, const std::string& ct,
+    const std::vector<std::string>& var) {
+  const auto a = [&](int k) { return var[node.operands[k]]; };
+  const PrimitiveType t = node.type, ot = operand_type;
+  switch (node.op) {
+    case ExprOp::kConvert: {
+      PJRT_ASSIGN_OR_RETURN(std::string from, ComputeType(ot));
+      if (t == PrimitiveType::kPred) {
+        return absl::StrCat("pj_to_pred(", a(0), ")");
+      }
+      if (IsInt4(t) && IsFloat(ot)) {
+        return SaturateInt4(
+            t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
+      }
+      if (ot == PrimitiveType::kPred || from == ct) {
+        return Round(t, absl::StrCat("(", ct, ")", a(0)));
+      }
+      return Round(t,
+                   absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
+    }
+    case ExprOp::kBitcastConvert: {
+      PJRT_ASSIGN_OR_RETURN(std::string from_storage, CudaStorageType(ot));
+      PJRT_ASSIGN_OR_RETURN(std::string to_storage, CudaStorageType(t));
+      return Load(t, absl::StrFormat("pj_bitcast<%s, %s>(%s)", to_storage,
+                                     from_storage, Store(ot, a(0))));
+    }
+    case ExprOp::kReal:
+      return a(0);
+    case ExprOp::kImag:
+      return absl::StrCat("(", ct, ")0");
+    default:
+      break;
+  }
+  return absl::InternalError(
+      absl::StrCat(ExprOpName(node.op), " is not a conversion"));
+}
+
+// Math of one operand: abs to round-even, is-finite and reduce-precision.
+absl::StatusOr<std::string> EmitUnaryMath(const ExprNode& node,
+                                          PrimitiveType operand_type,
+                                          const std::string& ct,
+                                          const std::vector<std::string>& var) {
+  const auto a = [&](int k) { return var[node.operands[k]]; };
+  const PrimitiveType t = node.type;
+  const bool fl = IsFloat(t);
+  switch (node.op) {
+    case ExprOp::kAbs:
+      return fl ? absl::StrCat(Math("fabs", t), "(", a(0), ")")
+                : absl::StrCat("pj_iabs(", a(0), ")");
+    case ExprOp::kNegate:
+      return fl ? absl::StrCat("-", a(0)) : absl::StrCat("pj_ineg(", a(0), ")");
+    case ExprOp::kSign:
+      return fl ? absl::StrCat("pj_fsign(", a(0), ")")
+                : absl::StrCat("pj_isign(", a(0), ")");
+    case ExprOp::kExp:
+      return absl::StrCat(Math("exp", t), "(", a(0), ")");
+    case ExprOp::kExpm1:
+      return absl::StrCat(Math("expm1", t), "(", a(0), ")");
+    case ExprOp::kLog:
+      return absl::StrCat(Math("log", t), "(", a(0), ")");
+    case ExprOp::kLog1p:
+      return absl::StrCat(Math("log1p", t), "(", a(0), ")");
+    case ExprOp::kSqrt:
+      return absl::StrCat(Math("sqrt", t), "(", a(0), ")");
+    case ExprOp::kRsqrt:
+      return absl::StrCat("(", ct, ")1 / ", Math("sqrt", t), "(", a(0), ")");
+    case ExprOp::kCbrt:
+      return absl::StrCat(Math("cbrt", t), "(", a(0), ")");
+    case ExprOp::kTanh:
+      return absl::StrCat(Math("tanh", t), "(", a(0), ")");
+    case ExprOp::kLogistic:
+      return absl::StrCat("pj_logistic(", a(0), ")");
+    case ExprOp::kSin:
+      return absl::StrCat(Math("sin", t), "(", a(0), ")");
+    case ExprOp::kCos:
+      return absl::StrCat(Math("cos", t), "(", a(0), ")");
+    case ExprOp::kTan:
+      return absl::StrCat(Math("tan", t), "(", a(0), ")");
+    case ExprOp::kErf:
+      return absl::StrCat(Math("erf", t), "(", a(0), ")");
+    case ExprOp::kFloor:
+      return absl::StrCat(Math("floor", t), "(", a(0), ")");
+    case ExprOp::kCeil:
+      return absl::StrCat(Math("ceil", t), "(", a(0), ")");
+    case ExprOp::kRoundAfz:
+      return absl::StrCat(Math("round", t), "(", a(0), ")");
+    case ExprOp::kRoundEven:
+      return absl::StrCat(Math("rint", t), "(", a(0), ")");
+    case ExprOp::kIsFinite:
+      return IsFloat(operand_type) ? absl::StrCat("pj_isfinite(", a(0), ")")
+                                   : "(pj_u8)1";
+    case ExprOp::kReducePrecision:
+      return absl::StrFormat("pj_reduce_precision(%s, %d, %d)", a(0),
+                             node.exponent_bits, node.mantissa_bits);
+    default:
+      break;
+  }
+  return absl::InternalError(
+      absl::StrCat(ExprOpName(node.op), " is not math of one operand"));
+}
+
+// Arithmetic of two operands: add to atan2.
+absl::StatusOr<std::string> EmitArithmetic(
+    const ExprNode& node, PrimitiveType operand_type, const std::string& ct,
+    const std::vector<std::string>& var) {
+  const auto a = [&](int k) { return var[node.operands[k]]; };
+  const PrimitiveType t = node.type;
+  const bool fl = IsFloat(t);
+  switch (node.op) {
+    case ExprOp::kAdd:
+      return fl ? absl::StrCat(a(0), " + ", a(1))
+                : absl::StrCat("pj_iadd(", a(0), ", ", a(1), ")");
+    case ExprOp::kSubtract:
+      return fl ? absl::StrCat(a(0), " - ", a(1))
+                : absl::StrCat("pj_isub(", a(0), ", ", a(1), ")");
+    case ExprOp::kMultiply:
+      return fl ? absl::StrCat(a(0), " * ", a(1))
+                : absl::StrCat("pj_imul(", a(0), ", ", a(1), ")");
+    case ExprOp::kDivide:
+      return fl ? absl::StrCat(a(0), " / ", a(1))
+                : absl::StrCat("pj_idiv(", a(0), ", ", a(1), ")");
+    case ExprOp::kRemainder:
+      return fl ? absl::StrCat(Math("fmod", t), "(", a(0), ", ", a(1), ")")
+                : absl::StrCat("pj_irem(", a(0), ", ", a(1), ")");
+    case ExprOp::kPower:
+      return fl ? absl::StrCat(Math("pow", t), "(", a(0), ", ", a(1), ")")
+                : absl::StrCat("pj_ipow(", a(0), ", ", a(1), ")");
+    case ExprOp::kMaximum:
+      return absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a(0), ", ", a(1), ")");
+    case ExprOp::kMinimum:
+      return absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a(0), ", ", a(1), ")");
+    case ExprOp::kAtan2:
+      return absl::StrCat(Math("atan2", t), "(", a(0), ", ", a(1), ")");
+    default:
+      break;
+  }
+  return absl::InternalError(
+      absl::StrCat(ExprOpName(node.op), " is not arithmetic"));
+}
+
+// Bit operations: not, popcnt, clz, and, or, xor and the shifts.
+absl::StatusOr<std::string> EmitBitwise(const ExprNode& node,
+                                        PrimitiveType operand_type,
+                                        const std::string& ct,
+                                        const std::vector<std::string>& var) {
+  const auto a = [&](int k) { return var[node.operands[k]]; };
+  const PrimitiveType t = node.type;
+  switch (node.op) {
+    case ExprOp::kNot:
+      return t == PrimitiveType::kPred
+                 ? absl::StrCat("(pj_u8)(", a(0), " == 0)")
+                 : absl::StrCat("pj_not(", a(0), ")");
+    // s4 and u4 count within their 4 bits.
+    case ExprOp::kPopcnt:
+      return IsInt4(t)
+                 ? absl::StrFormat("(%s)pj_popcnt((pj_u8)(%s & 0xF))", ct, a(0))
+                 : absl::StrCat("pj_popcnt(", a(0), ")");
+    case ExprOp::kClz:
+      return IsInt4(t) ? absl::StrFormat("(%s)(pj_clz((pj_u8)(%s & 0xF)) - 4)",
+                                         ct, a(0))
+                       : absl::StrCat("pj_clz(", a(0), ")");
+    case ExprOp::kAnd:
+      return absl::StrCat("(", ct, ")(", a(0), " & ", a(1), ")");
+    case ExprOp::kOr:
+      return absl::StrCat("(", ct, ")(", a(0), " | ", a(1), ")");
+    case ExprOp::kXor:
+      return absl::StrCat("(", ct, ")(", a(0), " ^ ", a(1), ")");
+    case ExprOp::kShiftLeft:
+      return absl::StrCat("pj_shl(", a(0), ", ", a(1), ")");
+    case ExprOp::kShiftRightLogical:
+      // s4 shifts its 4 bits, not the sign-extended byte.
+      return t == PrimitiveType::kS4
+                 ? absl::StrFormat("pj_shr_logical((pj_s8)(%s & 0xF), %s)",
+                                   a(0), a(1))
+                 : absl::StrCat("pj_shr_logical(", a(0), ", ", a(1), ")");
+    case ExprOp::kShiftRightArithmetic:
+      // u4 is held zero-extended: its sign bit for this shift is bit 3.
+      return t == PrimitiveType::kU4
+                 ? absl::StrFormat(
+                       "pj_shr_arith((pj_u8)(%s & 0x8 ? %s | 0xF0 : %s), %s)",
+                       a(0), a(0), a(0), a(1))
+                 : absl::StrCat("pj_shr_arith(", a(0), ", ", a(1), ")");
+    default:
+      break;
+  }
+  return absl::InternalError(
+      absl::StrCat(ExprOpName(node.op), " is not a bit operation"));
+}
+
+// Compare, select and clamp.
+absl::StatusOr<std::string> EmitSelection(const ExprNode& node,
+                                          PrimitiveType operand_type,
+                                          const std::string& ct,
+                                          const std::vector<std::string>& var) {
+  const auto a = [&](int k) { return var[node.operands[k]]; };
+  switch (node.op) {
+    case ExprOp::kCompare:
+      if (node.total_order && IsFloat(operand_type)) {
+        return absl::StrFormat(
+            "(pj_u8)(pj_total_order(%s) %s pj_total_order(%s))", a(0),
+            CompareOperator(node.direction), a(1));
+      }
+      return absl::StrFormat("(pj_u8)(%s %s %s)", a(0),
+                             CompareOperator(node.direction), a(1));
+    case ExprOp::kSelect:
+      return absl::StrFormat("%s ? %s : %s", a(0), a(1), a(2));
+    case ExprOp::kClamp:
+      if (IsFloat(node.type)) {
+        return absl::StrFormat("pj_fmin(%s, pj_fmax(%s, %s))", a(2), a(0),
+                               a(1));
+      }
+      return absl::StrFormat("pj_imin(%s, pj_imax(%s, %s))", a(2), a(0), a(1));
+    default:
+      break;
+  }
+  return absl::InternalError(
+      absl::StrCat(ExprOpName(node.op), " is not a selection"));
+}
+
+// The value of `node` when neither it nor its first operand is complex,
+// before the rounding of EmitExpression; inputs are taken from `inputs`.
+absl::StatusOr<std::string> EmitRealNode(
+    const ExprNode& node, PrimitiveType operand_type, const std::string& ct,
+    const std::vector<std::string>& var,
+    const std::vector<std::string>& inputs) {
+  switch (node.op) {
+    case ExprOp::kInput:
+      if (node.input < 0 || node.input >= static_cast<int>(inputs.size())) {
+        return absl::InternalError(absl::StrFormat("expression input %d of %d",
+                                                   node.input, inputs.size()));
+      }
+      return inputs[node.input];
+    case ExprOp::kSplat:
+      return SplatLiteral(node.type, node.splat_bits);
+    case ExprOp::kConvert:
+    case ExprOp::kBitcastConvert:
+    case ExprOp::kReal:
+    case ExprOp::kImag:
+      return EmitConversion(node, operand_type, ct, var);
+    case ExprOp::kAbs:
+    case ExprOp::kNegate:
+    case ExprOp::kSign:
+    case ExprOp::kExp:
+    case ExprOp::kExpm1:
+    case ExprOp::kLog:
+    case ExprOp::kLog1p:
+    case ExprOp::kSqrt:
+    case ExprOp::kRsqrt:
+    case ExprOp::kCbrt:
+    case ExprOp::kTanh:
+    case ExprOp::kLogistic:
+    case ExprOp::kSin:
+    case ExprOp::kCos:
+    case ExprOp::kTan:
+    case ExprOp::kErf:
+    case ExprOp::kFloor:
+    case ExprOp::kCeil:
+    case ExprOp::kRoundAfz:
+    case ExprOp::kRoundEven:
+    case ExprOp::kIsFinite:
+    case ExprOp::kReducePrecision:
+      return EmitUnaryMath(node, operand_type, ct, var);
+    case ExprOp::kAdd:
+    case ExprOp::kSubtract:
+    case ExprOp::kMultiply:
+    case ExprOp::kDivide:
+    case ExprOp::kRemainder:
+    case ExprOp::kPower:
+    case ExprOp::kMaximum:
+    case ExprOp::kMinimum:
+    case ExprOp::kAtan2:
+      return EmitArithmetic(node, operand_type, ct, var);
+    case ExprOp::kNot:
+    case ExprOp::kPopcnt:
+    case ExprOp::kClz:
+    case ExprOp::kAnd:
+    case ExprOp::kOr:
+    case ExprOp::kXor:
+    case ExprOp::kShiftLeft:
+    case ExprOp::kShiftRightLogical:
+    case ExprOp::kShiftRightArithmetic:
+      return EmitBitwise(node, operand_type, ct, var);
+    case ExprOp::kCompare:
+    case ExprOp::kSelect:
+    case ExprOp::kClamp:
+      return EmitSelection(node, operand_type, ct, var);
+    case ExprOp::kComplex:
+      return Unsupported(node.type);
+  }
+  return absl::InternalError(
+      absl::StrFormat("unknown expression op %d", static_cast<int>(node.op)));
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> EmitExpression(
     const Expression& expr, const std::vector<std::string>& inputs,
     const std::string& prefix, const std::string& indent, std::string* out) {
@@ -268,7 +572,6 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
     const PrimitiveType t = node.type;
     PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(t));
     var[i] = absl::StrCat(prefix, i);
-    const auto a = [&](int k) { return var[node.operands[k]]; };
     const PrimitiveType ot =
         node.operands[0] >= 0 ? expr.node(node.operands[0]).type : t;
     if (node.op != ExprOp::kInput &&
@@ -279,223 +582,8 @@ absl::StatusOr<std::vector<std::string>> EmitExpression(
       continue;
     }
     if (node.operands[0] >= 0) PJRT_RETURN_IF_ERROR(ComputeType(ot).status());
-    const bool fl = IsFloat(t);
-    std::string value;
-    switch (node.op) {
-      case ExprOp::kInput:
-        if (node.input < 0 || node.input >= static_cast<int>(inputs.size())) {
-          return absl::InternalError(absl::StrFormat(
-              "expression input %d of %d", node.input, inputs.size()));
-        }
-        value = inputs[node.input];
-        break;
-      case ExprOp::kSplat: {
-        PJRT_ASSIGN_OR_RETURN(value, SplatLiteral(t, node.splat_bits));
-        break;
-      }
-      case ExprOp::kConvert: {
-        PJRT_ASSIGN_OR_RETURN(std::string from, ComputeType(ot));
-        if (t == PrimitiveType::kPred) {
-          value = absl::StrCat("pj_to_pred(", a(0), ")");
-        } else if (IsInt4(t) && IsFloat(ot)) {
-          value = SaturateInt4(
-              t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
-        } else if (ot == PrimitiveType::kPred || from == ct) {
-          value = Round(t, absl::StrCat("(", ct, ")", a(0)));
-        } else {
-          value = Round(
-              t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
-        }
-        break;
-      }
-      case ExprOp::kBitcastConvert: {
-        PJRT_ASSIGN_OR_RETURN(std::string from_storage, CudaStorageType(ot));
-        PJRT_ASSIGN_OR_RETURN(std::string to_storage, CudaStorageType(t));
-        value = Load(t, absl::StrFormat("pj_bitcast<%s, %s>(%s)", to_storage,
-                                        from_storage, Store(ot, a(0))));
-        break;
-      }
-      case ExprOp::kIsFinite:
-        value =
-            IsFloat(ot) ? absl::StrCat("pj_isfinite(", a(0), ")") : "(pj_u8)1";
-        break;
-      case ExprOp::kReal:
-        value = a(0);
-        break;
-      case ExprOp::kImag:
-        value = absl::StrCat("(", ct, ")0");
-        break;
-      case ExprOp::kAbs:
-        value = fl ? absl::StrCat(Math("fabs", t), "(", a(0), ")")
-                   : absl::StrCat("pj_iabs(", a(0), ")");
-        break;
-      case ExprOp::kNegate:
-        value =
-            fl ? absl::StrCat("-", a(0)) : absl::StrCat("pj_ineg(", a(0), ")");
-        break;
-      case ExprOp::kSign:
-        value = fl ? absl::StrCat("pj_fsign(", a(0), ")")
-                   : absl::StrCat("pj_isign(", a(0), ")");
-        break;
-      case ExprOp::kExp:
-        value = absl::StrCat(Math("exp", t), "(", a(0), ")");
-        break;
-      case ExprOp::kExpm1:
-        value = absl::StrCat(Math("expm1", t), "(", a(0), ")");
-        break;
-      case ExprOp::kLog:
-        value = absl::StrCat(Math("log", t), "(", a(0), ")");
-        break;
-      case ExprOp::kLog1p:
-        value = absl::StrCat(Math("log1p", t), "(", a(0), ")");
-        break;
-      case ExprOp::kSqrt:
-        value = absl::StrCat(Math("sqrt", t), "(", a(0), ")");
-        break;
-      case ExprOp::kRsqrt:
-        value = absl::StrCat("(", ct, ")1 / ", Math("sqrt", t), "(", a(0), ")");
-        break;
-      case ExprOp::kCbrt:
-        value = absl::StrCat(Math("cbrt", t), "(", a(0), ")");
-        break;
-      case ExprOp::kTanh:
-        value = absl::StrCat(Math("tanh", t), "(", a(0), ")");
-        break;
-      case ExprOp::kLogistic:
-        value = absl::StrCat("pj_logistic(", a(0), ")");
-        break;
-      case ExprOp::kSin:
-        value = absl::StrCat(Math("sin", t), "(", a(0), ")");
-        break;
-      case ExprOp::kCos:
-        value = absl::StrCat(Math("cos", t), "(", a(0), ")");
-        break;
-      case ExprOp::kTan:
-        value = absl::StrCat(Math("tan", t), "(", a(0), ")");
-        break;
-      case ExprOp::kErf:
-        value = absl::StrCat(Math("erf", t), "(", a(0), ")");
-        break;
-      case ExprOp::kFloor:
-        value = absl::StrCat(Math("floor", t), "(", a(0), ")");
-        break;
-      case ExprOp::kCeil:
-        value = absl::StrCat(Math("ceil", t), "(", a(0), ")");
-        break;
-      case ExprOp::kRoundAfz:
-        value = absl::StrCat(Math("round", t), "(", a(0), ")");
-        break;
-      case ExprOp::kRoundEven:
-        value = absl::StrCat(Math("rint", t), "(", a(0), ")");
-        break;
-      case ExprOp::kReducePrecision:
-        value = absl::StrFormat("pj_reduce_precision(%s, %d, %d)", a(0),
-                                node.exponent_bits, node.mantissa_bits);
-        break;
-      case ExprOp::kNot:
-        value = t == PrimitiveType::kPred
-                    ? absl::StrCat("(pj_u8)(", a(0), " == 0)")
-                    : absl::StrCat("pj_not(", a(0), ")");
-        break;
-      // s4 and u4 count within their 4 bits.
-      case ExprOp::kPopcnt:
-        value = IsInt4(t) ? absl::StrFormat("(%s)pj_popcnt((pj_u8)(%s & 0xF))",
-                                            ct, a(0))
-                          : absl::StrCat("pj_popcnt(", a(0), ")");
-        break;
-      case ExprOp::kClz:
-        value = IsInt4(t) ? absl::StrFormat(
-                                "(%s)(pj_clz((pj_u8)(%s & 0xF)) - 4)", ct, a(0))
-                          : absl::StrCat("pj_clz(", a(0), ")");
-        break;
-      case ExprOp::kAdd:
-        value = fl ? absl::StrCat(a(0), " + ", a(1))
-                   : absl::StrCat("pj_iadd(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kSubtract:
-        value = fl ? absl::StrCat(a(0), " - ", a(1))
-                   : absl::StrCat("pj_isub(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kMultiply:
-        value = fl ? absl::StrCat(a(0), " * ", a(1))
-                   : absl::StrCat("pj_imul(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kDivide:
-        value = fl ? absl::StrCat(a(0), " / ", a(1))
-                   : absl::StrCat("pj_idiv(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kRemainder:
-        value = fl ? absl::StrCat(Math("fmod", t), "(", a(0), ", ", a(1), ")")
-                   : absl::StrCat("pj_irem(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kPower:
-        value = fl ? absl::StrCat(Math("pow", t), "(", a(0), ", ", a(1), ")")
-                   : absl::StrCat("pj_ipow(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kMaximum:
-        value =
-            absl::StrCat(fl ? "pj_fmax(" : "pj_imax(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kMinimum:
-        value =
-            absl::StrCat(fl ? "pj_fmin(" : "pj_imin(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kAtan2:
-        value = absl::StrCat(Math("atan2", t), "(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kAnd:
-        value = absl::StrCat("(", ct, ")(", a(0), " & ", a(1), ")");
-        break;
-      case ExprOp::kOr:
-        value = absl::StrCat("(", ct, ")(", a(0), " | ", a(1), ")");
-        break;
-      case ExprOp::kXor:
-        value = absl::StrCat("(", ct, ")(", a(0), " ^ ", a(1), ")");
-        break;
-      case ExprOp::kShiftLeft:
-        value = absl::StrCat("pj_shl(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kShiftRightLogical:
-        // s4 shifts its 4 bits, not the sign-extended byte.
-        value = t == PrimitiveType::kS4
-                    ? absl::StrFormat("pj_shr_logical((pj_s8)(%s & 0xF), %s)",
-                                      a(0), a(1))
-                    : absl::StrCat("pj_shr_logical(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kShiftRightArithmetic:
-        // u4 is held zero-extended: its sign bit for this shift is bit 3.
-        value =
-            t == PrimitiveType::kU4
-                ? absl::StrFormat(
-                      "pj_shr_arith((pj_u8)(%s & 0x8 ? %s | 0xF0 : %s), %s)",
-                      a(0), a(0), a(0), a(1))
-                : absl::StrCat("pj_shr_arith(", a(0), ", ", a(1), ")");
-        break;
-      case ExprOp::kCompare:
-        if (node.total_order && IsFloat(ot)) {
-          value = absl::StrFormat(
-              "(pj_u8)(pj_total_order(%s) %s pj_total_order(%s))", a(0),
-              CompareOperator(node.direction), a(1));
-        } else {
-          value = absl::StrFormat("(pj_u8)(%s %s %s)", a(0),
-                                  CompareOperator(node.direction), a(1));
-        }
-        break;
-      case ExprOp::kSelect:
-        value = absl::StrFormat("%s ? %s : %s", a(0), a(1), a(2));
-        break;
-      case ExprOp::kClamp:
-        if (fl) {
-          value =
-              absl::StrFormat("pj_fmin(%s, pj_fmax(%s, %s))", a(2), a(0), a(1));
-        } else {
-          value =
-              absl::StrFormat("pj_imin(%s, pj_imax(%s, %s))", a(2), a(0), a(1));
-        }
-        break;
-      case ExprOp::kComplex:
-        return Unsupported(t);
-    }
+    PJRT_ASSIGN_OR_RETURN(std::string value,
+                          EmitRealNode(node, ot, ct, var, inputs));
     // f16 and bf16 round after every op that computes (not after a load,
     // a splat, a convert that already rounded, or a select).
     const bool rounds =

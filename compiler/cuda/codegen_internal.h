@@ -2,9 +2,10 @@
 // program's steps to CUDA kernels and launches) and the expression and
 // type helpers it writes with. Its definitions are split over
 // codegen_expression.cc (the helpers), codegen.cc (the steps: loops,
-// reductions, copies, dots, collectives) and codegen_kernels.cc (the kernels:
-// fft, gather and scatter, random bits, windows, map, sort, top-k, convolution,
-// control flow). Not part of the interface.
+// reductions, copies, dots, collectives), codegen_kernels.cc (the kernels:
+// fft, gather and scatter, windows, map, convolution, control flow) and
+// codegen_sort_random.cc (sort, top-k, random bits and rng). Not part of
+// the interface.
 #ifndef PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_
 #define PJRT_COMPILER_CUDA_CODEGEN_INTERNAL_H_
 

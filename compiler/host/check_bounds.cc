@@ -16,6 +16,16 @@ namespace {
 
 using Wide = __int128;
 
+Wide WideProduct(absl::Span<const int64_t> dims) {
+  Wide n = 1;
+  for (int64_t d : dims) {
+    n *= d;
+    if (n == 0) return 0;
+    if (n > (Wide{1} << 100)) return Wide{1} << 100;  // far past any slot
+  }
+  return n;
+}
+
 // Checks element ranges of one program against its slots.
 class BoundsChecker {
  public:
@@ -86,27 +96,173 @@ class BoundsChecker {
 
   void set_step(int step) { step_ = step; }
 
+  // The ranges one step of the current index (set_step) reads and writes.
+  // Each checks all of them and returns the first error.
+  absl::Status Check(const LoopStep& s) const {
+    absl::Status status;
+    const Wide total = WideProduct(s.dims);
+    if (total == 0) return status;
+    status.Update(CheckDense(s.output_slot, hlo::ByteWidth(s.output_type),
+                             total, "loop output"));
+    for (const LoopInput& in : s.inputs) {
+      if (in.kind != LoopInput::Kind::kBuffer) continue;
+      status.Update(CheckMap(in.slot, hlo::ByteWidth(in.type), in.map, s.dims,
+                             "loop input"));
+    }
+    return status;
+  }
+
+  absl::Status Check(const DotStep& s) const {
+    absl::Status status;
+    if (s.batch == 0 || s.m == 0 || s.n == 0) return status;
+    const int bytes = hlo::ByteWidth(s.type);
+    const int operand_bytes = hlo::ByteWidth(s.operand_type);
+    status.Update(
+        CheckDense(s.lhs, operand_bytes, Wide{s.batch} * s.m * s.k, "dot lhs"));
+    status.Update(
+        CheckDense(s.rhs, operand_bytes, Wide{s.batch} * s.k * s.n, "dot rhs"));
+    status.Update(
+        CheckDense(s.out, bytes, Wide{s.batch} * s.m * s.n, "dot out"));
+    return status;
+  }
+
+  absl::Status Check(const ReduceStep& s) const {
+    absl::Status status;
+    if (Wide{s.outer} * s.inner == 0) return status;
+    const int bytes = hlo::ByteWidth(s.type);
+    status.Update(CheckDense(
+        s.input, bytes, Wide{s.outer} * s.reduced * s.inner, "reduce input"));
+    status.Update(CheckDense(s.init, bytes, 1, "reduce init"));
+    status.Update(
+        CheckDense(s.out, bytes, Wide{s.outer} * s.inner, "reduce out"));
+    return status;
+  }
+
+  absl::Status Check(const GenericReduceStep& s) const {
+    absl::Status status;
+    if (Wide{s.outer} * s.inner == 0) return status;
+    if (s.inputs.size() != s.types.size() || s.inits.size() != s.types.size() ||
+        s.outs.size() != s.types.size()) {
+      status.Update(
+          absl::InternalError("a reduce step's lists differ in length"));
+      return status;
+    }
+    for (size_t j = 0; j < s.types.size(); ++j) {
+      const int bytes = hlo::ByteWidth(s.types[j]);
+      status.Update(CheckDense(s.inputs[j], bytes,
+                               Wide{s.outer} * s.reduced * s.inner,
+                               "reduce input"));
+      status.Update(CheckDense(s.inits[j], bytes, 1, "reduce init"));
+      status.Update(
+          CheckDense(s.outs[j], bytes, Wide{s.outer} * s.inner, "reduce out"));
+    }
+    return status;
+  }
+
+  absl::Status Check(const CopyStep& s) const {
+    absl::Status status;
+    if (WideProduct(s.dims) == 0) return status;
+    status.Update(
+        CheckMap(s.src, s.element_bytes, s.src_map, s.dims, "copy source"));
+    status.Update(CheckMap(s.dst, s.element_bytes, s.dst_map, s.dims,
+                           "copy destination"));
+    return status;
+  }
+
+  absl::Status Check(const FillStep& s) const {
+    absl::Status status;
+    if (s.count == 0) return status;
+    status.Update(CheckDense(s.value, s.element_bytes, 1, "fill value"));
+    status.Update(CheckDense(s.dst, s.element_bytes, s.count, "fill"));
+    return status;
+  }
+
+  absl::Status Check(const DynamicSliceStep& s) const {
+    absl::Status status;
+    const size_t rank = s.array_dims.size();
+    if (s.sizes.size() != rank || s.start_slots.size() != rank ||
+        s.start_types.size() != rank) {
+      status.Update(
+          absl::InternalError("a dynamic slice's lists differ in rank"));
+      return status;
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      // The start is clamped to [0, array - size] at run time.
+      if (s.sizes[d] < 0 || s.sizes[d] > s.array_dims[d]) {
+        status.Update(absl::InternalError(
+            absl::StrFormat("step %d: a window of %d in a dimension of %d",
+                            step_, s.sizes[d], s.array_dims[d])));
+        return status;
+      }
+      status.Update(CheckDense(s.start_slots[d],
+                               hlo::ByteWidth(s.start_types[d]), 1,
+                               "start index"));
+    }
+    const Wide array = WideProduct(s.array_dims);
+    const Wide window = WideProduct(s.sizes);
+    status.Update(CheckDense(s.update ? s.dst : s.src, s.element_bytes, array,
+                             "dynamic slice array"));
+    status.Update(CheckDense(s.update ? s.src : s.dst, s.element_bytes, window,
+                             "dynamic slice window"));
+    return status;
+  }
+
+  absl::Status Check(const KernelStep& s) const {
+    absl::Status status;
+    for (const auto* list : {&s.kernel->reads, &s.kernel->writes}) {
+      for (const SlotAccess& access : *list) {
+        status.Update(
+            CheckDense(access.slot, 1, access.bytes, s.kernel->name.c_str()));
+      }
+    }
+    return status;
+  }
+
+  absl::Status Check(const CollectiveStep& s) const {
+    absl::Status status;
+    if (s.inputs.size() != s.types.size() ||
+        s.outputs.size() != s.types.size() ||
+        s.operand_elements.size() != s.types.size() ||
+        (s.types.size() > 1 && s.kind != CollectiveStep::Kind::kAllReduce) ||
+        s.types.empty()) {
+      status.Update(
+          absl::InternalError("a collective's lists differ in length"));
+      return status;
+    }
+    if (s.operand_elements[0] != WideProduct(s.input_dims)) {
+      status.Update(
+          absl::InternalError("a collective's operand sizes disagree"));
+      return status;
+    }
+    for (size_t j = 0; j < s.types.size(); ++j) {
+      const int bytes = hlo::ByteWidth(s.types[j]);
+      // An all-reduce's (and a permute's) results have its operands'
+      // shapes; the others' have output_dims.
+      const bool same = s.kind == CollectiveStep::Kind::kAllReduce ||
+                        s.kind == CollectiveStep::Kind::kCollectivePermute;
+      status.Update(CheckDense(s.inputs[j], bytes, s.operand_elements[j],
+                               "collective input"));
+      status.Update(CheckDense(
+          s.outputs[j], bytes,
+          same ? Wide{s.operand_elements[j]} : WideProduct(s.output_dims),
+          "collective output"));
+    }
+    return status;
+  }
+
  private:
   const HostProgram& program_;
   int step_ = 0;
 };
 
-Wide WideProduct(absl::Span<const int64_t> dims) {
-  Wide n = 1;
-  for (int64_t d : dims) {
-    n *= d;
-    if (n == 0) return 0;
-    if (n > (Wide{1} << 100)) return Wide{1} << 100;  // far past any slot
-  }
-  return n;
-}
-
-}  // namespace
-
-absl::Status HostProgram::CheckBounds() const {
+// Each slot's own bounds: its size, and where it lies (in scratch, in a
+// constant, in the slot it views) or what it holds (a parameter, a result,
+// an id).
+absl::Status CheckSlots(const HostProgram& program) {
   const auto EdgeBytes = [&](const hlo::Shape& shape) {
-    return packed_edges ? shape.ByteSize() : shape.UnpackedByteSize();
+    return program.packed_edges ? shape.ByteSize() : shape.UnpackedByteSize();
   };
+  const std::vector<BufferSlot>& slots = program.slots;
   for (size_t i = 0; i < slots.size(); ++i) {
     const BufferSlot& slot = slots[i];
     if (slot.bytes < 0 || slot.bytes > hlo::kMaxArrayBytes) {
@@ -115,16 +271,17 @@ absl::Status HostProgram::CheckBounds() const {
     }
     switch (slot.kind) {
       case BufferSlot::Kind::kScratch:
-        if (slot.offset < 0 || slot.offset + slot.bytes > scratch_bytes_) {
+        if (slot.offset < 0 ||
+            slot.offset + slot.bytes > program.scratch_bytes_) {
           return absl::InternalError(absl::StrFormat(
               "scratch slot %d ([%d, +%d)) lies outside the %d scratch bytes",
-              i, slot.offset, slot.bytes, scratch_bytes_));
+              i, slot.offset, slot.bytes, program.scratch_bytes_));
         }
         break;
       case BufferSlot::Kind::kConstant:
         if (slot.index < 0 ||
-            slot.index >= static_cast<int64_t>(constants.size()) ||
-            static_cast<int64_t>(constants[slot.index].size() * 8) <
+            slot.index >= static_cast<int64_t>(program.constants.size()) ||
+            static_cast<int64_t>(program.constants[slot.index].size() * 8) <
                 slot.bytes) {
           return absl::InternalError(absl::StrFormat(
               "constant slot %d has no data of %d bytes", i, slot.bytes));
@@ -140,16 +297,17 @@ absl::Status HostProgram::CheckBounds() const {
         break;
       case BufferSlot::Kind::kParameter:
         if (slot.index < 0 ||
-            slot.index >= static_cast<int64_t>(parameter_shapes_.size()) ||
-            EdgeBytes(parameter_shapes_[slot.index]) != slot.bytes) {
+            slot.index >=
+                static_cast<int64_t>(program.parameter_shapes_.size()) ||
+            EdgeBytes(program.parameter_shapes_[slot.index]) != slot.bytes) {
           return absl::InternalError(absl::StrFormat(
               "parameter slot %d does not match parameter %d", i, slot.index));
         }
         break;
       case BufferSlot::Kind::kResult:
         if (slot.index < 0 ||
-            slot.index >= static_cast<int64_t>(result_shapes_.size()) ||
-            EdgeBytes(result_shapes_[slot.index]) != slot.bytes) {
+            slot.index >= static_cast<int64_t>(program.result_shapes_.size()) ||
+            EdgeBytes(program.result_shapes_[slot.index]) != slot.bytes) {
           return absl::InternalError(absl::StrFormat(
               "result slot %d does not match result %d", i, slot.index));
         }
@@ -163,143 +321,18 @@ absl::Status HostProgram::CheckBounds() const {
         break;
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status HostProgram::CheckBounds() const {
+  PJRT_RETURN_IF_ERROR(CheckSlots(*this));
   BoundsChecker c(*this);
   for (size_t i = 0; i < steps.size(); ++i) {
     c.set_step(static_cast<int>(i));
-    absl::Status status;
-    std::visit(
-        [&](const auto& s) {
-          using S = std::decay_t<decltype(s)>;
-          if constexpr (std::is_same_v<S, LoopStep>) {
-            const Wide total = WideProduct(s.dims);
-            if (total == 0) return;
-            status.Update(c.CheckDense(s.output_slot,
-                                       hlo::ByteWidth(s.output_type), total,
-                                       "loop output"));
-            for (const LoopInput& in : s.inputs) {
-              if (in.kind != LoopInput::Kind::kBuffer) continue;
-              status.Update(c.CheckMap(in.slot, hlo::ByteWidth(in.type), in.map,
-                                       s.dims, "loop input"));
-            }
-          } else if constexpr (std::is_same_v<S, DotStep>) {
-            if (s.batch == 0 || s.m == 0 || s.n == 0) return;
-            const int bytes = hlo::ByteWidth(s.type);
-            const int operand_bytes = hlo::ByteWidth(s.operand_type);
-            status.Update(c.CheckDense(s.lhs, operand_bytes,
-                                       Wide{s.batch} * s.m * s.k, "dot lhs"));
-            status.Update(c.CheckDense(s.rhs, operand_bytes,
-                                       Wide{s.batch} * s.k * s.n, "dot rhs"));
-            status.Update(c.CheckDense(s.out, bytes, Wide{s.batch} * s.m * s.n,
-                                       "dot out"));
-          } else if constexpr (std::is_same_v<S, ReduceStep>) {
-            if (Wide{s.outer} * s.inner == 0) return;
-            const int bytes = hlo::ByteWidth(s.type);
-            status.Update(c.CheckDense(s.input, bytes,
-                                       Wide{s.outer} * s.reduced * s.inner,
-                                       "reduce input"));
-            status.Update(c.CheckDense(s.init, bytes, 1, "reduce init"));
-            status.Update(c.CheckDense(s.out, bytes, Wide{s.outer} * s.inner,
-                                       "reduce out"));
-          } else if constexpr (std::is_same_v<S, GenericReduceStep>) {
-            if (Wide{s.outer} * s.inner == 0) return;
-            if (s.inputs.size() != s.types.size() ||
-                s.inits.size() != s.types.size() ||
-                s.outs.size() != s.types.size()) {
-              status.Update(absl::InternalError(
-                  "a reduce step's lists differ in length"));
-              return;
-            }
-            for (size_t j = 0; j < s.types.size(); ++j) {
-              const int bytes = hlo::ByteWidth(s.types[j]);
-              status.Update(c.CheckDense(s.inputs[j], bytes,
-                                         Wide{s.outer} * s.reduced * s.inner,
-                                         "reduce input"));
-              status.Update(c.CheckDense(s.inits[j], bytes, 1, "reduce init"));
-              status.Update(c.CheckDense(
-                  s.outs[j], bytes, Wide{s.outer} * s.inner, "reduce out"));
-            }
-          } else if constexpr (std::is_same_v<S, CopyStep>) {
-            if (WideProduct(s.dims) == 0) return;
-            status.Update(c.CheckMap(s.src, s.element_bytes, s.src_map, s.dims,
-                                     "copy source"));
-            status.Update(c.CheckMap(s.dst, s.element_bytes, s.dst_map, s.dims,
-                                     "copy destination"));
-          } else if constexpr (std::is_same_v<S, FillStep>) {
-            if (s.count == 0) return;
-            status.Update(
-                c.CheckDense(s.value, s.element_bytes, 1, "fill value"));
-            status.Update(
-                c.CheckDense(s.dst, s.element_bytes, s.count, "fill"));
-          } else if constexpr (std::is_same_v<S, DynamicSliceStep>) {
-            const size_t rank = s.array_dims.size();
-            if (s.sizes.size() != rank || s.start_slots.size() != rank ||
-                s.start_types.size() != rank) {
-              status.Update(absl::InternalError(
-                  "a dynamic slice's lists differ in rank"));
-              return;
-            }
-            for (size_t d = 0; d < rank; ++d) {
-              // The start is clamped to [0, array - size] at run time.
-              if (s.sizes[d] < 0 || s.sizes[d] > s.array_dims[d]) {
-                status.Update(absl::InternalError(absl::StrFormat(
-                    "step %d: a window of %d in a dimension of %d", i,
-                    s.sizes[d], s.array_dims[d])));
-                return;
-              }
-              status.Update(c.CheckDense(s.start_slots[d],
-                                         hlo::ByteWidth(s.start_types[d]), 1,
-                                         "start index"));
-            }
-            const Wide array = WideProduct(s.array_dims);
-            const Wide window = WideProduct(s.sizes);
-            status.Update(c.CheckDense(s.update ? s.dst : s.src,
-                                       s.element_bytes, array,
-                                       "dynamic slice array"));
-            status.Update(c.CheckDense(s.update ? s.src : s.dst,
-                                       s.element_bytes, window,
-                                       "dynamic slice window"));
-          } else if constexpr (std::is_same_v<S, KernelStep>) {
-            for (const auto* list : {&s.kernel->reads, &s.kernel->writes}) {
-              for (const SlotAccess& access : *list) {
-                status.Update(c.CheckDense(access.slot, 1, access.bytes,
-                                           s.kernel->name.c_str()));
-              }
-            }
-          } else if constexpr (std::is_same_v<S, CollectiveStep>) {
-            if (s.inputs.size() != s.types.size() ||
-                s.outputs.size() != s.types.size() ||
-                s.operand_elements.size() != s.types.size() ||
-                (s.types.size() > 1 &&
-                 s.kind != CollectiveStep::Kind::kAllReduce) ||
-                s.types.empty()) {
-              status.Update(
-                  absl::InternalError("a collective's lists differ in length"));
-              return;
-            }
-            if (s.operand_elements[0] != WideProduct(s.input_dims)) {
-              status.Update(
-                  absl::InternalError("a collective's operand sizes disagree"));
-              return;
-            }
-            for (size_t j = 0; j < s.types.size(); ++j) {
-              const int bytes = hlo::ByteWidth(s.types[j]);
-              // An all-reduce's (and a permute's) results have its operands'
-              // shapes; the others' have output_dims.
-              const bool same =
-                  s.kind == CollectiveStep::Kind::kAllReduce ||
-                  s.kind == CollectiveStep::Kind::kCollectivePermute;
-              status.Update(c.CheckDense(s.inputs[j], bytes,
-                                         s.operand_elements[j],
-                                         "collective input"));
-              status.Update(c.CheckDense(s.outputs[j], bytes,
-                                         same ? Wide{s.operand_elements[j]}
-                                              : WideProduct(s.output_dims),
-                                         "collective output"));
-            }
-          }
-        },
-        steps[i]);
-    PJRT_RETURN_IF_ERROR(status);
+    PJRT_RETURN_IF_ERROR(
+        std::visit([&c](const auto& s) { return c.Check(s); }, steps[i]));
   }
   return absl::OkStatus();
 }

@@ -489,23 +489,9 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
 absl::StatusOr<Lowering::Value> Lowering::LowerComputation(
     const Computation& computation, const std::vector<Value>& args) {
   absl::flat_hash_map<const Instruction*, Value> done;
-  // Iterative post-order from the root: programs can be deep.
-  std::vector<std::pair<const Instruction*, int>> stack = {
-      {computation.root(), 0}};
-  while (!stack.empty()) {
-    auto& [inst, next] = stack.back();
-    if (done.contains(inst)) {
-      stack.pop_back();
-      continue;
-    }
-    if (next < inst->operand_count()) {
-      const Instruction* operand = inst->operand(next++);
-      if (!done.contains(operand)) stack.push_back({operand, 0});
-      continue;
-    }
+  for (const Instruction* inst : computation.PostOrder()) {
     PJRT_ASSIGN_OR_RETURN(Value value, LowerInstruction(*inst, args, done));
     done.emplace(inst, std::move(value));
-    stack.pop_back();
   }
   return done.at(computation.root());
 }

@@ -24,6 +24,21 @@ bool Contains(absl::Span<const int64_t> v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// The dimensions of the iterated array (gather's output, scatter's
+// updates), of row-major `strides`, that are not in `window_dims`, in order,
+// and their strides.
+void BatchDims(absl::Span<const int64_t> strides,
+               absl::Span<const int64_t> window_dims,
+               std::vector<int64_t>* batch_dims,
+               std::vector<int64_t>* batch_strides) {
+  for (int i = 0; i < static_cast<int>(strides.size()); ++i) {
+    if (!Contains(window_dims, i)) {
+      batch_dims->push_back(i);
+      batch_strides->push_back(strides[i]);
+    }
+  }
+}
+
 // `batch_dims`: the dimensions of the iterated array (gather's output,
 // scatter's updates) that are not window dimensions, in order; they match
 // the index array's dimensions other than index_vector_dim, in order.
@@ -267,12 +282,7 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildGather(const KernelArgs& args,
   k->slice_sizes = d.slice_sizes;
   const std::vector<int64_t> out_strides = RowMajorStrides(out.dimensions());
   std::vector<int64_t> batch_dims;
-  for (int i = 0; i < out.rank(); ++i) {
-    if (!Contains(d.offset_dims, i)) {
-      batch_dims.push_back(i);
-      k->out_batch_strides.push_back(out_strides[i]);
-    }
-  }
+  BatchDims(out_strides, d.offset_dims, &batch_dims, &k->out_batch_strides);
   k->reader =
       MakeReader(indices, d.index_vector_dim, batch_dims, out.dimensions(),
                  d.start_index_map, d.operand_batching_dims,
@@ -324,12 +334,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
   const std::vector<int64_t> update_strides =
       RowMajorStrides(updates.dimensions());
   std::vector<int64_t> batch_dims;
-  for (int i = 0; i < updates.rank(); ++i) {
-    if (!Contains(d.update_window_dims, i)) {
-      batch_dims.push_back(i);
-      k->update_batch_strides.push_back(update_strides[i]);
-    }
-  }
+  BatchDims(update_strides, d.update_window_dims, &batch_dims,
+            &k->update_batch_strides);
   k->reader =
       MakeReader(indices, d.index_vector_dim, batch_dims, updates.dimensions(),
                  d.scatter_dims_to_operand_dims, d.input_batching_dims,

@@ -162,6 +162,20 @@ absl::Status Lowering::EmitResults() {
     copy.dst_map.strides = {1};
     return copy;
   };
+  // Result `i` is computed straight into its result buffer.
+  const auto claim = [&](BufferSlot& slot, const Node& n, size_t i) {
+    slot.kind = BufferSlot::Kind::kResult;
+    slot.index = static_cast<int64_t>(i);
+    claimed[n.slot] = true;
+  };
+  // Result `i` is computed elsewhere and copied in, by a copy in `steps`.
+  const auto copy_in = [&](const Node& n, size_t i,
+                           std::vector<CopyStep>* steps) {
+    int result =
+        NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
+    claimed.push_back(true);
+    steps->push_back(copy_to(n.slot, result, n.shape));
+  };
   std::vector<KernelStep> packs;
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
@@ -192,30 +206,20 @@ absl::Status Lowering::EmitResults() {
            !UnsafeToOverwrite(*program_, uses, param_slot, writer))) {
         // The loop reads the parameter element by element before writing
         // the same element, and nothing reads it afterwards.
-        slot.kind = BufferSlot::Kind::kResult;
-        slot.index = static_cast<int64_t>(i);
-        claimed[n.slot] = true;
-        continue;
+        claim(slot, n, i);
+      } else {
+        // Otherwise compute elsewhere and copy in at the very end (the copy
+        // is skipped at run time when source and destination coincide).
+        copy_in(n, i, &late);
       }
-      // Otherwise compute elsewhere and copy in at the very end (the copy
-      // is skipped at run time when source and destination coincide).
-      int result =
-          NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
-      claimed.push_back(true);
-      late.push_back(copy_to(n.slot, result, n.shape));
       continue;
     }
     if (slot.kind == BufferSlot::Kind::kScratch && !claimed[n.slot]) {
       // The step that computes it writes straight into the result.
-      slot.kind = BufferSlot::Kind::kResult;
-      slot.index = static_cast<int64_t>(i);
-      claimed[n.slot] = true;
-      continue;
+      claim(slot, n, i);
+    } else {
+      copy_in(n, i, &early);
     }
-    int result =
-        NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
-    claimed.push_back(true);
-    early.push_back(copy_to(n.slot, result, n.shape));
   }
   for (CopyStep& c : early) program_->steps.push_back(std::move(c));
   for (CopyStep& c : late) program_->steps.push_back(std::move(c));

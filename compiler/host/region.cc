@@ -49,18 +49,7 @@ absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
     return v;
   };
   absl::flat_hash_map<const Instruction*, ScalarValue> done;
-  std::vector<std::pair<const Instruction*, int>> stack = {{region.root(), 0}};
-  while (!stack.empty()) {
-    auto& [inst, next] = stack.back();
-    if (done.contains(inst)) {
-      stack.pop_back();
-      continue;
-    }
-    if (next < inst->operand_count()) {
-      const Instruction* operand = inst->operand(next++);
-      if (!done.contains(operand)) stack.push_back({operand, 0});
-      continue;
-    }
+  for (const Instruction* inst : region.PostOrder()) {
     const auto operand = [&done, current = inst](int i) -> const ScalarValue& {
       return done.at(current->operand(i));
     };
@@ -129,7 +118,6 @@ absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
       }
     }
     done.emplace(inst, std::move(v));
-    stack.pop_back();
   }
   const ScalarValue& root = done.at(region.root());
   std::vector<int> outputs;

@@ -125,126 +125,128 @@ void PullCollectiveOutput(const CollectiveStep& s, const CollectiveLayout& l,
   }
 }
 
-// This task's leader's share of a collective whose group spans tasks:
-// `members` holds the group's members on this task (the others' entries
-// are null). The leader combines this task's inputs, exchanges them with
-// the other tasks through the launch's TaskTransport, and writes every
-// local member's output. All-reduce and reduce-scatter reduce this task's
-// inputs first and all-reduce the partial result across tasks; all-gather
-// gathers every member's input everywhere; all-to-all and
-// collective-permute send each member only the pieces it needs.
-absl::Status ExchangeAcrossTasks(
-    const CollectiveStep& s, const RunContext& c,
-    const std::vector<int64_t>& group, int operand,
-    const std::vector<CollectiveHub::Member>& members, const std::string& key) {
-  const CollectiveHub& hub = *c.collectives;
-  const TaskPlacement& placement = *hub.placement();
-  const hlo::PrimitiveType type = s.types[operand];
-  const int bytes = hlo::ByteWidth(type);
-  const int n = static_cast<int>(group.size());
-  const int64_t in_elements = s.operand_elements[operand];
-  const int64_t in_bytes = in_elements * bytes;
-  const CollectiveLayout layout = LayoutOf(s);
-
+// One operand of a collective whose group spans tasks, as this task's
+// leader exchanges it (see ExchangeAcrossTasks).
+struct CrossTaskOperand {
+  const CollectiveStep& s;
+  const CollectiveHub& hub;
+  const TaskPlacement& placement;
+  const std::vector<int64_t>& group;
+  // The group's members on this task (the others' entries are null).
+  const std::vector<CollectiveHub::Member>& members;
+  hlo::PrimitiveType type;
+  int bytes;  // of an element
+  int n;      // members in the group
+  int64_t in_elements;
+  int64_t in_bytes;
+  CollectiveLayout layout;
   TaskTransport::Exchange exchange;
-  for (int64_t id : group) exchange.tasks.push_back(hub.TaskOf(id));
-  std::sort(exchange.tasks.begin(), exchange.tasks.end());
-  exchange.tasks.erase(
-      std::unique(exchange.tasks.begin(), exchange.tasks.end()),
-      exchange.tasks.end());
-  exchange.id = absl::StrCat(placement.launch, "/", key);
-  exchange.name = s.name;
-  exchange.timeout = hub.timeout();
-  exchange.cancellation = c.cancellation;
   std::vector<int> local;  // group indices of this task's members
-  for (int q = 0; q < n; ++q) {
-    if (hub.TaskOf(group[q]) == placement.self) local.push_back(q);
-  }
 
-  if (s.kind == CollectiveStep::Kind::kAllReduce ||
-      s.kind == CollectiveStep::Kind::kReduceScatter) {
-    // An all-reduce sums into the first local member's output (no other
-    // member's input lives there); a reduce-scatter's outputs are too small.
-    const bool in_output = s.kind == CollectiveStep::Kind::kAllReduce;
-    // Not zero-filled: every byte is written before it is read.
-    auto scratch = std::make_unique_for_overwrite<char[]>(
-        in_output ? 0 : static_cast<size_t>(in_bytes));
-    char* sum = in_output ? static_cast<char*>(members[local[0]].output)
-                          : scratch.get();
-    if (in_bytes > 0 && sum != members[local[0]].input) {
-      std::memmove(sum, members[local[0]].input, in_bytes);
-    }
-    for (size_t l = 1; l < local.size(); ++l) {
-      Accumulate(type, s.op, sum, members[local[l]].input, in_elements);
-    }
-    const ExprOp op = s.op;
-    PJRT_RETURN_IF_ERROR(placement.transport->AllReduce(
-        exchange, sum, in_elements, bytes,
-        [type, op](void* acc, const void* in, int64_t count) {
-          Accumulate(type, op, acc, in, count);
-        }));
-    for (int q : local) {
-      if (in_output) {
-        if (in_bytes > 0 && members[q].output != sum) {
-          std::memcpy(members[q].output, sum, in_bytes);
-        }
-        continue;
-      }
-      const int64_t slab = layout.dim / n * layout.after;
-      for (int64_t o = 0; o < layout.outer; ++o) {
-        std::memcpy(static_cast<char*>(members[q].output) + o * slab * bytes,
-                    sum + (o * n + q) * slab * bytes, slab * bytes);
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  const auto rank_of = [&](int q) {
+  // The index in exchange.tasks of member q's task.
+  int RankOf(int q) const {
     return static_cast<int>(std::lower_bound(exchange.tasks.begin(),
                                              exchange.tasks.end(),
                                              hub.TaskOf(group[q])) -
                             exchange.tasks.begin());
-  };
-  if (in_bytes == 0) return absl::OkStatus();  // empty outputs, everywhere
-
-  if (s.kind == CollectiveStep::Kind::kAllGather) {
-    // Every member's input on every task: tasks in ascending order, each
-    // task's members in group order. Not zero-filled: every byte is
-    // written before it is read.
-    auto mine = std::make_unique_for_overwrite<char[]>(
-        static_cast<size_t>(in_bytes * local.size()));
-    for (size_t l = 0; l < local.size(); ++l) {
-      std::memcpy(mine.get() + l * in_bytes, members[local[l]].input, in_bytes);
-    }
-    std::vector<int64_t> task_bytes(exchange.tasks.size(), 0);
-    for (int q = 0; q < n; ++q) task_bytes[rank_of(q)] += in_bytes;
-    auto all = std::make_unique_for_overwrite<char[]>(
-        static_cast<size_t>(in_bytes * n));
-    PJRT_RETURN_IF_ERROR(placement.transport->AllGather(exchange, mine.get(),
-                                                        task_bytes, all.get()));
-    std::vector<const void*> input(n);
-    int64_t offset = 0;
-    for (int task : exchange.tasks) {
-      for (int q = 0; q < n; ++q) {
-        if (hub.TaskOf(group[q]) != task) continue;
-        input[q] = all.get() + offset;
-        offset += in_bytes;
-      }
-    }
-    for (int m : local) {
-      PullCollectiveOutput(s, layout, bytes, in_elements, input, m,
-                           members[m].output);
-    }
-    return absl::OkStatus();
   }
+};
 
-  // All-to-all and collective-permute: each member q sends member m only
-  // the piece m needs (all-to-all: slab m of each outer block; permute: its
-  // whole input, if m is q's target), task to task in one exchange. Pieces
-  // travel in (task of m, q, m) order and arrive in (task of q, q, m)
-  // order, q and m in group order.
+// All-reduce and reduce-scatter: reduces this task's inputs, then
+// all-reduces the partial result across tasks.
+absl::Status ReduceAcrossTasks(const CrossTaskOperand& x) {
+  const CollectiveStep& s = x.s;
+  const std::vector<CollectiveHub::Member>& members = x.members;
+  const std::vector<int>& local = x.local;
+  const hlo::PrimitiveType type = x.type;
+  const int bytes = x.bytes, n = x.n;
+  const int64_t in_elements = x.in_elements, in_bytes = x.in_bytes;
+  const CollectiveLayout layout = x.layout;
+  // An all-reduce sums into the first local member's output (no other
+  // member's input lives there); a reduce-scatter's outputs are too small.
+  const bool in_output = s.kind == CollectiveStep::Kind::kAllReduce;
+  // Not zero-filled: every byte is written before it is read.
+  auto scratch = std::make_unique_for_overwrite<char[]>(
+      in_output ? 0 : static_cast<size_t>(in_bytes));
+  char* sum =
+      in_output ? static_cast<char*>(members[local[0]].output) : scratch.get();
+  if (in_bytes > 0 && sum != members[local[0]].input) {
+    std::memmove(sum, members[local[0]].input, in_bytes);
+  }
+  for (size_t l = 1; l < local.size(); ++l) {
+    Accumulate(type, s.op, sum, members[local[l]].input, in_elements);
+  }
+  const ExprOp op = s.op;
+  PJRT_RETURN_IF_ERROR(x.placement.transport->AllReduce(
+      x.exchange, sum, in_elements, bytes,
+      [type, op](void* acc, const void* in, int64_t count) {
+        Accumulate(type, op, acc, in, count);
+      }));
+  for (int q : local) {
+    if (in_output) {
+      if (in_bytes > 0 && members[q].output != sum) {
+        std::memcpy(members[q].output, sum, in_bytes);
+      }
+      continue;
+    }
+    const int64_t slab = layout.dim / n * layout.after;
+    for (int64_t o = 0; o < layout.outer; ++o) {
+      std::memcpy(static_cast<char*>(members[q].output) + o * slab * bytes,
+                  sum + (o * n + q) * slab * bytes, slab * bytes);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// All-gather: every member's input on every task.
+absl::Status GatherAcrossTasks(const CrossTaskOperand& x) {
+  const std::vector<CollectiveHub::Member>& members = x.members;
+  const std::vector<int>& local = x.local;
+  const int n = x.n;
+  const int64_t in_bytes = x.in_bytes;
+  // Tasks in ascending order, each task's members in group order. Not
+  // zero-filled: every byte is written before it is read.
+  auto mine = std::make_unique_for_overwrite<char[]>(
+      static_cast<size_t>(in_bytes * local.size()));
+  for (size_t l = 0; l < local.size(); ++l) {
+    std::memcpy(mine.get() + l * in_bytes, members[local[l]].input, in_bytes);
+  }
+  std::vector<int64_t> task_bytes(x.exchange.tasks.size(), 0);
+  for (int q = 0; q < n; ++q) task_bytes[x.RankOf(q)] += in_bytes;
+  auto all =
+      std::make_unique_for_overwrite<char[]>(static_cast<size_t>(in_bytes * n));
+  PJRT_RETURN_IF_ERROR(x.placement.transport->AllGather(x.exchange, mine.get(),
+                                                        task_bytes, all.get()));
+  std::vector<const void*> input(n);
+  int64_t offset = 0;
+  for (int task : x.exchange.tasks) {
+    for (int q = 0; q < n; ++q) {
+      if (x.hub.TaskOf(x.group[q]) != task) continue;
+      input[q] = all.get() + offset;
+      offset += in_bytes;
+    }
+  }
+  for (int m : local) {
+    PullCollectiveOutput(x.s, x.layout, x.bytes, x.in_elements, input, m,
+                         members[m].output);
+  }
+  return absl::OkStatus();
+}
+
+// All-to-all and collective-permute: each member q sends member m only the
+// piece m needs (all-to-all: slab m of each outer block; permute: its whole
+// input, if m is q's target), task to task in one exchange. Pieces travel
+// in (task of m, q, m) order and arrive in (task of q, q, m) order, q and m
+// in group order.
+absl::Status SendPiecesAcrossTasks(const CrossTaskOperand& x) {
+  const CollectiveStep& s = x.s;
+  const std::vector<CollectiveHub::Member>& members = x.members;
+  const std::vector<int>& local = x.local;
+  const CollectiveLayout layout = x.layout;
+  const int n = x.n;
+  const int64_t in_bytes = x.in_bytes;
   const bool permute = s.kind == CollectiveStep::Kind::kCollectivePermute;
-  const int64_t slab = permute ? 0 : layout.dim / n * layout.after * bytes;
+  const int64_t slab = permute ? 0 : layout.dim / n * layout.after * x.bytes;
   std::vector<int> target(n, -1);  // permute: q's target
   for (const auto& [from, to] : s.source_target_pairs) {
     if (from >= 0 && from < n) target[from] = static_cast<int>(to);
@@ -254,14 +256,14 @@ absl::Status ExchangeAcrossTasks(
     return target[q] == m ? in_bytes : 0;
   };
   const auto is_local = [&](int q) {
-    return hub.TaskOf(group[q]) == placement.self;
+    return x.hub.TaskOf(x.group[q]) == x.placement.self;
   };
-  const int T = static_cast<int>(exchange.tasks.size());
+  const int T = static_cast<int>(x.exchange.tasks.size());
   std::vector<int64_t> send_bytes(T, 0), receive_bytes(T, 0);
   for (int q = 0; q < n; ++q) {
     for (int m = 0; m < n; ++m) {
-      if (is_local(q)) send_bytes[rank_of(m)] += piece_bytes(q, m);
-      if (is_local(m)) receive_bytes[rank_of(q)] += piece_bytes(q, m);
+      if (is_local(q)) send_bytes[x.RankOf(m)] += piece_bytes(q, m);
+      if (is_local(m)) receive_bytes[x.RankOf(q)] += piece_bytes(q, m);
     }
   }
   int64_t send_total = 0, receive_total = 0;
@@ -278,7 +280,7 @@ absl::Status ExchangeAcrossTasks(
   for (int t = 0; t < T; ++t) {
     for (int q : local) {
       for (int m = 0; m < n; ++m) {
-        if (rank_of(m) != t || piece_bytes(q, m) == 0) continue;
+        if (x.RankOf(m) != t || piece_bytes(q, m) == 0) continue;
         const char* in = static_cast<const char*>(members[q].input);
         if (permute) {
           std::memcpy(out, in, in_bytes);
@@ -291,8 +293,8 @@ absl::Status ExchangeAcrossTasks(
       }
     }
   }
-  PJRT_RETURN_IF_ERROR(placement.transport->AllToAll(
-      exchange, send.get(), send_bytes, receive.get(), receive_bytes));
+  PJRT_RETURN_IF_ERROR(x.placement.transport->AllToAll(
+      x.exchange, send.get(), send_bytes, receive.get(), receive_bytes));
   if (permute) {
     // A member no source names gets zeros.
     for (int m : local) std::memset(members[m].output, 0, in_bytes);
@@ -300,7 +302,7 @@ absl::Status ExchangeAcrossTasks(
   const char* in = receive.get();
   for (int t = 0; t < T; ++t) {
     for (int q = 0; q < n; ++q) {
-      if (rank_of(q) != t) continue;
+      if (x.RankOf(q) != t) continue;
       for (int m : local) {
         if (piece_bytes(q, m) == 0) continue;
         char* output = static_cast<char*>(members[m].output);
@@ -316,6 +318,58 @@ absl::Status ExchangeAcrossTasks(
     }
   }
   return absl::OkStatus();
+}
+
+// This task's leader's share of a collective whose group spans tasks:
+// `members` holds the group's members on this task (the others' entries
+// are null). The leader combines this task's inputs, exchanges them with
+// the other tasks through the launch's TaskTransport, and writes every
+// local member's output. All-reduce and reduce-scatter reduce this task's
+// inputs first and all-reduce the partial result across tasks; all-gather
+// gathers every member's input everywhere; all-to-all and
+// collective-permute send each member only the pieces it needs.
+absl::Status ExchangeAcrossTasks(
+    const CollectiveStep& s, const RunContext& c,
+    const std::vector<int64_t>& group, int operand,
+    const std::vector<CollectiveHub::Member>& members, const std::string& key) {
+  const CollectiveHub& hub = *c.collectives;
+  const TaskPlacement& placement = *hub.placement();
+  const hlo::PrimitiveType type = s.types[operand];
+  const int bytes = hlo::ByteWidth(type);
+  const int64_t in_elements = s.operand_elements[operand];
+  CrossTaskOperand x{.s = s,
+                     .hub = hub,
+                     .placement = placement,
+                     .group = group,
+                     .members = members,
+                     .type = type,
+                     .bytes = bytes,
+                     .n = static_cast<int>(group.size()),
+                     .in_elements = in_elements,
+                     .in_bytes = in_elements * bytes,
+                     .layout = LayoutOf(s)};
+
+  TaskTransport::Exchange& exchange = x.exchange;
+  for (int64_t id : group) exchange.tasks.push_back(hub.TaskOf(id));
+  std::sort(exchange.tasks.begin(), exchange.tasks.end());
+  exchange.tasks.erase(
+      std::unique(exchange.tasks.begin(), exchange.tasks.end()),
+      exchange.tasks.end());
+  exchange.id = absl::StrCat(placement.launch, "/", key);
+  exchange.name = s.name;
+  exchange.timeout = hub.timeout();
+  exchange.cancellation = c.cancellation;
+  for (int q = 0; q < x.n; ++q) {
+    if (hub.TaskOf(group[q]) == placement.self) x.local.push_back(q);
+  }
+
+  if (s.kind == CollectiveStep::Kind::kAllReduce ||
+      s.kind == CollectiveStep::Kind::kReduceScatter) {
+    return ReduceAcrossTasks(x);
+  }
+  if (x.in_bytes == 0) return absl::OkStatus();  // empty outputs, everywhere
+  if (s.kind == CollectiveStep::Kind::kAllGather) return GatherAcrossTasks(x);
+  return SendPiecesAcrossTasks(x);
 }
 
 absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,

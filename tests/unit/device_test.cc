@@ -11,26 +11,13 @@
 #include "device/local_device_state.h"
 #include "device/semaphore.h"
 #include "gtest/gtest.h"
+#include "tests/unit/runtime_test_util.h"
 
 namespace pjrt::device {
 namespace {
 
-// A gate that host functions block on until the test opens it.
-class Gate {
- public:
-  void Open() {
-    MutexLock lock(&mu_);
-    open_ = true;
-  }
-  void Pass() {
-    MutexLock lock(&mu_);
-    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return open_; });
-  }
-
- private:
-  Mutex mu_;
-  bool open_ ABSL_GUARDED_BY(mu_) = false;
-};
+// Host functions block on a gate until the test opens it.
+using runtime::testing::Gate;
 
 std::unique_ptr<LocalDeviceState> MakeDevice(Platform* platform,
                                              LocalDeviceOptions options = {}) {

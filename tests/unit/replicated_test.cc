@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "runtime/executable.h"
 #include "tests/unit/runtime_test_util.h"
@@ -64,6 +66,18 @@ constexpr char kReplicaInput[] = R"(
   x = f32[8] add(b, i)
 )";
 
+// Sums kReplicaInput over every replica of `replica_count`; the all-reduce
+// is %ar on line 13.
+std::string SumOverReplicas(absl::string_view module, int replica_count) {
+  return absl::StrCat("\nHloModule ", module, ", replica_count=", replica_count,
+                      R"(
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {)",
+                      kReplicaInput, R"(
+  ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
+})");
+}
+
 std::vector<float> ReplicaInput(int r) {
   std::vector<float> v(8);
   for (int i = 0; i < 8; ++i) v[i] = 10.0f * r + i;
@@ -71,13 +85,7 @@ std::vector<float> ReplicaInput(int r) {
 }
 
 TEST_F(ReplicatedTest, AllReduceSumsOverFourReplicas) {
-  auto e = Compile(std::string(R"(
-HloModule ar, replica_count=4
-add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput +
-                   R"(
-  ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
-})");
+  auto e = Compile(SumOverReplicas("ar", 4));
   ASSERT_NE(e, nullptr);
   ASSERT_EQ(e->addressable_devices().size(), 4u);
   auto results = RunNoArgs(*e);
@@ -184,14 +192,7 @@ ENTRY e {
 TEST_F(ReplicatedTest, MissingPeerEndsInADeadlineNamingIt) {
   CompileOptions options;
   options.collective_timeout = absl::Milliseconds(200);
-  auto e = Compile(std::string(R"(
-HloModule lonely, replica_count=2
-add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput +
-                       R"(
-  ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
-})",
-                   options);
+  auto e = Compile(SumOverReplicas("lonely", 2), options);
   ASSERT_NE(e, nullptr);
   // Without a launch id the peers could not find each other.
   EXPECT_EQ(e->ExecuteSharded({}, client_->devices()[0]).status().code(),
@@ -210,13 +211,7 @@ ENTRY e {)") + kReplicaInput +
 }
 
 TEST_F(ReplicatedTest, ShardedCallsWithOneLaunchIdMeet) {
-  auto e = Compile(std::string(R"(
-HloModule sharded, replica_count=2
-add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
-ENTRY e {)") + kReplicaInput +
-                   R"(
-  ROOT ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add
-})");
+  auto e = Compile(SumOverReplicas("sharded", 2));
   ASSERT_NE(e, nullptr);
   ExecuteRunOptions options;
   options.launch_id = 42;

@@ -24,6 +24,18 @@ TEST(Shape, PrintsLikeHlo) {
             "(f32[2], pred[])");
 }
 
+TEST(Shape, WithElementTypeKeepsTheDimensionsOnly) {
+  Shape f32(PrimitiveType::kF32, {2, 3});
+  f32.set_layout({0, 1});
+  const Shape pred = f32.WithElementType(PrimitiveType::kPred);
+  EXPECT_EQ(pred.ToString(), "pred[2,3]");
+  EXPECT_FALSE(pred.layout().has_value());
+  EXPECT_EQ(Shape(PrimitiveType::kS32, {})
+                .WithElementType(PrimitiveType::kF64)
+                .ToString(),
+            "f64[]");
+}
+
 TEST(MakeArrayShape, RejectsNegativeDimensionNamingIt) {
   auto shape = MakeArrayShape(PrimitiveType::kF32, {2, -3});
   ASSERT_FALSE(shape.ok());

@@ -1,0 +1,324 @@
+// What the CUDA backend generates for particular programs: fusion, tiles,
+// index widths, collectives through temporaries, library launches, and its
+// errors. Kernels that run are run on the CPU (cuda_emulator.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/cuda/backend.h"
+#include "compiler/cuda/codegen.h"
+#include "compiler/cuda/nvrtc.h"
+#include "gtest/gtest.h"
+#include "tests/unit/cuda_emulator.h"
+
+namespace pjrt::compiler::cuda {
+namespace {
+
+using hlo::PrimitiveType;
+using emulation::Emulator;
+using emulation::Parse;
+
+TEST(CudaCodegen, FusesAChainIntoOneKernel) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[1024] parameter(0)
+  b = f32[1024] exponential(a)
+  c = f32[1024] tanh(b)
+  d = f32[1024] multiply(c, a)
+  ROOT e = f32[1024] add(d, a)
+})");
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  ASSERT_EQ(generated->generated.launches.size(), 1u);
+  const Launch& launch = generated->generated.launches[0];
+  // It names the instruction whose value it computes.
+  EXPECT_EQ(launch.origin,
+            "loop over f32[1024] (exp, tanh, multiply, add) for %e (line 8)");
+  // A value with two users that compute with it is materialized, as on the
+  // host: two kernels.
+  std::unique_ptr<hlo::Module> shared = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[1024] parameter(0)
+  b = f32[1024] exponential(a)
+  c = f32[1024] tanh(b)
+  ROOT e = f32[1024] add(c, b)
+})");
+  ASSERT_NE(shared, nullptr);
+  auto two = CompileForCuda(*shared, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->generated.launches.size(), 2u);
+  EXPECT_EQ(launch.blocks, 4);
+  EXPECT_EQ(launch.threads, 256);
+  // Contiguous inputs are read at the loop index, with 32-bit indices.
+  EXPECT_NE(generated->generated.source.find("in0[i]"), std::string::npos);
+  EXPECT_NE(generated->generated.source.find("for (int i ="),
+            std::string::npos);
+  // ptxas reported the kernel's registers.
+  ASSERT_EQ(generated->cubin.resources.size(), 2u);  // and pj_set_ids
+  EXPECT_GT(generated->cubin.resources[0].registers, 0);
+}
+
+// An all-gather or reduce-scatter along a minor dimension goes through a
+// temporary in NCCL's [group, piece] layout and a copy kernel; the copy puts
+// each participant's piece where XLA's semantics say.
+TEST(CudaCodegen, MinorDimensionCollectivesMovePiecesThroughATemporary) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[2,3] parameter(0)
+  b = f32[2,12] parameter(1)
+  g = f32[2,12] all-gather(a), dimensions={1}, replica_groups={}
+  r = f32[2,3] reduce-scatter(b), dimensions={1}, replica_groups={}, to_apply=add
+  ROOT t = (f32[2,12], f32[2,3]) tuple(g, r)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->generated.temporary_offsets.size(), 2u);
+  int collectives = 0;
+  for (const Launch& l : c->generated.launches)
+    collectives += l.kind == Launch::Kind::kCollective;
+  EXPECT_EQ(collectives, 2);
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;
+  ASSERT_TRUE(emulator.Build("minor_collectives"));
+  std::vector<float> a(6), b(24), g(24, -1), r(6, -1);
+  for (int i = 0; i < 6; ++i) a[i] = static_cast<float>(10 * i);
+  for (int i = 0; i < 24; ++i) b[i] = static_cast<float>(100 * i);
+  ASSERT_TRUE(emulator.Run({a.data(), b.data()}, {g.data(), r.data()}));
+  for (int i = 0; i < 2; ++i) {
+    for (int p = 0; p < 4; ++p) {
+      for (int j = 0; j < 3; ++j) {
+        EXPECT_EQ(g[i * 12 + p * 3 + j], a[i * 3 + j] + p)
+            << i << " " << p << " " << j;
+      }
+    }
+    for (int j = 0; j < 3; ++j) {
+      // Participant 0 gets piece 0 (columns 0-2) summed over 4 members.
+      EXPECT_EQ(r[i * 3 + j], 4 * b[i * 12 + j] + 6) << i << " " << j;
+    }
+  }
+}
+
+TEST(CudaCodegen, SixteenBitIntegersAreReducedAsThirtyTwoBitOnes) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+adds {
+  x = s16[] parameter(0)
+  y = s16[] parameter(1)
+  ROOT s = s16[] add(x, y)
+}
+addu {
+  x = u16[] parameter(0)
+  y = u16[] parameter(1)
+  ROOT s = u16[] add(x, y)
+}
+ENTRY e {
+  a = s16[6] parameter(0)
+  b = u16[2,8] parameter(1)
+  r = s16[6] all-reduce(a), replica_groups={}, to_apply=adds
+  s = u16[2,2] reduce-scatter(b), dimensions={1}, replica_groups={}, to_apply=addu
+  ROOT t = (s16[6], u16[2,2]) tuple(r, s)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind != Launch::Kind::kCollective) continue;
+    for (PrimitiveType t : l.collective.types) {
+      EXPECT_TRUE(t == PrimitiveType::kS32 || t == PrimitiveType::kU32)
+          << l.origin;
+    }
+  }
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;
+  ASSERT_TRUE(emulator.Build("sixteen_bit_collectives"));
+  std::vector<int16_t> a = {32767, -32768, -1, 0, 100, -100}, r(6, 7);
+  std::vector<uint16_t> b(16), s(4, 7);
+  for (int i = 0; i < 16; ++i) b[i] = static_cast<uint16_t>(65535 - 1000 * i);
+  ASSERT_TRUE(emulator.Run({a.data(), b.data()}, {r.data(), s.data()}));
+  for (int i = 0; i < 6; ++i) {
+    // Members hold a + p: the sum is 4a + 6, wrapped to 16 bits.
+    EXPECT_EQ(r[i], static_cast<int16_t>(4 * a[i] + 6)) << i;
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      EXPECT_EQ(s[i * 2 + j], static_cast<uint16_t>(4 * b[i * 8 + j] + 6))
+          << i << " " << j;
+    }
+  }
+}
+
+TEST(CudaCodegen, ATransposedReadUsesTiles) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[512,256] parameter(0)
+  ROOT t = f32[256,512] transpose(a), dimensions={1,0}
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->generated.launches.size(), 1u);
+  const Launch& l = c->generated.launches[0];
+  EXPECT_NE(l.kernel.find("loop_tiled"), std::string::npos) << l.kernel;
+  EXPECT_EQ(l.threads, 32);
+  EXPECT_EQ(l.threads_y, 8);
+  EXPECT_EQ(l.blocks, 8 * 16);  // 32x32 tiles of 256x512
+  EXPECT_NE(c->generated.source.find("__shared__ float tile[32][33]"),
+            std::string::npos);
+}
+
+TEST(CudaCodegen, AWholeArraySumUsesEverySm) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+add { x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y) }
+ENTRY e {
+  a = f32[16777216] parameter(0)
+  z = f32[] constant(0)
+  ROOT s = f32[] reduce(a, z), dimensions={0}, to_apply=add
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->generated.launches.size(), 2u);
+  EXPECT_EQ(c->generated.launches[0].blocks, 1024);  // chunks of 16384
+  EXPECT_NE(c->generated.launches[0].kernel.find("reduce_chunks"),
+            std::string::npos);
+  EXPECT_EQ(c->generated.launches[1].blocks, 1);
+}
+
+TEST(CudaCodegen, HugeArraysUse64BitIndices) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[3000000000] parameter(0)
+  ROOT b = f32[3000000000] negate(a)
+})");
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  EXPECT_NE(generated->generated.source.find("for (long long i ="),
+            std::string::npos);
+  EXPECT_EQ(generated->generated.launches[0].blocks, 65536);
+}
+
+TEST(CudaCodegen, RefusesWhatItDoesNotRunByName) {
+  // NCCL has no bitwise reductions.
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=2
+and {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] and(x, y)
+}
+ENTRY e {
+  a = s32[8] parameter(0)
+  ROOT r = s32[8] all-reduce(a), replica_groups={{0,1}}, to_apply=and
+})");
+  ASSERT_NE(module, nullptr);
+  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_FALSE(generated.ok());
+  EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(generated.status().message().find("%r"), absl::string_view::npos)
+      << generated.status();
+  EXPECT_NE(generated.status().message().find("--platform host"),
+            absl::string_view::npos)
+      << generated.status();
+}
+
+TEST(CudaCodegen, AnFftIsACufftLaunchAndAnInverseIsScaled) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[2,8] parameter(0)
+  c = c64[2,5] parameter(1)
+  r = c64[2,5] fft(a), fft_type=RFFT, fft_length={8}
+  i = f32[2,8] fft(c), fft_type=IRFFT, fft_length={8}
+  ROOT o = (c64[2,5], f32[2,8]) tuple(r, i)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> kinds;
+  for (const Launch& l : c->generated.launches) {
+    kinds.push_back(l.kind == Launch::Kind::kFft
+                        ? "fft"
+                        : l.kernel.substr(0, l.kernel.rfind('_')));
+  }
+  // RFFT: one transform. IRFFT: a copy of its input (cuFFT overwrites
+  // it), the transform, then the 1/n scaling.
+  EXPECT_EQ(absl::StrJoin(kinds, " "), "fft pj_copy fft pj_fft_scale");
+  EXPECT_EQ(c->generated.launches[0].fft.type, host::FftType::kRfft);
+  EXPECT_EQ(c->generated.launches[0].fft.batch, 2);
+  EXPECT_EQ(c->generated.launches[2].fft.lengths, std::vector<int64_t>{8});
+  // The IRFFT transforms the copy, not its operand.
+  EXPECT_EQ(c->generated.launches[2].slots[1],
+            c->generated.launches[1].slots[0]);
+  EXPECT_NE(c->generated.launches[2].slots[1],
+            c->generated.launches[1].slots[1]);
+}
+
+TEST(CudaCodegen, UnknownArchitecturesAreRefusedByName) {
+  auto cubin = CompileWithNvrtc("extern \"C\" __global__ void k() {}", "sm_12");
+  ASSERT_FALSE(cubin.ok());
+  EXPECT_EQ(cubin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cubin.status().message().find("sm_12"), absl::string_view::npos);
+  EXPECT_NE(cubin.status().message().find("sm_90"), absl::string_view::npos);
+}
+
+TEST(CudaCodegen, AnNvrtcErrorNamesTheKernelAndItsInstruction) {
+  GeneratedProgram g;
+  g.source =
+      "prelude\n\nextern \"C\" __global__ void pj_loop_0(float* out) {\n  "
+      "x;\n}\n"
+      "\nextern \"C\" __global__ void pj_copy_1(float* out) {\n  y;\n}\n";
+  Launch loop, copy, gemm;
+  loop.kernel = "pj_loop_0";
+  loop.origin = "loop over f32[8] (exp) for %e (line 4)";
+  copy.kernel = "pj_copy_1";
+  copy.origin = "copy [8] of 4-byte elements for %c (line 5)";
+  gemm.kind = Launch::Kind::kGemm;
+  g.launches = {loop, gemm, copy};
+  EXPECT_EQ(KernelAtErrorLine(
+                g, "pjrt_kernels.cu(4): error: identifier \"x\" is undefined"),
+            "kernel pj_loop_0 (loop over f32[8] (exp) for %e (line 4))");
+  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(8): error: y"),
+            "kernel pj_copy_1 (copy [8] of 4-byte elements for %c (line 5))");
+  EXPECT_EQ(KernelAtErrorLine(g, "pjrt_kernels.cu(1): error in the prelude"),
+            "");
+  EXPECT_EQ(KernelAtErrorLine(g, "no line"), "");
+}
+
+TEST(CudaCodegen, PtxasReportsAreParsed) {
+  const auto kernels = ParsePtxasReport(
+      "ptxas info    : Compiling entry function 'pj_loop_0' for 'sm_90'\n"
+      "ptxas info    : Function properties for pj_loop_0\n"
+      "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 14 registers, used 0 barriers, 384 bytes smem, 360 "
+      "bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'k2' for 'sm_90'\n"
+      "ptxas info    : Used 6 registers\n");
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].name, "pj_loop_0");
+  EXPECT_EQ(kernels[0].registers, 14);
+  EXPECT_EQ(kernels[0].shared_bytes, 384);
+  EXPECT_EQ(kernels[0].spill_bytes, 8);
+  EXPECT_EQ(kernels[1].name, "k2");
+  EXPECT_EQ(kernels[1].registers, 6);
+}
+
+}  // namespace
+}  // namespace pjrt::compiler::cuda
