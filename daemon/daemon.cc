@@ -171,6 +171,118 @@ RpcInterceptors(DaemonMetrics* metrics) {
   return creators;
 }
 
+// The runtime client's options; the task transport and the first device id
+// come once the cluster has formed.
+absl::StatusOr<runtime::ClientOptions> RuntimeClientOptions(
+    const DaemonOptions& options) {
+  runtime::ClientOptions client_options;
+  client_options.platform = options.platform;
+  client_options.host_device_count = options.host_devices;
+  client_options.memory_limit_bytes = options.memory_limit_bytes;
+  client_options.compile_cache_dir = options.compile_cache_dir;
+  // The runtime paces the synchronous model at one execution in flight, as
+  // an in-process client would. A daemon's clients pipeline dependent steps
+  // over the wire (ExecuteStream), and at one in flight every step would
+  // wait for the one before it to finish, so the daemon lets every model
+  // queue ahead by default (the pacing is not needed for correctness).
+  client_options.queue_ahead =
+      options.queue_ahead > 0 ? options.queue_ahead
+                              : device::LocalDeviceState::kDefaultQueueAhead;
+  client_options.task_id = options.task_id;
+  if (!options.allocation_model.empty()) {
+    PJRT_ASSIGN_OR_RETURN(
+        client_options.allocation_model,
+        device::ParseAllocationModel(options.allocation_model));
+  }
+  return client_options;
+}
+
+// What this task tells its peers about itself.
+v1::TaskTopology SelfTopology(const DaemonOptions& options,
+                              const device::Platform& platform) {
+  v1::TaskTopology self;
+  self.set_task_id(options.task_id);
+  self.set_build_version(kBuildVersion);
+  self.set_protocol_version_min(kProtocolRevisionMin);
+  self.set_protocol_version_max(kProtocolRevisionMax);
+  self.set_platform(platform.name());
+  for (int ordinal = 0; ordinal < platform.device_count(); ++ordinal) {
+    device::DeviceDescription description = platform.Describe(ordinal);
+    v1::Device* device = self.add_devices();
+    device->set_local_hardware_id(ordinal);
+    device->set_kind(description.kind);
+    device->set_memory_bytes(options.memory_limit_bytes > 0
+                                 ? options.memory_limit_bytes
+                                 : description.memory_bytes);
+  }
+  for (const std::string& address : options.cluster) self.add_cluster(address);
+  self.set_incarnation(SecureRandomId());
+  return self;
+}
+
+// The cluster's configuration, with its secret and TLS CA read from their
+// files.
+absl::StatusOr<ClusterConfig> MakeClusterConfig(const DaemonOptions& options) {
+  ClusterConfig cluster_config{.task_id = options.task_id,
+                               .addresses = options.cluster,
+                               .form_timeout = options.cluster_timeout};
+  if (options.cluster.size() > 1) {
+    PJRT_ASSIGN_OR_RETURN(cluster_config.secret,
+                          ReadClusterSecret(options.cluster_secret_file));
+    if (!options.cluster_tls_ca.empty()) {
+      std::ifstream file(options.cluster_tls_ca);
+      std::stringstream text;
+      text << file.rdbuf();
+      if (!file || text.str().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("cannot read the cluster's TLS CA file %s",
+                            options.cluster_tls_ca));
+      }
+      cluster_config.tls_ca_pem = text.str();
+    }
+  } else {
+    // A cluster of one has no peers; the peer list is only its own.
+    cluster_config.addresses.clear();
+  }
+  return cluster_config;
+}
+
+// Adds a listening port to `builder` for every --listen address but, with
+// tenants, the unix sockets (the daemon accepts those itself); each port
+// found goes to the same index of `ports`, which must outlive the server's
+// start. Warns of every TCP address served in plaintext.
+absl::Status AddListeningPorts(
+    const DaemonOptions& options,
+    const std::shared_ptr<grpc::ServerCredentials>& tls,
+    grpc::ServerBuilder* builder, std::vector<int>* ports) {
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    const std::string& address = options.listen[i];
+    if (auto path = UnixSocketPath(address)) {
+      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));
+      // A unix socket's access is its file mode. With tenants the daemon
+      // accepts its connections itself (see Daemon::ResolveListeners), to
+      // learn each caller's uid and gid.
+      if (options.tenants_file.empty()) {
+        builder->AddListeningPort(address, grpc::InsecureServerCredentials(),
+                                  &(*ports)[i]);
+      }
+      continue;
+    }
+    if (tls == nullptr && !options.insecure_tcp) {
+      spdlog::warn("{} serves plaintext: only this host can reach it", address);
+    } else if (tls == nullptr) {
+      spdlog::warn(
+          "{} serves PLAINTEXT to anyone who can reach it (--insecure-tcp): "
+          "tokens and data cross the network unencrypted",
+          address);
+    }
+    builder->AddListeningPort(
+        address, tls != nullptr ? tls : grpc::InsecureServerCredentials(),
+        &(*ports)[i]);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Daemon::Daemon(const DaemonOptions& options)
@@ -237,96 +349,70 @@ absl::Status Daemon::StartPeerServer() {
 absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   client_usage_ = std::make_unique<ClientUsageTable>(kMetricClientNames);
   metrics_ = std::make_unique<DaemonMetrics>(client_usage_.get());
-  runtime::ClientOptions client_options;
-  client_options.platform = options_.platform;
-  client_options.host_device_count = options_.host_devices;
-  client_options.memory_limit_bytes = options_.memory_limit_bytes;
-  client_options.compile_cache_dir = options_.compile_cache_dir;
-  // The runtime paces the synchronous model at one execution in flight, as
-  // an in-process client would. A daemon's clients pipeline dependent steps
-  // over the wire (ExecuteStream), and at one in flight every step would
-  // wait for the one before it to finish, so the daemon lets every model
-  // queue ahead by default (the pacing is not needed for correctness).
-  client_options.queue_ahead =
-      options_.queue_ahead > 0 ? options_.queue_ahead
-                               : device::LocalDeviceState::kDefaultQueueAhead;
-  client_options.task_id = options_.task_id;
-  if (!options_.allocation_model.empty()) {
-    PJRT_ASSIGN_OR_RETURN(
-        client_options.allocation_model,
-        device::ParseAllocationModel(options_.allocation_model));
-  }
+  PJRT_ASSIGN_OR_RETURN(runtime::ClientOptions client_options,
+                        RuntimeClientOptions(options_));
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Platform> platform,
                         runtime::CreatePlatform(client_options));
-
-  // What this task tells its peers about itself.
-  v1::TaskTopology self;
-  self.set_task_id(options_.task_id);
-  self.set_build_version(kBuildVersion);
-  self.set_protocol_version_min(kProtocolRevisionMin);
-  self.set_protocol_version_max(kProtocolRevisionMax);
-  self.set_platform(platform->name());
-  for (int ordinal = 0; ordinal < platform->device_count(); ++ordinal) {
-    device::DeviceDescription description = platform->Describe(ordinal);
-    v1::Device* device = self.add_devices();
-    device->set_local_hardware_id(ordinal);
-    device->set_kind(description.kind);
-    device->set_memory_bytes(options_.memory_limit_bytes > 0
-                                 ? options_.memory_limit_bytes
-                                 : description.memory_bytes);
+  PJRT_RETURN_IF_ERROR(FormCluster(*platform, stop_requested, &client_options));
+  PJRT_RETURN_IF_ERROR(CreateClient(&client_options, std::move(platform)));
+  PJRT_RETURN_IF_ERROR(CreateAuthenticator());
+  CreateSessionTable();
+  PJRT_ASSIGN_OR_RETURN(const RegionSockets region_sockets,
+                        CreateRegionServer());
+  PJRT_RETURN_IF_ERROR(CreateServices(region_sockets.region_socket));
+  if (peer_service_ != nullptr) CreatePeerServices();
+  PJRT_RETURN_IF_ERROR(StartMetrics());
+  PJRT_RETURN_IF_ERROR(StartServer());
+  if (region_server_ != nullptr) {
+    PJRT_RETURN_IF_ERROR(StartRegionServer(region_sockets));
   }
-  for (const std::string& address : options_.cluster) self.add_cluster(address);
-  self.set_incarnation(SecureRandomId());
+  if (!unix_listeners_.empty()) SetUpUnixPeerLookup();
+  StartBackgroundWork();
+  LogServing();
+  return absl::OkStatus();
+}
 
-  ClusterConfig cluster_config{.task_id = options_.task_id,
-                               .addresses = options_.cluster,
-                               .form_timeout = options_.cluster_timeout};
-  if (options_.cluster.size() > 1) {
-    PJRT_ASSIGN_OR_RETURN(cluster_config.secret,
-                          ReadClusterSecret(options_.cluster_secret_file));
-    if (!options_.cluster_tls_ca.empty()) {
-      std::ifstream file(options_.cluster_tls_ca);
-      std::stringstream text;
-      text << file.rdbuf();
-      if (!file || text.str().empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("cannot read the cluster's TLS CA file %s",
-                            options_.cluster_tls_ca));
-      }
-      cluster_config.tls_ca_pem = text.str();
-    }
-  } else {
-    // A cluster of one has no peers; the peer list is only its own.
-    cluster_config.addresses.clear();
-  }
+absl::Status Daemon::FormCluster(const device::Platform& platform,
+                                 const std::function<bool()>& stop_requested,
+                                 runtime::ClientOptions* client_options) {
+  v1::TaskTopology self = SelfTopology(options_, platform);
+  PJRT_ASSIGN_OR_RETURN(ClusterConfig cluster_config,
+                        MakeClusterConfig(options_));
   cluster_ = std::make_unique<Cluster>(std::move(cluster_config), self);
-  if (cluster_->multi_task()) {
-    peer_service_ = std::make_unique<PeerService>(cluster_.get());
-    peer_service_->SetMetrics(metrics_.get());
-    // Task 0 keeps the cluster's rendezvous for collectives across tasks.
-    if (options_.task_id == 0) {
-      exchange_directory_ = std::make_unique<ExchangeDirectory>();
-      peer_service_->SetDirectory(exchange_directory_.get());
-    }
-    PJRT_RETURN_IF_ERROR(StartPeerServer());
-    PJRT_RETURN_IF_ERROR(cluster_->Form(stop_requested));
-    task_transport_ = std::make_unique<GlooTransport>(
-        cluster_.get(), exchange_directory_.get());
-    if (!options_.cluster_tls_ca.empty()) {
-      spdlog::warn(
-          "the cluster's TLS covers the peer channel only: collectives "
-          "across tasks move their data over Gloo's TCP transport "
-          "unencrypted");
-    }
-    client_options.task_transport = task_transport_.get();
+  if (!cluster_->multi_task()) return absl::OkStatus();
+  peer_service_ = std::make_unique<PeerService>(cluster_.get());
+  peer_service_->SetMetrics(metrics_.get());
+  // Task 0 keeps the cluster's rendezvous for collectives across tasks.
+  if (options_.task_id == 0) {
+    exchange_directory_ = std::make_unique<ExchangeDirectory>();
+    peer_service_->SetDirectory(exchange_directory_.get());
   }
-  client_options.first_device_id = cluster_->first_device_id(options_.task_id);
+  PJRT_RETURN_IF_ERROR(StartPeerServer());
+  PJRT_RETURN_IF_ERROR(cluster_->Form(stop_requested));
+  task_transport_ = std::make_unique<GlooTransport>(cluster_.get(),
+                                                    exchange_directory_.get());
+  if (!options_.cluster_tls_ca.empty()) {
+    spdlog::warn(
+        "the cluster's TLS covers the peer channel only: collectives "
+        "across tasks move their data over Gloo's TCP transport "
+        "unencrypted");
+  }
+  client_options->task_transport = task_transport_.get();
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::CreateClient(runtime::ClientOptions* client_options,
+                                  std::unique_ptr<device::Platform> platform) {
+  client_options->first_device_id = cluster_->first_device_id(options_.task_id);
   PJRT_ASSIGN_OR_RETURN(
-      client_, runtime::Client::Create(client_options, std::move(platform)));
+      client_, runtime::Client::Create(*client_options, std::move(platform)));
   receives_ = std::make_unique<CrossHostReceives>(
       client_.get(), options_.task_id, cluster_->incarnation());
   if (peer_service_ != nullptr) peer_service_->SetReceives(receives_.get());
+  return absl::OkStatus();
+}
 
+absl::Status Daemon::CreateAuthenticator() {
   auth_ = std::make_unique<Authenticator>(
       static_cast<int>(client_->devices().size()));
   if (!options_.tenants_file.empty()) {
@@ -335,7 +421,10 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
                  options_.tenants_file);
     auth_->Configure(std::move(tenants), options_.tenants_file);
   }
+  return absl::OkStatus();
+}
 
+void Daemon::CreateSessionTable() {
   const DaemonLimits& limits = options_.limits;
   // Region byte limits of 0 mean the host's physical memory.
   const int64_t physical = PhysicalMemoryBytes();
@@ -362,40 +451,48 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   compile_cache_ = std::make_unique<ExecutableCache>(
       limits.compile_cache_entries, limits.compile_cache_bytes,
       [](const runtime::Executable& e) { return e.host_memory_bytes(); });
+}
+
+absl::StatusOr<Daemon::RegionSockets> Daemon::CreateRegionServer() {
   // The region socket: beside the first unix socket clients connect to,
   // with its permissions (so that only who may use the daemon may register
   // regions); abstract, and unique to this run, when there is none.
-  std::string region_socket;
-  std::optional<std::string> main_socket;
-  if (options_.shared_memory) {
-    for (const std::string& address : options_.listen) {
-      if (auto path = UnixSocketPath(address)) {
-        main_socket = *path;
-        break;
-      }
+  RegionSockets sockets;
+  if (!options_.shared_memory) return sockets;
+  for (const std::string& address : options_.listen) {
+    if (auto path = UnixSocketPath(address)) {
+      sockets.main_socket = *path;
+      break;
     }
-    sockaddr_un probe{};
-    if (main_socket.has_value() &&
-        main_socket->size() + 9 <= sizeof(probe.sun_path) - 1) {
-      region_socket = *main_socket + ".regions";
-      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(region_socket));
-    } else {
-      main_socket.reset();
-      region_socket = absl::StrFormat("@pjrtd-regions-%d-%016x", getpid(),
-                                      SecureRandomId());
-    }
-    region_server_ = std::make_unique<RegionServer>(
-        sessions_.get(),
-        RegionServerOptions{
-            .max_connections_per_peer = limits.max_region_connections_per_peer,
-            .max_connections_per_user = limits.max_region_connections_per_user,
-            .max_connections = limits.max_region_connections,
-            .max_regions = limits.max_regions,
-            .max_region_bytes = limits.max_region_bytes > 0
-                                    ? limits.max_region_bytes
-                                    : physical,
-            .platform = client_->platform()});
   }
+  sockaddr_un probe{};
+  if (sockets.main_socket.has_value() &&
+      sockets.main_socket->size() + 9 <= sizeof(probe.sun_path) - 1) {
+    sockets.region_socket = *sockets.main_socket + ".regions";
+    PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(sockets.region_socket));
+  } else {
+    sockets.main_socket.reset();
+    sockets.region_socket =
+        absl::StrFormat("@pjrtd-regions-%d-%016x", getpid(), SecureRandomId());
+  }
+  const DaemonLimits& limits = options_.limits;
+  // Region byte limits of 0 mean the host's physical memory.
+  const int64_t physical = PhysicalMemoryBytes();
+  region_server_ = std::make_unique<RegionServer>(
+      sessions_.get(),
+      RegionServerOptions{
+          .max_connections_per_peer = limits.max_region_connections_per_peer,
+          .max_connections_per_user = limits.max_region_connections_per_user,
+          .max_connections = limits.max_region_connections,
+          .max_regions = limits.max_regions,
+          .max_region_bytes =
+              limits.max_region_bytes > 0 ? limits.max_region_bytes : physical,
+          .platform = client_->platform()});
+  return sockets;
+}
+
+absl::Status Daemon::CreateServices(const std::string& region_socket) {
+  const DaemonLimits& limits = options_.limits;
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
       auth_.get(), compile_cache_.get(), region_socket);
@@ -414,28 +511,32 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   executable_service_ = std::make_unique<ExecutableService>(
       client_.get(), cluster_.get(), sessions_.get(), auth_.get(),
       compile_cache_.get(), limits);
-  if (peer_service_ != nullptr) {
-    proxies_ = std::make_unique<ProxySessions>(cluster_.get());
-    buffer_service_->SetProxies(proxies_.get());
-    executable_service_->SetProxies(proxies_.get());
-    peer_auth_ = std::make_unique<Authenticator>(
-        static_cast<int>(client_->devices().size()));
-    peer_buffer_service_ = std::make_unique<BufferService>(
-        client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
-        peer_auth_.get(), options_.receive_timeout, limits.max_receive_timeout);
-    peer_executable_service_ = std::make_unique<ExecutableService>(
-        client_.get(), cluster_.get(), sessions_.get(), peer_auth_.get(),
-        compile_cache_.get(), limits);
-    peer_executable_service_->ShareCompileSlots(*executable_service_);
-    proxy_targets_ =
-        std::make_unique<PeerService::ProxyTargets>(PeerService::ProxyTargets{
-            .sessions = sessions_.get(),
-            .tenants = auth_.get(),
-            .buffers = peer_buffer_service_.get(),
-            .executables = peer_executable_service_.get()});
-    peer_service_->SetProxyTargets(proxy_targets_.get());
-  }
+  return absl::OkStatus();
+}
 
+void Daemon::CreatePeerServices() {
+  const DaemonLimits& limits = options_.limits;
+  proxies_ = std::make_unique<ProxySessions>(cluster_.get());
+  buffer_service_->SetProxies(proxies_.get());
+  executable_service_->SetProxies(proxies_.get());
+  peer_auth_ = std::make_unique<Authenticator>(
+      static_cast<int>(client_->devices().size()));
+  peer_buffer_service_ = std::make_unique<BufferService>(
+      client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
+      peer_auth_.get(), options_.receive_timeout, limits.max_receive_timeout);
+  peer_executable_service_ = std::make_unique<ExecutableService>(
+      client_.get(), cluster_.get(), sessions_.get(), peer_auth_.get(),
+      compile_cache_.get(), limits);
+  peer_executable_service_->ShareCompileSlots(*executable_service_);
+  proxy_targets_ = std::make_unique<PeerService::ProxyTargets>(
+      PeerService::ProxyTargets{.sessions = sessions_.get(),
+                                .tenants = auth_.get(),
+                                .buffers = peer_buffer_service_.get(),
+                                .executables = peer_executable_service_.get()});
+  peer_service_->SetProxyTargets(proxy_targets_.get());
+}
+
+absl::Status Daemon::StartMetrics() {
   for (BufferService* service :
        {buffer_service_.get(), peer_buffer_service_.get()}) {
     if (service != nullptr) service->SetMetrics(metrics_.get());
@@ -452,7 +553,10 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     server_service_->SetMetricsUrl(metrics_server_->url());
     spdlog::info("serving metrics on {}", metrics_server_->url());
   }
+  return absl::OkStatus();
+}
 
+absl::Status Daemon::StartServer() {
   grpc::EnableDefaultHealthCheckService(true);
   // grpcurl and other tools list and describe the services.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -463,7 +567,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   // However many calls wait, the daemon's threads stay bounded: gRPC
   // answers calls beyond with RESOURCE_EXHAUSTED.
   grpc::ResourceQuota quota("pjrtd");
-  quota.SetMaxThreads(limits.max_handler_threads);
+  quota.SetMaxThreads(options_.limits.max_handler_threads);
   builder.SetResourceQuota(quota);
   // Detect clients whose host vanished without closing the connection, so
   // that their sessions end.
@@ -477,31 +581,7 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     PJRT_ASSIGN_OR_RETURN(tls, MakeTlsServerCredentials(options_));
   }
   std::vector<int> ports(options_.listen.size(), 0);
-  for (size_t i = 0; i < options_.listen.size(); ++i) {
-    const std::string& address = options_.listen[i];
-    if (auto path = UnixSocketPath(address)) {
-      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));
-      // A unix socket's access is its file mode. With tenants the daemon
-      // accepts its connections itself (below), to learn each caller's
-      // uid and gid.
-      if (options_.tenants_file.empty()) {
-        builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                                 &ports[i]);
-      }
-      continue;
-    }
-    if (tls == nullptr && !options_.insecure_tcp) {
-      spdlog::warn("{} serves plaintext: only this host can reach it", address);
-    } else if (tls == nullptr) {
-      spdlog::warn(
-          "{} serves PLAINTEXT to anyone who can reach it (--insecure-tcp): "
-          "tokens and data cross the network unencrypted",
-          address);
-    }
-    builder.AddListeningPort(
-        address, tls != nullptr ? tls : grpc::InsecureServerCredentials(),
-        &ports[i]);
-  }
+  PJRT_RETURN_IF_ERROR(AddListeningPorts(options_, tls, &builder, &ports));
   PJRT_RETURN_IF_ERROR(StartDataChannels(tls != nullptr));
   builder.RegisterService(server_service_.get());
   builder.RegisterService(session_service_.get());
@@ -514,6 +594,10 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
         "permission; see the log above)",
         absl::StrJoin(options_.listen, ", ")));
   }
+  return ResolveListeners(ports);
+}
+
+absl::Status Daemon::ResolveListeners(const std::vector<int>& ports) {
   for (size_t i = 0; i < options_.listen.size(); ++i) {
     const std::string& address = options_.listen[i];
     if (auto path = UnixSocketPath(address)) {
@@ -538,55 +622,66 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
     host = host.substr(0, colon);
     addresses_.push_back(absl::StrFormat("%s:%d", host, ports[i]));
   }
-  if (region_server_ != nullptr) {
-    std::optional<unsigned> mode;
-    struct stat st;
-    if (main_socket.has_value() && stat(main_socket->c_str(), &st) == 0) {
-      mode = st.st_mode & 07777;
-    }
-    PJRT_RETURN_IF_ERROR(region_server_->Start(region_socket, mode));
-    // Execute lanes for the same clients, beside the region socket.
-    if (limits.max_execute_lanes > 0 &&
-        limits.max_execute_lanes_per_session > 0) {
-      std::string lane_socket =
-          main_socket.has_value() ? *main_socket + ".lanes"
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartRegionServer(const RegionSockets& sockets) {
+  const DaemonLimits& limits = options_.limits;
+  const std::optional<std::string>& main_socket = sockets.main_socket;
+  std::optional<unsigned> mode;
+  struct stat st;
+  if (main_socket.has_value() && stat(main_socket->c_str(), &st) == 0) {
+    mode = st.st_mode & 07777;
+  }
+  PJRT_RETURN_IF_ERROR(region_server_->Start(sockets.region_socket, mode));
+  // Execute lanes for the same clients, beside the region socket.
+  if (limits.max_execute_lanes > 0 &&
+      limits.max_execute_lanes_per_session > 0) {
+    std::string lane_socket = main_socket.has_value()
+                                  ? *main_socket + ".lanes"
                                   : absl::StrFormat("@pjrtd-lanes-%d-%016x",
                                                     getpid(), SecureRandomId());
-      if (main_socket.has_value()) {
-        PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(lane_socket));
-      }
-      ExecutableService* executables = executable_service_.get();
-      execute_lanes_ = std::make_unique<ExecuteLaneServer>(
-          sessions_.get(),
-          ExecuteLaneOptions{
-              .max_lanes_per_session = limits.max_execute_lanes_per_session,
-              .max_lanes = limits.max_execute_lanes},
-          [executables](const std::shared_ptr<Session>& session,
-                        const v1::ExecuteRequest& request,
-                        v1::ExecuteResponse* response,
-                        std::shared_ptr<Cancellation> call) {
-            return executables->ExecuteOnLane(session, request, response,
-                                              std::move(call));
-          });
-      PJRT_RETURN_IF_ERROR(execute_lanes_->Start(lane_socket, mode));
-      server_service_->SetExecuteLanes(execute_lanes_.get());
+    if (main_socket.has_value()) {
+      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(lane_socket));
     }
-  }
-  if (!unix_listeners_.empty()) {
-    auth_->SetUnixPeerLookup(
-        [this](const std::string& peer)
-            -> std::optional<std::pair<uint32_t, uint32_t>> {
-          for (const auto& listener : unix_listeners_) {
-            if (auto found = listener->Lookup(peer)) {
-              return std::make_pair(static_cast<uint32_t>(found->uid),
-                                    static_cast<uint32_t>(found->gid));
-            }
-          }
-          return std::nullopt;
+    ExecutableService* executables = executable_service_.get();
+    execute_lanes_ = std::make_unique<ExecuteLaneServer>(
+        sessions_.get(),
+        ExecuteLaneOptions{
+            .max_lanes_per_session = limits.max_execute_lanes_per_session,
+            .max_lanes = limits.max_execute_lanes},
+        [executables](const std::shared_ptr<Session>& session,
+                      const v1::ExecuteRequest& request,
+                      v1::ExecuteResponse* response,
+                      std::shared_ptr<Cancellation> call) {
+          return executables->ExecuteOnLane(session, request, response,
+                                            std::move(call));
         });
+    PJRT_RETURN_IF_ERROR(execute_lanes_->Start(lane_socket, mode));
+    server_service_->SetExecuteLanes(execute_lanes_.get());
   }
+  return absl::OkStatus();
+}
+
+void Daemon::SetUpUnixPeerLookup() {
+  auth_->SetUnixPeerLookup([this](const std::string& peer)
+                               -> std::optional<std::pair<uint32_t, uint32_t>> {
+    for (const auto& listener : unix_listeners_) {
+      if (auto found = listener->Lookup(peer)) {
+        return std::make_pair(static_cast<uint32_t>(found->uid),
+                              static_cast<uint32_t>(found->gid));
+      }
+    }
+    return std::nullopt;
+  });
+}
+
+void Daemon::StartBackgroundWork() {
   metrics_->AddCollector([this](Exposition& out) { CollectMetrics(out); });
   reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+void Daemon::LogServing() const {
   device::LocalDeviceState* first = client_->devices()[0]->local_device_state();
   spdlog::info(
       "pjrtd serving {} {} device(s) ({} allocation, queue-ahead {}, {} each) "
@@ -599,7 +694,6 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   if (auto backend = client_->backend(); backend.ok()) {
     spdlog::info("backend: {}", (*backend)->Describe());
   }
-  return absl::OkStatus();
 }
 
 absl::Status Daemon::StartDataChannels(bool tls) {

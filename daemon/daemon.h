@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,8 +62,58 @@ class Daemon {
   absl::Status Reload();
 
  private:
+  // Where the region server listens, and the client socket it sits beside.
+  struct RegionSockets {
+    // Empty without shared memory.
+    std::string region_socket;
+    // The first unix socket of --listen when the region socket is beside
+    // it: the execute lanes sit beside it too, and both take its mode.
+    std::optional<std::string> main_socket;
+  };
+
   explicit Daemon(const DaemonOptions& options);
+  // Runs the steps that follow, FormCluster to LogServing, in order; on an
+  // error, the destructor stops what the steps before started.
   absl::Status Init(const std::function<bool()>& stop_requested);
+  // The cluster, from this task's `platform`; with peers, the peer service
+  // and its server, the wait for every peer, and the task transport (set in
+  // `client_options`).
+  absl::Status FormCluster(const device::Platform& platform,
+                           const std::function<bool()>& stop_requested,
+                           runtime::ClientOptions* client_options);
+  // The runtime client on `platform` (its first device id set in
+  // `client_options`), and the cross-host receives.
+  absl::Status CreateClient(runtime::ClientOptions* client_options,
+                            std::unique_ptr<device::Platform> platform);
+  // The client authenticator, with the tenants file's tenants.
+  absl::Status CreateAuthenticator();
+  // The session table and the compile cache.
+  void CreateSessionTable();
+  // With shared memory: the region server, not yet listening, and where it
+  // is to listen.
+  absl::StatusOr<RegionSockets> CreateRegionServer();
+  // The client services, and the admin token file. `region_socket` is what
+  // ServerInfo tells clients (empty: none).
+  absl::Status CreateServices(const std::string& region_socket);
+  // Clusters of more than one task: the proxies and the services that run
+  // other tasks' proxies here.
+  void CreatePeerServices();
+  // Every service counts into metrics_; serves them with --metrics-listen.
+  absl::Status StartMetrics();
+  // The gRPC server on every --listen address, and the data channels.
+  absl::Status StartServer();
+  // Once the server runs: the unix listeners the daemon accepts itself
+  // (with tenants) and addresses_, from the ports the server found (by
+  // --listen index). Shuts the server down on an error.
+  absl::Status ResolveListeners(const std::vector<int>& ports);
+  // Starts the region server, and the execute lanes beside it.
+  absl::Status StartRegionServer(const RegionSockets& sockets);
+  // Tells auth_ the uid and gid of the callers of unix_listeners_.
+  void SetUpUnixPeerLookup();
+  // The metrics' collector and the lease reaper.
+  void StartBackgroundWork();
+  // What is served, once it is.
+  void LogServing() const;
   absl::Status StartPeerServer();
   // The data channel listener, beside the first TCP listener when it is
   // plaintext (see daemon/data_channel.h).

@@ -1,3 +1,6 @@
+// The Executables service: compile, run on one device (calls and streams)
+// or replicated, delete. Running across a cluster's tasks is in
+// executable_service_tasks.cc.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -144,6 +147,125 @@ int64_t FetchResults(
   return total;
 }
 
+// Execute runs programs on this task's devices: in a whole-cluster session,
+// FAILED_PRECONDITION for a device of another task.
+absl::Status CheckDeviceOfThisTask(const Cluster& cluster,
+                                   const Session& session, int device_id) {
+  if (session.whole_cluster() && cluster.multi_task()) {
+    auto task = cluster.TaskOfDevice(device_id);
+    if (task.ok() && *task != cluster.task_id()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "Execute runs programs on this task's devices; device %d is task "
+          "%d's: run it there with ExecuteReplicated (a program compiled "
+          "with that device in its assignment)",
+          device_id, *task));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The request's result_handles, when it has some: one new handle per
+// result of `e`.
+absl::Status CheckResultHandles(const Session& session,
+                                const runtime::Executable& e,
+                                const v1::ExecuteRequest& request) {
+  const auto& result_handles = request.result_handles();
+  if (result_handles.empty()) return absl::OkStatus();
+  if (request.options().keep_tuple_result()) {
+    return absl::InvalidArgumentError(
+        "result_handles name one buffer per result; they cannot be used "
+        "with keep_tuple_result");
+  }
+  if (result_handles.size() != static_cast<int>(e.result_shapes().size())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has %d results; got %d result_handles", e.name(),
+                        e.result_shapes().size(), result_handles.size()));
+  }
+  return session.CheckNewHandles(result_handles);
+}
+
+// With tenants, executions take turns on each device, and count against
+// the tenant's queued_executions quota until they finish: a run holds its
+// turn and its count while this lives.
+struct QueuedRun {
+  FairQueue::Ticket ticket;
+  std::shared_ptr<TenantAccount> account;
+  int device = -1;
+  ~QueuedRun() {
+    ticket.Release();
+    if (account != nullptr) account->GiveQueuedExecution(device);
+  }
+};
+
+// A run of `session` on `device` takes its turn there (see QueuedRun); the
+// quota's refusal is audited. Null when the session has no tenant account.
+absl::StatusOr<std::shared_ptr<QueuedRun>> TakeTurn(
+    const Session& session, const runtime::Device& device,
+    const std::vector<std::unique_ptr<FairQueue>>& fair_queues,
+    const Cancellation* call) {
+  const auto& account = session.account();
+  if (account == nullptr) return std::shared_ptr<QueuedRun>();
+  const int ordinal = device.local_hardware_id();
+  absl::Status quota = account->TakeQueuedExecution(ordinal);
+  if (!quota.ok()) {
+    Audit("quota_refused", {{"tenant", account->name()},
+                            {"session", absl::StrCat(session.public_id())},
+                            {"reason", std::string(quota.message())}});
+    return quota;
+  }
+  auto queued = std::make_shared<QueuedRun>();
+  queued->account = account;
+  queued->device = ordinal;
+  PJRT_ASSIGN_OR_RETURN(queued->ticket,
+                        fair_queues[static_cast<size_t>(ordinal)]->Enter(
+                            account.get(), account->weight(), call));
+  return queued;
+}
+
+// `queued` lives until the run whose `results` these are has ended.
+void HoldUntilRunEnds(
+    const std::shared_ptr<QueuedRun>& queued,
+    const std::vector<std::shared_ptr<runtime::Buffer>>& results) {
+  if (results.empty()) return;
+  // Every result of a run is defined by the same event: the first
+  // array's readiness is the run's end (a tuple's OnReady would block).
+  runtime::Buffer* first = results.front().get();
+  while (first->is_tuple() && !first->tuple_elements().empty()) {
+    first = first->tuple_elements().front().get();
+  }
+  if (!first->is_tuple()) first->OnReady([queued](absl::Status) {});
+}
+
+// Runs `e` on `device` the way its compile asks for. The runtime's errors
+// name the executable, the argument and what was expected.
+absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> Launch(
+    runtime::Executable& e, absl::Span<runtime::Buffer* const> arguments,
+    runtime::Device* device, const runtime::ExecuteRunOptions& options) {
+  if (e.portable()) return e.ExecutePortable(arguments, device, options);
+  if (e.num_replicas() * e.num_partitions() == 1) {
+    return e.Execute(arguments, device, options);
+  }
+  return e.ExecuteSharded(arguments, device, options);
+}
+
+// Registers `results` in `session` under `handles` (one per result) and
+// describes them in `infos`. On an error none is registered, and all are
+// freed.
+absl::Status RegisterResultsAs(
+    Session& session, const google::protobuf::RepeatedField<uint64_t>& handles,
+    const std::vector<std::shared_ptr<runtime::Buffer>>& results,
+    google::protobuf::RepeatedPtrField<v1::BufferInfo>* infos) {
+  absl::Status status = session.AddBuffersWithHandles(handles, results);
+  if (!status.ok()) {
+    for (const auto& result : results) result->Delete();
+    return status;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    BufferInfoToProto(session, handles[static_cast<int>(i)], *results[i],
+                      infos->Add());
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::Status ExecutableService::CompileImpl(grpc::ServerContext* context,
@@ -317,34 +439,14 @@ absl::Status ExecutableService::ExecuteInSession(
   };
   PJRT_ASSIGN_OR_RETURN(auto executable,
                         session->LookupExecutable(request.executable_handle()));
-  if (session->whole_cluster() && cluster_->multi_task()) {
-    auto task = cluster_->TaskOfDevice(request.device_id());
-    if (task.ok() && *task != cluster_->task_id()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "Execute runs programs on this task's devices; device %d is task "
-          "%d's: run it there with ExecuteReplicated (a program compiled "
-          "with that device in its assignment)",
-          request.device_id(), *task));
-    }
-  }
+  PJRT_RETURN_IF_ERROR(
+      CheckDeviceOfThisTask(*cluster_, *session, request.device_id()));
   PJRT_ASSIGN_OR_RETURN(
       runtime::Device * device,
       LookupAddressableDevice(*client_, *cluster_, request.device_id()));
   runtime::Executable& e = *executable;
   const auto& result_handles = request.result_handles();
-  if (!result_handles.empty()) {
-    if (request.options().keep_tuple_result()) {
-      return absl::InvalidArgumentError(
-          "result_handles name one buffer per result; they cannot be used "
-          "with keep_tuple_result");
-    }
-    if (result_handles.size() != static_cast<int>(e.result_shapes().size())) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s has %d results; got %d result_handles", e.name(),
-                          e.result_shapes().size(), result_handles.size()));
-    }
-    PJRT_RETURN_IF_ERROR(session->CheckNewHandles(result_handles));
-  }
+  PJRT_RETURN_IF_ERROR(CheckResultHandles(*session, e, request));
 
   // The shared pointers keep the arguments alive for the call; the runtime's
   // holds protect them while the run is in flight.
@@ -366,38 +468,15 @@ absl::Status ExecutableService::ExecuteInSession(
       lane_call != nullptr ? std::move(lane_call)
                            : CallCancellation(context, *session);
   options.wait_cancellation = call.get();
-  // With tenants, executions take turns on each device, and count against
-  // the tenant's queued_executions quota until they finish. A run of a
-  // program over several devices is not held back: it may wait for its
-  // peers on other devices, which would then wait for it in their queues.
-  struct QueuedRun {
-    FairQueue::Ticket ticket;
-    std::shared_ptr<TenantAccount> account;
-    int device = -1;
-    ~QueuedRun() {
-      ticket.Release();
-      if (account != nullptr) account->GiveQueuedExecution(device);
-    }
-  };
+  // A run of a program over several devices does not take turns: it may
+  // wait for its peers on other devices, which would then wait for it in
+  // their queues.
   std::shared_ptr<QueuedRun> queued;
   const bool single_device =
       e.portable() || e.num_replicas() * e.num_partitions() == 1;
-  if (const auto& account = session->account();
-      account != nullptr && single_device) {
-    const int ordinal = device->local_hardware_id();
-    absl::Status quota = account->TakeQueuedExecution(ordinal);
-    if (!quota.ok()) {
-      Audit("quota_refused", {{"tenant", account->name()},
-                              {"session", absl::StrCat(session->public_id())},
-                              {"reason", std::string(quota.message())}});
-      return quota;
-    }
-    queued = std::make_shared<QueuedRun>();
-    queued->account = account;
-    queued->device = ordinal;
-    PJRT_ASSIGN_OR_RETURN(queued->ticket,
-                          fair_queues_[static_cast<size_t>(ordinal)]->Enter(
-                              account.get(), account->weight(), call.get()));
+  if (single_device) {
+    PJRT_ASSIGN_OR_RETURN(
+        queued, TakeTurn(*session, *device, fair_queues_, call.get()));
   }
   // A caller that waits for the results anyway, or that streams its steps
   // (the next request cannot start before this one is enqueued), gains from
@@ -410,26 +489,10 @@ absl::Status ExecutableService::ExecuteInSession(
       request.options().wait_until_ready() || request.options().fetch_results();
   const bool short_run = single_device && e.recent_run_time() < kInlineRunLimit;
   options.run_inline_when_idle = inline_idle || wait || short_run;
-  // The runtime's errors name the executable, the argument and what was
-  // expected.
-  absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results;
-  if (e.portable()) {
-    results = e.ExecutePortable(raw_arguments, device, options);
-  } else if (e.num_replicas() * e.num_partitions() == 1) {
-    results = e.Execute(raw_arguments, device, options);
-  } else {
-    results = e.ExecuteSharded(raw_arguments, device, options);
-  }
+  absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results =
+      Launch(e, raw_arguments, device, options);
   if (!results.ok()) return results.status();
-  if (queued != nullptr && !results->empty()) {
-    // Every result of a run is defined by the same event: the first
-    // array's readiness is the run's end (a tuple's OnReady would block).
-    runtime::Buffer* first = results->front().get();
-    while (first->is_tuple() && !first->tuple_elements().empty()) {
-      first = first->tuple_elements().front().get();
-    }
-    if (!first->is_tuple()) first->OnReady([queued](absl::Status) {});
-  }
+  if (queued != nullptr) HoldUntilRunEnds(queued, *results);
   if (wait) {
     // A lane's call covers its session's cancellation and its client's
     // hanging up; a gRPC call's context is asked apart (see AwaitResults).
@@ -440,16 +503,8 @@ absl::Status ExecutableService::ExecuteInSession(
   if (result_handles.empty()) {
     PJRT_RETURN_IF_ERROR(RegisterResults(*session, *results, infos));
   } else {
-    absl::Status status =
-        session->AddBuffersWithHandles(result_handles, *results);
-    if (!status.ok()) {
-      for (const auto& result : *results) result->Delete();
-      return status;
-    }
-    for (size_t i = 0; i < results->size(); ++i) {
-      BufferInfoToProto(*session, result_handles[static_cast<int>(i)],
-                        *(*results)[i], infos->Add());
-    }
+    PJRT_RETURN_IF_ERROR(
+        RegisterResultsAs(*session, result_handles, *results, infos));
   }
   if (request.options().fetch_results()) {
     const absl::Time start = absl::Now();
@@ -645,329 +700,6 @@ absl::Status ExecutableService::ExecuteReplicatedHere(
         for (auto& buffer : results[rest]) buffer->Delete();
       }
       return status;
-    }
-  }
-  return absl::OkStatus();
-}
-
-namespace {
-
-// Every handle a result names: its own and its tuple elements'.
-void CollectHandles(const v1::BufferInfo& info, std::vector<uint64_t>* out) {
-  out->push_back(info.handle());
-  for (const v1::BufferInfo& element : info.tuple_elements()) {
-    CollectHandles(element, out);
-  }
-}
-
-void CollectHandles(const v1::ExecuteReplicatedResponse& response,
-                    std::vector<uint64_t>* out) {
-  for (const v1::ResultList& list : response.results()) {
-    for (const v1::BufferInfo& info : list.results()) CollectHandles(info, out);
-  }
-}
-
-}  // namespace
-
-absl::Status ExecutableService::CompileOnOtherTasks(
-    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
-    const v1::CompileRequest& request, const runtime::Executable& executable,
-    v1::CompileResponse* response) {
-  // Every device of the assignment in replica-major order: the order of
-  // ExecuteReplicated's argument lists; each task's own list keeps it.
-  std::vector<int> order;
-  std::vector<int> tasks;
-  for (const auto& row : executable.device_assignment()) {
-    for (int id : row) {
-      PJRT_ASSIGN_OR_RETURN(int task, cluster_->TaskOfDevice(id));
-      order.push_back(id);
-      if (task != cluster_->task_id() &&
-          std::find(tasks.begin(), tasks.end(), task) == tasks.end()) {
-        tasks.push_back(task);
-      }
-    }
-  }
-  if (tasks.empty()) return absl::OkStatus();
-  // Every task compiles at once.
-  struct Part {
-    int task;
-    uint64_t proxy = 0;
-    std::unique_ptr<grpc::ClientContext> context;
-    v1::CompileRequest request;
-    v1::CompileResponse response;
-    absl::Status status;
-  };
-  std::vector<Part> parts(tasks.size());
-  pjrt::Mutex mu;
-  int pending = 0;
-  // However this function ends, no callback may outlive what it uses.
-  absl::Cleanup wait_for_parts = [&] {
-    pjrt::MutexLock lock(&mu);
-    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
-  };
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    Part& part = parts[i];
-    part.task = tasks[i];
-    auto proxy = proxies_->ProxyOf(session, part.task);
-    if (!proxy.ok()) {
-      part.status = proxy.status();
-      continue;
-    }
-    part.proxy = *proxy;
-    part.request = request;
-    part.request.set_session_id(*proxy);
-    // The assignment this task settled on (a default one is this task's
-    // choice), spelled out.
-    v1::CompileOptions* options = part.request.mutable_options();
-    options->set_num_replicas(executable.num_replicas());
-    options->set_num_partitions(executable.num_partitions());
-    options->clear_device_assignment();
-    for (int id : order) options->add_device_assignment(id);
-    part.context = proxies_->Context(context);
-    {
-      pjrt::MutexLock lock(&mu);
-      ++pending;
-    }
-    proxies_->Stub(part.task)->async()->ProxyCompile(
-        part.context.get(), &part.request, &part.response,
-        [this, &mu, &pending, &part](grpc::Status status) {
-          absl::Status error;
-          if (!status.ok()) error = proxies_->PeerError(part.task, status);
-          pjrt::MutexLock lock(&mu);
-          part.status = std::move(error);
-          --pending;
-        });
-  }
-  {
-    pjrt::MutexLock lock(&mu);
-    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
-  }
-  absl::Status failed;
-  absl::flat_hash_map<int, uint64_t> handles;
-  for (Part& part : parts) {
-    if (!part.status.ok()) {
-      if (failed.ok()) {
-        failed =
-            absl::Status(part.status.code(),
-                         absl::StrFormat("compiling the part of task %d: %s",
-                                         part.task, part.status.message()));
-      }
-      continue;
-    }
-    handles[part.task] = part.response.executable_handle();
-  }
-  if (!failed.ok()) {
-    for (const Part& part : parts) {
-      if (!part.status.ok()) continue;
-      proxies_
-          ->DeleteRemoteExecutable(part.task, part.proxy,
-                                   part.response.executable_handle())
-          .IgnoreError();  // the proxy frees it when it ends
-    }
-    return failed;
-  }
-  session->SetRemoteParts(response->executable_handle(), std::move(handles));
-  response->clear_addressable_device_ids();
-  for (int id : order) response->add_addressable_device_ids(id);
-  return absl::OkStatus();
-}
-
-absl::Status ExecutableService::ExecuteOnEveryTask(
-    grpc::ServerContext* context, const std::shared_ptr<Session>& session,
-    runtime::Executable& e, const absl::flat_hash_map<int, uint64_t>& parts,
-    const v1::ExecuteReplicatedRequest& request,
-    v1::ExecuteReplicatedResponse* response) {
-  const int self = cluster_->task_id();
-  std::vector<int> order;
-  for (const auto& row : e.device_assignment()) {
-    for (int id : row) order.push_back(id);
-  }
-  if (request.arguments_size() != static_cast<int>(order.size())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s runs on %d devices of the cluster (ids %s); got %d argument "
-        "lists, one per device is needed",
-        e.name(), order.size(), absl::StrJoin(order, ", "),
-        request.arguments_size()));
-  }
-  // The launch's id on every task. One the client chose is made this
-  // session's own, as the runtime scopes a launch within a task: another
-  // session's launch with the same id and program cannot join it.
-  int64_t launch_id = request.options().launch_id();
-  if (launch_id != 0) {
-    launch_id = static_cast<int64_t>(
-        absl::HashOf(launch_id, self, session->public_id()) >> 1);
-  }
-  while (launch_id == 0)
-    launch_id = static_cast<int64_t>(SecureRandomId() >> 1);
-
-  // Split the lists by task; where[i]: list i's task and place there.
-  // Every argument is checked before any task starts, so that a mistake
-  // does not leave the others waiting at the program's collectives.
-  struct Part {
-    int task;
-    std::unique_ptr<grpc::ClientContext> context;
-    v1::ExecuteReplicatedRequest request;
-    v1::ExecuteReplicatedResponse response;
-    absl::Status status;
-  };
-  v1::ExecuteReplicatedRequest local;
-  local.set_session_id(request.session_id());
-  local.set_executable_handle(request.executable_handle());
-  *local.mutable_options() = request.options();
-  local.mutable_options()->set_launch_id(launch_id);
-  std::vector<Part> remote;
-  absl::flat_hash_map<int, size_t> remote_index;
-  std::vector<std::pair<int, int>> where(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    PJRT_ASSIGN_OR_RETURN(int task, cluster_->TaskOfDevice(order[i]));
-    const v1::ArgumentList& list = request.arguments(static_cast<int>(i));
-    for (int a = 0; a < list.argument_handles_size(); ++a) {
-      const uint64_t handle = list.argument_handles(a);
-      const int there = session->RemoteBufferTask(handle);
-      if (there == task) continue;
-      if (there < 0) {
-        auto buffer = session->LookupBuffer(handle);
-        if (!buffer.ok()) {
-          return absl::Status(
-              buffer.status().code(),
-              absl::StrFormat("device %d (list %d), argument %d: %s", order[i],
-                              i, a, buffer.status().message()));
-        }
-        if (task == self) continue;
-      }
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "device %d (list %d), argument %d: buffer %#x is on task %d, not "
-          "on task %d, the task of device %d (put it there)",
-          order[i], i, a, handle, there < 0 ? self : there, task, order[i]));
-    }
-    if (task == self) {
-      *local.add_arguments() = list;
-      where[i] = {self, local.arguments_size() - 1};
-      continue;
-    }
-    auto part_there = parts.find(task);
-    if (part_there == parts.end()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s's part on task %d went when task %d restarted; compile the "
-          "program again",
-          e.name(), task, task));
-    }
-    auto [it, added] = remote_index.try_emplace(task, remote.size());
-    if (added) {
-      remote.push_back(Part{.task = task});
-      Part& part = remote.back();
-      PJRT_ASSIGN_OR_RETURN(uint64_t proxy, proxies_->ProxyOf(session, task));
-      part.request.set_session_id(proxy);
-      part.request.set_executable_handle(part_there->second);
-      *part.request.mutable_options() = local.options();
-    }
-    Part& part = remote[it->second];
-    *part.request.add_arguments() = list;
-    where[i] = {task, part.request.arguments_size() - 1};
-  }
-
-  // The other tasks' parts first (they meet this one's at the program's
-  // collectives), then this task's, on this thread.
-  for (Part& part : remote) part.context = proxies_->Context(context);
-  pjrt::Mutex mu;
-  int pending = 0;
-  // However this function ends, no callback may outlive what it uses.
-  absl::Cleanup wait_for_parts = [&] {
-    pjrt::MutexLock lock(&mu);
-    if (pending > 0) {
-      for (Part& part : remote) part.context->TryCancel();
-    }
-    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
-  };
-  for (Part& part : remote) {
-    {
-      pjrt::MutexLock lock(&mu);
-      ++pending;
-    }
-    proxies_->Stub(part.task)->async()->ProxyExecuteReplicated(
-        part.context.get(), &part.request, &part.response,
-        [this, &mu, &pending, &part](grpc::Status status) {
-          absl::Status error;
-          if (!status.ok()) error = proxies_->PeerError(part.task, status);
-          pjrt::MutexLock lock(&mu);
-          if (!error.ok()) {
-            part.status = absl::Status(
-                error.code(), absl::StrFormat("task %d's part: %s", part.task,
-                                              error.message()));
-          }
-          --pending;
-        });
-  }
-  v1::ExecuteReplicatedResponse here;
-  absl::Status status = absl::OkStatus();
-  if (local.arguments_size() > 0 || !e.addressable_devices().empty()) {
-    status = ExecuteReplicatedHere(context, session, e, local, &here);
-  }
-  {
-    pjrt::MutexLock lock(&mu);
-    mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending == 0; });
-  }
-  // A part that failed by itself says more than one that gave up waiting
-  // for it at a collective.
-  auto waited = [](const absl::Status& s) {
-    return absl::IsDeadlineExceeded(s) || absl::IsCancelled(s);
-  };
-  for (const Part& part : remote) {
-    if (!part.status.ok() &&
-        (status.ok() || (waited(status) && !waited(part.status)))) {
-      status = part.status;
-    }
-    if (status.ok() &&
-        part.response.results_size() != part.request.arguments_size()) {
-      status = absl::InternalError(absl::StrFormat(
-          "task %d answered for %d devices of %d", part.task,
-          part.response.results_size(), part.request.arguments_size()));
-    }
-  }
-  if (status.ok() && here.results_size() != local.arguments_size()) {
-    status = absl::InternalError(
-        absl::StrFormat("this task ran %d devices of %d", here.results_size(),
-                        local.arguments_size()));
-  }
-  if (status.ok()) {
-    for (const Part& part : remote) {
-      std::vector<uint64_t> handles;
-      CollectHandles(part.response, &handles);
-      status = session->AddRemoteBuffers(part.task, handles);
-      if (!status.ok()) break;
-    }
-  }
-  if (!status.ok()) {
-    // No result survives a launch that failed anywhere.
-    std::vector<uint64_t> handles;
-    CollectHandles(here, &handles);
-    session->Release(handles, {});
-    for (const Part& part : remote) {
-      std::vector<uint64_t> theirs;
-      CollectHandles(part.response, &theirs);
-      session->ForgetRemoteBuffers(theirs);
-      proxies_
-          ->DeleteRemoteBuffers(part.task, part.request.session_id(), theirs)
-          .IgnoreError();  // the proxy frees them when it ends
-    }
-    return status;
-  }
-  response->set_launch_id(request.options().launch_id() != 0
-                              ? request.options().launch_id()
-                              : launch_id);
-  int64_t inline_bytes = 0;
-  for (const auto& [task, index] : where) {
-    const v1::ResultList& list =
-        task == self ? here.results(index)
-                     : remote[remote_index.at(task)].response.results(index);
-    v1::ResultList* out = response->add_results();
-    *out = list;
-    // Each task kept its own replies within the inline limit; together
-    // they keep it too (a result without its data is read as usual).
-    for (v1::BufferInfo& info : *out->mutable_results()) {
-      if (!info.has_data()) continue;
-      inline_bytes += static_cast<int64_t>(info.data().size());
-      if (inline_bytes > kMaxInlineBytes) info.clear_data();
     }
   }
   return absl::OkStatus();

@@ -173,6 +173,180 @@ absl::StatusOr<bool> ApplyLimitKey(absl::string_view key,
   return true;
 }
 
+// The keys of what the daemon serves and how it runs: false for another key.
+absl::StatusOr<bool> ApplyServingKey(absl::string_view key,
+                                     const toml::node& node,
+                                     absl::string_view source,
+                                     DaemonOptions* options) {
+  if (key == "listen") {
+    options->listen.clear();
+    if (auto single = node.value<std::string>()) {
+      options->listen.push_back(*single);
+    } else if (const toml::array* list = node.as_array()) {
+      for (const toml::node& item : *list) {
+        auto address = item.value<std::string>();
+        if (!address) return KeyError(source, key, "a list of addresses");
+        options->listen.push_back(*address);
+      }
+    } else {
+      return KeyError(source, key, "an address or a list of addresses");
+    }
+  } else if (key == "platform") {
+    auto v = node.value<std::string>();
+    if (!v) return KeyError(source, key, "\"host\", \"cuda\" or \"auto\"");
+    options->platform = *v;
+  } else if (key == "host_devices") {
+    PJRT_ASSIGN_OR_RETURN(options->host_devices,
+                          IntValue(node, source, key, 1, 256));
+  } else if (key == "memory_limit") {
+    PJRT_ASSIGN_OR_RETURN(options->memory_limit_bytes,
+                          ByteSizeValue(node, source, key));
+  } else if (key == "allocation_model") {
+    auto v = node.value<std::string>();
+    if (!v) {
+      return KeyError(source, key,
+                      "\"synchronous\", \"compute-synchronized\" or "
+                      "\"asynchronous\"");
+    }
+    options->allocation_model = *v;
+  } else if (key == "queue_ahead") {
+    PJRT_ASSIGN_OR_RETURN(options->queue_ahead,
+                          IntValue(node, source, key, 0, 100000));
+  } else if (key == "compile_cache_dir") {
+    auto v = node.value<std::string>();
+    if (!v) {
+      return KeyError(source, key, "a folder, or \"\" for no persistent cache");
+    }
+    options->compile_cache_dir = *v;
+  } else if (key == "log_level") {
+    auto v = node.value<std::string>();
+    if (!v) return KeyError(source, key, "a log level such as \"info\"");
+    options->log_level = *v;
+  } else if (key == "default_lease_seconds") {
+    PJRT_ASSIGN_OR_RETURN(options->default_lease,
+                          SecondsValue(node, source, key));
+  } else if (key == "max_lease_seconds") {
+    PJRT_ASSIGN_OR_RETURN(options->max_lease, SecondsValue(node, source, key));
+  } else if (key == "shutdown_timeout_seconds") {
+    PJRT_ASSIGN_OR_RETURN(options->shutdown_timeout,
+                          SecondsValue(node, source, key));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The keys of who may call and over what: false for another key.
+absl::StatusOr<bool> ApplyAccessKey(absl::string_view key,
+                                    const toml::node& node,
+                                    absl::string_view source,
+                                    DaemonOptions* options) {
+  if (key == "admin_token_file") {
+    auto v = node.value<std::string>();
+    if (!v) return KeyError(source, key, "a file path");
+    options->admin_token_file = *v;
+  } else if (key == "tenants_file" || key == "tls_cert" || key == "tls_key" ||
+             key == "tls_client_ca" || key == "cluster_tls_ca") {
+    auto v = node.value<std::string>();
+    if (!v) return KeyError(source, key, "a file path");
+    std::string* field = key == "tenants_file"    ? &options->tenants_file
+                         : key == "tls_cert"      ? &options->tls_cert
+                         : key == "tls_key"       ? &options->tls_key
+                         : key == "tls_client_ca" ? &options->tls_client_ca
+                                                  : &options->cluster_tls_ca;
+    *field = *v;
+  } else if (key == "insecure_tcp") {
+    const toml::value<bool>* v = node.as_boolean();
+    if (v == nullptr) return KeyError(source, key, "true or false");
+    options->insecure_tcp = v->get();
+  } else if (key == "shared_memory") {
+    // Exactly a boolean: toml++ would also read 0 or 1 as one.
+    const toml::value<bool>* v = node.as_boolean();
+    if (v == nullptr) return KeyError(source, key, "true or false");
+    options->shared_memory = v->get();
+  } else if (key == "data_channels") {
+    const toml::value<bool>* v = node.as_boolean();
+    if (v == nullptr) return KeyError(source, key, "true or false");
+    options->data_channels = v->get();
+  } else if (key == "metrics_listen") {
+    auto v = node.value<std::string>();
+    if (!v) {
+      return KeyError(source, key,
+                      "an IP:PORT address, e.g. \"127.0.0.1:9464\"");
+    }
+    options->metrics_listen = *v;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The keys of the cluster and its cross-host transfers: false for another
+// key.
+absl::StatusOr<bool> ApplyClusterKey(absl::string_view key,
+                                     const toml::node& node,
+                                     absl::string_view source,
+                                     DaemonOptions* options) {
+  if (key == "task_id") {
+    PJRT_ASSIGN_OR_RETURN(options->task_id,
+                          IntValue(node, source, key, 0, 65535));
+  } else if (key == "task_id_from_hostname") {
+    const toml::value<bool>* v = node.as_boolean();
+    if (v == nullptr) return KeyError(source, key, "true or false");
+    options->task_id_from_hostname = v->get();
+  } else if (key == "cluster") {
+    options->cluster.clear();
+    const toml::array* list = node.as_array();
+    if (list == nullptr) {
+      return KeyError(source, key, "a list of peer addresses, by task id");
+    }
+    for (const toml::node& item : *list) {
+      auto address = item.value<std::string>();
+      if (!address) return KeyError(source, key, "a list of addresses");
+      options->cluster.push_back(*address);
+    }
+  } else if (key == "cluster_secret_file") {
+    auto v = node.value<std::string>();
+    if (!v) return KeyError(source, key, "a file path");
+    options->cluster_secret_file = *v;
+  } else if (key == "cluster_timeout_seconds") {
+    PJRT_ASSIGN_OR_RETURN(options->cluster_timeout,
+                          SecondsValue(node, source, key));
+  } else if (key == "receive_timeout_seconds") {
+    PJRT_ASSIGN_OR_RETURN(options->receive_timeout,
+                          SecondsValue(node, source, key));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The error for a key that no Apply*Key knows; lists every known key.
+absl::Status UnknownKeyError(absl::string_view source, const std::string& key) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: unknown key '%s'; known keys are listen, platform, "
+      "host_devices, memory_limit, allocation_model, queue_ahead, "
+      "log_level, compile_cache_dir, default_lease_seconds, "
+      "max_lease_seconds, "
+      "shutdown_timeout_seconds, admin_token_file, tenants_file, "
+      "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
+      "data_channels, metrics_listen, task_id, task_id_from_hostname, "
+      "cluster, cluster_secret_file, cluster_tls_ca, "
+      "cluster_timeout_seconds, "
+      "receive_timeout_seconds, and the limits of docs/limits.md "
+      "(max_sessions, max_handles_per_session, "
+      "max_waiting_calls_per_session, max_regions_per_session, "
+      "max_regions, max_region_bytes_per_session, max_region_bytes, "
+      "max_region_connections_per_peer, max_region_connections_per_user, "
+      "max_region_connections, max_data_channels_per_session, "
+      "max_data_channels, max_execute_lanes_per_session, "
+      "max_execute_lanes, max_program_bytes, max_concurrent_compiles, "
+      "fair_queue_depth, "
+      "max_handler_threads, "
+      "compile_cache_entries, compile_cache_bytes, "
+      "max_collective_timeout_seconds, max_receive_timeout_seconds)",
+      source, EscapeForLog(key, 64)));
+}
 }  // namespace
 
 absl::Status ApplyConfigText(absl::string_view toml_text,
@@ -188,148 +362,17 @@ absl::Status ApplyConfigText(absl::string_view toml_text,
   }
   for (const auto& [raw_key, node] : table) {
     std::string key(raw_key.str());
-    if (key == "listen") {
-      options->listen.clear();
-      if (auto single = node.value<std::string>()) {
-        options->listen.push_back(*single);
-      } else if (const toml::array* list = node.as_array()) {
-        for (const toml::node& item : *list) {
-          auto address = item.value<std::string>();
-          if (!address) return KeyError(source, key, "a list of addresses");
-          options->listen.push_back(*address);
-        }
-      } else {
-        return KeyError(source, key, "an address or a list of addresses");
-      }
-    } else if (key == "platform") {
-      auto v = node.value<std::string>();
-      if (!v) return KeyError(source, key, "\"host\", \"cuda\" or \"auto\"");
-      options->platform = *v;
-    } else if (key == "host_devices") {
-      PJRT_ASSIGN_OR_RETURN(options->host_devices,
-                            IntValue(node, source, key, 1, 256));
-    } else if (key == "memory_limit") {
-      PJRT_ASSIGN_OR_RETURN(options->memory_limit_bytes,
-                            ByteSizeValue(node, source, key));
-    } else if (key == "allocation_model") {
-      auto v = node.value<std::string>();
-      if (!v) {
-        return KeyError(source, key,
-                        "\"synchronous\", \"compute-synchronized\" or "
-                        "\"asynchronous\"");
-      }
-      options->allocation_model = *v;
-    } else if (key == "queue_ahead") {
-      PJRT_ASSIGN_OR_RETURN(options->queue_ahead,
-                            IntValue(node, source, key, 0, 100000));
-    } else if (key == "compile_cache_dir") {
-      auto v = node.value<std::string>();
-      if (!v)
-        return KeyError(source, key,
-                        "a folder, or \"\" for no persistent cache");
-      options->compile_cache_dir = *v;
-    } else if (key == "log_level") {
-      auto v = node.value<std::string>();
-      if (!v) return KeyError(source, key, "a log level such as \"info\"");
-      options->log_level = *v;
-    } else if (key == "default_lease_seconds") {
-      PJRT_ASSIGN_OR_RETURN(options->default_lease,
-                            SecondsValue(node, source, key));
-    } else if (key == "max_lease_seconds") {
-      PJRT_ASSIGN_OR_RETURN(options->max_lease,
-                            SecondsValue(node, source, key));
-    } else if (key == "shutdown_timeout_seconds") {
-      PJRT_ASSIGN_OR_RETURN(options->shutdown_timeout,
-                            SecondsValue(node, source, key));
-    } else if (key == "admin_token_file") {
-      auto v = node.value<std::string>();
-      if (!v) return KeyError(source, key, "a file path");
-      options->admin_token_file = *v;
-    } else if (key == "tenants_file" || key == "tls_cert" || key == "tls_key" ||
-               key == "tls_client_ca" || key == "cluster_tls_ca") {
-      auto v = node.value<std::string>();
-      if (!v) return KeyError(source, key, "a file path");
-      std::string* field = key == "tenants_file"    ? &options->tenants_file
-                           : key == "tls_cert"      ? &options->tls_cert
-                           : key == "tls_key"       ? &options->tls_key
-                           : key == "tls_client_ca" ? &options->tls_client_ca
-                                                    : &options->cluster_tls_ca;
-      *field = *v;
-    } else if (key == "insecure_tcp") {
-      const toml::value<bool>* v = node.as_boolean();
-      if (v == nullptr) return KeyError(source, key, "true or false");
-      options->insecure_tcp = v->get();
-    } else if (key == "shared_memory") {
-      // Exactly a boolean: toml++ would also read 0 or 1 as one.
-      const toml::value<bool>* v = node.as_boolean();
-      if (v == nullptr) return KeyError(source, key, "true or false");
-      options->shared_memory = v->get();
-    } else if (key == "data_channels") {
-      const toml::value<bool>* v = node.as_boolean();
-      if (v == nullptr) return KeyError(source, key, "true or false");
-      options->data_channels = v->get();
-    } else if (key == "metrics_listen") {
-      auto v = node.value<std::string>();
-      if (!v)
-        return KeyError(source, key,
-                        "an IP:PORT address, e.g. \"127.0.0.1:9464\"");
-      options->metrics_listen = *v;
-    } else if (key == "task_id") {
-      PJRT_ASSIGN_OR_RETURN(options->task_id,
-                            IntValue(node, source, key, 0, 65535));
-    } else if (key == "task_id_from_hostname") {
-      const toml::value<bool>* v = node.as_boolean();
-      if (v == nullptr) return KeyError(source, key, "true or false");
-      options->task_id_from_hostname = v->get();
-    } else if (key == "cluster") {
-      options->cluster.clear();
-      const toml::array* list = node.as_array();
-      if (list == nullptr) {
-        return KeyError(source, key, "a list of peer addresses, by task id");
-      }
-      for (const toml::node& item : *list) {
-        auto address = item.value<std::string>();
-        if (!address) return KeyError(source, key, "a list of addresses");
-        options->cluster.push_back(*address);
-      }
-    } else if (key == "cluster_secret_file") {
-      auto v = node.value<std::string>();
-      if (!v) return KeyError(source, key, "a file path");
-      options->cluster_secret_file = *v;
-    } else if (key == "cluster_timeout_seconds") {
-      PJRT_ASSIGN_OR_RETURN(options->cluster_timeout,
-                            SecondsValue(node, source, key));
-    } else if (key == "receive_timeout_seconds") {
-      PJRT_ASSIGN_OR_RETURN(options->receive_timeout,
-                            SecondsValue(node, source, key));
-    } else {
-      PJRT_ASSIGN_OR_RETURN(bool known,
-                            ApplyLimitKey(key, node, source, &options->limits));
-      if (known) continue;
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: unknown key '%s'; known keys are listen, platform, "
-          "host_devices, memory_limit, allocation_model, queue_ahead, "
-          "log_level, compile_cache_dir, default_lease_seconds, "
-          "max_lease_seconds, "
-          "shutdown_timeout_seconds, admin_token_file, tenants_file, "
-          "tls_cert, tls_key, tls_client_ca, insecure_tcp, shared_memory, "
-          "data_channels, metrics_listen, task_id, task_id_from_hostname, "
-          "cluster, cluster_secret_file, cluster_tls_ca, "
-          "cluster_timeout_seconds, "
-          "receive_timeout_seconds, and the limits of docs/limits.md "
-          "(max_sessions, max_handles_per_session, "
-          "max_waiting_calls_per_session, max_regions_per_session, "
-          "max_regions, max_region_bytes_per_session, max_region_bytes, "
-          "max_region_connections_per_peer, max_region_connections_per_user, "
-          "max_region_connections, max_data_channels_per_session, "
-          "max_data_channels, max_execute_lanes_per_session, "
-          "max_execute_lanes, max_program_bytes, max_concurrent_compiles, "
-          "fair_queue_depth, "
-          "max_handler_threads, "
-          "compile_cache_entries, compile_cache_bytes, "
-          "max_collective_timeout_seconds, max_receive_timeout_seconds)",
-          source, EscapeForLog(key, 64)));
-    }
+    PJRT_ASSIGN_OR_RETURN(bool known,
+                          ApplyServingKey(key, node, source, options));
+    if (known) continue;
+    PJRT_ASSIGN_OR_RETURN(known, ApplyAccessKey(key, node, source, options));
+    if (known) continue;
+    PJRT_ASSIGN_OR_RETURN(known, ApplyClusterKey(key, node, source, options));
+    if (known) continue;
+    PJRT_ASSIGN_OR_RETURN(known,
+                          ApplyLimitKey(key, node, source, &options->limits));
+    if (known) continue;
+    return UnknownKeyError(source, key);
   }
   return absl::OkStatus();
 }
@@ -531,10 +574,244 @@ absl::StatusOr<std::string> ReadClusterSecret(const std::string& path) {
   return secret;
 }
 
+namespace {
+
+// What the command line gave, before it overrides the config file: a flag
+// still at its value here was not given.
+struct CommandLineFlags {
+  std::string config_path;
+  std::vector<std::string> listen;
+  std::string platform, log_level, memory_limit, address_file;
+  int host_devices = 0;
+  std::string allocation_model;
+  int queue_ahead = -1;
+  std::optional<std::string> compile_cache_dir;
+  std::string admin_token_file;
+  std::string tenants_file, tls_cert, tls_key, tls_client_ca;
+  std::string cluster_tls_ca;
+  bool insecure_tcp = false;
+  bool no_shared_memory = false;
+  std::string metrics_listen;
+  bool no_data_channels = false;
+  int task_id = -1;
+  bool task_id_from_hostname = false;
+  std::string cluster, cluster_secret_file;
+  double cluster_timeout = -1, receive_timeout = -1;
+};
+
+// The flags of what the daemon serves and how it runs. --help lists the
+// flags in the order they are added.
+void AddServingFlags(CLI::App& app, CommandLineFlags* flags) {
+  app.add_option("--config", flags->config_path,
+                 "TOML config file (see deploy/pjrtd.toml)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--listen", flags->listen,
+                 "Address to serve on, repeatable: unix:///path/to.sock or "
+                 "host:port (port 0 picks one). Default: " +
+                     std::string(kDefaultListenAddress));
+  app.add_option("--platform", flags->platform,
+                 "host, cuda or auto (default auto)")
+      ->check(CLI::IsMember({"host", "cuda", "auto"}));
+  app.add_option(
+         "--host-devices", flags->host_devices,
+         "Number of virtual CPU devices of the host platform (default 1)")
+      ->check(CLI::Range(1, 256));
+  app.add_option(
+      "--memory-limit", flags->memory_limit,
+      "Memory limit per device, e.g. 8GiB (default: the device's memory)");
+  app.add_option("--allocation-model", flags->allocation_model,
+                 "synchronous, compute-synchronized or asynchronous (default: "
+                 "the platform's: synchronous on host, compute-synchronized on "
+                 "cuda)")
+      ->check(CLI::IsMember(
+          {"synchronous", "compute-synchronized", "asynchronous"}));
+  app.add_option("--queue-ahead", flags->queue_ahead,
+                 "Executions the host may enqueue ahead of each device "
+                 "(default 32)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option(
+      "--log-level", flags->log_level,
+      "trace, debug, info, warn, error, critical or off (default info)");
+  app.add_option("--compile-cache-dir", flags->compile_cache_dir,
+                 "Keep compiled GPU kernels here across restarts (default "
+                 "/var/cache/pjrtd; \"\" for none)");
+  app.add_option(
+      "--address-file", flags->address_file,
+      "Write the resolved listen addresses to this file once serving");
+}
+
+// The flags of who may call and over what.
+void AddAccessFlags(CLI::App& app, CommandLineFlags* flags) {
+  app.add_option("--admin-token-file", flags->admin_token_file,
+                 "Write an admin token here (mode 600) that lets whoever can "
+                 "read it close other clients' sessions (pjrtctl sessions "
+                 "--close); off by default");
+  app.add_option("--tenants", flags->tenants_file,
+                 "Admit only the tenants of this TOML file (mode 600), each "
+                 "with its role and quotas; reloaded on SIGHUP (see "
+                 "docs/security.md)");
+  app.add_option("--tls-cert", flags->tls_cert,
+                 "Serve TCP listeners over TLS with this PEM certificate "
+                 "chain (needs --tls-key)");
+  app.add_option("--tls-key", flags->tls_key,
+                 "The TLS certificate's PEM private key");
+  app.add_option("--tls-client-ca", flags->tls_client_ca,
+                 "Require client certificates signed by this PEM CA (mutual "
+                 "TLS); a certificate's subject may name a tenant");
+  app.add_option("--cluster-tls-ca", flags->cluster_tls_ca,
+                 "Serve and call the cluster's peers over TLS (this task's "
+                 "--tls-cert, checked by peers against this PEM CA, which "
+                 "signed every task's certificate)");
+  app.add_flag("--insecure-tcp", flags->insecure_tcp,
+               "Allow a plaintext TCP listener on a non-loopback address "
+               "without TLS and tenants: anyone who reaches it may use the "
+               "daemon");
+  app.add_flag("--no-shared-memory", flags->no_shared_memory,
+               "Refuse shared-memory regions: local clients then stream "
+               "their data like remote ones");
+  app.add_option("--metrics-listen", flags->metrics_listen,
+                 "Serve Prometheus metrics at http://IP:PORT/metrics, e.g. "
+                 "127.0.0.1:9464 (port 0 picks one; off by default)");
+  app.add_flag("--no-data-channels", flags->no_data_channels,
+               "Offer no data channels: TCP clients then stream their data "
+               "through gRPC");
+}
+
+// The flags of the cluster and its cross-host transfers.
+void AddClusterFlags(CLI::App& app, CommandLineFlags* flags) {
+  app.add_option("--task-id", flags->task_id,
+                 "This daemon's task id in its cluster (default 0)")
+      ->check(CLI::Range(0, 65535));
+  app.add_flag("--task-id-from-hostname", flags->task_id_from_hostname,
+               "Take the task id from the host name's last '-' number (the "
+               "ordinal of a Kubernetes StatefulSet's pod, e.g. pjrtd-2 is "
+               "task 2)");
+  app.add_option("--cluster", flags->cluster,
+                 "Peer addresses of every task, by task id, comma-separated: "
+                 "host0:port,host1:port,... This daemon serves its peers on "
+                 "the entry of its own task id.\nExample: --task-id 1 "
+                 "--cluster 10.0.0.1:7100,10.0.0.2:7100 "
+                 "--cluster-secret-file /etc/pjrtd/cluster.secret");
+  app.add_option("--cluster-secret-file", flags->cluster_secret_file,
+                 "File with the secret every task of the cluster shares "
+                 "(mode 600, at least 16 characters)");
+  app.add_option("--cluster-timeout", flags->cluster_timeout,
+                 "Seconds start-up waits for every peer (default 300)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--receive-timeout", flags->receive_timeout,
+                 "Default seconds a cross-host receive waits for its data "
+                 "(default 300)")
+      ->check(CLI::PositiveNumber);
+}
+
+absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot read config file %s", path));
+  }
+  return ApplyConfigText(text.str(), path, options);
+}
+
+// The serving and access flags given override the config file's values.
+void OverrideServingAndAccessOptions(const CommandLineFlags& flags,
+                                     DaemonOptions* options) {
+  if (!flags.listen.empty()) options->listen = flags.listen;
+  if (!flags.platform.empty()) options->platform = flags.platform;
+  if (flags.host_devices > 0) options->host_devices = flags.host_devices;
+  if (!flags.log_level.empty()) options->log_level = flags.log_level;
+  if (!flags.allocation_model.empty()) {
+    options->allocation_model = flags.allocation_model;
+  }
+  if (flags.queue_ahead > 0) options->queue_ahead = flags.queue_ahead;
+  if (!flags.address_file.empty()) options->address_file = flags.address_file;
+  if (flags.compile_cache_dir.has_value()) {
+    options->compile_cache_dir = *flags.compile_cache_dir;
+  }
+  if (!flags.admin_token_file.empty()) {
+    options->admin_token_file = flags.admin_token_file;
+  }
+  if (!flags.tenants_file.empty()) options->tenants_file = flags.tenants_file;
+  if (!flags.tls_cert.empty()) options->tls_cert = flags.tls_cert;
+  if (!flags.tls_key.empty()) options->tls_key = flags.tls_key;
+  if (!flags.tls_client_ca.empty()) {
+    options->tls_client_ca = flags.tls_client_ca;
+  }
+  if (!flags.cluster_tls_ca.empty()) {
+    options->cluster_tls_ca = flags.cluster_tls_ca;
+  }
+  if (flags.insecure_tcp) options->insecure_tcp = true;
+  if (flags.no_shared_memory) options->shared_memory = false;
+  if (flags.no_data_channels) options->data_channels = false;
+  if (!flags.metrics_listen.empty()) {
+    options->metrics_listen = flags.metrics_listen;
+  }
+}
+
+// The cluster flags given override the config file's values; the task id
+// comes from the host name when asked (by either).
+absl::Status OverrideClusterOptions(const CommandLineFlags& flags,
+                                    DaemonOptions* options) {
+  if (flags.task_id >= 0) options->task_id = flags.task_id;
+  if (flags.task_id_from_hostname) options->task_id_from_hostname = true;
+  if (options->task_id_from_hostname) {
+    if (flags.task_id >= 0) {
+      return absl::InvalidArgumentError(
+          "give --task-id or --task-id-from-hostname, not both");
+    }
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--task-id-from-hostname: cannot read the host name: %s",
+          std::strerror(errno)));
+    }
+    PJRT_ASSIGN_OR_RETURN(options->task_id, TaskIdFromHostname(name));
+  }
+  if (!flags.cluster.empty()) {
+    options->cluster =
+        absl::StrSplit(flags.cluster, ',', absl::SkipWhitespace());
+    for (std::string& address : options->cluster) {
+      address = std::string(absl::StripAsciiWhitespace(address));
+    }
+  }
+  if (!flags.cluster_secret_file.empty()) {
+    options->cluster_secret_file = flags.cluster_secret_file;
+  }
+  if (flags.cluster_timeout > 0) {
+    options->cluster_timeout = absl::Seconds(flags.cluster_timeout);
+  }
+  if (flags.receive_timeout > 0) {
+    options->receive_timeout = absl::Seconds(flags.receive_timeout);
+  }
+  return absl::OkStatus();
+}
+
+// The options of the config file (if any) with the flags given over them,
+// checked together.
+absl::Status ApplyCommandLine(const CommandLineFlags& flags,
+                              DaemonOptions* options) {
+  if (!flags.config_path.empty()) {
+    PJRT_RETURN_IF_ERROR(ApplyConfigFile(flags.config_path, options));
+  }
+  OverrideServingAndAccessOptions(flags, options);
+  PJRT_RETURN_IF_ERROR(OverrideClusterOptions(flags, options));
+  if (!flags.memory_limit.empty()) {
+    auto bytes = ParseByteSize(flags.memory_limit);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--memory-limit: %s", bytes.status().message()));
+    }
+    options->memory_limit_bytes = *bytes;
+  }
+  return ValidateOptions(*options);
+}
+
+}  // namespace
+
 ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   ParsedCommandLine result;
-  DaemonOptions& options = result.options;
-
   CLI::App app{
       "pjrtd: serves this machine's accelerators (or its CPU as virtual "
       "devices) to clients over gRPC.\n\nExample:\n  pjrtd --listen "
@@ -542,114 +819,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       "--host-devices 4\n",
       "pjrtd"};
   app.set_version_flag("--version", std::string("pjrtd ") + kBuildVersion);
-  std::string config_path;
-  std::vector<std::string> listen;
-  std::string platform, log_level, memory_limit, address_file;
-  int host_devices = 0;
-  app.add_option("--config", config_path,
-                 "TOML config file (see deploy/pjrtd.toml)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--listen", listen,
-                 "Address to serve on, repeatable: unix:///path/to.sock or "
-                 "host:port (port 0 picks one). Default: " +
-                     std::string(kDefaultListenAddress));
-  app.add_option("--platform", platform, "host, cuda or auto (default auto)")
-      ->check(CLI::IsMember({"host", "cuda", "auto"}));
-  app.add_option(
-         "--host-devices", host_devices,
-         "Number of virtual CPU devices of the host platform (default 1)")
-      ->check(CLI::Range(1, 256));
-  app.add_option(
-      "--memory-limit", memory_limit,
-      "Memory limit per device, e.g. 8GiB (default: the device's memory)");
-  std::string allocation_model;
-  int queue_ahead = -1;
-  app.add_option("--allocation-model", allocation_model,
-                 "synchronous, compute-synchronized or asynchronous (default: "
-                 "the platform's: synchronous on host, compute-synchronized on "
-                 "cuda)")
-      ->check(CLI::IsMember(
-          {"synchronous", "compute-synchronized", "asynchronous"}));
-  app.add_option("--queue-ahead", queue_ahead,
-                 "Executions the host may enqueue ahead of each device "
-                 "(default 32)")
-      ->check(CLI::Range(1, 100000));
-  app.add_option(
-      "--log-level", log_level,
-      "trace, debug, info, warn, error, critical or off (default info)");
-  std::optional<std::string> compile_cache_dir;
-  app.add_option("--compile-cache-dir", compile_cache_dir,
-                 "Keep compiled GPU kernels here across restarts (default "
-                 "/var/cache/pjrtd; \"\" for none)");
-  app.add_option(
-      "--address-file", address_file,
-      "Write the resolved listen addresses to this file once serving");
-  std::string admin_token_file;
-  app.add_option("--admin-token-file", admin_token_file,
-                 "Write an admin token here (mode 600) that lets whoever can "
-                 "read it close other clients' sessions (pjrtctl sessions "
-                 "--close); off by default");
-  std::string tenants_file, tls_cert, tls_key, tls_client_ca;
-  app.add_option("--tenants", tenants_file,
-                 "Admit only the tenants of this TOML file (mode 600), each "
-                 "with its role and quotas; reloaded on SIGHUP (see "
-                 "docs/security.md)");
-  app.add_option("--tls-cert", tls_cert,
-                 "Serve TCP listeners over TLS with this PEM certificate "
-                 "chain (needs --tls-key)");
-  app.add_option("--tls-key", tls_key, "The TLS certificate's PEM private key");
-  app.add_option("--tls-client-ca", tls_client_ca,
-                 "Require client certificates signed by this PEM CA (mutual "
-                 "TLS); a certificate's subject may name a tenant");
-  std::string cluster_tls_ca;
-  app.add_option("--cluster-tls-ca", cluster_tls_ca,
-                 "Serve and call the cluster's peers over TLS (this task's "
-                 "--tls-cert, checked by peers against this PEM CA, which "
-                 "signed every task's certificate)");
-  bool insecure_tcp = false;
-  app.add_flag("--insecure-tcp", insecure_tcp,
-               "Allow a plaintext TCP listener on a non-loopback address "
-               "without TLS and tenants: anyone who reaches it may use the "
-               "daemon");
-  bool no_shared_memory = false;
-  app.add_flag("--no-shared-memory", no_shared_memory,
-               "Refuse shared-memory regions: local clients then stream "
-               "their data like remote ones");
-  std::string metrics_listen;
-  app.add_option("--metrics-listen", metrics_listen,
-                 "Serve Prometheus metrics at http://IP:PORT/metrics, e.g. "
-                 "127.0.0.1:9464 (port 0 picks one; off by default)");
-  bool no_data_channels = false;
-  app.add_flag("--no-data-channels", no_data_channels,
-               "Offer no data channels: TCP clients then stream their data "
-               "through gRPC");
-  int task_id = -1;
-  std::string cluster, cluster_secret_file;
-  double cluster_timeout = -1, receive_timeout = -1;
-  app.add_option("--task-id", task_id,
-                 "This daemon's task id in its cluster (default 0)")
-      ->check(CLI::Range(0, 65535));
-  bool task_id_from_hostname = false;
-  app.add_flag("--task-id-from-hostname", task_id_from_hostname,
-               "Take the task id from the host name's last '-' number (the "
-               "ordinal of a Kubernetes StatefulSet's pod, e.g. pjrtd-2 is "
-               "task 2)");
-  app.add_option("--cluster", cluster,
-                 "Peer addresses of every task, by task id, comma-separated: "
-                 "host0:port,host1:port,... This daemon serves its peers on "
-                 "the entry of its own task id.\nExample: --task-id 1 "
-                 "--cluster 10.0.0.1:7100,10.0.0.2:7100 "
-                 "--cluster-secret-file /etc/pjrtd/cluster.secret");
-  app.add_option("--cluster-secret-file", cluster_secret_file,
-                 "File with the secret every task of the cluster shares "
-                 "(mode 600, at least 16 characters)");
-  app.add_option("--cluster-timeout", cluster_timeout,
-                 "Seconds start-up waits for every peer (default 300)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--receive-timeout", receive_timeout,
-                 "Default seconds a cross-host receive waits for its data "
-                 "(default 300)")
-      ->check(CLI::PositiveNumber);
+  CommandLineFlags flags;
+  AddServingFlags(app, &flags);
+  AddAccessFlags(app, &flags);
+  AddClusterFlags(app, &flags);
 
   try {
     app.parse(argc, argv);
@@ -659,82 +832,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
     return result;
   }
 
-  const auto fail = [&](const absl::Status& status) {
+  absl::Status status = ApplyCommandLine(flags, &result.options);
+  if (!status.ok()) {
     std::cerr << "pjrtd: " << status.message() << "\n";
     result.exit_code = 2;
-    return result;
-  };
-
-  if (!config_path.empty()) {
-    std::ifstream file(config_path);
-    std::stringstream text;
-    text << file.rdbuf();
-    if (!file) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrFormat("cannot read config file %s", config_path)));
-    }
-    absl::Status status = ApplyConfigText(text.str(), config_path, &options);
-    if (!status.ok()) return fail(status);
   }
-  if (!listen.empty()) options.listen = listen;
-  if (!platform.empty()) options.platform = platform;
-  if (host_devices > 0) options.host_devices = host_devices;
-  if (!log_level.empty()) options.log_level = log_level;
-  if (!allocation_model.empty()) options.allocation_model = allocation_model;
-  if (queue_ahead > 0) options.queue_ahead = queue_ahead;
-  if (!address_file.empty()) options.address_file = address_file;
-  if (compile_cache_dir.has_value())
-    options.compile_cache_dir = *compile_cache_dir;
-  if (!admin_token_file.empty()) options.admin_token_file = admin_token_file;
-  if (!tenants_file.empty()) options.tenants_file = tenants_file;
-  if (!tls_cert.empty()) options.tls_cert = tls_cert;
-  if (!tls_key.empty()) options.tls_key = tls_key;
-  if (!tls_client_ca.empty()) options.tls_client_ca = tls_client_ca;
-  if (!cluster_tls_ca.empty()) options.cluster_tls_ca = cluster_tls_ca;
-  if (insecure_tcp) options.insecure_tcp = true;
-  if (no_shared_memory) options.shared_memory = false;
-  if (no_data_channels) options.data_channels = false;
-  if (!metrics_listen.empty()) options.metrics_listen = metrics_listen;
-  if (task_id >= 0) options.task_id = task_id;
-  if (task_id_from_hostname) options.task_id_from_hostname = true;
-  if (options.task_id_from_hostname) {
-    if (task_id >= 0) {
-      return fail(absl::InvalidArgumentError(
-          "give --task-id or --task-id-from-hostname, not both"));
-    }
-    char name[256] = {};
-    if (gethostname(name, sizeof(name) - 1) != 0) {
-      return fail(absl::InvalidArgumentError(absl::StrFormat(
-          "--task-id-from-hostname: cannot read the host name: %s",
-          std::strerror(errno))));
-    }
-    auto id = TaskIdFromHostname(name);
-    if (!id.ok()) return fail(id.status());
-    options.task_id = *id;
-  }
-  if (!cluster.empty()) {
-    options.cluster = absl::StrSplit(cluster, ',', absl::SkipWhitespace());
-    for (std::string& address : options.cluster) {
-      address = std::string(absl::StripAsciiWhitespace(address));
-    }
-  }
-  if (!cluster_secret_file.empty()) {
-    options.cluster_secret_file = cluster_secret_file;
-  }
-  if (cluster_timeout > 0)
-    options.cluster_timeout = absl::Seconds(cluster_timeout);
-  if (receive_timeout > 0)
-    options.receive_timeout = absl::Seconds(receive_timeout);
-  if (!memory_limit.empty()) {
-    auto bytes = ParseByteSize(memory_limit);
-    if (!bytes.ok()) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrFormat("--memory-limit: %s", bytes.status().message())));
-    }
-    options.memory_limit_bytes = *bytes;
-  }
-  absl::Status status = ValidateOptions(options);
-  if (!status.ok()) return fail(status);
   return result;
 }
 
