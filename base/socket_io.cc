@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace pjrt {
 
@@ -40,6 +41,26 @@ bool ReceiveAll(int fd, void* data, size_t size, size_t* done) {
   }
   if (done != nullptr) *done = received;
   return ok;
+}
+
+bool SendWithDescriptor(int fd, const void* data, size_t size, int passed) {
+  iovec iov{.iov_base = const_cast<void*>(data), .iov_len = size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &passed, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n >= 0;
 }
 
 void EncodeFrameLength(uint32_t length,

@@ -19,6 +19,12 @@ bool SendAll(int fd, const void* data, size_t size, size_t* done = nullptr);
 // the socket passes.
 bool ReceiveAll(int fd, void* data, size_t size, size_t* done = nullptr);
 
+// Sends `size` bytes with the file descriptor `passed` attached
+// (SCM_RIGHTS) in one sendmsg on the unix socket `fd`, never raising
+// SIGPIPE: how a memfd reaches the daemon's region socket. False (errno)
+// when the send fails.
+bool SendWithDescriptor(int fd, const void* data, size_t size, int passed);
+
 inline constexpr size_t kFramePrefixBytes = 4;
 void EncodeFrameLength(uint32_t length,
                        unsigned char prefix[kFramePrefixBytes]);

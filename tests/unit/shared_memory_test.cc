@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/socket_io.h"
 #include "daemon/session.h"
 #include "daemon/session_table.h"
 #include "device/event.h"
@@ -322,23 +323,11 @@ class RegionServerTest : public ::testing::Test {
     request.set_session_id(session_->id());
     request.set_size_bytes(size);
     request.set_name("r");
-    std::string bytes = request.SerializeAsString();
+    const std::string bytes = request.SerializeAsString();
     int fd = MakeMemfd(size);
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    iovec iov{.iov_base = bytes.data(), .iov_len = bytes.size()};
-    msghdr message{};
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&message);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
     v1::RegisterRegionResponse response;
     response.set_error_code(-1);
-    if (sendmsg(connection, &message, MSG_NOSIGNAL) >= 0) {
+    if (SendWithDescriptor(connection, bytes.data(), bytes.size(), fd)) {
       char reply[4096];
       ssize_t n = recv(connection, reply, sizeof(reply), 0);
       if (n > 0) response.ParseFromArray(reply, static_cast<int>(n));

@@ -1,13 +1,15 @@
 // base/socket_io.h on a socket pair: whole buffers cross, a closed peer is
-// reported with how far the transfer got, and frame lengths are
-// little-endian.
+// reported with how far the transfer got, a file descriptor crosses with
+// its message, and frame lengths are little-endian.
 #include "base/socket_io.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,42 @@ class SocketIoTest : public ::testing::Test {
   }
   int fds_[2] = {-1, -1};
 };
+
+TEST_F(SocketIoTest, ADescriptorCrossesWithItsMessage) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ASSERT_TRUE(SendWithDescriptor(fds_[0], "reg", 3, pipe_fds[1]));
+  close(pipe_fds[1]);
+
+  char data[8] = {};
+  iovec iov{.iov_base = data, .iov_len = sizeof(data)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  ASSERT_EQ(recvmsg(fds_[1], &message, 0), 3);
+  EXPECT_EQ(std::string(data, 3), "reg");
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->cmsg_type, SCM_RIGHTS);
+  int received;
+  std::memcpy(&received, CMSG_DATA(c), sizeof(int));
+  // The received descriptor is the pipe's write end: what goes in comes out.
+  ASSERT_EQ(write(received, "x", 1), 1);
+  close(received);
+  char byte = 0;
+  EXPECT_EQ(read(pipe_fds[0], &byte, 1), 1);
+  EXPECT_EQ(byte, 'x');
+  close(pipe_fds[0]);
+}
+
+TEST_F(SocketIoTest, ADescriptorSendToAClosedPeerFails) {
+  CloseEnd(1);
+  EXPECT_FALSE(SendWithDescriptor(fds_[0], "reg", 3, fds_[0]));
+  EXPECT_EQ(errno, EPIPE);
+}
 
 TEST_F(SocketIoTest, AWholeBufferLargerThanTheSocketBufferCrosses) {
   std::vector<unsigned char> sent(8 << 20);

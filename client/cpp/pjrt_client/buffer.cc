@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "client/cpp/pjrt_client/internal.h"
 
@@ -141,11 +142,9 @@ absl::StatusOr<BufferInfo> Buffer::Describe() const {
   request.set_session_id(state_->id);
   request.set_handle(handle());
   v1::BufferInfo info;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status =
-      state_->buffers_stub().DescribeBuffer(&context, request, &info);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(state_->buffers_stub(),
+                                 &v1::Buffers::Stub::DescribeBuffer, request,
+                                 &info));
   return FromWire(std::move(info));
 }
 
@@ -170,11 +169,9 @@ absl::StatusOr<Buffer> Buffer::CopyToDevice(int device_id) const {
   request.set_handle(handle());
   request.set_device_id(device_id);
   v1::BufferInfo info;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status =
-      state_->buffers_stub().CopyToDevice(&context, request, &info);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(state_->buffers_stub(),
+                                 &v1::Buffers::Stub::CopyToDevice, request,
+                                 &info));
   return Buffer(state_, FromWire(std::move(info)));
 }
 
@@ -216,10 +213,8 @@ absl::Status Buffer::Delete() {
   request.set_session_id(state->id);
   request.add_handles(handle);
   v1::DeleteBuffersResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  return ToAbslStatus(
-      state->buffers_stub().DeleteBuffers(&context, request, &response));
+  return UnaryCall(state->buffers_stub(), &v1::Buffers::Stub::DeleteBuffers,
+                   request, &response);
 }
 
 uint64_t Buffer::Release() {

@@ -233,12 +233,10 @@ absl::StatusOr<std::shared_ptr<Client>> Client::Connect(
 }
 
 absl::StatusOr<std::vector<Device>> Client::Devices() {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   v1::ListDevicesResponse response;
-  grpc::Status status = stubs_->server->ListDevices(
-      &context, v1::ListDevicesRequest(), &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(*stubs_->server,
+                                 &v1::Server::Stub::ListDevices,
+                                 v1::ListDevicesRequest(), &response));
   std::vector<Device> devices;
   for (const v1::Device& device : response.devices()) {
     devices.push_back(FromWire(device));
@@ -247,12 +245,9 @@ absl::StatusOr<std::vector<Device>> Client::Devices() {
 }
 
 absl::StatusOr<Stats> Client::Stats() {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   v1::Stats response;
-  grpc::Status status =
-      stubs_->server->GetStats(&context, v1::GetStatsRequest(), &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(*stubs_->server, &v1::Server::Stub::GetStats,
+                                 v1::GetStatsRequest(), &response));
   return FromWire(response);
 }
 
@@ -269,12 +264,10 @@ absl::StatusOr<ClusterStatus> Client::ClusterStatus(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   v1::ListSessionsResponse response;
-  grpc::Status status = stubs_->sessions->ListSessions(
-      &context, v1::ListSessionsRequest(), &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(*stubs_->sessions,
+                                 &v1::Sessions::Stub::ListSessions,
+                                 v1::ListSessionsRequest(), &response));
   std::vector<SessionInfo> sessions;
   for (const v1::SessionInfo& session : response.sessions()) {
     sessions.push_back(FromWire(session));
@@ -283,11 +276,9 @@ absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
 }
 
 absl::Status Client::Ping() {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   v1::PingResponse response;
-  return ToAbslStatus(
-      stubs_->server->Ping(&context, v1::PingRequest(), &response));
+  return UnaryCall(*stubs_->server, &v1::Server::Stub::Ping, v1::PingRequest(),
+                   &response);
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
@@ -313,13 +304,8 @@ absl::StatusOr<std::unique_ptr<Session>> Client::OpenSession(
       std::min<uint32_t>(kProtocolRevisionMax, info_.protocol_version_max));
   request.set_whole_cluster(options.whole_cluster);
   v1::OpenSessionResponse response;
-  {
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    grpc::Status status =
-        stubs_->sessions->OpenSession(&context, request, &response);
-    if (!status.ok()) return ToAbslStatus(status);
-  }
+  PJRT_RETURN_IF_ERROR(UnaryCall(
+      *stubs_->sessions, &v1::Sessions::Stub::OpenSession, request, &response));
   auto state = std::make_shared<SessionState>();
   state->client = shared_from_this();
   state->id = response.session_id();
@@ -428,10 +414,8 @@ absl::Status Session::KeepAlive() {
   v1::KeepAliveRequest request;
   request.set_session_id(state_->id);
   v1::KeepAliveResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  return ToAbslStatus(
-      state_->sessions_stub().KeepAlive(&context, request, &response));
+  return UnaryCall(state_->sessions_stub(), &v1::Sessions::Stub::KeepAlive,
+                   request, &response);
 }
 
 absl::StatusOr<Buffer> Session::Upload(DType dtype,
@@ -520,11 +504,9 @@ absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
   request.set_session_id(state_->id);
   request.set_handle(handle);
   v1::BufferInfo info;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status =
-      state_->buffers_stub().DescribeBuffer(&context, request, &info);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(state_->buffers_stub(),
+                                 &v1::Buffers::Stub::DescribeBuffer, request,
+                                 &info));
   return Buffer(state_, FromWire(std::move(info)));
 }
 
@@ -535,11 +517,9 @@ absl::StatusOr<Executable> Session::Compile(const std::string& hlo_text,
   request.set_hlo_text(hlo_text);
   ToWire(options, request.mutable_options());
   v1::CompileResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, kCompileTimeout);
-  grpc::Status status =
-      state_->executables_stub().Compile(&context, request, &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(state_->executables_stub(),
+                                 &v1::Executables::Stub::Compile, request,
+                                 &response, kCompileTimeout));
   return Executable(state_, FromWire(response));
 }
 
@@ -655,11 +635,9 @@ absl::StatusOr<std::vector<std::vector<Buffer>>> Executable::ExecuteReplicated(
   }
   ExecuteOptionsToProto(options, request.mutable_options());
   v1::ExecuteReplicatedResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = state_->executables_stub().ExecuteReplicated(
-      &context, request, &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(state_->executables_stub(),
+                                 &v1::Executables::Stub::ExecuteReplicated,
+                                 request, &response));
   std::vector<std::vector<Buffer>> results(response.results_size());
   for (int d = 0; d < response.results_size(); ++d) {
     for (v1::BufferInfo& info :
@@ -698,11 +676,9 @@ absl::StatusOr<Buffer> Session::MakeTuple(std::vector<Buffer> elements) {
     request.add_handles(elements[i].handle());
   }
   v1::BufferInfo response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status =
-      state_->buffers_stub().MakeTuple(&context, request, &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(state_->buffers_stub(),
+                                 &v1::Buffers::Stub::MakeTuple, request,
+                                 &response));
   // The tuple owns them now.
   for (Buffer& element : elements) element.Release();
   return Buffer(state_, FromWire(std::move(response)));
@@ -717,11 +693,9 @@ absl::StatusOr<Session::CrossHostReceive> Session::MakeCrossHostReceiveBuffers(
   request.set_device_id(device_id);
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
   v1::MakeCrossHostReceiveBuffersResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  grpc::Status status = state_->buffers_stub().MakeCrossHostReceiveBuffers(
-      &context, request, &response);
-  if (!status.ok()) return ToAbslStatus(status);
+  PJRT_RETURN_IF_ERROR(UnaryCall(
+      state_->buffers_stub(), &v1::Buffers::Stub::MakeCrossHostReceiveBuffers,
+      request, &response));
   CrossHostReceive out;
   for (int i = 0; i < response.buffers_size(); ++i) {
     out.buffers.push_back(

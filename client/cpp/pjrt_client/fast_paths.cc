@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "base/random.h"
 #include "base/socket_io.h"
+#include "base/status_macros.h"
 #include "client/cpp/pjrt_client/client.h"
 #include "client/cpp/pjrt_client/internal.h"
 
@@ -85,22 +86,10 @@ absl::StatusOr<uint64_t> Register(const std::string& socket_name,
   request.set_session_id(session_id);
   request.set_size_bytes(size);
   request.set_name(name);
-  std::string payload = request.SerializeAsString();
-  iovec iov{.iov_base = payload.data(), .iov_len = payload.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&message);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  const std::string payload = request.SerializeAsString();
   char reply[4096];
   ssize_t received = -1;
-  if (sendmsg(s, &message, MSG_NOSIGNAL) >= 0) {
+  if (pjrt::SendWithDescriptor(s, payload.data(), payload.size(), fd)) {
     received = recv(s, reply, sizeof(reply), 0);
   }
   std::string why = ErrnoText();
@@ -667,11 +656,9 @@ absl::Status Region::Unregister() {
     request.set_session_id(state_->id);
     request.set_region_handle(handle_);
     v1::UnregisterRegionResponse response;
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    grpc::Status status =
-        state_->buffers_stub().UnregisterRegion(&context, request, &response);
-    if (!status.ok()) return ToAbslStatus(status);
+    PJRT_RETURN_IF_ERROR(UnaryCall(state_->buffers_stub(),
+                                   &v1::Buffers::Stub::UnregisterRegion,
+                                   request, &response));
   }
   handle_ = 0;
   return absl::OkStatus();

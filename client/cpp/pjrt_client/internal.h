@@ -33,6 +33,20 @@ inline void SetDeadline(grpc::ClientContext* context,
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
+// Makes the unary call `method` of `stub` with a deadline `timeout` from now:
+// UnaryCall(state->buffers_stub(), &Buffers::Stub::DescribeBuffer, request,
+// &info).
+template <typename Stub, typename Request, typename Response>
+absl::Status UnaryCall(Stub& stub,
+                       grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                    const Request&, Response*),
+                       const Request& request, Response* response,
+                       absl::Duration timeout = kCallTimeout) {
+  grpc::ClientContext context;
+  SetDeadline(&context, timeout);
+  return ToAbslStatus((stub.*method)(&context, request, response));
+}
+
 // The generated stubs of the daemon's services, on a Client's channel.
 struct Stubs {
   explicit Stubs(const std::shared_ptr<grpc::Channel>& channel)
