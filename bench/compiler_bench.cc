@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "bench/bench_util.h"
 #include "compiler/host/thread_pool.h"
 #include "hlo/stablehlo.h"
 #include "nlohmann/json.hpp"
@@ -21,33 +22,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Median of `runs` timings of fn, in seconds, after one warm-up.
-double Time(int runs, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> times;
-  for (int i = 0; i < runs; ++i) {
-    auto start = Clock::now();
-    fn();
-    times.push_back(
-        std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-void Check(const absl::Status& s) {
-  if (!s.ok()) {
-    std::cerr << "compiler_bench: " << s << "\n";
-    std::exit(1);
-  }
-}
-template <typename T>
-T Check(absl::StatusOr<T> v) {
-  Check(v.status());
-  return *std::move(v);
-}
+using pjrt::bench::Check;
+using pjrt::bench::MedianSeconds;
 
 // Runs `exe` on `args` and waits for the results.
 void RunOnce(pjrt::runtime::Executable& exe,
@@ -101,10 +77,12 @@ ENTRY e {
   ROOT d = T[1024,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 })",
                             {{"T[", absl::StrCat(type_name, "[")}})));
-    double ours = Time(7, [&] { RunOnce(*exe, {ba.get(), bb.get()}, device); });
+    double ours = MedianSeconds(7, [&] {
+      RunOnce(*exe, {ba.get(), bb.get()}, device);
+    });
     std::vector<T> c(n * n);
     auto& pool = pjrt::compiler::host::ThreadPool::Get();
-    double eigen = Time(7, [&] {
+    double eigen = MedianSeconds(7, [&] {
       using M = Eigen::Tensor<T, 2, Eigen::RowMajor>;
       Eigen::TensorMap<const M> A(a.data(), n, n), B(b.data(), n, n);
       Eigen::TensorMap<M> C(c.data(), n, n);
@@ -127,31 +105,12 @@ ENTRY e {
       x[i] = static_cast<float>(i % 1000) - 500.0f;
     pjrt::hlo::Shape shape(pjrt::hlo::PrimitiveType::kF32, {n});
     auto bx = Check(client->BufferFromHostBuffer(x.data(), shape, device));
-    auto exe = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
-HloModule chain
-ENTRY e {
-  x = f32[16777216] parameter(0)
-  two = f32[] constant(2)
-  one = f32[] constant(1)
-  hundred = f32[] constant(100)
-  zero = f32[] constant(0)
-  b2 = f32[16777216] broadcast(two), dimensions={}
-  b1 = f32[16777216] broadcast(one), dimensions={}
-  b100 = f32[16777216] broadcast(hundred), dimensions={}
-  b0 = f32[16777216] broadcast(zero), dimensions={}
-  m = f32[16777216] multiply(x, b2)
-  a = f32[16777216] add(m, b1)
-  r = f32[16777216] maximum(a, b0)
-  s = f32[16777216] subtract(r, x)
-  q = f32[16777216] multiply(s, s)
-  c = f32[16777216] minimum(q, b100)
-  g = f32[16777216] negate(c)
-  ROOT h = f32[16777216] abs(g)
-})"));
-    double ours = Time(9, [&] { RunOnce(*exe, {bx.get()}, device); });
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        client.get(), pjrt::bench::ChainProgram(n)));
+    double ours = MedianSeconds(9, [&] { RunOnce(*exe, {bx.get()}, device); });
     std::vector<float> dst(n);
-    double copy =
-        Time(9, [&] { std::memcpy(dst.data(), x.data(), n * sizeof(float)); });
+    double copy = MedianSeconds(
+        9, [&] { std::memcpy(dst.data(), x.data(), n * sizeof(float)); });
     double bytes = 2.0 * n * sizeof(float);  // read once, write once
     metrics.push_back(Metric("fused_elementwise_chain8_64MiB_GBps", "GB/s",
                              bytes / ours / 1e9, "memcpy_64MiB",
@@ -180,7 +139,7 @@ ENTRY e {
   x = f32[8388608] parameter(0)
   ROOT r = f32[8388608] all-reduce(x), replica_groups={}, to_apply=add
 })"));
-    double ours = Time(9, [&] {
+    double ours = MedianSeconds(9, [&] {
       auto results = Check(exe->ExecuteReplicated(args));
       for (auto& device_results : results) {
         for (auto& r : device_results) Check(r->BlockHostUntilReady());
@@ -191,7 +150,7 @@ ENTRY e {
     // write each output once).
     std::vector<std::vector<float>> sources(4, x),
         copies(4, std::vector<float>(n));
-    double copy = Time(9, [&] {
+    double copy = MedianSeconds(9, [&] {
       for (int d = 0; d < 4; ++d) {
         std::memcpy(copies[d].data(), sources[d].data(), n * sizeof(float));
       }
@@ -211,12 +170,12 @@ ENTRY e {
     };
     const std::string mlir = read("tests/data/transformer_step.mlir");
     const std::string hlo = read("tests/data/transformer_step.hlo");
-    double stablehlo = Time(21, [&] {
+    double stablehlo = MedianSeconds(21, [&] {
       Check(pjrt::hlo::ParseAndVerifyProgram(
                 mlir, pjrt::hlo::ProgramFormat::kStableHlo)
                 .status());
     });
-    double hlo_only = Time(21, [&] {
+    double hlo_only = MedianSeconds(21, [&] {
       Check(
           pjrt::hlo::ParseAndVerifyProgram(hlo, pjrt::hlo::ProgramFormat::kHlo)
               .status());

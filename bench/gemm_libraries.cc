@@ -23,22 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double MedianSeconds(int runs, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> times;
-  for (int i = 0; i < runs; ++i) {
-    auto start = Clock::now();
-    fn();
-    times.push_back(
-        std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using pjrt::bench::MedianSeconds;
 
 struct Shape {
   const char* name;

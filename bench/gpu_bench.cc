@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "compiler/cuda/backend.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
@@ -39,26 +40,8 @@ double Seconds(const std::function<void()>& fn) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Median of `runs` timings of fn, in seconds, after one warm-up.
-double Time(int runs, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> times;
-  for (int i = 0; i < runs; ++i) times.push_back(Seconds(fn));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-void Check(const absl::Status& s) {
-  if (!s.ok()) {
-    std::cerr << "gpu_bench: " << s << "\n";
-    std::exit(1);
-  }
-}
-template <typename T>
-T Check(absl::StatusOr<T> v) {
-  Check(v.status());
-  return *std::move(v);
-}
+using pjrt::bench::Check;
+using pjrt::bench::MedianSeconds;
 void CheckCuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     std::cerr << "gpu_bench: " << what << ": " << cudaGetErrorString(e) << "\n";
@@ -161,7 +144,7 @@ double DirectGemmSeconds(int n, bool bf16) {
                                            1, &heuristic, &found),
             "heuristic");
   const float one = 1, zero = 0;
-  const double seconds = Time(5, [&] {
+  const double seconds = MedianSeconds(5, [&] {
     CheckBlas(
         cublasLtMatmul(handle, desc, &one, a, la, b, lb, &zero, c, lc, c, lc,
                        &heuristic.algo, workspace, workspace_bytes, nullptr),
@@ -248,7 +231,8 @@ int main() {
                      "[4096,4096] dot(a, b), lhs_contracting_dims={1}, "
                      "rhs_contracting_dims={0}\n}\n")));
     auto args = RandomArguments(client, *exe, device);
-    const double ours = Time(5, [&] { RunOnce(*exe, Pointers(args), device); });
+    const double ours =
+        MedianSeconds(5, [&] { RunOnce(*exe, Pointers(args), device); });
     const double direct = DirectGemmSeconds(n, bf16);
     const double flops = 2.0 * n * n * n;
     metrics.push_back(Metric(absl::StrCat("dot_", t, "_4096_tflops"), "TFLOP/s",
@@ -258,34 +242,16 @@ int main() {
 
   {  // Eight fused element-wise ops over 1 GiB against a device-to-device copy.
     const int64_t n = int64_t{1} << 28;
-    auto exe = Check(pjrt::runtime::Executable::Compile(&client, R"(
-HloModule chain
-ENTRY e {
-  x = f32[268435456] parameter(0)
-  two = f32[] constant(2)
-  one = f32[] constant(1)
-  hundred = f32[] constant(100)
-  zero = f32[] constant(0)
-  b2 = f32[268435456] broadcast(two), dimensions={}
-  b1 = f32[268435456] broadcast(one), dimensions={}
-  b100 = f32[268435456] broadcast(hundred), dimensions={}
-  b0 = f32[268435456] broadcast(zero), dimensions={}
-  m = f32[268435456] multiply(x, b2)
-  a = f32[268435456] add(m, b1)
-  r = f32[268435456] maximum(a, b0)
-  s = f32[268435456] subtract(r, x)
-  q = f32[268435456] multiply(s, s)
-  c = f32[268435456] minimum(q, b100)
-  g = f32[268435456] negate(c)
-  ROOT h = f32[268435456] abs(g)
-})"));
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client, pjrt::bench::ChainProgram(n)));
     auto x = Check(client.CreateUninitializedBuffer(
         Shape(PrimitiveType::kF32, {n}), device));
-    const double ours = Time(5, [&] { RunOnce(*exe, {x.get()}, device); });
+    const double ours =
+        MedianSeconds(5, [&] { RunOnce(*exe, {x.get()}, device); });
     void *src, *dst;
     CheckCuda(cudaMalloc(&src, n * 4), "cudaMalloc");
     CheckCuda(cudaMalloc(&dst, n * 4), "cudaMalloc");
-    const double copy = Time(5, [&] {
+    const double copy = MedianSeconds(5, [&] {
       CheckCuda(cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToDevice),
                 "cudaMemcpy");
     });
@@ -304,7 +270,7 @@ ENTRY e {
     std::memset(region, 1, bytes);
     Check(client.platform()->RegisterHostMemory(region, bytes));
     const Shape shape(PrimitiveType::kU8, {bytes});
-    const double ours = Time(5, [&] {
+    const double ours = MedianSeconds(5, [&] {
       auto b = Check(client.BufferFromHostBuffer(
           region, shape,
           pjrt::runtime::HostBufferSemantics::kImmutableUntilTransferCompletes,
@@ -317,7 +283,7 @@ ENTRY e {
     CheckCuda(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault),
               "cudaHostAlloc");
     CheckCuda(cudaMalloc(&dst, bytes), "cudaMalloc");
-    const double direct = Time(5, [&] {
+    const double direct = MedianSeconds(5, [&] {
       CheckCuda(cudaMemcpy(dst, pinned, bytes, cudaMemcpyHostToDevice),
                 "cudaMemcpy");
     });
@@ -336,7 +302,7 @@ ENTRY e {
       auto exe = Check(pjrt::runtime::Executable::Compile(&c, mlp));
       pjrt::runtime::Device* d = c.devices()[0];
       auto args = RandomArguments(c, *exe, d);
-      return 1.0 / Time(20, [&] { RunOnce(*exe, Pointers(args), d); });
+      return 1.0 / MedianSeconds(20, [&] { RunOnce(*exe, Pointers(args), d); });
     };
     metrics.push_back(Metric("mlp_step_per_second_cuda", "steps/s",
                              steps_per_second(client), "host_platform",

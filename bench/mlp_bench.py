@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import pathlib
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -24,9 +25,12 @@ import pjrt_client
 from timing import blas_name
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+# numpy's step is the one the MLP test checks pjrtd against.
+sys.path.insert(0, str(REPO / "tests" / "python"))
+import mlp_reference  # noqa: E402
 HLO = REPO / "tests" / "data" / "mlp_train_step.hlo"
-LR = np.float32(0.01)
-BATCH, IN, HIDDEN, OUT = 64, 784, 128, 10
+BATCH, IN, HIDDEN, OUT = (mlp_reference.BATCH, mlp_reference.IN,
+                          mlp_reference.HIDDEN, mlp_reference.OUT)
 
 
 def inputs() -> list[np.ndarray]:
@@ -39,27 +43,6 @@ def inputs() -> list[np.ndarray]:
         rng.standard_normal((BATCH, IN)).astype(np.float32),
         rng.integers(0, OUT, size=BATCH).astype(np.int32),
     ]
-
-
-def numpy_step(w1, b1, w2, b2, x, labels):
-    z1 = x @ w1 + b1
-    h = np.maximum(z1, 0)
-    logits = h @ w2 + b2
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(shifted)
-    s = e.sum(axis=1, keepdims=True)
-    logp = shifted - np.log(s)
-    onehot = (labels[:, None] == np.arange(OUT)[None, :]).astype(np.float32)
-    loss = -np.mean(np.sum(onehot * logp, axis=1))
-    dlogp = -onehot / BATCH
-    dlogits = dlogp - (e / s) * dlogp.sum(axis=1, keepdims=True)
-    db2 = dlogits.sum(axis=0)
-    dw2 = h.T @ dlogits
-    dh = dlogits @ w2.T
-    dz1 = np.where(z1 > 0, dh, np.float32(0))
-    db1 = dz1.sum(axis=0)
-    dw1 = x.T @ dz1
-    return (w1 - LR * dw1, b1 - LR * db1, w2 - LR * dw2, b2 - LR * db2, loss)
 
 
 def median_times(fns, runs: int) -> list[float]:
@@ -98,8 +81,11 @@ def main() -> None:
         def one_call():
             exe.execute(params + data, wait=True)
 
+        def numpy_step():
+            mlp_reference.train_step(*args)
+
         numpy_seconds, pjrtd_seconds, one_call_seconds = median_times(
-            [lambda: numpy_step(*args), step, one_call], runs=300)
+            [numpy_step, step, one_call], runs=300)
     metrics = [{
         "metric": "mlp_train_step_steps_per_second",
         "unit": "steps/s",
