@@ -74,7 +74,8 @@ test-cuda-programs:
 # The op suites again with the host kernels of each lower x86-64 level
 # (the run above takes the CPU's own): the portable build's modules and its
 # built-in kernels all compute the same.
-HOST_LEVEL_SUITES := tests/python/test_ops.py tests/python/test_ops_types.py \
+HOST_LEVEL_SUITES := tests/python/test_ops.py tests/python/test_ops_shapes.py \
+	tests/python/test_ops_dot_reduce.py tests/python/test_ops_types.py \
 	tests/python/test_ops_windows.py tests/python/test_stablehlo.py \
 	tests/python/test_mlp.py \
 	tests/python/test_metrics.py::test_build_info_names_the_host_kernels_level
@@ -101,6 +102,7 @@ lint:
 # x86-64 levels, the packages and the sanitizers (make test runs them all).
 CHECK_SUITES := tests/python/test_layering.py tests/python/test_docs.py \
 	tests/python/test_client.py tests/python/test_ops.py \
+	tests/python/test_ops_shapes.py tests/python/test_ops_dot_reduce.py \
 	tests/python/test_ops_control_flow.py tests/python/test_mlp.py \
 	tests/python/test_executables.py tests/python/test_hostile_inputs.py \
 	tests/python/test_stablehlo.py tests/python/test_pjrtctl.py \

@@ -97,6 +97,16 @@ def client(address: str):
         yield c
 
 
+@pytest.fixture(scope="module")
+def cl(request: pytest.FixtureRequest, daemon: Daemon):
+    """One client for a whole module of op tests, over the unix socket,
+    named after the module."""
+    import pjrt_client
+    with pjrt_client.connect(daemon.addresses[0],
+                             client_name=request.module.__name__) as c:
+        yield c
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On cuda, a test of what the CUDA backend does not run yet is a skip,

@@ -298,3 +298,42 @@ def run(client: pjrt_client.Client, hlo: str,
                 b.delete()
     finally:
         executable.delete()
+
+
+def rng_for(*key: object) -> np.random.Generator:
+    """A generator seeded from the test's parameters (reproducible)."""
+    return np.random.default_rng([ord(ch) for ch in repr(key)])
+
+
+def unary_hlo(op: str, ty: str, out_ty: str, shape: tuple[int, ...],
+              attrs: str = "") -> str:
+    return f"""HloModule {op.replace('-', '_')}_{ty}
+
+ENTRY main {{
+  x = {shape_str(ty, shape)} parameter(0)
+  ROOT r = {shape_str(out_ty, shape)} {op}(x){attrs}
+}}
+"""
+
+
+def binary_hlo(op: str, ty: str, out_ty: str, shape: tuple[int, ...],
+               attrs: str = "", rhs_ty: str | None = None) -> str:
+    return f"""HloModule {op.replace('-', '_')}_{ty}
+
+ENTRY main {{
+  x = {shape_str(ty, shape)} parameter(0)
+  y = {shape_str(rhs_ty or ty, shape)} parameter(1)
+  ROOT r = {shape_str(out_ty, shape)} {op}(x, y){attrs}
+}}
+"""
+
+
+def dims_attr(dims) -> str:
+    """``dimensions={1,2}``."""
+    return "dimensions={" + ",".join(str(d) for d in dims) + "}"
+
+
+def run1(cl, hlo: str, *args: tuple[str, np.ndarray]) -> np.ndarray:
+    """Runs a program with one result and returns it."""
+    (out,) = run(cl, hlo, list(args))
+    return out

@@ -450,11 +450,15 @@ def wait_for(predicate, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.002)
 
 
-def test_killing_the_receiver_mid_transfer_leaves_the_sender_healthy(pair):
-    sender = pjrt_client.connect(pair.address(0))
-    receiver = pjrt_client.connect(pair.address(1))
-    baseline = sender.stats()["devices"][0]["bytes_in_use"]
-    x = np.ones(256 << 20, np.uint8)
+LARGE_COPY_BYTES = 256 << 20
+
+
+def start_large_copy(sender, receiver):
+    """Starts copying LARGE_COPY_BYTES from `sender`'s device 0 to
+    `receiver`'s device 1 on a thread and returns once bytes flow: the
+    receive buffer, the sent buffer, the thread, and a dict that holds the
+    copy's error (under "error") once it has one."""
+    x = np.ones(LARGE_COPY_BYTES, np.uint8)
     (r,), (d,) = receiver.make_cross_host_receive_buffers([x], device=1)
     b = sender.put(x, device=0)
     outcome: dict[str, BaseException] = {}
@@ -462,27 +466,41 @@ def test_killing_the_receiver_mid_transfer_leaves_the_sender_healthy(pair):
     def copy() -> None:
         try:
             b.copy_to_remote_device(d)
-        except BaseException as e:  # noqa: B902 - reported below
+        except BaseException as e:  # noqa: B902 - the caller checks it
             outcome["error"] = e
 
     thread = threading.Thread(target=copy)
     thread.start()
-    # Stop the receiver once bytes flow, so the transfer cannot finish, then
-    # kill it.
     wait_for(lambda: receiver.stats()["cross_host_bytes_received"] > 0,
              "the transfer to start")
-    pair.daemons[1].process.send_signal(signal.SIGSTOP)
-    pair.daemons[1].process.kill()
-    pair.daemons[1].process.wait()
+    return r, b, thread, outcome
+
+
+def stop_and_kill(daemon) -> None:
+    """Stops `daemon` at once (mid-transfer), then kills it."""
+    daemon.process.send_signal(signal.SIGSTOP)
+    daemon.process.kill()
+    daemon.process.wait()
+
+
+def test_killing_the_receiver_mid_transfer_leaves_the_sender_healthy(pair):
+    sender = pjrt_client.connect(pair.address(0))
+    receiver = pjrt_client.connect(pair.address(1))
+    baseline = sender.stats()["devices"][0]["bytes_in_use"]
+    _, b, thread, outcome = start_large_copy(sender, receiver)
+    # Stop the receiver once bytes flow, so the transfer cannot finish, then
+    # kill it.
+    stop_and_kill(pair.daemons[1])
     thread.join(timeout=60)
     assert not thread.is_alive()
     error = outcome.get("error")
     assert isinstance(error, pjrt_client.UnavailableError), error
     assert "copy to task 1" in str(error)
-    assert f"of {256 << 20} bytes" in str(error)
+    assert f"of {LARGE_COPY_BYTES} bytes" in str(error)
     # The sender still works and keeps exactly its own buffer.
     np.testing.assert_array_equal(b.to_numpy()[:8], np.ones(8))
-    assert sender.stats()["devices"][0]["bytes_in_use"] == baseline + x.nbytes
+    assert (sender.stats()["devices"][0]["bytes_in_use"]
+            == baseline + LARGE_COPY_BYTES)
     b.delete()
     assert sender.stats()["devices"][0]["bytes_in_use"] == baseline
     status = sender.cluster_status(timeout=0.5)
@@ -493,24 +511,8 @@ def test_killing_the_receiver_mid_transfer_leaves_the_sender_healthy(pair):
 def test_a_sender_that_goes_away_never_makes_the_receive_ready(pair):
     receiver = pjrt_client.connect(pair.address(1))
     sender = pjrt_client.connect(pair.address(0))
-    x = np.ones(256 << 20, np.uint8)
-    (r,), (d,) = receiver.make_cross_host_receive_buffers([x], device=1)
-    b = sender.put(x, device=0)
-    outcome: dict[str, BaseException] = {}
-
-    def copy() -> None:
-        try:
-            b.copy_to_remote_device(d)
-        except BaseException as e:  # noqa: B902 - checked below
-            outcome["error"] = e
-
-    thread = threading.Thread(target=copy)
-    thread.start()
-    wait_for(lambda: receiver.stats()["cross_host_bytes_received"] > 0,
-             "the transfer to start")
-    pair.daemons[0].process.send_signal(signal.SIGSTOP)
-    pair.daemons[0].process.kill()
-    pair.daemons[0].process.wait()
+    r, _, thread, outcome = start_large_copy(sender, receiver)
+    stop_and_kill(pair.daemons[0])
     with pytest.raises(pjrt_client.UnavailableError,
                        match=r"stopped after \d+ of 268435456 bytes"):
         r.to_numpy()

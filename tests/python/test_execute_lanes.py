@@ -20,15 +20,8 @@ import pytest
 import pjrt_client
 from pjrt_client._proto.pjrt.v1 import executable_pb2
 from conftest import Daemon
+from programs import ADD_ONE
 
-ADD_ONE = """HloModule add_one
-ENTRY main {
-  x = f32[4] parameter(0)
-  one = f32[] constant(1)
-  ones = f32[4] broadcast(one), dimensions={}
-  ROOT y = f32[4] add(x, ones)
-}
-"""
 
 STEP = """HloModule step
 ENTRY main {

@@ -22,15 +22,8 @@ from pjrt_client import _shm
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, executable_pb2,
                                         types_pb2)
 from conftest import PLATFORM, Daemon
+from programs import ADD_ONE
 
-ADD_ONE = """HloModule add_one
-ENTRY main {
-  x = f32[4] parameter(0)
-  one = f32[] constant(1)
-  ones = f32[4] broadcast(one), dimensions={}
-  ROOT y = f32[4] add(x, ones)
-}
-"""
 
 MIB = 1 << 20
 

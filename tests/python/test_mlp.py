@@ -18,14 +18,15 @@ import subprocess
 import numpy as np
 import pytest
 
+import mlp_reference
 import pjrt_client
 from conftest import PJRTCTL, REPO
 
 HLO = REPO / "tests" / "data" / "mlp_train_step.hlo"
 STABLEHLO = REPO / "tests" / "data" / "mlp_train_step.mlir"
 PROGRAMS = {"hlo": HLO, "stablehlo": STABLEHLO}
-LEARNING_RATE = 0.01
-BATCH, IN, HIDDEN, OUT = 64, 784, 128, 10
+BATCH, IN, HIDDEN, OUT = (mlp_reference.BATCH, mlp_reference.IN,
+                          mlp_reference.HIDDEN, mlp_reference.OUT)
 
 # Tolerances. The program computes in float32 and the reference in float64
 # from the same float32 inputs, so the results differ by float32 rounding
@@ -55,27 +56,7 @@ def train_step_reference(w1, b1, w2, b2, x, labels):
     """The step in float64 numpy: (new w1, b1, w2, b2), loss, and the
     hidden pre-activations (to check that none sits on relu's kink)."""
     w1, b1, w2, b2, x = (a.astype(np.float64) for a in (w1, b1, w2, b2, x))
-    z1 = x @ w1 + b1
-    h = np.maximum(z1, 0)
-    logits = h @ w2 + b2
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(shifted)
-    s = e.sum(axis=1, keepdims=True)
-    logp = shifted - np.log(s)
-    onehot = (labels[:, None] == np.arange(OUT)[None, :]).astype(np.float64)
-    loss = -np.mean(np.sum(onehot * logp, axis=1))
-    # Backpropagation.
-    dlogp = -onehot / BATCH
-    dlogits = dlogp - (e / s) * dlogp.sum(axis=1, keepdims=True)
-    db2 = dlogits.sum(axis=0)
-    dw2 = h.T @ dlogits
-    dh = dlogits @ w2.T
-    dz1 = np.where(z1 > 0, dh, 0.0)
-    db1 = dz1.sum(axis=0)
-    dw1 = x.T @ dz1
-    new = [w1 - LEARNING_RATE * dw1, b1 - LEARNING_RATE * db1,
-           w2 - LEARNING_RATE * dw2, b2 - LEARNING_RATE * db2]
-    return new, loss, z1
+    return mlp_reference.train_step(w1, b1, w2, b2, x, labels)
 
 
 def check_step(outputs: list[np.ndarray], inputs: list[np.ndarray]) -> None:

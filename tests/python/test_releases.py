@@ -18,15 +18,7 @@ import pytest
 import pjrt_client
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, session_pb2,
                                         session_pb2_grpc)
-
-ADD_ONE = """HloModule add_one
-ENTRY e {
-  x = f32[4] parameter(0)
-  one = f32[] constant(1)
-  b = f32[4] broadcast(one), dimensions={}
-  ROOT y = f32[4] add(x, b)
-}
-"""
+from programs import ADD_ONE
 
 # Several results of different types and sizes, one of them large.
 MANY = """HloModule many

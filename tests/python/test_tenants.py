@@ -21,22 +21,14 @@ import numpy as np
 import pytest
 
 import pjrt_client
-from conftest import PJRTD, Daemon
+from conftest import PJRTCTL, PJRTD, Daemon
+from programs import ADD_ONE
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
                                         executable_pb2, server_pb2,
                                         server_pb2_grpc, session_pb2,
                                         session_pb2_grpc)
 
-PJRTCTL = PJRTD.parent / "pjrtctl"
 QUOTA_BYTES = 1 << 20
-ADD_ONE = """HloModule add_one
-ENTRY main {
-  x = f32[4] parameter(0)
-  one = f32[] constant(1)
-  ones = f32[4] broadcast(one), dimensions={}
-  ROOT y = f32[4] add(x, ones)
-}
-"""
 
 
 # A few milliseconds of work on the host platform (about 3.5 ms on CI's
