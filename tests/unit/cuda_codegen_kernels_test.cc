@@ -16,9 +16,9 @@
 namespace pjrt::compiler::cuda {
 namespace {
 
-using hlo::PrimitiveType;
 using emulation::Emulator;
 using emulation::Parse;
+using hlo::PrimitiveType;
 
 TEST(CudaCodegen, FusesAChainIntoOneKernel) {
   std::unique_ptr<hlo::Module> module = Parse(R"(

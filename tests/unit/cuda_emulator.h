@@ -180,8 +180,9 @@ inline double Value(PrimitiveType t, const void* data, int64_t i) {
 // complex number) within `rtol` of the larger magnitude or of 1 (math
 // functions and sums differ in their last bits between libraries and
 // orders), NaN where NaN.
-inline ::testing::AssertionResult Same(const hlo::Shape& shape, const void* want,
-                                const void* got, double rtol) {
+inline ::testing::AssertionResult Same(const hlo::Shape& shape,
+                                       const void* want, const void* got,
+                                       double rtol) {
   const PrimitiveType t = shape.element_type();
   const bool complex = hlo::IsComplex(t);
   const bool int4 = t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
@@ -647,8 +648,9 @@ struct Case {
 
 // Runs the generated kernels of `compiled` on the CPU and the host
 // backend's program for `module`, and compares every result.
-inline void CompareWithHost(const hlo::Module& module, const CudaCompilation& compiled,
-                     const std::string& name, double rtol) {
+inline void CompareWithHost(const hlo::Module& module,
+                            const CudaCompilation& compiled,
+                            const std::string& name, double rtol) {
   auto reference = host::CompileForHost(module);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
