@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"

@@ -3,27 +3,17 @@
 // launch id, each task's part on its own devices, the results gathered in
 // the assignment's order (the rest of the service: executable_service.cc).
 #include <algorithm>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/hash/hash.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "base/log.h"
 #include "base/mutex.h"
 #include "base/random.h"
 #include "base/status_macros.h"
-#include "base/text.h"
-#include "daemon/grpc_status.h"
-#include "daemon/proto_convert.h"
 #include "daemon/services.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "hlo/stablehlo.h"
 
 namespace pjrt::daemon {
 
