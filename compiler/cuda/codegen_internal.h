@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -266,12 +267,41 @@ class Generator {
   absl::Status EmitGather(const host::GatherKernel& g);
 
   // outputs = operands (a copy kernel each, skipped when the output is the
-  // operand's own memory), then the updates in the host kernel's order:
-  // a thread per first window coordinate when windows of different
+  // operand's own memory), then the updates. A combine that atomics can do
+  // in any order (AtomicCombine) runs a thread per update element
+  // (EmitAtomicScatter); any other goes in the host kernel's order: a
+  // thread per first window coordinate when windows of different
   // positions can meet only at the same window coordinates (the host's
   // `parallel`), else one thread, each going through every position in
-  // order. Results are those of the host, bit for bit, for every combiner.
+  // order. Results are those of the host, bit for bit, but for the
+  // floating-point sums atomics add in another order.
   absl::Status EmitScatter(const host::ScatterKernel& sc);
+
+  // Statements giving, for the scatter position `position` (an
+  // expression), its start in the operand (`dst`) and in the updates
+  // (`src`), and skipping (`continue`) a window that does not fit.
+  static std::string ScatterStart(const host::ScatterKernel& sc,
+                                  const std::string& position,
+                                  const std::string& indent);
+
+  // The op of a one-operand scatter whose result atomics reach whatever
+  // the order of the updates: add, multiply, maximum, minimum, and, or and
+  // xor of integers and pred (exact whatever the order), and add of
+  // floats (within reassociation's tolerance); nullopt for any other
+  // combine.
+  static std::optional<ExprOp> AtomicCombine(const host::ScatterKernel& sc);
+
+  // The statements applying update `upd0[s]` to `out0[t]` atomically: a
+  // native atomic where the hardware has one (f32 and f64 add, 32- and
+  // 64-bit integer add, max, min, and, or, xor),
+  // else a compare-and-swap loop around the host's combine.
+  static absl::StatusOr<std::string> AtomicUpdate(const host::ScatterKernel& sc,
+                                                  ExprOp op,
+                                                  const std::string& indent);
+
+  // A thread per update element: its position's start, its window
+  // coordinates, one atomic update.
+  absl::Status EmitAtomicScatter(const host::ScatterKernel& sc, ExprOp op);
 
   // ThreeFry-2x32 and Philox-4x32, as the host computes them
   // (kernel_random.cc), emitted once per program.

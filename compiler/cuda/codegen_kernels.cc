@@ -168,6 +168,183 @@ absl::Status Generator::EmitGather(const host::GatherKernel& g) {
   return absl::OkStatus();
 }
 
+std::string Generator::ScatterStart(const host::ScatterKernel& sc,
+                                    const std::string& position,
+                                    const std::string& indent) {
+  const host::IndexReader& r = sc.reader;
+  std::string k = absl::StrFormat("%slong long q = %s;\n", indent, position);
+  for (int j = static_cast<int>(r.batch_sizes.size()) - 1; j >= 0; --j) {
+    absl::StrAppendFormat(&k, "%sconst long long b%d = q %% %d; q /= %d;\n",
+                          indent, j, r.batch_sizes[j], r.batch_sizes[j]);
+  }
+  std::string at = "0", src = "0";
+  for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
+    absl::StrAppendFormat(&at, " + b%d * %d", j, r.batch_strides[j]);
+    absl::StrAppendFormat(&src, " + b%d * %d", j, sc.update_batch_strides[j]);
+  }
+  absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, at);
+  absl::StrAppendFormat(&k, "%slong long dst = 0;\n%sbool valid = true;\n",
+                        indent, indent);
+  for (size_t d = 0; d < sc.operand_dims.size(); ++d) {
+    const std::string start = StartIndex(r, static_cast<int64_t>(d));
+    if (start.empty()) continue;  // 0, always inside
+    // A whole window that does not fit is skipped (XLA).
+    absl::StrAppendFormat(&k,
+                          "%s{ const long long s = %s;\n"
+                          "%s  valid = valid && s >= 0 && s <= %d;\n"
+                          "%s  dst += s * %d; }\n",
+                          indent, start, indent,
+                          sc.operand_dims[d] - sc.extent[d], indent,
+                          sc.operand_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "%sif (!valid) continue;\n", indent);
+  absl::StrAppendFormat(&k, "%sconst long long src = %s;\n", indent, src);
+  return k;
+}
+
+std::optional<ExprOp> Generator::AtomicCombine(const host::ScatterKernel& sc) {
+  if (sc.types.size() != 1) return std::nullopt;
+  const PrimitiveType t = sc.types[0];
+  ExprOp op = ExprOp::kAdd;
+  if (sc.combiner == host::Combiner::kReplace) return std::nullopt;
+  if (sc.combiner == host::Combiner::kRegion) {
+    const Expression& e = sc.region;
+    if (e.outputs().size() != 1) return std::nullopt;
+    const ExprNode& root = e.node(e.outputs()[0]);
+    op = root.op;
+    if (op != ExprOp::kAdd && op != ExprOp::kMultiply &&
+        op != ExprOp::kMaximum && op != ExprOp::kMinimum &&
+        op != ExprOp::kAnd && op != ExprOp::kOr && op != ExprOp::kXor) {
+      return std::nullopt;
+    }
+    int seen = 0;  // bit i: input i is an operand
+    for (int j = 0; j < 2; ++j) {
+      const ExprNode& a = e.node(root.operands[j]);
+      if (a.op != ExprOp::kInput || a.type != t) return std::nullopt;
+      seen |= 1 << a.input;
+    }
+    if (seen != 3 || root.type != t) return std::nullopt;
+  }
+  // Floating-point sums are the only ones whose bits may depend on the
+  // order (within reassociation's tolerance); a float product's rounding,
+  // and which of +0 and -0 or of two NaNs a maximum keeps, would too, so
+  // those keep the host's order. (The host scatters no complex numbers.)
+  if (hlo::IsComplex(t) || (IsFloat(t) && op != ExprOp::kAdd)) {
+    return std::nullopt;
+  }
+  return op;
+}
+
+absl::StatusOr<std::string> Generator::AtomicUpdate(
+    const host::ScatterKernel& sc, ExprOp op, const std::string& indent) {
+  const PrimitiveType t = sc.types[0];
+  const int width = hlo::ByteWidth(t);
+  const bool wide = width == 4 || width == 8;
+  const char* word = width == 8 ? "unsigned long long" : "unsigned";
+  // Native atomics where the hardware has the operation.
+  if (op == ExprOp::kAdd &&
+      (t == PrimitiveType::kF32 || t == PrimitiveType::kF64)) {
+    return absl::StrFormat("%satomicAdd(&out0[t], upd0[s]);\n", indent);
+  }
+  if (wide && !IsFloat(t) && t != PrimitiveType::kPred) {
+    const char* name = nullptr;
+    const char* type = word;  // add, and, or, xor: the two's-complement bits
+    switch (op) {
+      case ExprOp::kAdd:
+        name = "atomicAdd";
+        break;
+      case ExprOp::kAnd:
+        name = "atomicAnd";
+        break;
+      case ExprOp::kOr:
+        name = "atomicOr";
+        break;
+      case ExprOp::kXor:
+        name = "atomicXor";
+        break;
+      case ExprOp::kMaximum:
+      case ExprOp::kMinimum:
+        name = op == ExprOp::kMaximum ? "atomicMax" : "atomicMin";
+        if (hlo::IsSignedInteger(t)) type = width == 8 ? "long long" : "int";
+        break;
+      default:
+        break;
+    }
+    if (name != nullptr) {
+      return absl::StrFormat("%s%s((%s*)&out0[t], (%s)upd0[s]);\n", indent,
+                             name, type, type);
+    }
+  }
+  // Any other: the combine in a compare-and-swap loop, computed as the
+  // host computes it (f16 and bf16 sums rounded, s4 and u4 wrapped).
+  PJRT_ASSIGN_OR_RETURN(const std::string storage, CudaStorageType(t));
+  PJRT_ASSIGN_OR_RETURN(const std::string ct, ComputeType(t));
+  std::string k =
+      absl::StrFormat("%sconst %s u0 = %s;\n", indent, ct, Load(t, "upd0[s]"));
+  absl::StrAppendFormat(&k,
+                        "%spj_atomic_apply(&out0[t], [&](%s stored) -> %s {\n"
+                        "%s  const %s c0 = %s;\n",
+                        indent, storage, storage, indent, ct,
+                        Load(t, "stored"));
+  std::string value;
+  if (sc.combiner == host::Combiner::kRegion) {
+    PJRT_ASSIGN_OR_RETURN(
+        std::vector<std::string> results,
+        EmitExpression(sc.region, {"c0", "u0"}, "v", indent + "  ", &k));
+    value = results[0];
+  } else if (t == PrimitiveType::kPred) {  // an add of pred is an or
+    value = "(pj_u8)((c0 | u0) != 0)";
+  } else if (IsFloat(t)) {
+    value = "c0 + u0";
+  } else {
+    value = absl::StrFormat("pj_iadd<%s>(c0, u0)", ct);
+  }
+  absl::StrAppendFormat(&k, "%s  return %s;\n%s});\n", indent, Store(t, value),
+                        indent);
+  return k;
+}
+
+absl::Status Generator::EmitAtomicScatter(const host::ScatterKernel& sc,
+                                          ExprOp op) {
+  const host::IndexReader& r = sc.reader;
+  const int64_t positions = Product(r.batch_sizes);
+  const int64_t window = Product(sc.walk.sizes);
+  const int64_t total = positions * window;  // the updates' elements
+  PJRT_ASSIGN_OR_RETURN(const std::string storage,
+                        CudaStorageType(sc.types[0]));
+  PJRT_ASSIGN_OR_RETURN(const std::string it, CudaStorageType(r.type));
+  Launch launch;
+  launch.kernel = Name("scatter_atomic");
+  launch.threads = kThreads;
+  launch.blocks = BlocksFor(total);
+  launch.slots = {sc.outputs[0], sc.updates[0], sc.indices};
+  Open(&launch, {absl::StrCat(storage, "* out0"),
+                 absl::StrCat("const ", storage, "* upd0"),
+                 absl::StrCat("const ", it, "* indices")});
+  std::string& k = shared_->source;
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", total,
+                        "long long");
+  absl::StrAppendFormat(&k, "    long long w = i %% %d;\n", window);
+  absl::StrAppend(&k,
+                  ScatterStart(sc, absl::StrFormat("i / %d", window), "    "));
+  std::string s_at = "src", t_at = "dst";
+  for (int d = static_cast<int>(sc.walk.sizes.size()) - 1; d >= 0; --d) {
+    absl::StrAppendFormat(&k, "    const long long w%d = w %% %d; w /= %d;\n",
+                          d, sc.walk.sizes[d], sc.walk.sizes[d]);
+    absl::StrAppendFormat(&s_at, " + w%d * %d", d, sc.walk.src_strides[d]);
+    absl::StrAppendFormat(&t_at, " + w%d * %d", d, sc.walk.dst_strides[d]);
+  }
+  absl::StrAppendFormat(&k, "    const long long s = %s, t = %s;\n", s_at,
+                        t_at);
+  PJRT_ASSIGN_OR_RETURN(std::string update, AtomicUpdate(sc, op, "    "));
+  absl::StrAppend(&k, update, "  }\n}\n");
+  launch.origin =
+      absl::StrFormat("scatter-%s of %d windows of %d elements, by atomics",
+                      ExprOpName(op), positions, window);
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
 absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
   const int n = static_cast<int>(sc.types.size());
   std::vector<std::string> storage(n), words(n);
@@ -187,6 +364,9 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
   const host::IndexReader& r = sc.reader;
   const int64_t positions = Product(r.batch_sizes);
   if (positions == 0 || Product(sc.walk.sizes) == 0) return absl::OkStatus();
+  if (const std::optional<ExprOp> op = AtomicCombine(sc)) {
+    return EmitAtomicScatter(sc, *op);
+  }
   PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
   const int rank = static_cast<int>(sc.walk.sizes.size());
   const int64_t first = rank == 0 ? 1 : sc.walk.sizes[0];
@@ -212,32 +392,7 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
                         "long long");
   absl::StrAppendFormat(&k, "    for (long long p = 0; p < %d; ++p) {\n",
                         positions);
-  absl::StrAppend(&k, "      long long q = p;\n");
-  for (int j = static_cast<int>(r.batch_sizes.size()) - 1; j >= 0; --j) {
-    absl::StrAppendFormat(&k, "      const long long b%d = q %% %d; q /= %d;\n",
-                          j, r.batch_sizes[j], r.batch_sizes[j]);
-  }
-  std::string at = "0", src = "0";
-  for (size_t j = 0; j < r.batch_sizes.size(); ++j) {
-    absl::StrAppendFormat(&at, " + b%d * %d", j, r.batch_strides[j]);
-    absl::StrAppendFormat(&src, " + b%d * %d", j, sc.update_batch_strides[j]);
-  }
-  absl::StrAppendFormat(&k, "      const long long at = %s;\n", at);
-  absl::StrAppend(&k, "      long long dst = 0;\n      bool valid = true;\n");
-  for (size_t d = 0; d < sc.operand_dims.size(); ++d) {
-    const std::string start = StartIndex(r, static_cast<int64_t>(d));
-    if (start.empty()) continue;  // 0, always inside
-    // A whole window that does not fit is skipped (XLA).
-    absl::StrAppendFormat(&k,
-                          "      { const long long s = %s;\n"
-                          "        valid = valid && s >= 0 && s <= %d;\n"
-                          "        dst += s * %d; }\n",
-                          start, sc.operand_dims[d] - sc.extent[d],
-                          sc.operand_strides[d]);
-  }
-  absl::StrAppendFormat(
-      &k, "      if (!valid) continue;\n      const long long src = %s;\n",
-      src);
+  absl::StrAppend(&k, ScatterStart(sc, "p", "      "));
   std::string indent = "      ", s_at = "src", t_at = "dst";
   for (int d = 0; d < rank; ++d) {
     if (d == 0 && sc.parallel) {

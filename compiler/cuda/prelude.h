@@ -39,6 +39,8 @@ template <> struct pj_limits<pj_u16> { static __device__ pj_u16 lo() { return 0;
 template <> struct pj_limits<pj_u32> { static __device__ pj_u32 lo() { return 0; } static __device__ pj_u32 hi() { return 4294967295u; } };
 template <> struct pj_limits<pj_u64> { static __device__ pj_u64 lo() { return 0; } static __device__ pj_u64 hi() { return 18446744073709551615ull; } };
 
+template <bool C, typename A, typename B> struct pj_if { typedef A type; };
+template <typename A, typename B> struct pj_if<false, A, B> { typedef B type; };
 template <typename T> struct pj_unsigned { typedef T type; };
 template <> struct pj_unsigned<pj_s8> { typedef pj_u8 type; };
 template <> struct pj_unsigned<pj_s16> { typedef pj_u16 type; };
@@ -512,6 +514,37 @@ template <typename D, typename S> __device__ __forceinline__ D pj_convert(S s) {
   return pj_convert_impl<D, S>::run(s);
 }
 template <typename S> __device__ __forceinline__ pj_u8 pj_to_pred(S s) { return s != S(0) ? 1 : 0; }
+
+// Atomics: *p = f(*p) as one indivisible step, by compare-and-swap on the
+// aligned word that holds *p (1-, 2-, 4- or 8-byte storage; 1- and 2-byte
+// storage is an integer type). Elements of a buffer never straddle words.
+template <typename S, typename F> __device__ __forceinline__ void pj_atomic_apply(S* p, F f) {
+  if constexpr (sizeof(S) == 8 || sizeof(S) == 4) {
+    typedef typename pj_if<sizeof(S) == 8, unsigned long long, unsigned>::type W;
+    W* word = reinterpret_cast<W*>(p);
+    W seen, old = *word;
+    do {
+      seen = old;
+      S value;
+      memcpy(&value, &seen, sizeof(S));
+      const S next = f(value);
+      W bits;
+      memcpy(&bits, &next, sizeof(S));
+      old = atomicCAS(word, seen, bits);
+    } while (old != seen);
+  } else {
+    const unsigned long long at = reinterpret_cast<unsigned long long>(p);
+    unsigned* word = reinterpret_cast<unsigned*>(at & ~3ull);
+    const unsigned shift = (unsigned)(at & 3) * 8;
+    const unsigned mask = (sizeof(S) == 1 ? 0xFFu : 0xFFFFu) << shift;
+    unsigned seen, old = *word;
+    do {
+      seen = old;
+      const S next = f((S)((seen & mask) >> shift));
+      old = atomicCAS(word, seen, (seen & ~mask) | (((unsigned)next << shift) & mask));
+    } while (old != seen);
+  }
+}
 
 )cuda";
 

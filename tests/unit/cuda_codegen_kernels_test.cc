@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/cuda/backend.h"
 #include "compiler/cuda/codegen.h"
@@ -157,6 +158,81 @@ ENTRY e {
           << i << " " << j;
     }
   }
+}
+
+// Scatters whose combine is associative and commutative run a thread per
+// update element and meet at one element through atomics; their results do
+// not depend on the order in which the threads come (integers bit for bit,
+// float sums within rounding). Other combines (here a float maximum, whose
+// choice between +0 and -0 depends on the order) keep the host's order.
+TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
+  std::string regions, params, scatters, types, names;
+  const struct {
+    const char* type;
+    const char* op;
+  } kCombines[] = {{"s8", "add"},   {"u16", "maximum"},  {"s32", "minimum"},
+                   {"u32", "xor"},  {"s64", "multiply"}, {"u64", "or"},
+                   {"pred", "and"}, {"s4", "add"},       {"f16", "add"},
+                   {"f32", "add"},  {"f64", "add"},      {"f32", "maximum"}};
+  int n = 0;
+  for (const auto& c : kCombines) {
+    absl::StrAppendFormat(&regions,
+                          "r%d { a = %s[] parameter(0)\n"
+                          "  b = %s[] parameter(1)\n"
+                          "  ROOT r = %s[] %s(b, a) }\n",
+                          n, c.type, c.type, c.type, c.op);
+    absl::StrAppendFormat(&params,
+                          "  o%d = %s[4,3] parameter(%d)\n"
+                          "  u%d = %s[48,3] parameter(%d)\n",
+                          n, c.type, 2 * n, n, c.type, 2 * n + 1);
+    // Rows 0-3 of the operand, each 9 or 10 times, and row 4, which does
+    // not fit (its windows are skipped).
+    absl::StrAppendFormat(&scatters,
+                          "  s%d = %s[4,3] scatter(o%d, ix, u%d), "
+                          "update_window_dims={1}, inserted_window_dims={0}, "
+                          "scatter_dims_to_operand_dims={0}, "
+                          "index_vector_dim=1, to_apply=r%d\n",
+                          n, c.type, n, n, n);
+    absl::StrAppend(&types, n ? ", " : "", c.type, "[4,3]");
+    absl::StrAppend(&names, n ? ", " : "", "s", n);
+    ++n;
+  }
+  const std::string hlo = absl::StrCat(
+      "HloModule m\n", regions, "ENTRY e {\n", params,
+      "  io = s32[48] iota(), iota_dimension=0\n"
+      "  five = s32[] constant(5)\n"
+      "  fives = s32[48] broadcast(five), dimensions={}\n"
+      "  rem = s32[48] remainder(io, fives)\n"
+      "  ix = s32[48,1] reshape(rem)\n",
+      scatters, "  ROOT t = (", types, ") tuple(", names, ")\n}\n");
+  std::unique_ptr<hlo::Module> module = Parse(hlo);
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  int atomic = 0, ordered = 0;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kernel.find("pj_scatter_atomic") == 0) {
+      ++atomic;
+      EXPECT_EQ(l.threads, 256);  // a thread per update element
+    } else if (l.kernel.find("pj_scatter_") == 0) {
+      ++ordered;
+    }
+  }
+  EXPECT_EQ(atomic, n - 1);
+  EXPECT_EQ(ordered, 1);
+  // Native atomics where the hardware has the operation, compare-and-swap
+  // loops for the rest.
+  for (const char* native :
+       {"atomicMin((int*)", "atomicXor((unsigned*)",
+        "atomicOr((unsigned long long*)", "atomicAdd(&out0[t], upd0[s])"}) {
+    EXPECT_NE(c->generated.source.find(native), std::string::npos) << native;
+  }
+  EXPECT_NE(c->generated.source.find("pj_atomic_apply(&out0[t]"),
+            std::string::npos);
+  // In the host's order, and with every atomic kernel's threads reversed.
+  emulation::CompareWithHost(*module, *c, "atomic_scatter", 1e-2);
+  emulation::CompareWithHost(*module, *c, "atomic_scatter_reversed", 1e-2,
+                             "pj_scatter_atomic");
 }
 
 TEST(CudaCodegen, ATransposedReadUsesTiles) {

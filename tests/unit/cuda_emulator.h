@@ -67,6 +67,16 @@ inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
 inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
 inline void __syncthreads() {}
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+// One thread at a time: atomics are plain reads and writes.
+template <typename T> T atomicCAS(T* p, T expect, T desired) {
+  const T old = *p; if (old == expect) *p = desired; return old;
+}
+template <typename T> T atomicAdd(T* p, T v) { const T old = *p; *p = old + v; return old; }
+template <typename T> T atomicMax(T* p, T v) { const T old = *p; *p = old < v ? v : old; return old; }
+template <typename T> T atomicMin(T* p, T v) { const T old = *p; *p = v < old ? v : old; return old; }
+template <typename T> T atomicAnd(T* p, T v) { const T old = *p; *p = old & v; return old; }
+template <typename T> T atomicOr(T* p, T v) { const T old = *p; *p = old | v; return old; }
+template <typename T> T atomicXor(T* p, T v) { const T old = *p; *p = old ^ v; return old; }
 )";
 
 inline std::string TempDir() {
@@ -252,6 +262,11 @@ class Emulator {
           &source, "extern \"C\" void %s_call(void** a) { %s(%s); }\n",
           launch.kernel, launch.kernel, absl::StrJoin(args, ", "));
     });
+    absl::StrAppend(&source,
+                    "extern \"C\" void pj_set_thread(unsigned block, unsigned "
+                    "thread, unsigned blocks, unsigned threads) {\n"
+                    "  blockIdx.x = block; threadIdx.x = thread;\n"
+                    "  gridDim.x = blocks; blockDim.x = threads;\n}\n");
     const std::string dir = TempDir();
     const std::string cc = absl::StrCat(dir, "/", name, ".cc");
     const std::string so = absl::StrCat(dir, "/", name, ".so");
@@ -367,9 +382,31 @@ class Emulator {
           dlsym(library_, (launch.kernel + "_call").c_str()));
       if (call == nullptr)
         return ::testing::AssertionFailure() << "no kernel " << launch.kernel;
-      call(args.data());
+      if (!reversed_kernels_.empty() &&
+          launch.kernel.find(reversed_kernels_) != std::string::npos) {
+        RunReversed(launch, call, args.data());
+      } else {
+        call(args.data());
+      }
     }
     return ::testing::AssertionSuccess();
+  }
+
+  // Runs `launch` as its grid of threads, one at a time, the last thread of
+  // the last block first: a grid-stride kernel then meets its elements in
+  // another order than the host's.
+  void RunReversed(const Launch& launch, KernelCall call, void** args) {
+    using SetThread = void (*)(unsigned, unsigned, unsigned, unsigned);
+    auto set = reinterpret_cast<SetThread>(dlsym(library_, "pj_set_thread"));
+    const auto blocks = static_cast<unsigned>(launch.blocks);
+    const auto threads = static_cast<unsigned>(launch.threads);
+    for (unsigned b = blocks; b-- > 0;) {
+      for (unsigned t = threads; t-- > 0;) {
+        set(b, t, blocks, threads);
+        call(args);
+      }
+    }
+    set(0, 0, 1, 1);
   }
 
   // A while or conditional, as the CUDA backend runs it: sub-programs,
@@ -621,6 +658,9 @@ class Emulator {
 
  public:
   bool fake_collectives_ = false;
+  // Kernels whose name holds this run thread by thread in reverse
+  // (RunReversed); none when empty.
+  std::string reversed_kernels_;
   int64_t fake_group_size_ = 4;
 
  private:
@@ -647,10 +687,13 @@ struct Case {
 };
 
 // Runs the generated kernels of `compiled` on the CPU and the host
-// backend's program for `module`, and compares every result.
+// backend's program for `module`, and compares every result. Kernels whose
+// name holds `reversed_kernels` (when not empty) run thread by thread in
+// reverse (Emulator::RunReversed).
 inline void CompareWithHost(const hlo::Module& module,
                             const CudaCompilation& compiled,
-                            const std::string& name, double rtol) {
+                            const std::string& name, double rtol,
+                            const std::string& reversed_kernels = "") {
   auto reference = host::CompileForHost(module);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
@@ -671,6 +714,7 @@ inline void CompareWithHost(const hlo::Module& module,
   ASSERT_TRUE((*reference)->Run(context).ok());
 
   Emulator emulator(compiled);
+  emulator.reversed_kernels_ = reversed_kernels;
   ASSERT_TRUE(emulator.Build(name));
   ASSERT_TRUE(emulator.Run(inputs.pointers, got.pointers));
   for (size_t r = 0; r < shapes.size(); ++r) {
