@@ -17,10 +17,13 @@
 //    element, its start index read and clamped as on the host;
 //  - KernelStep of a scatter (host::ScatterKernel): copies of the operands,
 //    then, for an add (or an integer multiply, max, min, and, or, xor), a
-//    thread per update element combining through atomics, else the
-//    updates in the host's order (a thread per first window coordinate
-//    where windows can meet only at equal coordinates, else one), so that
-//    results are the host's bit for bit but for float sums' rounding;
+//    thread per update element combining through atomics; for a replace
+//    or a float max or min, a thread per update element claiming its
+//    element by an atomic maximum of its rank and order, the winner
+//    writing; else the updates in the host's order (a thread per first
+//    window coordinate where windows can meet only at equal coordinates,
+//    else one), so that results are the host's bit for bit but for float
+//    sums' rounding;
 //  - KernelStep of an rng-bit-generator (host::RngBitGeneratorKernel):
 //    ThreeFry or Philox bits, a thread per block or element, the host's
 //    bits exactly, then the updated state;

@@ -299,9 +299,40 @@ class Generator {
                                                   ExprOp op,
                                                   const std::string& indent);
 
-  // A thread per update element: its position's start, its window
-  // coordinates, one atomic update.
+  // The grid-stride loop over the update elements of `sc`, in the host's
+  // order, opened up to the statements that have in scope `i` (the
+  // element's place in that order), `s` and `t` (its offsets in the updates
+  // and in the operand); windows that do not fit are skipped.
+  static std::string ScatterElementLoop(const host::ScatterKernel& sc);
+
+  // A thread per update element: one atomic update.
   absl::Status EmitAtomicScatter(const host::ScatterKernel& sc, ExprOp op);
+
+  // A scatter whose result at each element is one of the values that meet
+  // there, chosen by a rank and the order: a replace (the last update),
+  // or a maximum or minimum of f32, f16, bf16 or f8 (the greatest or least
+  // value, NaN above all, the later or earlier of two equal ones as the
+  // region's operand order says).
+  struct Claim {
+    bool ranked = false;  // by value, then order; else by order alone
+    bool minimum = false;
+    bool earliest_wins = false;
+  };
+  // The claims of every operand element fit in this many bytes.
+  static constexpr int64_t kMaxClaimBytes = int64_t{256} << 20;
+
+  // The claim that picks `sc`'s results, or nullopt when its region is no
+  // such choice (or its orders do not fit in 32 bits, or its claims in
+  // kMaxClaimBytes).
+  static std::optional<Claim> ClaimCombine(const host::ScatterKernel& sc);
+
+  // Three kernels of a thread per update element, deterministic and the
+  // host's bits (NaN payloads aside): each puts the operand's claim (its
+  // rank and an order before or after every update) where it lands, then
+  // raises it with its own (a 64-bit atomic maximum of rank << 32 | order),
+  // then the one whose claim won writes its update.
+  absl::Status EmitClaimScatter(const host::ScatterKernel& sc,
+                                const Claim& claim);
 
   // ThreeFry-2x32 and Philox-4x32, as the host computes them
   // (kernel_random.cc), emitted once per program.

@@ -304,26 +304,11 @@ absl::StatusOr<std::string> Generator::AtomicUpdate(
   return k;
 }
 
-absl::Status Generator::EmitAtomicScatter(const host::ScatterKernel& sc,
-                                          ExprOp op) {
-  const host::IndexReader& r = sc.reader;
-  const int64_t positions = Product(r.batch_sizes);
+std::string Generator::ScatterElementLoop(const host::ScatterKernel& sc) {
   const int64_t window = Product(sc.walk.sizes);
-  const int64_t total = positions * window;  // the updates' elements
-  PJRT_ASSIGN_OR_RETURN(const std::string storage,
-                        CudaStorageType(sc.types[0]));
-  PJRT_ASSIGN_OR_RETURN(const std::string it, CudaStorageType(r.type));
-  Launch launch;
-  launch.kernel = Name("scatter_atomic");
-  launch.threads = kThreads;
-  launch.blocks = BlocksFor(total);
-  launch.slots = {sc.outputs[0], sc.updates[0], sc.indices};
-  Open(&launch, {absl::StrCat(storage, "* out0"),
-                 absl::StrCat("const ", storage, "* upd0"),
-                 absl::StrCat("const ", it, "* indices")});
-  std::string& k = shared_->source;
-  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", total,
-                        "long long");
+  const int64_t total = Product(sc.reader.batch_sizes) * window;
+  std::string k =
+      absl::StrFormat(kLoopHead, "long long", "long long", total, "long long");
   absl::StrAppendFormat(&k, "    long long w = i %% %d;\n", window);
   absl::StrAppend(&k,
                   ScatterStart(sc, absl::StrFormat("i / %d", window), "    "));
@@ -336,12 +321,157 @@ absl::Status Generator::EmitAtomicScatter(const host::ScatterKernel& sc,
   }
   absl::StrAppendFormat(&k, "    const long long s = %s, t = %s;\n", s_at,
                         t_at);
+  return k;
+}
+
+absl::Status Generator::EmitAtomicScatter(const host::ScatterKernel& sc,
+                                          ExprOp op) {
+  const int64_t positions = Product(sc.reader.batch_sizes);
+  const int64_t window = Product(sc.walk.sizes);
+  PJRT_ASSIGN_OR_RETURN(const std::string storage,
+                        CudaStorageType(sc.types[0]));
+  PJRT_ASSIGN_OR_RETURN(const std::string it, CudaStorageType(sc.reader.type));
+  Launch launch;
+  launch.kernel = Name("scatter_atomic");
+  launch.threads = kThreads;
+  launch.blocks = BlocksFor(positions * window);
+  launch.slots = {sc.outputs[0], sc.updates[0], sc.indices};
+  Open(&launch, {absl::StrCat(storage, "* out0"),
+                 absl::StrCat("const ", storage, "* upd0"),
+                 absl::StrCat("const ", it, "* indices")});
   PJRT_ASSIGN_OR_RETURN(std::string update, AtomicUpdate(sc, op, "    "));
-  absl::StrAppend(&k, update, "  }\n}\n");
+  absl::StrAppend(&shared_->source, ScatterElementLoop(sc), update, "  }\n}\n");
   launch.origin =
       absl::StrFormat("scatter-%s of %d windows of %d elements, by atomics",
                       ExprOpName(op), positions, window);
   Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+std::optional<Generator::Claim> Generator::ClaimCombine(
+    const host::ScatterKernel& sc) {
+  const int n = static_cast<int>(sc.types.size());
+  const int64_t total = Product(sc.reader.batch_sizes) * Product(sc.walk.sizes);
+  const int64_t operand = sc.operand_bytes[0] / hlo::ByteWidth(sc.types[0]);
+  // An order and its reverse, and the operand's own, fit in 32 bits; the
+  // claims of every operand element in kMaxClaimBytes.
+  if (total >= (int64_t{1} << 32) - 2 || operand > kMaxClaimBytes / 8) {
+    return std::nullopt;
+  }
+  if (sc.combiner == host::Combiner::kReplace) return Claim{false, false};
+  if (sc.combiner != host::Combiner::kRegion) return std::nullopt;
+  const Expression& e = sc.region;
+  if (static_cast<int>(e.outputs().size()) != n) return std::nullopt;
+  const auto input = [&](int node) {
+    const ExprNode& x = e.node(node);
+    return x.op == ExprOp::kInput ? x.input : -1;
+  };
+  bool replace = true;  // every output the update's element
+  for (int i = 0; i < n; ++i) replace &= input(e.outputs()[i]) == n + i;
+  if (replace) return Claim{false, false};
+  // A maximum or minimum of floats of up to 32 bits, the current value
+  // and the update as its operands in either order.
+  const PrimitiveType t = sc.types[0];
+  if (n != 1 || !IsFloat(t) || hlo::ByteWidth(t) > 4) return std::nullopt;
+  const ExprNode& root = e.node(e.outputs()[0]);
+  if (root.op != ExprOp::kMaximum && root.op != ExprOp::kMinimum) {
+    return std::nullopt;
+  }
+  const int first = input(root.operands[0]), second = input(root.operands[1]);
+  if (!((first == 0 && second == 1) || (first == 1 && second == 0))) {
+    return std::nullopt;
+  }
+  // maximum(a, b) keeps b of two equal values (+0 and -0), so the later
+  // one wins a tie; maximum(b, a) keeps the earlier one.
+  return Claim{true, root.op == ExprOp::kMinimum, first == 1};
+}
+
+absl::Status Generator::EmitClaimScatter(const host::ScatterKernel& sc,
+                                         const Claim& claim) {
+  const int n = static_cast<int>(sc.types.size());
+  const PrimitiveType t = sc.types[0];
+  const int64_t positions = Product(sc.reader.batch_sizes);
+  const int64_t window = Product(sc.walk.sizes);
+  const int64_t total = positions * window;
+  const int64_t operand = sc.operand_bytes[0] / hlo::ByteWidth(t);
+  const int key_slot = Temporary(operand * 8);
+  std::vector<std::string> storage(n);
+  for (int i = 0; i < n; ++i) {
+    PJRT_ASSIGN_OR_RETURN(storage[i], CudaStorageType(sc.types[i]));
+  }
+  PJRT_ASSIGN_OR_RETURN(const std::string it, CudaStorageType(sc.reader.type));
+  // The claim of a value: its rank (0 for a replace) above its order, the
+  // operand's own value ordered before or after every update.
+  const std::string operand_order = claim.earliest_wins
+                                        ? absl::StrCat(total + 1, "ull")
+                                        : std::string("0ull");
+  const std::string order = claim.earliest_wins
+                                ? absl::StrFormat("(pj_u64)(%d - i)", total)
+                                : std::string("(pj_u64)(i + 1)");
+  const auto key = [&](const std::string& value, const std::string& at) {
+    if (!claim.ranked) return at;
+    return absl::StrFormat("((pj_u64)pj_rank_%s(%s) << 32 | %s)",
+                           claim.minimum ? "min" : "max", Load(t, value), at);
+  };
+  const std::string head = ScatterElementLoop(sc);
+  const std::string index_param = absl::StrCat("const ", it, "* indices");
+  const std::string what =
+      !claim.ranked ? "replace" : (claim.minimum ? "minimum" : "maximum");
+  // The operand's claim where an update goes.
+  Launch init;
+  init.kernel = Name("scatter_claim_init");
+  init.threads = kThreads;
+  init.blocks = BlocksFor(total);
+  init.slots = {key_slot, sc.outputs[0], sc.indices};
+  Open(&init, {"pj_u64* key", absl::StrCat("const ", storage[0], "* out0"),
+               index_param});
+  absl::StrAppend(&shared_->source, head,
+                  "    key[t] = ", key("out0[t]", operand_order),
+                  ";\n  }\n}\n");
+  init.origin = absl::StrFormat("scatter-%s's claims of the operand", what);
+  Add(std::move(init));
+  // Every update claims its element; the highest claim wins.
+  Launch bid;
+  bid.kernel = Name("scatter_claim");
+  bid.threads = kThreads;
+  bid.blocks = BlocksFor(total);
+  bid.slots = {key_slot, sc.updates[0], sc.indices};
+  Open(&bid, {"pj_u64* key", absl::StrCat("const ", storage[0], "* upd0"),
+              index_param});
+  absl::StrAppend(&shared_->source, head,
+                  "    atomicMax((unsigned long long*)&key[t], ",
+                  key("upd0[s]", order), ");\n  }\n}\n");
+  bid.origin = absl::StrFormat("scatter-%s's claims of %d windows of %d", what,
+                               positions, window);
+  Add(std::move(bid));
+  // The winners write.
+  Launch apply;
+  apply.kernel = Name("scatter_claim_apply");
+  apply.threads = kThreads;
+  apply.blocks = BlocksFor(total);
+  std::vector<std::string> params;
+  for (int i = 0; i < n; ++i) {
+    apply.slots.push_back(sc.outputs[i]);
+    params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
+  }
+  for (int i = 0; i < n; ++i) {
+    apply.slots.push_back(sc.updates[i]);
+    params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
+  }
+  apply.slots.push_back(key_slot);
+  params.push_back("const pj_u64* key");
+  apply.slots.push_back(sc.indices);
+  params.push_back(index_param);
+  Open(&apply, params);
+  std::string& k = shared_->source;
+  absl::StrAppendFormat(&k, "%s    if (key[t] != %s) continue;\n", head,
+                        key("upd0[s]", order));
+  for (int i = 0; i < n; ++i) {
+    absl::StrAppendFormat(&k, "    out%d[t] = upd%d[s];\n", i, i);
+  }
+  absl::StrAppend(&k, "  }\n}\n");
+  apply.origin = absl::StrFormat("scatter-%s of the winning updates", what);
+  Add(std::move(apply));
   return absl::OkStatus();
 }
 
@@ -366,6 +496,9 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
   if (positions == 0 || Product(sc.walk.sizes) == 0) return absl::OkStatus();
   if (const std::optional<ExprOp> op = AtomicCombine(sc)) {
     return EmitAtomicScatter(sc, *op);
+  }
+  if (const std::optional<Claim> claim = ClaimCombine(sc)) {
+    return EmitClaimScatter(sc, *claim);
   }
   PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
   const int rank = static_cast<int>(sc.walk.sizes.size());

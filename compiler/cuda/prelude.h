@@ -515,6 +515,17 @@ template <typename D, typename S> __device__ __forceinline__ D pj_convert(S s) {
 }
 template <typename S> __device__ __forceinline__ pj_u8 pj_to_pred(S s) { return s != S(0) ? 1 : 0; }
 
+// A float's rank for a scatter's maximum (minimum): a larger value (a
+// smaller one) ranks higher, NaN highest, +0 and -0 the same.
+__device__ __forceinline__ unsigned pj_rank_max(float v) {
+  if (v != v) return 0xFFFFFFFFu;
+  const unsigned b = v == 0.0f ? 0u : __float_as_uint(v);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ unsigned pj_rank_min(float v) {
+  return v != v ? 0xFFFFFFFFu : ~pj_rank_max(v);
+}
+
 // Atomics: *p = f(*p) as one indivisible step, by compare-and-swap on the
 // aligned word that holds *p (1-, 2-, 4- or 8-byte storage; 1- and 2-byte
 // storage is an integer type). Elements of a buffer never straddle words.

@@ -163,8 +163,8 @@ ENTRY e {
 // Scatters whose combine is associative and commutative run a thread per
 // update element and meet at one element through atomics; their results do
 // not depend on the order in which the threads come (integers bit for bit,
-// float sums within rounding). Other combines (here a float maximum, whose
-// choice between +0 and -0 depends on the order) keep the host's order.
+// float sums within rounding). Other combines (here an f64 maximum, whose
+// choice between +0 and -0 depends on the order) do not use them.
 TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
   std::string regions, params, scatters, types, names;
   const struct {
@@ -173,7 +173,7 @@ TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
   } kCombines[] = {{"s8", "add"},   {"u16", "maximum"},  {"s32", "minimum"},
                    {"u32", "xor"},  {"s64", "multiply"}, {"u64", "or"},
                    {"pred", "and"}, {"s4", "add"},       {"f16", "add"},
-                   {"f32", "add"},  {"f64", "add"},      {"f32", "maximum"}};
+                   {"f32", "add"},  {"f64", "add"},      {"f64", "maximum"}};
   int n = 0;
   for (const auto& c : kCombines) {
     absl::StrAppendFormat(&regions,
@@ -233,6 +233,116 @@ TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
   emulation::CompareWithHost(*module, *c, "atomic_scatter", 1e-2);
   emulation::CompareWithHost(*module, *c, "atomic_scatter_reversed", 1e-2,
                              "pj_scatter_atomic");
+}
+
+// Scatters that pick one of the values meeting at an element (a replace,
+// a float maximum or minimum) claim it with a 64-bit atomic maximum of
+// their rank and order: the host's bits whatever the order the threads come
+// in, ties between +0 and -0 and NaNs included.
+TEST(CudaCodegen, ClaimScattersGiveTheHostsBitsInAnyOrder) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+replace { a = s8[] parameter(0)
+  ROOT b = s8[] parameter(1) }
+replace2 { a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  ROOT r = (f32[], s32[]) tuple(b, bi) }
+later_max { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(a, b) }
+earlier_max { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(b, a) }
+later_min { a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT r = bf16[] minimum(a, b) }
+max64 { a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT r = f64[] maximum(a, b) }
+ENTRY e {
+  o8 = s8[4,3] parameter(0)
+  u8 = s8[48,3] parameter(1)
+  of = f32[4,3] parameter(2)
+  uf = f32[48,3] parameter(3)
+  oi = s32[4,3] parameter(4)
+  ui = s32[48,3] parameter(5)
+  ob = bf16[4,3] parameter(6)
+  ub = bf16[48,3] parameter(7)
+  od = f64[4,3] parameter(8)
+  ud = f64[48,3] parameter(9)
+  io = s32[48] iota(), iota_dimension=0
+  five = s32[] constant(5)
+  fives = s32[48] broadcast(five), dimensions={}
+  rem = s32[48] remainder(io, fives)
+  ix = s32[48,1] reshape(rem)
+  r8 = s8[4,3] scatter(o8, ix, u8), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=replace
+  r2 = (f32[4,3], s32[4,3]) scatter(of, oi, ix, uf, ui),
+      update_window_dims={1}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=replace2
+  rf = f32[4,3] get-tuple-element(r2), index=0
+  ri = s32[4,3] get-tuple-element(r2), index=1
+  zf = f32[] constant(0)
+  zfs = f32[4,3] broadcast(zf), dimensions={}
+  zfu = f32[48,3] broadcast(zf), dimensions={}
+  u2 = s32[48,3] iota(), iota_dimension=0
+  twenty = s32[] constant(20)
+  twentys = s32[48,3] broadcast(twenty), dimensions={}
+  few = pred[48,3] compare(u2, twentys), direction=LT
+  thirteen = s32[] constant(13)
+  thirteens = s32[48,3] broadcast(thirteen), dimensions={}
+  at13 = pred[48,3] compare(u2, thirteens), direction=EQ
+  ofn = f32[4,3] negate(of)
+  ofa = f32[4,3] abs(of)
+  ofz = f32[4,3] multiply(of, zfs)
+  ufa = f32[48,3] abs(uf)
+  ufn = f32[48,3] negate(ufa)
+  ufz = f32[48,3] multiply(uf, zfu)
+  neg = f32[48,3] select(few, ufn, ufz)
+  sq = f32[48,3] sqrt(ufn)
+  nan = f32[48,3] select(at13, sq, neg)
+  nego = f32[4,3] negate(ofa)
+  lm = f32[4,3] scatter(ofz, ix, neg), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=later_max
+  em = f32[4,3] scatter(ofz, ix, neg), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=earlier_max
+  nm = f32[4,3] scatter(nego, ix, nan), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=later_max
+  pos = f32[48,3] negate(neg)
+  pb = bf16[48,3] convert(pos)
+  obz = bf16[4,3] convert(ofz)
+  lb = bf16[4,3] scatter(obz, ix, pb), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=later_min
+  md = f64[4,3] scatter(od, ix, ud), update_window_dims={1},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=max64
+  ROOT t = (s8[4,3], f32[4,3], s32[4,3], f32[4,3], f32[4,3], f32[4,3],
+            bf16[4,3], f64[4,3]) tuple(r8, rf, ri, lm, em, nm, lb, md)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  int claims = 0, ordered = 0;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kernel.find("pj_scatter_claim_apply") == 0) {
+      ++claims;
+    } else if (l.kernel.find("pj_scatter_") == 0 &&
+               l.kernel.find("pj_scatter_claim") != 0) {
+      ++ordered;
+    }
+  }
+  EXPECT_EQ(claims, 6);   // s8 and variadic replace, the f32 and bf16 ones
+  EXPECT_EQ(ordered, 1);  // the f64 maximum keeps the host's order
+  emulation::CompareWithHost(*module, *c, "claim_scatter", 0);
+  emulation::CompareWithHost(*module, *c, "claim_scatter_reversed", 0,
+                             "pj_scatter_claim");
 }
 
 TEST(CudaCodegen, ATransposedReadUsesTiles) {

@@ -189,7 +189,7 @@ inline double Value(PrimitiveType t, const void* data, int64_t i) {
 // Element-wise comparison: integers exactly, floats (and each part of a
 // complex number) within `rtol` of the larger magnitude or of 1 (math
 // functions and sums differ in their last bits between libraries and
-// orders), NaN where NaN.
+// orders), or bit for bit when `rtol` is 0; NaN where NaN.
 inline ::testing::AssertionResult Same(const hlo::Shape& shape,
                                        const void* want, const void* got,
                                        double rtol) {
@@ -207,8 +207,13 @@ inline ::testing::AssertionResult Same(const hlo::Shape& shape,
     std::string host_value, cuda_value;
     if (fl) {
       const double a = Value(t, want, i), b = Value(t, got, i);
-      same = (std::isnan(a) && std::isnan(b)) || a == b ||
-             std::abs(a - b) <= rtol * (std::max(std::abs(a), std::abs(b)) + 1);
+      // rtol 0: the same bits (+0 is not -0), any NaN for a NaN.
+      same =
+          (std::isnan(a) && std::isnan(b)) ||
+          (rtol == 0
+               ? std::signbit(a) == std::signbit(b) && a == b
+               : a == b || std::abs(a - b) <=
+                               rtol * (std::max(std::abs(a), std::abs(b)) + 1));
       host_value = absl::StrFormat("%.9g", a);
       cuda_value = absl::StrFormat("%.9g", b);
     } else {

@@ -3,6 +3,7 @@
 // element-wise kernels agree with the built-in x86-64-v2 ones and with a
 // plain reference. (`make test` also runs the op suites under each level.)
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -289,6 +290,31 @@ TEST(HostIsa, EveryLevelsElementwiseKernelsAgree) {
         EXPECT_TRUE(same) << level->isa << " op " << static_cast<int>(op)
                           << " on " << x[i] << ", " << y[i] << ": got "
                           << got[i] << ", want " << want;
+      }
+    }
+  }
+}
+
+// negate flips the sign bit and abs clears it, +0 and -0 included, at
+// every level (Eigen's AVX negate computes 0 - x, which keeps +0).
+TEST(HostIsa, EveryLevelNegatesAndTakesAbsOfTheSignBitOnly) {
+  std::vector<float> x;
+  for (int i = 0; i < 1000; ++i) {
+    const float specials[] = {0.0f, -0.0f, 1.5f, -2.0f, INFINITY, -INFINITY};
+    x.push_back(specials[i % 6]);
+  }
+  const PrimitiveType F32 = PrimitiveType::kF32;
+  for (const HostKernelTable* level : Levels()) {
+    for (ExprOp op : {ExprOp::kNegate, ExprOp::kAbs}) {
+      const auto got = Evaluate<float>(*level, OneOp(op, F32, F32, 1), x, x);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const uint32_t bits = std::bit_cast<uint32_t>(x[i]);
+        const uint32_t want =
+            op == ExprOp::kNegate ? bits ^ 0x80000000u : bits & 0x7FFFFFFFu;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), want)
+            << level->isa
+            << (op == ExprOp::kNegate ? " negate of " : " abs of ") << x[i]
+            << " (element " << i << ")";
       }
     }
   }
