@@ -844,4 +844,91 @@ absl::StatusOr<Shape> InferFftShape(const Instruction& inst) {
   return Shape(out_type, dims);
 }
 
+namespace {
+
+// Operand `i` of a linear-algebra op: an array of rank >= 2 of a
+// floating-point or complex type whose last two dimensions are square
+// (when `square`).
+absl::Status ExpectMatrices(const Instruction& inst, int i, const char* what,
+                            bool square) {
+  const Shape& s = inst.operand(i)->shape();
+  const PrimitiveType t = s.element_type();
+  if (!IsFloatingPoint(t) && !IsComplex(t)) {
+    return Invalid(inst, absl::StrFormat("%s %s must be of a floating-point "
+                                         "or complex type",
+                                         what, s.ToString()));
+  }
+  if (s.rank() < 2) {
+    return Invalid(inst, absl::StrFormat("%s %s must have rank 2 or more "
+                                         "(matrices in its last two "
+                                         "dimensions)",
+                                         what, s.ToString()));
+  }
+  if (square && s.dimensions(s.rank() - 1) != s.dimensions(s.rank() - 2)) {
+    return Invalid(inst, absl::StrFormat("%s %s must be square in its last "
+                                         "two dimensions",
+                                         what, s.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Shape> InferTriangularSolveShape(const Instruction& inst) {
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, 2));
+  for (const char* flag : {"left_side", "lower", "unit_diagonal"}) {
+    PJRT_RETURN_IF_ERROR(ParseBoolAttribute(inst, flag, false).status());
+  }
+  const std::string transpose =
+      WordAttribute(inst, "transpose_a", "NO_TRANSPOSE");
+  if (transpose != "NO_TRANSPOSE" && transpose != "TRANSPOSE" &&
+      transpose != "ADJOINT") {
+    return Invalid(inst, absl::StrFormat("transpose_a=%s is not one of "
+                                         "NO_TRANSPOSE, TRANSPOSE, ADJOINT",
+                                         transpose));
+  }
+  PJRT_RETURN_IF_ERROR(ExpectMatrices(inst, 0, "a", true));
+  PJRT_RETURN_IF_ERROR(ExpectMatrices(inst, 1, "b", false));
+  const Shape& a = inst.operand(0)->shape();
+  const Shape& b = inst.operand(1)->shape();
+  if (a.element_type() != b.element_type()) {
+    return Invalid(inst, absl::StrFormat("a %s and b %s must have one "
+                                         "element type",
+                                         a.ToString(), b.ToString()));
+  }
+  const int r = a.rank();
+  if (b.rank() != r) {
+    return Invalid(inst, absl::StrFormat("a %s and b %s must have one rank",
+                                         a.ToString(), b.ToString()));
+  }
+  for (int d = 0; d < r - 2; ++d) {
+    if (a.dimensions(d) != b.dimensions(d)) {
+      return Invalid(inst, absl::StrFormat("batch dimension %d is %d in a %s "
+                                           "but %d in b %s",
+                                           d, a.dimensions(d), a.ToString(),
+                                           b.dimensions(d), b.ToString()));
+    }
+  }
+  PJRT_ASSIGN_OR_RETURN(const bool left,
+                        ParseBoolAttribute(inst, "left_side", false));
+  const int64_t want = b.dimensions(left ? r - 2 : r - 1);
+  if (a.dimensions(r - 1) != want) {
+    return Invalid(inst, absl::StrFormat(
+                             "a %s is %d x %d, but b %s has %d %s (with "
+                             "left_side=%s, op(a) %s x)",
+                             a.ToString(), a.dimensions(r - 1),
+                             a.dimensions(r - 1), b.ToString(), want,
+                             left ? "rows" : "columns", left ? "true" : "false",
+                             left ? "multiplies" : "is multiplied by"));
+  }
+  return b;
+}
+
+absl::StatusOr<Shape> InferCholeskyShape(const Instruction& inst) {
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, 1));
+  PJRT_RETURN_IF_ERROR(ParseBoolAttribute(inst, "lower", false).status());
+  PJRT_RETURN_IF_ERROR(ExpectMatrices(inst, 0, "a", true));
+  return inst.operand(0)->shape();
+}
+
 }  // namespace pjrt::hlo

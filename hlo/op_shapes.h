@@ -30,6 +30,15 @@ absl::StatusOr<Shape> InferTopKShape(const Instruction& inst);
 // the half spectrum (last dimension n / 2 + 1) in c64/c128; IRFFT the
 // inverse.
 absl::StatusOr<Shape> InferFftShape(const Instruction& inst);
+// triangular-solve: a [..., m, m] and b [..., m, n] (left_side=true) or
+// [..., n, m] of one floating-point or complex type and the same batch
+// dimensions; the result has b's shape. transpose_a is NO_TRANSPOSE
+// (the default), TRANSPOSE or ADJOINT; left_side, lower and unit_diagonal
+// are true or false (false by default).
+absl::StatusOr<Shape> InferTriangularSolveShape(const Instruction& inst);
+// cholesky: a [..., n, n] of a floating-point or complex type; the result
+// has its shape. lower is true or false (false by default).
+absl::StatusOr<Shape> InferCholeskyShape(const Instruction& inst);
 
 // Dimensions of a window applied to `dims`: per dimension, the number of
 // window positions over the (base-dilated, padded) operand. INVALID_ARGUMENT

@@ -117,7 +117,9 @@ namespace pjrt::hlo {
   X(kCollectivePermuteStart, "collective-permute-start", kCollective) \
   X(kCollectivePermuteDone, "collective-permute-done", kCollective)   \
   X(kCopyStart, "copy-start", kDataMovement)                          \
-  X(kCopyDone, "copy-done", kDataMovement)
+  X(kCopyDone, "copy-done", kDataMovement)                            \
+  X(kTriangularSolve, "triangular-solve", kCompute)                   \
+  X(kCholesky, "cholesky", kCompute)
 
 enum class Opcode {
 #define PJRT_HLO_OPCODE_ENUM(e, name, family) e,

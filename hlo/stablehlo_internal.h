@@ -622,6 +622,9 @@ class Translator {
                                  absl::string_view name);
   absl::Status RngOp(Builder* b, const Operation& op, absl::string_view name);
   absl::Status FftOp(Builder* b, const Operation& op, absl::string_view name);
+  // triangular_solve and cholesky, their flags spelled out.
+  absl::Status LinalgOp(Builder* b, const Operation& op,
+                        absl::string_view name);
   absl::Status ReducePrecisionOp(Builder* b, const Operation& op,
                                  absl::string_view name);
   absl::Status OptimizationBarrierOp(Builder* b, const Operation& op,

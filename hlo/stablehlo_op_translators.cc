@@ -521,6 +521,37 @@ absl::Status Translator::FftOp(Builder* b, const Operation& op,
                        shape}});
 }
 
+absl::Status Translator::LinalgOp(Builder* b, const Operation& op,
+                                  absl::string_view name) {
+  const bool solve = name == "triangular_solve";
+  PJRT_RETURN_IF_ERROR(ExpectOperands(op, solve ? 2 : 1));
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
+  std::vector<std::string> flags;
+  for (const char* flag :
+       solve ? std::vector<const char*>{"left_side", "lower", "unit_diagonal"}
+             : std::vector<const char*>{"lower"}) {
+    bool value = false;
+    if (const Attribute* a = Attr(op, {flag})) {
+      PJRT_ASSIGN_OR_RETURN(int64_t v, IntOf(op, *a, flag));
+      value = v != 0;
+    }
+    flags.push_back(absl::StrCat(flag, "=", value ? "true" : "false"));
+  }
+  std::vector<std::string> operands = {in[0].name};
+  if (solve) {
+    operands.push_back(in[1].name);
+    const Attribute* transpose = Attr(op, {"transpose_a"});
+    flags.push_back(absl::StrCat(
+        "transpose_a=", transpose ? Word(*transpose) : "NO_TRANSPOSE"));
+  }
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, shape, solve ? "triangular-solve" : "cholesky",
+                  operands, absl::StrJoin(flags, ", ")),
+             shape}});
+}
+
 absl::Status Translator::ReducePrecisionOp(Builder* b, const Operation& op,
                                            absl::string_view /*name*/) {
   PJRT_RETURN_IF_ERROR(ExpectOperands(op, 1));

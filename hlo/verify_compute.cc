@@ -1,5 +1,5 @@
 // The verifier's checks of dots, reductions, windows, convolutions, fft, sort,
-// top-k and random bits.
+// top-k, random bits, triangular-solve and cholesky.
 #include "hlo/verifier_internal.h"
 
 namespace pjrt::hlo::verifier_internal {
@@ -24,6 +24,10 @@ absl::Status Verifier::CheckComputeOp(const Instruction& inst) {
       return CheckInferred(inst, InferConvolutionShape(inst));
     case Opcode::kFft:
       return CheckInferred(inst, InferFftShape(inst));
+    case Opcode::kTriangularSolve:
+      return CheckInferred(inst, InferTriangularSolveShape(inst));
+    case Opcode::kCholesky:
+      return CheckInferred(inst, InferCholeskyShape(inst));
     case Opcode::kRngBitGenerator:
       return CheckInferred(inst, InferRngBitGeneratorShape(inst));
     case Opcode::kRng:

@@ -875,11 +875,20 @@ absl::Status Generator::Emit(const host::KernelStep& s) {
           dynamic_cast<const host::FftKernelBase*>(s.kernel.get())) {
     return EmitFft(*fft);
   }
+  if (const auto* solve =
+          dynamic_cast<const host::TriangularSolveKernel*>(s.kernel.get())) {
+    return EmitTriangularSolve(*solve);
+  }
+  if (const auto* cholesky =
+          dynamic_cast<const host::CholeskyKernel*>(s.kernel.get())) {
+    return EmitCholesky(*cholesky);
+  }
   return absl::UnimplementedError(absl::StrFormat(
       "%s does not run on the CUDA backend yet (it runs element-wise ops, "
       "data movement, dot, reduce, map, gather, scatter, sort, top-k, "
-      "rng-bit-generator, rng, the window ops, convolution, fft, while and "
-      "conditional); run this program with --platform host",
+      "rng-bit-generator, rng, the window ops, convolution, fft, "
+      "triangular-solve, cholesky, while and conditional); run this program "
+      "with --platform host",
       s.kernel->name));
 }
 

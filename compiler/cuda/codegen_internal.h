@@ -25,6 +25,7 @@
 #include "compiler/host/kernel_control_flow.h"
 #include "compiler/host/kernel_convolution.h"
 #include "compiler/host/kernel_indexing.h"
+#include "compiler/host/kernel_linalg.h"
 #include "compiler/host/kernel_map.h"
 #include "compiler/host/kernel_random.h"
 #include "compiler/host/kernel_sort.h"
@@ -149,6 +150,7 @@ struct SharedSource {
   std::string source = kPrelude;
   int kernels = 0;
   bool random_helpers = false;
+  bool linalg_helpers = false;
 };
 
 class Generator {
@@ -357,6 +359,19 @@ class Generator {
 
   // A thread per element: the region on the inputs' elements.
   absl::Status EmitMap(const host::MapKernel& m);
+
+  // Conjugates, pivots' square roots and squared magnitudes of reals and
+  // complex numbers, emitted once per program (codegen_linalg.cc).
+  void EmitLinalgHelpers();
+
+  // A thread per right-hand side, solving its system by substitution in
+  // the host kernel's order.
+  absl::Status EmitTriangularSolve(const host::TriangularSolveKernel& ts);
+
+  // A block per matrix: thread 0 takes each column's pivot, the block's
+  // threads the column's other rows; then the other triangle is zeroed
+  // (lower) or L^H moved into it (upper).
+  absl::Status EmitCholesky(const host::CholeskyKernel& c);
 
   // A stable merge sort of `rows` rows of `n` positions, as the host's
   // bottom-up merge sort: widths 1, 2, 4...; in each pass a thread per

@@ -60,6 +60,10 @@ KernelBuilder KernelBuilderOf(const Instruction& inst) {
       return BuildRngBitGenerator;
     case Opcode::kFft:
       return BuildFft;
+    case Opcode::kTriangularSolve:
+      return BuildTriangularSolve;
+    case Opcode::kCholesky:
+      return BuildCholesky;
     case Opcode::kRng:
     case Opcode::kRngGetAndUpdateState:
       return BuildRng;
@@ -118,6 +122,8 @@ Kind KindOf(Opcode op) {
     case Opcode::kRng:
     case Opcode::kRngGetAndUpdateState:
     case Opcode::kFft:
+    case Opcode::kTriangularSolve:
+    case Opcode::kCholesky:
     case Opcode::kCustomCall:  // TopK (others alias their operand)
       return Kind::kKernel;
     default:

@@ -125,6 +125,10 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildRng(const KernelArgs&,
                                                  KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildFft(const KernelArgs&,
                                                  KernelCompiler&);
+absl::StatusOr<std::shared_ptr<Kernel>> BuildTriangularSolve(const KernelArgs&,
+                                                             KernelCompiler&);
+absl::StatusOr<std::shared_ptr<Kernel>> BuildCholesky(const KernelArgs&,
+                                                      KernelCompiler&);
 
 // Packs (pack) or unpacks `count` s4 or u4 values between slot `src` and
 // slot `dst` (kernel_int4.cc): packed two per byte, as buffers hold them

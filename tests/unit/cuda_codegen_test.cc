@@ -919,6 +919,70 @@ ENTRY e {
            tuple(p, b, rs, ds, dus, g)
 })",
      0},
+    {"triangular_solve_every_side_triangle_and_transpose", R"(
+HloModule m
+ENTRY e {
+  a = f32[2,4,4] parameter(0)
+  b = f32[2,4,3] parameter(1)
+  c = f32[2,3,4] parameter(2)
+  z = c64[4,4] parameter(3)
+  w = c64[4,2] parameter(4)
+  i0 = s32[2,4,4] iota(), iota_dimension=1
+  i1 = s32[2,4,4] iota(), iota_dimension=2
+  eq = pred[2,4,4] compare(i0, i1), direction=EQ
+  eight = f32[] constant(8)
+  eights = f32[2,4,4] broadcast(eight), dimensions={}
+  zero = f32[] constant(0)
+  zeros = f32[2,4,4] broadcast(zero), dimensions={}
+  d = f32[2,4,4] select(eq, eights, zeros)
+  ad = f32[2,4,4] add(a, d)
+  t1 = f32[2,4,3] triangular-solve(ad, b), left_side=true, lower=true,
+       transpose_a=NO_TRANSPOSE
+  t2 = f32[2,3,4] triangular-solve(ad, c), lower=false, transpose_a=TRANSPOSE
+  t3 = f32[2,4,3] triangular-solve(ad, b), left_side=true, lower=false,
+       unit_diagonal=true, transpose_a=TRANSPOSE
+  t4 = f32[2,3,4] triangular-solve(ad, c), lower=true
+  zd = c64[4,4] constant({{(8,0), (0,0), (0,0), (0,0)}, {(0,0), (8,1), (0,0),
+       (0,0)}, {(0,0), (0,0), (8,0), (0,0)}, {(0,0), (0,0), (0,0), (8,-1)}})
+  za = c64[4,4] add(z, zd)
+  t5 = c64[4,2] triangular-solve(za, w), left_side=true, lower=true,
+       transpose_a=ADJOINT
+  ROOT r = (f32[2,4,3], f32[2,3,4], f32[2,4,3], f32[2,3,4], c64[4,2])
+           tuple(t1, t2, t3, t4, t5)
+})",
+     1e-4},
+    {"cholesky_lower_and_upper_real_and_complex", R"(
+HloModule m
+ENTRY e {
+  a = f64[3,5,5] parameter(0)
+  z = c64[5,5] parameter(1)
+  aat = f64[3,5,5] dot(a, a), lhs_batch_dims={0}, lhs_contracting_dims={2},
+        rhs_batch_dims={0}, rhs_contracting_dims={2}
+  i0 = s32[3,5,5] iota(), iota_dimension=1
+  i1 = s32[3,5,5] iota(), iota_dimension=2
+  eq = pred[3,5,5] compare(i0, i1), direction=EQ
+  five = f64[] constant(5)
+  fives = f64[3,5,5] broadcast(five), dimensions={}
+  zero = f64[] constant(0)
+  zeros = f64[3,5,5] broadcast(zero), dimensions={}
+  d = f64[3,5,5] select(eq, fives, zeros)
+  spd = f64[3,5,5] add(aat, d)
+  l = f64[3,5,5] cholesky(spd), lower=true
+  u = f64[3,5,5] cholesky(spd), lower=false
+  re = f32[5,5] real(z)
+  im = f32[5,5] imag(z)
+  nim = f32[5,5] negate(im)
+  zc = c64[5,5] complex(re, nim)
+  zzh = c64[5,5] dot(z, zc), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  zd = c64[5,5] constant({{(20,0), (0,0), (0,0), (0,0), (0,0)}, {(0,0), (20,0),
+       (0,0), (0,0), (0,0)}, {(0,0), (0,0), (20,0), (0,0), (0,0)}, {(0,0),
+       (0,0), (0,0), (20,0), (0,0)}, {(0,0), (0,0), (0,0), (0,0), (20,0)}})
+  hpd = c64[5,5] add(zzh, zd)
+  lc = c64[5,5] cholesky(hpd), lower=true
+  uc = c64[5,5] cholesky(hpd), lower=false
+  ROOT r = (f64[3,5,5], f64[3,5,5], c64[5,5], c64[5,5]) tuple(l, u, lc, uc)
+})",
+     1e-4},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {
