@@ -146,7 +146,7 @@ ENTRY e {
      pjrt_client.UnimplementedError,
      "cholesky of f16 is not supported by the host compiler yet"),
 ])
-def test_bad_linear_algebra_is_refused_naming_what_is_wrong(cl, program,
-                                                           error, message):
+def test_bad_linear_algebra_is_refused_naming_what_is_wrong(
+        cl, program, error, message):
     with pytest.raises(error, match=message):
         cl.compile(f"HloModule bad\nENTRY e {{\n  {program}\n}}\n")
