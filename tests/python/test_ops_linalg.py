@@ -86,8 +86,10 @@ ENTRY e {{
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
 
 
-@pytest.mark.parametrize("ty,lower", list(itertools.product(sorted(DTYPES),
-                                                           [True, False])))
+CHOLESKYS = list(itertools.product(sorted(DTYPES), [True, False]))
+
+
+@pytest.mark.parametrize("ty,lower", CHOLESKYS)
 def test_cholesky_matches_numpy_and_zeroes_the_other_triangle(cl, ty, lower):
     dtype, rtol = DTYPES[ty]
     rng = np.random.default_rng([len(ty), lower])
