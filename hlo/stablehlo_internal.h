@@ -573,6 +573,11 @@ class Translator {
                                                 const std::string& x);
   absl::StatusOr<std::string> ErfInv(const ChloEmitter& e,
                                      const std::string& x);
+  // chlo.mulhi: the high half of x * y's double-width product, for
+  // integers of 8 to 64 bits (through 64-bit products, or for 64-bit
+  // operands from their 32-bit halves).
+  std::string MulHi(Builder* b, const Operation& op, const Shape& shape,
+                    const std::string& x, const std::string& y);
 
   // --- translators of OpTranslators(), in stablehlo_op_translators.cc -------
   // Shapes and layout: iota, broadcasts, reshape, transpose and reverse,

@@ -201,12 +201,25 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
 absl::Status Translator::Chlo(Builder* b, const Operation& op,
                               absl::string_view name) {
   static const auto* const kChlo = new absl::flat_hash_set<std::string>{
-      "erf",  "tan",   "top_k", "sinh",  "cosh",   "atan",   "asin",
-      "acos", "asinh", "acosh", "atanh", "square", "erf_inv"};
+      "erf",  "tan",   "top_k", "sinh",  "cosh",   "atan",    "asin",
+      "acos", "asinh", "acosh", "atanh", "square", "erf_inv", "mulhi"};
   if (!kChlo->contains(name)) {
     return Unsupported(op, "this CHLO operation is not supported");
   }
   PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  if (name == "mulhi") {
+    PJRT_RETURN_IF_ERROR(ExpectOperands(op, 2));
+    PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
+    const PrimitiveType t = shape.element_type();
+    if (!(IsSignedInteger(t) || IsUnsignedInteger(t)) || BitWidth(t) < 8) {
+      return Unsupported(
+          op, absl::StrCat("chlo.mulhi on ", mlir::MlirTypeString(shape),
+                           " is not supported (integers of 8 "
+                           "to 64 bits only)"));
+    }
+    return Define(b, op,
+                  {Value{MulHi(b, op, shape, in[0].name, in[1].name), shape}});
+  }
   if (name == "erf" || name == "tan") {
     PJRT_RETURN_IF_ERROR(ExpectOperands(op, 1));
     PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
@@ -236,6 +249,73 @@ absl::Status Translator::Chlo(Builder* b, const Operation& op,
       std::string result,
       ChloDecomposition(ChloEmitter{this, b, op, shape}, name, in[0].name));
   return Define(b, op, {Value{result, shape}});
+}
+
+std::string Translator::MulHi(Builder* b, const Operation& op,
+                              const Shape& shape, const std::string& x,
+                              const std::string& y) {
+  const PrimitiveType t = shape.element_type();
+  const bool is_signed = IsSignedInteger(t);
+  const int width = BitWidth(t);
+  const Shape wide = shape.WithElementType(is_signed ? PrimitiveType::kS64
+                                                     : PrimitiveType::kU64);
+  const Shape u64 = shape.WithElementType(PrimitiveType::kU64);
+  // `value` of `s`'s type, broadcast to its shape.
+  const auto constant = [&](const Shape& s, uint64_t value) {
+    const std::string c = EmitLine(b, &op, Shape(s.element_type(), {}),
+                                   "constant", absl::StrCat(value));
+    return Emit(b, &op, s, "broadcast", {c}, "dimensions={}");
+  };
+  const auto binary = [&](const Shape& s, absl::string_view opcode,
+                          const std::string& l, const std::string& r) {
+    return Emit(b, &op, s, opcode, {l, r});
+  };
+  if (width < 64) {
+    // The whole product fits in 64 bits: its bits above `width`.
+    const std::string product =
+        binary(wide, "multiply", Emit(b, &op, wide, "convert", {x}),
+               Emit(b, &op, wide, "convert", {y}));
+    const std::string high = binary(
+        wide, is_signed ? "shift-right-arithmetic" : "shift-right-logical",
+        product, constant(wide, width));
+    return Emit(b, &op, shape, "convert", {high});
+  }
+  // 64 bits: the unsigned product from 32-bit halves, then for signed
+  // operands minus the other operand for each negative one (mod 2^64).
+  const auto bits = [&](const std::string& v) {
+    return is_signed ? Emit(b, &op, u64, "bitcast-convert", {v}) : v;
+  };
+  const std::string ux = bits(x), uy = bits(y);
+  const std::string mask = constant(u64, 0xFFFFFFFFu);
+  const std::string half = constant(u64, 32);
+  const auto low = [&](const std::string& v) {
+    return binary(u64, "and", v, mask);
+  };
+  const auto high = [&](const std::string& v) {
+    return binary(u64, "shift-right-logical", v, half);
+  };
+  const std::string xl = low(ux), xh = high(ux), yl = low(uy), yh = high(uy);
+  const std::string ll = binary(u64, "multiply", xl, yl);
+  const std::string lh = binary(u64, "multiply", xl, yh);
+  const std::string hl = binary(u64, "multiply", xh, yl);
+  const std::string hh = binary(u64, "multiply", xh, yh);
+  const std::string mid =
+      binary(u64, "add", binary(u64, "add", high(ll), low(lh)), low(hl));
+  std::string result =
+      binary(u64, "add",
+             binary(u64, "add", binary(u64, "add", hh, high(lh)), high(hl)),
+             high(mid));
+  if (!is_signed) return result;
+  const std::string zero = constant(u64, 0);
+  const std::string zero_s = constant(shape, 0);
+  const Shape pred = shape.WithElementType(PrimitiveType::kPred);
+  for (const auto& [v, other] : {std::pair{x, uy}, std::pair{y, ux}}) {
+    const std::string negative =
+        Emit(b, &op, pred, "compare", {v, zero_s}, "direction=LT");
+    result = binary(u64, "subtract", result,
+                    Emit(b, &op, u64, "select", {negative, other, zero}));
+  }
+  return Emit(b, &op, shape, "bitcast-convert", {result});
 }
 
 std::string Translator::ChloEmitter::Unary(absl::string_view opcode,

@@ -14,7 +14,8 @@
 //  - CopyStep, FillStep, DynamicSliceStep: affine copy kernels;
 //  - KernelStep of a map (host::MapKernel): a thread per element;
 //  - KernelStep of a gather (host::GatherKernel): a thread per result
-//    element, its start index read and clamped as on the host;
+//    element (or word of up to 16 bytes, when slice rows are whole words),
+//    its start index read and clamped as on the host;
 //  - KernelStep of a scatter (host::ScatterKernel): copies of the operands,
 //    then, for an add (or an integer multiply, max, min, and, or, xor), a
 //    thread per update element combining through atomics; for a replace

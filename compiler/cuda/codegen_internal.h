@@ -262,11 +262,18 @@ class Generator {
   // then batching); empty when nothing sets it (0).
   static std::string StartIndex(const host::IndexReader& r, int64_t d);
 
-  // A thread per output element: the element's batch position and window
-  // coordinates, the position's start index (read from the index array,
-  // clamped so that the slice stays inside the operand, as on the host),
-  // and one load.
-  absl::Status EmitGather(const host::GatherKernel& g);
+  // How many elements make a word when every slice row moves as whole
+  // words of up to 16 bytes, so that each thread loads and stores a word:
+  // a contiguous last window dimension of a multiple of them, every other
+  // stride a multiple, and every start index moving the slice by whole
+  // words (or always 0); 1 otherwise.
+  static int GatherWordElements(const host::GatherKernel& g);
+
+  // A thread per output element (or word of them): the element's batch
+  // position and window coordinates, the position's start index (read
+  // from the index array, clamped so that the slice stays inside the
+  // operand, as on the host), and one load.
+  absl::Status EmitGather(const host::GatherKernel& gather);
 
   // outputs = operands (a copy kernel each, skipped when the output is the
   // operand's own memory), then the updates. A combine that atomics can do

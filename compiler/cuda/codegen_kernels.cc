@@ -106,7 +106,47 @@ std::string Generator::StartIndex(const host::IndexReader& r, int64_t d) {
   return start;
 }
 
-absl::Status Generator::EmitGather(const host::GatherKernel& g) {
+int Generator::GatherWordElements(const host::GatherKernel& g) {
+  const std::vector<int64_t>& sizes = g.walk.sizes;
+  if (sizes.empty() || g.walk.src_strides.back() != 1 ||
+      g.walk.dst_strides.back() != 1) {
+    return 1;
+  }
+  for (int v = 16 / g.bytes; v >= 2; v /= 2) {
+    const auto fits = [v](int64_t x) { return x % v == 0; };
+    bool ok = fits(sizes.back());
+    for (size_t d = 0; d + 1 < sizes.size(); ++d) {
+      ok = ok && fits(g.walk.src_strides[d]) && fits(g.walk.dst_strides[d]);
+    }
+    for (int64_t stride : g.out_batch_strides) ok = ok && fits(stride);
+    // A start moves the slice by whole words, or is always 0.
+    for (size_t d = 0; d < g.operand_dims.size(); ++d) {
+      if (StartIndex(g.reader, static_cast<int64_t>(d)).empty()) continue;
+      ok = ok && (fits(g.operand_strides[d]) ||
+                  g.operand_dims[d] == g.slice_sizes[d]);
+    }
+    if (ok) return v;
+  }
+  return 1;
+}
+
+absl::Status Generator::EmitGather(const host::GatherKernel& gather) {
+  // Rows that whole words can move go as words: the same gather over
+  // elements `words` times wider (strides and the last window size
+  // divided; starts and their clamps stay in elements).
+  const int words = GatherWordElements(gather);
+  host::GatherKernel wide = gather;
+  if (words > 1) {
+    wide.bytes *= words;
+    wide.walk.sizes.back() /= words;
+    for (size_t d = 0; d + 1 < wide.walk.sizes.size(); ++d) {
+      wide.walk.src_strides[d] /= words;  // the last stays 1: a word
+      wide.walk.dst_strides[d] /= words;
+    }
+    for (int64_t& x : wide.out_batch_strides) x /= words;
+    for (int64_t& x : wide.operand_strides) x /= words;  // 0 if unused
+  }
+  const host::GatherKernel& g = wide;
   const host::IndexReader& r = g.reader;
   const int64_t positions = Product(r.batch_sizes);
   const int64_t window = Product(g.walk.sizes);
@@ -162,8 +202,10 @@ absl::Status Generator::EmitGather(const host::GatherKernel& g) {
         start, idx, room, room, g.operand_strides[d]);
   }
   absl::StrAppendFormat(&k, "    out[%s] = operand[src];\n  }\n}\n", dst);
-  launch.origin = absl::StrFormat("gather of %d slices of %d %d-byte elements",
-                                  positions, window, g.bytes);
+  launch.origin = absl::StrFormat(
+      "gather of %d slices of %d %d-byte %s", positions, window, g.bytes,
+      words > 1 ? absl::StrFormat("words (%d elements each)", words)
+                : std::string("elements"));
   Add(std::move(launch));
   return absl::OkStatus();
 }

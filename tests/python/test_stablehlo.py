@@ -143,3 +143,43 @@ def test_the_quick_start_program_runs(client):
     assert executable.name == "jit_f"
     (y,) = executable.execute([np.float32([-2, -0.5, 0, 1.5])])
     np.testing.assert_array_equal(y.to_numpy(), [1, 1, 1, 2.5])
+
+
+MULHI_TYPES = {"i8": np.int8, "ui8": np.uint8, "i16": np.int16,
+               "ui16": np.uint16, "i32": np.int32, "ui32": np.uint32,
+               "i64": np.int64, "ui64": np.uint64}
+
+
+@pytest.mark.parametrize("mlir_type", sorted(MULHI_TYPES))
+def test_chlo_mulhi_is_the_high_half_of_the_whole_product(client, mlir_type):
+    """chlo.mulhi against Python's unbounded integers, the extremes of each
+    type among random values (64 bits: through 32-bit halves)."""
+    dtype = MULHI_TYPES[mlir_type]
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(len(mlir_type) * 17 + info.bits)
+
+    edges = [info.min, info.max, 0, 1, -1 if info.min < 0 else 2,
+             info.min + 1 if info.min < 0 else info.max - 1]
+
+    def draws():
+        return list(rng.integers(info.min, info.max, 64, endpoint=True,
+                                 dtype=dtype))
+    a = np.array(edges * 6 + draws(), dtype=dtype)
+    b = np.array([e for e in edges for _ in range(6)] + draws(), dtype=dtype)
+    n = a.size
+    program = f"""func.func @main(%a: tensor<{n}x{mlir_type}>,
+                 %b: tensor<{n}x{mlir_type}>) -> tensor<{n}x{mlir_type}> {{
+  %0 = "chlo.mulhi"(%a, %b) : (tensor<{n}x{mlir_type}>,
+       tensor<{n}x{mlir_type}>) -> tensor<{n}x{mlir_type}>
+  return %0 : tensor<{n}x{mlir_type}>
+}}
+"""
+    executable = client.compile(program)
+    (out,) = executable.execute([a, b])
+    got = out.to_numpy()
+    bits = info.bits
+    for x, y, g in zip(a.tolist(), b.tolist(), got.tolist()):
+        high = (x * y) >> bits  # floor: the signed high half
+        if info.min == 0:
+            high &= (1 << bits) - 1
+        assert g == high, f"mulhi({x}, {y}) = {g}, want {high}"

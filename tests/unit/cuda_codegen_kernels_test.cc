@@ -345,6 +345,43 @@ ENTRY e {
                              "pj_scatter_claim");
 }
 
+// A gather whose slice rows are whole words moves a word per thread (an
+// embedding lookup of bf16 rows: 16 bytes, 8 elements), the host's bytes;
+// one whose start can move a row by a part of a word moves elements.
+TEST(CudaCodegen, GathersOfWholeRowsMoveWords) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+ENTRY e {
+  table = bf16[50,64] parameter(0)
+  ids = s32[7,1] parameter(1)
+  floats = f32[9,6] parameter(2)
+  cols = s32[4,2] parameter(3)
+  rows = bf16[7,64] gather(table, ids), offset_dims={1},
+      collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1,
+      slice_sizes={1,64}
+  pairs = f32[4,2] gather(floats, cols), offset_dims={1},
+      collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1,
+      slice_sizes={1,2}
+  ROOT r = (bf16[7,64], f32[4,2]) tuple(rows, pairs)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> origins;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kernel.find("pj_gather") == 0) origins.push_back(l.origin);
+  }
+  ASSERT_EQ(origins.size(), 2u);
+  EXPECT_NE(origins[0].find("7 slices of 8 16-byte words (8 elements each)"),
+            std::string::npos)
+      << origins[0];
+  // The second's column start moves a row by one element.
+  EXPECT_NE(origins[1].find("4 slices of 2 4-byte elements"), std::string::npos)
+      << origins[1];
+  // Random ids: most are clamped into range, as on the host.
+  emulation::CompareWithHost(*module, *c, "gather_words", 0);
+}
+
 TEST(CudaCodegen, ATransposedReadUsesTiles) {
   std::unique_ptr<hlo::Module> module = Parse(R"(
 HloModule m
