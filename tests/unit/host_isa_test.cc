@@ -320,6 +320,36 @@ TEST(HostIsa, EveryLevelNegatesAndTakesAbsOfTheSignBitOnly) {
   }
 }
 
+// Functions that are odd, or round toward zero, keep the sign of a zero
+// (IEEE and XLA: f(-0) = -0), at every level and in f32 and f64, where
+// vectorised versions computing 0 - x or copying magnitudes could lose it.
+template <typename T>
+void CheckSignedZeros(PrimitiveType type) {
+  std::vector<T> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? T(-0.0) : T(0.0);
+  for (const HostKernelTable* level : Levels()) {
+    for (ExprOp op :
+         {ExprOp::kNegate, ExprOp::kSign, ExprOp::kExpm1, ExprOp::kLog1p,
+          ExprOp::kSqrt, ExprOp::kCbrt, ExprOp::kTanh, ExprOp::kSin,
+          ExprOp::kTan, ExprOp::kErf, ExprOp::kFloor, ExprOp::kCeil,
+          ExprOp::kRoundAfz, ExprOp::kRoundEven}) {
+      const auto got = Evaluate<T>(*level, OneOp(op, type, type, 1), x, x);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const bool negative = std::signbit(x[i]) != (op == ExprOp::kNegate);
+        ASSERT_TRUE(got[i] == 0 && std::signbit(got[i]) == negative)
+            << level->isa << " op " << static_cast<int>(op) << " of "
+            << (std::signbit(x[i]) ? "-0" : "+0") << " gave " << got[i]
+            << " (element " << i << ", " << hlo::PrimitiveTypeName(type) << ")";
+      }
+    }
+  }
+}
+
+TEST(HostIsa, EveryLevelKeepsTheSignOfZeroThroughOddFunctions) {
+  CheckSignedZeros<float>(PrimitiveType::kF32);
+  CheckSignedZeros<double>(PrimitiveType::kF64);
+}
+
 // f16 and bf16 conversions are bit-exact at every level (NaN payloads too).
 TEST(HostIsa, EveryLevelConvertsHalfTypesBitExactly) {
   std::vector<uint16_t> bits(65536);
