@@ -109,25 +109,45 @@ absl::Status Verifier::CheckBitcastConvert(const Instruction& inst) {
   PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
   PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
   const Shape& in = inst.operand(0)->shape();
-  if (IsComplex(in.element_type()) || IsComplex(inst.shape().element_type())) {
-    return Unimplemented(
-        inst, absl::StrFormat("bitcast-convert of complex types (%s to "
-                              "%s) is not supported",
-                              PrimitiveTypeName(in.element_type()),
-                              PrimitiveTypeName(inst.shape().element_type())));
+  const PrimitiveType from = in.element_type();
+  const PrimitiveType to = inst.shape().element_type();
+  const int in_bits = BitWidth(from), out_bits = BitWidth(to);
+  if (in_bits != out_bits || IsComplex(from) || IsComplex(to)) {
+    // A view of the bytes: pred is a byte per element here (a bit in
+    // StableHLO), s4 and u4 are unpacked inside programs.
+    for (PrimitiveType t : {from, to}) {
+      if (t == PrimitiveType::kPred || t == PrimitiveType::kS4 ||
+          t == PrimitiveType::kU4) {
+        return Unimplemented(
+            inst, absl::StrFormat("bitcast-convert of %s to %s is not "
+                                  "supported (%s only converts to and from "
+                                  "a type of its own width)",
+                                  PrimitiveTypeName(from),
+                                  PrimitiveTypeName(to), PrimitiveTypeName(t)));
+      }
+    }
   }
-  if (BitWidth(in.element_type()) != BitWidth(inst.shape().element_type())) {
-    return Unimplemented(
+  // XLA: a wider operand gains a minor dimension of width ratio, a
+  // narrower one loses its minor dimension, which must be that ratio.
+  std::vector<int64_t> dims(in.dimensions().begin(), in.dimensions().end());
+  if (in_bits > out_bits) {
+    dims.push_back(in_bits / out_bits);
+  } else if (in_bits < out_bits) {
+    if (dims.empty() || dims.back() != out_bits / in_bits) {
+      return Invalid(
+          inst, absl::StrFormat("bitcast-convert of %s to the wider %s needs "
+                                "a last dimension of %d (the width ratio)",
+                                in.ToString(), PrimitiveTypeName(to),
+                                out_bits / in_bits));
+    }
+    dims.pop_back();
+  }
+  const Shape want(to, dims);
+  if (!inst.shape().IsArray() || !SameDims(want, inst.shape())) {
+    return Invalid(
         inst,
-        absl::StrFormat("bitcast-convert between types of different widths "
-                        "(%s to %s) is not supported",
-                        PrimitiveTypeName(in.element_type()),
-                        PrimitiveTypeName(inst.shape().element_type())));
-  }
-  if (!SameDims(in, inst.shape())) {
-    return Invalid(inst,
-                   absl::StrFormat("bitcast-convert of %s cannot produce %s",
-                                   in.ToString(), inst.shape().ToString()));
+        absl::StrFormat("bitcast-convert of %s gives %s, not %s", in.ToString(),
+                        want.ToString(), inst.shape().ToString()));
   }
   return absl::OkStatus();
 }

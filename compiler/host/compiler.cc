@@ -414,6 +414,26 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
       break;
     case Opcode::kBitcast:
       return LowerBitcast(inst, operand(0));
+    case Opcode::kBitcastConvert: {
+      // Across widths, or of complex numbers, a view of the operand's
+      // bytes (buffers are row-major, little-endian, as XLA's are).
+      const hlo::PrimitiveType from = inst.operand(0)->shape().element_type();
+      const hlo::PrimitiveType to = inst.shape().element_type();
+      if (hlo::ByteWidth(from) == hlo::ByteWidth(to) && !hlo::IsComplex(from) &&
+          !hlo::IsComplex(to)) {
+        break;  // element-wise
+      }
+      auto view = std::make_unique<Instruction>(
+          absl::StrCat(inst.name(), ".bitcast"), Opcode::kBitcast, "bitcast",
+          inst.shape());
+      view->set_position(inst.line(), inst.column());
+      synthetic_.push_back(std::move(view));
+      Value v;
+      v.node =
+          NewNode(synthetic_.back().get(), inst.shape(), {operand(0).node});
+      nodes_[v.node].first_output = v.node;
+      return v;
+    }
     default:
       break;
   }

@@ -561,3 +561,69 @@ ENTRY e {
   ROOT y = f32[3,2]{1,0} bitcast(x)
 }""", [x])
     np.testing.assert_array_equal(same, x.reshape(3, 2))
+
+
+# --- bitcast-convert across widths -------------------------------------------
+
+# (operand type, numpy dtype, result type, numpy dtype)
+BITCASTS = [("f32", np.float32, "u8", np.uint8),
+            ("u8", np.uint8, "f32", np.float32),
+            ("s64", np.int64, "s32", np.int32),
+            ("s32", np.int32, "f64", np.float64),
+            ("f16", np.float16, "u32", np.uint32),
+            ("c64", np.complex64, "f32", np.float32),
+            ("c128", np.complex128, "c64", np.complex64),
+            ("f64", np.float64, "c64", np.complex64),
+            ("u64", np.uint64, "u16", np.uint16)]
+
+
+@pytest.mark.parametrize("src,src_dtype,dst,dst_dtype", BITCASTS)
+def test_bitcast_convert_across_widths_views_the_bytes(client, src, src_dtype,
+                                                       dst, dst_dtype):
+    """XLA's rule: a wider operand gains a minor dimension of the width
+    ratio, a narrower one loses it; the bytes are numpy's view of them,
+    as a result and as the operand of an element-wise op."""
+    src_bytes = np.dtype(src_dtype).itemsize
+    dst_bytes = np.dtype(dst_dtype).itemsize
+    shape = (3, 2)
+    if src_bytes < dst_bytes:
+        shape = (3, 2, dst_bytes // src_bytes)
+    raw = RNG.integers(0, 256, size=int(np.prod(shape)) * src_bytes,
+                       dtype=np.uint8)
+    x = raw.view(src_dtype).reshape(shape)
+    if np.issubdtype(src_dtype, np.floating) or np.issubdtype(
+            src_dtype, np.complexfloating):
+        x = np.nan_to_num(x, nan=1.5, posinf=2.5, neginf=-2.5)
+    want = np.ascontiguousarray(x).view(dst_dtype)
+    if src_bytes > dst_bytes:
+        want = want.reshape(shape + (src_bytes // dst_bytes,))
+    elif src_bytes < dst_bytes:
+        want = want.reshape(want.shape[:-1])
+    dims = ",".join(map(str, want.shape))
+    in_dims = ",".join(map(str, x.shape))
+    hlo = (f"HloModule m\nENTRY e {{\n  x = {src}[{in_dims}] parameter(0)\n"
+           f"  b = {dst}[{dims}] bitcast-convert(x)\n"
+           f"  n = {dst}[{dims}] negate(b)\n"
+           f"  ROOT r = ({dst}[{dims}], {dst}[{dims}]) tuple(b, n)\n}}\n")
+    out, negated = run(client, hlo, [x])
+    assert out.shape == want.shape
+    assert out.tobytes() == want.tobytes()
+    with np.errstate(all="ignore"):
+        assert negated.tobytes() == np.negative(want).tobytes()
+
+
+@pytest.mark.parametrize("hlo,error,message", [
+    ("x = f32[3] parameter(0)\n  ROOT b = u8[3] bitcast-convert(x)",
+     pjrt_client.InvalidArgumentError,
+     r"bitcast-convert of f32\[3\] gives u8\[3,4\], not u8\[3\]"),
+    ("x = u8[3,2] parameter(0)\n  ROOT b = f32[3] bitcast-convert(x)",
+     pjrt_client.InvalidArgumentError,
+     r"needs a last dimension of 4 \(the width ratio\)"),
+    ("x = pred[8] parameter(0)\n  ROOT b = s64[] bitcast-convert(x)",
+     pjrt_client.UnimplementedError,
+     r"bitcast-convert of pred to s64 is not supported"),
+])
+def test_bitcast_convert_across_widths_refuses_naming_what_is_wrong(
+        client, hlo, error, message):
+    with pytest.raises(error, match=message):
+        client.compile(f"HloModule m\nENTRY e {{\n  {hlo}\n}}\n")

@@ -983,6 +983,21 @@ ENTRY e {
   ROOT r = (f64[3,5,5], f64[3,5,5], c64[5,5], c64[5,5]) tuple(l, u, lc, uc)
 })",
      1e-4},
+    {"bitcast_convert_across_widths_views_the_bytes", R"(
+HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  y = u16[5,2] parameter(1)
+  z = c64[3] parameter(2)
+  b = u8[3,4] bitcast-convert(x)
+  g = f32[5] bitcast-convert(y)
+  f = f32[3,2] bitcast-convert(z)
+  nb = u8[3,4] negate(b)
+  ng = f32[5] negate(g)
+  ROOT r = (u8[3,4], f32[5], f32[3,2], u8[3,4], f32[5])
+           tuple(b, g, f, nb, ng)
+})",
+     0},
     {"replica_id_and_constants", R"(
 HloModule m
 ENTRY e {

@@ -296,30 +296,38 @@ ENTRY e {
   ROOT c = s32[3,2] convert(p)
 })",
        kInvalid, "%c: convert of f32[2,3] cannot produce s32[3,2]"},
-      {"BitcastConvertOfComplex", R"(
+      {"BitcastConvertOfPredAcrossWidths", R"(
 HloModule m
 ENTRY e {
-  p = c64[2] parameter(0)
-  ROOT c = s64[2] bitcast-convert(p)
+  p = pred[8] parameter(0)
+  ROOT c = s64[] bitcast-convert(p)
 })",
        kUnimplemented,
-       "%c: bitcast-convert of complex types (c64 to s64) is not supported"},
-      {"BitcastConvertChangingTheWidth", R"(
+       "%c: bitcast-convert of pred to s64 is not supported (pred only "
+       "converts to and from a type of its own width)"},
+      {"BitcastConvertToAWiderTypeWithoutTheRatio", R"(
 HloModule m
 ENTRY e {
-  p = f32[2] parameter(0)
-  ROOT c = s64[2] bitcast-convert(p)
+  p = f32[3] parameter(0)
+  ROOT c = s64[3] bitcast-convert(p)
 })",
-       kUnimplemented,
-       "%c: bitcast-convert between types of different widths (f32 to s64) "
-       "is not supported"},
+       kInvalid,
+       "%c: bitcast-convert of f32[3] to the wider s64 needs a last dimension "
+       "of 2 (the width ratio)"},
+      {"BitcastConvertToANarrowerTypeWithoutTheRatio", R"(
+HloModule m
+ENTRY e {
+  p = f32[3] parameter(0)
+  ROOT c = u8[3] bitcast-convert(p)
+})",
+       kInvalid, "%c: bitcast-convert of f32[3] gives u8[3,4], not u8[3]"},
       {"BitcastConvertChangingDimensions", R"(
 HloModule m
 ENTRY e {
   p = f32[2] parameter(0)
   ROOT c = s32[3] bitcast-convert(p)
 })",
-       kInvalid, "%c: bitcast-convert of f32[2] cannot produce s32[3]"},
+       kInvalid, "%c: bitcast-convert of f32[2] gives s32[2], not s32[3]"},
 
       // --- custom calls, tuples, calls ---
       {"UnknownCustomCallTarget", R"(
