@@ -541,6 +541,12 @@ class Translator {
                          const std::vector<int64_t>& reversal);
   absl::Status Convolution(Builder* b, const Operation& op);
   absl::Status AllToAll(Builder* b, const Operation& op);
+  // collective_broadcast: each group's first process keeps its operand, the
+  // others receive it by collective-permutes (one per place in the longest
+  // group), processes in no group get zeros; the bits are moved, never
+  // computed on.
+  absl::Status CollectiveBroadcast(Builder* b, const Operation& op,
+                                   absl::string_view name);
   // maximum/minimum of complex numbers: the lexicographic order of (real,
   // imaginary), as StableHLO defines it.
   absl::Status ComplexMinMax(Builder* b, const Operation& op, bool maximum);

@@ -394,6 +394,107 @@ absl::Status Translator::AllToAll(Builder* b, const Operation& op) {
   return Define(b, op, std::move(results));
 }
 
+absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
+                                             absl::string_view /*name*/) {
+  if (Attr(op, {"has_dynamic_root"}) != nullptr) {
+    return Unsupported(op,
+                       "has_dynamic_root (a root chosen at run time) is "
+                       "not supported; the first process of each group "
+                       "is the root");
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  if (in.empty() || op.result_types.size() != in.size()) {
+    return Invalid(op, "needs one result per operand");
+  }
+  PJRT_ASSIGN_OR_RETURN(const Attribute* groups_attr,
+                        RequireAttr(op, {"replica_groups"}));
+  PJRT_ASSIGN_OR_RETURN(auto groups,
+                        Matrix(op, *groups_attr, "replica_groups"));
+  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+  // Each process's place in its group (-1: in none), by its id; the entry
+  // past the largest id is -1, and a larger id reads it (dynamic-slice
+  // clamps).
+  int64_t largest = -1;
+  size_t longest = 0;
+  for (const auto& g : groups) {
+    longest = std::max(longest, g.size());
+    for (int64_t id : g) {
+      if (id < 0 || id >= kMaxAttributeValues) {
+        return Invalid(op, absl::StrFormat("replica_groups holds %d, not a "
+                                           "process id in [0, %d)",
+                                           id, kMaxAttributeValues));
+      }
+      largest = std::max(largest, id);
+    }
+  }
+  std::vector<int64_t> place(largest + 2, -1);
+  for (const auto& g : groups) {
+    for (size_t k = 0; k < g.size(); ++k) {
+      if (place[g[k]] != -1) {
+        return Invalid(op, absl::StrFormat("process %d is in replica_groups "
+                                           "twice",
+                                           g[k]));
+      }
+      place[g[k]] = static_cast<int64_t>(k);
+    }
+  }
+  const Shape s32(PrimitiveType::kS32, {});
+  const Shape table_shape(PrimitiveType::kS32,
+                          {static_cast<int64_t>(place.size())});
+  const std::string table =
+      EmitLine(b, &op, table_shape, "constant",
+               absl::StrCat("{", absl::StrJoin(place, ", "), "}"));
+  const Shape u32(PrimitiveType::kU32, {});
+  const std::string id = Emit(
+      b, &op, s32, "convert",
+      {EmitLine(b, &op, u32, channel ? "partition-id" : "replica-id", "")});
+  const std::string mine =
+      Emit(b, &op, s32, "reshape",
+           {Emit(b, &op, Shape(PrimitiveType::kS32, {1}), "dynamic-slice",
+                 {table, id}, "dynamic_slice_sizes={1}")});
+  // The root keeps its operand; member k receives it by the k-th of
+  // (longest - 1) collective-permutes from each group's root to its k-th
+  // process; processes in no group get zeros.
+  std::vector<Value> results;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Shape& shape = op.result_types[i];
+    const PrimitiveType t = shape.element_type();
+    const char* zero_text = t == PrimitiveType::kPred ? "false"
+                            : IsComplex(t)            ? "(0, 0)"
+                                                      : "0";
+    std::string value =
+        Emit(b, &op, shape, "broadcast",
+             {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
+             "dimensions={}");
+    const Shape pred = shape.WithElementType(PrimitiveType::kPred);
+    for (size_t k = 0; k < longest; ++k) {
+      std::string source = in[i].name;
+      if (k > 0) {
+        std::vector<std::string> pairs;
+        for (const auto& g : groups) {
+          if (g.size() > k)
+            pairs.push_back(absl::StrCat("{", g[0], ",", g[k], "}"));
+        }
+        std::string attributes = absl::StrCat("source_target_pairs={",
+                                              absl::StrJoin(pairs, ","), "}");
+        if (channel) absl::StrAppend(&attributes, ", channel_id=", *channel);
+        source =
+            Emit(b, &op, shape, "collective-permute", {in[i].name}, attributes);
+      }
+      const std::string k_const =
+          EmitLine(b, &op, s32, "constant", absl::StrCat(k));
+      const std::string is_k =
+          Emit(b, &op, pred, "broadcast",
+               {Emit(b, &op, Shape(PrimitiveType::kPred, {}), "compare",
+                     {mine, k_const}, "direction=EQ")},
+               "dimensions={}");
+      value = Emit(b, &op, shape, "select", {is_k, source, value});
+    }
+    results.push_back(Value{value, shape});
+  }
+  return Define(b, op, std::move(results));
+}
+
 absl::Status Translator::ComplexMinMax(Builder* b, const Operation& op,
                                        bool maximum) {
   PJRT_RETURN_IF_ERROR(ExpectOperands(op, 2));

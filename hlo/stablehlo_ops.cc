@@ -75,7 +75,6 @@ bool IsKnownUnsupported(absl::string_view op) {
                                            "outfeed",
                                            "send",
                                            "recv",
-                                           "collective_broadcast",
                                            "uniform_quantize",
                                            "uniform_dequantize",
                                            "dynamic_conv",
@@ -141,6 +140,7 @@ Translator::OpTranslators() {
           {"reduce_scatter", &Translator::ReduceScatterOp},
           {"all_to_all", &Translator::AllToAllOp},
           {"collective_permute", &Translator::CollectivePermuteOp},
+          {"collective_broadcast", &Translator::CollectiveBroadcast},
       };
   return *kTranslators;
 }
