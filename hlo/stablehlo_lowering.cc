@@ -565,11 +565,24 @@ absl::Status Translator::Collective(Builder* b, const Operation& op,
                           ClosedRegion(b, op, op.regions[0], "reducer"));
     parts.push_back(absl::StrCat("to_apply=%", reducer));
   }
+  const std::string all = absl::StrJoin(parts, ", ");
+  if (in.size() > 1 && opcode != "all-reduce") {
+    // HLO's all-gather and reduce-scatter of several operands: one each,
+    // alike (what a tuple of them would do).
+    if (op.result_types.size() != in.size()) {
+      return Invalid(op, "needs one result per operand");
+    }
+    std::vector<Value> results;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Shape& result = op.result_types[i];
+      results.push_back(
+          Value{Emit(b, &op, result, opcode, {in[i].name}, all), result});
+    }
+    return Define(b, op, std::move(results));
+  }
   const std::vector<std::string> names = Names(in);
-  return DefineFrom(
-      b, op,
-      Value{Emit(b, &op, shape, opcode, names, absl::StrJoin(parts, ", ")),
-            shape});
+  return DefineFrom(b, op,
+                    Value{Emit(b, &op, shape, opcode, names, all), shape});
 }
 
 absl::Status Translator::While(Builder* b, const Operation& op) {
