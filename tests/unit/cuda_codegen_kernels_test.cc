@@ -170,10 +170,11 @@ TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
   const struct {
     const char* type;
     const char* op;
-  } kCombines[] = {{"s8", "add"},   {"u16", "maximum"},  {"s32", "minimum"},
-                   {"u32", "xor"},  {"s64", "multiply"}, {"u64", "or"},
-                   {"pred", "and"}, {"s4", "add"},       {"f16", "add"},
-                   {"f32", "add"},  {"f64", "add"},      {"f64", "maximum"}};
+  } kCombines[] = {{"s8", "add"},     {"u16", "maximum"},  {"s32", "minimum"},
+                   {"u32", "xor"},    {"s64", "multiply"}, {"u64", "or"},
+                   {"pred", "and"},   {"pred", "or"},      {"s4", "add"},
+                   {"f16", "add"},    {"f32", "add"},      {"f64", "add"},
+                   {"f64", "maximum"}};
   int n = 0;
   for (const auto& c : kCombines) {
     absl::StrAppendFormat(&regions,
