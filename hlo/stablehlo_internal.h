@@ -139,8 +139,13 @@ class Translator {
   struct Builder {
     Computation computation;
     absl::flat_hash_map<std::string, Value> values;
+    // The values of the integer constants (up to kMaxConstantOperand
+    // elements) defined in this region, flattened: what the dynamic ops'
+    // shape operands are read from.
+    absl::flat_hash_map<std::string, std::vector<int64_t>> integer_constants;
     int depth = 0;
   };
+  static constexpr int64_t kMaxConstantOperand = 4096;
 
   // --- errors ---------------------------------------------------------------
   absl::Status ErrorAt(mlir::Position p, absl::StatusCode code,
@@ -541,6 +546,17 @@ class Translator {
                          const std::vector<int64_t>& reversal);
   absl::Status Convolution(Builder* b, const Operation& op);
   absl::Status AllToAll(Builder* b, const Operation& op);
+  // dynamic_pad, dynamic_gather, dynamic_conv and real_dynamic_slice whose
+  // shape operands are integer constants: their static ops, the constants
+  // as attributes. UNIMPLEMENTED when one is computed at run time.
+  absl::Status DynamicWithConstants(Builder* b, const Operation& op,
+                                    absl::string_view name);
+  // Operand `i`'s values, when an integer constant of this region defines
+  // it.
+  absl::StatusOr<std::vector<int64_t>> ConstantOperand(Builder* b,
+                                                       const Operation& op,
+                                                       size_t i,
+                                                       absl::string_view what);
   // collective_broadcast: each group's first process keeps its operand, the
   // others receive it by collective-permutes (one per place in the longest
   // group), processes in no group get zeros; the bits are moved, never

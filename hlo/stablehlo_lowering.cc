@@ -163,6 +163,17 @@ absl::Status Translator::Constant(Builder* b, const Operation& op) {
   bool splat = false;
   PJRT_ASSIGN_OR_RETURN(std::string literal,
                         LiteralText(op, *value, shape, &splat));
+  const PrimitiveType type = shape.element_type();
+  if ((IsSignedInteger(type) || IsUnsignedInteger(type)) &&
+      shape.ElementCount() <= kMaxConstantOperand) {
+    absl::StatusOr<std::vector<int64_t>> ints = IntsOf(op, *value, "value");
+    if (ints.ok() && ints->size() == 1)
+      ints->resize(shape.ElementCount(), (*ints)[0]);
+    if (ints.ok() &&
+        static_cast<int64_t>(ints->size()) == shape.ElementCount()) {
+      b->integer_constants[op.results[0]] = *std::move(ints);
+    }
+  }
   if (splat) {
     const std::string scalar =
         EmitLine(b, &op, Shape(shape.element_type(), {}), "constant", literal);
@@ -493,6 +504,109 @@ absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
     results.push_back(Value{value, shape});
   }
   return Define(b, op, std::move(results));
+}
+
+absl::StatusOr<std::vector<int64_t>> Translator::ConstantOperand(
+    Builder* b, const Operation& op, size_t i, absl::string_view what) {
+  if (i >= op.operands.size()) {
+    return Invalid(op, absl::StrFormat("needs %s as operand %d", what, i));
+  }
+  const auto it = b->integer_constants.find(op.operands[i].name);
+  if (it == b->integer_constants.end()) {
+    return Unsupported(
+        op, absl::StrFormat("%s (operand %d, %s) must be an integer constant "
+                            "of this region: pjrtd runs static shapes",
+                            what, i, op.operands[i].name));
+  }
+  return it->second;
+}
+
+absl::Status Translator::DynamicWithConstants(Builder* b, const Operation& op,
+                                              absl::string_view name) {
+  const auto ints = [](const std::vector<int64_t>& values) {
+    Attribute a;
+    a.kind = AttrKind::kArray;
+    for (int64_t v : values) {
+      Attribute e;
+      e.kind = AttrKind::kInt;
+      e.text = absl::StrCat(v);
+      a.elements.push_back(std::move(e));
+    }
+    return a;
+  };
+  // The static op: `keep` operands, and the constants as attributes.
+  const auto rewrite =
+      [&](absl::string_view static_name, size_t keep,
+          const std::vector<std::pair<std::string, Attribute>>& attributes) {
+        Operation s = op;
+        s.name = absl::StrCat("stablehlo.", static_name);
+        s.operands.resize(keep);
+        if (s.has_operand_types && s.operand_types.size() > keep) {
+          s.operand_types.resize(keep);
+        }
+        for (const auto& [key, value] : attributes) {
+          std::erase_if(s.attributes, [&](const mlir::NamedAttribute& a) {
+            return a.first == key;
+          });
+          s.attributes.emplace_back(key, value);
+        }
+        return s;
+      };
+  Operation s;
+  absl::Status status;
+  if (name == "dynamic_pad") {
+    PJRT_RETURN_IF_ERROR(ExpectOperands(op, 5));
+    PJRT_ASSIGN_OR_RETURN(auto low,
+                          ConstantOperand(b, op, 2, "edge_padding_low"));
+    PJRT_ASSIGN_OR_RETURN(auto high,
+                          ConstantOperand(b, op, 3, "edge_padding_high"));
+    PJRT_ASSIGN_OR_RETURN(auto interior,
+                          ConstantOperand(b, op, 4, "interior_padding"));
+    s = rewrite("pad", 2,
+                {{"edge_padding_low", ints(low)},
+                 {"edge_padding_high", ints(high)},
+                 {"interior_padding", ints(interior)}});
+    status = PadOp(b, s, "pad");
+  } else if (name == "dynamic_gather") {
+    PJRT_RETURN_IF_ERROR(ExpectOperands(op, 3));
+    PJRT_ASSIGN_OR_RETURN(auto sizes, ConstantOperand(b, op, 2, "slice_sizes"));
+    s = rewrite("gather", 2, {{"slice_sizes", ints(sizes)}});
+    status = GatherOp(b, s, "gather");
+  } else if (name == "dynamic_conv") {
+    PJRT_RETURN_IF_ERROR(ExpectOperands(op, 3));
+    PJRT_ASSIGN_OR_RETURN(auto padding, ConstantOperand(b, op, 2, "padding"));
+    if (padding.size() % 2 != 0) {
+      return Invalid(op, "padding must hold (low, high) pairs");
+    }
+    Attribute rows;
+    rows.kind = AttrKind::kArray;
+    for (size_t i = 0; i + 1 < padding.size(); i += 2) {
+      rows.elements.push_back(ints({padding[i], padding[i + 1]}));
+    }
+    s = rewrite("convolution", 2, {{"padding", rows}});
+    status = Convolution(b, s);
+  } else {  // real_dynamic_slice
+    PJRT_RETURN_IF_ERROR(ExpectOperands(op, 4));
+    PJRT_ASSIGN_OR_RETURN(auto start,
+                          ConstantOperand(b, op, 1, "start_indices"));
+    PJRT_ASSIGN_OR_RETURN(auto limit,
+                          ConstantOperand(b, op, 2, "limit_indices"));
+    PJRT_ASSIGN_OR_RETURN(auto strides, ConstantOperand(b, op, 3, "strides"));
+    s = rewrite("slice", 1,
+                {{"start_indices", ints(start)},
+                 {"limit_indices", ints(limit)},
+                 {"strides", ints(strides)}});
+    status = SliceOp(b, s, "slice");
+  }
+  // What the static op read of the attributes it was given, the dynamic op
+  // used (the copy's own are forgotten: their memory goes with it).
+  for (const auto& [key, value] : s.attributes) {
+    if (!used_.erase(&value)) continue;
+    for (const auto& [k, v] : op.attributes) {
+      if (k == key) used_.insert(&v);
+    }
+  }
+  return status;
 }
 
 absl::Status Translator::ComplexMinMax(Builder* b, const Operation& op,

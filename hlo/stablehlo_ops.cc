@@ -77,10 +77,6 @@ bool IsKnownUnsupported(absl::string_view op) {
                                            "recv",
                                            "uniform_quantize",
                                            "uniform_dequantize",
-                                           "dynamic_conv",
-                                           "dynamic_gather",
-                                           "dynamic_pad",
-                                           "real_dynamic_slice",
                                            "set_dimension_size",
                                            "compute_reshape_shape",
                                            "cstr_reshapable",
@@ -141,6 +137,10 @@ Translator::OpTranslators() {
           {"all_to_all", &Translator::AllToAllOp},
           {"collective_permute", &Translator::CollectivePermuteOp},
           {"collective_broadcast", &Translator::CollectiveBroadcast},
+          {"dynamic_pad", &Translator::DynamicWithConstants},
+          {"dynamic_gather", &Translator::DynamicWithConstants},
+          {"dynamic_conv", &Translator::DynamicWithConstants},
+          {"real_dynamic_slice", &Translator::DynamicWithConstants},
       };
   return *kTranslators;
 }

@@ -183,3 +183,43 @@ def test_chlo_mulhi_is_the_high_half_of_the_whole_product(client, mlir_type):
         if info.min == 0:
             high &= (1 << bits) - 1
         assert g == high, f"mulhi({x}, {y}) = {g}, want {high}"
+
+
+def test_dynamic_ops_with_constant_shape_operands_run_as_static_ones(client):
+    """real_dynamic_slice and dynamic_pad whose shape operands are integer
+    constants run as slice and pad; a shape operand computed at run time is
+    refused naming it."""
+    program = """func.func @main(%x: tensor<6x4xf32>) -> tensor<2x6xf32> {
+  %start = stablehlo.constant dense<[1, 0]> : tensor<2xi64>
+  %limit = stablehlo.constant dense<[5, 4]> : tensor<2xi64>
+  %step = stablehlo.constant dense<[2, 1]> : tensor<2xi64>
+  %s = stablehlo.real_dynamic_slice %x, %start, %limit, %step
+    : (tensor<6x4xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>)
+    -> tensor<2x4xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %low = stablehlo.constant dense<[0, 2]> : tensor<2xi64>
+  %high = stablehlo.constant dense<0> : tensor<2xi64>
+  %p = stablehlo.dynamic_pad %s, %zero, %low, %high, %high
+    : (tensor<2x4xf32>, tensor<f32>, tensor<2xi64>, tensor<2xi64>,
+       tensor<2xi64>) -> tensor<2x6xf32>
+  return %p : tensor<2x6xf32>
+}
+"""
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    (out,) = client.compile(program).execute([x])
+    np.testing.assert_array_equal(out.to_numpy(),
+                                  np.pad(x[1:5:2], [(0, 0), (2, 0)]))
+    computed = """func.func @main(%x: tensor<4xf32>, %low: tensor<1xi64>)
+    -> tensor<6xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %none = stablehlo.constant dense<0> : tensor<1xi64>
+  %p = stablehlo.dynamic_pad %x, %zero, %low, %none, %none
+    : (tensor<4xf32>, tensor<f32>, tensor<1xi64>, tensor<1xi64>,
+       tensor<1xi64>) -> tensor<6xf32>
+  return %p : tensor<6xf32>
+}
+"""
+    with pytest.raises(pjrt_client.UnimplementedError,
+                       match=r"edge_padding_low \(operand 2, %low\) must be "
+                             r"an integer constant"):
+        client.compile(computed)
