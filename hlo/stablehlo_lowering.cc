@@ -438,6 +438,13 @@ absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
       largest = std::max(largest, id);
     }
   }
+  // One collective-permute per place past the first: a bound on them.
+  constexpr size_t kMaxGroup = 1024;
+  if (longest > kMaxGroup) {
+    return Unsupported(op, absl::StrFormat("a group of %d processes; at most "
+                                           "%d are supported",
+                                           longest, kMaxGroup));
+  }
   std::vector<int64_t> place(largest + 2, -1);
   for (const auto& g : groups) {
     for (size_t k = 0; k < g.size(); ++k) {

@@ -223,3 +223,19 @@ def test_dynamic_ops_with_constant_shape_operands_run_as_static_ones(client):
                        match=r"edge_padding_low \(operand 2, %low\) must be "
                              r"an integer constant"):
         client.compile(computed)
+
+
+def test_collective_broadcast_bounds_its_groups(client):
+    """A collective_broadcast becomes a permute per place in its longest
+    group: a group past 1024 processes is refused naming its size."""
+    ids = ", ".join(str(i) for i in range(1025))
+    program = f"""func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {{
+  %0 = "stablehlo.collective_broadcast"(%x) {{
+    replica_groups = dense<[[{ids}]]> : tensor<1x1025xi64>
+  }} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}}
+"""
+    with pytest.raises(pjrt_client.UnimplementedError,
+                       match="a group of 1025 processes; at most 1024"):
+        client.compile(program)
