@@ -551,11 +551,12 @@ absl::Status Translator::DynamicWithConstants(Builder* b, const Operation& op,
         if (s.has_operand_types && s.operand_types.size() > keep) {
           s.operand_types.resize(keep);
         }
-        for (const auto& [key, value] : attributes) {
+        for (const auto& attribute : attributes) {
+          const std::string& key = attribute.first;
           std::erase_if(s.attributes, [&](const mlir::NamedAttribute& a) {
             return a.first == key;
           });
-          s.attributes.emplace_back(key, value);
+          s.attributes.emplace_back(key, attribute.second);
         }
         return s;
       };

@@ -48,8 +48,8 @@ absl::Status Generator::EmitTriangularSolve(
                  absl::StrCat("const ", t, "* b")});
   const int64_t m = ts.m;
   // M's element (r, j), and (r, r).
-  std::string element =
-      absl::StrFormat(ts.transposed ? "am[j * %d + r]" : "am[r * %d + j]", m);
+  std::string element = ts.transposed ? absl::StrFormat("am[j * %d + r]", m)
+                                      : absl::StrFormat("am[r * %d + j]", m);
   std::string diagonal = absl::StrFormat("am[r * %d]", m + 1);
   if (ts.conjugate) {
     element = absl::StrCat("pj_lconj(", element, ")");
