@@ -719,9 +719,77 @@ void Generator::EmitIntegerConvert(int dst, PrimitiveType to, int src,
   Add(std::move(launch));
 }
 
+absl::Status Generator::EmitBitPlanes(int dst, int src, PrimitiveType type,
+                                      int64_t count, bool pack) {
+  const int width = hlo::ByteWidth(type);
+  const int bits = 8 * width;
+  PJRT_ASSIGN_OR_RETURN(const std::string word, WordType(width));
+  const char* idx = IndexType(count * bits);
+  Launch launch;
+  launch.kernel = Name(pack ? "pack_bits" : "unpack_bits");
+  launch.blocks = BlocksFor(pack ? count : count * bits);
+  launch.slots = {dst, src};
+  std::string& k = shared_->source;
+  Open(&launch, {absl::StrCat(pack ? word : "pj_u8", "* dst"),
+                 absl::StrCat("const ", pack ? "pj_u8" : word, "* src")});
+  absl::StrAppendFormat(&k, kLoopHead, idx, idx, pack ? count : count * bits,
+                        idx);
+  if (pack) {
+    absl::StrAppendFormat(&k,
+                          "    %s w = 0;\n"
+                          "    for (int b = 0; b < %d; ++b) {\n"
+                          "      w |= (%s)(src[i * %d + b] & 1) << b;\n"
+                          "    }\n    dst[i] = w;\n  }\n}\n",
+                          word, bits, word, bits);
+  } else {
+    absl::StrAppendFormat(&k,
+                          "    dst[i] = (pj_u8)((src[i / %d] >> (i %% %d)) & "
+                          "1);\n  }\n}\n",
+                          bits, bits);
+  }
+  launch.origin =
+      absl::StrFormat("%s[%d] %s bit planes", hlo::PrimitiveTypeName(type),
+                      count, pack ? "from" : "as");
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::Status Generator::EmitBitwiseAllReduce(const host::CollectiveStep& s) {
+  // Each bit of each element as a byte of 0 or 1: and is their minimum,
+  // or their maximum, which NCCL computes on u8.
+  host::CollectiveStep planes = s;
+  planes.op = s.op == ExprOp::kAnd ? ExprOp::kMinimum : ExprOp::kMaximum;
+  for (size_t j = 0; j < s.types.size(); ++j) {
+    const int64_t count = s.operand_elements[j];
+    const int64_t bytes = count * 8 * hlo::ByteWidth(s.types[j]);
+    planes.types[j] = PrimitiveType::kU8;
+    planes.operand_elements[j] = bytes;
+    planes.inputs[j] = Temporary(bytes);
+    planes.outputs[j] = Temporary(bytes);
+    PJRT_RETURN_IF_ERROR(EmitBitPlanes(planes.inputs[j], s.inputs[j],
+                                       s.types[j], count, /*pack=*/false));
+  }
+  planes.input_dims = {
+      planes.operand_elements.empty() ? 0 : planes.operand_elements[0]};
+  planes.output_dims = planes.input_dims;
+  PJRT_RETURN_IF_ERROR(Emit(planes));
+  for (size_t j = 0; j < s.types.size(); ++j) {
+    PJRT_RETURN_IF_ERROR(EmitBitPlanes(s.outputs[j], planes.outputs[j],
+                                       s.types[j], s.operand_elements[j],
+                                       /*pack=*/true));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Generator::Emit(const host::CollectiveStep& s) {
   const bool reduces = s.kind == host::CollectiveStep::Kind::kAllReduce ||
                        s.kind == host::CollectiveStep::Kind::kReduceScatter;
+  if (s.kind == host::CollectiveStep::Kind::kAllReduce &&
+      (s.op == ExprOp::kAnd || s.op == ExprOp::kOr)) {
+    for (PrimitiveType t : s.types) {
+      if (t != PrimitiveType::kPred) return EmitBitwiseAllReduce(s);
+    }
+  }
   bool narrow = false;
   for (PrimitiveType t : s.types) {
     narrow |= t == PrimitiveType::kS16 || t == PrimitiveType::kU16;

@@ -231,6 +231,16 @@ class Generator {
   void EmitIntegerConvert(int dst, PrimitiveType to, int src,
                           PrimitiveType from, int64_t count);
 
+  // Bit `b` of element `i` of `count` elements of `type` as byte
+  // i * bits + b (0 or 1) of slot `dst` (unpack), or back (pack).
+  absl::Status EmitBitPlanes(int dst, int src, PrimitiveType type,
+                             int64_t count, bool pack);
+
+  // An all-reduce with and or or of integers (NCCL has neither): every
+  // operand's bits as bytes, their minimum (and) or maximum (or) through
+  // NCCL on u8, packed back.
+  absl::Status EmitBitwiseAllReduce(const host::CollectiveStep& s);
+
   absl::Status Emit(const host::CollectiveStep& s);
 
   absl::Status Emit(const host::KernelStep& s);

@@ -111,6 +111,66 @@ ENTRY e {
   }
 }
 
+// NCCL has no and or or: an all-reduce of integers with them reduces
+// every bit as a byte (u8 minimum and maximum) and packs the bits back.
+TEST(CudaCodegen, BitwiseAllReducesOfIntegersGoThroughBitPlanes) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m
+orr { a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT r = s32[] or(a, b) }
+andd { a = u16[] parameter(0)
+  b = u16[] parameter(1)
+  ROOT r = u16[] and(a, b) }
+ENTRY e {
+  x = s32[5] parameter(0)
+  y = u16[3] parameter(1)
+  o = s32[5] all-reduce(x), replica_groups={}, to_apply=orr
+  a = u16[3] all-reduce(y), replica_groups={}, to_apply=andd
+  ROOT r = (s32[5], u16[3]) tuple(o, a)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  int collectives = 0;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind != Launch::Kind::kCollective) continue;
+    ++collectives;
+    EXPECT_EQ(l.collective.types[0], PrimitiveType::kU8);
+  }
+  EXPECT_EQ(collectives, 2);
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;  // member p: the planes rotated by p
+  ASSERT_TRUE(emulator.Build("bitwise_all_reduce"));
+  std::vector<int32_t> x = {0x12345678, -1, 0, 0x0F0F0F0F, int32_t(0x80000001)};
+  std::vector<uint16_t> y = {0xFFFF, 0xF0F0, 0x1234};
+  std::vector<int32_t> o(5, 7);
+  std::vector<uint16_t> a(3, 7);
+  ASSERT_TRUE(emulator.Run({x.data(), y.data()}, {o.data(), a.data()}));
+  // Plane q of member p is plane (q + p) % planes of x.
+  const auto plane = [](const auto& v, int bits, int64_t q) {
+    return (static_cast<uint64_t>(v[q / bits]) >> (q % bits)) & 1;
+  };
+  for (int i = 0; i < 5; ++i) {
+    uint32_t want = 0;
+    for (int b = 0; b < 32; ++b) {
+      uint64_t any = 0;
+      for (int p = 0; p < 4; ++p) any |= plane(x, 32, (i * 32 + b + p) % 160);
+      want |= static_cast<uint32_t>(any) << b;
+    }
+    EXPECT_EQ(static_cast<uint32_t>(o[i]), want) << i;
+  }
+  for (int i = 0; i < 3; ++i) {
+    uint32_t want = 0;
+    for (int b = 0; b < 16; ++b) {
+      uint64_t all = 1;
+      for (int p = 0; p < 4; ++p) all &= plane(y, 16, (i * 16 + b + p) % 48);
+      want |= static_cast<uint32_t>(all) << b;
+    }
+    EXPECT_EQ(a[i], want) << i;
+  }
+}
+
 TEST(CudaCodegen, SixteenBitIntegersAreReducedAsThirtyTwoBitOnes) {
   std::unique_ptr<hlo::Module> module = Parse(R"(
 HloModule m, replica_count=4
@@ -440,7 +500,8 @@ ENTRY e {
 }
 
 TEST(CudaCodegen, RefusesWhatItDoesNotRunByName) {
-  // NCCL has no bitwise reductions.
+  // NCCL has no bitwise reductions (an all-reduce goes through bit planes,
+  // a reduce-scatter does not).
   std::unique_ptr<hlo::Module> module = Parse(R"(
 HloModule m, replica_count=2
 and {
@@ -450,7 +511,8 @@ and {
 }
 ENTRY e {
   a = s32[8] parameter(0)
-  ROOT r = s32[8] all-reduce(a), replica_groups={{0,1}}, to_apply=and
+  ROOT r = s32[4] reduce-scatter(a), replica_groups={{0,1}}, dimensions={0},
+      to_apply=and
 })");
   ASSERT_NE(module, nullptr);
   auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));

@@ -121,7 +121,7 @@ std::string RefusalKind(const absl::Status& status) {
 }
 
 // The CUDA backend's known gaps: collectives NCCL cannot run as they are
-// (no bitwise reductions of integers; all-to-all along a minor dimension,
+// (no bitwise reduce-scatter of integers; all-to-all along a minor dimension,
 // whose pieces depend on the group size, known only at run time). A
 // refusal naming one of these is counted, not failed; docs/ops.md lists
 // them.

@@ -635,11 +635,28 @@ class Emulator {
     FakeSum<float>(src, dst, count, n);
   }
 
+  // dst[i] = the maximum (or minimum) over members p < n of src[(i + p) %
+  // count], in u8: member p holds the operand rotated by p bytes.
+  static void FakeBytes(bool maximum, const void* src, void* dst, int64_t count,
+                        int64_t n) {
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < count; ++i) {
+      uint8_t v = in[i];
+      for (int64_t p = 1; p < n; ++p) {
+        const uint8_t x = in[(i + p) % count];
+        v = maximum ? std::max(v, x) : std::min(v, x);
+      }
+      out[i] = v;
+    }
+  }
+
   // Instead of NCCL, as participant 0 of a group of fake_group_size_
   // whose members p hold its operand + p: an all-gather gives the blocks
   // input + p in order (f32), a reduce-scatter block 0 summed over the
   // group, an all-reduce every operand summed over the group (f32, s32,
-  // u32; sums only).
+  // u32; sums), or for u8 maxima and minima (bit planes) with member p
+  // holding the operand rotated by p bytes (FakeBytes).
   void FakeCollective(const host::CollectiveStep& s,
                       const std::vector<void*>& args) const {
     int64_t in = 1, out = 1;
@@ -655,6 +672,13 @@ class Emulator {
     } else {
       const size_t k = s.inputs.size();
       for (size_t j = 0; j < k; ++j) {
+        if (s.types[j] == PrimitiveType::kU8 &&
+            (s.op == host::ExprOp::kMaximum ||
+             s.op == host::ExprOp::kMinimum)) {
+          FakeBytes(s.op == host::ExprOp::kMaximum, args[j], args[k + j],
+                    s.operand_elements[j], fake_group_size_);
+          continue;
+        }
         FakeSum(s.types[j], args[j], args[k + j], s.operand_elements[j],
                 fake_group_size_);
       }
