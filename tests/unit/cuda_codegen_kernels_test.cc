@@ -356,7 +356,6 @@ ENTRY e {
   thirteen = s32[] constant(13)
   thirteens = s32[48,3] broadcast(thirteen), dimensions={}
   at13 = pred[48,3] compare(u2, thirteens), direction=EQ
-  ofn = f32[4,3] negate(of)
   ofa = f32[4,3] abs(of)
   ofz = f32[4,3] multiply(of, zfs)
   ufa = f32[48,3] abs(uf)
