@@ -442,13 +442,19 @@ class CudaProgram : public Program {
         continue;
       }
       if (launch.kind == Launch::Kind::kCollective) {
+        // Slots: the operands, the results, then any temporaries.
         const size_t count = launch.collective.inputs.size();
-        std::vector<void*> ins, outs;
+        const size_t results = count + launch.collective.outputs.size();
+        std::vector<void*> ins, outs, temporaries;
         for (size_t a = 0; a < launch.slots.size(); ++a) {
-          (a < count ? ins : outs).push_back(addresses[launch.slots[a]]);
+          (a < count     ? ins
+           : a < results ? outs
+                         : temporaries)
+              .push_back(addresses[launch.slots[a]]);
         }
-        absl::Status s = RunNcclCollective(launch.collective, env.context, ins,
-                                           outs, env.device, stream);
+        absl::Status s =
+            RunNcclCollective(launch.collective, env.context, ins, outs,
+                              temporaries, env.device, stream);
         if (!s.ok()) return s;
         continue;
       }

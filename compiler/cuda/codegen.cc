@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -700,8 +701,8 @@ absl::Status Generator::Emit(const host::DotStep& s) {
   return absl::OkStatus();
 }
 
-void Generator::EmitIntegerConvert(int dst, PrimitiveType to, int src,
-                                   PrimitiveType from, int64_t count) {
+void Generator::EmitWidthConvert(int dst, PrimitiveType to, int src,
+                                 PrimitiveType from, int64_t count) {
   const std::string to_type = *CudaStorageType(to),
                     from_type = *CudaStorageType(from);
   const char* idx = IndexType(count);
@@ -713,7 +714,9 @@ void Generator::EmitIntegerConvert(int dst, PrimitiveType to, int src,
   Open(&launch, {absl::StrCat(to_type, "* dst"),
                  absl::StrCat("const ", from_type, "* src")});
   absl::StrAppendFormat(&k, kLoopHead, idx, idx, count, idx);
-  absl::StrAppendFormat(&k, "    dst[i] = (%s)src[i];\n  }\n}\n", to_type);
+  absl::StrAppendFormat(&k, "    dst[i] = %s;\n  }\n}\n",
+                        Store(to, absl::StrCat("(", *ComputeType(to), ")",
+                                               Load(from, "src[i]"))));
   launch.origin = absl::StrFormat("%s[%d] as %s", hlo::PrimitiveTypeName(from),
                                   count, hlo::PrimitiveTypeName(to));
   Add(std::move(launch));
@@ -754,28 +757,41 @@ absl::Status Generator::EmitBitPlanes(int dst, int src, PrimitiveType type,
   return absl::OkStatus();
 }
 
-absl::Status Generator::EmitBitwiseAllReduce(const host::CollectiveStep& s) {
-  // Each bit of each element as a byte of 0 or 1: and is their minimum,
-  // or their maximum, which NCCL computes on u8.
+absl::Status Generator::EmitBitwiseReduction(const host::CollectiveStep& s) {
+  // Each bit of each element as a byte of 0 or 1 (the planes of an array
+  // of dimensions D have dimensions D + [bits], so a reduce-scatter's
+  // pieces stay whole): and is their minimum, or their maximum, which NCCL
+  // computes on u8.
+  const bool scatter = s.kind == host::CollectiveStep::Kind::kReduceScatter;
   host::CollectiveStep planes = s;
   planes.op = s.op == ExprOp::kAnd ? ExprOp::kMinimum : ExprOp::kMaximum;
+  std::vector<int64_t> counts;  // each result's elements
   for (size_t j = 0; j < s.types.size(); ++j) {
-    const int64_t count = s.operand_elements[j];
-    const int64_t bytes = count * 8 * hlo::ByteWidth(s.types[j]);
+    const int bits = 8 * hlo::ByteWidth(s.types[j]);
+    const int64_t in = scatter ? Product(s.input_dims) : s.operand_elements[j];
+    const int64_t out =
+        scatter ? Product(s.output_dims) : s.operand_elements[j];
+    counts.push_back(out);
     planes.types[j] = PrimitiveType::kU8;
-    planes.operand_elements[j] = bytes;
-    planes.inputs[j] = Temporary(bytes);
-    planes.outputs[j] = Temporary(bytes);
+    planes.operand_elements[j] = in * bits;
+    planes.inputs[j] = Temporary(in * bits);
+    planes.outputs[j] = Temporary(out * bits);
     PJRT_RETURN_IF_ERROR(EmitBitPlanes(planes.inputs[j], s.inputs[j],
-                                       s.types[j], count, /*pack=*/false));
+                                       s.types[j], in, /*pack=*/false));
   }
-  planes.input_dims = {
-      planes.operand_elements.empty() ? 0 : planes.operand_elements[0]};
-  planes.output_dims = planes.input_dims;
+  if (scatter) {
+    const int64_t bits = 8 * hlo::ByteWidth(s.types[0]);
+    planes.input_dims.push_back(bits);
+    planes.output_dims.push_back(bits);
+  } else {
+    planes.input_dims = {
+        planes.operand_elements.empty() ? 0 : planes.operand_elements[0]};
+    planes.output_dims = planes.input_dims;
+  }
   PJRT_RETURN_IF_ERROR(Emit(planes));
   for (size_t j = 0; j < s.types.size(); ++j) {
     PJRT_RETURN_IF_ERROR(EmitBitPlanes(s.outputs[j], planes.outputs[j],
-                                       s.types[j], s.operand_elements[j],
+                                       s.types[j], counts[j],
                                        /*pack=*/true));
   }
   return absl::OkStatus();
@@ -784,43 +800,53 @@ absl::Status Generator::EmitBitwiseAllReduce(const host::CollectiveStep& s) {
 absl::Status Generator::Emit(const host::CollectiveStep& s) {
   const bool reduces = s.kind == host::CollectiveStep::Kind::kAllReduce ||
                        s.kind == host::CollectiveStep::Kind::kReduceScatter;
-  if (s.kind == host::CollectiveStep::Kind::kAllReduce &&
-      (s.op == ExprOp::kAnd || s.op == ExprOp::kOr)) {
+  if (reduces && (s.op == ExprOp::kAnd || s.op == ExprOp::kOr)) {
     for (PrimitiveType t : s.types) {
-      if (t != PrimitiveType::kPred) return EmitBitwiseAllReduce(s);
+      if (t != PrimitiveType::kPred) return EmitBitwiseReduction(s);
     }
   }
+  // NCCL has no 16-bit integers and no f8: their operands are widened
+  // (s16 and u16 sign- or zero-extended to 32 bits, f8 to f32), reduced,
+  // and the results narrowed back. Sums and products of integers wrap to
+  // the same 16 bits; f8 sums are rounded once, at the end (the host
+  // rounds after each member's); maximum and minimum are the same values.
+  const auto widened = [](PrimitiveType t) -> std::optional<PrimitiveType> {
+    switch (t) {
+      case PrimitiveType::kS16:
+        return PrimitiveType::kS32;
+      case PrimitiveType::kU16:
+        return PrimitiveType::kU32;
+      case PrimitiveType::kF8E4M3FN:
+      case PrimitiveType::kF8E5M2:
+        return PrimitiveType::kF32;
+      default:
+        return std::nullopt;
+    }
+  };
   bool narrow = false;
-  for (PrimitiveType t : s.types) {
-    narrow |= t == PrimitiveType::kS16 || t == PrimitiveType::kU16;
-  }
+  for (PrimitiveType t : s.types) narrow |= widened(t).has_value();
   if (reduces && narrow) {
-    // NCCL has no 16-bit integers: the operands are widened to 32 bits
-    // (sign- or zero-extended), reduced, and the results narrowed back.
-    // Sums and products wrap to the same 16 bits; maximum and minimum
-    // are the same values.
     host::CollectiveStep wide = s;
     const bool scatter = s.kind == host::CollectiveStep::Kind::kReduceScatter;
     const int64_t out_elements = Product(s.output_dims);
     std::vector<std::pair<int, int>> narrow_back;  // (wide result, result)
     for (size_t j = 0; j < s.types.size(); ++j) {
       const PrimitiveType t = s.types[j];
-      if (t != PrimitiveType::kS16 && t != PrimitiveType::kU16) continue;
-      const PrimitiveType w =
-          t == PrimitiveType::kS16 ? PrimitiveType::kS32 : PrimitiveType::kU32;
+      if (!widened(t).has_value()) continue;
+      const PrimitiveType w = *widened(t);
       const int64_t in_count =
           scatter ? Product(s.input_dims) : s.operand_elements[j];
       const int64_t out_count = scatter ? out_elements : s.operand_elements[j];
       wide.types[j] = w;
       wide.inputs[j] = Temporary(in_count * 4);
-      EmitIntegerConvert(wide.inputs[j], w, s.inputs[j], t, in_count);
+      EmitWidthConvert(wide.inputs[j], w, s.inputs[j], t, in_count);
       wide.outputs[j] = Temporary(out_count * 4);
       narrow_back.push_back({wide.outputs[j], static_cast<int>(j)});
     }
     PJRT_RETURN_IF_ERROR(Emit(wide));
     for (const auto& [from, j] : narrow_back) {
-      EmitIntegerConvert(s.outputs[j], s.types[j], from, wide.types[j],
-                         scatter ? out_elements : s.operand_elements[j]);
+      EmitWidthConvert(s.outputs[j], s.types[j], from, wide.types[j],
+                       scatter ? out_elements : s.operand_elements[j]);
     }
     return absl::OkStatus();
   }
@@ -835,6 +861,13 @@ absl::Status Generator::Emit(const host::CollectiveStep& s) {
     launch.slots = step.inputs;
     launch.slots.insert(launch.slots.end(), step.outputs.begin(),
                         step.outputs.end());
+    if (AllToAllNeedsTemporaries(step)) {
+      // The strided pieces, gathered into blocks and received.
+      const int64_t bytes =
+          Product(step.input_dims) * hlo::ByteWidth(step.types[0]);
+      launch.slots.push_back(Temporary(bytes));
+      launch.slots.push_back(Temporary(bytes));
+    }
     launch.origin = absl::StrCat(s.name, " through NCCL");
     Add(std::move(launch));
   };

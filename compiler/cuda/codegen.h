@@ -50,10 +50,10 @@
 //    passed by value at launch;
 //  - DotStep: a cuBLASLt matmul (f32, f64), or a generated kernel (s64,
 //    c64, c128);
-//  - CollectiveStep: an NCCL collective (nccl.h); s16 and u16 reductions
-//    widened to 32 bits around it (NCCL has no 16-bit integers); an
-//    all-reduce with and or or of integers on bit planes (a byte per bit,
-//    their u8 minimum or maximum, packed back);
+//  - CollectiveStep: an NCCL collective (nccl.h); s16, u16 and f8
+//    reductions widened to 32 bits around it (NCCL reduces none of them);
+//    an all-reduce or reduce-scatter with and or or of integers on bit
+//    planes (a byte per bit, their u8 minimum or maximum, packed back);
 //  - KernelStep of an fft (host::FftKernelBase): a cuFFT transform of the
 //    batch of trailing blocks (C2C, R2C or C2R, single or double), then for
 //    IFFT and IRFFT a kernel scaling by 1/n.

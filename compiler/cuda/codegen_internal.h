@@ -225,21 +225,21 @@ class Generator {
 
   absl::Status Emit(const host::DotStep& s);
 
-  // A kernel converting `count` integers from slot `src` (of `from`) into
-  // slot `dst` (of `to`): how 16-bit integers reach NCCL, which has no
-  // such type, and come back.
-  void EmitIntegerConvert(int dst, PrimitiveType to, int src,
-                          PrimitiveType from, int64_t count);
+  // A kernel converting `count` values from slot `src` (of `from`) into
+  // slot `dst` (of `to`): how 16-bit integers and f8 reach NCCL, which has
+  // no such types, and come back.
+  void EmitWidthConvert(int dst, PrimitiveType to, int src, PrimitiveType from,
+                        int64_t count);
 
   // Bit `b` of element `i` of `count` elements of `type` as byte
   // i * bits + b (0 or 1) of slot `dst` (unpack), or back (pack).
   absl::Status EmitBitPlanes(int dst, int src, PrimitiveType type,
                              int64_t count, bool pack);
 
-  // An all-reduce with and or or of integers (NCCL has neither): every
-  // operand's bits as bytes, their minimum (and) or maximum (or) through
-  // NCCL on u8, packed back.
-  absl::Status EmitBitwiseAllReduce(const host::CollectiveStep& s);
+  // An all-reduce or reduce-scatter with and or or of integers (NCCL has
+  // neither): every operand's bits as bytes, their minimum (and) or
+  // maximum (or) through NCCL on u8, packed back.
+  absl::Status EmitBitwiseReduction(const host::CollectiveStep& s);
 
   absl::Status Emit(const host::CollectiveStep& s);
 

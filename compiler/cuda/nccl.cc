@@ -21,6 +21,8 @@ using hlo::PrimitiveType;
 using host::CollectiveStep;
 using host::ExprOp;
 
+// The NCCL type that reduces values of `t` (16-bit integers and f8 are
+// widened first, codegen.cc).
 std::optional<ncclDataType_t> NcclType(PrimitiveType t) {
   switch (t) {
     case PrimitiveType::kPred:
@@ -28,11 +30,6 @@ std::optional<ncclDataType_t> NcclType(PrimitiveType t) {
       return ncclUint8;
     case PrimitiveType::kS8:
       return ncclInt8;
-    // Moved only (all-gather, all-to-all, collective-permute): reductions
-    // of them are widened to 32 bits first (codegen.cc).
-    case PrimitiveType::kS16:
-    case PrimitiveType::kU16:
-      return ncclFloat16;
     case PrimitiveType::kS32:
       return ncclInt32;
     case PrimitiveType::kU32:
@@ -103,6 +100,22 @@ absl::StatusOr<ncclComm_t> Communicator(const std::vector<int>& devices,
   return it->second[index];
 }
 
+absl::Status StridedCopies(const CollectiveStep& s,
+                           const std::vector<StridedCopy>& copies, void* dst,
+                           const void* src, cudaStream_t stream) {
+  for (const StridedCopy& c : copies) {
+    const cudaError_t e = cudaMemcpy2DAsync(
+        static_cast<char*>(dst) + c.dst_offset, c.dst_pitch,
+        static_cast<const char*>(src) + c.src_offset, c.src_pitch, c.row_bytes,
+        c.rows, cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: moving all-to-all pieces: %s", s.name, cudaGetErrorString(e)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool SplitsMajorDimension(const std::vector<int64_t>& dims, int64_t dimension) {
@@ -116,15 +129,18 @@ bool SplitsMajorDimension(const std::vector<int64_t>& dims, int64_t dimension) {
 absl::Status CheckNcclCollective(const CollectiveStep& s) {
   const bool reduces = s.kind == CollectiveStep::Kind::kAllReduce ||
                        s.kind == CollectiveStep::Kind::kReduceScatter;
+  // The others move bytes, whatever they are.
   for (PrimitiveType t : s.types) {
-    if (reduces && (t == PrimitiveType::kS16 || t == PrimitiveType::kU16)) {
+    if (reduces &&
+        (t == PrimitiveType::kS16 || t == PrimitiveType::kU16 ||
+         t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2)) {
       return absl::InternalError(
           absl::StrFormat("%s: a reduction of %s reached NCCL unwidened",
                           s.name, hlo::PrimitiveTypeName(t)));
     }
-    if (!NcclType(t).has_value()) {
+    if (reduces && !NcclType(t).has_value()) {
       return absl::UnimplementedError(absl::StrFormat(
-          "%s: NCCL has no %s type, so the CUDA backend cannot run this "
+          "%s: NCCL reduces no %s values, so the CUDA backend cannot run this "
           "collective; run it with --platform host",
           s.name, hlo::PrimitiveTypeName(t)));
     }
@@ -138,22 +154,49 @@ absl::Status CheckNcclCollective(const CollectiveStep& s) {
         "on pred) only; run this collective with --platform host",
         s.name));
   }
-  if (s.kind == CollectiveStep::Kind::kAllToAll) {
-    if (!SplitsMajorDimension(s.input_dims, s.dimension)) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s: the CUDA backend splits collectives along their major dimension "
-          "only (dimension %d of [%s] has larger dimensions before it); run "
-          "it with --platform host",
-          s.name, s.dimension, absl::StrJoin(s.input_dims, ",")));
-    }
-  }
   return absl::OkStatus();
+}
+
+bool AllToAllNeedsTemporaries(const CollectiveStep& s) {
+  return s.kind == CollectiveStep::Kind::kAllToAll &&
+         !SplitsMajorDimension(s.input_dims, s.dimension) &&
+         host::Product(s.input_dims) > 0;
+}
+
+std::vector<StridedCopy> AllToAllPieceCopies(const CollectiveStep& s,
+                                             int64_t group_size, bool pack) {
+  std::vector<StridedCopy> copies;
+  const int64_t d = s.dimension;
+  int64_t outer = 1, inner = hlo::ByteWidth(s.types[0]);
+  for (int64_t i = 0; i < static_cast<int64_t>(s.input_dims.size()); ++i) {
+    if (i < d) outer *= s.input_dims[i];
+    if (i > d) inner *= s.input_dims[i];
+  }
+  if (outer * inner == 0 || group_size <= 0) return copies;
+  // Each row of the operand (one index before the split dimension) holds
+  // the group's pieces side by side; block p of the temporary holds piece
+  // p of every row, one after the other.
+  const int64_t row = s.input_dims[d] * inner;
+  const int64_t piece = row / group_size;
+  for (int64_t p = 0; p < group_size; ++p) {
+    StridedCopy c;
+    c.row_bytes = piece;
+    c.rows = outer;
+    int64_t strided_offset = p * piece, block_offset = p * piece * outer;
+    c.src_offset = pack ? strided_offset : block_offset;
+    c.src_pitch = pack ? row : piece;
+    c.dst_offset = pack ? block_offset : strided_offset;
+    c.dst_pitch = pack ? piece : row;
+    copies.push_back(c);
+  }
+  return copies;
 }
 
 absl::Status RunNcclCollective(const CollectiveStep& s,
                                const RunContext& context,
                                absl::Span<void* const> inputs,
-                               absl::Span<void* const> outputs, int device,
+                               absl::Span<void* const> outputs,
+                               absl::Span<void* const> temporaries, int device,
                                cudaStream_t stream) {
   std::vector<int64_t> group;
   int index = 0;
@@ -162,6 +205,9 @@ absl::Status RunNcclCollective(const CollectiveStep& s,
   const int width = hlo::ByteWidth(s.types[0]);
   const int64_t in_elements = host::Product(s.input_dims);
   const int64_t out_elements = host::Product(s.output_dims);
+  // What moves without being reduced moves as bytes.
+  const int64_t in_bytes = in_elements * width;
+  const int64_t out_bytes = out_elements * width;
 
   if (n == 1) {
     // Alone in its group: every collective copies its operands (a permute
@@ -215,7 +261,21 @@ absl::Status RunNcclCollective(const CollectiveStep& s,
     }
   }
   PJRT_ASSIGN_OR_RETURN(ncclComm_t comm, Communicator(devices, index, s));
-  const ncclDataType_t type = *NcclType(s.types[0]);
+  // An all-to-all's pieces, contiguous or gathered into blocks.
+  const void* send = inputs.empty() ? nullptr : inputs[0];
+  void* receive = outputs.empty() ? nullptr : outputs[0];
+  const bool strided = AllToAllNeedsTemporaries(s);
+  if (strided) {
+    if (temporaries.size() != 2) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: an all-to-all of strided pieces needs 2 temporaries, has %d",
+          s.name, temporaries.size()));
+    }
+    PJRT_RETURN_IF_ERROR(StridedCopies(s, AllToAllPieceCopies(s, n, true),
+                                       temporaries[0], inputs[0], stream));
+    send = temporaries[0];
+    receive = temporaries[1];
+  }
   PJRT_RETURN_IF_ERROR(NcclError(ncclGroupStart(), "ncclGroupStart", s));
   absl::Status status;
   switch (s.kind) {
@@ -229,28 +289,27 @@ absl::Status RunNcclCollective(const CollectiveStep& s,
       }
       break;
     case CollectiveStep::Kind::kAllGather:
-      status = NcclError(
-          ncclAllGather(inputs[0], outputs[0], in_elements, type, comm, stream),
-          "ncclAllGather", s);
+      status = NcclError(ncclAllGather(inputs[0], outputs[0], in_bytes,
+                                       ncclUint8, comm, stream),
+                         "ncclAllGather", s);
       break;
     case CollectiveStep::Kind::kReduceScatter:
       status =
-          NcclError(ncclReduceScatter(inputs[0], outputs[0], out_elements, type,
+          NcclError(ncclReduceScatter(inputs[0], outputs[0], out_elements,
+                                      *NcclType(s.types[0]),
                                       *NcclOp(s.op, s.types[0]), comm, stream),
                     "ncclReduceScatter", s);
       break;
     case CollectiveStep::Kind::kAllToAll: {
-      const int64_t chunk = in_elements / n;
+      const int64_t chunk = in_bytes / n;
       for (int p = 0; p < n && status.ok(); ++p) {
-        status = NcclError(
-            ncclSend(static_cast<const char*>(inputs[0]) + p * chunk * width,
-                     chunk, type, p, comm, stream),
-            "ncclSend", s);
+        status = NcclError(ncclSend(static_cast<const char*>(send) + p * chunk,
+                                    chunk, ncclUint8, p, comm, stream),
+                           "ncclSend", s);
         if (status.ok()) {
-          status = NcclError(
-              ncclRecv(static_cast<char*>(outputs[0]) + p * chunk * width,
-                       chunk, type, p, comm, stream),
-              "ncclRecv", s);
+          status = NcclError(ncclRecv(static_cast<char*>(receive) + p * chunk,
+                                      chunk, ncclUint8, p, comm, stream),
+                             "ncclRecv", s);
         }
       }
       break;
@@ -259,20 +318,19 @@ absl::Status RunNcclCollective(const CollectiveStep& s,
       bool received = false;
       for (const auto& [from, to] : s.source_target_pairs) {
         if (from == index && status.ok()) {
-          status = NcclError(ncclSend(inputs[0], in_elements, type,
+          status = NcclError(ncclSend(inputs[0], in_bytes, ncclUint8,
                                       static_cast<int>(to), comm, stream),
                              "ncclSend", s);
         }
         if (to == index && status.ok()) {
           received = true;
-          status = NcclError(ncclRecv(outputs[0], out_elements, type,
+          status = NcclError(ncclRecv(outputs[0], out_bytes, ncclUint8,
                                       static_cast<int>(from), comm, stream),
                              "ncclRecv", s);
         }
       }
       if (!received && status.ok()) {
-        const cudaError_t e =
-            cudaMemsetAsync(outputs[0], 0, out_elements * width, stream);
+        const cudaError_t e = cudaMemsetAsync(outputs[0], 0, out_bytes, stream);
         if (e != cudaSuccess) {
           status = absl::InternalError(
               absl::StrFormat("%s: %s", s.name, cudaGetErrorString(e)));
@@ -282,6 +340,10 @@ absl::Status RunNcclCollective(const CollectiveStep& s,
     }
   }
   status.Update(NcclError(ncclGroupEnd(), "ncclGroupEnd", s));
+  if (status.ok() && strided) {
+    status = StridedCopies(s, AllToAllPieceCopies(s, n, false), outputs[0],
+                           temporaries[1], stream);
+  }
   return status;
 }
 

@@ -111,6 +111,120 @@ ENTRY e {
   }
 }
 
+// An all-to-all along a dimension with larger ones before it cuts pieces
+// that are not contiguous: they go through temporaries by strided copies
+// (how many pieces is known only at run time). Along the major dimension,
+// or one with only 1s before it, NCCL sends the operand's own blocks.
+TEST(CudaCodegen, AllToAllsAlongAnyDimensionSendEachPieceToItsMember) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+ENTRY e {
+  a = f32[2,8,3] parameter(0)
+  b = f32[3,8] parameter(1)
+  c = f32[8,3] parameter(2)
+  d = f32[1,8] parameter(3)
+  x = f32[2,8,3] all-to-all(a), dimensions={1}, replica_groups={}
+  y = f32[3,8] all-to-all(b), dimensions={1}, replica_groups={}
+  z = f32[8,3] all-to-all(c), dimensions={0}, replica_groups={}
+  w = f32[1,8] all-to-all(d), dimensions={1}, replica_groups={}
+  ROOT t = (f32[2,8,3], f32[3,8], f32[8,3], f32[1,8]) tuple(x, y, z, w)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<size_t> slots;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind == Launch::Kind::kCollective) slots.push_back(l.slots.size());
+  }
+  // In, out, and two temporaries where the pieces are strided.
+  EXPECT_EQ(slots, (std::vector<size_t>{4, 4, 2, 2}));
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;  // member p holds the operand + p
+  ASSERT_TRUE(emulator.Build("all_to_all"));
+  const struct {
+    std::vector<int64_t> dims;
+    int64_t dimension;
+  } kCases[] = {{{2, 8, 3}, 1}, {{3, 8}, 1}, {{8, 3}, 0}, {{1, 8}, 1}};
+  std::vector<std::vector<float>> in, out;
+  for (const auto& k : kCases) {
+    int64_t n = 1;
+    for (int64_t d : k.dims) n *= d;
+    in.emplace_back(n);
+    out.emplace_back(n, -1.0f);
+    for (int64_t i = 0; i < n; ++i) in.back()[i] = static_cast<float>(10 * i);
+  }
+  ASSERT_TRUE(emulator.Run(
+      {in[0].data(), in[1].data(), in[2].data(), in[3].data()},
+      {out[0].data(), out[1].data(), out[2].data(), out[3].data()}));
+  for (size_t k = 0; k < 4; ++k) {
+    // As participant 0: piece p of the result is piece 0 of member p's
+    // operand, which is this operand + p.
+    const std::vector<int64_t>& dims = kCases[k].dims;
+    const int64_t d = kCases[k].dimension;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+      if (i < d) outer *= dims[i];
+      if (i > d) inner *= dims[i];
+    }
+    const int64_t piece = dims[d] / 4;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < dims[d]; ++j) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t p = j / piece;
+          const float want = in[k][(o * dims[d] + j % piece) * inner + i] +
+                             static_cast<float>(p);
+          EXPECT_EQ(out[k][(o * dims[d] + j) * inner + i], want)
+              << "case " << k << " at " << o << "," << j << "," << i;
+        }
+      }
+    }
+  }
+}
+
+// A reduce-scatter with and or or of integers reduces their bit planes,
+// laid out after each element so that every member's piece stays whole.
+TEST(CudaCodegen, BitwiseReduceScattersOfIntegersGoThroughBitPlanes) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+andd { a = s16[] parameter(0)
+  b = s16[] parameter(1)
+  ROOT r = s16[] and(a, b) }
+ENTRY e {
+  x = s16[8] parameter(0)
+  ROOT r = s16[2] reduce-scatter(x), dimensions={0}, replica_groups={}, to_apply=andd
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  int collectives = 0;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind != Launch::Kind::kCollective) continue;
+    ++collectives;
+    EXPECT_EQ(l.collective.types[0], PrimitiveType::kU8);
+    EXPECT_EQ(l.collective.input_dims, (std::vector<int64_t>{8, 16}));
+    EXPECT_EQ(l.collective.output_dims, (std::vector<int64_t>{2, 16}));
+  }
+  EXPECT_EQ(collectives, 1);
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;  // member p: the planes rotated by p
+  ASSERT_TRUE(emulator.Build("bitwise_reduce_scatter"));
+  std::vector<int16_t> x = {-1, 0x7FFF, 0x1234, -2, 0x0F0F, 3, -32768, 0x5555};
+  std::vector<int16_t> r(2, 7);
+  ASSERT_TRUE(emulator.Run({x.data()}, {r.data()}));
+  const auto plane = [&](int64_t q) {
+    return (static_cast<uint16_t>(x[q / 16]) >> (q % 16)) & 1;
+  };
+  for (int i = 0; i < 2; ++i) {
+    uint32_t want = 0;
+    for (int b = 0; b < 16; ++b) {
+      uint32_t all = 1;
+      for (int p = 0; p < 4; ++p) all &= plane((i * 16 + b + p) % 128);
+      want |= all << b;
+    }
+    EXPECT_EQ(static_cast<uint16_t>(r[i]), want) << i;
+  }
+}
+
 // NCCL has no and or or: an all-reduce of integers with them reduces
 // every bit as a byte (u8 minimum and maximum) and packs the bits back.
 TEST(CudaCodegen, BitwiseAllReducesOfIntegersGoThroughBitPlanes) {
@@ -218,6 +332,62 @@ ENTRY e {
           << i << " " << j;
     }
   }
+}
+
+// NCCL has no f8: a reduction of f8 is widened to f32 and rounded back
+// once; what only moves (all-gather, all-to-all, collective-permute) moves
+// as bytes of any type, f8 and complex included.
+TEST(CudaCodegen, F8ReductionsAreWidenedAndMovesTakeAnyType) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+add { x = f8e4m3fn[] parameter(0)
+  y = f8e4m3fn[] parameter(1)
+  ROOT s = f8e4m3fn[] add(x, y) }
+ENTRY e {
+  a = f8e4m3fn[6] parameter(0)
+  r = f8e4m3fn[6] all-reduce(a), replica_groups={}, to_apply=add
+  ROOT t = f8e4m3fn[6] copy(r)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind == Launch::Kind::kCollective) {
+      EXPECT_EQ(l.collective.types[0], PrimitiveType::kF32);
+    }
+  }
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;  // member p holds the operand + p
+  ASSERT_TRUE(emulator.Build("f8_all_reduce"));
+  const float values[] = {1, 0.5f, -2, 3, 104, -0.0f};
+  std::vector<uint8_t> a, r(6, 0);
+  for (float v : values) a.push_back(hlo::Float8E4M3FN(v).bits());
+  ASSERT_TRUE(emulator.Run({a.data()}, {r.data()}));
+  for (int i = 0; i < 6; ++i) {
+    // 4x + 6, rounded to f8 once: 104 gives 422, which rounds to 416.
+    EXPECT_EQ(r[i], hlo::Float8E4M3FN(4 * values[i] + 6).bits()) << values[i];
+  }
+  EXPECT_EQ(static_cast<float>(hlo::Float8E4M3FN::FromBits(r[4])), 416.0f);
+
+  std::unique_ptr<hlo::Module> moves = Parse(R"(
+HloModule m, replica_count=4
+ENTRY e {
+  a = c64[2,4] parameter(0)
+  b = f8e5m2[3] parameter(1)
+  c = c128[4] parameter(2)
+  g = c64[2,16] all-gather(a), dimensions={1}, replica_groups={}
+  x = f8e5m2[12] all-gather(b), dimensions={0}, replica_groups={}
+  y = c64[2,4] all-to-all(a), dimensions={1}, replica_groups={}
+  z = c128[4] collective-permute(c), source_target_pairs={{0,1},{1,0}}
+  ROOT t = (c64[2,16], f8e5m2[12], c64[2,4], c128[4]) tuple(g, x, y, z)
+})");
+  ASSERT_NE(moves, nullptr);
+  auto m = CompileForCuda(*moves, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(m.ok()) << m.status();
+  int collectives = 0;
+  for (const Launch& l : m->generated.launches)
+    collectives += l.kind == Launch::Kind::kCollective;
+  EXPECT_EQ(collectives, 4);
 }
 
 // Scatters whose combine is associative and commutative run a thread per
@@ -496,32 +666,6 @@ ENTRY e {
   EXPECT_NE(generated->generated.source.find("for (long long i ="),
             std::string::npos);
   EXPECT_EQ(generated->generated.launches[0].blocks, 65536);
-}
-
-TEST(CudaCodegen, RefusesWhatItDoesNotRunByName) {
-  // NCCL has no bitwise reductions (an all-reduce goes through bit planes,
-  // a reduce-scatter does not).
-  std::unique_ptr<hlo::Module> module = Parse(R"(
-HloModule m, replica_count=2
-and {
-  x = s32[] parameter(0)
-  y = s32[] parameter(1)
-  ROOT s = s32[] and(x, y)
-}
-ENTRY e {
-  a = s32[8] parameter(0)
-  ROOT r = s32[4] reduce-scatter(a), replica_groups={{0,1}}, dimensions={0},
-      to_apply=and
-})");
-  ASSERT_NE(module, nullptr);
-  auto generated = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
-  ASSERT_FALSE(generated.ok());
-  EXPECT_EQ(generated.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(generated.status().message().find("%r"), absl::string_view::npos)
-      << generated.status();
-  EXPECT_NE(generated.status().message().find("--platform host"),
-            absl::string_view::npos)
-      << generated.status();
 }
 
 TEST(CudaCodegen, AnFftIsACufftLaunchAndAnInverseIsScaled) {

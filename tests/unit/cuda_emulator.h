@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/cuda/backend.h"
 #include "compiler/cuda/codegen.h"
+#include "compiler/cuda/nccl.h"
 #include "compiler/cuda/nvrtc.h"
 #include "compiler/host/compiler.h"
 #include "gtest/gtest.h"
@@ -635,39 +636,81 @@ class Emulator {
     FakeSum<float>(src, dst, count, n);
   }
 
-  // dst[i] = the maximum (or minimum) over members p < n of src[(i + p) %
-  // count], in u8: member p holds the operand rotated by p bytes.
+  // dst[i] for i < count = the maximum (or minimum) over members p < n of
+  // src[(i + p) % src_count], in u8: member p holds the operand (of
+  // src_count bytes) rotated by p bytes.
   static void FakeBytes(bool maximum, const void* src, void* dst, int64_t count,
-                        int64_t n) {
+                        int64_t n, int64_t src_count) {
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
     for (int64_t i = 0; i < count; ++i) {
       uint8_t v = in[i];
       for (int64_t p = 1; p < n; ++p) {
-        const uint8_t x = in[(i + p) % count];
+        const uint8_t x = in[(i + p) % src_count];
         v = maximum ? std::max(v, x) : std::min(v, x);
       }
       out[i] = v;
     }
   }
 
+  static void FakeStridedCopies(const std::vector<StridedCopy>& copies,
+                                void* dst, const void* src) {
+    for (const StridedCopy& c : copies) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        std::memcpy(
+            static_cast<char*>(dst) + c.dst_offset + r * c.dst_pitch,
+            static_cast<const char*>(src) + c.src_offset + r * c.src_pitch,
+            c.row_bytes);
+      }
+    }
+  }
+
   // Instead of NCCL, as participant 0 of a group of fake_group_size_
   // whose members p hold its operand + p: an all-gather gives the blocks
-  // input + p in order (f32), a reduce-scatter block 0 summed over the
-  // group, an all-reduce every operand summed over the group (f32, s32,
-  // u32; sums), or for u8 maxima and minima (bit planes) with member p
-  // holding the operand rotated by p bytes (FakeBytes).
+  // input + p in order (f32), an all-to-all block p of member p's input
+  // (block 0 of input + p, f32; strided pieces through its temporaries as
+  // RunNcclCollective moves them), a reduce-scatter block 0 summed over
+  // the group, an all-reduce every operand summed over the group (f32,
+  // s32, u32; sums); for u8 maxima and minima (bit planes), member p holds
+  // the operand rotated by p bytes (FakeBytes).
   void FakeCollective(const host::CollectiveStep& s,
                       const std::vector<void*>& args) const {
     int64_t in = 1, out = 1;
     for (int64_t d : s.input_dims) in *= d;
     for (int64_t d : s.output_dims) out *= d;
+    const bool bytes =
+        s.types[0] == PrimitiveType::kU8 &&
+        (s.op == host::ExprOp::kMaximum || s.op == host::ExprOp::kMinimum);
     if (s.kind == host::CollectiveStep::Kind::kAllGather) {
       const float* src = static_cast<const float*>(args[0]);
       float* dst = static_cast<float*>(args[1]);
       for (int64_t i = 0; i < out; ++i)
         dst[i] = src[i % in] + static_cast<float>(i / in);
+    } else if (s.kind == host::CollectiveStep::Kind::kAllToAll) {
+      const int64_t n = fake_group_size_;
+      const bool strided = AllToAllNeedsTemporaries(s);
+      void* send = args[0];
+      void* receive = args[1];
+      if (strided) {
+        FakeStridedCopies(AllToAllPieceCopies(s, n, true), args[2], args[0]);
+        send = args[2];
+        receive = args[3];
+      }
+      const int64_t chunk = in / n;
+      for (int64_t i = 0; i < in; ++i) {
+        static_cast<float*>(receive)[i] =
+            static_cast<const float*>(send)[i % chunk] +
+            static_cast<float>(i / chunk);
+      }
+      if (strided) {
+        FakeStridedCopies(AllToAllPieceCopies(s, n, false), args[1], args[3]);
+      }
     } else if (s.kind == host::CollectiveStep::Kind::kReduceScatter) {
+      if (bytes) {
+        FakeBytes(s.op == host::ExprOp::kMaximum, args[0], args[1], out,
+                  fake_group_size_, in);
+        return;
+      }
       FakeSum(s.types[0], args[0], args[1], out, in / out);
     } else {
       const size_t k = s.inputs.size();
@@ -676,7 +719,8 @@ class Emulator {
             (s.op == host::ExprOp::kMaximum ||
              s.op == host::ExprOp::kMinimum)) {
           FakeBytes(s.op == host::ExprOp::kMaximum, args[j], args[k + j],
-                    s.operand_elements[j], fake_group_size_);
+                    s.operand_elements[j], fake_group_size_,
+                    s.operand_elements[j]);
           continue;
         }
         FakeSum(s.types[j], args[j], args[k + j], s.operand_elements[j],
