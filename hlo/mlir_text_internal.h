@@ -470,6 +470,8 @@ class Reader {
   absl::Status ReduceOp(int depth, Operation* op);
   absl::Status WhileOp(int depth, Operation* op);
   absl::Status ConvolutionOp(int depth, Operation* op);
+  // chlo.scan: its inputs, then its inits; "__inputs" counts the inputs.
+  absl::Status ScanOp(int depth, Operation* op);
   absl::Status CheckDepth(int depth) {
     if (depth > kMaxMlirNesting) {
       return Error(

@@ -378,6 +378,35 @@ absl::Status Reader::WhileOp(int depth, Operation* op) {
   return absl::OkStatus();
 }
 
+absl::Status Reader::ScanOp(int depth, Operation* op) {
+  // (%a, ...) inits(%b, ...) [key = value]* [attributes {...}] {region} : sig
+  const Position at = Here();
+  PJRT_RETURN_IF_ERROR(ParenthesizedOperands(op));
+  Attribute inputs;
+  inputs.kind = Attribute::Kind::kInt;
+  inputs.text = absl::StrCat(op->operands.size());
+  inputs.position = at;
+  op->attributes.emplace_back("__inputs", std::move(inputs));
+  PJRT_RETURN_IF_ERROR(Expect("inits", "after the scan's inputs"));
+  PJRT_RETURN_IF_ERROR(ParenthesizedOperands(op));
+  while (true) {
+    Skip();
+    TryConsume(",");
+    if (AtKeyword("attributes") || PeekIdentifier().empty()) break;
+    std::string key(PeekIdentifier());
+    pos_ += key.size();
+    PJRT_RETURN_IF_ERROR(Expect("=", "after the scan's attribute name"));
+    PJRT_ASSIGN_OR_RETURN(Attribute value, PrettyValue(depth + 1));
+    op->attributes.emplace_back(std::move(key), std::move(value));
+  }
+  if (TryKeyword("attributes")) {
+    PJRT_RETURN_IF_ERROR(AppendDictionary(depth, op));
+  }
+  PJRT_ASSIGN_OR_RETURN(Region region, BracedRegion(depth + 1));
+  op->regions.push_back(std::move(region));
+  return Signature(depth, op);
+}
+
 absl::Status Reader::ConvolutionOp(int depth, Operation* op) {
   // (%lhs, %rhs) dim_numbers = [..]x[..]->[..], window = {...} {attrs} : sig
   PJRT_RETURN_IF_ERROR(Expect("(", "after stablehlo.convolution"));
@@ -494,6 +523,7 @@ absl::Status Reader::PrettyOp(int depth, Operation* op, size_t name_offset) {
   if (name == "stablehlo.reduce") return ReduceOp(depth, op);
   if (name == "stablehlo.while") return WhileOp(depth, op);
   if (name == "stablehlo.convolution") return ConvolutionOp(depth, op);
+  if (name == "chlo.scan") return ScanOp(depth, op);
   if (name == "sdy.mesh") {
     return Unimplemented(name_offset, "sdy.mesh inside a function");
   }

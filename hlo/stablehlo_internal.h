@@ -2,9 +2,9 @@
 // HLO text) and what it builds with, split over stablehlo.cc (functions,
 // regions, the module), stablehlo_ops.cc (the op dispatch, element-wise
 // table and CHLO), stablehlo_op_translators.cc (one translator per op or
-// family of ops) and stablehlo_lowering.cc (ops that need more than a line:
-// constants, convolutions, collectives, control flow). Not part of the
-// interface.
+// family of ops), stablehlo_lowering.cc (ops that need more than a line:
+// constants, convolutions, collectives, control flow) and stablehlo_chlo.cc
+// (chlo.scan and chlo.ragged_dot). Not part of the interface.
 #ifndef PJRT_HLO_STABLEHLO_INTERNAL_H_
 #define PJRT_HLO_STABLEHLO_INTERNAL_H_
 
@@ -535,6 +535,18 @@ class Translator {
                               const Shape& result,
                               const std::vector<int64_t>& dims);
   absl::Status While(Builder* b, const Operation& op);
+  // chlo.scan: a while over the scanned dimension whose body slices each
+  // input, calls the region on the slices and carries, and writes its
+  // outputs into place.
+  absl::Status Scan(Builder* b, const Operation& op);
+  // chlo.ragged_dot (stablehlo_chlo.cc): a ragged non-contracting lhs
+  // dimension multiplies every row by every group's rhs and keeps its own
+  // group's; a ragged contracting one gives one product per group, the
+  // columns outside it zeroed; a ragged batch dimension zeroes the batches
+  // past the last group.
+  absl::Status RaggedDot(Builder* b, const Operation& op);
+  // A computation adding two scalars of `type` (or for pred), made once.
+  std::string AddComputation(PrimitiveType type);
   absl::Status Conditional(Builder* b, const Operation& op);
   absl::Status Collective(Builder* b, const Operation& op,
                           absl::string_view opcode, std::string attributes);
@@ -680,6 +692,8 @@ class Translator {
   absl::string_view text_;
   std::vector<Computation> computations_;
   absl::flat_hash_map<std::string, std::string> function_computations_;
+  // AddComputation's, by element type.
+  absl::flat_hash_map<PrimitiveType, std::string> add_computations_;
   absl::flat_hash_set<std::string> functions_in_progress_;
   absl::flat_hash_set<const Attribute*> used_;
   absl::flat_hash_map<std::string, std::string> shared_regions_;

@@ -203,6 +203,8 @@ absl::Status Translator::Chlo(Builder* b, const Operation& op,
   static const auto* const kChlo = new absl::flat_hash_set<std::string>{
       "erf",  "tan",   "top_k", "sinh",  "cosh",   "atan",    "asin",
       "acos", "asinh", "acosh", "atanh", "square", "erf_inv", "mulhi"};
+  if (name == "scan") return Scan(b, op);
+  if (name == "ragged_dot") return RaggedDot(b, op);
   if (!kChlo->contains(name)) {
     return Unsupported(op, "this CHLO operation is not supported");
   }

@@ -1,0 +1,470 @@
+// The StableHLO translator's CHLO ops that take more than a line of HLO:
+// chlo.scan (a while over the scanned dimension) and chlo.ragged_dot (a dot
+// whose rows or contracted columns are masked per group).
+#include "hlo/stablehlo_internal.h"
+
+namespace pjrt::hlo::stablehlo_internal {
+
+absl::Status Translator::Scan(Builder* b, const Operation& op) {
+  if (op.regions.size() != 1) return Invalid(op, "needs one body region");
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  // Which operands are inputs: the pretty form's count, or the generic
+  // form's segment sizes.
+  int64_t n = -1;
+  if (const Attribute* a = Attr(op, {"__inputs"})) {
+    PJRT_ASSIGN_OR_RETURN(n, IntOf(op, *a, "the input count"));
+  } else if (const Attribute* segments =
+                 Attr(op, {"operandSegmentSizes", "operand_segment_sizes"})) {
+    PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                          IntsOf(op, *segments, "operandSegmentSizes"));
+    if (sizes.size() == 2 && sizes[0] >= 0 && sizes[1] >= 0 &&
+        sizes[0] + sizes[1] == static_cast<int64_t>(in.size())) {
+      n = sizes[0];
+    }
+  }
+  if (n < 1 || n > static_cast<int64_t>(in.size())) {
+    return Invalid(op, absl::StrFormat("needs at least one input and its inits "
+                                       "told apart (inits(...)); it has %d "
+                                       "operand(s)",
+                                       in.size()));
+  }
+  const size_t inputs = static_cast<size_t>(n), carries = in.size() - inputs;
+  PJRT_ASSIGN_OR_RETURN(int64_t d, Int(op, {"dimension"}, std::nullopt));
+  PJRT_ASSIGN_OR_RETURN(int64_t reverse, Int(op, {"is_reverse"}, 0));
+  for (const Value& v : in) {
+    if (v.shape.IsTuple()) return Invalid(op, "takes no tuple operands");
+  }
+  const Shape& first = in[0].shape;
+  if (d < 0 || d >= first.rank()) {
+    return Invalid(op, absl::StrFormat("dimension %d is not a dimension of %s",
+                                       d, mlir::MlirTypeString(first)));
+  }
+  const int64_t length = first.dimensions(d);
+  // A shape with dimension d removed, or set to `size`.
+  const auto without = [&](const Shape& s) {
+    std::vector<int64_t> dims(s.dimensions().begin(), s.dimensions().end());
+    dims.erase(dims.begin() + d);
+    return Shape(s.element_type(), dims);
+  };
+  const auto with = [&](const Shape& s, int64_t size) {
+    std::vector<int64_t> dims(s.dimensions().begin(), s.dimensions().end());
+    dims[d] = size;
+    return Shape(s.element_type(), dims);
+  };
+  std::vector<Shape> arguments;
+  for (size_t j = 0; j < inputs; ++j) {
+    const Shape& s = in[j].shape;
+    if (s.rank() <= d || s.dimensions(d) != length) {
+      return Invalid(
+          op, absl::StrFormat("input %d is %s; every input needs dimension %d "
+                              "of size %d, as input 0 has",
+                              j, mlir::MlirTypeString(s), d, length));
+    }
+    arguments.push_back(without(s));
+  }
+  for (size_t j = inputs; j < in.size(); ++j) arguments.push_back(in[j].shape);
+  if (op.result_types.size() != op.results.size() ||
+      op.result_types.size() < carries) {
+    return Invalid(op, absl::StrFormat("needs its outputs, then %d carried "
+                                       "result(s)",
+                                       carries));
+  }
+  const size_t outputs = op.result_types.size() - carries;
+  std::vector<Shape> step_shapes;  // what the region returns
+  for (size_t k = 0; k < outputs; ++k) {
+    const Shape& s = op.result_types[k];
+    if (s.IsTuple() || s.rank() <= d || s.dimensions(d) != length) {
+      return Invalid(
+          op, absl::StrFormat("result %d is %s; an output needs dimension %d "
+                              "of size %d",
+                              k, mlir::MlirTypeString(s), d, length));
+    }
+    step_shapes.push_back(without(s));
+  }
+  for (size_t j = 0; j < carries; ++j) {
+    if (op.result_types[outputs + j] != in[inputs + j].shape) {
+      return Invalid(op, absl::StrFormat(
+                             "carried result %d is %s but its init is %s", j,
+                             mlir::MlirTypeString(op.result_types[outputs + j]),
+                             mlir::MlirTypeString(in[inputs + j].shape)));
+    }
+    step_shapes.push_back(in[inputs + j].shape);
+  }
+  // Values the region uses from outside ride along in the loop's state.
+  std::vector<std::string> capture_names = FreeValues(op.regions[0]);
+  std::vector<Value> captured;
+  for (const std::string& name : capture_names) {
+    PJRT_ASSIGN_OR_RETURN(Value v,
+                          Lookup(b, mlir::ValueUse{name, op.position}));
+    captured.push_back(std::move(v));
+  }
+  PJRT_ASSIGN_OR_RETURN(
+      std::string step,
+      TupleRegion(b, op, op.regions[0], "scan", captured, capture_names,
+                  arguments, /*pass_captures_through=*/false));
+  const Shape step_shape =
+      step_shapes.size() == 1 ? step_shapes[0] : Shape::Tuple(step_shapes);
+  // The loop's state: the step, the inputs, the carries, the outputs so
+  // far, the captures.
+  const Shape index(PrimitiveType::kS64, {});
+  std::vector<Shape> state_shapes = {index};
+  for (const Value& v : in) state_shapes.push_back(v.shape);
+  for (size_t k = 0; k < outputs; ++k)
+    state_shapes.push_back(op.result_types[k]);
+  for (const Value& v : captured) state_shapes.push_back(v.shape);
+  const Shape state = Shape::Tuple(state_shapes);
+
+  Builder body;
+  body.depth = b->depth + 1;
+  body.computation.name = NewName("scan_body");
+  const Value param{EmitLine(&body, &op, state, "parameter", "0"), state};
+  std::vector<std::string> e;
+  for (size_t i = 0; i < state_shapes.size(); ++i) {
+    e.push_back(EmitGte(&body, &op, param, static_cast<int>(i)));
+  }
+  const std::string i = e[0];
+  std::string at = i;
+  if (reverse != 0) {
+    at = Emit(
+        &body, &op, index, "subtract",
+        {EmitLine(&body, &op, index, "constant", absl::StrCat(length - 1)), i});
+  }
+  const std::string zero = EmitLine(&body, &op, index, "constant", "0");
+  std::vector<std::string> step_in;
+  for (size_t j = 0; j < inputs; ++j) {
+    const Shape piece = with(in[j].shape, 1);
+    std::vector<std::string> operands = {e[1 + j]};
+    std::vector<std::string> starts_j(in[j].shape.rank(), zero);
+    starts_j[d] = at;
+    operands.insert(operands.end(), starts_j.begin(), starts_j.end());
+    const std::vector<int64_t> sizes(piece.dimensions().begin(),
+                                     piece.dimensions().end());
+    step_in.push_back(
+        Emit(&body, &op, arguments[j], "reshape",
+             {Emit(&body, &op, piece, "dynamic-slice", operands,
+                   absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))}));
+  }
+  for (size_t j = 0; j < carries; ++j) step_in.push_back(e[1 + inputs + j]);
+  std::vector<Shape> step_in_shapes = arguments;
+  for (size_t c = 0; c < captured.size(); ++c) {
+    step_in.push_back(e[1 + in.size() + outputs + c]);
+    step_in_shapes.push_back(captured[c].shape);
+  }
+  const Value called{
+      Emit(&body, &op, step_shape, "call",
+           {Emit(&body, &op, Shape::Tuple(step_in_shapes), "tuple", step_in)},
+           absl::StrCat("to_apply=%", step)),
+      step_shape};
+  std::vector<std::string> step_out;
+  if (step_shapes.size() == 1) {
+    step_out.push_back(called.name);
+  } else {
+    for (size_t k = 0; k < step_shapes.size(); ++k) {
+      step_out.push_back(EmitGte(&body, &op, called, static_cast<int>(k)));
+    }
+  }
+  std::vector<std::string> next = {
+      Emit(&body, &op, index, "add",
+           {i, EmitLine(&body, &op, index, "constant", "1")})};
+  for (size_t j = 0; j < inputs; ++j) next.push_back(e[1 + j]);
+  for (size_t j = 0; j < carries; ++j) next.push_back(step_out[outputs + j]);
+  for (size_t k = 0; k < outputs; ++k) {
+    const Shape& result = op.result_types[k];
+    std::vector<std::string> operands = {
+        e[1 + in.size() + k],
+        Emit(&body, &op, with(result, 1), "reshape", {step_out[k]})};
+    std::vector<std::string> starts_k(result.rank(), zero);
+    starts_k[d] = at;
+    operands.insert(operands.end(), starts_k.begin(), starts_k.end());
+    next.push_back(Emit(&body, &op, result, "dynamic-update-slice", operands));
+  }
+  for (size_t c = 0; c < captured.size(); ++c) {
+    next.push_back(e[1 + in.size() + outputs + c]);
+  }
+  MarkRoot(&body, Emit(&body, &op, state, "tuple", next));
+  const std::string body_name = Finish(&body);
+
+  Builder cond;
+  cond.depth = b->depth + 1;
+  cond.computation.name = NewName("scan_cond");
+  const Value cond_param{EmitLine(&cond, &op, state, "parameter", "0"), state};
+  MarkRoot(&cond,
+           Emit(&cond, &op, Shape(PrimitiveType::kPred, {}), "compare",
+                {EmitGte(&cond, &op, cond_param, 0),
+                 EmitLine(&cond, &op, index, "constant", absl::StrCat(length))},
+                "direction=LT"));
+  const std::string cond_name = Finish(&cond);
+
+  std::vector<std::string> init = {EmitLine(b, &op, index, "constant", "0")};
+  for (const Value& v : in) init.push_back(v.name);
+  for (size_t k = 0; k < outputs; ++k) {
+    const Shape& result = op.result_types[k];
+    const PrimitiveType t = result.element_type();
+    const char* zero_text = t == PrimitiveType::kPred ? "false"
+                            : IsComplex(t)            ? "(0, 0)"
+                                                      : "0";
+    init.push_back(Emit(b, &op, result, "broadcast",
+                        {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
+                        "dimensions={}"));
+  }
+  for (const Value& v : captured) init.push_back(v.name);
+  const Value loop{
+      Emit(b, &op, state, "while", {Emit(b, &op, state, "tuple", init)},
+           absl::StrCat("condition=%", cond_name, ", body=%", body_name)),
+      state};
+  std::vector<Value> results;
+  for (size_t k = 0; k < outputs; ++k) {
+    results.push_back(
+        Value{EmitGte(b, &op, loop, static_cast<int>(1 + in.size() + k)),
+              op.result_types[k]});
+  }
+  for (size_t j = 0; j < carries; ++j) {
+    results.push_back(
+        Value{EmitGte(b, &op, loop, static_cast<int>(1 + inputs + j)),
+              in[inputs + j].shape});
+  }
+  return Define(b, op, std::move(results));
+}
+
+std::string Translator::AddComputation(PrimitiveType type) {
+  auto done = add_computations_.find(type);
+  if (done != add_computations_.end()) return done->second;
+  Builder b;
+  b.computation.name = NewName("add");
+  const Shape scalar(type, {});
+  const std::string x = EmitLine(&b, nullptr, scalar, "parameter", "0");
+  const std::string y = EmitLine(&b, nullptr, scalar, "parameter", "1");
+  MarkRoot(&b, Emit(&b, nullptr, scalar,
+                    type == PrimitiveType::kPred ? "or" : "add", {x, y}));
+  std::string name = Finish(&b);
+  add_computations_[type] = name;
+  return name;
+}
+
+absl::Status Translator::RaggedDot(Builder* b, const Operation& op) {
+  PJRT_RETURN_IF_ERROR(ExpectOperands(op, 3));
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  PJRT_ASSIGN_OR_RETURN(Shape result, ResultType(op));
+  PJRT_ASSIGN_OR_RETURN(const Attribute* numbers,
+                        RequireAttr(op, {"ragged_dot_dimension_numbers"}));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> lb,
+                        FieldInts(op, *numbers, "lhs_batching_dimensions"));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> rb,
+                        FieldInts(op, *numbers, "rhs_batching_dimensions"));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> lc,
+                        FieldInts(op, *numbers, "lhs_contracting_dimensions"));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> rc,
+                        FieldInts(op, *numbers, "rhs_contracting_dimensions"));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> ragged,
+                        FieldInts(op, *numbers, "lhs_ragged_dimensions"));
+  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> group,
+                        FieldInts(op, *numbers, "rhs_group_dimensions"));
+  const Shape& lhs = in[0].shape;
+  const Shape& rhs = in[1].shape;
+  const Shape& sizes = in[2].shape;
+  if (lhs.IsTuple() || rhs.IsTuple() || sizes.IsTuple()) {
+    return Invalid(op, "takes no tuple operands");
+  }
+  if (ragged.size() != 1 || ragged[0] < 0 || ragged[0] >= lhs.rank()) {
+    return Invalid(op, absl::StrFormat("needs one lhs ragged dimension of "
+                                       "%s, not [%s]",
+                                       mlir::MlirTypeString(lhs),
+                                       absl::StrJoin(ragged, ",")));
+  }
+  const int64_t r = ragged[0];
+  const PrimitiveType st = sizes.element_type();
+  if (sizes.rank() != 1 || !(IsSignedInteger(st) || IsUnsignedInteger(st))) {
+    return Unsupported(
+        op, absl::StrFormat("group_sizes is %s; pjrtd takes a vector of "
+                            "integers, one per group",
+                            mlir::MlirTypeString(sizes)));
+  }
+  const int64_t g = sizes.dimensions(0);
+  const auto contains = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  enum class Mode { kRows, kContracted, kBatch };
+  const Mode mode = contains(lc, r)   ? Mode::kContracted
+                    : contains(lb, r) ? Mode::kBatch
+                                      : Mode::kRows;
+  if ((mode == Mode::kRows) != (group.size() == 1) || group.size() > 1 ||
+      (group.size() == 1 &&
+       (group[0] < 0 || group[0] >= rhs.rank() || contains(rb, group[0]) ||
+        contains(rc, group[0]) || rhs.dimensions(group[0]) != g))) {
+    return Invalid(
+        op, absl::StrFormat(
+                "rhs_group_dimensions [%s] of %s: a ragged non-contracting "
+                "dimension needs one rhs dimension of the %d groups, "
+                "neither batching nor contracting; a ragged contracting or "
+                "batching dimension none",
+                absl::StrJoin(group, ","), mlir::MlirTypeString(rhs), g));
+  }
+  const Shape s64(PrimitiveType::kS64, {});
+  // Each group's [start, end) along the ragged dimension: end is the
+  // inclusive prefix sum of the sizes (a window of g over g - 1 zeros and
+  // the sizes).
+  const Shape vector(PrimitiveType::kS64, {g});
+  const std::string wide = st == PrimitiveType::kS64
+                               ? in[2].name
+                               : Emit(b, &op, vector, "convert", {in[2].name});
+  const std::string zero64 = EmitLine(b, &op, s64, "constant", "0");
+  const std::string ends =
+      g == 0
+          ? wide
+          : Emit(b, &op, vector, "reduce-window", {wide, zero64},
+                 absl::StrFormat("window={size=%d pad=%d_0}, to_apply=%%%s", g,
+                                 g - 1, AddComputation(PrimitiveType::kS64)));
+  const std::string starts = Emit(b, &op, vector, "subtract", {ends, wide});
+
+  const auto dims_attr = [&](const std::vector<int64_t>& lhs_batch,
+                             const std::vector<int64_t>& rhs_batch,
+                             const std::vector<int64_t>& lhs_contracting) {
+    std::string text;
+    if (!lhs_batch.empty()) {
+      text = absl::StrCat("lhs_batch_dims=", Braced(lhs_batch),
+                          ", rhs_batch_dims=", Braced(rhs_batch), ", ");
+    }
+    return absl::StrCat(text, "lhs_contracting_dims=", Braced(lhs_contracting),
+                        ", rhs_contracting_dims=", Braced(rc));
+  };
+  const PrimitiveType t = result.element_type();
+  const char* zero_text = t == PrimitiveType::kPred ? "false"
+                          : IsComplex(t)            ? "(0, 0)"
+                                                    : "0";
+  const std::string zero =
+      EmitLine(b, &op, Shape(t, {}), "constant", zero_text);
+  // Where `index` (of `shape`, along `along`) lies in group `group_of`
+  // (along that dimension, broadcast from starts and ends): a pred array.
+  const auto in_group = [&](const Shape& shape, int64_t along,
+                            int64_t group_along) {
+    const Shape wide_shape = shape.WithElementType(PrimitiveType::kS64);
+    const Shape pred = shape.WithElementType(PrimitiveType::kPred);
+    const std::string at = Emit(b, &op, wide_shape, "iota", {},
+                                absl::StrCat("iota_dimension=", along));
+    const std::string dims = absl::StrCat("dimensions={", group_along, "}");
+    return Emit(
+        b, &op, pred, "and",
+        {Emit(b, &op, pred, "compare",
+              {at, Emit(b, &op, wide_shape, "broadcast", {starts}, dims)},
+              "direction=GE"),
+         Emit(b, &op, pred, "compare",
+              {at, Emit(b, &op, wide_shape, "broadcast", {ends}, dims)},
+              "direction=LT")});
+  };
+  // The lhs's non-contracting, non-batching dimensions, in order.
+  std::vector<int64_t> lhs_free;
+  for (int64_t i = 0; i < lhs.rank(); ++i) {
+    if (!contains(lb, i) && !contains(lc, i)) lhs_free.push_back(i);
+  }
+  std::vector<int64_t> rhs_free;
+  for (int64_t i = 0; i < rhs.rank(); ++i) {
+    if (!contains(rb, i) && !contains(rc, i)) rhs_free.push_back(i);
+  }
+  const int64_t batch = static_cast<int64_t>(lb.size());
+  std::vector<int64_t> result_dims(result.dimensions().begin(),
+                                   result.dimensions().end());
+  if (mode == Mode::kRows) {
+    // Every row against every group's rhs, [batch, lhs free, rhs free
+    // with the group dimension]; each row keeps its own group's.
+    const int64_t row =
+        batch +
+        (std::find(lhs_free.begin(), lhs_free.end(), r) - lhs_free.begin());
+    const int64_t at_group =
+        batch + static_cast<int64_t>(lhs_free.size()) +
+        (std::find(rhs_free.begin(), rhs_free.end(), group[0]) -
+         rhs_free.begin());
+    std::vector<int64_t> dims = result_dims;
+    if (at_group > static_cast<int64_t>(dims.size())) {
+      return Invalid(
+          op, absl::StrCat("has result type ", mlir::MlirTypeString(result)));
+    }
+    dims.insert(dims.begin() + at_group, g);
+    const Shape all(t, dims);
+    const std::string product = Emit(
+        b, &op, all, "dot", {in[0].name, in[1].name}, dims_attr(lb, rb, lc));
+    const std::string kept =
+        Emit(b, &op, all, "select",
+             {in_group(all, row, at_group), product,
+              Emit(b, &op, all, "broadcast", {zero}, "dimensions={}")});
+    return Define(b, op,
+                  {Value{Emit(b, &op, result, "reduce", {kept, zero},
+                              absl::StrCat("dimensions={", at_group,
+                                           "}, to_apply=%", AddComputation(t))),
+                         result}});
+  }
+  if (mode == Mode::kContracted) {
+    // One lhs per group, its columns outside the group zeroed: [g, lhs].
+    std::vector<int64_t> expanded = {g};
+    expanded.insert(expanded.end(), lhs.dimensions().begin(),
+                    lhs.dimensions().end());
+    const Shape masked_shape(lhs.element_type(), expanded);
+    std::vector<int64_t> spread;
+    for (int64_t i = 1; i <= lhs.rank(); ++i) spread.push_back(i);
+    const std::string lhs_zero =
+        EmitLine(b, &op, Shape(lhs.element_type(), {}), "constant",
+                 lhs.element_type() == PrimitiveType::kPred ? "false"
+                 : IsComplex(lhs.element_type())            ? "(0, 0)"
+                                                            : "0");
+    const std::string masked = Emit(
+        b, &op, masked_shape, "select",
+        {in_group(masked_shape, r + 1, 0),
+         Emit(b, &op, masked_shape, "broadcast", {in[0].name},
+              absl::StrCat("dimensions=", Braced(spread))),
+         Emit(b, &op, masked_shape, "broadcast", {lhs_zero}, "dimensions={}")});
+    std::vector<int64_t> lb1, lc1;
+    for (int64_t d : lb) lb1.push_back(d + 1);
+    for (int64_t d : lc) lc1.push_back(d + 1);
+    // The dot gives [batch, g, lhs free, rhs free]; the result is
+    // [g, batch, ...].
+    if (result.rank() < 1 + batch) {
+      return Invalid(
+          op, absl::StrCat("has result type ", mlir::MlirTypeString(result)));
+    }
+    std::vector<int64_t> dot_dims = result_dims;
+    dot_dims.erase(dot_dims.begin());
+    dot_dims.insert(dot_dims.begin() + batch, result_dims[0]);
+    const Shape dot_shape(t, dot_dims);
+    const std::string product =
+        Emit(b, &op, dot_shape, "dot", {masked, in[1].name},
+             dims_attr(lb1, rb, lc1));
+    std::vector<int64_t> permutation = {batch};
+    for (int64_t i = 0; i < static_cast<int64_t>(dot_dims.size()); ++i) {
+      if (i != batch) permutation.push_back(i);
+    }
+    return Define(b, op,
+                  {Value{Emit(b, &op, result, "transpose", {product},
+                              absl::StrCat("dimensions=", Braced(permutation))),
+                         result}});
+  }
+  // A ragged batch dimension: each batch multiplies its own operands;
+  // batches past the last group are zeros.
+  const int64_t at = std::find(lb.begin(), lb.end(), r) - lb.begin();
+  const Shape wide_result = result.WithElementType(PrimitiveType::kS64);
+  const std::string total =
+      Emit(b, &op, s64, "reshape",
+           {Emit(b, &op, Shape(PrimitiveType::kS64, {1}), "slice", {ends},
+                 absl::StrFormat("slice={[%d:%d]}", std::max<int64_t>(g - 1, 0),
+                                 std::max<int64_t>(g, 1)))});
+  const std::string product = Emit(
+      b, &op, result, "dot", {in[0].name, in[1].name}, dims_attr(lb, rb, lc));
+  if (g == 0) {
+    return Define(
+        b, op,
+        {Value{Emit(b, &op, result, "broadcast", {zero}, "dimensions={}"),
+               result}});
+  }
+  const std::string kept =
+      Emit(b, &op, result.WithElementType(PrimitiveType::kPred), "compare",
+           {Emit(b, &op, wide_result, "iota", {},
+                 absl::StrCat("iota_dimension=", at)),
+            Emit(b, &op, wide_result, "broadcast", {total}, "dimensions={}")},
+           "direction=LT");
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, result, "select",
+                  {kept, product,
+                   Emit(b, &op, result, "broadcast", {zero}, "dimensions={}")}),
+             result}});
+}
+
+}  // namespace pjrt::hlo::stablehlo_internal
