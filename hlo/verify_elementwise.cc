@@ -47,9 +47,9 @@ absl::Status Verifier::CheckElementwiseOp(const Instruction& inst) {
     case Opcode::kSin:
     case Opcode::kCos:
     case Opcode::kTan:
+    case Opcode::kCbrt:
       return CheckElementwise(inst, 1, IsFloatOrComplex,
                               "floating-point or complex");
-    case Opcode::kCbrt:
     case Opcode::kErf:
     case Opcode::kFloor:
     case Opcode::kCeil:
@@ -77,7 +77,8 @@ absl::Status Verifier::CheckElementwiseOp(const Instruction& inst) {
     case Opcode::kMinimum:
       return CheckElementwise(inst, 2, IsOrdered, "non-complex");
     case Opcode::kAtan2:
-      return CheckElementwise(inst, 2, IsFloatingPoint, "floating-point");
+      return CheckElementwise(inst, 2, IsFloatOrComplex,
+                              "floating-point or complex");
     case Opcode::kAnd:
     case Opcode::kOr:
     case Opcode::kXor:

@@ -231,6 +231,10 @@ absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
       return call("pj_ccos");
     case ExprOp::kTan:
       return call("pj_ctan");
+    case ExprOp::kCbrt:
+      return call("pj_ccbrt");
+    case ExprOp::kAtan2:
+      return absl::StrFormat("pj_catan2(%s, %s)", a(0), a(1));
     case ExprOp::kAdd:
       return absl::StrCat(a(0), " + ", a(1));
     case ExprOp::kSubtract:

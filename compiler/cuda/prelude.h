@@ -398,6 +398,16 @@ template <typename R> __device__ pj_complex<R> pj_cpow(pj_complex<R> a, pj_compl
   if (a == zero && b.re > R(0)) return zero;
   return pj_cexp(b * pj_clog(a));
 }
+// XLA's principal cube root and complex atan2 (as the host computes them).
+template <typename R> __device__ pj_complex<R> pj_ccbrt(pj_complex<R> z) {
+  const R r = cbrt(pj_cabs(z)), t = atan2(z.im, z.re) / 3;
+  return pj_cmake(r * cos(t), r * sin(t));
+}
+template <typename R> __device__ pj_complex<R> pj_catan2(pj_complex<R> y, pj_complex<R> x) {
+  const pj_complex<R> l =
+      pj_clog((x + pj_cmake(R(0), R(1)) * y) / pj_csqrt(x * x + y * y));
+  return pj_cmake(l.im, -l.re);
+}
 template <typename R> __device__ __forceinline__ pj_u8 pj_to_pred(pj_complex<R> z) {
   return z.re != R(0) ? 1 : 0;  // the real part only, as every conversion out of complex
 }

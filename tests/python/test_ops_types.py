@@ -58,9 +58,14 @@ UNARY = {
     "exponential-minus-one": np.expm1, "log-plus-one": np.log1p,
     "logistic": lambda z: 1 / (1 + np.exp(-z)),
     "sign": lambda z: z / np.abs(z),
+    # The principal root, as numpy's principal power gives it.
+    "cbrt": lambda z: np.power(z, 1 / 3),
 }
 BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
-          "divide": np.divide, "power": np.power}
+          "divide": np.divide, "power": np.power,
+          # XLA's definition: -i log((x + iy) / sqrt(x^2 + y^2)).
+          "atan2": lambda y, x: -1j * np.log((x + 1j * y)
+                                             / np.sqrt(x * x + y * y))}
 
 
 @pytest.mark.parametrize("ty", sorted(CX))
@@ -80,6 +85,17 @@ def test_complex_binary_ops_match_numpy(client, ty, op):
     x, y = complex_values(dtype), complex_values(dtype)
     (out,) = run(client, one_op(ty, op, x.size, 2), [x, y])
     np.testing.assert_allclose(out, BINARY[op](x, y), rtol=rtol * 10)
+
+
+@pytest.mark.parametrize("ty", sorted(CX))
+def test_complex_atan2_of_real_values_is_the_real_atan2(client, ty):
+    dtype, _, rtol = CX[ty]
+    y = np.array([1, -1, 2, -3, 0.5], dtype)
+    x = np.array([1, 2, 0.5, 4, 3], dtype)
+    (out,) = run(client, one_op(ty, "atan2", 5, 2), [y, x])
+    np.testing.assert_allclose(out.real, np.arctan2(y.real, x.real),
+                               rtol=rtol * 10)
+    np.testing.assert_allclose(out.imag, 0, atol=rtol)
 
 
 @pytest.mark.parametrize("ty", sorted(CX))

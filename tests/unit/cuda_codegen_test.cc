@@ -770,10 +770,16 @@ ENTRY e {
   pk = c64[6,5] power(k, k)
   ab = f32[6,5] abs(a)
   ng = c64[6,5] negate(m)
+  cb = c64[6,5] cbrt(a)
+  cbk = c64[6,5] cbrt(k)
+  at = c64[6,5] atan2(a, b)
+  atk = c64[6,5] atan2(k, a)
   ROOT o = (c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5],
             c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5], c64[6,5],
-            c64[6,5], c64[6,5], c64[6,5], c64[6,5], f32[6,5], c64[6,5])
-           tuple(m, d, dk, e, em, l, lp, q, qk, r, th, lg, sn, cs, tn, sg, p, pk, ab, ng)
+            c64[6,5], c64[6,5], c64[6,5], c64[6,5], f32[6,5], c64[6,5], c64[6,5],
+            c64[6,5], c64[6,5], c64[6,5])
+           tuple(m, d, dk, e, em, l, lp, q, qk, r, th, lg, sn, cs, tn, sg, p, pk, ab, ng,
+                 cb, cbk, at, atk)
 })",
      1e-5},
     {"int4_arithmetic_packing_and_converts", R"(
@@ -872,10 +878,13 @@ ENTRY e {
   ch = f16[4,7] convert(a)
   ci = s32[4,7] convert(x)
   cp = pred[4,7] convert(x)
+  cb = c128[4,7] cbrt(a)
+  at = c128[4,7] atan2(a, e)
   ROOT o = (c128[4,7], c128[4,7], c128[4,7], c128[4,7], c128[4,7], c128[4,3], c128[4],
             c64[7], c64[4,7], c128[4,7], c64[4,7], c64[4,7], c128[4,7], f32[4,7],
-            f16[4,7], s32[4,7], pred[4,7])
-           tuple(e, l, q, t, d, dot, sum, prod, fc, hc, ic, narrow, wide, cf, ch, ci, cp)
+            f16[4,7], s32[4,7], pred[4,7], c128[4,7], c128[4,7])
+           tuple(e, l, q, t, d, dot, sum, prod, fc, hc, ic, narrow, wide, cf, ch, ci, cp,
+                 cb, at)
 })",
      1e-9},
     {"fft_every_type_in_one_to_three_dimensions", R"(
