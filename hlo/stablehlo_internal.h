@@ -575,9 +575,24 @@ class Translator {
   // computed on.
   absl::Status CollectiveBroadcast(Builder* b, const Operation& op,
                                    absl::string_view name);
+  // collective_reduce: an all-reduce of each group (the processes up to the
+  // largest named that are in none, alone) whose first process keeps the
+  // result; the others get zeros.
+  absl::Status CollectiveReduce(Builder* b, const Operation& op,
+                                absl::string_view name);
+  // This process's place in its group of `groups` (by replica-id, or
+  // partition-id), an s32 scalar: -1 in none.
+  absl::StatusOr<std::string> PlaceInGroup(
+      Builder* b, const Operation& op,
+      const std::vector<std::vector<int64_t>>& groups, bool by_partition);
   // maximum/minimum of complex numbers: the lexicographic order of (real,
   // imaginary), as StableHLO defines it.
   absl::Status ComplexMinMax(Builder* b, const Operation& op, bool maximum);
+  // bitcast_convert between i1 and a wider type: StableHLO's i1 is one bit,
+  // so the i1 side has a minor dimension of the other type's width, bit 0
+  // (least significant) first; packed by shifts and a sum, unpacked by
+  // shifts and a compare.
+  absl::Status BitcastBits(Builder* b, const Operation& op, const Value& in);
   absl::Status Chlo(Builder* b, const Operation& op, absl::string_view name);
   // Emits the element-wise HLO of a CHLO decomposition: every value of
   // `shape` (a comparison's of pred), each line attributed to `op`.

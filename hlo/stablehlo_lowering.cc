@@ -405,30 +405,14 @@ absl::Status Translator::AllToAll(Builder* b, const Operation& op) {
   return Define(b, op, std::move(results));
 }
 
-absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
-                                             absl::string_view /*name*/) {
-  if (Attr(op, {"has_dynamic_root"}) != nullptr) {
-    return Unsupported(op,
-                       "has_dynamic_root (a root chosen at run time) is "
-                       "not supported; the first process of each group "
-                       "is the root");
-  }
-  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
-  if (in.empty() || op.result_types.size() != in.size()) {
-    return Invalid(op, "needs one result per operand");
-  }
-  PJRT_ASSIGN_OR_RETURN(const Attribute* groups_attr,
-                        RequireAttr(op, {"replica_groups"}));
-  PJRT_ASSIGN_OR_RETURN(auto groups,
-                        Matrix(op, *groups_attr, "replica_groups"));
-  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+absl::StatusOr<std::string> Translator::PlaceInGroup(
+    Builder* b, const Operation& op,
+    const std::vector<std::vector<int64_t>>& groups, bool by_partition) {
   // Each process's place in its group (-1: in none), by its id; the entry
   // past the largest id is -1, and a larger id reads it (dynamic-slice
   // clamps).
   int64_t largest = -1;
-  size_t longest = 0;
   for (const auto& g : groups) {
-    longest = std::max(longest, g.size());
     for (int64_t id : g) {
       if (id < 0 || id >= kMaxAttributeValues) {
         return Invalid(op, absl::StrFormat("replica_groups holds %d, not a "
@@ -437,13 +421,6 @@ absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
       }
       largest = std::max(largest, id);
     }
-  }
-  // One collective-permute per place past the first: a bound on them.
-  constexpr size_t kMaxGroup = 1024;
-  if (longest > kMaxGroup) {
-    return Unsupported(op, absl::StrFormat("a group of %d processes; at most "
-                                           "%d are supported",
-                                           longest, kMaxGroup));
   }
   std::vector<int64_t> place(largest + 2, -1);
   for (const auto& g : groups) {
@@ -463,13 +440,100 @@ absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
       EmitLine(b, &op, table_shape, "constant",
                absl::StrCat("{", absl::StrJoin(place, ", "), "}"));
   const Shape u32(PrimitiveType::kU32, {});
-  const std::string id = Emit(
-      b, &op, s32, "convert",
-      {EmitLine(b, &op, u32, channel ? "partition-id" : "replica-id", "")});
-  const std::string mine =
-      Emit(b, &op, s32, "reshape",
-           {Emit(b, &op, Shape(PrimitiveType::kS32, {1}), "dynamic-slice",
-                 {table, id}, "dynamic_slice_sizes={1}")});
+  const std::string id =
+      Emit(b, &op, s32, "convert",
+           {EmitLine(b, &op, u32, by_partition ? "partition-id" : "replica-id",
+                     "")});
+  return Emit(b, &op, s32, "reshape",
+              {Emit(b, &op, Shape(PrimitiveType::kS32, {1}), "dynamic-slice",
+                    {table, id}, "dynamic_slice_sizes={1}")});
+}
+
+absl::Status Translator::CollectiveReduce(Builder* b, const Operation& op,
+                                          absl::string_view /*name*/) {
+  PJRT_RETURN_IF_ERROR(ExpectOperands(op, 1));
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  PJRT_ASSIGN_OR_RETURN(Shape shape, ResultType(op));
+  if (op.regions.size() != 1) return Invalid(op, "needs one reducer region");
+  if (shape.IsTuple()) return Invalid(op, "takes no tuple operand");
+  PJRT_ASSIGN_OR_RETURN(const Attribute* groups_attr,
+                        RequireAttr(op, {"replica_groups"}));
+  PJRT_ASSIGN_OR_RETURN(auto groups,
+                        Matrix(op, *groups_attr, "replica_groups"));
+  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+  PJRT_ASSIGN_OR_RETURN(std::string mine,
+                        PlaceInGroup(b, op, groups, channel.has_value()));
+  // Every group reduces as an all-reduce (the processes up to the largest
+  // named that are in no group, alone); its first process keeps the
+  // result, the others get zeros.
+  std::vector<bool> named;
+  for (const auto& g : groups) {
+    for (int64_t id : g) {
+      if (static_cast<size_t>(id) >= named.size()) named.resize(id + 1);
+      named[id] = true;
+    }
+  }
+  std::vector<std::string> texts;
+  for (const auto& g : groups) texts.push_back(Braced(g));
+  for (size_t id = 0; id < named.size(); ++id) {
+    if (!named[id]) texts.push_back(absl::StrCat("{", id, "}"));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::string reducer,
+                        ClosedRegion(b, op, op.regions[0], "reducer"));
+  std::string attributes = absl::StrCat(
+      "replica_groups={", absl::StrJoin(texts, ","), "}, to_apply=%", reducer);
+  if (channel) absl::StrAppend(&attributes, ", channel_id=", *channel);
+  const std::string reduced =
+      Emit(b, &op, shape, "all-reduce", {in[0].name}, attributes);
+  const PrimitiveType t = shape.element_type();
+  const char* zero_text = t == PrimitiveType::kPred ? "false"
+                          : IsComplex(t)            ? "(0, 0)"
+                                                    : "0";
+  const Shape s32(PrimitiveType::kS32, {});
+  const std::string is_root = Emit(
+      b, &op, shape.WithElementType(PrimitiveType::kPred), "broadcast",
+      {Emit(b, &op, Shape(PrimitiveType::kPred, {}), "compare",
+            {mine, EmitLine(b, &op, s32, "constant", "0")}, "direction=EQ")},
+      "dimensions={}");
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, shape, "select",
+                  {is_root, reduced,
+                   Emit(b, &op, shape, "broadcast",
+                        {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
+                        "dimensions={}")}),
+             shape}});
+}
+
+absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
+                                             absl::string_view /*name*/) {
+  if (Attr(op, {"has_dynamic_root"}) != nullptr) {
+    return Unsupported(op,
+                       "has_dynamic_root (a root chosen at run time) is "
+                       "not supported; the first process of each group "
+                       "is the root");
+  }
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  if (in.empty() || op.result_types.size() != in.size()) {
+    return Invalid(op, "needs one result per operand");
+  }
+  PJRT_ASSIGN_OR_RETURN(const Attribute* groups_attr,
+                        RequireAttr(op, {"replica_groups"}));
+  PJRT_ASSIGN_OR_RETURN(auto groups,
+                        Matrix(op, *groups_attr, "replica_groups"));
+  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+  size_t longest = 0;
+  for (const auto& g : groups) longest = std::max(longest, g.size());
+  // One collective-permute per place past the first: a bound on them.
+  constexpr size_t kMaxGroup = 1024;
+  if (longest > kMaxGroup) {
+    return Unsupported(op, absl::StrFormat("a group of %d processes; at most "
+                                           "%d are supported",
+                                           longest, kMaxGroup));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::string mine,
+                        PlaceInGroup(b, op, groups, channel.has_value()));
+  const Shape s32(PrimitiveType::kS32, {});
   // The root keeps its operand; member k receives it by the k-th of
   // (longest - 1) collective-permutes from each group's root to its k-th
   // process; processes in no group get zeros.

@@ -703,4 +703,77 @@ absl::Status Translator::CollectivePermuteOp(Builder* b, const Operation& op,
                        shape}});
 }
 
+absl::Status Translator::BitcastBits(Builder* b, const Operation& op,
+                                     const Value& in) {
+  const Shape& result = op.result_types[0];
+  const bool pack = in.shape.element_type() == PrimitiveType::kPred;
+  const Shape& bits = pack ? in.shape : result;
+  const Shape& wide = pack ? result : in.shape;
+  const PrimitiveType t = wide.element_type();
+  const int width = BitWidth(t);
+  const std::optional<PrimitiveType> word =
+      width == 8    ? std::optional(PrimitiveType::kU8)
+      : width == 16 ? std::optional(PrimitiveType::kU16)
+      : width == 32 ? std::optional(PrimitiveType::kU32)
+      : width == 64 ? std::optional(PrimitiveType::kU64)
+                    : std::nullopt;
+  if (!word.has_value() || wide.IsTuple() || bits.IsTuple()) {
+    return Unsupported(
+        op, absl::StrFormat("bitcast_convert between i1 and %s is not "
+                            "supported (i1 packs into types of 8, 16, 32 "
+                            "or 64 bits)",
+                            mlir::MlirTypeString(wide)));
+  }
+  std::vector<int64_t> expanded(wide.dimensions().begin(),
+                                wide.dimensions().end());
+  expanded.push_back(width);
+  if (bits.dimensions() != absl::Span<const int64_t>(expanded)) {
+    return Invalid(
+        op, absl::StrFormat(
+                "%s of i1 holds the bits of %s; "
+                "it must be %s",
+                mlir::MlirTypeString(bits), mlir::MlirTypeString(wide),
+                mlir::MlirTypeString(Shape(PrimitiveType::kPred, expanded))));
+  }
+  const Shape words(*word, expanded);
+  const std::string shifts = Emit(b, &op, words, "iota", {},
+                                  absl::StrCat("iota_dimension=", wide.rank()));
+  const Shape packed(*word, std::vector<int64_t>(wide.dimensions().begin(),
+                                                 wide.dimensions().end()));
+  const std::string zero = EmitLine(b, &op, Shape(*word, {}), "constant", "0");
+  if (pack) {
+    // Bit k of each word is element k of its row: disjoint bits, so the
+    // sum is their or.
+    const std::string shifted =
+        Emit(b, &op, words, "shift-left",
+             {Emit(b, &op, words, "convert", {in.name}), shifts});
+    std::string value =
+        Emit(b, &op, packed, "reduce", {shifted, zero},
+             absl::StrCat("dimensions={", wide.rank(), "}, to_apply=%",
+                          AddComputation(*word)));
+    if (t != *word) value = Emit(b, &op, result, "bitcast-convert", {value});
+    return Define(b, op, {Value{value, result}});
+  }
+  std::string value = in.name;
+  if (t != *word) value = Emit(b, &op, packed, "bitcast-convert", {value});
+  std::vector<int64_t> spread;
+  for (int i = 0; i < wide.rank(); ++i) spread.push_back(i);
+  const std::string bit =
+      Emit(b, &op, words, "and",
+           {Emit(b, &op, words, "shift-right-logical",
+                 {Emit(b, &op, words, "broadcast", {value},
+                       absl::StrCat("dimensions=", Braced(spread))),
+                  shifts}),
+            Emit(b, &op, words, "broadcast",
+                 {EmitLine(b, &op, Shape(*word, {}), "constant", "1")},
+                 "dimensions={}")});
+  return Define(
+      b, op,
+      {Value{
+          Emit(b, &op, result, "compare",
+               {bit, Emit(b, &op, words, "broadcast", {zero}, "dimensions={}")},
+               "direction=NE"),
+          result}});
+}
+
 }  // namespace pjrt::hlo::stablehlo_internal

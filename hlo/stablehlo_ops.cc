@@ -137,6 +137,7 @@ Translator::OpTranslators() {
           {"all_to_all", &Translator::AllToAllOp},
           {"collective_permute", &Translator::CollectivePermuteOp},
           {"collective_broadcast", &Translator::CollectiveBroadcast},
+          {"collective_reduce", &Translator::CollectiveReduce},
           {"dynamic_pad", &Translator::DynamicWithConstants},
           {"dynamic_gather", &Translator::DynamicWithConstants},
           {"dynamic_conv", &Translator::DynamicWithConstants},
@@ -175,6 +176,14 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
   if ((name == "maximum" || name == "minimum") && op.result_types.size() == 1 &&
       IsComplex(op.result_types[0].element_type())) {
     return ComplexMinMax(b, op, name == "maximum");
+  }
+  if (name == "bitcast_convert" && op.result_types.size() == 1 &&
+      op.operands.size() == 1) {
+    PJRT_ASSIGN_OR_RETURN(Value in, Lookup(b, op.operands[0]));
+    const bool from_bits = in.shape.element_type() == PrimitiveType::kPred;
+    const bool to_bits =
+        op.result_types[0].element_type() == PrimitiveType::kPred;
+    if (from_bits != to_bits) return BitcastBits(b, op, in);
   }
   auto elementwise = ElementwiseOps().find(std::string(name));
   if (elementwise != ElementwiseOps().end()) {

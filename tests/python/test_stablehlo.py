@@ -239,3 +239,58 @@ def test_collective_broadcast_bounds_its_groups(client):
     with pytest.raises(pjrt_client.UnimplementedError,
                        match="a group of 1025 processes; at most 1024"):
         client.compile(program)
+
+
+def test_collective_reduce_keeps_each_groups_result_at_its_first(
+        interpreter_client):
+    """Three replicas, one group [2, 1]: replica 2 gets the group's sum,
+    replica 1 zeros, replica 0 (in no group) zeros."""
+    program = """module @m attributes {mhlo.num_replicas = 3 : i32} {
+  func.func @main(%x: tensor<3xi32>) -> tensor<3xi32> {
+    %0 = "stablehlo.collective_reduce"(%x) ({
+      ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+        %s = stablehlo.add %a, %b : tensor<i32>
+        stablehlo.return %s : tensor<i32>
+    }) {replica_groups = dense<[[2, 1]]> : tensor<1x2xi64>}
+      : (tensor<3xi32>) -> tensor<3xi32>
+    return %0 : tensor<3xi32>
+  }
+}
+"""
+    client = interpreter_client
+    inputs = [np.array([1, 2, 3], np.int32) * (10 ** r) for r in range(3)]
+    executable = client.compile(program)
+    try:
+        outputs = executable.execute_replicated([[x] for x in inputs])
+        got = [from_wire(out[0]) for out in outputs]
+    finally:
+        executable.delete()
+    np.testing.assert_array_equal(got[0], np.zeros(3, np.int32))
+    np.testing.assert_array_equal(got[1], np.zeros(3, np.int32))
+    np.testing.assert_array_equal(got[2], inputs[1] + inputs[2])
+
+
+def test_bitcast_convert_packs_i1_bits_least_significant_first(client):
+    """StableHLO's i1 is one bit: f32[3] <-> i1[3, 32] and i1[2, 16] ->
+    i16[2], bit 0 first, against numpy's little-endian bit order."""
+    program = """func.func @main(%x: tensor<3xf32>, %b: tensor<2x16xi1>)
+    -> (tensor<3x32xi1>, tensor<3xf32>, tensor<2xi16>) {
+  %bits = stablehlo.bitcast_convert %x : (tensor<3xf32>) -> tensor<3x32xi1>
+  %back = stablehlo.bitcast_convert %bits
+    : (tensor<3x32xi1>) -> tensor<3xf32>
+  %w = stablehlo.bitcast_convert %b : (tensor<2x16xi1>) -> tensor<2xi16>
+  return %bits, %back, %w : tensor<3x32xi1>, tensor<3xf32>, tensor<2xi16>
+}
+"""
+    x = np.array([1.5, -0.0, np.float32(3.1e-39)], np.float32)
+    b = np.array([[1, 0, 1, 1] * 4, [0] * 15 + [1]], bool)
+    executable = client.compile(program)
+    try:
+        bits, back, w = [o.to_numpy() for o in executable.execute([x, b])]
+    finally:
+        executable.delete()
+    want = np.unpackbits(x.view(np.uint8), bitorder="little").reshape(3, 32)
+    np.testing.assert_array_equal(bits, want.astype(bool))
+    np.testing.assert_array_equal(back.view(np.uint32), x.view(np.uint32))
+    packed = np.packbits(b, axis=1, bitorder="little").view(np.int16)
+    np.testing.assert_array_equal(w, packed.reshape(2))
