@@ -575,6 +575,11 @@ class Translator {
   // computed on.
   absl::Status CollectiveBroadcast(Builder* b, const Operation& op,
                                    absl::string_view name);
+  // collective_broadcast with has_dynamic_root: its last operand holds
+  // each operand's root (a place in the group); every process all-gathers
+  // its group's operands and keeps the root's (groups of one size, across
+  // replicas).
+  absl::Status DynamicRootBroadcast(Builder* b, const Operation& op);
   // collective_reduce: an all-reduce of each group (the processes up to the
   // largest named that are in none, alone) whose first process keeps the
   // result; the others get zeros.

@@ -505,13 +505,86 @@ absl::Status Translator::CollectiveReduce(Builder* b, const Operation& op,
              shape}});
 }
 
+absl::Status Translator::DynamicRootBroadcast(Builder* b, const Operation& op) {
+  PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
+  if (in.size() < 2 || op.result_types.size() != in.size() - 1) {
+    return Invalid(op,
+                   "with has_dynamic_root takes its operands, then the "
+                   "roots, and has one result per operand");
+  }
+  const size_t n = in.size() - 1;
+  const Shape& roots = in[n].shape;
+  if (roots.IsTuple() || roots.rank() != 1 ||
+      roots.dimensions(0) != static_cast<int64_t>(n) ||
+      !(IsSignedInteger(roots.element_type()) ||
+        IsUnsignedInteger(roots.element_type()))) {
+    return Invalid(op, absl::StrFormat("its roots are %s; they must be "
+                                       "integers, one per operand (%d)",
+                                       mlir::MlirTypeString(roots), n));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
+  if (channel.has_value()) {
+    return Unsupported(op,
+                       "has_dynamic_root across partitions (with a "
+                       "channel) is not supported; across replicas it is");
+  }
+  PJRT_ASSIGN_OR_RETURN(const Attribute* groups_attr,
+                        RequireAttr(op, {"replica_groups"}));
+  PJRT_ASSIGN_OR_RETURN(auto groups,
+                        Matrix(op, *groups_attr, "replica_groups"));
+  std::vector<std::string> texts;
+  for (const auto& g : groups) {
+    if (g.size() != groups[0].size()) {
+      return Unsupported(op, "has_dynamic_root needs groups of one size");
+    }
+    texts.push_back(Braced(g));
+  }
+  const int64_t size = groups.empty() ? 0 : groups[0].size();
+  // Every process gathers its group's operands and keeps the root's: the
+  // root's bits, whatever it is.
+  const Shape s32(PrimitiveType::kS32, {});
+  const std::string zero = EmitLine(b, &op, s32, "constant", "0");
+  const std::string attributes = absl::StrCat(
+      "dimensions={0}, replica_groups={", absl::StrJoin(texts, ","), "}");
+  std::vector<Value> results;
+  for (size_t i = 0; i < n; ++i) {
+    const Shape& shape = op.result_types[i];
+    if (shape.IsTuple() || in[i].shape != shape) {
+      return Invalid(op, absl::StrFormat("result %d is %s but operand %d is %s",
+                                         i, mlir::MlirTypeString(shape), i,
+                                         mlir::MlirTypeString(in[i].shape)));
+    }
+    std::vector<int64_t> one = {1};
+    one.insert(one.end(), shape.dimensions().begin(), shape.dimensions().end());
+    std::vector<int64_t> all = one;
+    all[0] = size;
+    const Shape piece(shape.element_type(), one);
+    const std::string gathered =
+        Emit(b, &op, Shape(shape.element_type(), all), "all-gather",
+             {Emit(b, &op, piece, "reshape", {in[i].name})}, attributes);
+    const std::string root =
+        Emit(b, &op, s32, "convert",
+             {Emit(b, &op, Shape(roots.element_type(), {}), "reshape",
+                   {Emit(b, &op, Shape(roots.element_type(), {1}), "slice",
+                         {in[n].name},
+                         absl::StrFormat("slice={[%d:%d]}", i, i + 1))})});
+    std::vector<std::string> starts = {gathered, root};
+    for (int d = 0; d < shape.rank(); ++d) starts.push_back(zero);
+    results.push_back(
+        Value{Emit(b, &op, shape, "reshape",
+                   {Emit(b, &op, piece, "dynamic-slice", starts,
+                         absl::StrCat("dynamic_slice_sizes=", Braced(one)))}),
+              shape});
+  }
+  return Define(b, op, std::move(results));
+}
+
 absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
                                              absl::string_view /*name*/) {
-  if (Attr(op, {"has_dynamic_root"}) != nullptr) {
-    return Unsupported(op,
-                       "has_dynamic_root (a root chosen at run time) is "
-                       "not supported; the first process of each group "
-                       "is the root");
+  const Attribute* dynamic = Attr(op, {"has_dynamic_root"});
+  if (dynamic != nullptr &&
+      (dynamic->kind == AttrKind::kUnit || dynamic->boolean)) {
+    return DynamicRootBroadcast(b, op);
   }
   PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
   if (in.empty() || op.result_types.size() != in.size()) {

@@ -7,11 +7,12 @@ states what it expects with `check.*` ops. Each test function becomes one
 program here: every `check.expect_eq_const %x, dense<...> : T` (or
 `_almost_eq_const`) becomes a constant of the expected value, and the function
 returns each checked value beside its expected one, so that the comparison
-happens in the test (exact for `eq`, within 1e-4 for `almost_eq`, as
-StableHLO's checker does).
+happens in the test (exact for `eq`, within 1e-4 for `almost_eq`, within
+the stated units in the last place for `expect_close`, as StableHLO's
+checker does).
 
 Functions that need what a single program cannot give (the interpreter's
-`interpreter.run_parallel` and probes, `check.expect_close`) are cases too:
+`interpreter.run_parallel` and probes) are cases too:
 they report why they cannot run. The list of cases that do not pass, and
 why, lives in tests/data/stablehlo/interpret_skips.txt; the test
 regenerates it with PJRT_WRITE_STABLEHLO_SKIPS=1.
@@ -155,6 +156,22 @@ def _rewrite(function: str, name: str) -> tuple[str, list[str], str]:
             checks.append("eq" if kind == "expect_eq_const" else
                           f"almost:{tolerance.group(1)}" if tolerance
                           else "almost")
+        elif kind == "expect_close":
+            # check.expect_close %a, %b, max_ulp_difference = N
+            # [, min_ulp_difference = M] : T, T
+            sm = re.match(r"check\.\w+\s+(%[\w#.$-]+)\s*,\s*(%[\w#.$-]+)\s*"
+                          r"((?:,\s*\w+\s*=\s*\d+\s*)*):\s*(.*)$",
+                          statement, re.S)
+            if not sm:
+                return "", [], f"cannot read {statement[:60]!r}"
+            limits = dict(re.findall(r"(\w+)\s*=\s*(\d+)", sm.group(3)))
+            written = sm.group(4)
+            tys = ([t.strip() for t in written.split(",")]
+                   if written.count("tensor") > 1 else [written.strip()] * 2)
+            returned += [sm.group(1), sm.group(2)]
+            types += tys[:2]
+            checks.append(f"ulp:{limits.get('max_ulp_difference', 0)}:"
+                          f"{limits.get('min_ulp_difference', 0)}")
         elif kind in ("expect_eq", "expect_almost_eq"):
             sm = re.match(r"check\.\w+\s+(%[\w#.$-]+)\s*,\s*(%[\w#.$-]+)\s*"
                           r"(?:,\s*tolerance\s*=\s*([\d.e+-]+)\s*)?:"
@@ -318,6 +335,8 @@ def compare(kind: str, got: np.ndarray, want: np.ndarray) -> str:
     want = np.asarray(want)
     if got.shape != want.shape:
         return f"shape {got.shape} where {want.shape} was expected"
+    if kind.startswith("ulp:"):
+        return _compare_ulps(kind, got, want)
     tolerance = TOLERANCE
     if kind.startswith("almost:"):
         kind, tolerance = "almost", float(kind.split(":")[1])
@@ -338,6 +357,30 @@ def compare(kind: str, got: np.ndarray, want: np.ndarray) -> str:
     return (f"got {np.array2string(got.reshape(-1)[:16], threshold=16)} "
             f"where {np.array2string(want.reshape(-1)[:16], threshold=16)} "
             f"was expected")
+
+
+def _compare_ulps(kind: str, got: np.ndarray, want: np.ndarray) -> str:
+    """check.expect_close: the floats' distance in units in the last place
+    (how many representable values lie between them) within [min, max]."""
+    _, most, least = kind.split(":")
+    if got.dtype != want.dtype or got.dtype.kind != "f":
+        return f"expect_close compares floats of one type, not {got.dtype}"
+    ints = np.dtype(f"int{8 * got.dtype.itemsize}")
+
+    def ordered(x):
+        # Sign-magnitude bits to one increasing integer line.
+        bits = x.view(ints).astype(np.int64)
+        top = np.int64(1) << (8 * x.dtype.itemsize - 1)
+        return np.where(bits < 0, -(bits & (top - 1)), bits)
+
+    distance = np.abs(ordered(got) - ordered(want))
+    bad = (distance > int(most)) | (distance < int(least))
+    both_nan = np.isnan(got) & np.isnan(want)
+    if not np.any(bad & ~both_nan):
+        return ""
+    return (f"got {got.reshape(-1)[:16]} where {want.reshape(-1)[:16]} was "
+            f"expected within {least} to {most} ulps (off by "
+            f"{distance.reshape(-1)[:16]})")
 
 
 def read_skips() -> dict[str, str]:

@@ -294,3 +294,42 @@ def test_bitcast_convert_packs_i1_bits_least_significant_first(client):
     np.testing.assert_array_equal(back.view(np.uint32), x.view(np.uint32))
     packed = np.packbits(b, axis=1, bitorder="little").view(np.int16)
     np.testing.assert_array_equal(w, packed.reshape(2))
+
+
+def test_collective_broadcast_with_roots_chosen_at_run_time(
+        interpreter_client):
+    """has_dynamic_root: four replicas in groups [3, 1] and [0, 2]; the
+    roots (places in the group) are a parameter: operand 0 from place 1,
+    operand 1 from place 0, bits kept (-0.0 and a NaN payload)."""
+    program = """module @m attributes {mhlo.num_replicas = 4 : i32} {
+  func.func @main(%x: tensor<2xf32>, %y: tensor<i32>, %r: tensor<2xi32>)
+      -> (tensor<2xf32>, tensor<i32>) {
+    %0:2 = "stablehlo.collective_broadcast"(%x, %y, %r) {
+      replica_groups = dense<[[3, 1], [0, 2]]> : tensor<2x2xi64>,
+      has_dynamic_root
+    } : (tensor<2xf32>, tensor<i32>, tensor<2xi32>)
+      -> (tensor<2xf32>, tensor<i32>)
+    return %0#0, %0#1 : tensor<2xf32>, tensor<i32>
+  }
+}
+"""
+    client = interpreter_client
+    nan = np.array([0x7fc01234], np.uint32).view(np.float32)[0]
+    xs = [np.array([r, -0.0 if r == 1 else nan], np.float32)
+          for r in range(4)]
+    ys = [np.array(100 + r, np.int32) for r in range(4)]
+    roots = np.array([1, 0], np.int32)
+    executable = client.compile(program)
+    try:
+        outputs = executable.execute_replicated(
+            [[xs[r], ys[r], roots] for r in range(4)])
+        got = [[from_wire(b) for b in out] for out in outputs]
+    finally:
+        executable.delete()
+    # Group [3, 1]: place 1 is replica 1, place 0 replica 3; group [0, 2]:
+    # place 1 is replica 2, place 0 replica 0.
+    for r, (x_from, y_from) in {0: (2, 0), 2: (2, 0), 1: (1, 3),
+                                3: (1, 3)}.items():
+        np.testing.assert_array_equal(got[r][0].view(np.uint32),
+                                      xs[x_from].view(np.uint32))
+        assert got[r][1] == ys[y_from]
