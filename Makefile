@@ -58,9 +58,9 @@ test-python:
 	  PJRT_RECORD_PROGRAMS=$(RECORDED) $(PYTHON) -m pytest -q tests/python tests/stress
 
 # Every program the Python suites ran on the host platform compiles for
-# CUDA (sm_90 and sm_80, through NVRTC: no GPU needed); only the
-# collectives NCCL cannot run may be refused. Run after test-python;
-# skipped where the build has no CUDA Toolkit.
+# CUDA (sm_90 and sm_80, through NVRTC: no GPU needed); none may be
+# refused. Run after test-python; skipped where the build has no CUDA
+# Toolkit.
 test-cuda-programs:
 	@if [ ! -x $(BUILD_DIR)/bin/pjrt_cuda_codegen_tests ]; then \
 	  echo "test-cuda-programs: skipped (built without the CUDA Toolkit)"; \

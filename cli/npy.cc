@@ -139,9 +139,7 @@ int64_t HostArray::element_count() const {
 
 std::string NpyDescr(pjrt_client::DType dtype) {
   if (dtype == pjrt_client::DType::kBF16) return "<u2";
-  if (dtype == pjrt_client::DType::kF8E4M3FN ||
-      dtype == pjrt_client::DType::kF8E5M2 ||
-      dtype == pjrt_client::DType::kU4) {
+  if (pjrt_client::IsFloat8(dtype) || dtype == pjrt_client::DType::kU4) {
     return "|u1";
   }
   if (dtype == pjrt_client::DType::kS4) return "|i1";
@@ -386,9 +384,7 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array,
     }
     return out;
   }
-  if ((want == pjrt_client::DType::kF8E4M3FN ||
-       want == pjrt_client::DType::kF8E5M2) &&
-      array.dtype == pjrt_client::DType::kU8) {
+  if (pjrt_client::IsFloat8(want) && array.dtype == pjrt_client::DType::kU8) {
     array.dtype = want;  // codes
     return array;
   }
@@ -413,8 +409,7 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array,
   std::string hint;
   if (want == pjrt_client::DType::kBF16) {
     hint = "; give bf16 values as uint16 bit patterns or as float32";
-  } else if (want == pjrt_client::DType::kF8E4M3FN ||
-             want == pjrt_client::DType::kF8E5M2) {
+  } else if (pjrt_client::IsFloat8(want)) {
     hint = "; give f8 values as their uint8 codes";
   } else if (want == pjrt_client::DType::kS4 ||
              want == pjrt_client::DType::kU4) {

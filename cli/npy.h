@@ -8,7 +8,7 @@
 //
 // bf16 has no NumPy type: a bf16 parameter takes uint16 bit patterns ('<u2')
 // or float32 values ('<f4', rounded to nearest even), and bf16 results are
-// written as uint16 bit patterns ('<u2'). Likewise f8e4m3fn and f8e5m2 take
+// written as uint16 bit patterns ('<u2'). Likewise the f8 types take
 // and give their uint8 codes ('|u1'), s4 int8 values ('|i1', -8..7) and u4
 // uint8 values ('|u1', 0..15); the wire packs s4 and u4 two per byte.
 // Big-endian and Fortran-order files are read too (converted to the wire's

@@ -184,11 +184,6 @@ inline ShapeRule ShapeRuleFor(Opcode opcode) {
 
 inline bool IsUnconvertedFloatType(PrimitiveType type) {
   switch (type) {
-    case PrimitiveType::kF8E4M3B11FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
     case PrimitiveType::kF4E2M1FN:
     case PrimitiveType::kF8E8M0FNU:
       return true;

@@ -317,20 +317,23 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
       literal->Set<uint16_t>(index, b);
       break;
     }
-    case PrimitiveType::kF8E4M3FN: {
-      const uint8_t b = Float8E4M3FN::FromFloat(static_cast<float>(value));
-      if (finite && (b & 0x7fu) == 0x7fu) return out_of_range();
-      literal->Set<uint8_t>(index, b);
-      break;
-    }
-    case PrimitiveType::kF8E5M2: {
-      const uint8_t b = Float8E5M2::FromFloat(static_cast<float>(value));
-      if (finite && (b & 0x7fu) == 0x7cu) return out_of_range();
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ: {
+      const uint8_t b = Float8FromFloat(type, static_cast<float>(value));
+      // A finite value past the largest one became infinity or NaN.
+      if (finite && !std::isfinite(Float8ToFloat(type, b))) {
+        return out_of_range();
+      }
       literal->Set<uint8_t>(index, b);
       break;
     }
     default:
-      break;  // the other f8 and f4 types: checked, not stored.
+      break;  // f4e2m1fn and f8e8m0fnu: checked, not stored.
   }
   Next();
   return absl::OkStatus();

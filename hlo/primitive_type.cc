@@ -1,8 +1,10 @@
 #include "hlo/primitive_type.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "hlo/float8.h"
 
 namespace pjrt::hlo {
 
@@ -15,13 +17,8 @@ bool IsArrayType(PrimitiveType type) {
 
 namespace {
 constexpr PrimitiveType kParseOnlyTypes[] = {
-    PrimitiveType::kF8E4M3B11FNUZ,
-    PrimitiveType::kF8E5M2FNUZ,
-    PrimitiveType::kF8E4M3FNUZ,
     PrimitiveType::kS2,
     PrimitiveType::kU2,
-    PrimitiveType::kF8E4M3,
-    PrimitiveType::kF8E3M4,
     PrimitiveType::kF4E2M1FN,
     PrimitiveType::kF8E8M0FNU,
 };
@@ -200,7 +197,64 @@ int64_t PackedByteSize(PrimitiveType type, int64_t count) {
 bool IsFloatingPoint(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
          type == PrimitiveType::kF32 || type == PrimitiveType::kF64 ||
-         type == PrimitiveType::kF8E4M3FN || type == PrimitiveType::kF8E5M2;
+         IsFloat8(type);
+}
+
+bool IsFloat8(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return true;
+    default:
+      return false;
+  }
+}
+
+float Float8ToFloat(PrimitiveType type, uint8_t bits) {
+  switch (type) {
+    case PrimitiveType::kF8E4M3FN:
+      return Float8E4M3FN::ToFloat(bits);
+    case PrimitiveType::kF8E5M2:
+      return Float8E5M2::ToFloat(bits);
+    case PrimitiveType::kF8E4M3:
+      return Float8E4M3::ToFloat(bits);
+    case PrimitiveType::kF8E3M4:
+      return Float8E3M4::ToFloat(bits);
+    case PrimitiveType::kF8E4M3FNUZ:
+      return Float8E4M3FNUZ::ToFloat(bits);
+    case PrimitiveType::kF8E5M2FNUZ:
+      return Float8E5M2FNUZ::ToFloat(bits);
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return Float8E4M3B11FNUZ::ToFloat(bits);
+    default:
+      return NAN;
+  }
+}
+
+uint8_t Float8FromFloat(PrimitiveType type, float f) {
+  switch (type) {
+    case PrimitiveType::kF8E4M3FN:
+      return Float8E4M3FN::FromFloat(f);
+    case PrimitiveType::kF8E5M2:
+      return Float8E5M2::FromFloat(f);
+    case PrimitiveType::kF8E4M3:
+      return Float8E4M3::FromFloat(f);
+    case PrimitiveType::kF8E3M4:
+      return Float8E3M4::FromFloat(f);
+    case PrimitiveType::kF8E4M3FNUZ:
+      return Float8E4M3FNUZ::FromFloat(f);
+    case PrimitiveType::kF8E5M2FNUZ:
+      return Float8E5M2FNUZ::FromFloat(f);
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return Float8E4M3B11FNUZ::FromFloat(f);
+    default:
+      return 0;
+  }
 }
 
 bool IsComplex(PrimitiveType type) {

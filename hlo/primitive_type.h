@@ -34,11 +34,12 @@ enum class PrimitiveType : int {
   kF8E4M3FN = 20,
   kS4 = 21,
   kU4 = 22,
-  // Types the parser accepts but the runtime does not compute with; the
-  // verifier answers UNIMPLEMENTED naming them.
   kF8E4M3B11FNUZ = 23,
   kF8E5M2FNUZ = 24,
   kF8E4M3FNUZ = 25,
+  // s2, u2, f4e2m1fn and f8e8m0fnu: the parser accepts them, the runtime
+  // does not compute with them (the verifier answers UNIMPLEMENTED naming
+  // them).
   kS2 = 26,
   kU2 = 27,
   kF8E4M3 = 28,
@@ -49,13 +50,18 @@ enum class PrimitiveType : int {
 
 // The array element types in a stable order (for tests and listings).
 inline constexpr PrimitiveType kArrayTypes[] = {
-    PrimitiveType::kPred,   PrimitiveType::kS8,   PrimitiveType::kS16,
-    PrimitiveType::kS32,    PrimitiveType::kS64,  PrimitiveType::kU8,
-    PrimitiveType::kU16,    PrimitiveType::kU32,  PrimitiveType::kU64,
-    PrimitiveType::kF16,    PrimitiveType::kBf16, PrimitiveType::kF32,
-    PrimitiveType::kF64,    PrimitiveType::kC64,  PrimitiveType::kC128,
-    PrimitiveType::kS4,     PrimitiveType::kU4,   PrimitiveType::kF8E4M3FN,
-    PrimitiveType::kF8E5M2,
+    PrimitiveType::kPred,       PrimitiveType::kS8,
+    PrimitiveType::kS16,        PrimitiveType::kS32,
+    PrimitiveType::kS64,        PrimitiveType::kU8,
+    PrimitiveType::kU16,        PrimitiveType::kU32,
+    PrimitiveType::kU64,        PrimitiveType::kF16,
+    PrimitiveType::kBf16,       PrimitiveType::kF32,
+    PrimitiveType::kF64,        PrimitiveType::kC64,
+    PrimitiveType::kC128,       PrimitiveType::kS4,
+    PrimitiveType::kU4,         PrimitiveType::kF8E4M3FN,
+    PrimitiveType::kF8E5M2,     PrimitiveType::kF8E4M3,
+    PrimitiveType::kF8E3M4,     PrimitiveType::kF8E4M3FNUZ,
+    PrimitiveType::kF8E5M2FNUZ, PrimitiveType::kF8E4M3B11FNUZ,
 };
 
 // True for the types pjrtd computes with and stores in buffers (those of
@@ -92,6 +98,9 @@ std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name);
 std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name);
 
 bool IsFloatingPoint(PrimitiveType type);
+// The 8-bit floats (hlo/float8.h): f8e4m3fn, f8e5m2, f8e4m3, f8e3m4,
+// f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz.
+bool IsFloat8(PrimitiveType type);
 bool IsComplex(PrimitiveType type);
 bool IsSignedInteger(PrimitiveType type);
 bool IsUnsignedInteger(PrimitiveType type);

@@ -117,9 +117,13 @@ inline double FloatFromBits(PrimitiveType type, uint64_t bits) {
     case PrimitiveType::kBf16:
       return Bfloat16ToFloat(static_cast<uint16_t>(bits));
     case PrimitiveType::kF8E4M3FN:
-      return Float8E4M3FN::ToFloat(static_cast<uint8_t>(bits));
     case PrimitiveType::kF8E5M2:
-      return Float8E5M2::ToFloat(static_cast<uint8_t>(bits));
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return Float8ToFloat(type, static_cast<uint8_t>(bits));
     default: {
       double d;
       std::memcpy(&d, &bits, 8);

@@ -124,7 +124,9 @@ class Verifier {
           inst, absl::StrFormat(
                     "element type %s is not supported by pjrtd (supported: "
                     "pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, "
-                    "f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64, c128)",
+                    "f8e4m3fn, f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, "
+                    "f8e5m2fnuz, f8e4m3b11fnuz, f16, bf16, f32, f64, c64, "
+                    "c128)",
                     PrimitiveTypeName(shape.element_type())));
     }
     return absl::OkStatus();

@@ -54,6 +54,11 @@ absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
       return std::string("pj_u16");
     case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
       return std::string("pj_u8");
     case PrimitiveType::kF32:
       return std::string("float");
@@ -645,8 +650,7 @@ absl::Status Generator::Emit(const host::DotStep& s) {
           : "",
       s.batch, s.m, s.k, s.k, s.n, s.lhs_transposed ? " (lhs transposed)" : "",
       s.rhs_transposed ? " (rhs transposed)" : "");
-  if (s.operand_type == PrimitiveType::kF8E4M3FN ||
-      s.operand_type == PrimitiveType::kF8E5M2) {
+  if (hlo::IsFloat8(s.operand_type)) {
     return absl::UnimplementedError(absl::StrFormat(
         "a dot of %s operands does not run on the CUDA backend yet (fp8 "
         "products through cuBLASLt come later); run this program with "
@@ -818,6 +822,11 @@ absl::Status Generator::Emit(const host::CollectiveStep& s) {
         return PrimitiveType::kU32;
       case PrimitiveType::kF8E4M3FN:
       case PrimitiveType::kF8E5M2:
+      case PrimitiveType::kF8E4M3:
+      case PrimitiveType::kF8E3M4:
+      case PrimitiveType::kF8E4M3FNUZ:
+      case PrimitiveType::kF8E5M2FNUZ:
+      case PrimitiveType::kF8E4M3B11FNUZ:
         return PrimitiveType::kF32;
       default:
         return std::nullopt;

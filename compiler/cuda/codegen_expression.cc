@@ -20,6 +20,16 @@ const char* NarrowFloatName(PrimitiveType type) {
       return "f8e4m3fn";
     case PrimitiveType::kF8E5M2:
       return "f8e5m2";
+    case PrimitiveType::kF8E4M3:
+      return "f8e4m3";
+    case PrimitiveType::kF8E3M4:
+      return "f8e3m4";
+    case PrimitiveType::kF8E4M3FNUZ:
+      return "f8e4m3fnuz";
+    case PrimitiveType::kF8E5M2FNUZ:
+      return "f8e5m2fnuz";
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return "f8e4m3b11fnuz";
     default:
       return nullptr;
   }

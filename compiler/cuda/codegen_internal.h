@@ -52,7 +52,7 @@ inline int64_t BlocksFor(int64_t elements, int threads = kThreads) {
 // f16, bf16 and the f8 types.
 inline bool IsHalf(PrimitiveType t) {
   return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
-         t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2;
+         hlo::IsFloat8(t);
 }
 inline bool IsInt4(PrimitiveType t) {
   return t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
@@ -64,7 +64,7 @@ inline bool IsFloat(PrimitiveType t) {
 inline absl::Status Unsupported(PrimitiveType type) {
   return absl::UnimplementedError(absl::StrFormat(
       "the CUDA backend does not compute %s (it computes pred, s4-s64, "
-      "u4-u64, f8e4m3fn, f8e5m2, f16, bf16, f32, f64, c64 and c128); run "
+      "u4-u64, the f8 types, f16, bf16, f32, f64, c64 and c128); run "
       "this program with --platform host",
       hlo::PrimitiveTypeName(type)));
 }

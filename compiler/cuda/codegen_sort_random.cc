@@ -325,6 +325,11 @@ std::string Generator::TotalOrderKey(PrimitiveType type, const std::string& v) {
           v, v, v);
     case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
       return absl::StrFormat(
           "((%s & 0x80u) ? (~(unsigned)%s & 0xffu) : "
           "((unsigned)%s | 0x80u))",

@@ -131,9 +131,8 @@ absl::Status CheckNcclCollective(const CollectiveStep& s) {
                        s.kind == CollectiveStep::Kind::kReduceScatter;
   // The others move bytes, whatever they are.
   for (PrimitiveType t : s.types) {
-    if (reduces &&
-        (t == PrimitiveType::kS16 || t == PrimitiveType::kU16 ||
-         t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2)) {
+    if (reduces && (t == PrimitiveType::kS16 || t == PrimitiveType::kU16 ||
+                    hlo::IsFloat8(t))) {
       return absl::InternalError(
           absl::StrFormat("%s: a reduction of %s reached NCCL unwidened",
                           s.name, hlo::PrimitiveTypeName(t)));

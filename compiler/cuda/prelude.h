@@ -96,55 +96,71 @@ __device__ __forceinline__ pj_u16 pj_f32_to_bf16(float f) {
 __device__ __forceinline__ float pj_round_f16(float f) { return pj_f16_to_f32(pj_f32_to_f16(f)); }
 __device__ __forceinline__ float pj_round_bf16(float f) { return pj_bf16_to_f32(pj_f32_to_bf16(f)); }
 
-// The 8-bit floats (hlo/float8.h): E exponent bits, M mantissa bits, with
-// or without infinities (f8e5m2, f8e4m3fn). From float: nearest, ties to
-// even, subnormals kept; past the largest finite value, infinity (or NaN
-// without one).
-template <int E, int M, bool kInf>
+// The 8-bit floats (hlo/float8.h): E exponent bits, M mantissa bits, an
+// encoding K (0: IEEE-style infinities and NaNs, f8e5m2, f8e4m3, f8e3m4;
+// 1: finite, one NaN per sign, f8e4m3fn; 2: finite with an unsigned zero
+// and one NaN 0x80, the fnuz types) and a bias B. From float: nearest,
+// ties to even, subnormals kept; past the largest finite value, infinity
+// (or NaN without one); fnuz has no -0.
+template <int E, int M, int K, int B>
 __device__ __forceinline__ float pj_f8_to_f32(pj_u8 bits) {
-  const int bias = (1 << (E - 1)) - 1;
+  if (K == 2 && bits == 0x80) return __int_as_float(0x7fc00000);
   const int exponent = (bits >> M) & ((1 << E) - 1);
   const int mantissa = bits & ((1 << M) - 1);
   float value;
-  if (kInf && exponent == (1 << E) - 1) {
+  if (K == 0 && exponent == (1 << E) - 1) {
     value = mantissa == 0 ? __int_as_float(0x7f800000) : __int_as_float(0x7fc00000);
-  } else if (!kInf && exponent == (1 << E) - 1 && mantissa == (1 << M) - 1) {
+  } else if (K == 1 && exponent == (1 << E) - 1 && mantissa == (1 << M) - 1) {
     value = __int_as_float(0x7fc00000);
   } else if (exponent == 0) {
-    value = ldexpf((float)mantissa, 1 - bias - M);
+    value = ldexpf((float)mantissa, 1 - B - M);
   } else {
-    value = ldexpf(1.0f + (float)mantissa / (float)(1 << M), exponent - bias);
+    value = ldexpf(1.0f + (float)mantissa / (float)(1 << M), exponent - B);
   }
   return (bits >> 7) ? -value : value;
 }
-template <int E, int M, bool kInf>
+template <int E, int M, int K, int B>
 __device__ __forceinline__ pj_u8 pj_f32_to_f8(float f) {
-  const int bias = (1 << (E - 1)) - 1;
   const pj_u32 b = __float_as_uint(f);
   const pj_u8 sign = (pj_u8)((b >> 24) & 0x80);
   const pj_u32 abs = b & 0x7fffffffu;
-  const pj_u8 nan = kInf ? (pj_u8)((((1 << E) - 1) << M) | (1 << (M - 1))) : (pj_u8)0x7f;
-  const pj_u8 inf = kInf ? (pj_u8)(((1 << E) - 1) << M) : nan;
-  const pj_u32 max_finite = kInf ? (pj_u32)(inf - 1) : 0x7eu;
-  if (abs > 0x7f800000u) return sign | nan;
-  if (abs == 0x7f800000u) return sign | inf;
+  const pj_u8 nan = K == 0 ? (pj_u8)((((1 << E) - 1) << M) | (1 << (M - 1)))
+                  : K == 2 ? (pj_u8)0x80 : (pj_u8)0x7f;
+  const pj_u8 inf = K == 0 ? (pj_u8)(((1 << E) - 1) << M) : nan;
+  const pj_u32 max_finite = K == 0 ? (pj_u32)(inf - 1) : K == 2 ? 0x7fu : 0x7eu;
+  const pj_u8 nan_sign = K == 2 ? (pj_u8)0 : sign;
+  if (abs > 0x7f800000u) return nan_sign | nan;
+  if (abs == 0x7f800000u) return (K == 0 ? sign : nan_sign) | inf;
   pj_u32 code;
-  if (abs >= ((pj_u32)(127 + 1 - bias) << 23)) {
+  if (abs >= ((pj_u32)(127 + 1 - B) << 23)) {
     const int shift = 23 - M;
     const pj_u32 rounded = (abs + ((1u << (shift - 1)) - 1) + ((abs >> shift) & 1)) >> shift;
-    code = rounded - ((pj_u32)(127 - bias) << M);
-    if (code > max_finite) return sign | inf;
+    code = rounded - ((pj_u32)(127 - B) << M);
+    if (code > max_finite) return (K == 0 ? sign : nan_sign) | inf;
   } else {
-    code = (pj_u32)rintf(ldexpf(__uint_as_float(abs), bias - 1 + M));
+    code = (pj_u32)rintf(ldexpf(__uint_as_float(abs), B - 1 + M));
   }
+  if (K == 2 && code == 0) return 0;
   return (pj_u8)(sign | code);
 }
-__device__ __forceinline__ float pj_f8e4m3fn_to_f32(pj_u8 b) { return pj_f8_to_f32<4, 3, false>(b); }
-__device__ __forceinline__ pj_u8 pj_f32_to_f8e4m3fn(float f) { return pj_f32_to_f8<4, 3, false>(f); }
-__device__ __forceinline__ float pj_f8e5m2_to_f32(pj_u8 b) { return pj_f8_to_f32<5, 2, true>(b); }
-__device__ __forceinline__ pj_u8 pj_f32_to_f8e5m2(float f) { return pj_f32_to_f8<5, 2, true>(f); }
-__device__ __forceinline__ float pj_round_f8e4m3fn(float f) { return pj_f8e4m3fn_to_f32(pj_f32_to_f8e4m3fn(f)); }
-__device__ __forceinline__ float pj_round_f8e5m2(float f) { return pj_f8e5m2_to_f32(pj_f32_to_f8e5m2(f)); }
+#define PJ_F8(NAME, E, M, K, B)                                                 \
+  __device__ __forceinline__ float pj_##NAME##_to_f32(pj_u8 b) {              \
+    return pj_f8_to_f32<E, M, K, B>(b);                                       \
+  }                                                                           \
+  __device__ __forceinline__ pj_u8 pj_f32_to_##NAME(float f) {                \
+    return pj_f32_to_f8<E, M, K, B>(f);                                       \
+  }                                                                           \
+  __device__ __forceinline__ float pj_round_##NAME(float f) {                 \
+    return pj_##NAME##_to_f32(pj_f32_to_##NAME(f));                           \
+  }
+PJ_F8(f8e4m3fn, 4, 3, 1, 7)
+PJ_F8(f8e5m2, 5, 2, 0, 15)
+PJ_F8(f8e4m3, 4, 3, 0, 7)
+PJ_F8(f8e3m4, 3, 4, 0, 3)
+PJ_F8(f8e4m3fnuz, 4, 3, 2, 8)
+PJ_F8(f8e5m2fnuz, 5, 2, 2, 16)
+PJ_F8(f8e4m3b11fnuz, 4, 3, 2, 11)
+#undef PJ_F8
 
 // Floats.
 template <typename T> __device__ __forceinline__ T pj_fmax(T a, T b) {

@@ -31,7 +31,9 @@ template <typename S>
 constexpr bool kIsFloatStorage =
     std::is_floating_point_v<S> || std::is_same_v<S, Eigen::half> ||
     std::is_same_v<S, Eigen::bfloat16> || std::is_same_v<S, Float8E4M3FN> ||
-    std::is_same_v<S, Float8E5M2>;
+    std::is_same_v<S, Float8E5M2> || std::is_same_v<S, Float8E4M3> ||
+    std::is_same_v<S, Float8E3M4> || std::is_same_v<S, Float8E4M3FNUZ> ||
+    std::is_same_v<S, Float8E5M2FNUZ> || std::is_same_v<S, Float8E4M3B11FNUZ>;
 
 // The largest finite value of S below b, a value of S: every floating type
 // here is sign and magnitude, its magnitudes ordered as their bits are.

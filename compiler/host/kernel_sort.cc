@@ -39,6 +39,11 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
       return fold(static_cast<const uint16_t*>(base)[i], 16);
     case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
       return fold(static_cast<const uint8_t*>(base)[i], 8);
     case PrimitiveType::kF32:
       return fold(static_cast<const uint32_t*>(base)[i], 32);
@@ -214,6 +219,11 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
       return load(uint8_t{}, [](uint8_t b) { return uint32_t{b} ^ 0x80u; });
     case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
       return load(uint8_t{}, [&](uint8_t b) { return fold(b, 0x80u, 0xffu); });
     case PrimitiveType::kU32:
       return load(uint32_t{}, [](uint32_t b) { return b; });

@@ -16,8 +16,13 @@
 
 namespace pjrt::compiler::host {
 
+using hlo::Float8E3M4;
+using hlo::Float8E4M3;
+using hlo::Float8E4M3B11FNUZ;
 using hlo::Float8E4M3FN;
+using hlo::Float8E4M3FNUZ;
 using hlo::Float8E5M2;
+using hlo::Float8E5M2FNUZ;
 using hlo::PrimitiveType;
 
 template <PrimitiveType T>
@@ -44,6 +49,11 @@ PJRT_HOST_TYPE(kF32, float, float)
 PJRT_HOST_TYPE(kF64, double, double)
 PJRT_HOST_TYPE(kF8E4M3FN, Float8E4M3FN, float)
 PJRT_HOST_TYPE(kF8E5M2, Float8E5M2, float)
+PJRT_HOST_TYPE(kF8E4M3, Float8E4M3, float)
+PJRT_HOST_TYPE(kF8E3M4, Float8E3M4, float)
+PJRT_HOST_TYPE(kF8E4M3FNUZ, Float8E4M3FNUZ, float)
+PJRT_HOST_TYPE(kF8E5M2FNUZ, Float8E5M2FNUZ, float)
+PJRT_HOST_TYPE(kF8E4M3B11FNUZ, Float8E4M3B11FNUZ, float)
 PJRT_HOST_TYPE(kS4, int8_t, int8_t)
 PJRT_HOST_TYPE(kU4, uint8_t, uint8_t)
 PJRT_HOST_TYPE(kC64, std::complex<float>, std::complex<float>)
@@ -53,23 +63,28 @@ PJRT_HOST_TYPE(kC128, std::complex<double>, std::complex<double>)
 #define PJRT_CASE(PT)     \
   case PrimitiveType::PT: \
     return f(std::integral_constant<PrimitiveType, PrimitiveType::PT>());
-#define PJRT_REAL_CASES \
-  PJRT_CASE(kPred)      \
-  PJRT_CASE(kS8)        \
-  PJRT_CASE(kS16)       \
-  PJRT_CASE(kS32)       \
-  PJRT_CASE(kS64)       \
-  PJRT_CASE(kU8)        \
-  PJRT_CASE(kU16)       \
-  PJRT_CASE(kU32)       \
-  PJRT_CASE(kU64)       \
-  PJRT_CASE(kF16)       \
-  PJRT_CASE(kBf16)      \
-  PJRT_CASE(kF32)       \
-  PJRT_CASE(kF64)       \
-  PJRT_CASE(kF8E4M3FN)  \
-  PJRT_CASE(kF8E5M2)    \
-  PJRT_CASE(kS4)        \
+#define PJRT_REAL_CASES     \
+  PJRT_CASE(kPred)          \
+  PJRT_CASE(kS8)            \
+  PJRT_CASE(kS16)           \
+  PJRT_CASE(kS32)           \
+  PJRT_CASE(kS64)           \
+  PJRT_CASE(kU8)            \
+  PJRT_CASE(kU16)           \
+  PJRT_CASE(kU32)           \
+  PJRT_CASE(kU64)           \
+  PJRT_CASE(kF16)           \
+  PJRT_CASE(kBf16)          \
+  PJRT_CASE(kF32)           \
+  PJRT_CASE(kF64)           \
+  PJRT_CASE(kF8E4M3FN)      \
+  PJRT_CASE(kF8E5M2)        \
+  PJRT_CASE(kF8E4M3)        \
+  PJRT_CASE(kF8E3M4)        \
+  PJRT_CASE(kF8E4M3FNUZ)    \
+  PJRT_CASE(kF8E5M2FNUZ)    \
+  PJRT_CASE(kF8E4M3B11FNUZ) \
+  PJRT_CASE(kS4)            \
   PJRT_CASE(kU4)
 
 // Calls f with the PrimitiveType constant (as a std::integral_constant) of
@@ -84,6 +99,23 @@ auto DispatchType(PrimitiveType type, F&& f) {
       break;
   }
   return f(std::integral_constant<PrimitiveType, PrimitiveType::kF32>());
+}
+
+// Calls f with the PrimitiveType constant of `type`, an 8-bit float
+// (hlo::IsFloat8); any other type runs f as f8e4m3fn (never reached).
+template <typename F>
+auto DispatchFloat8(PrimitiveType type, F&& f) {
+  switch (type) {
+    PJRT_CASE(kF8E5M2)
+    PJRT_CASE(kF8E4M3)
+    PJRT_CASE(kF8E3M4)
+    PJRT_CASE(kF8E4M3FNUZ)
+    PJRT_CASE(kF8E5M2FNUZ)
+    PJRT_CASE(kF8E4M3B11FNUZ)
+    default:
+      break;
+  }
+  return f(std::integral_constant<PrimitiveType, PrimitiveType::kF8E4M3FN>());
 }
 
 // DispatchType, with c64 and c128 too.
@@ -127,7 +159,7 @@ inline constexpr bool kIsComplex<std::complex<T>> = true;
 // Types whose storage differs from their compute representation.
 inline bool IsNarrowFloat(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
-         type == PrimitiveType::kF8E4M3FN || type == PrimitiveType::kF8E5M2;
+         hlo::IsFloat8(type);
 }
 inline bool IsInt4(PrimitiveType type) {
   return type == PrimitiveType::kS4 || type == PrimitiveType::kU4;

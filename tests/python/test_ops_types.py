@@ -1,7 +1,7 @@
 """Element types beyond the original thirteen, on a real pjrtd: c64 and
 c128 (against numpy's complex arithmetic), s4 and u4 (packed two per byte
 in buffers, 4-bit wrapping arithmetic, saturating float converts), and
-f8e4m3fn and f8e5m2 (against a reference that rounds to the nearest of the
+the f8 types (against a reference that rounds to the nearest of the
 format's values, ties to even, and hand-derived edge values)."""
 
 from __future__ import annotations
@@ -393,21 +393,28 @@ ENTRY e {
 
 # --- f8 ---------------------------------------------------------------------
 
-# (exponent bits, mantissa bits, has infinity)
-F8 = {"f8e4m3fn": (4, 3, False), "f8e5m2": (5, 2, True)}
+# (exponent bits, mantissa bits, encoding, bias): "ieee" has infinities
+# and NaNs in its largest exponent, "fn" one NaN per sign (all bits set),
+# "fnuz" one NaN (0x80, the code of -0) and no -0.
+F8 = {"f8e4m3fn": (4, 3, "fn", 7), "f8e5m2": (5, 2, "ieee", 15),
+      "f8e4m3": (4, 3, "ieee", 7), "f8e3m4": (3, 4, "ieee", 3),
+      "f8e4m3fnuz": (4, 3, "fnuz", 8), "f8e5m2fnuz": (5, 2, "fnuz", 16),
+      "f8e4m3b11fnuz": (4, 3, "fnuz", 11)}
 
 
 def f8_value(code: int, ty: str) -> float:
     """The value of an f8 code, from the format's definition."""
-    e_bits, m_bits, has_inf = F8[ty]
-    bias = (1 << (e_bits - 1)) - 1
+    e_bits, m_bits, encoding, bias = F8[ty]
+    if encoding == "fnuz" and code == 0x80:
+        return np.nan
     sign = -1.0 if code & 0x80 else 1.0
     exponent = (code >> m_bits) & ((1 << e_bits) - 1)
     mantissa = code & ((1 << m_bits) - 1)
     top = (1 << e_bits) - 1
-    if has_inf and exponent == top:
+    if encoding == "ieee" and exponent == top:
         return sign * np.inf if mantissa == 0 else np.nan
-    if not has_inf and exponent == top and mantissa == (1 << m_bits) - 1:
+    if encoding == "fn" and exponent == top and \
+            mantissa == (1 << m_bits) - 1:
         return np.nan
     if exponent == 0:
         return sign * mantissa * 2.0 ** (1 - bias - m_bits)
@@ -416,9 +423,11 @@ def f8_value(code: int, ty: str) -> float:
 
 def f8_round(x: float, ty: str) -> float:
     """x rounded to the nearest f8 value, ties to the even code; past the
-    largest value by half an ulp or more: inf (e5m2) or NaN (e4m3fn)."""
+    largest value by half an ulp or more: inf where the format has one,
+    else NaN; fnuz formats have no -0."""
     if np.isnan(x):
         return np.nan
+    encoding = F8[ty][2]
     codes = [c for c in range(0x80) if np.isfinite(f8_value(c, ty))]
     values = [Fraction(f8_value(c, ty)) for c in codes]
     largest = values[-1]
@@ -427,10 +436,23 @@ def f8_round(x: float, ty: str) -> float:
     sign = -1.0 if np.signbit(x) else 1.0
     if a is None or a > largest + ulp / 2 or (
             a == largest + ulp / 2 and codes[-1] % 2 == 1):
-        return sign * (np.inf if F8[ty][2] else np.nan)
+        return sign * np.inf if encoding == "ieee" else np.nan
     best = min(range(len(codes)),
                key=lambda k: (abs(values[k] - a), codes[k] % 2))
+    if encoding == "fnuz" and values[best] == 0:
+        return 0.0
     return sign * float(values[best])
+
+
+def f8_edges(ty: str) -> list[float]:
+    """The largest value, the tie above it and past it, the smallest
+    subnormal and the ties around it, infinities."""
+    codes = [c for c in range(0x80) if np.isfinite(f8_value(c, ty))]
+    largest, below = f8_value(codes[-1], ty), f8_value(codes[-2], ty)
+    tiny = f8_value(1, ty)
+    return [largest, largest + (largest - below) / 2,
+            largest + (largest - below) * 0.75, 2 * largest, tiny / 2,
+            3 * tiny / 2, tiny, 0.3, -1e-3, -tiny / 4, np.inf, -np.inf]
 
 
 @pytest.mark.parametrize("ty", sorted(F8))
@@ -460,7 +482,7 @@ def test_f32_to_f8_rounds_to_nearest_even_and_overflows(client, ty):
         # infinity.
         "f8e5m2": [57344, 61439, 61440, 1e6, 2.0 ** -17, 3 * 2.0 ** -17,
                    0.3, -1e-3, np.inf, -np.inf],
-    }[ty]
+    }.get(ty, []) + f8_edges(ty)
     x = np.concatenate([np.array(edges, np.float32),
                         (RNG.standard_normal(200) * 50).astype(np.float32),
                         np.array([np.nan, -0.0], np.float32)])
@@ -472,7 +494,8 @@ ENTRY e {{
     (out,) = run(client, hlo, [x])
     want = np.array([f8_round(float(v), ty) for v in x], np.float32)
     np.testing.assert_array_equal(out, want)
-    assert np.signbit(out[-1])  # -0 stays -0
+    # -0 stays -0, but for the fnuz formats, which have none.
+    assert np.signbit(out[-1]) == (F8[ty][2] != "fnuz")
 
 
 def test_f8_arithmetic_computes_in_f32_and_rounds_after_each_op(client):

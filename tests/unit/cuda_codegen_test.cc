@@ -715,6 +715,27 @@ ENTRY e {
             f8e5m2[6,9], f8e5m2[6], pred[6,9]) tuple(t, xa, xc, ov, cf, mx, r, lt)
 })",
      0},
+    {"f8_formats_with_infinities_and_unsigned_zeros", R"(
+HloModule m
+ENTRY e {
+  x = f32[6,9] parameter(0)
+  y = f32[6,9] parameter(1)
+  big = f32[6,9] multiply(x, x)
+  tiny = f32[6,9] multiply(y, f32[6,9] broadcast(f32[] constant(-0.001)))
+  a = f8e4m3[6,9] convert(big)
+  b = f8e3m4[6,9] convert(x)
+  c = f8e4m3fnuz[6,9] convert(tiny)
+  d = f8e5m2fnuz[6,9] convert(big)
+  e = f8e4m3b11fnuz[6,9] convert(x)
+  s = f8e3m4[6,9] add(b, b)
+  m = f8e4m3fnuz[6,9] multiply(c, c)
+  n = f8e4m3b11fnuz[6,9] negate(e)
+  back = f32[6,9] convert(d)
+  ROOT o = (f8e4m3[6,9], f8e3m4[6,9], f8e4m3fnuz[6,9], f8e5m2fnuz[6,9],
+            f8e4m3b11fnuz[6,9], f8e3m4[6,9], f8e4m3fnuz[6,9], f8e4m3b11fnuz[6,9],
+            f32[6,9]) tuple(a, b, c, d, e, s, m, n, back)
+})",
+     0},
     {"complex_moves_and_component_wise_ops", R"(
 HloModule m
 ENTRY e {

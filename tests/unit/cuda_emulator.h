@@ -174,9 +174,13 @@ inline double Value(PrimitiveType t, const void* data, int64_t i) {
       return f;
     }
     case PrimitiveType::kF8E4M3FN:
-      return hlo::Float8E4M3FN::ToFloat(static_cast<const uint8_t*>(data)[i]);
     case PrimitiveType::kF8E5M2:
-      return hlo::Float8E5M2::ToFloat(static_cast<const uint8_t*>(data)[i]);
+    case PrimitiveType::kF8E4M3:
+    case PrimitiveType::kF8E3M4:
+    case PrimitiveType::kF8E4M3FNUZ:
+    case PrimitiveType::kF8E5M2FNUZ:
+    case PrimitiveType::kF8E4M3B11FNUZ:
+      return hlo::Float8ToFloat(t, static_cast<const uint8_t*>(data)[i]);
     // Complex element i/2's real (even i) or imaginary (odd i) part.
     case PrimitiveType::kC64:
       return static_cast<const float*>(data)[i];

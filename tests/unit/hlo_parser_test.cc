@@ -789,10 +789,18 @@ TEST(HloParserLiteral, ParseOnlyTypesParse) {
   EXPECT_EQ(RootLiteral(**f8).Get<uint8_t>(2), 0xFF);
   EXPECT_FALSE(ParseConstant("f8e4m3fn[1]", "{500}").ok());
   EXPECT_FALSE(ParseConstant("f8e5m2[2]", "{1}").ok());
-  // The other f8 types are checked but not converted: the data stays empty.
-  auto fnuz = ParseConstant("f8e4m3fnuz[2]", "{1, -2}");
+  // fnuz: one unsigned zero, NaN is 0x80; the bias is 8 (e4m3).
+  auto fnuz = ParseConstant("f8e4m3fnuz[4]", "{1, -2, -0, nan}");
   ASSERT_TRUE(fnuz.ok()) << fnuz.status();
-  EXPECT_TRUE(RootLiteral(**fnuz).data().empty());
+  EXPECT_EQ(RootLiteral(**fnuz).Get<uint8_t>(0), 0x40);
+  EXPECT_EQ(RootLiteral(**fnuz).Get<uint8_t>(1), 0xC8);
+  EXPECT_EQ(RootLiteral(**fnuz).Get<uint8_t>(2), 0x00);
+  EXPECT_EQ(RootLiteral(**fnuz).Get<uint8_t>(3), 0x80);
+  EXPECT_FALSE(ParseConstant("f8e4m3b11fnuz[1]", "{31}").ok());  // max 30
+  // f4e2m1fn is checked but not converted: the data stays empty.
+  auto f4 = ParseConstant("f4e2m1fn[2]", "{1, -2}");
+  ASSERT_TRUE(f4.ok()) << f4.status();
+  EXPECT_TRUE(RootLiteral(**f4).data().empty());
 }
 
 TEST(HloParserLiteral, ElementCountMismatchIsAnError) {

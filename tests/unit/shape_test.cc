@@ -138,8 +138,9 @@ TEST(PrimitiveType, NamesRoundTrip) {
     EXPECT_EQ(ParsePrimitiveType(PrimitiveTypeName(t)), t);
   }
   // Parse-only types are not array types.
-  EXPECT_FALSE(ParsePrimitiveType("f8e4m3fnuz").has_value());
-  EXPECT_EQ(ParseAnyPrimitiveType("f8e4m3fnuz"), PrimitiveType::kF8E4M3FNUZ);
+  EXPECT_FALSE(ParsePrimitiveType("f8e8m0fnu").has_value());
+  EXPECT_EQ(ParseAnyPrimitiveType("f8e8m0fnu"), PrimitiveType::kF8E8M0FNU);
+  EXPECT_EQ(ParsePrimitiveType("f8e4m3fnuz"), PrimitiveType::kF8E4M3FNUZ);
 }
 
 TEST(Shape, SubByteTypesArePackedInBuffers) {

@@ -46,8 +46,33 @@ std::string DTypeName(DType dtype) {
       return "s4";
     case DType::kU4:
       return "u4";
+    case DType::kF8E4M3:
+      return "f8e4m3";
+    case DType::kF8E3M4:
+      return "f8e3m4";
+    case DType::kF8E4M3FNUZ:
+      return "f8e4m3fnuz";
+    case DType::kF8E5M2FNUZ:
+      return "f8e5m2fnuz";
+    case DType::kF8E4M3B11FNUZ:
+      return "f8e4m3b11fnuz";
     default:
       return absl::StrFormat("dtype#%d", static_cast<int>(dtype));
+  }
+}
+
+bool IsFloat8(DType dtype) {
+  switch (dtype) {
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -58,6 +83,11 @@ int DTypeByteWidth(DType dtype) {
     case DType::kU8:
     case DType::kF8E4M3FN:
     case DType::kF8E5M2:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
     case DType::kS4:  // packed two per byte: see DTypeBytes
     case DType::kU4:
       return 1;

@@ -38,11 +38,20 @@ enum class DType : int32_t {
   kF8E4M3FN = 20,
   kS4 = 21,
   kU4 = 22,
+  kF8E4M3B11FNUZ = 23,
+  kF8E5M2FNUZ = 24,
+  kF8E4M3FNUZ = 25,
+  kF8E4M3 = 28,
+  kF8E3M4 = 29,
 };
 
 // "f32", "bf16", ...: an element type as HLO spells it ("dtype#N" if
 // unknown).
 std::string DTypeName(DType dtype);
+
+// True for the 8-bit floats (f8e4m3fn, f8e5m2, f8e4m3, f8e3m4 and the
+// fnuz ones), which travel as their one-byte codes.
+bool IsFloat8(DType dtype);
 // Bytes per element (1 for pred, and for s4 and u4 once unpacked); 0 if
 // unknown.
 int DTypeByteWidth(DType dtype);

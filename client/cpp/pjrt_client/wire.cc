@@ -28,6 +28,12 @@ static_assert(static_cast<int>(DType::kF8E5M2) == v1::DTYPE_F8E5M2);
 static_assert(static_cast<int>(DType::kF8E4M3FN) == v1::DTYPE_F8E4M3FN);
 static_assert(static_cast<int>(DType::kS4) == v1::DTYPE_S4);
 static_assert(static_cast<int>(DType::kU4) == v1::DTYPE_U4);
+static_assert(static_cast<int>(DType::kF8E4M3B11FNUZ) ==
+              v1::DTYPE_F8E4M3B11FNUZ);
+static_assert(static_cast<int>(DType::kF8E5M2FNUZ) == v1::DTYPE_F8E5M2FNUZ);
+static_assert(static_cast<int>(DType::kF8E4M3FNUZ) == v1::DTYPE_F8E4M3FNUZ);
+static_assert(static_cast<int>(DType::kF8E4M3) == v1::DTYPE_F8E4M3);
+static_assert(static_cast<int>(DType::kF8E3M4) == v1::DTYPE_F8E3M4);
 static_assert(static_cast<int>(ProgramFormat::kDetect) ==
               v1::PROGRAM_FORMAT_UNSPECIFIED);
 static_assert(static_cast<int>(ProgramFormat::kHlo) == v1::PROGRAM_FORMAT_HLO);

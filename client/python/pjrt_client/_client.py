@@ -444,10 +444,11 @@ class Client:
         ``array`` may be any numpy array (non-contiguous or big-endian ones
         are converted), a numpy scalar, or anything ``np.asarray`` accepts.
         ``bf16=True`` uploads uint16 data as bfloat16 bit patterns;
-        ``as_type`` ("bf16", "f8e4m3fn", "f8e5m2", "s4", "u4") uploads the raw
-        codes of that type (uint16, uint8, int8 values in [-8, 7], uint8
-        values in [0, 15]; see the _dtypes module), for machines without
-        ml_dtypes. complex64 and complex128 arrays upload as c64 and c128.
+        ``as_type`` ("bf16", "f8e4m3fn" or another f8 type, "s4", "u4")
+        uploads the raw codes of that type (uint16, uint8, int8 values in
+        [-8, 7], uint8 values in [0, 15]; see the _dtypes module), for
+        machines without ml_dtypes. complex64 and complex128 arrays upload
+        as c64 and c128.
 
         On the daemon's host, arrays of 1 MiB or more travel through shared
         memory (a staging region; see :attr:`uses_shared_memory`); on the

@@ -24,18 +24,32 @@ try:  # bfloat16, f8 and int4 as numpy types, when ml_dtypes is installed.
     _ML_DTYPES: dict[int, np.dtype] = {
         types_pb2.DTYPE_F8E4M3FN: np.dtype(_ml_dtypes.float8_e4m3fn),
         types_pb2.DTYPE_F8E5M2: np.dtype(_ml_dtypes.float8_e5m2),
+        types_pb2.DTYPE_F8E4M3FNUZ: np.dtype(_ml_dtypes.float8_e4m3fnuz),
+        types_pb2.DTYPE_F8E5M2FNUZ: np.dtype(_ml_dtypes.float8_e5m2fnuz),
+        types_pb2.DTYPE_F8E4M3B11FNUZ:
+            np.dtype(_ml_dtypes.float8_e4m3b11fnuz),
         types_pb2.DTYPE_S4: np.dtype(_ml_dtypes.int4),
         types_pb2.DTYPE_U4: np.dtype(_ml_dtypes.uint4),
     }
+    # Newer ml_dtypes releases only.
+    for _wire, _name in ((types_pb2.DTYPE_F8E4M3, "float8_e4m3"),
+                         (types_pb2.DTYPE_F8E3M4, "float8_e3m4")):
+        if hasattr(_ml_dtypes, _name):
+            _ML_DTYPES[_wire] = np.dtype(getattr(_ml_dtypes, _name))
 except ImportError:  # pragma: no cover - depends on the machine
     BFLOAT16 = None
     _ML_DTYPES = {}
 
+# The 8-bit floats: their one-byte codes on the wire.
+FLOAT8 = (types_pb2.DTYPE_F8E4M3FN, types_pb2.DTYPE_F8E5M2,
+          types_pb2.DTYPE_F8E4M3, types_pb2.DTYPE_F8E3M4,
+          types_pb2.DTYPE_F8E4M3FNUZ, types_pb2.DTYPE_F8E5M2FNUZ,
+          types_pb2.DTYPE_F8E4M3B11FNUZ)
+
 # The numpy dtype of each type's raw codes (without ml_dtypes).
 RAW_CODES: dict[int, np.dtype] = {
     types_pb2.DTYPE_BF16: np.dtype(np.uint16),
-    types_pb2.DTYPE_F8E4M3FN: np.dtype(np.uint8),
-    types_pb2.DTYPE_F8E5M2: np.dtype(np.uint8),
+    **{f8: np.dtype(np.uint8) for f8 in FLOAT8},
     types_pb2.DTYPE_S4: np.dtype(np.int8),
     types_pb2.DTYPE_U4: np.dtype(np.uint8),
 }
@@ -76,8 +90,12 @@ _WIRE_NAMES: dict[int, str] = {
     types_pb2.DTYPE_F64: "f64", types_pb2.DTYPE_C64: "c64",
     types_pb2.DTYPE_C128: "c128", types_pb2.DTYPE_F8E4M3FN: "f8e4m3fn",
     types_pb2.DTYPE_F8E5M2: "f8e5m2", types_pb2.DTYPE_S4: "s4",
-    types_pb2.DTYPE_U4: "u4",
+    types_pb2.DTYPE_U4: "u4", types_pb2.DTYPE_F8E4M3: "f8e4m3",
+    types_pb2.DTYPE_F8E3M4: "f8e3m4", types_pb2.DTYPE_F8E4M3FNUZ: "f8e4m3fnuz",
+    types_pb2.DTYPE_F8E5M2FNUZ: "f8e5m2fnuz",
+    types_pb2.DTYPE_F8E4M3B11FNUZ: "f8e4m3b11fnuz",
 }
+FLOAT8_NAMES = tuple(_WIRE_NAMES[f8] for f8 in FLOAT8)
 
 
 def wire_dtype(dtype: np.dtype, bf16: bool = False,
@@ -86,8 +104,8 @@ def wire_dtype(dtype: np.dtype, bf16: bool = False,
 
     ``bf16=True`` declares uint16 data to be bfloat16 bit patterns (for
     machines without ml_dtypes). ``as_type`` names the HLO type ("bf16",
-    "f8e4m3fn", "f8e5m2", "s4", "u4") whose raw codes (RAW_CODES) the data
-    holds.
+    an f8 type such as "f8e4m3fn", "s4", "u4") whose raw codes (RAW_CODES)
+    the data holds.
 
     Raises:
         TypeError: the dtype has no pjrtd equivalent, or does not hold the
