@@ -295,6 +295,16 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
 
   PJRT_ASSIGN_OR_RETURN(double value, ParseFloatValue(type));
   const bool finite = std::isfinite(value);
+  if (IsFloat8(type)) {
+    const uint8_t b = Float8FromFloat(type, static_cast<float>(value));
+    // A finite value past the largest one became infinity or NaN.
+    if (finite && !std::isfinite(Float8ToFloat(type, b))) {
+      return out_of_range();
+    }
+    literal->Set<uint8_t>(index, b);
+    Next();
+    return absl::OkStatus();
+  }
   switch (type) {
     case PrimitiveType::kF64:
       literal->Set<double>(index, value);
@@ -315,21 +325,6 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
       uint16_t b = FloatToBfloat16(static_cast<float>(value));
       if (finite && (b & 0x7fffu) == 0x7f80u) return out_of_range();
       literal->Set<uint16_t>(index, b);
-      break;
-    }
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ: {
-      const uint8_t b = Float8FromFloat(type, static_cast<float>(value));
-      // A finite value past the largest one became infinity or NaN.
-      if (finite && !std::isfinite(Float8ToFloat(type, b))) {
-        return out_of_range();
-      }
-      literal->Set<uint8_t>(index, b);
       break;
     }
     default:

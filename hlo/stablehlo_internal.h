@@ -99,6 +99,7 @@ inline std::string FloatText(double value, bool is_double) {
 
 // Value of `bits` (width per the type) of a floating-point type.
 inline double FloatFromBits(PrimitiveType type, uint64_t bits) {
+  if (IsFloat8(type)) return Float8ToFloat(type, static_cast<uint8_t>(bits));
   switch (type) {
     case PrimitiveType::kF64: {
       double d;
@@ -116,14 +117,6 @@ inline double FloatFromBits(PrimitiveType type, uint64_t bits) {
       return HalfToFloat(static_cast<uint16_t>(bits));
     case PrimitiveType::kBf16:
       return Bfloat16ToFloat(static_cast<uint16_t>(bits));
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return Float8ToFloat(type, static_cast<uint8_t>(bits));
     default: {
       double d;
       std::memcpy(&d, &bits, 8);

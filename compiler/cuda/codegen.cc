@@ -28,6 +28,7 @@ using codegen_internal::Unsupported;
 using hlo::PrimitiveType;
 
 absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
+  if (hlo::IsFloat8(type)) return std::string("pj_u8");
   switch (type) {
     case PrimitiveType::kPred:
       return std::string("pj_u8");
@@ -52,14 +53,6 @@ absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
     case PrimitiveType::kF16:
     case PrimitiveType::kBf16:
       return std::string("pj_u16");
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return std::string("pj_u8");
     case PrimitiveType::kF32:
       return std::string("float");
     case PrimitiveType::kF64:
@@ -815,19 +808,12 @@ absl::Status Generator::Emit(const host::CollectiveStep& s) {
   // the same 16 bits; f8 sums are rounded once, at the end (the host
   // rounds after each member's); maximum and minimum are the same values.
   const auto widened = [](PrimitiveType t) -> std::optional<PrimitiveType> {
+    if (hlo::IsFloat8(t)) return PrimitiveType::kF32;
     switch (t) {
       case PrimitiveType::kS16:
         return PrimitiveType::kS32;
       case PrimitiveType::kU16:
         return PrimitiveType::kU32;
-      case PrimitiveType::kF8E4M3FN:
-      case PrimitiveType::kF8E5M2:
-      case PrimitiveType::kF8E4M3:
-      case PrimitiveType::kF8E3M4:
-      case PrimitiveType::kF8E4M3FNUZ:
-      case PrimitiveType::kF8E5M2FNUZ:
-      case PrimitiveType::kF8E4M3B11FNUZ:
-        return PrimitiveType::kF32;
       default:
         return std::nullopt;
     }

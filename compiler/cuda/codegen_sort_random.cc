@@ -312,6 +312,11 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
 }
 
 std::string Generator::TotalOrderKey(PrimitiveType type, const std::string& v) {
+  if (hlo::IsFloat8(type)) {
+    return absl::StrFormat(
+        "((%s & 0x80u) ? (~(unsigned)%s & 0xffu) : ((unsigned)%s | 0x80u))", v,
+        v, v);
+  }
   switch (type) {
     case PrimitiveType::kF64:
       return absl::StrFormat("pj_total_order(%s)", v);
@@ -322,17 +327,6 @@ std::string Generator::TotalOrderKey(PrimitiveType type, const std::string& v) {
       return absl::StrFormat(
           "((%s & 0x8000u) ? (~(unsigned)%s & 0xffffu) : "
           "((unsigned)%s | 0x8000u))",
-          v, v, v);
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return absl::StrFormat(
-          "((%s & 0x80u) ? (~(unsigned)%s & 0xffu) : "
-          "((unsigned)%s | 0x80u))",
           v, v, v);
     case PrimitiveType::kPred:
       return absl::StrFormat("(%s != 0)", v);

@@ -33,18 +33,11 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
         width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
     return (bits & sign) != 0 ? (~bits & mask) : (bits | sign);
   };
+  if (hlo::IsFloat8(type)) return fold(static_cast<const uint8_t*>(base)[i], 8);
   switch (type) {
     case PrimitiveType::kF16:
     case PrimitiveType::kBf16:
       return fold(static_cast<const uint16_t*>(base)[i], 16);
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return fold(static_cast<const uint8_t*>(base)[i], 8);
     case PrimitiveType::kF32:
       return fold(static_cast<const uint32_t*>(base)[i], 32);
     case PrimitiveType::kF64:
@@ -202,6 +195,9 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
     const uint32_t b = bits;
     return (b & sign) != 0 ? (~b & mask) : (b | sign);
   };
+  if (hlo::IsFloat8(type)) {
+    return load(uint8_t{}, [&](uint8_t b) { return fold(b, 0x80u, 0xffu); });
+  }
   switch (type) {
     case PrimitiveType::kF32:
       return load(uint32_t{},
@@ -217,14 +213,6 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
     case PrimitiveType::kS8:
     case PrimitiveType::kS4:
       return load(uint8_t{}, [](uint8_t b) { return uint32_t{b} ^ 0x80u; });
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return load(uint8_t{}, [&](uint8_t b) { return fold(b, 0x80u, 0xffu); });
     case PrimitiveType::kU32:
       return load(uint32_t{}, [](uint32_t b) { return b; });
     case PrimitiveType::kU16:

@@ -157,6 +157,9 @@ inline void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
 }
 
 inline double Value(PrimitiveType t, const void* data, int64_t i) {
+  if (hlo::IsFloat8(t)) {
+    return hlo::Float8ToFloat(t, static_cast<const uint8_t*>(data)[i]);
+  }
   switch (t) {
     case PrimitiveType::kF32:
       return static_cast<const float*>(data)[i];
@@ -173,14 +176,6 @@ inline double Value(PrimitiveType t, const void* data, int64_t i) {
       std::memcpy(&f, &u, 4);
       return f;
     }
-    case PrimitiveType::kF8E4M3FN:
-    case PrimitiveType::kF8E5M2:
-    case PrimitiveType::kF8E4M3:
-    case PrimitiveType::kF8E3M4:
-    case PrimitiveType::kF8E4M3FNUZ:
-    case PrimitiveType::kF8E5M2FNUZ:
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return hlo::Float8ToFloat(t, static_cast<const uint8_t*>(data)[i]);
     // Complex element i/2's real (even i) or imaginary (odd i) part.
     case PrimitiveType::kC64:
       return static_cast<const float*>(data)[i];

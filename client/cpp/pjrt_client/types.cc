@@ -77,17 +77,11 @@ bool IsFloat8(DType dtype) {
 }
 
 int DTypeByteWidth(DType dtype) {
+  if (IsFloat8(dtype)) return 1;
   switch (dtype) {
     case DType::kPred:
     case DType::kS8:
     case DType::kU8:
-    case DType::kF8E4M3FN:
-    case DType::kF8E5M2:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
     case DType::kS4:  // packed two per byte: see DTypeBytes
     case DType::kU4:
       return 1;
