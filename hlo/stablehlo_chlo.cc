@@ -90,6 +90,24 @@ absl::Status Translator::Scan(Builder* b, const Operation& op) {
     }
     step_shapes.push_back(in[inputs + j].shape);
   }
+  if (length == 0) {
+    // Nothing to scan: empty outputs, the inits as they are.
+    std::vector<Value> results;
+    for (size_t k = 0; k < outputs; ++k) {
+      const Shape& result = op.result_types[k];
+      const PrimitiveType t = result.element_type();
+      const char* zero_text = t == PrimitiveType::kPred ? "false"
+                              : IsComplex(t)            ? "(0, 0)"
+                                                        : "0";
+      results.push_back(
+          Value{Emit(b, &op, result, "broadcast",
+                     {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
+                     "dimensions={}"),
+                result});
+    }
+    for (size_t j = 0; j < carries; ++j) results.push_back(in[inputs + j]);
+    return Define(b, op, std::move(results));
+  }
   // Values the region uses from outside ride along in the loop's state.
   std::vector<std::string> capture_names = FreeValues(op.regions[0]);
   std::vector<Value> captured;

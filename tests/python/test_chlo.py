@@ -193,3 +193,22 @@ def test_scan_refuses_inputs_of_different_lengths(client):
     with pytest.raises(pjrt_client.InvalidArgumentError) as e:
         client.compile(program)
     assert "input 1 is tensor<3xf32>" in str(e.value)
+
+
+def test_scan_of_nothing_gives_its_inits(client):
+    """A scanned dimension of size 0: empty outputs, the carries as the
+    inits were (the body never runs)."""
+    program = """func.func @main(%x: tensor<0x3xf32>, %init: tensor<3xf32>)
+    -> (tensor<0x3xf32>, tensor<3xf32>) {
+  %0:2 = chlo.scan(%x) inits(%init) dimension=0 {
+  ^bb0(%s: tensor<3xf32>, %c: tensor<3xf32>):
+    %a = stablehlo.add %s, %c : tensor<3xf32>
+    stablehlo.return %a, %a : tensor<3xf32>, tensor<3xf32>
+  } : (tensor<0x3xf32>, tensor<3xf32>) -> (tensor<0x3xf32>, tensor<3xf32>)
+  return %0#0, %0#1 : tensor<0x3xf32>, tensor<3xf32>
+}
+"""
+    init = np.array([1, -2, 3.5], np.float32)
+    out, carry = _run(client, program, np.zeros((0, 3), np.float32), init)
+    assert out.shape == (0, 3)
+    np.testing.assert_array_equal(carry, init)
