@@ -94,16 +94,8 @@ absl::Status Translator::Scan(Builder* b, const Operation& op) {
     // Nothing to scan: empty outputs, the inits as they are.
     std::vector<Value> results;
     for (size_t k = 0; k < outputs; ++k) {
-      const Shape& result = op.result_types[k];
-      const PrimitiveType t = result.element_type();
-      const char* zero_text = t == PrimitiveType::kPred ? "false"
-                              : IsComplex(t)            ? "(0, 0)"
-                                                        : "0";
       results.push_back(
-          Value{Emit(b, &op, result, "broadcast",
-                     {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
-                     "dimensions={}"),
-                result});
+          Value{EmitZeros(b, &op, op.result_types[k]), op.result_types[k]});
     }
     for (size_t j = 0; j < carries; ++j) results.push_back(in[inputs + j]);
     return Define(b, op, std::move(results));
@@ -216,14 +208,7 @@ absl::Status Translator::Scan(Builder* b, const Operation& op) {
   std::vector<std::string> init = {EmitLine(b, &op, index, "constant", "0")};
   for (const Value& v : in) init.push_back(v.name);
   for (size_t k = 0; k < outputs; ++k) {
-    const Shape& result = op.result_types[k];
-    const PrimitiveType t = result.element_type();
-    const char* zero_text = t == PrimitiveType::kPred ? "false"
-                            : IsComplex(t)            ? "(0, 0)"
-                                                      : "0";
-    init.push_back(Emit(b, &op, result, "broadcast",
-                        {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
-                        "dimensions={}"));
+    init.push_back(EmitZeros(b, &op, op.result_types[k]));
   }
   for (const Value& v : captured) init.push_back(v.name);
   const Value loop{
@@ -346,11 +331,7 @@ absl::Status Translator::RaggedDot(Builder* b, const Operation& op) {
                         ", rhs_contracting_dims=", Braced(rc));
   };
   const PrimitiveType t = result.element_type();
-  const char* zero_text = t == PrimitiveType::kPred ? "false"
-                          : IsComplex(t)            ? "(0, 0)"
-                                                    : "0";
-  const std::string zero =
-      EmitLine(b, &op, Shape(t, {}), "constant", zero_text);
+  const std::string zero = EmitZero(b, &op, t);
   // Where `index` (of `shape`, along `along`) lies in group `group_of`
   // (along that dimension, broadcast from starts and ends): a pred array.
   const auto in_group = [&](const Shape& shape, int64_t along,
@@ -418,17 +399,12 @@ absl::Status Translator::RaggedDot(Builder* b, const Operation& op) {
     const Shape masked_shape(lhs.element_type(), expanded);
     std::vector<int64_t> spread;
     for (int64_t i = 1; i <= lhs.rank(); ++i) spread.push_back(i);
-    const std::string lhs_zero =
-        EmitLine(b, &op, Shape(lhs.element_type(), {}), "constant",
-                 lhs.element_type() == PrimitiveType::kPred ? "false"
-                 : IsComplex(lhs.element_type())            ? "(0, 0)"
-                                                            : "0");
-    const std::string masked = Emit(
-        b, &op, masked_shape, "select",
-        {in_group(masked_shape, r + 1, 0),
-         Emit(b, &op, masked_shape, "broadcast", {in[0].name},
-              absl::StrCat("dimensions=", Braced(spread))),
-         Emit(b, &op, masked_shape, "broadcast", {lhs_zero}, "dimensions={}")});
+    const std::string masked =
+        Emit(b, &op, masked_shape, "select",
+             {in_group(masked_shape, r + 1, 0),
+              Emit(b, &op, masked_shape, "broadcast", {in[0].name},
+                   absl::StrCat("dimensions=", Braced(spread))),
+              EmitZeros(b, &op, masked_shape)});
     std::vector<int64_t> lb1, lc1;
     for (int64_t d : lb) lb1.push_back(d + 1);
     for (int64_t d : lc) lc1.push_back(d + 1);

@@ -336,6 +336,19 @@ class Translator {
     return EmitLine(b, origin, shape, opcode, absl::StrJoin(refs, ", "),
                     attributes);
   }
+  // A scalar zero of `type` (false for pred), and an array of zeros.
+  std::string EmitZero(Builder* b, const Operation* origin,
+                       PrimitiveType type) {
+    const char* text = type == PrimitiveType::kPred ? "false"
+                       : IsComplex(type)            ? "(0, 0)"
+                                                    : "0";
+    return EmitLine(b, origin, Shape(type, {}), "constant", text);
+  }
+  std::string EmitZeros(Builder* b, const Operation* origin,
+                        const Shape& shape) {
+    return Emit(b, origin, shape, "broadcast",
+                {EmitZero(b, origin, shape.element_type())}, "dimensions={}");
+  }
   // Parameter `number`, written where `argument` is.
   std::string EmitParameter(Builder* b, const Shape& shape, int64_t number,
                             mlir::Position argument) {

@@ -485,24 +485,16 @@ absl::Status Translator::CollectiveReduce(Builder* b, const Operation& op,
   if (channel) absl::StrAppend(&attributes, ", channel_id=", *channel);
   const std::string reduced =
       Emit(b, &op, shape, "all-reduce", {in[0].name}, attributes);
-  const PrimitiveType t = shape.element_type();
-  const char* zero_text = t == PrimitiveType::kPred ? "false"
-                          : IsComplex(t)            ? "(0, 0)"
-                                                    : "0";
   const Shape s32(PrimitiveType::kS32, {});
   const std::string is_root = Emit(
       b, &op, shape.WithElementType(PrimitiveType::kPred), "broadcast",
       {Emit(b, &op, Shape(PrimitiveType::kPred, {}), "compare",
             {mine, EmitLine(b, &op, s32, "constant", "0")}, "direction=EQ")},
       "dimensions={}");
-  return Define(
-      b, op,
-      {Value{Emit(b, &op, shape, "select",
-                  {is_root, reduced,
-                   Emit(b, &op, shape, "broadcast",
-                        {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
-                        "dimensions={}")}),
-             shape}});
+  return Define(b, op,
+                {Value{Emit(b, &op, shape, "select",
+                            {is_root, reduced, EmitZeros(b, &op, shape)}),
+                       shape}});
 }
 
 absl::Status Translator::DynamicRootBroadcast(Builder* b, const Operation& op) {
@@ -613,14 +605,7 @@ absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
   std::vector<Value> results;
   for (size_t i = 0; i < in.size(); ++i) {
     const Shape& shape = op.result_types[i];
-    const PrimitiveType t = shape.element_type();
-    const char* zero_text = t == PrimitiveType::kPred ? "false"
-                            : IsComplex(t)            ? "(0, 0)"
-                                                      : "0";
-    std::string value =
-        Emit(b, &op, shape, "broadcast",
-             {EmitLine(b, &op, Shape(t, {}), "constant", zero_text)},
-             "dimensions={}");
+    std::string value = EmitZeros(b, &op, shape);
     const Shape pred = shape.WithElementType(PrimitiveType::kPred);
     for (size_t k = 0; k < longest; ++k) {
       std::string source = in[i].name;

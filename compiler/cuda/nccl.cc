@@ -181,7 +181,7 @@ std::vector<StridedCopy> AllToAllPieceCopies(const CollectiveStep& s,
     StridedCopy c;
     c.row_bytes = piece;
     c.rows = outer;
-    int64_t strided_offset = p * piece, block_offset = p * piece * outer;
+    const int64_t strided_offset = p * piece, block_offset = p * piece * outer;
     c.src_offset = pack ? strided_offset : block_offset;
     c.src_pitch = pack ? row : piece;
     c.dst_offset = pack ? block_offset : strided_offset;
