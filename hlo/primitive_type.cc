@@ -261,6 +261,11 @@ bool IsComplex(PrimitiveType type) {
   return type == PrimitiveType::kC64 || type == PrimitiveType::kC128;
 }
 
+PrimitiveType ComplexPartType(PrimitiveType type) {
+  return type == PrimitiveType::kC128 ? PrimitiveType::kF64
+                                      : PrimitiveType::kF32;
+}
+
 bool IsSignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kS8 || type == PrimitiveType::kS16 ||
          type == PrimitiveType::kS32 || type == PrimitiveType::kS64 ||

@@ -102,6 +102,8 @@ bool IsFloatingPoint(PrimitiveType type);
 // f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz.
 bool IsFloat8(PrimitiveType type);
 bool IsComplex(PrimitiveType type);
+// The type of a complex type's parts: f32 for c64, f64 for c128.
+PrimitiveType ComplexPartType(PrimitiveType type);
 bool IsSignedInteger(PrimitiveType type);
 bool IsUnsignedInteger(PrimitiveType type);
 

@@ -38,11 +38,6 @@ inline bool IsOrderedNumeric(PrimitiveType t) {
   return IsNumeric(t) && !IsComplex(t);
 }
 
-// The real type of a complex type's parts (f32 for c64, f64 for c128).
-inline PrimitiveType ComplexPartType(PrimitiveType t) {
-  return t == PrimitiveType::kC128 ? PrimitiveType::kF64 : PrimitiveType::kF32;
-}
-
 inline bool SameDims(const Shape& a, const Shape& b) {
   return a.dimensions() == b.dimensions();
 }

@@ -802,6 +802,30 @@ absl::Status Generator::Emit(const host::CollectiveStep& s) {
       if (t != PrimitiveType::kPred) return EmitBitwiseReduction(s);
     }
   }
+  // NCCL has no complex numbers: a sum of them is the sums of their real
+  // and imaginary parts, reduced as reals in place (a reduce-scatter's
+  // operand gains a trailing dimension of 2, so each member's piece stays
+  // whole). The host compiler refuses their other reductions.
+  bool complex = false;
+  for (PrimitiveType t : s.types) complex |= hlo::IsComplex(t);
+  if (reduces && complex) {
+    if (s.op != ExprOp::kAdd) {
+      return absl::InternalError(
+          absl::StrFormat("%s: a %s of complex values reached the CUDA backend",
+                          s.name, ExprOpName(s.op)));
+    }
+    host::CollectiveStep parts = s;
+    for (size_t j = 0; j < s.types.size(); ++j) {
+      if (!hlo::IsComplex(s.types[j])) continue;
+      parts.types[j] = hlo::ComplexPartType(s.types[j]);
+      parts.operand_elements[j] *= 2;
+    }
+    if (s.kind == host::CollectiveStep::Kind::kReduceScatter) {
+      parts.input_dims.push_back(2);
+      parts.output_dims.push_back(2);
+    }
+    return Emit(parts);
+  }
   // NCCL has no 16-bit integers and no f8: their operands are widened
   // (s16 and u16 sign- or zero-extended to 32 bits, f8 to f32), reduced,
   // and the results narrowed back. Sums and products of integers wrap to

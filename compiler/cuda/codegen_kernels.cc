@@ -267,11 +267,11 @@ std::optional<ExprOp> Generator::AtomicCombine(const host::ScatterKernel& sc) {
     }
     if (seen != 3 || root.type != t) return std::nullopt;
   }
-  // Floating-point sums are the only ones whose bits may depend on the
-  // order (within reassociation's tolerance); a float product's rounding,
-  // and which of +0 and -0 or of two NaNs a maximum keeps, would too, so
-  // those keep the host's order. (The host scatters no complex numbers.)
-  if (hlo::IsComplex(t) || (IsFloat(t) && op != ExprOp::kAdd)) {
+  // Floating-point sums (complex ones too: two, one per part) are the only
+  // ones whose bits may depend on the order (within reassociation's
+  // tolerance); a float product's rounding, and which of +0 and -0 or of
+  // two NaNs a maximum keeps, would too, so those keep the host's order.
+  if ((IsFloat(t) || hlo::IsComplex(t)) && op != ExprOp::kAdd) {
     return std::nullopt;
   }
   return op;
@@ -287,6 +287,12 @@ absl::StatusOr<std::string> Generator::AtomicUpdate(
   if (op == ExprOp::kAdd &&
       (t == PrimitiveType::kF32 || t == PrimitiveType::kF64)) {
     return absl::StrFormat("%satomicAdd(&out0[t], upd0[s]);\n", indent);
+  }
+  if (op == ExprOp::kAdd && hlo::IsComplex(t)) {  // each part on its own
+    return absl::StrFormat(
+        "%satomicAdd(&out0[t].re, upd0[s].re);\n"
+        "%satomicAdd(&out0[t].im, upd0[s].im);\n",
+        indent, indent);
   }
   if (wide && !IsFloat(t) && t != PrimitiveType::kPred) {
     const char* name = nullptr;
@@ -336,7 +342,7 @@ absl::StatusOr<std::string> Generator::AtomicUpdate(
     value = results[0];
   } else if (t == PrimitiveType::kPred) {  // an add of pred is an or
     value = "(pj_u8)((c0 | u0) != 0)";
-  } else if (IsFloat(t)) {
+  } else if (IsFloat(t) || hlo::IsComplex(t)) {
     value = "c0 + u0";
   } else {
     value = absl::StrFormat("pj_iadd<%s>(c0, u0)", ct);
@@ -590,7 +596,7 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
     if (t0 == PrimitiveType::kPred) {
       absl::StrAppendFormat(
           &k, "%sout0[t] = (pj_u8)((out0[t] | upd0[s]) != 0);\n", indent);
-    } else if (IsFloat(t0)) {
+    } else if (IsFloat(t0) || hlo::IsComplex(t0)) {
       absl::StrAppendFormat(&k, "%sout0[t] = %s;\n", indent,
                             Store(t0, absl::StrCat(Load(t0, "out0[t]"), " + ",
                                                    Load(t0, "upd0[s]"))));
@@ -899,7 +905,11 @@ absl::Status Generator::EmitConvolution(
   PJRT_ASSIGN_OR_RETURN(std::string rhs_storage, CudaStorageType(p.rhs_type));
   PJRT_ASSIGN_OR_RETURN(std::string out_storage, CudaStorageType(p.out_type));
   PJRT_ASSIGN_OR_RETURN(std::string out_compute, ComputeType(p.out_type));
-  const char* acc_type = conv.wide ? "double" : "float";
+  // Complex convolutions (every operand of the result's type) sum in it.
+  const bool complex = hlo::IsComplex(p.out_type);
+  const std::string acc_type = complex     ? out_compute
+                               : conv.wide ? "double"
+                                           : "float";
   const char* idx = IndexType(count);
   Launch launch;
   launch.kernel = Name("convolution");
@@ -922,7 +932,11 @@ absl::Status Generator::EmitConvolution(
       p.feature_groups > 1 ? absl::StrFormat("g * %dLL", p.in_per_group)
                            : "0LL",
       p.lhs_strides[d.input_feature]);
-  absl::StrAppendFormat(&k, "    %s acc = 0;\n", acc_type);
+  const char* part =
+      p.out_type == PrimitiveType::kC128 ? "double" : "float";  // if complex
+  absl::StrAppendFormat(
+      &k, "    %s acc = %s;\n", acc_type,
+      complex ? absl::StrFormat("pj_cmake((%s)0, (%s)0)", part, part) : "0");
   std::string indent = "    ", in_at = "image", w_at = "0";
   for (int s = 0; s < p.spatial; ++s) {
     const hlo::WindowDimension& w = p.window[s];
@@ -951,20 +965,27 @@ absl::Status Generator::EmitConvolution(
       w_at, p.rhs_strides[d.kernel_output_feature]);
   absl::StrAppendFormat(&k, "%sfor (long long ci = 0; ci < %dLL; ++ci) {\n",
                         indent, p.in_per_group);
-  absl::StrAppendFormat(
-      &k, "%s  acc += (%s)%s * (%s)%s;\n%s}\n", indent, acc_type,
-      Load(p.lhs_type, absl::StrFormat("lhs[at + ci * %dLL]",
-                                       p.lhs_strides[d.input_feature])),
-      acc_type,
+  const std::string lhs_value = Load(
+      p.lhs_type,
+      absl::StrFormat("lhs[at + ci * %dLL]", p.lhs_strides[d.input_feature]));
+  const std::string rhs_value =
       Load(p.rhs_type, absl::StrFormat("rhs[wat + ci * %dLL]",
-                                       p.rhs_strides[d.kernel_input_feature])),
-      indent);
+                                       p.rhs_strides[d.kernel_input_feature]));
+  if (complex) {
+    absl::StrAppendFormat(&k, "%s  acc = acc + %s * %s;\n%s}\n", indent,
+                          lhs_value, rhs_value, indent);
+  } else {
+    absl::StrAppendFormat(&k, "%s  acc += (%s)%s * (%s)%s;\n%s}\n", indent,
+                          acc_type, lhs_value, acc_type, rhs_value, indent);
+  }
   for (int s = 0; s < p.spatial; ++s) {
     indent.resize(indent.size() - 2);
     absl::StrAppendFormat(&k, "%s}\n", indent);
   }
   std::string value;
-  if (p.out_type == PrimitiveType::kPred) {
+  if (complex) {
+    value = "acc";
+  } else if (p.out_type == PrimitiveType::kPred) {
     value = "pj_to_pred(acc)";
   } else if (hlo::IsFloatingPoint(p.out_type)) {
     value = Store(p.out_type, absl::StrFormat("(%s)acc", out_compute));

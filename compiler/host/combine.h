@@ -1,7 +1,8 @@
 // How the host's reductions and collectives combine two values: the ops of
 // their fast paths (add, multiply, maximum, minimum, and, or) with XLA's
-// semantics (integers wrap, maximum and minimum propagate NaN), and loads
-// that widen f16, bf16 and f8 to float.
+// semantics (integers wrap, maximum and minimum propagate NaN; complex
+// numbers add and multiply), and loads that widen f16, bf16 and f8 to
+// float.
 #ifndef PJRT_COMPILER_HOST_COMBINE_H_
 #define PJRT_COMPILER_HOST_COMBINE_H_
 
@@ -23,7 +24,7 @@ struct UnsignedOf<C, true> {
 };
 
 template <typename C>
-C Combine(ExprOp op, C a, C b) {
+C CombineReal(ExprOp op, C a, C b) {
   using U = typename UnsignedOf<C>::T;
   switch (op) {
     case ExprOp::kAdd:
@@ -55,9 +56,20 @@ C Combine(ExprOp op, C a, C b) {
   }
 }
 
+template <typename C>
+C Combine(ExprOp op, C a, C b) {
+  if constexpr (kIsComplex<C>) {
+    // Complex numbers have no order, and no bitwise ops: the verifier
+    // leaves add and multiply.
+    return op == ExprOp::kMultiply ? a * b : a + b;
+  } else {
+    return CombineReal(op, a, b);
+  }
+}
+
 template <typename S>
 auto Load(const S* p, int64_t i) {
-  if constexpr (!std::is_arithmetic_v<S>) {  // f16, bf16, f8
+  if constexpr (!std::is_arithmetic_v<S> && !kIsComplex<S>) {  // f16, bf16, f8
     return static_cast<float>(p[i]);
   } else {
     return p[i];

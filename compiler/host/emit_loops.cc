@@ -216,21 +216,20 @@ absl::Status Lowering::EmitKernel(int node) {
       }
     }
   }
-  // Control flow and gather move complex values as bytes, fft,
-  // triangular-solve and cholesky compute on them; the other kernels
-  // compute on real values only.
+  // Control flow and gather move complex values as bytes; scatter, sort,
+  // the windows and map run their regions on them; convolution, fft,
+  // triangular-solve and cholesky compute on them. Top-k and random
+  // numbers take real values only.
   const Opcode op = n.inst->opcode();
-  if (op != Opcode::kWhile && op != Opcode::kConditional &&
-      op != Opcode::kGather && op != Opcode::kFft &&
-      op != Opcode::kTriangularSolve && op != Opcode::kCholesky) {
+  if (op == Opcode::kTopK || op == Opcode::kRng ||
+      op == Opcode::kRngBitGenerator || op == Opcode::kCustomCall) {
     for (const auto* shapes : {&args.input_shapes, &args.output_shapes}) {
       for (const Shape& shape : *shapes) {
         if (hlo::IsComplex(shape.element_type())) {
           return absl::UnimplementedError(absl::StrFormat(
               "%s: %s of %s is not supported by the host compiler yet "
-              "(complex types run through element-wise ops, dot, reduce, "
-              "fft, triangular-solve, cholesky, gather, data movement and "
-              "control flow)",
+              "(complex types run through every op but top-k and random "
+              "numbers)",
               n.inst->Describe(), n.inst->opcode_name(), shape.ToString()));
         }
       }

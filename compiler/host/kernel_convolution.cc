@@ -6,11 +6,13 @@
 // out-features]), then blocks of output positions are computed as GEMMs
 // through Eigen: a block's patches (im2col, zeros where the window meets
 // padding or dilation holes) times the group's kernel matrix. f32, f16 and
-// bf16 compute in f32; f64 and integers in f64.
+// bf16 compute in f32; f64 and integers in f64; c64 and c128 in themselves
+// (all three operands of the one complex type).
 #include "compiler/host/kernel_convolution.h"
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -29,7 +31,25 @@ using hlo::PrimitiveType;
 
 template <typename T>
 void ToCanonicalValue(PrimitiveType type, const void* base, int64_t i, T* out) {
-  *out = static_cast<T>(LoadAsDouble(type, base, i));
+  if constexpr (kIsComplex<T>) {  // the operand is of type T
+    *out = static_cast<const T*>(base)[i];
+  } else {
+    *out = static_cast<T>(LoadAsDouble(type, base, i));
+  }
+}
+
+// The GEMM type of compute type T.
+template <typename T>
+constexpr PrimitiveType GemmType() {
+  if constexpr (std::is_same_v<T, std::complex<float>>) {
+    return PrimitiveType::kC64;
+  } else if constexpr (std::is_same_v<T, std::complex<double>>) {
+    return PrimitiveType::kC128;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return PrimitiveType::kF64;
+  } else {
+    return PrimitiveType::kF32;
+  }
 }
 
 template <typename T>
@@ -72,8 +92,7 @@ class ConvolutionKernel : public ConvolutionKernelBase {
             // out_features apart) = weights^T (out_per_group x cols) *
             // patches^T (cols x rows).
             GemmArgs gemm;
-            gemm.type = std::is_same_v<T, double> ? PrimitiveType::kF64
-                                                  : PrimitiveType::kF32;
+            gemm.type = GemmType<T>();
             gemm.m = plan.out_per_group;
             gemm.n = rows;
             gemm.k = plan.cols;
@@ -160,14 +179,20 @@ class ConvolutionKernel : public ConvolutionKernelBase {
             for (size_t d = 0; d < outer.size(); ++d)
               base += idx[d] * strides[d];
             T* out = dst + row * inner;
-            DispatchType(type, [&](auto pt) {
-              using S = typename TypeTraits<decltype(pt)::value>::Storage;
-              const S* in = static_cast<const S*>(src);
-              for (int64_t i = 0; i < inner; ++i) {
-                out[i] = static_cast<T>(
-                    static_cast<double>(in[base + i * strides.back()]));
-              }
-            });
+            if constexpr (kIsComplex<T>) {  // the operand is of type T
+              const T* in = static_cast<const T*>(src);
+              for (int64_t i = 0; i < inner; ++i)
+                out[i] = in[base + i * strides.back()];
+            } else {
+              DispatchType(type, [&](auto pt) {
+                using S = typename TypeTraits<decltype(pt)::value>::Storage;
+                const S* in = static_cast<const S*>(src);
+                for (int64_t i = 0; i < inner; ++i) {
+                  out[i] = static_cast<T>(
+                      static_cast<double>(in[base + i * strides.back()]));
+                }
+              });
+            }
             NextIndex(outer, &idx);
           }
         });
@@ -247,7 +272,7 @@ class ConvolutionKernel : public ConvolutionKernelBase {
             idx[d] = rest % outer[d];
             rest /= outer[d];
           }
-          DispatchType(plan.out_type, [&](auto pt) {
+          const auto write = [&](auto pt) {
             using S = typename TypeTraits<decltype(pt)::value>::Storage;
             S* o = static_cast<S*>(to);
             for (int64_t row = first; row < last;
@@ -260,7 +285,12 @@ class ConvolutionKernel : public ConvolutionKernelBase {
                 o[at + i * strides.back()] = Convert<S>(src[i], plan.out_type);
               }
             }
-          });
+          };
+          if constexpr (kIsComplex<T>) {  // the result is of type T
+            write(std::integral_constant<PrimitiveType, GemmType<T>()>());
+          } else {
+            DispatchType(plan.out_type, write);
+          }
         });
   }
 
@@ -329,10 +359,21 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(
   p.lhs_type = lhs.element_type();
   p.rhs_type = rhs.element_type();
   p.out_type = out.element_type();
+  const bool complex = hlo::IsComplex(p.out_type);
+  if ((complex || hlo::IsComplex(p.lhs_type) || hlo::IsComplex(p.rhs_type)) &&
+      (p.lhs_type != p.out_type || p.rhs_type != p.out_type)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: a convolution of %s and %s into %s; complex convolutions take "
+        "operands of their result's type",
+        inst.Describe(), hlo::PrimitiveTypeName(p.lhs_type),
+        hlo::PrimitiveTypeName(p.rhs_type),
+        hlo::PrimitiveTypeName(p.out_type)));
+  }
   const bool wide = p.out_type == PrimitiveType::kF64 ||
-                    !hlo::IsFloatingPoint(p.out_type) ||
+                    p.out_type == PrimitiveType::kC128 ||
+                    (!complex && !hlo::IsFloatingPoint(p.out_type)) ||
                     p.lhs_type == PrimitiveType::kF64;
-  const int64_t width = wide ? 8 : 4;
+  const int64_t width = complex ? hlo::ByteWidth(p.out_type) : wide ? 8 : 4;
   const int64_t input_elements = lhs.ElementCount();
   const int64_t kernel_elements = p.groups * p.cols * p.out_per_group;
   const int64_t output_elements = p.positions * p.out_features;
@@ -345,7 +386,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(
     }
     return true;
   };
-  const PrimitiveType native = wide ? PrimitiveType::kF64 : PrimitiveType::kF32;
+  const PrimitiveType native = complex ? p.out_type
+                               : wide  ? PrimitiveType::kF64
+                                       : PrimitiveType::kF32;
   const bool input_direct =
       p.lhs_type == native &&
       canonical(p.dims.input_batch, p.dims.input_spatial, p.dims.input_feature);
@@ -378,6 +421,14 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildConvolution(
     }
     return kernel;
   };
+  if (p.out_type == PrimitiveType::kC64) {
+    return finish(
+        std::make_shared<ConvolutionKernel<std::complex<float>>>(std::move(p)));
+  }
+  if (p.out_type == PrimitiveType::kC128) {
+    return finish(std::make_shared<ConvolutionKernel<std::complex<double>>>(
+        std::move(p)));
+  }
   if (wide)
     return finish(std::make_shared<ConvolutionKernel<double>>(std::move(p)));
   return finish(std::make_shared<ConvolutionKernel<float>>(std::move(p)));

@@ -39,7 +39,8 @@ class ConvolutionKernelBase : public Kernel {
 
   ConvPlan plan;
   int lhs = -1, rhs = -1, out = -1;
-  // Sums in double (f64 or integer results, or f64 operands), else float.
+  // Sums in double (f64 or integer results, or f64 operands), else float;
+  // complex ones (plan.out_type c64 or c128) in their type.
   bool wide = false;
 };
 

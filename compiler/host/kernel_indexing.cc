@@ -177,7 +177,7 @@ void ScatterKernel::Combine(absl::Span<void* const> addresses, int64_t s,
                             const std::vector<void*>& out_ptrs) const {
   const int n = static_cast<int>(types.size());
   if (combiner != Combiner::kRegion) {
-    DispatchType(types[0], [&](auto pt) {
+    DispatchAnyType(types[0], [&](auto pt) {
       using S = typename TypeTraits<decltype(pt)::value>::Storage;
       using C = typename TypeTraits<decltype(pt)::value>::Compute;
       S* out = static_cast<S*>(addresses[outputs[0]]);

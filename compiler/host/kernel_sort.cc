@@ -329,12 +329,12 @@ absl::Status SortKernel::Run(absl::Span<void* const> addresses,
           const int64_t first = row_count * worker / team;
           const int64_t last = row_count * (worker + 1) / team;
           std::unique_ptr<RegionRunner> runner;
-          std::vector<uint64_t> params(2 * types.size());
+          std::vector<ScalarBits> params(2 * types.size());
           std::vector<const void*> in_ptrs;
           if (order == KeyOrder::kGeneric) {
             runner = std::make_unique<RegionRunner>(comparator);
             runner->SetOutputTypes({PrimitiveType::kPred});
-            for (uint64_t& p : params) in_ptrs.push_back(&p);
+            for (ScalarBits& p : params) in_ptrs.push_back(&p);
           }
           for (int64_t row = first; row < last; ++row) {
             if (IsCancelled(context.cancellation)) return;
@@ -404,7 +404,7 @@ absl::Status SortKernel::Run(absl::Span<void* const> addresses,
                   const int w = hlo::ByteWidth(types[j]);
                   const char* data =
                       static_cast<const char*>(addresses[inputs[j]]);
-                  uint64_t sa = 0, sb = 0;
+                  ScalarBits sa, sb;
                   std::memcpy(&sa, data + (base + a * inner) * w, w);
                   std::memcpy(&sb, data + (base + b * inner) * w, w);
                   StorageToCompute(types[j], &sa, &params[2 * j], 1);
@@ -565,8 +565,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
     k->length = shape.dimensions(dim);
   }
   const hlo::Computation& cmp = *inst.called_computations()[0];
-  k->order = Classify(cmp, k->types[0]);
   const PrimitiveType kt = k->types[0];
+  // Complex keys have no order of their own: the comparator gives one.
+  k->order = hlo::IsComplex(kt) ? KeyOrder::kGeneric : Classify(cmp, kt);
   if ((k->order == KeyOrder::kTotalAscending ||
        k->order == KeyOrder::kTotalDescending) &&
       k->types.size() == 1 && k->inner == 1 && k->length < (int64_t{1} << 32) &&

@@ -16,7 +16,7 @@ namespace pjrt::compiler::host {
 
 // Evaluates a scalar region (ScalarRegionExpression) over blocks of up to
 // kBlockElements elements. Inputs and outputs are in the compute
-// representation of their types (8 bytes per element suffice for all).
+// representation of their types (up to 16 bytes per element: c128).
 // One per thread: it owns the block scratch.
 class RegionRunner {
  public:

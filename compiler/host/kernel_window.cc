@@ -25,7 +25,7 @@ using hlo::PrimitiveType;
 // XLA's semantics for one step of a simple reducer, in the compute type
 // (then stored, so f16 and bf16 round after every step).
 template <typename C>
-C Apply(ExprOp op, C a, C b) {
+C ApplyReal(ExprOp op, C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     if ((op == ExprOp::kMaximum || op == ExprOp::kMinimum) &&
         (std::isnan(a) || std::isnan(b))) {
@@ -54,37 +54,53 @@ C Apply(ExprOp op, C a, C b) {
   }
 }
 
+template <typename C>
+C Apply(ExprOp op, C a, C b) {
+  if constexpr (kIsComplex<C>) {  // the verifier leaves add and multiply
+    return op == ExprOp::kMultiply ? a * b : a + b;
+  } else {
+    return ApplyReal(op, a, b);
+  }
+}
+
 // Evaluates a region over single elements: parameters and results in the
-// compute representation, 8 bytes each.
+// compute representation, up to 16 bytes each (c128).
 class ScalarCall {
  public:
   ScalarCall(const Expression& expr, absl::Span<const PrimitiveType> outputs,
              int params)
       : runner_(expr), params_(params), results_(outputs.size()) {
     runner_.SetOutputTypes(outputs);
-    for (uint64_t& p : params_) in_.push_back(&p);
-    for (uint64_t& r : results_) out_.push_back(&r);
+    for (ScalarBits& p : params_) in_.push_back(&p);
+    for (ScalarBits& r : results_) out_.push_back(&r);
   }
   // Sets parameter i from a storage element.
   void Set(int i, PrimitiveType type, const void* storage) {
-    uint64_t raw = 0;
+    ScalarBits raw;
     std::memcpy(&raw, storage, hlo::ByteWidth(type));
     StorageToCompute(type, &raw, &params_[i], 1);
   }
-  void SetCompute(int i, uint64_t bits) { params_[i] = bits; }
+  void SetCompute(int i, const ScalarBits& bits) { params_[i] = bits; }
   void Call() { runner_.Evaluate(in_, 1, out_); }
-  uint64_t result(int j) const { return results_[j]; }
-  uint64_t param(int i) const { return params_[i]; }
+  const ScalarBits& result(int j) const { return results_[j]; }
+  const ScalarBits& param(int i) const { return params_[i]; }
+  // Whether pred result j is true.
+  bool True(int j) const { return (results_[j].words[0] & 0xff) != 0; }
   // Result j stored as `type` into `storage`.
   void Store(int j, PrimitiveType type, void* storage) const {
-    uint64_t raw = 0;
-    ComputeToStorage(type, &results_[j], &raw, 1);
+    StoreCompute(results_[j], type, storage);
+  }
+  // A compute value stored as `type` into `storage`.
+  static void StoreCompute(const ScalarBits& value, PrimitiveType type,
+                           void* storage) {
+    ScalarBits raw;
+    ComputeToStorage(type, &value, &raw, 1);
     std::memcpy(storage, &raw, hlo::ByteWidth(type));
   }
 
  private:
   RegionRunner runner_;
-  std::vector<uint64_t> params_, results_;
+  std::vector<ScalarBits> params_, results_;
   std::vector<const void*> in_;
   std::vector<void*> out_;
 };
@@ -123,7 +139,7 @@ absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
     for (int64_t e = first; e < last; ++e, NextIndex(out_dims, &o)) {
       if ((e & 1023) == 0 && IsCancelled(context.cancellation)) return;
       if (op.has_value()) {
-        DispatchType(types[0], [&](auto pt) {
+        DispatchAnyType(types[0], [&](auto pt) {
           using S = typename TypeTraits<decltype(pt)::value>::Storage;
           using C = typename TypeTraits<decltype(pt)::value>::Compute;
           const S* in = static_cast<const S*>(addresses[inputs[0]]);
@@ -148,11 +164,10 @@ absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
       });
       // The accumulators (parameters 0..n-1) hold the result.
       for (int j = 0; j < n; ++j) {
-        uint64_t raw = 0;
-        const uint64_t acc = call->param(j);
-        ComputeToStorage(types[j], &acc, &raw, 1);
         const int w = hlo::ByteWidth(types[j]);
-        std::memcpy(static_cast<char*>(addresses[outputs[j]]) + e * w, &raw, w);
+        ScalarCall::StoreCompute(
+            call->param(j), types[j],
+            static_cast<char*>(addresses[outputs[j]]) + e * w);
       }
     }
   });
@@ -186,7 +201,7 @@ absl::Status SelectAndScatterKernel::Run(absl::Span<void* const> addresses,
       select_call.Set(0, operand_type, operand_data + selected * w_op);
       select_call.Set(1, operand_type, operand_data + at * w_op);
       select_call.Call();
-      if (select_call.result(0) == 0) selected = at;
+      if (!select_call.True(0)) selected = at;
     });
     if (selected < 0) continue;  // the window covers only padding
     scatter_call.Set(0, source_type, out + selected * w_src);

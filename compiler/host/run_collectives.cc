@@ -51,7 +51,7 @@ void CombineInto(ExprOp op, void* acc, const void* in, int64_t n) {
 // acc[0..n) = acc op in, elementwise, for `type`.
 void Accumulate(hlo::PrimitiveType type, ExprOp op, void* acc, const void* in,
                 int64_t n) {
-  DispatchType(
+  DispatchAnyType(
       type, [&](auto pt) { CombineInto<decltype(pt)::value>(op, acc, in, n); });
 }
 

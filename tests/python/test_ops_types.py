@@ -209,21 +209,24 @@ def test_complex_ordering_ops_are_refused_by_name(client):
 
 
 def test_kernels_without_complex_support_refuse_it_by_name(client):
-    hlo = """HloModule m
-cmp {
-  a = c64[] parameter(0)
-  b = c64[] parameter(1)
-  ra = f32[] real(a)
-  rb = f32[] real(b)
-  ROOT lt = pred[] compare(ra, rb), direction=LT
-}
+    topk = """HloModule m
 ENTRY e {
   x = c64[4] parameter(0)
-  ROOT s = c64[4] sort(x), dimensions={0}, to_apply=cmp
+  ROOT t = (c64[2], s32[2]) topk(x), k=2, largest=true
 }"""
     with pytest.raises(pjrt_client.UnimplementedError,
-                       match=r"sort of c64\[4\]"):
-        client.compile(hlo)
+                       match=r"topk of c64\[4\]"):
+        client.compile(topk)
+    mixed = """HloModule m
+ENTRY e {
+  x = f32[1,4,2] parameter(0)
+  k = c64[3,2,2] parameter(1)
+  ROOT c = c64[1,2,2] convolution(x, k), window={size=3},
+      dim_labels=b0f_0io->b0f
+}"""
+    with pytest.raises(pjrt_client.UnimplementedError,
+                       match="a convolution of f32 and c64 into c64"):
+        client.compile(mixed)
 
 
 # --- s4 and u4 ---------------------------------------------------------------

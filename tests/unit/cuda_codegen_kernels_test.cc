@@ -1,6 +1,7 @@
 // What the CUDA backend generates for particular programs: fusion, tiles,
 // index widths, collectives through temporaries, library launches, and its
 // errors. Kernels that run are run on the CPU (cuda_emulator.h).
+#include <complex>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -390,6 +391,77 @@ ENTRY e {
   EXPECT_EQ(collectives, 4);
 }
 
+// NCCL has no complex numbers: a sum of them is reduced as the sums of
+// their parts, in place (a reduce-scatter's pieces gain a trailing
+// dimension of 2, and stay whole).
+TEST(CudaCodegen, ComplexSumsAcrossMembersReduceTheirParts) {
+  std::unique_ptr<hlo::Module> module = Parse(R"(
+HloModule m, replica_count=4
+add { x = c64[] parameter(0)
+  y = c64[] parameter(1)
+  ROOT s = c64[] add(x, y) }
+add2 { x = c128[] parameter(0)
+  y = c128[] parameter(1)
+  ROOT s = c128[] add(x, y) }
+ENTRY e {
+  a = c64[3] parameter(0)
+  b = c128[2] parameter(1)
+  c = c64[2,8] parameter(2)
+  r = c64[3] all-reduce(a), replica_groups={}, to_apply=add
+  q = c128[2] all-reduce(b), replica_groups={}, to_apply=add2
+  s = c64[2,2] reduce-scatter(c), dimensions={1}, replica_groups={},
+      to_apply=add
+  ROOT t = (c64[3], c128[2], c64[2,2]) tuple(r, q, s)
+})");
+  ASSERT_NE(module, nullptr);
+  auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<PrimitiveType> types;
+  for (const Launch& l : c->generated.launches) {
+    if (l.kind != Launch::Kind::kCollective) continue;
+    types.push_back(l.collective.types[0]);
+    if (l.collective.kind == host::CollectiveStep::Kind::kReduceScatter) {
+      // The pieces, gathered into [member, piece...] blocks, as reals.
+      EXPECT_EQ(l.collective.input_dims, (std::vector<int64_t>{4, 2, 2, 2}));
+      EXPECT_EQ(l.collective.output_dims, (std::vector<int64_t>{2, 2, 2}));
+    } else {
+      EXPECT_EQ(l.collective.operand_elements[0],
+                l.collective.types[0] == PrimitiveType::kF32 ? 6 : 4);
+    }
+  }
+  EXPECT_EQ(types, (std::vector<PrimitiveType>{PrimitiveType::kF32,
+                                               PrimitiveType::kF64,
+                                               PrimitiveType::kF32}));
+  Emulator emulator(*c);
+  emulator.fake_collectives_ = true;  // member p holds the operand + p
+  ASSERT_TRUE(emulator.Build("complex_sums"));
+  using C64 = std::complex<float>;
+  using C128 = std::complex<double>;
+  std::vector<C64> a = {{1, -2}, {0.5f, 3}, {-4, 0}};
+  std::vector<C128> b = {{1e-3, 7}, {-2.25, -0.5}};
+  std::vector<C64> x(16);
+  for (int i = 0; i < 16; ++i) x[i] = {static_cast<float>(i), -0.5f * i};
+  std::vector<C64> r(3), s(4);
+  std::vector<C128> q(2);
+  ASSERT_TRUE(emulator.Run({a.data(), b.data(), x.data()},
+                           {r.data(), q.data(), s.data()}));
+  // Each part: 4 members' values, member p's plus p: 4v + 6.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r[i], C64(4 * a[i].real() + 6, 4 * a[i].imag() + 6)) << i;
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(q[i], C128(4 * b[i].real() + 6, 4 * b[i].imag() + 6)) << i;
+  }
+  // Member 0's piece: columns 0 and 1 of each row.
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 2; ++col) {
+      const C64 v = x[row * 8 + col];
+      EXPECT_EQ(s[row * 2 + col], C64(4 * v.real() + 6, 4 * v.imag() + 6))
+          << row << "," << col;
+    }
+  }
+}
+
 // Scatters whose combine is associative and commutative run a thread per
 // update element and meet at one element through atomics; their results do
 // not depend on the order in which the threads come (integers bit for bit,
@@ -400,11 +472,11 @@ TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
   const struct {
     const char* type;
     const char* op;
-  } kCombines[] = {{"s8", "add"},     {"u16", "maximum"},  {"s32", "minimum"},
-                   {"u32", "xor"},    {"s64", "multiply"}, {"u64", "or"},
-                   {"pred", "and"},   {"pred", "or"},      {"s4", "add"},
-                   {"f16", "add"},    {"f32", "add"},      {"f64", "add"},
-                   {"f64", "maximum"}};
+  } kCombines[] = {{"s8", "add"},   {"u16", "maximum"},  {"s32", "minimum"},
+                   {"u32", "xor"},  {"s64", "multiply"}, {"u64", "or"},
+                   {"pred", "and"}, {"pred", "or"},      {"s4", "add"},
+                   {"f16", "add"},  {"f32", "add"},      {"f64", "add"},
+                   {"c64", "add"},  {"c128", "add"},     {"f64", "maximum"}};
   int n = 0;
   for (const auto& c : kCombines) {
     absl::StrAppendFormat(&regions,
@@ -455,7 +527,8 @@ TEST(CudaCodegen, AtomicScattersGiveTheHostsResultsInAnyOrder) {
   // loops for the rest.
   for (const char* native :
        {"atomicMin((int*)", "atomicXor((unsigned*)",
-        "atomicOr((unsigned long long*)", "atomicAdd(&out0[t], upd0[s])"}) {
+        "atomicOr((unsigned long long*)", "atomicAdd(&out0[t], upd0[s])",
+        "atomicAdd(&out0[t].im, upd0[s].im)"}) {
     EXPECT_NE(c->generated.source.find(native), std::string::npos) << native;
   }
   EXPECT_NE(c->generated.source.find("pj_atomic_apply(&out0[t]"),

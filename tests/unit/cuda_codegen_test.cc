@@ -760,6 +760,85 @@ ENTRY e {
            tuple(n, eq, ne, re, c, t, tr)
 })",
      0},
+    {"complex_sort_scatter_windows_and_map", R"(
+HloModule m
+lex {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ra = f32[] real(a)
+  rb = f32[] real(b)
+  ia = f32[] imag(a)
+  ib = f32[] imag(b)
+  lt = pred[] compare(ra, rb), direction=LT
+  eq = pred[] compare(ra, rb), direction=EQ
+  lti = pred[] compare(ia, ib), direction=LT
+  tie = pred[] and(eq, lti)
+  ROOT r = pred[] or(lt, tie)
+}
+mul {
+  p = c128[] parameter(0)
+  q = c128[] parameter(1)
+  m = c128[] multiply(p, q)
+  ROOT r = c128[] subtract(m, q)
+}
+add {
+  p = c64[] parameter(0)
+  q = c64[] parameter(1)
+  ROOT s = c64[] add(p, q)
+}
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction=GE
+}
+f {
+  a = c128[] parameter(0)
+  b = c128[] parameter(1)
+  m = c128[] multiply(a, b)
+  e = c128[] exponential(a)
+  ROOT r = c128[] add(m, e)
+}
+ENTRY e {
+  x = c64[3,17] parameter(0)
+  y = c128[6] parameter(1)
+  u = c128[5] parameter(2)
+  w = f32[4,6] parameter(3)
+  g = c64[2,3] parameter(4)
+  io = s32[3,17] iota(), iota_dimension=1
+  s = (c64[3,17], s32[3,17]) sort(x, io), dimensions={1}, is_stable=true,
+      to_apply=lex
+  ix = s32[5,1] constant({{2}, {5}, {2}, {0}, {2}})
+  sc = c128[6] scatter(y, ix, u), update_window_dims={},
+      inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+      index_vector_dim=1, to_apply=mul
+  z = c64[] constant((0, 0))
+  cs = c64[3,17] reduce-window(x, z), window={size=1x17 pad=0_0x16_0},
+      to_apply=add
+  sas = c64[4,6] select-and-scatter(w, g, z), window={size=2x2 stride=2x2},
+      select=ge, scatter=add
+  mp = c128[6] map(y, y), dimensions={0}, to_apply=f
+  sk = c64[3,17] get-tuple-element(s), index=0
+  si = s32[3,17] get-tuple-element(s), index=1
+  ROOT o = (c64[3,17], s32[3,17], c128[6], c64[3,17], c64[4,6], c128[6])
+           tuple(sk, si, sc, cs, sas, mp)
+})",
+     1e-5},
+    {"complex_convolutions", R"(
+HloModule m
+ENTRY e {
+  x = c64[2,10,3] parameter(0)
+  k = c64[4,3,5] parameter(1)
+  y = c128[1,4,5,6] parameter(2)
+  w = c128[4,2,2,3] parameter(3)
+  c = c64[2,7,5] convolution(x, k), window={size=4}, dim_labels=b0f_0io->b0f
+  d = c128[1,4,3,3] convolution(y, w),
+      window={size=2x3 stride=2x2 pad=1_0x1_1 rhs_reversal=0x1},
+      dim_labels=bf01_oi01->bf01, feature_group_count=2
+  ROOT o = (c64[2,7,5], c128[1,4,3,3]) tuple(c, d)
+})",
+     1e-5},
     {"complex_arithmetic_and_functions", R"(
 HloModule m
 ENTRY e {

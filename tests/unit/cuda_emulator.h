@@ -616,7 +616,7 @@ class Emulator {
   }
 
   // dst[i] = the sum over members p < n of src[i] + p, in `type` (f32,
-  // s32 or u32).
+  // f64, s32 or u32).
   template <typename T>
   static void FakeSum(const void* src, void* dst, int64_t count, int64_t n) {
     for (int64_t i = 0; i < count; ++i) {
@@ -632,6 +632,7 @@ class Emulator {
       return FakeSum<int32_t>(src, dst, count, n);
     if (type == PrimitiveType::kU32)
       return FakeSum<uint32_t>(src, dst, count, n);
+    if (type == PrimitiveType::kF64) return FakeSum<double>(src, dst, count, n);
     FakeSum<float>(src, dst, count, n);
   }
 
@@ -670,7 +671,7 @@ class Emulator {
   // (block 0 of input + p, f32; strided pieces through its temporaries as
   // RunNcclCollective moves them), a reduce-scatter block 0 summed over
   // the group, an all-reduce every operand summed over the group (f32,
-  // s32, u32; sums); for u8 maxima and minima (bit planes), member p holds
+  // f64, s32, u32; sums); for u8 maxima and minima (bit planes), member p holds
   // the operand rotated by p bytes (FakeBytes).
   void FakeCollective(const host::CollectiveStep& s,
                       const std::vector<void*>& args) const {
