@@ -51,10 +51,13 @@ absl::StatusOr<PrimitiveType> Reader::ElementType(int depth) {
                                        "complex<f64>"));
   }
   if (At("!quant")) {
-    return Unimplemented(start,
-                         "quantized element types (!quant.uniform) are "
-                         "not supported; dequantize in the program "
-                         "before it reaches pjrtd");
+    if (quantization_allowed_ == 0) {
+      return Unimplemented(start,
+                           "quantized element types (!quant.uniform) are "
+                           "supported in op signatures and function "
+                           "arguments and results only");
+    }
+    return QuantizedType(depth);
   }
   absl::string_view name = PeekIdentifier();
   std::optional<PrimitiveType> type = ElementTypeFromName(name);
@@ -65,6 +68,151 @@ absl::StatusOr<PrimitiveType> Reader::ElementType(int depth) {
   }
   pos_ += name.size();
   return *type;
+}
+
+absl::StatusOr<PrimitiveType> Reader::QuantizedType(int depth) {
+  PJRT_RETURN_IF_ERROR(CheckDepth(depth));
+  Quantization q;
+  q.position = Here();
+  if (!TryConsume("!quant.uniform")) {
+    return Unimplemented(pos_,
+                         "only uniform quantized types (!quant.uniform) are "
+                         "supported");
+  }
+  PJRT_RETURN_IF_ERROR(Expect("<", "after !quant.uniform"));
+  // The storage type: iN (signed) or uN (unsigned), MLIR's integer names
+  // too.
+  const size_t storage_at = pos_;
+  const std::string storage(PeekIdentifier());
+  std::optional<PrimitiveType> type;
+  if (storage.size() > 1 && storage[0] == 'u' && storage[1] != 'i') {
+    type = ElementTypeFromName(absl::StrCat("ui", storage.substr(1)));
+  } else {
+    type = ElementTypeFromName(storage);
+  }
+  if (!type.has_value() ||
+      !(IsSignedInteger(*type) || IsUnsignedInteger(*type)) ||
+      *type == PrimitiveType::kS64 || *type == PrimitiveType::kU64 ||
+      *type == PrimitiveType::kS2 || *type == PrimitiveType::kU2) {
+    return ErrorAt(storage_at,
+                   absl::StrCat("quantized storage type ",
+                                storage.empty() ? "(none)" : storage,
+                                " is not one of i4, i8, i16, i32, u4, u8, "
+                                "u16, u32"));
+  }
+  pos_ += storage.size();
+  q.storage = *type;
+  const int bits = BitWidth(q.storage);
+  const bool is_signed = IsSignedInteger(q.storage);
+  const int64_t lowest = is_signed ? -(int64_t{1} << (bits - 1)) : 0;
+  const int64_t highest =
+      is_signed ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
+  q.storage_min = lowest;
+  q.storage_max = highest;
+  if (TryConsume("<")) {
+    const size_t range_at = pos_;
+    PJRT_ASSIGN_OR_RETURN(q.storage_min, Integer("the storage minimum"));
+    PJRT_RETURN_IF_ERROR(
+        Expect(":", "between the storage minimum and maximum"));
+    PJRT_ASSIGN_OR_RETURN(q.storage_max, Integer("the storage maximum"));
+    PJRT_RETURN_IF_ERROR(Expect(">", "to end the storage range"));
+    if (q.storage_min < lowest || q.storage_max > highest ||
+        q.storage_min > q.storage_max) {
+      return ErrorAt(range_at,
+                     absl::StrFormat("storage range [%d, %d] is not within "
+                                     "%s's [%d, %d]",
+                                     q.storage_min, q.storage_max, storage,
+                                     lowest, highest));
+    }
+  }
+  PJRT_RETURN_IF_ERROR(Expect(":", "and the expressed type"));
+  const size_t expressed_at = pos_;
+  PJRT_ASSIGN_OR_RETURN(q.expressed, ElementType(depth + 1));
+  if (q.expressed != PrimitiveType::kF32 &&
+      q.expressed != PrimitiveType::kF16 &&
+      q.expressed != PrimitiveType::kBf16 &&
+      q.expressed != PrimitiveType::kF64) {
+    return ErrorAt(expressed_at,
+                   absl::StrCat("quantized values express ",
+                                ElementTypeString(q.expressed),
+                                "; the expressed type is f16, bf16, f32 or "
+                                "f64"));
+  }
+  if (TryConsume(":")) {
+    PJRT_ASSIGN_OR_RETURN(q.dimension, Integer("the quantized dimension"));
+    if (q.dimension < 0 || q.dimension >= kMaxRank) {
+      return Error(absl::StrCat("quantized dimension ", q.dimension,
+                                " is not a dimension"));
+    }
+  }
+  PJRT_RETURN_IF_ERROR(Expect(",", "and the scale"));
+  // scale[:zero_point], or {scale[:zero_point], ...} per axis.
+  const auto scale_and_zero_point = [&]() -> absl::Status {
+    const size_t at = pos_;
+    bool is_float = false;
+    PJRT_ASSIGN_OR_RETURN(std::string digits, NumberText(&is_float));
+    double scale = 0;
+    if (!absl::SimpleAtod(digits, &scale) || !std::isfinite(scale) ||
+        scale <= 0) {
+      return ErrorAt(at, absl::StrCat("scale ", digits,
+                                      " is not a positive finite number"));
+    }
+    int64_t zero_point = 0;
+    if (TryConsume(":")) {
+      const size_t zp_at = pos_;
+      PJRT_ASSIGN_OR_RETURN(zero_point, Integer("the zero point"));
+      if (zero_point < q.storage_min || zero_point > q.storage_max) {
+        return ErrorAt(
+            zp_at, absl::StrFormat("zero point %d is outside the "
+                                   "storage range [%d, %d]",
+                                   zero_point, q.storage_min, q.storage_max));
+      }
+    }
+    if (q.scales.size() >= static_cast<size_t>(kMaxArrayBytes)) {
+      return ErrorAt(at, "too many scales");
+    }
+    q.scales.push_back(scale);
+    q.zero_points.push_back(zero_point);
+    return absl::OkStatus();
+  };
+  if (q.dimension >= 0) {
+    PJRT_RETURN_IF_ERROR(Expect("{", "to start the per-axis scales"));
+    do {
+      PJRT_RETURN_IF_ERROR(scale_and_zero_point());
+    } while (TryConsume(","));
+    PJRT_RETURN_IF_ERROR(Expect("}", "to end the per-axis scales"));
+  } else {
+    PJRT_RETURN_IF_ERROR(scale_and_zero_point());
+  }
+  PJRT_RETURN_IF_ERROR(Expect(">", "to end !quant.uniform<...>"));
+  pending_quantization_ = std::move(q);
+  return *type;
+}
+
+absl::StatusOr<Shape> Reader::QuantizableType(int depth,
+                                              std::optional<Quantization>* q) {
+  ++quantization_allowed_;
+  pending_quantization_.reset();
+  absl::StatusOr<Shape> type = Type(depth);
+  --quantization_allowed_;
+  *q = std::exchange(pending_quantization_, std::nullopt);
+  return type;
+}
+
+absl::StatusOr<std::vector<Shape>> Reader::QuantizableTypeList(
+    int depth, Quantizations* qs) {
+  std::vector<Shape> types;
+  Quantizations all;
+  bool any = false;
+  do {
+    std::optional<Quantization> q;
+    PJRT_ASSIGN_OR_RETURN(Shape type, QuantizableType(depth, &q));
+    types.push_back(std::move(type));
+    any |= q.has_value();
+    all.push_back(std::move(q));
+  } while (TryConsume(","));
+  if (any) *qs = std::move(all);
+  return types;
 }
 
 absl::StatusOr<Shape> Reader::Type(int depth) {
@@ -117,7 +265,11 @@ absl::StatusOr<Shape> Reader::Type(int depth) {
     PJRT_RETURN_IF_ERROR(Expect("<", "after tuple"));
     std::vector<Shape> elements;
     if (!TryConsume(">")) {
-      PJRT_ASSIGN_OR_RETURN(elements, TypeList(depth + 1));
+      // Quantized types stand in tuples nowhere pjrtd reads them.
+      const int allowed = std::exchange(quantization_allowed_, 0);
+      absl::StatusOr<std::vector<Shape>> list = TypeList(depth + 1);
+      quantization_allowed_ = allowed;
+      PJRT_ASSIGN_OR_RETURN(elements, std::move(list));
       PJRT_RETURN_IF_ERROR(Expect(">", "to end the tuple type"));
     }
     Shape shape = Shape::Tuple(std::move(elements));
@@ -486,9 +638,12 @@ absl::Status Reader::Function(Module* module) {
   if (TryConsume("->")) {
     // Only a parenthesized result list has attributes: after a lone type,
     // '{' opens the body.
+    Quantizations quantizations;
     const auto result = [&](bool in_list) -> absl::Status {
-      PJRT_ASSIGN_OR_RETURN(Shape type, Type(1));
+      std::optional<Quantization> q;
+      PJRT_ASSIGN_OR_RETURN(Shape type, QuantizableType(1, &q));
       f.result_types.push_back(std::move(type));
+      quantizations.push_back(std::move(q));
       NamedAttributes attributes;
       if (in_list && PeekChar() == '{') {
         PJRT_ASSIGN_OR_RETURN(attributes, Dictionary(1));
@@ -505,6 +660,10 @@ absl::Status Reader::Function(Module* module) {
       }
     } else {
       PJRT_RETURN_IF_ERROR(result(false));
+    }
+    for (const auto& q : quantizations) {
+      if (q.has_value()) f.result_quantizations = std::move(quantizations);
+      if (q.has_value()) break;
     }
   }
   if (TryKeyword("attributes")) {

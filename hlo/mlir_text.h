@@ -18,6 +18,7 @@
 #define PJRT_HLO_MLIR_TEXT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,11 +91,32 @@ struct ValueUse {
   Position position;
 };
 
+// A quantized element type, !quant.uniform<i8:f32, 0.5:-20> (per tensor)
+// or !quant.uniform<i8<-127:127>:f32:1, {0.1:-30, 0.5}> (per axis): values
+// are held as `storage` integers q standing for (q - zero_point) * scale.
+// The type's Shape (Argument::type, Operation::result_types...) has the
+// storage type as its element type.
+struct Quantization {
+  PrimitiveType storage = PrimitiveType::kS8;
+  PrimitiveType expressed = PrimitiveType::kF32;
+  int64_t storage_min = 0, storage_max = 0;
+  // Per axis: the dimension whose index picks the scale and zero point;
+  // -1 for one of each for the whole tensor.
+  int64_t dimension = -1;
+  std::vector<double> scales;
+  std::vector<int64_t> zero_points;
+  Position position;  // of the !quant
+};
+// The quantization of each of a list of types (nullopt: not quantized);
+// empty when none is.
+using Quantizations = std::vector<std::optional<Quantization>>;
+
 struct Argument {
   std::string name;  // "%arg0"
   Shape type;
   NamedAttributes attributes;
   Position position;
+  std::optional<Quantization> quantization;
 };
 
 struct Operation;
@@ -118,6 +140,7 @@ struct Operation {
   // them) and result types.
   std::vector<Shape> operand_types;
   std::vector<Shape> result_types;
+  Quantizations operand_quantizations, result_quantizations;
   bool has_operand_types = false;
   // The loc(...) after the op, unresolved (text between the parentheses).
   std::string location;
@@ -128,6 +151,7 @@ struct Function {
   std::string visibility;  // "public" (default), "private", "nested"
   std::vector<Argument> arguments;
   std::vector<Shape> result_types;
+  Quantizations result_quantizations;
   std::vector<NamedAttributes> result_attributes;
   NamedAttributes attributes;
   Region body;

@@ -421,6 +421,16 @@ class Reader {
   absl::StatusOr<Shape> Type(int depth);
   absl::StatusOr<PrimitiveType> ElementType(int depth);
   absl::StatusOr<std::vector<Shape>> TypeList(int depth);
+  // Where a quantized element type may stand (op signatures, function
+  // arguments and results): the type, and its quantization in `q`.
+  absl::StatusOr<Shape> QuantizableType(int depth,
+                                        std::optional<Quantization>* q);
+  // A list of them; `qs` stays empty when none is quantized.
+  absl::StatusOr<std::vector<Shape>> QuantizableTypeList(int depth,
+                                                         Quantizations* qs);
+  // !quant.uniform<...> at the cursor: its storage type, the rest in
+  // pending_quantization_.
+  absl::StatusOr<PrimitiveType> QuantizedType(int depth);
   bool AtType() {
     Skip();
     return AtKeyword("tensor") || AtKeyword("tuple") || At("!") ||
@@ -483,6 +493,9 @@ class Reader {
   absl::string_view text_;
   size_t pos_ = 0;
   std::vector<size_t> line_starts_;
+  // Above 0 while a quantizable type is read (QuantizableType).
+  int quantization_allowed_ = 0;
+  std::optional<Quantization> pending_quantization_;
 };
 
 }  // namespace pjrt::hlo::mlir::text_internal

@@ -10,7 +10,8 @@ absl::StatusOr<Argument> Reader::ArgumentDecl(int depth) {
   argument.position = Here();
   PJRT_ASSIGN_OR_RETURN(argument.name, ValueName("an argument (%name)"));
   PJRT_RETURN_IF_ERROR(Expect(":", "and the argument's type"));
-  PJRT_ASSIGN_OR_RETURN(argument.type, Type(depth + 1));
+  PJRT_ASSIGN_OR_RETURN(argument.type,
+                        QuantizableType(depth + 1, &argument.quantization));
   if (PeekChar() == '{') {
     PJRT_ASSIGN_OR_RETURN(argument.attributes, Dictionary(depth + 1));
   }
@@ -22,31 +23,39 @@ absl::Status Reader::Signature(int depth, Operation* op) {
   PJRT_RETURN_IF_ERROR(Expect(":", "and the op's types"));
   std::vector<Shape> inputs;
   std::vector<Shape> outputs;
+  Quantizations input_quantizations, output_quantizations;
   bool function_type = false;
   if (TryConsume("(")) {
     function_type = true;
     if (!TryConsume(")")) {
-      PJRT_ASSIGN_OR_RETURN(inputs, TypeList(depth + 1));
+      PJRT_ASSIGN_OR_RETURN(
+          inputs, QuantizableTypeList(depth + 1, &input_quantizations));
       PJRT_RETURN_IF_ERROR(Expect(")", "to end the operand types"));
     }
     PJRT_RETURN_IF_ERROR(Expect("->", "and the result types"));
   } else {
-    PJRT_ASSIGN_OR_RETURN(inputs, TypeList(depth + 1));
+    PJRT_ASSIGN_OR_RETURN(inputs,
+                          QuantizableTypeList(depth + 1, &input_quantizations));
     function_type = TryConsume("->");
   }
   if (function_type) {
     if (TryConsume("(")) {
       if (!TryConsume(")")) {
-        PJRT_ASSIGN_OR_RETURN(outputs, TypeList(depth + 1));
+        PJRT_ASSIGN_OR_RETURN(
+            outputs, QuantizableTypeList(depth + 1, &output_quantizations));
         PJRT_RETURN_IF_ERROR(Expect(")", "to end the result types"));
       }
     } else {
-      PJRT_ASSIGN_OR_RETURN(Shape type, Type(depth + 1));
+      std::optional<Quantization> q;
+      PJRT_ASSIGN_OR_RETURN(Shape type, QuantizableType(depth + 1, &q));
       outputs.push_back(std::move(type));
+      if (q.has_value()) output_quantizations.push_back(std::move(q));
     }
     op->operand_types = std::move(inputs);
+    op->operand_quantizations = std::move(input_quantizations);
     op->has_operand_types = true;
     op->result_types = std::move(outputs);
+    op->result_quantizations = std::move(output_quantizations);
     return absl::OkStatus();
   }
   // A list of types: the results are its last ones (`tensor<2xi1>,
@@ -59,8 +68,13 @@ absl::Status Reader::Signature(int depth, Operation* op) {
                         op->name, n, inputs.size()));
   }
   op->result_types.assign(inputs.end() - n, inputs.end());
+  if (!input_quantizations.empty()) {
+    op->result_quantizations.assign(input_quantizations.end() - n,
+                                    input_quantizations.end());
+  }
   op->has_operand_types = inputs.size() == op->operands.size();
   op->operand_types = std::move(inputs);
+  op->operand_quantizations = std::move(input_quantizations);
   return absl::OkStatus();
 }
 
@@ -460,7 +474,9 @@ absl::Status Reader::PrettyOp(int depth, Operation* op, size_t name_offset) {
     if (PeekChar() == '%') {
       PJRT_RETURN_IF_ERROR(OperandList(op));
       PJRT_RETURN_IF_ERROR(Expect(":", "and the returned types"));
-      PJRT_ASSIGN_OR_RETURN(op->operand_types, TypeList(depth + 1));
+      PJRT_ASSIGN_OR_RETURN(
+          op->operand_types,
+          QuantizableTypeList(depth + 1, &op->operand_quantizations));
       op->has_operand_types = true;
     }
     return absl::OkStatus();

@@ -167,6 +167,11 @@ absl::Status Translator::Ops(Builder* b, const std::vector<Operation>& ops,
       done = true;
       continue;
     }
+    PJRT_ASSIGN_OR_RETURN(bool quantized, Quantized(b, op));
+    if (quantized) {
+      PJRT_RETURN_IF_ERROR(QuantizedOp(b, op));
+      continue;
+    }
     PJRT_RETURN_IF_ERROR(Op(b, op));
     PJRT_RETURN_IF_ERROR(CheckAttributesUsed(op));
   }
@@ -287,8 +292,9 @@ absl::StatusOr<std::string> Translator::FunctionComputation(
   b.computation.name = NewName(symbol);
   for (size_t i = 0; i < f->arguments.size(); ++i) {
     const auto& a = f->arguments[i];
-    b.values[a.name] = Value{
-        EmitParameter(&b, a.type, static_cast<int64_t>(i), a.position), a.type};
+    b.values[a.name] =
+        Value{EmitParameter(&b, a.type, static_cast<int64_t>(i), a.position),
+              a.type, a.quantization};
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, f->body.operations, &returned));
@@ -328,7 +334,7 @@ absl::StatusOr<StableHloTranslation> Translator::Run() {
         Line{absl::StrCat("  %", name, " = ", a.type.ToString(), " parameter(",
                           i, ")"),
              nullptr, a.position});
-    b.values[a.name] = Value{name, a.type};
+    b.values[a.name] = Value{name, a.type, a.quantization};
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, entry->body.operations, &returned));

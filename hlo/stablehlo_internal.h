@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -53,6 +54,9 @@ constexpr int64_t kMaxAttributeValues = int64_t{1} << 20;
 struct Value {
   std::string name;  // HLO instruction name, without '%'
   Shape shape;
+  // A quantized value: `shape` holds its storage integers
+  // (stablehlo_quantized.cc).
+  std::optional<mlir::Quantization> quantization;
 };
 
 struct Line {
@@ -609,6 +613,28 @@ class Translator {
   // shifts and a compare.
   absl::Status BitcastBits(Builder* b, const Operation& op, const Value& in);
   absl::Status Chlo(Builder* b, const Operation& op, absl::string_view name);
+
+  // --- quantized types (stablehlo_quantized.cc) ------------------------------
+  // Whether `op` takes or gives a quantized value.
+  absl::StatusOr<bool> Quantized(Builder* b, const Operation& op);
+  // Translates such an op: uniform_quantize, uniform_dequantize, a
+  // bitcast_convert to or from the storage type, and any other op as the
+  // spec's dequantize_op_quantize (the op on the values the operands
+  // express, its quantized results quantized).
+  absl::Status QuantizedOp(Builder* b, const Operation& op);
+  // The values `v` (quantized) expresses, and those of `x` (of the
+  // expressed type, shaped `shape`) quantized as `q`.
+  absl::StatusOr<Value> Dequantize(Builder* b, const Operation& op,
+                                   const Value& v);
+  absl::StatusOr<Value> Quantize(Builder* b, const Operation& op,
+                                 const Value& x, const mlir::Quantization& q,
+                                 const Shape& storage_shape);
+  // The scales (or zero points) of `q`, as an array of `type` shaped like
+  // `shape` (a broadcast of one value, or of one per index of the
+  // quantized dimension).
+  absl::StatusOr<std::string> QuantizationParameter(
+      Builder* b, const Operation& op, const mlir::Quantization& q,
+      const Shape& shape, PrimitiveType type, bool scales);
   // Emits the element-wise HLO of a CHLO decomposition: every value of
   // `shape` (a comparison's of pred), each line attributed to `op`.
   struct ChloEmitter {
@@ -727,6 +753,9 @@ class Translator {
   absl::flat_hash_set<std::string> functions_in_progress_;
   absl::flat_hash_set<const Attribute*> used_;
   absl::flat_hash_map<std::string, std::string> shared_regions_;
+  // The ops QuantizedOp translates in place of quantized ones: lines,
+  // regions and used_ point into them, so they live as long as this.
+  std::deque<Operation> dequantized_ops_;
   int next_id_ = 0;
 };
 

@@ -75,8 +75,6 @@ bool IsKnownUnsupported(absl::string_view op) {
                                            "outfeed",
                                            "send",
                                            "recv",
-                                           "uniform_quantize",
-                                           "uniform_dequantize",
                                            "set_dimension_size",
                                            "compute_reshape_shape",
                                            "cstr_reshapable",

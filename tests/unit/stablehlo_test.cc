@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "hlo/literal.h"
+#include "hlo/mlir_text.h"
 #include "tests/unit/hlo_run_test.h"
 
 namespace pjrt::runtime::testing {
@@ -203,6 +204,51 @@ TEST_F(StableHloRunTest, ChloOpsFollowTheirDecompositions) {
           << ops[i] << "(" << v << ")";
     }
   }
+}
+
+// !quant.uniform types read into the storage type's shape and their
+// Quantization: per tensor with the storage type's full range and a zero
+// point of 0 by default, per axis with a range of its own.
+TEST(StableHloModuleTest, QuantizedTypesKeepTheirScalesAndZeroPoints) {
+  const std::string text = R"(
+func.func @main(%a: tensor<2x3x!quant.uniform<u8:f32, 2.5e-1>>) -> tensor<2x3xf32> {
+  %q = "stablehlo.uniform_quantize"(%a) : (tensor<2x3x!quant.uniform<u8:f32, 2.5e-1>>)
+      -> tensor<2x3x!quant.uniform<i8<-127:127>:bf16:1, {0.5:-3, 2.0, 1e-3:127}>>
+  %d = "stablehlo.uniform_dequantize"(%q)
+      : (tensor<2x3x!quant.uniform<i8<-127:127>:bf16:1, {0.5:-3, 2.0, 1e-3:127}>>)
+      -> tensor<2x3xbf16>
+  %f = stablehlo.convert %d : (tensor<2x3xbf16>) -> tensor<2x3xf32>
+  return %f : tensor<2x3xf32>
+})";
+  absl::StatusOr<hlo::mlir::Module> module = hlo::mlir::ParseMlirModule(text);
+  ASSERT_TRUE(module.ok()) << module.status();
+  const hlo::mlir::Function& f = module->functions[0];
+  ASSERT_TRUE(f.arguments[0].quantization.has_value());
+  const hlo::mlir::Quantization& a = *f.arguments[0].quantization;
+  EXPECT_EQ(f.arguments[0].type.ToString(), "u8[2,3]");
+  EXPECT_EQ(a.storage, PrimitiveType::kU8);
+  EXPECT_EQ(a.expressed, PrimitiveType::kF32);
+  EXPECT_EQ(a.storage_min, 0);
+  EXPECT_EQ(a.storage_max, 255);
+  EXPECT_EQ(a.dimension, -1);
+  EXPECT_EQ(a.scales, (std::vector<double>{0.25}));
+  EXPECT_EQ(a.zero_points, (std::vector<int64_t>{0}));
+  const hlo::mlir::Operation& quantize = f.body.operations[0];
+  ASSERT_EQ(quantize.result_quantizations.size(), 1u);
+  const hlo::mlir::Quantization& q = *quantize.result_quantizations[0];
+  EXPECT_EQ(quantize.result_types[0].ToString(), "s8[2,3]");
+  EXPECT_EQ(q.expressed, PrimitiveType::kBf16);
+  EXPECT_EQ(q.storage_min, -127);
+  EXPECT_EQ(q.storage_max, 127);
+  EXPECT_EQ(q.dimension, 1);
+  EXPECT_EQ(q.scales, (std::vector<double>{0.5, 2.0, 1e-3}));
+  EXPECT_EQ(q.zero_points, (std::vector<int64_t>{-3, 0, 127}));
+  // The operand's type was not quantized-free: its quantization is kept
+  // per operand; the convert has none.
+  ASSERT_EQ(quantize.operand_quantizations.size(), 1u);
+  EXPECT_TRUE(quantize.operand_quantizations[0].has_value());
+  EXPECT_TRUE(f.body.operations[2].operand_quantizations.empty());
+  EXPECT_TRUE(f.body.operations[2].result_quantizations.empty());
 }
 
 TEST(StableHloModuleTest, HonoursAliasingReplicasAndPartitions) {
