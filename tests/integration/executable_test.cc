@@ -487,14 +487,15 @@ TEST_P(ExecutableTest, StableHloTransformerStepMatchesItsHloTwinAndLearns) {
 TEST_P(ExecutableTest, StableHloErrorsNameTheLineOfTheProgram) {
   const std::string program =
       "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
-      "  %0 = stablehlo.uniform_quantize %x : tensor<4xf32>\n"
+      "  %0 = \"stablehlo.einsum\"(%x, %x) {einsum_config = \"i,i->i\"}\n"
+      "      : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
       "  return %0 : tensor<4xf32>\n"
       "}\n";
   auto executable = session_->Compile(program);
   EXPECT_EQ(executable.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(executable.status().message(),
                                 "line 2, column 8: "
-                                "stablehlo.uniform_quantize"))
+                                "stablehlo.einsum"))
       << executable.status();
   // Told it is HLO text, the daemon reads it as HLO and says so.
   pjrt_client::CompileOptions hlo;
