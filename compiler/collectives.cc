@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -61,6 +62,12 @@ absl::Status CollectiveHub::Join(int64_t id) {
   return absl::OkStatus();
 }
 
+std::string CollectiveHub::NextInstance(const std::string& key, int64_t id) {
+  MutexLock lock(&mu_);
+  int64_t& n = instances_[{key, id}];
+  return absl::StrCat(key, "@", n++);
+}
+
 absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
     const std::string& key, absl::string_view name,
     absl::Span<const int64_t> group, int index, Member mine,
@@ -89,7 +96,7 @@ absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
     size += placement_ == nullptr || TaskOf(id) == placement_->self;
   }
   // The last to arrive commits the rendezvous for everyone.
-  if (r.arrivals == size) r.working = size;
+  if (r.arrivals == size) r.working = r.staying = size;
   // Once everyone is here the rendezvous is committed: each member does its
   // share in its peers' memory, so from then on nobody may give up (see
   // Depart). Until then a failure, a timeout or a cancellation ends the
@@ -132,27 +139,25 @@ absl::StatusOr<std::vector<CollectiveHub::Member>> CollectiveHub::Arrive(
 }
 
 void CollectiveHub::Depart(const std::string& key) {
-  MutexLock lock(&mu_);
-  Rendezvous& r = rendezvous_[key];
-  r.working--;
-  // Bounded: every member that got the member list is doing plain memory
-  // work, and its buffers may not be freed (its run may not end) while a
-  // peer could still read or write them.
-  mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return rendezvous_[key].working == 0;
-  });
+  DepartWith(key, absl::OkStatus()).IgnoreError();
 }
 
 absl::Status CollectiveHub::DepartWith(const std::string& key,
                                        const absl::Status& status) {
   MutexLock lock(&mu_);
-  Rendezvous& r = rendezvous_[key];
+  auto it = rendezvous_.find(key);
+  Rendezvous& r = it->second;  // committed: it stays until all have left
   if (!status.ok() && r.status.ok()) r.status = status;
   r.working--;
-  mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return rendezvous_[key].working == 0;
-  });
-  return rendezvous_[key].status;
+  // Bounded: every member that got the member list is doing plain memory
+  // work, and its buffers may not be freed (its run may not end) while a
+  // peer could still read or write them.
+  mu_.Await([&r]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return r.working == 0; });
+  absl::Status result = r.status;
+  // The last to leave removes it: a collective in a loop meets under a new
+  // key each iteration (NextInstance).
+  if (--r.staying == 0) rendezvous_.erase(it);
+  return result;
 }
 
 void CollectiveHub::Fail(int64_t id, const absl::Status& status) {

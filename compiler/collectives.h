@@ -203,6 +203,12 @@ class CollectiveHub {
   // otherwise.
   const TaskPlacement* placement() const { return placement_.get(); }
 
+  // The key of participant `id`'s next meeting at collective `key`: a
+  // collective in a loop body or a branch meets once per run of it, and
+  // every participant runs its collectives in the same order (as XLA
+  // requires), so the n-th arrival of each member at `key` is one meeting.
+  std::string NextInstance(const std::string& key, int64_t id);
+
   // Arrives at collective `key` (the same for every member of its group) as
   // member `index` of `group` (flattened ids), and returns every member's
   // buffers in group order once all have arrived. For a group that spans
@@ -238,14 +244,23 @@ class CollectiveHub {
   // "replica 2 partition 0".
   std::string Name(int64_t id) const;
 
+  // Rendezvous that members have arrived at and not all left.
+  int64_t open_meetings() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    return static_cast<int64_t>(rendezvous_.size());
+  }
+
  private:
   struct Rendezvous {
     std::vector<Member> members;
     std::vector<bool> arrived;
     int arrivals = 0;
     // Members of a committed rendezvous (all arrived) that have not
-    // departed.
+    // finished their share (called Depart)...
     int working = 0;
+    // ...and that have not returned from Depart: the last to return
+    // removes the rendezvous.
+    int staying = 0;
     // The first error of a member's share (DepartWith).
     absl::Status status;
   };
@@ -258,6 +273,9 @@ class CollectiveHub {
   std::map<std::string, Rendezvous> rendezvous_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int64_t> joined_ ABSL_GUARDED_BY(mu_);
+  // Meetings so far per (collective key, participant).
+  std::map<std::pair<std::string, int64_t>, int64_t> instances_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pjrt::compiler

@@ -236,7 +236,8 @@ absl::Status RunNcclCollective(const CollectiveStep& s,
         s.name, n));
   }
   // Learn the group's GPUs at the launch's rendezvous.
-  const std::string key = absl::StrCat(s.key, "#gpus");
+  const std::string key = context.collectives->NextInstance(
+      absl::StrCat(s.key, "#gpus"), group[index]);
   const int mine = device;
   PJRT_ASSIGN_OR_RETURN(
       std::vector<CollectiveHub::Member> members,

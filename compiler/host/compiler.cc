@@ -524,6 +524,7 @@ absl::StatusOr<Lowering::Value> Lowering::LowerComputation(
 
 absl::StatusOr<std::unique_ptr<HostProgram>> Lowering::Compile(
     const Computation& entry) {
+  computation_name_ = entry.name();
   std::vector<Value> args;
   // One program parameter per array leaf of the entry's parameters.
   // Tokens carry nothing: no argument (in a loop's state, nothing to keep).

@@ -839,6 +839,14 @@ std::vector<const CollectiveOp*> HostProgram::collectives() const {
   std::vector<const CollectiveOp*> ops;
   for (const Step& step : steps) {
     if (const auto* c = std::get_if<CollectiveStep>(&step)) ops.push_back(c);
+    // Those of loop bodies and branches (nested no deeper than the
+    // verifier's kMaxCallDepth).
+    if (const auto* k = std::get_if<KernelStep>(&step)) {
+      for (const HostProgram* sub : k->kernel->sub_programs()) {
+        const std::vector<const CollectiveOp*> inner = sub->collectives();
+        ops.insert(ops.end(), inner.begin(), inner.end());
+      }
+    }
   }
   return ops;
 }

@@ -45,6 +45,9 @@ class Kernel {
                            const RunContext& context) const = 0;
   // Host memory the kernel holds (sub-programs, tables).
   virtual int64_t host_memory_bytes() const { return 0; }
+  // The programs it runs (a loop's condition and body, a conditional's
+  // branches): their collectives are the program's too.
+  virtual std::vector<const HostProgram*> sub_programs() const { return {}; }
 
   // "gather %gather.3 (line 12)".
   std::string name;

@@ -23,6 +23,9 @@ class WhileKernel : public Kernel {
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override;
   int64_t host_memory_bytes() const override;
+  std::vector<const HostProgram*> sub_programs() const override {
+    return {condition.get(), body.get()};
+  }
 
   std::unique_ptr<HostProgram> condition, body;
   // Per state leaf: the initial value's slot, the state's (the while's
@@ -47,6 +50,11 @@ class ConditionalKernel : public Kernel {
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override;
   int64_t host_memory_bytes() const override;
+  std::vector<const HostProgram*> sub_programs() const override {
+    std::vector<const HostProgram*> programs;
+    for (const Branch& b : branches) programs.push_back(b.program.get());
+    return programs;
+  }
 
   struct Branch {
     std::unique_ptr<HostProgram> program;

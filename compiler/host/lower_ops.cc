@@ -336,13 +336,6 @@ absl::Status Lowering::EmitCollective(int node) {
   const Node& n = nodes_[node];
   const Instruction& inst = *n.inst;
   const hlo::Attributes& a = inst.attributes();
-  if (nested_) {
-    // Rendezvous are keyed per step, not per iteration.
-    return absl::UnimplementedError(absl::StrFormat(
-        "line %d: %%%s is a collective inside a while body or a conditional "
-        "branch, which the host compiler does not support yet",
-        inst.line(), inst.name()));
-  }
   CollectiveStep step;
   switch (inst.opcode()) {
     case Opcode::kAllReduce:
@@ -378,7 +371,9 @@ absl::Status Lowering::EmitCollective(int node) {
   } else {
     step.mode = CollectiveStep::Mode::kCrossReplicaAndPartition;
   }
-  step.key = absl::StrCat(node);
+  // One key per collective of the program (a loop body's or a branch's
+  // meet once per run of it: CollectiveHub::NextInstance).
+  step.key = absl::StrCat(computation_name_, "/", node);
   step.name = absl::StrCat(inst.opcode_name(), " ", inst.Describe());
   step.replica_groups = a.replica_groups;
   step.source_target_pairs = a.source_target_pairs;

@@ -88,7 +88,7 @@ inline constexpr int kMaxFusedDepth = 128;
 
 class Lowering : public KernelCompiler {
  public:
-  // `nested`: compiling the body of a loop or a branch (no collectives).
+  // `nested`: compiling the body of a loop or a branch.
   Lowering(const hlo::Module& module, const HostCompileOptions& options,
            bool nested = false)
       : module_(module), options_(options), nested_(nested) {}
@@ -215,6 +215,8 @@ class Lowering : public KernelCompiler {
   const hlo::Module& module_;
   const HostCompileOptions options_;
   const bool nested_;
+  // The computation Compile lowers.
+  std::string computation_name_;
   std::unique_ptr<HostProgram> program_ = std::make_unique<HostProgram>();
   std::vector<Node> nodes_;
   std::vector<int> results_;

@@ -407,7 +407,7 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
         s.name, n, s.dimension, s.output_dims[s.dimension], dim, n));
   }
   std::vector<CollectiveHub::Member> members;
-  const std::string key =
+  std::string key =
       absl::StrCat(s.key, "/", operand, "/", absl::StrJoin(group, ","));
   // Allocated before the rendezvous: once it is committed, nothing may fail
   // before Depart.
@@ -424,6 +424,7 @@ absl::Status RunCollectiveOperand(const CollectiveStep& s, const RunContext& c,
           "multi-device launch",
           s.name, n));
     }
+    key = c.collectives->NextInstance(key, group[me]);
     PJRT_ASSIGN_OR_RETURN(
         members, c.collectives->Arrive(key, s.name, group, me, {input, output},
                                        c.cancellation));

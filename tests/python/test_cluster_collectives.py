@@ -178,6 +178,54 @@ ENTRY e {
         assert int(results[d][0].to_numpy()) == 2 * sum(range(6))
 
 
+def test_a_loop_meets_across_tasks_once_per_iteration(clients):
+    """A while loop whose body all-reduces over every device of three
+    tasks, each iteration its own exchange, and an all-gather within each
+    task's pair."""
+    hlo = """
+HloModule loop, replica_count=6
+add { a = s32[] parameter(0)  b = s32[] parameter(1)
+      ROOT s = s32[] add(a, b) }
+cond {
+  s = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = s32[] get-tuple-element(s), index=1
+  total = s32[] all-reduce(x), replica_groups={}, to_apply=add
+  x1 = s32[1] reshape(x)
+  pair = s32[2] all-gather(x1), dimensions={0},
+      replica_groups={{0,1},{2,3},{4,5}}
+  first = s32[1] slice(pair), slice={[0:1]}
+  f = s32[] reshape(first)
+  y = s32[] add(total, f)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], s32[]) tuple(j, y)
+}
+ENTRY e {
+  r = u32[] replica-id()
+  x = s32[] convert(r)
+  zero = s32[] constant(0)
+  s = (s32[], s32[]) tuple(zero, x)
+  w = (s32[], s32[]) while(s), condition=cond, body=body
+  ROOT y = s32[] get-tuple-element(w), index=1
+}"""
+    assignment = [[d] for d in range(6)]
+    results, errors = launch(clients, hlo, assignment)
+    assert not errors, errors
+    x = list(range(6))
+    for _ in range(4):
+        total = sum(x)
+        x = [total + x[r - r % 2] for r in range(6)]
+    for d in range(6):
+        assert int(results[d][0].to_numpy()) == x[d], d
+
+
 def test_launches_from_one_client_per_task_are_told_apart_by_launch_id(
         clients):
     """Two launches of one program at once: their exchanges do not mix."""

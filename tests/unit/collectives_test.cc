@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -83,6 +84,39 @@ TEST(CollectiveHubAcrossTasks, AMissingLocalMemberIsNamedNotTheRemoteOnes) {
   const std::string message(members.status().message());
   EXPECT_THAT(message, HasSubstr("replica 1 partition 0 did not arrive"));
   EXPECT_THAT(message, ::testing::Not(HasSubstr("replica 2")));
+}
+
+// A collective in a loop body meets once per iteration: each member's n-th
+// arrival at its key is one meeting (NextInstance), and a meeting everyone
+// has left is gone, so a second iteration does not find the first's
+// members there (which would be "arrived twice").
+TEST(CollectiveHub, EachIterationOfALoopMeetsAnew) {
+  CollectiveHub hub(2, 1, absl::Seconds(30));
+  const std::vector<int64_t> group = {0, 1};
+  constexpr int kIterations = 50;
+  std::vector<int> seen(2 * kIterations, -1);
+  const auto member = [&](int index) {
+    for (int i = 0; i < kIterations; ++i) {
+      int in = 100 * index + i;
+      const std::string key = hub.NextInstance("body/3", group[index]);
+      EXPECT_EQ(key, absl::StrCat("body/3@", i));
+      auto members =
+          hub.Arrive(key, "%ar", group, index, {&in, nullptr}, nullptr);
+      ASSERT_TRUE(members.ok()) << members.status();
+      // The peer's value of this same iteration.
+      seen[2 * i + index] =
+          *static_cast<const int*>((*members)[1 - index].input);
+      hub.Depart(key);
+    }
+  };
+  std::thread peer(member, 1);
+  member(0);
+  peer.join();
+  for (int i = 0; i < kIterations; ++i) {
+    EXPECT_EQ(seen[2 * i], 100 + i);
+    EXPECT_EQ(seen[2 * i + 1], i);
+  }
+  EXPECT_EQ(hub.open_meetings(), 0);
 }
 
 }  // namespace
