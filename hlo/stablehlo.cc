@@ -295,6 +295,7 @@ absl::StatusOr<std::string> Translator::FunctionComputation(
     b.values[a.name] =
         Value{EmitParameter(&b, a.type, static_cast<int64_t>(i), a.position),
               a.type, a.quantization};
+    quantized_values_ |= a.quantization.has_value();
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, f->body.operations, &returned));
@@ -335,6 +336,7 @@ absl::StatusOr<StableHloTranslation> Translator::Run() {
                           i, ")"),
              nullptr, a.position});
     b.values[a.name] = Value{name, a.type, a.quantization};
+    quantized_values_ |= a.quantization.has_value();
   }
   std::vector<Value> returned;
   PJRT_RETURN_IF_ERROR(Ops(&b, entry->body.operations, &returned));

@@ -559,6 +559,13 @@ class Translator {
   // columns outside it zeroed; a ragged batch dimension zeroes the batches
   // past the last group.
   absl::Status RaggedDot(Builder* b, const Operation& op);
+  // batch_norm_training, batch_norm_inference and batch_norm_grad
+  // (stablehlo_batch_norm.cc), as the spec decomposes them.
+  absl::Status BatchNorm(Builder* b, const Operation& op,
+                         absl::string_view name);
+  // A float attribute (1.0e-3, or 0x... bits of an f32 or f64).
+  absl::StatusOr<double> FloatOf(const Operation& op, const Attribute& a,
+                                 absl::string_view what);
   // A computation adding two scalars of `type` (or for pred), made once.
   std::string AddComputation(PrimitiveType type);
   absl::Status Conditional(Builder* b, const Operation& op);
@@ -756,6 +763,9 @@ class Translator {
   // The ops QuantizedOp translates in place of quantized ones: lines,
   // regions and used_ point into them, so they live as long as this.
   std::deque<Operation> dequantized_ops_;
+  // Whether a quantized value may exist (an argument's, or QuantizedOp's
+  // result): until then no op's operands need looking at.
+  bool quantized_values_ = false;
   int next_id_ = 0;
 };
 

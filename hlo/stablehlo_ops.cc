@@ -68,10 +68,7 @@ const absl::flat_hash_map<std::string, std::string>& ElementwiseOps() {
 // StableHLO ops with an HLO counterpart that pjrtd does not run.
 bool IsKnownUnsupported(absl::string_view op) {
   static const auto* const kOps =
-      new absl::flat_hash_set<std::string>{"batch_norm_grad",
-                                           "batch_norm_inference",
-                                           "batch_norm_training",
-                                           "infeed",
+      new absl::flat_hash_set<std::string>{"infeed",
                                            "outfeed",
                                            "send",
                                            "recv",
@@ -170,6 +167,10 @@ absl::Status Translator::Op(Builder* b, const Operation& op) {
   }
   if (IsKnownUnsupported(name)) {
     return Unsupported(op, "pjrtd does not run this operation");
+  }
+  if (name == "batch_norm_training" || name == "batch_norm_inference" ||
+      name == "batch_norm_grad") {
+    return BatchNorm(b, op, name);
   }
   if ((name == "maximum" || name == "minimum") && op.result_types.size() == 1 &&
       IsComplex(op.result_types[0].element_type())) {

@@ -41,7 +41,10 @@ absl::StatusOr<bool> Translator::Quantized(Builder* b, const Operation& op) {
   if (!op.operand_quantizations.empty() || !op.result_quantizations.empty()) {
     return true;
   }
-  if (op.name == "func.return" || op.name == "stablehlo.return") return false;
+  if (!quantized_values_ || op.name == "func.return" ||
+      op.name == "stablehlo.return") {
+    return false;
+  }
   for (const mlir::ValueUse& use : op.operands) {
     PJRT_ASSIGN_OR_RETURN(Value v, Lookup(b, use));
     if (v.quantization.has_value()) return true;
@@ -134,6 +137,7 @@ absl::StatusOr<Value> Translator::Quantize(Builder* b, const Operation& op,
 }
 
 absl::Status Translator::QuantizedOp(Builder* b, const Operation& op) {
+  quantized_values_ = true;  // from here on, look at every op's operands
   PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));
   // An operand's quantization is its value's; where the signature also
   // gives one, they must agree.
