@@ -636,12 +636,12 @@ class Translator {
   absl::StatusOr<Value> Quantize(Builder* b, const Operation& op,
                                  const Value& x, const mlir::Quantization& q,
                                  const Shape& storage_shape);
-  // The scales (or zero points) of `q`, as an array of `type` shaped like
-  // `shape` (a broadcast of one value, or of one per index of the
-  // quantized dimension).
+  // The scales (or zero points) of `q` as an array shaped like `shape` (of
+  // its expressed type): a broadcast of one value, or of one per index of
+  // the quantized dimension.
   absl::StatusOr<std::string> QuantizationParameter(
       Builder* b, const Operation& op, const mlir::Quantization& q,
-      const Shape& shape, PrimitiveType type, bool scales);
+      const Shape& shape, bool scales);
   // Emits the element-wise HLO of a CHLO decomposition: every value of
   // `shape` (a comparison's of pred), each line attributed to `op`.
   struct ChloEmitter {

@@ -54,7 +54,8 @@ absl::StatusOr<bool> Translator::Quantized(Builder* b, const Operation& op) {
 
 absl::StatusOr<std::string> Translator::QuantizationParameter(
     Builder* b, const Operation& op, const mlir::Quantization& q,
-    const Shape& shape, PrimitiveType type, bool scales) {
+    const Shape& shape, bool scales) {
+  const PrimitiveType type = shape.element_type();
   const bool is_double = type == PrimitiveType::kF64;
   const auto text = [&](size_t i) {
     return scales ? FloatText(q.scales[i], is_double)
@@ -90,10 +91,10 @@ absl::StatusOr<Value> Translator::Dequantize(Builder* b, const Operation& op,
   const Shape shape = v.shape.WithElementType(q.expressed);
   PJRT_ASSIGN_OR_RETURN(
       std::string scales,
-      QuantizationParameter(b, op, q, shape, q.expressed, true));
+      QuantizationParameter(b, op, q, shape, true));
   PJRT_ASSIGN_OR_RETURN(
       std::string zero_points,
-      QuantizationParameter(b, op, q, shape, q.expressed, false));
+      QuantizationParameter(b, op, q, shape, false));
   const std::string x = Emit(b, &op, shape, "convert", {v.name});
   const std::string centred = Emit(b, &op, shape, "subtract", {x, zero_points});
   return Value{Emit(b, &op, shape, "multiply", {centred, scales}), shape};
@@ -115,10 +116,10 @@ absl::StatusOr<Value> Translator::Quantize(Builder* b, const Operation& op,
   const Shape& shape = x.shape;
   PJRT_ASSIGN_OR_RETURN(
       std::string scales,
-      QuantizationParameter(b, op, q, shape, q.expressed, true));
+      QuantizationParameter(b, op, q, shape, true));
   PJRT_ASSIGN_OR_RETURN(
       std::string zero_points,
-      QuantizationParameter(b, op, q, shape, q.expressed, false));
+      QuantizationParameter(b, op, q, shape, false));
   const auto bound = [&](int64_t value) {
     const std::string one = EmitLine(b, &op, Shape(q.expressed, {}), "constant",
                                      absl::StrCat(value));

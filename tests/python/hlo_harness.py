@@ -300,6 +300,22 @@ def run(client: pjrt_client.Client, hlo: str,
         executable.delete()
 
 
+def run_arrays(client: pjrt_client.Client, program: str,
+               *arrays: np.ndarray) -> list[np.ndarray]:
+    """Compiles ``program`` (HLO or StableHLO text), runs it on numpy
+    arrays as they are and returns every result's values."""
+    executable = client.compile(program)
+    try:
+        outputs = executable.execute(list(arrays))
+        try:
+            return [b.to_numpy() for b in outputs]
+        finally:
+            for b in outputs:
+                b.delete()
+    finally:
+        executable.delete()
+
+
 def rng_for(*key: object) -> np.random.Generator:
     """A generator seeded from the test's parameters (reproducible)."""
     return np.random.default_rng([ord(ch) for ch in repr(key)])

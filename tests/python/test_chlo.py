@@ -5,14 +5,7 @@ import numpy as np
 import pytest
 
 import pjrt_client
-
-
-def _run(client, program, *args):
-    executable = client.compile(program)
-    try:
-        return [out.to_numpy() for out in executable.execute(list(args))]
-    finally:
-        executable.delete()
+from hlo_harness import run_arrays
 
 
 def _ragged_rows(lhs, rhs, sizes):
@@ -45,8 +38,8 @@ def test_ragged_dot_rows_take_their_groups_rhs(client):
 }
 """
     for sizes in ([2, 0, 3, 4], [1, 1, 1, 1], [9, 0, 0, 0]):
-        (got,) = _run(client, program, lhs, rhs,
-                      np.array(sizes, np.int32))
+        (got,) = run_arrays(client, program, lhs, rhs,
+                            np.array(sizes, np.int32))
         np.testing.assert_allclose(got, _ragged_rows(lhs, rhs, sizes),
                                    rtol=1e-5, atol=1e-6, err_msg=str(sizes))
 
@@ -70,7 +63,7 @@ def test_ragged_dot_contracted_gives_one_product_per_group(client):
   return %0 : tensor<3x2x3x5xf32>
 }
 """
-    (got,) = _run(client, program, lhs, rhs, sizes)
+    (got,) = run_arrays(client, program, lhs, rhs, sizes)
     want = np.zeros((3, 2, 3, 5), np.float32)
     start = 0
     for g, size in enumerate(sizes):
@@ -98,7 +91,7 @@ def test_ragged_dot_batch_zeroes_batches_past_the_groups(client):
   return %0 : tensor<4x2x2xi32>
 }
 """
-    (got,) = _run(client, program, lhs, rhs, np.array([1, 2], np.int32))
+    (got,) = run_arrays(client, program, lhs, rhs, np.array([1, 2], np.int32))
     want = np.einsum("bmk,bkn->bmn", lhs, rhs)
     want[3] = 0
     np.testing.assert_array_equal(got, want)
@@ -144,7 +137,7 @@ def test_scan_carries_outputs_and_values_from_outside(client):
 }
 """
     scale = np.full((2, 3), 0.25, np.float32)
-    out, diff, carry = _run(client, program, x, scale)
+    out, diff, carry = run_arrays(client, program, x, scale)
     acc = np.ones((2, 3), np.float32)
     want_out = np.zeros_like(x)
     want_diff = np.zeros_like(x)
@@ -173,7 +166,7 @@ def test_scan_in_generic_form_without_carries(client):
 """
     x = np.array([1, -2, 3, 4, 5], np.int32)
     y = np.array([7, 7, -1, 0, 2], np.int32)
-    (got,) = _run(client, program, x, y)
+    (got,) = run_arrays(client, program, x, y)
     np.testing.assert_array_equal(got, x * y)
 
 
@@ -209,6 +202,7 @@ def test_scan_of_nothing_gives_its_inits(client):
 }
 """
     init = np.array([1, -2, 3.5], np.float32)
-    out, carry = _run(client, program, np.zeros((0, 3), np.float32), init)
+    out, carry = run_arrays(client, program, np.zeros((0, 3), np.float32),
+                            init)
     assert out.shape == (0, 3)
     np.testing.assert_array_equal(carry, init)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pjrt_client
+from hlo_harness import run_arrays
 
 RNG = np.random.default_rng(20261206)
 
@@ -22,16 +23,7 @@ def complex_values(dtype, shape):
 
 
 def run(client, hlo, args):
-    executable = client.compile(hlo)
-    try:
-        outs = executable.execute(args)
-        try:
-            return [o.to_numpy() for o in outs]
-        finally:
-            for o in outs:
-                o.delete()
-    finally:
-        executable.delete()
+    return run_arrays(client, hlo, *args)
 
 
 def add_region(ty: str, name: str = "add") -> str:

@@ -5,16 +5,9 @@ import numpy as np
 import pytest
 
 import pjrt_client
+from hlo_harness import run_arrays
 
 RNG = np.random.default_rng(20261206)
-
-
-def _run(client, program, *args):
-    executable = client.compile(program)
-    try:
-        return [out.to_numpy() for out in executable.execute(list(args))]
-    finally:
-        executable.delete()
 
 
 def tensor(shape, ty="f32"):
@@ -47,7 +40,7 @@ def test_training_normalizes_with_the_batchs_mean_and_variance(cl, feature):
   return %y, %m, %v : {t}, {f}, {f}
 }}
 """
-    y, m, v = _run(cl, program, x, scale, offset)
+    y, m, v = run_arrays(cl, program, x, scale, offset)
     want_m, want_v = moments(x, feature)
     eps = np.float64(np.float32(1e-3))
     want_y = (along(scale, x, feature) * (x - along(want_m, x, feature))
@@ -73,7 +66,7 @@ def test_inference_uses_the_given_mean_and_variance(cl):
   return %y : {t}
 }}
 """
-    (y,) = _run(cl, program, x, scale, offset, mean, var)
+    (y,) = run_arrays(cl, program, x, scale, offset, mean, var)
     want = scale * (x - mean) / np.sqrt(var + np.float32(0.5)) + offset
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
 
@@ -96,7 +89,7 @@ def test_grad_is_the_gradient_of_training_normalization(cl):
   return %gx, %gs, %go : {t}, {f}, {f}
 }}
 """
-    gx, gs, go = _run(cl, program, x, scale, mean, var, dy)
+    gx, gs, go = run_arrays(cl, program, x, scale, mean, var, dy)
     eps = float(np.float32(eps))  # 0x3727C5AC is 1e-5 as an f32
     n = x.size // 5
     inv = 1 / np.sqrt(along(var, x, 1) + eps)
@@ -130,7 +123,7 @@ def test_the_specs_grad_example(cl):
   return %gx, %gs, %go : tensor<2x2x2xf64>, tensor<2xf64>, tensor<2xf64>
 }
 """
-    gx, gs, go = _run(cl, program)
+    gx, gs, go = run_arrays(cl, program)
     np.testing.assert_allclose(gx, np.zeros((2, 2, 2)), atol=1e-15)
     np.testing.assert_allclose(gs, [0.0, 0.0], atol=1e-15)
     np.testing.assert_allclose(go, [0.4, 0.4], rtol=1e-15)

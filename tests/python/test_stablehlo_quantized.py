@@ -7,16 +7,9 @@ import numpy as np
 import pytest
 
 import pjrt_client
+from hlo_harness import run_arrays
 
 RNG = np.random.default_rng(20261206)
-
-
-def _run(client, program, *args):
-    executable = client.compile(program)
-    try:
-        return [out.to_numpy() for out in executable.execute(list(args))]
-    finally:
-        executable.delete()
 
 
 def quantize(x, scale, zero_point, lo, hi, dtype, axis=None):
@@ -64,7 +57,7 @@ def test_per_tensor_quantization_rounds_to_even_and_clamps(client):
   return %qb, %ub, %d : tensor<8xi8>, tensor<8xui8>, tensor<8xf32>
 }
 """
-    q, u, d = _run(client, program, x)
+    q, u, d = run_arrays(client, program, x)
     want_q = quantize(x, 0.5, 3, -100, 100, np.int8)
     np.testing.assert_array_equal(q, want_q)
     np.testing.assert_array_equal(u, quantize(x, 0.25, 128, 0, 255,
@@ -90,7 +83,7 @@ def test_per_axis_quantization_takes_a_scale_per_channel(client):
   return %b, %d : tensor<3x4xi8>, tensor<3x4xf32>
 }}
 """
-    q, d = _run(client, program, x)
+    q, d = run_arrays(client, program, x)
     want = quantize(x, scales, zero_points, -128, 127, np.int8, axis=1)
     np.testing.assert_array_equal(q, want)
     np.testing.assert_allclose(d, dequantize(want, scales, zero_points,
@@ -120,7 +113,7 @@ def test_quantized_arguments_and_results_hold_their_storage_integers(client):
   return %r, %c : tensor<2x4x!quant.uniform<i8:f32, 0.1:5>>, tensor<2x4xi1>
 }
 """
-    r, c = _run(client, program, a, w)
+    r, c = run_arrays(client, program, a, w)
     product = dequantize(a, 0.05, -2) @ dequantize(
         w, [0.01, 0.02, 0.03, 0.04], 0, axis=1)
     assert r.dtype == np.int8
