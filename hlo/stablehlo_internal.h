@@ -639,9 +639,11 @@ class Translator {
   // The scales (or zero points) of `q` as an array shaped like `shape` (of
   // its expressed type): a broadcast of one value, or of one per index of
   // the quantized dimension.
-  absl::StatusOr<std::string> QuantizationParameter(
-      Builder* b, const Operation& op, const mlir::Quantization& q,
-      const Shape& shape, bool scales);
+  absl::StatusOr<std::string> QuantizationParameter(Builder* b,
+                                                    const Operation& op,
+                                                    const mlir::Quantization& q,
+                                                    const Shape& shape,
+                                                    bool scales);
   // Emits the element-wise HLO of a CHLO decomposition: every value of
   // `shape` (a comparison's of pred), each line attributed to `op`.
   struct ChloEmitter {
