@@ -89,12 +89,10 @@ absl::StatusOr<Value> Translator::Dequantize(Builder* b, const Operation& op,
                                              const Value& v) {
   const mlir::Quantization& q = *v.quantization;
   const Shape shape = v.shape.WithElementType(q.expressed);
-  PJRT_ASSIGN_OR_RETURN(
-      std::string scales,
-      QuantizationParameter(b, op, q, shape, true));
-  PJRT_ASSIGN_OR_RETURN(
-      std::string zero_points,
-      QuantizationParameter(b, op, q, shape, false));
+  PJRT_ASSIGN_OR_RETURN(std::string scales,
+                        QuantizationParameter(b, op, q, shape, true));
+  PJRT_ASSIGN_OR_RETURN(std::string zero_points,
+                        QuantizationParameter(b, op, q, shape, false));
   const std::string x = Emit(b, &op, shape, "convert", {v.name});
   const std::string centred = Emit(b, &op, shape, "subtract", {x, zero_points});
   return Value{Emit(b, &op, shape, "multiply", {centred, scales}), shape};
@@ -114,12 +112,10 @@ absl::StatusOr<Value> Translator::Quantize(Builder* b, const Operation& op,
                             PrimitiveTypeName(q.storage)));
   }
   const Shape& shape = x.shape;
-  PJRT_ASSIGN_OR_RETURN(
-      std::string scales,
-      QuantizationParameter(b, op, q, shape, true));
-  PJRT_ASSIGN_OR_RETURN(
-      std::string zero_points,
-      QuantizationParameter(b, op, q, shape, false));
+  PJRT_ASSIGN_OR_RETURN(std::string scales,
+                        QuantizationParameter(b, op, q, shape, true));
+  PJRT_ASSIGN_OR_RETURN(std::string zero_points,
+                        QuantizationParameter(b, op, q, shape, false));
   const auto bound = [&](int64_t value) {
     const std::string one = EmitLine(b, &op, Shape(q.expressed, {}), "constant",
                                      absl::StrCat(value));
