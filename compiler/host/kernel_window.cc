@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "compiler/host/combine.h"
 #include "compiler/host/kernel.h"
 #include "compiler/host/kernel_util.h"
 #include "compiler/host/thread_pool.h"
@@ -56,8 +57,8 @@ C ApplyReal(ExprOp op, C a, C b) {
 
 template <typename C>
 C Apply(ExprOp op, C a, C b) {
-  if constexpr (kIsComplex<C>) {  // the verifier leaves add and multiply
-    return op == ExprOp::kMultiply ? a * b : a + b;
+  if constexpr (kIsComplex<C>) {
+    return Combine(op, a, b);  // add or multiply, as reductions do
   } else {
     return ApplyReal(op, a, b);
   }
