@@ -204,6 +204,20 @@ absl::StatusOr<int64_t> ParseIntAttribute(const Instruction& inst,
   return value;
 }
 
+absl::StatusOr<double> ParseRequiredFloatAttribute(const Instruction& inst,
+                                                   absl::string_view name) {
+  const std::string* raw = inst.attributes().FindRaw(name);
+  if (raw == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s needs the attribute %s", inst.opcode_name(), name));
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(*raw), &value)) {
+    return Bad(inst, name, *raw, "a number");
+  }
+  return value;
+}
+
 absl::StatusOr<std::vector<int64_t>> ParseIntListAttribute(
     const Instruction& inst, absl::string_view name) {
   const std::string* raw = inst.attributes().FindRaw(name);

@@ -75,6 +75,10 @@ absl::StatusOr<ScatterDimensions> ParseScatterDimensions(
 absl::StatusOr<int64_t> ParseIntAttribute(const Instruction& inst,
                                           absl::string_view name,
                                           int64_t default_value);
+// A floating-point attribute (epsilon=0.001); INVALID_ARGUMENT naming it
+// when absent or not a number.
+absl::StatusOr<double> ParseRequiredFloatAttribute(const Instruction& inst,
+                                                   absl::string_view name);
 // A list attribute ({1,2,3}), or empty when absent.
 absl::StatusOr<std::vector<int64_t>> ParseIntListAttribute(
     const Instruction& inst, absl::string_view name);

@@ -931,4 +931,43 @@ absl::StatusOr<Shape> InferCholeskyShape(const Instruction& inst) {
   return inst.operand(0)->shape();
 }
 
+absl::StatusOr<Shape> InferBatchNormShape(const Instruction& inst) {
+  const bool training = inst.opcode() == Opcode::kBatchNormTraining;
+  const bool grad = inst.opcode() == Opcode::kBatchNormGrad;
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst, training ? 3 : 5));
+  PJRT_RETURN_IF_ERROR(ParseRequiredFloatAttribute(inst, "epsilon").status());
+  if (inst.attributes().FindRaw("feature_index") == nullptr) {
+    return Invalid(inst, "needs the attribute feature_index");
+  }
+  PJRT_ASSIGN_OR_RETURN(const int64_t feature,
+                        ParseIntAttribute(inst, "feature_index", 0));
+  const Shape& x = inst.operand(0)->shape();
+  if (!IsFloatingPoint(x.element_type())) {
+    return Invalid(inst, absl::StrFormat("normalizes a floating-point array, "
+                                         "not %s",
+                                         x.ToString()));
+  }
+  if (feature < 0 || feature >= x.rank()) {
+    return Invalid(inst, absl::StrFormat("feature_index=%d is not a dimension "
+                                         "of the operand %s",
+                                         feature, x.ToString()));
+  }
+  const Shape per_feature(x.element_type(), {x.dimensions(feature)});
+  for (int i = 1; i < inst.operand_count(); ++i) {
+    const Shape& want = grad && i == 4 ? x : per_feature;
+    const Shape& got = inst.operand(i)->shape();
+    if (got.element_type() != want.element_type() ||
+        !std::equal(got.dimensions().begin(), got.dimensions().end(),
+                    want.dimensions().begin(), want.dimensions().end())) {
+      return Invalid(
+          inst, absl::StrFormat("operand %d (%%%s) is %s; with the operand %s "
+                                "and feature_index=%d it must be %s",
+                                i, inst.operand(i)->name(), got.ToString(),
+                                x.ToString(), feature, want.ToString()));
+    }
+  }
+  if (inst.opcode() == Opcode::kBatchNormInference) return x;
+  return Shape::Tuple({x, per_feature, per_feature});
+}
+
 }  // namespace pjrt::hlo

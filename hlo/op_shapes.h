@@ -39,6 +39,13 @@ absl::StatusOr<Shape> InferTriangularSolveShape(const Instruction& inst);
 // cholesky: a [..., n, n] of a floating-point or complex type; the result
 // has its shape. lower is true or false (false by default).
 absl::StatusOr<Shape> InferCholeskyShape(const Instruction& inst);
+// batch-norm-training (operand, scale, offset), batch-norm-inference
+// (operand, scale, offset, mean, variance) and batch-norm-grad (operand,
+// scale, mean, variance, grad_output): a floating-point operand, feature
+// dimension feature_index, the per-feature operands [features] of its type
+// (grad_output shaped as the operand), and epsilon. Training and grad give
+// (operand's shape, [features], [features]); inference the operand's shape.
+absl::StatusOr<Shape> InferBatchNormShape(const Instruction& inst);
 
 // Dimensions of a window applied to `dims`: per dimension, the number of
 // window positions over the (base-dilated, padded) operand. INVALID_ARGUMENT

@@ -119,7 +119,10 @@ namespace pjrt::hlo {
   X(kCopyStart, "copy-start", kDataMovement)                          \
   X(kCopyDone, "copy-done", kDataMovement)                            \
   X(kTriangularSolve, "triangular-solve", kCompute)                   \
-  X(kCholesky, "cholesky", kCompute)
+  X(kCholesky, "cholesky", kCompute)                                  \
+  X(kBatchNormTraining, "batch-norm-training", kCompute)              \
+  X(kBatchNormInference, "batch-norm-inference", kCompute)            \
+  X(kBatchNormGrad, "batch-norm-grad", kCompute)
 
 enum class Opcode {
 #define PJRT_HLO_OPCODE_ENUM(e, name, family) e,
@@ -141,7 +144,8 @@ enum class OpFamily {
   // Values made or moved without arithmetic: parameters, constants, iota,
   // reshapes, slices, pads, gathers and scatters, copies.
   kDataMovement,
-  // Dots, reductions, windows, convolutions, fft, sort, top-k, random bits.
+  // Dots, reductions, windows, convolutions, fft, sort, top-k, random bits,
+  // batch norms.
   kCompute,
   // Collectives across replicas and partitions, and their ids.
   kCollective,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -111,7 +112,196 @@ absl::StatusOr<bool> RewriteIfUnit(Computation* c, Instruction* conv) {
   return true;
 }
 
+// Writes the expansion of one batch norm into its computation: sums over
+// every dimension but the feature one (reduce), the per-feature values
+// broadcast along it, and element-wise ops in the operand's type: the
+// StableHLO spec's decompositions (the formulas of XLA's batch norm
+// expander, with the variance as the mean of the squared deviations).
+class BatchNormExpansion {
+ public:
+  BatchNormExpansion(Module* module, Computation* c, Instruction* norm)
+      : module_(module),
+        c_(c),
+        norm_(norm),
+        x_(norm->operand(0)->shape().element_type(),
+           DimsOf(norm->operand(0)->shape())),
+        type_(x_.element_type()) {}
+
+  absl::Status Run() {
+    PJRT_ASSIGN_OR_RETURN(feature_,
+                          ParseIntAttribute(*norm_, "feature_index", 0));
+    PJRT_ASSIGN_OR_RETURN(const double epsilon,
+                          ParseRequiredFloatAttribute(*norm_, "epsilon"));
+    per_feature_ = Shape(type_, {x_.dimensions(feature_)});
+    const int64_t features = x_.dimensions(feature_);
+    count_ = features == 0 ? 0 : x_.ElementCount() / features;
+    for (int64_t d = 0; d < x_.rank(); ++d) {
+      if (d != feature_) others_.push_back(d);
+    }
+    Instruction* operand = norm_->operand(0);
+    Instruction* replacement = nullptr;
+    if (norm_->opcode() == Opcode::kBatchNormGrad) {
+      Instruction* scale = norm_->operand(1);
+      Instruction* dy = norm_->operand(4);
+      Instruction* centered =
+          Op(Opcode::kSubtract, operand, Along(norm_->operand(2)));
+      Instruction* var_eps =
+          Op(Opcode::kAdd, Along(norm_->operand(3)), Full(epsilon));
+      Instruction* stddev = Make(Opcode::kSqrt, x_, {var_eps});
+      Instruction* normalized = Op(Opcode::kDivide, centered, stddev);
+      Instruction* n = Full(static_cast<double>(count_));
+      // grad_operand = scale / stddev / n * (dy * n - sum(dy)
+      //                - sum(dy * centered) * centered / (variance + eps))
+      Instruction* i1 = Op(Opcode::kMultiply, dy, n);
+      Instruction* sum_dy = Sum(dy);
+      Instruction* i2 = Along(sum_dy);
+      Instruction* i3 = Along(Sum(Op(Opcode::kMultiply, dy, centered)));
+      Instruction* i5 =
+          Op(Opcode::kDivide, Op(Opcode::kMultiply, i3, centered), var_eps);
+      Instruction* i6 =
+          Op(Opcode::kSubtract, Op(Opcode::kSubtract, i1, i2), i5);
+      Instruction* grad_operand =
+          Op(Opcode::kMultiply,
+             Op(Opcode::kDivide, Op(Opcode::kDivide, Along(scale), stddev), n),
+             i6);
+      Instruction* grad_scale = Sum(Op(Opcode::kMultiply, dy, normalized));
+      replacement = Make(Opcode::kTuple, norm_->shape(),
+                         {grad_operand, grad_scale, sum_dy});
+    } else {
+      const bool training = norm_->opcode() == Opcode::kBatchNormTraining;
+      Instruction* mean = nullptr;
+      Instruction* variance = nullptr;
+      if (training) {
+        mean = Mean(operand);
+        Instruction* centered = Op(Opcode::kSubtract, operand, Along(mean));
+        variance = Mean(Op(Opcode::kMultiply, centered, centered));
+      } else {
+        mean = norm_->operand(3);
+        variance = norm_->operand(4);
+      }
+      Instruction* centered = Op(Opcode::kSubtract, operand, Along(mean));
+      Instruction* stddev =
+          Make(Opcode::kSqrt, x_,
+               {Op(Opcode::kAdd, Along(variance), Full(epsilon))});
+      Instruction* normalized = Op(Opcode::kDivide, centered, stddev);
+      // Inference's result keeps the op's layout (a program's result
+      // reads it); a tuple's elements keep theirs through the tuple.
+      replacement =
+          Make(Opcode::kAdd, training ? x_ : norm_->shape(),
+               {Op(Opcode::kMultiply, Along(norm_->operand(1)), normalized),
+                Along(norm_->operand(2))});
+      if (training) {
+        replacement =
+            Make(Opcode::kTuple, norm_->shape(), {replacement, mean, variance});
+      }
+    }
+    c_->ReplaceUses(norm_, replacement);
+    return absl::OkStatus();
+  }
+
+ private:
+  Instruction* Make(Opcode opcode, Shape shape,
+                    std::vector<Instruction*> operands) {
+    return Add(c_, *norm_, absl::StrCat(".expanded", made_++), opcode,
+               OpcodeName(opcode), std::move(shape), std::move(operands));
+  }
+  // An element-wise op on two values of the operand's shape.
+  Instruction* Op(Opcode opcode, Instruction* l, Instruction* r) {
+    return Make(opcode, x_, {l, r});
+  }
+  // A scalar of the operand's type: an f32 or f64 constant, converted to
+  // a narrower type (as XLA's expander converts its f32 literals).
+  Instruction* Scalar(double value) {
+    const bool wide = type_ == PrimitiveType::kF64;
+    const Shape constant_shape(wide ? PrimitiveType::kF64 : PrimitiveType::kF32,
+                               {});
+    Instruction* constant = Make(Opcode::kConstant, constant_shape, {});
+    Literal literal(constant_shape);
+    if (wide) {
+      literal.Set<double>(0, value);
+    } else {
+      literal.Set<float>(0, static_cast<float>(value));
+    }
+    constant->mutable_attributes()->literal = std::move(literal);
+    if (constant_shape.element_type() == type_) return constant;
+    return Make(Opcode::kConvert, Shape(type_, {}), {constant});
+  }
+  Instruction* Broadcast(Instruction* v, const Shape& to,
+                         std::vector<int64_t> dimensions) {
+    Instruction* b = Make(Opcode::kBroadcast, to, {v});
+    b->mutable_attributes()->dimensions = std::move(dimensions);
+    return b;
+  }
+  // `value` in every element of the operand's shape.
+  Instruction* Full(double value) { return Broadcast(Scalar(value), x_, {}); }
+  // A per-feature value along the feature dimension of the operand's shape.
+  Instruction* Along(Instruction* v) { return Broadcast(v, x_, {feature_}); }
+  // Per-feature sums of a value of the operand's shape.
+  Instruction* Sum(Instruction* v) {
+    Instruction* sum = Make(Opcode::kReduce, per_feature_, {v, Scalar(0)});
+    sum->mutable_attributes()->dimensions = others_;
+    sum->AddCalledComputation(AddRegion());
+    return sum;
+  }
+  Instruction* Mean(Instruction* v) {
+    Instruction* n =
+        Broadcast(Scalar(static_cast<double>(count_)), per_feature_, {});
+    return Make(Opcode::kDivide, per_feature_, {Sum(v), n});
+  }
+  // The scalar add region of the operand's type, made once per module.
+  Computation* AddRegion() {
+    const std::string name =
+        absl::StrCat("batch_norm_add.", PrimitiveTypeName(type_));
+    if (Computation* found = module_->FindComputation(name)) return found;
+    auto region = std::make_unique<Computation>(name);
+    const Shape scalar(type_, {});
+    Instruction* params[2];
+    for (int i = 0; i < 2; ++i) {
+      auto p = std::make_unique<Instruction>(
+          absl::StrCat("p", i), Opcode::kParameter, "parameter", scalar);
+      p->mutable_attributes()->parameter_number = i;
+      params[i] = region->AddInstruction(std::move(p));
+      region->mutable_parameters()->push_back(params[i]);
+    }
+    auto sum =
+        std::make_unique<Instruction>("sum", Opcode::kAdd, "add", scalar);
+    sum->AddOperand(params[0]);
+    sum->AddOperand(params[1]);
+    region->set_root(region->AddInstruction(std::move(sum)));
+    return module_->AddComputation(std::move(region));
+  }
+
+  Module* module_;
+  Computation* c_;
+  Instruction* norm_;
+  Shape x_;  // the operand's shape, without its layout
+  PrimitiveType type_;
+  Shape per_feature_;
+  int64_t feature_ = 0;
+  int64_t count_ = 0;  // elements per feature
+  std::vector<int64_t> others_;
+  int made_ = 0;
+};
+
 }  // namespace
+
+absl::StatusOr<int> ExpandBatchNorms(Module* module) {
+  // Adding the add regions grows the module's list: gather first.
+  std::vector<std::pair<Computation*, Instruction*>> norms;
+  for (const auto& computation : module->computations()) {
+    for (const auto& inst : computation->instructions()) {
+      const Opcode op = inst->opcode();
+      if (op == Opcode::kBatchNormTraining ||
+          op == Opcode::kBatchNormInference || op == Opcode::kBatchNormGrad) {
+        norms.emplace_back(computation.get(), inst.get());
+      }
+    }
+  }
+  for (const auto& [computation, norm] : norms) {
+    PJRT_RETURN_IF_ERROR(BatchNormExpansion(module, computation, norm).Run());
+  }
+  return static_cast<int>(norms.size());
+}
 
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
   int rewritten = 0;
@@ -129,7 +319,10 @@ absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
 }
 
 absl::StatusOr<int> SimplifyModule(Module* module) {
-  return RewriteUnitConvolutionsAsDots(module);
+  PJRT_ASSIGN_OR_RETURN(const int norms, ExpandBatchNorms(module));
+  PJRT_ASSIGN_OR_RETURN(const int convolutions,
+                        RewriteUnitConvolutionsAsDots(module));
+  return norms + convolutions;
 }
 
 }  // namespace pjrt::hlo

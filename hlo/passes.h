@@ -8,6 +8,10 @@
 //    contract the input feature dimension with the kernel's input feature
 //    dimension, then transpose into the output's dimension labels. (XLA's
 //    ConvolutionToDot-style rewrite; a 1x1 convolution is a GEMM.)
+//  - batch-norm-training, batch-norm-inference and batch-norm-grad become
+//    the StableHLO spec's decompositions: per-feature reduces, broadcasts
+//    and element-wise ops in the operand's type (a tuple of the results
+//    where the op had one). No backend has a batch norm kernel.
 #ifndef PJRT_HLO_PASSES_H_
 #define PJRT_HLO_PASSES_H_
 
@@ -22,6 +26,7 @@ absl::StatusOr<int> SimplifyModule(Module* module);
 
 // The rewrites, one by one (each returns how many it made).
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
+absl::StatusOr<int> ExpandBatchNorms(Module* module);
 
 }  // namespace pjrt::hlo
 

@@ -1,8 +1,7 @@
 // The StableHLO translator's batch_norm_training, batch_norm_inference and
-// batch_norm_grad, as the spec decomposes them (the formulas of XLA's batch
-// norm expander): sums over every dimension but the feature one, then
-// element-wise ops with the per-feature values broadcast along it, in the
-// operand's type.
+// batch_norm_grad: checked here (messages name the StableHLO op), then
+// HLO's batch-norm-* ops, which the shared passes decompose as the spec
+// does (hlo/passes.h).
 #include "hlo/stablehlo_internal.h"
 
 namespace pjrt::hlo::stablehlo_internal {
@@ -71,80 +70,27 @@ absl::Status Translator::BatchNorm(Builder* b, const Operation& op,
                               want.ToString()));
     }
   }
-  // Elements per feature: the divisor of the means.
-  const int64_t count = features == 0 ? 0 : x.ElementCount() / features;
-  std::vector<int64_t> others;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d != feature) others.push_back(d);
+  // The HLO op, which every backend's shared passes expand
+  // (hlo/passes.h): one decomposition for both input formats.
+  const std::string attributes = absl::StrFormat(
+      "epsilon=%s, feature_index=%d", FloatText(epsilon, true), feature);
+  if (!training && !grad) {
+    return Define(
+        b, op,
+        {Value{Emit(b, &op, x, "batch-norm-inference", Names(in), attributes),
+               x}});
   }
-  const bool wide = t == PrimitiveType::kF64;
-  const auto scalar = [&](double v) {
-    return EmitLine(b, &op, Shape(t, {}), "constant", FloatText(v, wide));
-  };
-  const auto full = [&](double v) {
-    return Emit(b, &op, x, "broadcast", {scalar(v)}, "dimensions={}");
-  };
-  const auto along = [&](const std::string& v) {
-    return Emit(b, &op, x, "broadcast", {v},
-                absl::StrCat("dimensions={", feature, "}"));
-  };
-  const auto sum = [&](const std::string& v) {
-    return Emit(b, &op, per_feature, "reduce", {v, scalar(0)},
-                absl::StrCat("dimensions={", absl::StrJoin(others, ","),
-                             "}, to_apply=%", AddComputation(t)));
-  };
-  const auto mean = [&](const std::string& v) {
-    const std::string n =
-        Emit(b, &op, per_feature, "broadcast",
-             {scalar(static_cast<double>(count))}, "dimensions={}");
-    return Emit(b, &op, per_feature, "divide", {sum(v), n});
-  };
-  const auto op2 = [&](absl::string_view opcode, const std::string& l,
-                       const std::string& r) {
-    return Emit(b, &op, x, opcode, {l, r});
-  };
-  const std::string& operand = in[0].name;
-  if (grad) {
-    const std::string &scale = in[1].name, &m = in[2].name,
-                      &variance = in[3].name, &dy = in[4].name;
-    const std::string centered = op2("subtract", operand, along(m));
-    const std::string var_eps = op2("add", along(variance), full(epsilon));
-    const std::string stddev = Emit(b, &op, x, "sqrt", {var_eps});
-    const std::string normalized = op2("divide", centered, stddev);
-    const std::string n = full(static_cast<double>(count));
-    const std::string i1 = op2("multiply", dy, n);
-    const std::string i2 = along(sum(dy));
-    const std::string i3 = along(sum(op2("multiply", dy, centered)));
-    const std::string i4 = op2("multiply", i3, centered);
-    const std::string i5 = op2("divide", i4, var_eps);
-    const std::string i6 = op2("subtract", op2("subtract", i1, i2), i5);
-    const std::string grad_operand = op2(
-        "multiply", op2("divide", op2("divide", along(scale), stddev), n), i6);
-    const std::string grad_scale = sum(op2("multiply", dy, normalized));
-    const std::string grad_offset = sum(dy);
-    return Define(b, op,
-                  {Value{grad_operand, x}, Value{grad_scale, per_feature},
-                   Value{grad_offset, per_feature}});
+  const std::string tuple = Emit(
+      b, &op, Shape::Tuple({x, per_feature, per_feature}),
+      grad ? "batch-norm-grad" : "batch-norm-training", Names(in), attributes);
+  std::vector<Value> results;
+  for (int i = 0; i < 3; ++i) {
+    const Shape& shape = i == 0 ? x : per_feature;
+    results.push_back(Value{Emit(b, &op, shape, "get-tuple-element", {tuple},
+                                 absl::StrCat("index=", i)),
+                            shape});
   }
-  std::string m, variance;
-  if (training) {
-    m = mean(operand);
-    const std::string centered = op2("subtract", operand, along(m));
-    variance = mean(op2("multiply", centered, centered));
-  } else {
-    m = in[3].name;
-    variance = in[4].name;
-  }
-  const std::string centered = op2("subtract", operand, along(m));
-  const std::string stddev =
-      Emit(b, &op, x, "sqrt", {op2("add", along(variance), full(epsilon))});
-  const std::string normalized = op2("divide", centered, stddev);
-  const std::string result = op2(
-      "add", op2("multiply", along(in[1].name), normalized), along(in[2].name));
-  if (!training) return Define(b, op, {Value{result, x}});
-  return Define(
-      b, op,
-      {Value{result, x}, Value{m, per_feature}, Value{variance, per_feature}});
+  return Define(b, op, results);
 }
 
 }  // namespace pjrt::hlo::stablehlo_internal

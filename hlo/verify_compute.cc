@@ -1,5 +1,5 @@
 // The verifier's checks of dots, reductions, windows, convolutions, fft, sort,
-// top-k, random bits, triangular-solve and cholesky.
+// top-k, random bits, triangular-solve, cholesky and batch norms.
 #include "hlo/verifier_internal.h"
 
 namespace pjrt::hlo::verifier_internal {
@@ -28,6 +28,10 @@ absl::Status Verifier::CheckComputeOp(const Instruction& inst) {
       return CheckInferred(inst, InferTriangularSolveShape(inst));
     case Opcode::kCholesky:
       return CheckInferred(inst, InferCholeskyShape(inst));
+    case Opcode::kBatchNormTraining:
+    case Opcode::kBatchNormInference:
+    case Opcode::kBatchNormGrad:
+      return CheckInferred(inst, InferBatchNormShape(inst));
     case Opcode::kRngBitGenerator:
       return CheckInferred(inst, InferRngBitGeneratorShape(inst));
     case Opcode::kRng:

@@ -63,6 +63,49 @@ TEST(Passes, OtherConvolutionsStayAsTheyAre) {
   }
 }
 
+TEST(Passes, BatchNormsBecomeReducesBroadcastsAndElementwiseOps) {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  x = bf16[2,3,4] parameter(0)
+  s = bf16[3] parameter(1)
+  o = bf16[3] parameter(2)
+  m = bf16[3] parameter(3)
+  v = bf16[3] parameter(4)
+  i = bf16[2,3,4] batch-norm-inference(x, s, o, m, v), epsilon=0.5, feature_index=1
+  t = (bf16[2,3,4], bf16[3], bf16[3]) batch-norm-training(i, s, o), epsilon=0.001, feature_index=1
+  y = bf16[2,3,4] get-tuple-element(t), index=0
+  ROOT g = (bf16[2,3,4], bf16[3], bf16[3]) batch-norm-grad(x, s, m, v, y), epsilon=0.001, feature_index=1
+})";
+  auto module = Parse(text);
+  auto rewritten = SimplifyModule(module.get());
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_EQ(*rewritten, 3);
+  EXPECT_TRUE(VerifyModule(*module, text).ok());
+  const Instruction* root = module->entry()->root();
+  ASSERT_EQ(root->opcode(), Opcode::kTuple);
+  EXPECT_EQ(root->shape(), module->entry()->FindInstruction("g")->shape());
+  int reduces = 0;
+  for (const Instruction* inst : module->entry()->PostOrder()) {
+    EXPECT_FALSE(FamilyOf(inst->opcode()) == OpFamily::kCompute &&
+                 inst->opcode() != Opcode::kReduce)
+        << inst->Describe() << " is left";
+    if (inst->opcode() != Opcode::kReduce) continue;
+    ++reduces;
+    // Sums over every dimension but the feature one, in bf16.
+    EXPECT_EQ(inst->attributes().dimensions, (std::vector<int64_t>{0, 2}));
+    EXPECT_EQ(inst->shape(), Shape(PrimitiveType::kBf16, {3}));
+    ASSERT_EQ(inst->called_computations().size(), 1u);
+    EXPECT_EQ(inst->called_computations()[0]->root()->opcode(), Opcode::kAdd);
+  }
+  // Training: the mean and the variance; grad: three sums.
+  EXPECT_EQ(reduces, 2 + 3);
+  // One add region, shared by every sum.
+  int regions = 0;
+  for (const auto& c : module->computations())
+    regions += c.get() != module->entry();
+  EXPECT_EQ(regions, 1);
+}
+
 class PassesRun : public runtime::testing::HloRunTest {};
 
 TEST_F(PassesRun, TheRewrittenConvolutionComputesTheConvolution) {
