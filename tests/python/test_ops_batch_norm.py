@@ -41,7 +41,8 @@ ENTRY main {{
   x = {t} parameter(0)
   s = {f} parameter(1)
   o = {f} parameter(2)
-  ROOT bn = ({t}, {f}, {f}) batch-norm-training(x, s, o), epsilon=0.001, feature_index={feature}
+  ROOT bn = ({t}, {f}, {f}) batch-norm-training(x, s, o),
+      epsilon=0.001, feature_index={feature}
 }}
 """
     y, m, v = run_arrays(cl, program, x, scale, offset)
@@ -65,7 +66,8 @@ ENTRY main {
   x = f32[8,6] parameter(0)
   s = f32[6] parameter(1)
   o = f32[6] parameter(2)
-  bn = (f32[8,6], f32[6], f32[6]) batch-norm-training(x, s, o), epsilon=0.01, feature_index=1
+  bn = (f32[8,6], f32[6], f32[6]) batch-norm-training(x, s, o),
+      epsilon=0.01, feature_index=1
   y = f32[8,6] get-tuple-element(bn), index=0
   m = f32[6] get-tuple-element(bn), index=1
   v = f32[6] get-tuple-element(bn), index=2
@@ -101,7 +103,8 @@ ENTRY main {{
   o = {f} parameter(2)
   m = {f} parameter(3)
   v = {f} parameter(4)
-  ROOT y = {t} batch-norm-inference(x, s, o, m, v), epsilon=0.5, feature_index=1
+  ROOT y = {t} batch-norm-inference(x, s, o, m, v),
+      epsilon=0.5, feature_index=1
 }}
 """
     (y,) = run(cl, program, [(ty, a) for a in (x, scale, offset, mean, var)])
@@ -125,7 +128,8 @@ ENTRY main {{
   m = {f} parameter(2)
   v = {f} parameter(3)
   dy = {t} parameter(4)
-  ROOT g = ({t}, {f}, {f}) batch-norm-grad(x, s, m, v, dy), epsilon={eps}, feature_index=1
+  ROOT g = ({t}, {f}, {f}) batch-norm-grad(x, s, m, v, dy),
+      epsilon={eps}, feature_index=1
 }}
 """
     gx, gs, go = run_arrays(cl, program, x, scale, mean, var, dy)
@@ -152,7 +156,8 @@ norm {
   a = f32[4,3] parameter(0)
   b = f32[3] parameter(1)
   c = f32[3] parameter(2)
-  t = (f32[4,3], f32[3], f32[3]) batch-norm-training(a, b, c), epsilon=0.001, feature_index=1
+  t = (f32[4,3], f32[3], f32[3]) batch-norm-training(a, b, c),
+      epsilon=0.001, feature_index=1
   ROOT y = f32[4,3] get-tuple-element(t), index=0
 }
 
@@ -212,7 +217,8 @@ ENTRY main {
   x = s32[4,3] parameter(0)
   s = s32[3] parameter(1)
   o = s32[3] parameter(2)
-  ROOT bn = (s32[4,3], s32[3], s32[3]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1
+  ROOT bn = (s32[4,3], s32[3], s32[3]) batch-norm-training(x, s, o),
+      epsilon=0.001, feature_index=1
 }
 """
     with pytest.raises(pjrt_client.InvalidArgumentError) as e:
