@@ -113,6 +113,9 @@ class Instruction {
   int operand_count() const { return static_cast<int>(operands_.size()); }
   void AddOperand(Instruction* operand) { operands_.push_back(operand); }
   void ReplaceOperand(int i, Instruction* operand) { operands_[i] = operand; }
+  void SetOperands(std::vector<Instruction*> operands) {
+    operands_ = std::move(operands);
+  }
 
   // Computations this instruction calls: to_apply= (reduce, all-reduce,
   // map...), calls= (call, fusion, custom-call), condition= then body=

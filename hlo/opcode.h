@@ -100,6 +100,7 @@ namespace pjrt::hlo {
   X(kMap, "map", kElementwise)                                        \
   X(kAfterAll, "after-all", kStructure)                               \
   X(kAddDependency, "add-dependency", kStructure)                     \
+  X(kDomain, "domain", kStructure)                                    \
   X(kTopK, "topk", kCompute)                                          \
   X(kRng, "rng", kCompute)                                            \
   X(kRngGetAndUpdateState, "rng-get-and-update-state", kCompute)      \
@@ -116,6 +117,7 @@ namespace pjrt::hlo {
   X(kAllGatherDone, "all-gather-done", kCollective)                   \
   X(kCollectivePermuteStart, "collective-permute-start", kCollective) \
   X(kCollectivePermuteDone, "collective-permute-done", kCollective)   \
+  X(kCollectiveBroadcast, "collective-broadcast", kCollective)        \
   X(kCopyStart, "copy-start", kDataMovement)                          \
   X(kCopyDone, "copy-done", kDataMovement)                            \
   X(kTriangularSolve, "triangular-solve", kCompute)                   \

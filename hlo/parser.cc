@@ -983,7 +983,9 @@ absl::Status Parser::ResolveCalls(Module* module) {
 absl::StatusOr<std::unique_ptr<Module>> ParseHloModule(absl::string_view text) {
   PJRT_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(text));
   parser_internal::Parser parser(text, std::move(tokens));
-  return parser.ParseModule();
+  PJRT_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, parser.ParseModule());
+  parser_internal::UpgradeLegacyForms(module.get());
+  return module;
 }
 
 }  // namespace pjrt::hlo

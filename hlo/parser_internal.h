@@ -361,6 +361,13 @@ class Parser {
   Computation* entry_ = nullptr;
 };
 
+// Rewrites the forms XLA's parser still reads but its IR no longer has,
+// as XLA's parser does: dynamic-slice and dynamic-update-slice with their
+// start indices in one vector (an s32[rank] operand) get one scalar per
+// dimension (a slice and a reshape of the vector each). Anything else that
+// does not fit is left for the verifier to name.
+void UpgradeLegacyForms(Module* module);
+
 }  // namespace pjrt::hlo::parser_internal
 
 #endif  // PJRT_HLO_PARSER_INTERNAL_H_

@@ -303,6 +303,183 @@ absl::StatusOr<int> ExpandBatchNorms(Module* module) {
   return static_cast<int>(norms.size());
 }
 
+namespace {
+
+// A constant of `literal` (an array or a tuple of them, nested), as array
+// constants and tuples of them, at the position of `at`.
+Instruction* SplitConstant(Computation* c, const Instruction& at,
+                           const Literal& literal, const std::string& suffix) {
+  if (!literal.shape().IsTuple()) {
+    Instruction* constant =
+        Add(c, at, suffix, Opcode::kConstant, "constant", literal.shape(), {});
+    constant->mutable_attributes()->literal = literal;
+    return constant;
+  }
+  std::vector<Instruction*> elements;
+  for (size_t i = 0; i < literal.tuple_elements().size(); ++i) {
+    elements.push_back(SplitConstant(c, at, literal.tuple_elements()[i],
+                                     absl::StrCat(suffix, ".", i)));
+  }
+  return Add(c, at, suffix, Opcode::kTuple, "tuple", literal.shape(),
+             std::move(elements));
+}
+
+// collective-broadcast as collective-permutes: the k-th of them sends each
+// group's first member's operand to the group's k-th member (the 0-th to
+// the first member itself), with a pred that marks where it arrived; each
+// member keeps what its permute brought, and members of no group get
+// zeros (a permute's result where nothing arrives).
+void ExpandCollectiveBroadcast(Computation* c, Instruction* inst) {
+  const Attributes& a = inst->attributes();
+  size_t longest = 0;
+  for (const auto& g : a.replica_groups) longest = std::max(longest, g.size());
+  const Shape pred(PrimitiveType::kPred, {});
+  Instruction* yes =
+      Add(c, *inst, ".true", Opcode::kConstant, "constant", pred, {});
+  {
+    Literal literal(pred);
+    literal.Set<uint8_t>(0, 1);
+    yes->mutable_attributes()->literal = std::move(literal);
+  }
+  std::vector<Instruction*> results;
+  for (int i = 0; i < inst->operand_count(); ++i) {
+    Instruction* operand = inst->operand(i);
+    const Shape& shape = operand->shape();
+    Instruction* zero =
+        Add(c, *inst, absl::StrCat(".zero", i), Opcode::kConstant, "constant",
+            Shape(shape.element_type(), {}), {});
+    zero->mutable_attributes()->literal =
+        Literal(Shape(shape.element_type(), {}));
+    Instruction* value = Add(c, *inst, absl::StrCat(".zeros", i),
+                             Opcode::kBroadcast, "broadcast", shape, {zero});
+    for (size_t k = 0; k < longest; ++k) {
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      for (const auto& g : a.replica_groups) {
+        if (g.size() > k) pairs.emplace_back(g[0], g[k]);
+      }
+      const auto permute = [&](Instruction* of, const Shape& s,
+                               absl::string_view what) {
+        Instruction* p =
+            Add(c, *inst, absl::StrCat(".", what, i, ".", k),
+                Opcode::kCollectivePermute, "collective-permute", s, {of});
+        Attributes& pa = *p->mutable_attributes();
+        pa.channel_id = a.channel_id;
+        pa.source_target_pairs = pairs;
+        return p;
+      };
+      Instruction* arrived =
+          Add(c, *inst, absl::StrCat(".arrived", i, ".", k), Opcode::kBroadcast,
+              "broadcast", shape.WithElementType(PrimitiveType::kPred),
+              {permute(yes, pred, "mark")});
+      value = Add(c, *inst, absl::StrCat(".value", i, ".", k), Opcode::kSelect,
+                  "select", shape,
+                  {arrived, permute(operand, shape, "sent"), value});
+    }
+    results.push_back(value);
+  }
+  c->ReplaceUses(inst, results.size() == 1 && !inst->shape().IsTuple()
+                           ? results[0]
+                           : Add(c, *inst, ".results", Opcode::kTuple, "tuple",
+                                 inst->shape(), std::move(results)));
+}
+
+// all-to-all's tuple form (operand k to the group's k-th member) as its
+// array form: the operands stacked along a new leading dimension, exchanged
+// along it, and sliced apart again.
+void StackTupleAllToAll(Computation* c, Instruction* inst) {
+  const int64_t n = inst->operand_count();
+  const Shape& piece = inst->operand(0)->shape();
+  std::vector<int64_t> one = DimsOf(piece);
+  one.insert(one.begin(), 1);
+  std::vector<int64_t> stacked_dims = one;
+  stacked_dims[0] = n;
+  const Shape row(piece.element_type(), one);
+  const Shape stacked_shape(piece.element_type(), stacked_dims);
+  std::vector<Instruction*> rows;
+  for (int64_t k = 0; k < n; ++k) {
+    rows.push_back(Add(c, *inst, absl::StrCat(".row", k), Opcode::kReshape,
+                       "reshape", row, {inst->operand(static_cast<int>(k))}));
+  }
+  Instruction* stacked = Add(c, *inst, ".stacked", Opcode::kConcatenate,
+                             "concatenate", stacked_shape, rows);
+  stacked->mutable_attributes()->dimensions = {0};
+  Instruction* exchanged = Add(c, *inst, ".exchanged", Opcode::kAllToAll,
+                               "all-to-all", stacked_shape, {stacked});
+  *exchanged->mutable_attributes() = inst->attributes();
+  exchanged->mutable_attributes()->dimensions = {0};
+  std::vector<Instruction*> results;
+  for (int64_t k = 0; k < n; ++k) {
+    Instruction* slice = Add(c, *inst, absl::StrCat(".slice", k),
+                             Opcode::kSlice, "slice", row, {exchanged});
+    std::vector<SliceDimension>& bounds = slice->mutable_attributes()->slice;
+    bounds.push_back(SliceDimension{k, k + 1, 1});
+    for (int64_t d : DimsOf(piece)) bounds.push_back(SliceDimension{0, d, 1});
+    results.push_back(Add(c, *inst, absl::StrCat(".result", k),
+                          Opcode::kReshape, "reshape",
+                          Shape(piece.element_type(), DimsOf(piece)), {slice}));
+  }
+  c->ReplaceUses(inst, Add(c, *inst, ".results", Opcode::kTuple, "tuple",
+                           inst->shape(), std::move(results)));
+}
+
+}  // namespace
+
+absl::StatusOr<int> SplitTupleConstants(Module* module) {
+  int rewritten = 0;
+  for (const auto& computation : module->computations()) {
+    const size_t count = computation->instructions().size();
+    for (size_t i = 0; i < count; ++i) {
+      Instruction* inst = computation->instructions()[i].get();
+      if (inst->opcode() != Opcode::kConstant || !inst->shape().IsTuple()) {
+        continue;
+      }
+      computation->ReplaceUses(
+          inst, SplitConstant(computation.get(), *inst,
+                              inst->attributes().literal, ".element"));
+      ++rewritten;
+    }
+  }
+  return rewritten;
+}
+
+absl::StatusOr<int> SplitCombinedCollectives(Module* module) {
+  int rewritten = 0;
+  for (const auto& computation : module->computations()) {
+    const size_t count = computation->instructions().size();
+    for (size_t i = 0; i < count; ++i) {
+      Instruction* inst = computation->instructions()[i].get();
+      if (inst->opcode() == Opcode::kCollectiveBroadcast) {
+        ExpandCollectiveBroadcast(computation.get(), inst);
+        ++rewritten;
+        continue;
+      }
+      if (inst->opcode() == Opcode::kAllToAll &&
+          inst->attributes().dimensions.empty()) {
+        StackTupleAllToAll(computation.get(), inst);
+        ++rewritten;
+        continue;
+      }
+      if (inst->opcode() != Opcode::kCollectivePermute ||
+          inst->operand_count() < 2) {
+        continue;
+      }
+      std::vector<Instruction*> parts;
+      for (int k = 0; k < inst->operand_count(); ++k) {
+        Instruction* part = Add(computation.get(), *inst, absl::StrCat(".", k),
+                                Opcode::kCollectivePermute, inst->opcode_name(),
+                                inst->operand(k)->shape(), {inst->operand(k)});
+        *part->mutable_attributes() = inst->attributes();
+        parts.push_back(part);
+      }
+      computation->ReplaceUses(
+          inst, Add(computation.get(), *inst, ".parts", Opcode::kTuple, "tuple",
+                    inst->shape(), std::move(parts)));
+      ++rewritten;
+    }
+  }
+  return rewritten;
+}
+
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
   int rewritten = 0;
   for (const auto& computation : module->computations()) {
@@ -319,10 +496,13 @@ absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
 }
 
 absl::StatusOr<int> SimplifyModule(Module* module) {
-  PJRT_ASSIGN_OR_RETURN(const int norms, ExpandBatchNorms(module));
-  PJRT_ASSIGN_OR_RETURN(const int convolutions,
-                        RewriteUnitConvolutionsAsDots(module));
-  return norms + convolutions;
+  int rewritten = 0;
+  for (auto* pass : {&SplitTupleConstants, &SplitCombinedCollectives,
+                     &ExpandBatchNorms, &RewriteUnitConvolutionsAsDots}) {
+    PJRT_ASSIGN_OR_RETURN(const int made, pass(module));
+    rewritten += made;
+  }
+  return rewritten;
 }
 
 }  // namespace pjrt::hlo

@@ -12,6 +12,16 @@
 //    the StableHLO spec's decompositions: per-feature reduces, broadcasts
 //    and element-wise ops in the operand's type (a tuple of the results
 //    where the op had one). No backend has a batch norm kernel.
+//  - A tuple constant becomes a tuple of array constants.
+//  - A combined collective-permute (several operands, a tuple result)
+//    becomes one collective-permute per operand, with the same pairs and
+//    channel, and a tuple of their results.
+//  - collective-broadcast becomes, for each place k in the longest group,
+//    a collective-permute from every group's first member to its k-th,
+//    with a second one of a pred that marks where values arrived.
+//  - all-to-all's tuple form (no dimensions=, one operand per group
+//    member) becomes its array form over the operands stacked along a new
+//    leading dimension, then sliced apart.
 #ifndef PJRT_HLO_PASSES_H_
 #define PJRT_HLO_PASSES_H_
 
@@ -27,6 +37,8 @@ absl::StatusOr<int> SimplifyModule(Module* module);
 // The rewrites, one by one (each returns how many it made).
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
 absl::StatusOr<int> ExpandBatchNorms(Module* module);
+absl::StatusOr<int> SplitTupleConstants(Module* module);
+absl::StatusOr<int> SplitCombinedCollectives(Module* module);
 
 }  // namespace pjrt::hlo
 

@@ -587,50 +587,29 @@ absl::Status Translator::CollectiveBroadcast(Builder* b, const Operation& op,
   PJRT_ASSIGN_OR_RETURN(auto groups,
                         Matrix(op, *groups_attr, "replica_groups"));
   PJRT_ASSIGN_OR_RETURN(std::optional<int64_t> channel, ChannelId(op));
-  size_t longest = 0;
-  for (const auto& g : groups) longest = std::max(longest, g.size());
-  // One collective-permute per place past the first: a bound on them.
-  constexpr size_t kMaxGroup = 1024;
-  if (longest > kMaxGroup) {
-    return Unsupported(op, absl::StrFormat("a group of %d processes; at most "
-                                           "%d are supported",
-                                           longest, kMaxGroup));
+  // HLO's collective-broadcast, which the shared passes make permutes
+  // (hlo/passes.h).
+  std::vector<std::string> texts;
+  for (const auto& g : groups) texts.push_back(Braced(g));
+  std::string attributes =
+      absl::StrCat("replica_groups={", absl::StrJoin(texts, ","), "}");
+  if (channel) absl::StrAppend(&attributes, ", channel_id=", *channel);
+  if (in.size() == 1) {
+    const Shape& shape = op.result_types[0];
+    return Define(b, op,
+                  {Value{Emit(b, &op, shape, "collective-broadcast", Names(in),
+                              attributes),
+                         shape}});
   }
-  PJRT_ASSIGN_OR_RETURN(std::string mine,
-                        PlaceInGroup(b, op, groups, channel.has_value()));
-  const Shape s32(PrimitiveType::kS32, {});
-  // The root keeps its operand; member k receives it by the k-th of
-  // (longest - 1) collective-permutes from each group's root to its k-th
-  // process; processes in no group get zeros.
+  const Shape tuple_shape = Shape::Tuple(op.result_types);
+  const std::string tuple =
+      Emit(b, &op, tuple_shape, "collective-broadcast", Names(in), attributes);
   std::vector<Value> results;
   for (size_t i = 0; i < in.size(); ++i) {
     const Shape& shape = op.result_types[i];
-    std::string value = EmitZeros(b, &op, shape);
-    const Shape pred = shape.WithElementType(PrimitiveType::kPred);
-    for (size_t k = 0; k < longest; ++k) {
-      std::string source = in[i].name;
-      if (k > 0) {
-        std::vector<std::string> pairs;
-        for (const auto& g : groups) {
-          if (g.size() > k)
-            pairs.push_back(absl::StrCat("{", g[0], ",", g[k], "}"));
-        }
-        std::string attributes = absl::StrCat("source_target_pairs={",
-                                              absl::StrJoin(pairs, ","), "}");
-        if (channel) absl::StrAppend(&attributes, ", channel_id=", *channel);
-        source =
-            Emit(b, &op, shape, "collective-permute", {in[i].name}, attributes);
-      }
-      const std::string k_const =
-          EmitLine(b, &op, s32, "constant", absl::StrCat(k));
-      const std::string is_k =
-          Emit(b, &op, pred, "broadcast",
-               {Emit(b, &op, Shape(PrimitiveType::kPred, {}), "compare",
-                     {mine, k_const}, "direction=EQ")},
-               "dimensions={}");
-      value = Emit(b, &op, shape, "select", {is_k, source, value});
-    }
-    results.push_back(Value{value, shape});
+    results.push_back(Value{Emit(b, &op, shape, "get-tuple-element", {tuple},
+                                 absl::StrCat("index=", i)),
+                            shape});
   }
   return Define(b, op, std::move(results));
 }

@@ -16,6 +16,36 @@ absl::Status Verifier::CheckCollectiveOp(const Instruction& inst) {
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
       return CheckCollective(inst);
+    case Opcode::kCollectiveBroadcast: {
+      // Each group's first member sends its operands to the others (the
+      // shared passes make it collective-permutes).
+      PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+      if (inst.operand_count() < 1) {
+        return Invalid(inst, "collective-broadcast needs an operand");
+      }
+      if (a.replica_groups.empty()) {
+        return Invalid(inst, "collective-broadcast needs replica_groups");
+      }
+      // One pair of permutes per place in the longest group: a bound.
+      constexpr size_t kMaxGroup = 1024;
+      for (const std::vector<int64_t>& group : a.replica_groups) {
+        if (group.empty()) {
+          return Invalid(inst,
+                         "collective-broadcast's groups may not be "
+                         "empty");
+        }
+        if (group.size() > kMaxGroup) {
+          return Unimplemented(
+              inst, absl::StrFormat("collective-broadcast over a group of %d "
+                                    "processes; at most %d are supported",
+                                    group.size(), kMaxGroup));
+        }
+      }
+      std::vector<Shape> shapes;
+      for (const Instruction* o : inst.operands()) shapes.push_back(o->shape());
+      return ExpectShape(inst,
+                         shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes));
+    }
     case Opcode::kReplicaId:
     case Opcode::kPartitionId:
       PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 0));
@@ -87,6 +117,16 @@ absl::Status Verifier::CheckCollective(const Instruction& inst,
     return ExpectShape(inst,
                        shapes.size() == 1 ? shapes[0] : Shape::Tuple(shapes));
   }
+  if (inst.opcode() == Opcode::kAllToAll && a.dimensions.empty()) {
+    return CheckTupleAllToAll(inst);
+  }
+  if (inst.opcode() == Opcode::kCollectivePermute && inst.operand_count() > 1 &&
+      !a.has("slice_sizes")) {
+    // Combined: one permute per operand (the shared passes split it).
+    std::vector<Shape> shapes;
+    for (const Instruction* o : inst.operands()) shapes.push_back(o->shape());
+    return ExpectShape(inst, Shape::Tuple(shapes));
+  }
   if (inst.operand_count() != 1) {
     return Unimplemented(
         inst, absl::StrFormat("%s of several operands is not supported",
@@ -104,14 +144,9 @@ absl::Status Verifier::CheckCollective(const Instruction& inst,
   }
   if (a.dimensions.size() != 1 || a.dimensions[0] < 0 ||
       a.dimensions[0] >= in.rank()) {
-    return inst.opcode() == Opcode::kAllToAll && a.dimensions.empty()
-               ? Unimplemented(inst,
-                               "all-to-all without dimensions= (the tuple "
-                               "form) is not supported")
-               : Invalid(inst, absl::StrFormat(
-                                   "%s needs dimensions={d} with d a dimension "
-                                   "of %s",
-                                   inst.opcode_name(), in.ToString()));
+    return Invalid(inst, absl::StrFormat("%s needs dimensions={d} with d a "
+                                         "dimension of %s",
+                                         inst.opcode_name(), in.ToString()));
   }
   const int64_t d = a.dimensions[0];
   bool ok = out.IsArray() && out.element_type() == in.element_type() &&
@@ -141,6 +176,47 @@ absl::Status Verifier::CheckCollective(const Instruction& inst,
     return Invalid(inst, "reduce-scatter needs a computation (to_apply=)");
   }
   return absl::OkStatus();
+}
+
+absl::Status Verifier::CheckTupleAllToAll(const Instruction& inst) {
+  // Operand k goes to the group's k-th member; result k comes from it.
+  const Attributes& a = inst.attributes();
+  const int64_t n = inst.operand_count();
+  const Shape& in = inst.operand(0)->shape();
+  for (int k = 1; k < n; ++k) {
+    if (inst.operand(k)->shape() != in) {
+      return Unimplemented(
+          inst,
+          absl::StrFormat("all-to-all's tuple form with operands of "
+                          "several shapes (%s, then %s) is not supported",
+                          in.ToString(), inst.operand(k)->shape().ToString()));
+    }
+  }
+  for (const std::vector<int64_t>& group : a.replica_groups) {
+    if (static_cast<int64_t>(group.size()) != n) {
+      return Invalid(
+          inst, absl::StrFormat("all-to-all of %d operands needs "
+                                "groups of %d; {%s} has %d",
+                                n, n, absl::StrJoin(group, ","), group.size()));
+    }
+  }
+  if (a.replica_groups.empty()) {
+    // One group of every replica (of every partition, with a channel id).
+    const ModuleConfig& config = module_.config();
+    const int64_t size =
+        a.channel_id.has_value() ? config.num_partitions : config.replica_count;
+    if (size != n) {
+      return Invalid(
+          inst,
+          absl::StrFormat("all-to-all of %d operands over one group of "
+                          "all %d %s needs %d operands",
+                          n, size,
+                          a.channel_id.has_value() ? "partitions" : "replicas",
+                          size));
+    }
+  }
+  std::vector<Shape> shapes(n, in);
+  return ExpectShape(inst, Shape::Tuple(shapes));
 }
 
 }  // namespace pjrt::hlo::verifier_internal

@@ -88,6 +88,10 @@ absl::Status Verifier::CheckStructureOp(const Instruction& inst) {
         }
       }
       return ExpectShape(inst, Shape(PrimitiveType::kToken, {}));
+    case Opcode::kDomain:
+      // A sharding domain's boundary: its operand, unchanged.
+      PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+      return ExpectShape(inst, operand(0));
     case Opcode::kAddDependency:
       PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 2));
       if (!operand(1).IsToken()) {

@@ -405,6 +405,7 @@ absl::StatusOr<Lowering::Value> Lowering::LowerInstruction(
     case Opcode::kCopy:
     case Opcode::kOptimizationBarrier:
     case Opcode::kAddDependency:
+    case Opcode::kDomain:
     case Opcode::kAsyncUpdate:
     case Opcode::kAllReduceDone:
       return operand(0);

@@ -81,6 +81,7 @@ absl::StatusOr<std::vector<int>> BuildScalarRegion(const Computation& region,
         break;
       case Opcode::kCopy:
       case Opcode::kOptimizationBarrier:
+      case Opcode::kDomain:
       case Opcode::kReshape:
       case Opcode::kBroadcast:
         v = operand(0);  // scalar to scalar

@@ -478,6 +478,98 @@ def test_collective_matches_numpy(client, kind, dtype, groups, dim, pairs,
                                       err_msg=f"participant {i}")
 
 
+def test_a_combined_collective_permute_moves_every_operand(client):
+    """collective-permute of three operands (XLA's combined form): each
+    result is its operand permuted by the same pairs; replica 0 receives
+    nothing and gets zeros."""
+    e = client.compile(f"""
+HloModule combined, replica_count={DEVICES}
+ENTRY e {{
+  a = f32[2,3] parameter(0)
+  b = s32[4] parameter(1)
+  c = u8[] parameter(2)
+  ROOT p = (f32[2,3], s32[4], u8[]) collective-permute(a, b, c),
+      source_target_pairs={{{{0,1}},{{1,2}},{{2,3}}}}
+}}""")
+    inputs = [[np.full((2, 3), r + 0.5, np.float32),
+               np.arange(4, dtype=np.int32) * (r + 1),
+               np.uint8(10 * r + 1)] for r in range(DEVICES)]
+    results = e.execute_replicated(inputs)
+    sources = {1: 0, 2: 1, 3: 2}
+    for r in range(DEVICES):
+        got = [b.to_numpy() for b in results[r]]
+        for k in range(3):
+            want = (inputs[sources[r]][k] if r in sources
+                    else np.zeros_like(inputs[r][k]))
+            np.testing.assert_array_equal(got[k], want,
+                                          err_msg=f"replica {r} result {k}")
+
+
+def test_all_to_all_in_its_tuple_form_sends_operand_k_to_member_k(client):
+    """XLA's all-to-all without dimensions: member q's result k is member
+    k's operand q, within each group (listed out of order here)."""
+    groups = [[1, 2], [3, 0]]
+    e = client.compile(f"""
+HloModule tuple_all_to_all, replica_count={DEVICES}
+ENTRY e {{
+  a = s32[2,3] parameter(0)
+  b = s32[2,3] parameter(1)
+  ROOT t = (s32[2,3], s32[2,3]) all-to-all(a, b),
+      replica_groups={{{{1,2}},{{3,0}}}}
+}}""")
+    inputs = [[np.arange(6, dtype=np.int32).reshape(2, 3) + 100 * r + 10 * k
+               for k in range(2)] for r in range(DEVICES)]
+    results = e.execute_replicated(inputs)
+    for group in groups:
+        for q, replica in enumerate(group):
+            got = [b.to_numpy() for b in results[replica]]
+            for k, sender in enumerate(group):
+                np.testing.assert_array_equal(
+                    got[k], inputs[sender][q],
+                    err_msg=f"replica {replica} result {k}")
+
+
+@pytest.mark.parametrize("groups,message", [
+    (", replica_groups={{0,1},{2,3}}", r"needs groups of 3; \{0,1\} has 2"),
+    ("", "over one group of all 4 replicas needs 4 operands"),
+])
+def test_all_to_all_tuple_form_needs_one_operand_per_member(client, groups,
+                                                            message):
+    with pytest.raises(pjrt_client.InvalidArgumentError, match=message):
+        client.compile(f"""
+HloModule bad, replica_count=4
+ENTRY e {{
+  a = f32[2] parameter(0)
+  ROOT t = (f32[2], f32[2], f32[2]) all-to-all(a, a, a){groups}
+}}""")
+
+
+@pytest.mark.parametrize("groups", [[[1, 0], [2, 3]], [[2, 0, 1]]])
+def test_collective_broadcast_sends_each_groups_first_operand(client,
+                                                              groups):
+    """Every member of a group gets its first member's operand; a replica
+    in no group gets zeros."""
+    text = ",".join("{" + ",".join(map(str, g)) + "}" for g in groups)
+    e = client.compile(f"""
+HloModule cb, replica_count={DEVICES}
+ENTRY e {{
+  x = f32[3] parameter(0)
+  ROOT cb = f32[3] collective-broadcast(x), replica_groups={{{text}}}
+}}""")
+    inputs = [[np.array([r, -0.0, r + 0.25], np.float32)]
+              for r in range(DEVICES)]
+    results = e.execute_replicated(inputs)
+    for r in range(DEVICES):
+        group = next((g for g in groups if r in g), None)
+        want = (inputs[group[0]][0] if group is not None
+                else np.zeros(3, np.float32))
+        got = results[r][0].to_numpy()
+        # Bit for bit: -0.0 stays negative.
+        np.testing.assert_array_equal(got.view(np.uint32),
+                                      want.view(np.uint32),
+                                      err_msg=f"replica {r}")
+
+
 def test_replica_and_partition_ids_come_from_the_assignment(client):
     e = client.compile("""
 HloModule ids, replica_count=2, num_partitions=2

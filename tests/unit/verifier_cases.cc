@@ -777,14 +777,62 @@ ENTRY e {
 })",
        kInvalid,
        "%a: collective-permute-start of f32[4] produces f32[4], not f32[5]"},
-      {"AllToAllInTupleForm", R"(
+      {"AllToAllInTupleFormOfSeveralShapes", R"(
+HloModule m, replica_count=2
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = f32[5] parameter(1)
+  ROOT a = (f32[4], f32[5]) all-to-all(x, y)
+})",
+       kUnimplemented,
+       "%a: all-to-all's tuple form with operands of several shapes (f32[4], "
+       "then f32[5]) is not supported"},
+      {"AllToAllInTupleFormWithGroupsOfAnotherSize", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = (f32[4], f32[4]) all-to-all(x, x), replica_groups={{0,1,2},{3}}
+})",
+       kInvalid,
+       "%a: all-to-all of 2 operands needs groups of 2; {0,1,2} has 3"},
+      {"AllToAllInTupleFormOverAllReplicas", R"(
+HloModule m, replica_count=3
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = (f32[4], f32[4]) all-to-all(x, x)
+})",
+       kInvalid,
+       "%a: all-to-all of 2 operands over one group of all 3 replicas needs 3 "
+       "operands"},
+      {"CollectiveBroadcastOfNothing", R"(
+HloModule m
+ENTRY e {
+  ROOT a = () collective-broadcast(), replica_groups={{0}}
+})",
+       kInvalid, "%a: collective-broadcast needs an operand"},
+      {"CollectiveBroadcastWithoutGroups", R"(
 HloModule m
 ENTRY e {
   x = f32[4] parameter(0)
-  ROOT a = f32[4] all-to-all(x)
+  ROOT a = f32[4] collective-broadcast(x)
+})",
+       kInvalid, "%a: collective-broadcast needs replica_groups"},
+      {"CollectiveBroadcastWithAnEmptyGroup", R"(
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = f32[4] collective-broadcast(x), replica_groups={{0},{}}
+})",
+       kInvalid, "%a: collective-broadcast's groups may not be empty"},
+      {"CollectiveBroadcastOverAHugeGroup", R"(
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = f32[4] collective-broadcast(x), replica_groups=[1,1025]<=[1025]
 })",
        kUnimplemented,
-       "%a: all-to-all without dimensions= (the tuple form) is not supported"},
+       "%a: collective-broadcast over a group of 1025 processes; at most 1024 "
+       "are supported"},
       {"AllGatherWithoutADimension", R"(
 HloModule m
 ENTRY e {
