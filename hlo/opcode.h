@@ -120,6 +120,7 @@ namespace pjrt::hlo {
   X(kCollectiveBroadcast, "collective-broadcast", kCollective)        \
   X(kCopyStart, "copy-start", kDataMovement)                          \
   X(kCopyDone, "copy-done", kDataMovement)                            \
+  X(kGetDimensionSize, "get-dimension-size", kDataMovement)           \
   X(kTriangularSolve, "triangular-solve", kCompute)                   \
   X(kCholesky, "cholesky", kCompute)                                  \
   X(kBatchNormTraining, "batch-norm-training", kCompute)              \

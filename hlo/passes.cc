@@ -424,6 +424,29 @@ void StackTupleAllToAll(Computation* c, Instruction* inst) {
 
 }  // namespace
 
+absl::StatusOr<int> FoldDimensionSizes(Module* module) {
+  int rewritten = 0;
+  for (const auto& computation : module->computations()) {
+    const size_t count = computation->instructions().size();
+    for (size_t i = 0; i < count; ++i) {
+      Instruction* inst = computation->instructions()[i].get();
+      if (inst->opcode() != Opcode::kGetDimensionSize) continue;
+      const Shape s32(PrimitiveType::kS32, {});
+      Instruction* size = Add(computation.get(), *inst, ".size",
+                              Opcode::kConstant, "constant", s32, {});
+      Literal literal(s32);
+      // The verifier checked that the size fits an s32.
+      literal.Set<int32_t>(
+          0, static_cast<int32_t>(inst->operand(0)->shape().dimensions(
+                 inst->attributes().dimensions[0])));
+      size->mutable_attributes()->literal = std::move(literal);
+      computation->ReplaceUses(inst, size);
+      ++rewritten;
+    }
+  }
+  return rewritten;
+}
+
 absl::StatusOr<int> SplitTupleConstants(Module* module) {
   int rewritten = 0;
   for (const auto& computation : module->computations()) {
@@ -497,8 +520,9 @@ absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
 
 absl::StatusOr<int> SimplifyModule(Module* module) {
   int rewritten = 0;
-  for (auto* pass : {&SplitTupleConstants, &SplitCombinedCollectives,
-                     &ExpandBatchNorms, &RewriteUnitConvolutionsAsDots}) {
+  for (auto* pass :
+       {&FoldDimensionSizes, &SplitTupleConstants, &SplitCombinedCollectives,
+        &ExpandBatchNorms, &RewriteUnitConvolutionsAsDots}) {
     PJRT_ASSIGN_OR_RETURN(const int made, pass(module));
     rewritten += made;
   }

@@ -13,6 +13,7 @@
 //    and element-wise ops in the operand's type (a tuple of the results
 //    where the op had one). No backend has a batch norm kernel.
 //  - A tuple constant becomes a tuple of array constants.
+//  - get-dimension-size becomes its s32 constant (shapes are static).
 //  - A combined collective-permute (several operands, a tuple result)
 //    becomes one collective-permute per operand, with the same pairs and
 //    channel, and a tuple of their results.
@@ -38,6 +39,7 @@ absl::StatusOr<int> SimplifyModule(Module* module);
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
 absl::StatusOr<int> ExpandBatchNorms(Module* module);
 absl::StatusOr<int> SplitTupleConstants(Module* module);
+absl::StatusOr<int> FoldDimensionSizes(Module* module);
 absl::StatusOr<int> SplitCombinedCollectives(Module* module);
 
 }  // namespace pjrt::hlo

@@ -26,9 +26,13 @@ absl::Status Verifier::CheckCollectiveOp(const Instruction& inst) {
       if (a.replica_groups.empty()) {
         return Invalid(inst, "collective-broadcast needs replica_groups");
       }
-      // One pair of permutes per place in the longest group: a bound.
+      // One pair of permutes per operand and place in the longest group:
+      // bounds on them.
       constexpr size_t kMaxGroup = 1024;
+      constexpr size_t kMaxPermutes = 16384;
+      size_t longest = 0;
       for (const std::vector<int64_t>& group : a.replica_groups) {
+        longest = std::max(longest, group.size());
         if (group.empty()) {
           return Invalid(inst,
                          "collective-broadcast's groups may not be "
@@ -40,6 +44,17 @@ absl::Status Verifier::CheckCollectiveOp(const Instruction& inst) {
                                     "processes; at most %d are supported",
                                     group.size(), kMaxGroup));
         }
+      }
+      // An int of operands times at most 1024: no overflow in 64 bits.
+      const size_t permutes =
+          static_cast<size_t>(inst.operand_count()) * longest;
+      if (permutes > kMaxPermutes) {
+        return Unimplemented(
+            inst, absl::StrFormat("collective-broadcast of %d operands over a "
+                                  "group of %d processes takes %d permutes; "
+                                  "at most %d are supported",
+                                  inst.operand_count(), longest, permutes,
+                                  kMaxPermutes));
       }
       std::vector<Shape> shapes;
       for (const Instruction* o : inst.operands()) shapes.push_back(o->shape());

@@ -1,5 +1,8 @@
 // The verifier's checks of ops that make or move values without arithmetic
 // (parameters, constants, reshapes, slices, pads, gathers, scatters, copies).
+#include <cstdint>
+#include <limits>
+
 #include "hlo/verifier_internal.h"
 
 namespace pjrt::hlo::verifier_internal {
@@ -34,6 +37,27 @@ absl::Status Verifier::CheckDataMovementOp(const Instruction& inst) {
       PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(
           inst, inst.attributes().dimensions, operand(0).rank(), "dimension"));
       return ExpectShape(inst, operand(0));
+    case Opcode::kGetDimensionSize: {
+      // pjrtd's shapes are static: the size is a constant (hlo/passes.h).
+      PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 1));
+      PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+      const std::vector<int64_t>& d = inst.attributes().dimensions;
+      if (d.size() != 1) {
+        return Invalid(inst, absl::StrFormat("get-dimension-size needs "
+                                             "dimensions={d}, one dimension "
+                                             "of %s",
+                                             operand(0).ToString()));
+      }
+      PJRT_RETURN_IF_ERROR(
+          ExpectDimensionsIn(inst, d, operand(0).rank(), "dimension"));
+      if (operand(0).dimensions(d[0]) > std::numeric_limits<int32_t>::max()) {
+        return Invalid(inst, absl::StrFormat("dimension %d of %s is %d, more "
+                                             "than its s32 result holds",
+                                             d[0], operand(0).ToString(),
+                                             operand(0).dimensions(d[0])));
+      }
+      return ExpectShape(inst, Shape(PrimitiveType::kS32, {}));
+    }
     case Opcode::kDynamicSlice:
       return CheckDynamicSlice(inst);
     case Opcode::kDynamicUpdateSlice:

@@ -2,7 +2,8 @@
 real pjrtd: every one compiles, or is refused with the reason listed here
 (ops pjrtd does not run, and forms XLA's verifier itself rejects). Those
 that compute something run against numpy: the legacy dynamic-slice forms,
-domains and tuple constants."""
+domains and tuple constants (and get-dimension-size, which the corpus
+lacks)."""
 
 from __future__ import annotations
 
@@ -174,3 +175,17 @@ ENTRY e {
 }
 """, [])
     np.testing.assert_array_equal(out, [31, 42])
+
+
+def test_get_dimension_size_is_the_static_size(client):
+    # Not among the parser's tests; JAX emits it for shape-polymorphic
+    # code, which pjrtd runs with static shapes.
+    sizes = run(client, """HloModule sizes
+ENTRY e {
+  x = f32[3,7,2] parameter(0)
+  a = s32[] get-dimension-size(x), dimensions={0}
+  b = s32[] get-dimension-size(x), dimensions={1}
+  ROOT t = (s32[], s32[]) tuple(a, b)
+}
+""", [("f32", np.zeros((3, 7, 2), np.float32))])
+    assert [int(s) for s in sizes] == [3, 7]

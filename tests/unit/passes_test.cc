@@ -106,6 +106,68 @@ ENTRY e {
   EXPECT_EQ(regions, 1);
 }
 
+// Counts the instructions of `opcode` the root of `c` depends on.
+int Reachable(const Computation& c, Opcode opcode) {
+  int n = 0;
+  for (const Instruction* inst : c.PostOrder()) n += inst->opcode() == opcode;
+  return n;
+}
+
+TEST(Passes, TupleConstantsAndDimensionSizesBecomeArrayConstants) {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  c = (s32[2], (f32[], s32[2])) constant(({1, 2}, (0.5, {30, 40})))
+  x = f32[3,7] parameter(0)
+  n = s32[] get-dimension-size(x), dimensions={1}
+  ROOT t = ((s32[2], (f32[], s32[2])), s32[]) tuple(c, n)
+})";
+  auto module = Parse(text);
+  auto rewritten = SimplifyModule(module.get());
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_EQ(*rewritten, 2);
+  EXPECT_TRUE(VerifyModule(*module, text).ok());
+  const Computation& entry = *module->entry();
+  EXPECT_EQ(Reachable(entry, Opcode::kGetDimensionSize), 0);
+  // The three arrays of the constant, and the size.
+  EXPECT_EQ(Reachable(entry, Opcode::kConstant), 4);
+  const Instruction* size = entry.root()->operand(1);
+  ASSERT_EQ(size->opcode(), Opcode::kConstant);
+  EXPECT_EQ(size->attributes().literal.Get<int32_t>(0), 7);
+  const Instruction* inner = entry.root()->operand(0)->operand(1);
+  ASSERT_EQ(inner->opcode(), Opcode::kTuple);
+  EXPECT_EQ(inner->operand(1)->attributes().literal.Get<int32_t>(1), 40);
+}
+
+TEST(Passes, CombinedCollectivesBecomeOnePerOperandOrPlace) {
+  const std::string text = R"(HloModule m, replica_count=4
+ENTRY e {
+  x = f32[2] parameter(0)
+  y = s8[3] parameter(1)
+  p = (f32[2], s8[3]) collective-permute(x, y), source_target_pairs={{0,1}}
+  a = (f32[2], f32[2]) all-to-all(x, x), replica_groups={{0,1},{2,3}}
+  b = f32[2] collective-broadcast(x), replica_groups={{0,1,2},{3}}
+  ROOT t = ((f32[2], s8[3]), (f32[2], f32[2]), f32[2]) tuple(p, a, b)
+})";
+  auto module = Parse(text);
+  auto rewritten = SimplifyModule(module.get());
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_EQ(*rewritten, 3);
+  EXPECT_TRUE(VerifyModule(*module, text).ok());
+  const Computation& entry = *module->entry();
+  EXPECT_EQ(Reachable(entry, Opcode::kCollectiveBroadcast), 0);
+  // Two for the combined permute; a value and a mark for each of the
+  // broadcast's three places.
+  EXPECT_EQ(Reachable(entry, Opcode::kCollectivePermute), 2 + 2 * 3);
+  // The tuple form's operands stacked: one all-to-all along dimension 0.
+  EXPECT_EQ(Reachable(entry, Opcode::kAllToAll), 1);
+  for (const Instruction* inst : entry.PostOrder()) {
+    if (inst->opcode() == Opcode::kAllToAll) {
+      EXPECT_EQ(inst->shape(), Shape(PrimitiveType::kF32, {2, 2}));
+      EXPECT_EQ(inst->attributes().dimensions, (std::vector<int64_t>{0}));
+    }
+  }
+}
+
 class PassesRun : public runtime::testing::HloRunTest {};
 
 TEST_F(PassesRun, TheRewrittenConvolutionComputesTheConvolution) {

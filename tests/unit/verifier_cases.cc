@@ -824,6 +824,33 @@ ENTRY e {
   ROOT a = f32[4] collective-broadcast(x), replica_groups={{0},{}}
 })",
        kInvalid, "%a: collective-broadcast's groups may not be empty"},
+      {"GetDimensionSizeWithoutADimension", R"(
+HloModule m
+ENTRY e {
+  x = f32[4,5] parameter(0)
+  ROOT a = s32[] get-dimension-size(x)
+})",
+       kInvalid,
+       "%a: get-dimension-size needs dimensions={d}, one dimension of "
+       "f32[4,5]"},
+      {"GetDimensionSizePastAnInt32", R"(
+HloModule m
+ENTRY e {
+  x = u8[3000000000] parameter(0)
+  ROOT a = s32[] get-dimension-size(x), dimensions={0}
+})",
+       kInvalid,
+       "%a: dimension 0 of u8[3000000000] is 3000000000, more than its s32 "
+       "result holds"},
+      {"CollectiveBroadcastOfTooManyPermutes", R"(
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT a = (f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4]) collective-broadcast(x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x), replica_groups=[1,1024]<=[1024]
+})",
+       kUnimplemented,
+       "%a: collective-broadcast of 17 operands over a group of 1024 "
+       "processes takes 17408 permutes; at most 16384 are supported"},
       {"CollectiveBroadcastOverAHugeGroup", R"(
 HloModule m
 ENTRY e {
