@@ -283,30 +283,29 @@ class BatchNormExpansion {
   int made_ = 0;
 };
 
-}  // namespace
-
-absl::StatusOr<int> ExpandBatchNorms(Module* module) {
-  // Adding the add regions grows the module's list: gather first.
-  std::vector<std::pair<Computation*, Instruction*>> norms;
+// Calls `rewrite(computation, instruction)` on each instruction the module
+// has before it starts (rewrites append instructions and computations)
+// and counts those it rewrote (it returns true for them).
+template <typename Rewrite>
+absl::StatusOr<int> RewriteEach(Module* module, Rewrite rewrite) {
+  std::vector<std::pair<Computation*, Instruction*>> all;
   for (const auto& computation : module->computations()) {
     for (const auto& inst : computation->instructions()) {
-      const Opcode op = inst->opcode();
-      if (op == Opcode::kBatchNormTraining ||
-          op == Opcode::kBatchNormInference || op == Opcode::kBatchNormGrad) {
-        norms.emplace_back(computation.get(), inst.get());
-      }
+      all.emplace_back(computation.get(), inst.get());
     }
   }
-  for (const auto& [computation, norm] : norms) {
-    PJRT_RETURN_IF_ERROR(BatchNormExpansion(module, computation, norm).Run());
+  int rewritten = 0;
+  for (const auto& [computation, inst] : all) {
+    absl::StatusOr<bool> done = rewrite(computation, inst);
+    if (!done.ok()) return done.status();
+    rewritten += *done;
   }
-  return static_cast<int>(norms.size());
+  return rewritten;
 }
 
-namespace {
-
 // A constant of `literal` (an array or a tuple of them, nested), as array
-// constants and tuples of them, at the position of `at`.
+// constants and tuples of them, at the position of `at`. Recursive: the
+// verifier bounds tuples to kMaxTupleDepth levels.
 Instruction* SplitConstant(Computation* c, const Instruction& at,
                            const Literal& literal, const std::string& suffix) {
   if (!literal.shape().IsTuple()) {
@@ -424,98 +423,86 @@ void StackTupleAllToAll(Computation* c, Instruction* inst) {
 
 }  // namespace
 
+absl::StatusOr<int> ExpandBatchNorms(Module* module) {
+  return RewriteEach(
+      module, [&](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        const Opcode op = inst->opcode();
+        if (op != Opcode::kBatchNormTraining &&
+            op != Opcode::kBatchNormInference && op != Opcode::kBatchNormGrad) {
+          return false;
+        }
+        PJRT_RETURN_IF_ERROR(BatchNormExpansion(module, c, inst).Run());
+        return true;
+      });
+}
+
 absl::StatusOr<int> FoldDimensionSizes(Module* module) {
-  int rewritten = 0;
-  for (const auto& computation : module->computations()) {
-    const size_t count = computation->instructions().size();
-    for (size_t i = 0; i < count; ++i) {
-      Instruction* inst = computation->instructions()[i].get();
-      if (inst->opcode() != Opcode::kGetDimensionSize) continue;
-      const Shape s32(PrimitiveType::kS32, {});
-      Instruction* size = Add(computation.get(), *inst, ".size",
-                              Opcode::kConstant, "constant", s32, {});
-      Literal literal(s32);
-      // The verifier checked that the size fits an s32.
-      literal.Set<int32_t>(
-          0, static_cast<int32_t>(inst->operand(0)->shape().dimensions(
-                 inst->attributes().dimensions[0])));
-      size->mutable_attributes()->literal = std::move(literal);
-      computation->ReplaceUses(inst, size);
-      ++rewritten;
-    }
-  }
-  return rewritten;
+  return RewriteEach(
+      module, [](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        if (inst->opcode() != Opcode::kGetDimensionSize) return false;
+        const Shape s32(PrimitiveType::kS32, {});
+        Instruction* size =
+            Add(c, *inst, ".size", Opcode::kConstant, "constant", s32, {});
+        Literal literal(s32);
+        // The verifier checked that the size fits an s32.
+        literal.Set<int32_t>(
+            0, static_cast<int32_t>(inst->operand(0)->shape().dimensions(
+                   inst->attributes().dimensions[0])));
+        size->mutable_attributes()->literal = std::move(literal);
+        c->ReplaceUses(inst, size);
+        return true;
+      });
 }
 
 absl::StatusOr<int> SplitTupleConstants(Module* module) {
-  int rewritten = 0;
-  for (const auto& computation : module->computations()) {
-    const size_t count = computation->instructions().size();
-    for (size_t i = 0; i < count; ++i) {
-      Instruction* inst = computation->instructions()[i].get();
-      if (inst->opcode() != Opcode::kConstant || !inst->shape().IsTuple()) {
-        continue;
-      }
-      computation->ReplaceUses(
-          inst, SplitConstant(computation.get(), *inst,
-                              inst->attributes().literal, ".element"));
-      ++rewritten;
-    }
-  }
-  return rewritten;
+  return RewriteEach(
+      module, [](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        if (inst->opcode() != Opcode::kConstant || !inst->shape().IsTuple()) {
+          return false;
+        }
+        c->ReplaceUses(inst, SplitConstant(c, *inst, inst->attributes().literal,
+                                           ".element"));
+        return true;
+      });
 }
 
 absl::StatusOr<int> SplitCombinedCollectives(Module* module) {
-  int rewritten = 0;
-  for (const auto& computation : module->computations()) {
-    const size_t count = computation->instructions().size();
-    for (size_t i = 0; i < count; ++i) {
-      Instruction* inst = computation->instructions()[i].get();
-      if (inst->opcode() == Opcode::kCollectiveBroadcast) {
-        ExpandCollectiveBroadcast(computation.get(), inst);
-        ++rewritten;
-        continue;
-      }
-      if (inst->opcode() == Opcode::kAllToAll &&
-          inst->attributes().dimensions.empty()) {
-        StackTupleAllToAll(computation.get(), inst);
-        ++rewritten;
-        continue;
-      }
-      if (inst->opcode() != Opcode::kCollectivePermute ||
-          inst->operand_count() < 2) {
-        continue;
-      }
-      std::vector<Instruction*> parts;
-      for (int k = 0; k < inst->operand_count(); ++k) {
-        Instruction* part = Add(computation.get(), *inst, absl::StrCat(".", k),
-                                Opcode::kCollectivePermute, inst->opcode_name(),
-                                inst->operand(k)->shape(), {inst->operand(k)});
-        *part->mutable_attributes() = inst->attributes();
-        parts.push_back(part);
-      }
-      computation->ReplaceUses(
-          inst, Add(computation.get(), *inst, ".parts", Opcode::kTuple, "tuple",
-                    inst->shape(), std::move(parts)));
-      ++rewritten;
-    }
-  }
-  return rewritten;
+  return RewriteEach(
+      module, [](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        if (inst->opcode() == Opcode::kCollectiveBroadcast) {
+          ExpandCollectiveBroadcast(c, inst);
+          return true;
+        }
+        if (inst->opcode() == Opcode::kAllToAll &&
+            inst->attributes().dimensions.empty()) {
+          StackTupleAllToAll(c, inst);
+          return true;
+        }
+        if (inst->opcode() != Opcode::kCollectivePermute ||
+            inst->operand_count() < 2) {
+          return false;
+        }
+        std::vector<Instruction*> parts;
+        for (int k = 0; k < inst->operand_count(); ++k) {
+          Instruction* part =
+              Add(c, *inst, absl::StrCat(".", k), Opcode::kCollectivePermute,
+                  inst->opcode_name(), inst->operand(k)->shape(),
+                  {inst->operand(k)});
+          *part->mutable_attributes() = inst->attributes();
+          parts.push_back(part);
+        }
+        c->ReplaceUses(inst, Add(c, *inst, ".parts", Opcode::kTuple, "tuple",
+                                 inst->shape(), std::move(parts)));
+        return true;
+      });
 }
 
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
-  int rewritten = 0;
-  for (const auto& computation : module->computations()) {
-    // New instructions are appended: walk the ones that were there.
-    const size_t count = computation->instructions().size();
-    for (size_t i = 0; i < count; ++i) {
-      Instruction* inst = computation->instructions()[i].get();
-      if (inst->opcode() != Opcode::kConvolution) continue;
-      PJRT_ASSIGN_OR_RETURN(bool done, RewriteIfUnit(computation.get(), inst));
-      rewritten += done;
-    }
-  }
-  return rewritten;
+  return RewriteEach(
+      module, [](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        if (inst->opcode() != Opcode::kConvolution) return false;
+        return RewriteIfUnit(c, inst);
+      });
 }
 
 absl::StatusOr<int> SimplifyModule(Module* module) {

@@ -7,19 +7,10 @@ import pytest
 
 import pjrt_client
 from hlo_harness import round_array, run, run_arrays, shape_str
+from xla_reference import along_feature as along
+from xla_reference import batch_norm_moments as moments
 
 RNG = np.random.default_rng(20261207)
-
-
-def moments(x, feature):
-    axes = tuple(d for d in range(x.ndim) if d != feature)
-    return x.mean(axis=axes), x.var(axis=axes)
-
-
-def along(v, x, feature):
-    shape = [1] * x.ndim
-    shape[feature] = -1
-    return v.reshape(shape)
 
 
 def normalized(x, scale, offset, mean, var, eps, feature):

@@ -6,23 +6,14 @@ import pytest
 
 import pjrt_client
 from hlo_harness import run_arrays
+from xla_reference import along_feature as along
+from xla_reference import batch_norm_moments as moments
 
 RNG = np.random.default_rng(20261206)
 
 
 def tensor(shape, ty="f32"):
     return "tensor<" + "x".join(str(d) for d in shape) + f"x{ty}>"
-
-
-def moments(x, feature):
-    axes = tuple(d for d in range(x.ndim) if d != feature)
-    return x.mean(axis=axes), x.var(axis=axes)
-
-
-def along(v, x, feature):
-    shape = [1] * x.ndim
-    shape[feature] = -1
-    return v.reshape(shape)
 
 
 @pytest.mark.parametrize("feature", [1, 3])

@@ -1,6 +1,6 @@
-"""XLA's indexing, window and convolution ops written out in plain numpy
-loops, from the operation semantics (slow, obviously right; for small
-arrays).
+"""XLA's indexing, window, convolution and batch norm ops written out in
+plain numpy loops, from the operation semantics (slow, obviously right;
+for small arrays).
 
 Window positions in the padding are skipped, as XLA computes reduce-window
 and select-and-scatter; gather clamps start indices so the slice is in
@@ -217,3 +217,17 @@ def convolution(lhs, rhs, dim_labels: str, *, stride=None, padding=None,
     order.append(outs.index("f"))
     result = np.transpose(res, np.argsort(order))
     return result.astype(out_dtype or lhs.dtype)
+
+
+def batch_norm_moments(x: np.ndarray, feature: int):
+    """The per-feature mean and (biased) variance of a batch norm: over
+    every dimension of ``x`` but ``feature``."""
+    axes = tuple(d for d in range(x.ndim) if d != feature)
+    return x.mean(axis=axes), x.var(axis=axes)
+
+
+def along_feature(v: np.ndarray, x: np.ndarray, feature: int) -> np.ndarray:
+    """Per-feature values ``v`` shaped to broadcast against ``x``."""
+    shape = [1] * x.ndim
+    shape[feature] = -1
+    return v.reshape(shape)
