@@ -169,17 +169,11 @@ class BatchNormExpansion {
                          {grad_operand, grad_scale, sum_dy});
     } else {
       const bool training = norm_->opcode() == Opcode::kBatchNormTraining;
-      Instruction* mean = nullptr;
-      Instruction* variance = nullptr;
-      if (training) {
-        mean = Mean(operand);
-        Instruction* centered = Op(Opcode::kSubtract, operand, Along(mean));
-        variance = Mean(Op(Opcode::kMultiply, centered, centered));
-      } else {
-        mean = norm_->operand(3);
-        variance = norm_->operand(4);
-      }
+      Instruction* mean = training ? Mean(operand) : norm_->operand(3);
       Instruction* centered = Op(Opcode::kSubtract, operand, Along(mean));
+      Instruction* variance =
+          training ? Mean(Op(Opcode::kMultiply, centered, centered))
+                   : norm_->operand(4);
       Instruction* stddev =
           Make(Opcode::kSqrt, x_,
                {Op(Opcode::kAdd, Along(variance), Full(epsilon))});

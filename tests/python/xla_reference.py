@@ -231,3 +231,27 @@ def along_feature(v: np.ndarray, x: np.ndarray, feature: int) -> np.ndarray:
     shape = [1] * x.ndim
     shape[feature] = -1
     return v.reshape(shape)
+
+
+def batch_norm(x, scale, offset, mean, var, eps, feature: int):
+    """batch-norm-inference's result (training's, with the batch's own
+    moments)."""
+    return (along_feature(scale, x, feature)
+            * (x - along_feature(mean, x, feature))
+            / np.sqrt(along_feature(var, x, feature) + eps)
+            + along_feature(offset, x, feature))
+
+
+def batch_norm_grad(x, scale, mean, var, dy, eps, feature: int):
+    """batch-norm-grad's (grad_operand, grad_scale, grad_offset): the
+    textbook backward pass of training normalization."""
+    axes = tuple(d for d in range(x.ndim) if d != feature)
+    n = x.size // x.shape[feature]
+    inv = 1 / np.sqrt(along_feature(var, x, feature) + eps)
+    xhat = (x - along_feature(mean, x, feature)) * inv
+    grad_offset = dy.sum(axis=axes)
+    grad_scale = (dy * xhat).sum(axis=axes)
+    grad_x = (along_feature(scale, x, feature) * inv / n
+              * (n * dy - along_feature(grad_offset, x, feature)
+                 - xhat * along_feature(grad_scale, x, feature)))
+    return grad_x, grad_scale, grad_offset

@@ -20,6 +20,20 @@ std::unique_ptr<Module> Parse(const std::string& text) {
   return std::move(*module);
 }
 
+// `text` parsed and simplified, with `rewrites` rewrites made and a module
+// the verifier still accepts (null, and a failure, otherwise).
+std::unique_ptr<Module> Simplified(const std::string& text, int rewrites) {
+  auto module = Parse(text);
+  auto rewritten = SimplifyModule(module.get());
+  if (!rewritten.ok()) {
+    ADD_FAILURE() << rewritten.status();
+    return nullptr;
+  }
+  EXPECT_EQ(*rewritten, rewrites) << text;
+  EXPECT_TRUE(VerifyModule(*module, text).ok()) << text;
+  return module;
+}
+
 std::string Conv(const std::string& window,
                  const std::string& out = "f32[2,6,4,5]") {
   return R"(HloModule m
@@ -76,11 +90,8 @@ ENTRY e {
   y = bf16[2,3,4] get-tuple-element(t), index=0
   ROOT g = (bf16[2,3,4], bf16[3], bf16[3]) batch-norm-grad(x, s, m, v, y), epsilon=0.001, feature_index=1
 })";
-  auto module = Parse(text);
-  auto rewritten = SimplifyModule(module.get());
-  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(*rewritten, 3);
-  EXPECT_TRUE(VerifyModule(*module, text).ok());
+  auto module = Simplified(text, 3);
+  ASSERT_NE(module, nullptr);
   const Instruction* root = module->entry()->root();
   ASSERT_EQ(root->opcode(), Opcode::kTuple);
   EXPECT_EQ(root->shape(), module->entry()->FindInstruction("g")->shape());
@@ -121,11 +132,8 @@ ENTRY e {
   n = s32[] get-dimension-size(x), dimensions={1}
   ROOT t = ((s32[2], (f32[], s32[2])), s32[]) tuple(c, n)
 })";
-  auto module = Parse(text);
-  auto rewritten = SimplifyModule(module.get());
-  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(*rewritten, 2);
-  EXPECT_TRUE(VerifyModule(*module, text).ok());
+  auto module = Simplified(text, 2);
+  ASSERT_NE(module, nullptr);
   const Computation& entry = *module->entry();
   EXPECT_EQ(Reachable(entry, Opcode::kGetDimensionSize), 0);
   // The three arrays of the constant, and the size.
@@ -148,11 +156,8 @@ ENTRY e {
   b = f32[2] collective-broadcast(x), replica_groups={{0,1,2},{3}}
   ROOT t = ((f32[2], s8[3]), (f32[2], f32[2]), f32[2]) tuple(p, a, b)
 })";
-  auto module = Parse(text);
-  auto rewritten = SimplifyModule(module.get());
-  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(*rewritten, 3);
-  EXPECT_TRUE(VerifyModule(*module, text).ok());
+  auto module = Simplified(text, 3);
+  ASSERT_NE(module, nullptr);
   const Computation& entry = *module->entry();
   EXPECT_EQ(Reachable(entry, Opcode::kCollectiveBroadcast), 0);
   // Two for the combined permute; a value and a mark for each of the
