@@ -139,7 +139,7 @@ int64_t HostArray::element_count() const {
 
 std::string NpyDescr(pjrt_client::DType dtype) {
   if (dtype == pjrt_client::DType::kBF16) return "<u2";
-  if (pjrt_client::IsFloat8(dtype) || dtype == pjrt_client::DType::kU4) {
+  if (pjrt_client::IsMiniFloat(dtype) || dtype == pjrt_client::DType::kU4) {
     return "|u1";
   }
   if (dtype == pjrt_client::DType::kS4) return "|i1";
@@ -288,7 +288,9 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
 absl::Status WriteNpy(const std::string& path, const HostArray& packed) {
   HostArray array = packed;
   if (array.dtype == pjrt_client::DType::kS4 ||
-      array.dtype == pjrt_client::DType::kU4) {
+      array.dtype == pjrt_client::DType::kU4 ||
+      array.dtype == pjrt_client::DType::kF4E2M1FN) {
+    // f4e2m1fn: its codes, one per byte, as u4's values are.
     array.data = UnpackInt4(array.data, array.element_count(),
                             array.dtype == pjrt_client::DType::kS4);
   }
@@ -384,8 +386,23 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array,
     }
     return out;
   }
-  if (pjrt_client::IsFloat8(want) && array.dtype == pjrt_client::DType::kU8) {
-    array.dtype = want;  // codes
+  if (pjrt_client::IsMiniFloat(want) &&
+      array.dtype == pjrt_client::DType::kU8) {
+    // Codes: the 4- and 6-bit floats' fill only their low bits.
+    const int bits = want == pjrt_client::DType::kF4E2M1FN ? 4
+                     : want == pjrt_client::DType::kF6E2M3FN ||
+                             want == pjrt_client::DType::kF6E3M2FN
+                         ? 6
+                         : 8;
+    for (size_t i = 0; i < array.data.size(); ++i) {
+      if (bits < 8 && array.data[i] >> bits != 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "element %d of the file is %d, not a %s code (0..%d)", i,
+            array.data[i], pjrt_client::DTypeName(want), (1 << bits) - 1));
+      }
+    }
+    array.dtype = want;
+    if (bits == 4) array.data = PackInt4(array.data);
     return array;
   }
   if ((want == pjrt_client::DType::kS4 &&
@@ -409,8 +426,9 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array,
   std::string hint;
   if (want == pjrt_client::DType::kBF16) {
     hint = "; give bf16 values as uint16 bit patterns or as float32";
-  } else if (pjrt_client::IsFloat8(want)) {
-    hint = "; give f8 values as their uint8 codes";
+  } else if (pjrt_client::IsMiniFloat(want)) {
+    hint = absl::StrCat("; give ", pjrt_client::DTypeName(want),
+                        " values as their uint8 codes");
   } else if (want == pjrt_client::DType::kS4 ||
              want == pjrt_client::DType::kU4) {
     hint = "; give s4 values as int8 and u4 values as uint8";

@@ -437,7 +437,9 @@ int Run(const RunOptions& o) {
     const bool floating = Tolerance(t) > 0;
     int64_t bad = 0, first = -1;
     double worst = 0;
-    for (int64_t i = 0; i < n && width > 0; ++i) {
+    // Packed types hold fewer bytes than elements: compared whole below.
+    const bool packed = hlo::IsPackedType(t);
+    for (int64_t i = 0; i < n && width > 0 && !packed; ++i) {
       const uint8_t* a = outputs->data[r].data() + i * width;
       const uint8_t* b = reference->data[r].data() + i * width;
       bool same;
@@ -452,8 +454,7 @@ int Run(const RunOptions& o) {
       }
       if (!same && bad++ == 0) first = i;
     }
-    if (hlo::IsComplex(t) || t == hlo::PrimitiveType::kS4 ||
-        t == hlo::PrimitiveType::kU4) {
+    if (hlo::IsComplex(t) || packed) {
       bad =
           outputs->data[r] == reference->data[r] ? 0 : 1;  // compared as bytes
     }

@@ -86,6 +86,10 @@ inline std::string ElementTypeString(PrimitiveType type) {
       return "f4E2M1FN";
     case PrimitiveType::kF8E8M0FNU:
       return "f8E8M0FNU";
+    case PrimitiveType::kF6E2M3FN:
+      return "f6E2M3FN";
+    case PrimitiveType::kF6E3M2FN:
+      return "f6E3M2FN";
     default:
       return std::string(PrimitiveTypeName(type));
   }
@@ -128,6 +132,8 @@ inline std::optional<PrimitiveType> ElementTypeFromName(
           {"f8E3M4", PrimitiveType::kF8E3M4},
           {"f4E2M1FN", PrimitiveType::kF4E2M1FN},
           {"f8E8M0FNU", PrimitiveType::kF8E8M0FNU},
+          {"f6E2M3FN", PrimitiveType::kF6E2M3FN},
+          {"f6E3M2FN", PrimitiveType::kF6E3M2FN},
       };
   auto it = kTypes->find(name);
   if (it == kTypes->end()) return std::nullopt;

@@ -40,8 +40,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
-#include "hlo/float8.h"
 #include "hlo/lexer.h"
+#include "hlo/minifloat.h"
 #include "hlo/parser_internal.h"
 
 namespace pjrt::hlo {

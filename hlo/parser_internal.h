@@ -23,8 +23,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
-#include "hlo/float8.h"
 #include "hlo/lexer.h"
+#include "hlo/minifloat.h"
 #include "hlo/parser.h"
 
 namespace pjrt::hlo::parser_internal {
@@ -180,16 +180,6 @@ inline ShapeRule ShapeRuleFor(Opcode opcode) {
       return ShapeRule::kNone;
   }
   return ShapeRule::kNone;
-}
-
-inline bool IsUnconvertedFloatType(PrimitiveType type) {
-  switch (type) {
-    case PrimitiveType::kF4E2M1FN:
-    case PrimitiveType::kF8E8M0FNU:
-      return true;
-    default:
-      return false;
-  }
 }
 
 // An integer token's value: sign and magnitude, any 64-bit magnitude.

@@ -91,10 +91,6 @@ absl::Status Parser::ParseLiteralValue(const Shape& shape, const Draft& draft,
                                   "which has %d elements",
                                   DisplayName(draft), expected));
   }
-  if (IsUnconvertedFloatType(shape.element_type())) {
-    // Values are checked for syntax but not converted: data stays empty.
-    literal->mutable_data()->clear();
-  }
   if (shape.rank() == 0) return ParseElement(shape, draft, literal, 0);
   int64_t index = 0;
   return ParseArrayLevel(shape, 0, draft, literal, &index);
@@ -295,11 +291,21 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
 
   PJRT_ASSIGN_OR_RETURN(double value, ParseFloatValue(type));
   const bool finite = std::isfinite(value);
-  if (IsFloat8(type)) {
-    const uint8_t b = Float8FromFloat(type, static_cast<float>(value));
-    // A finite value past the largest one became infinity or NaN.
-    if (finite && !std::isfinite(Float8ToFloat(type, b))) {
+  if (IsMiniFloat(type)) {
+    const uint8_t b = MiniFloatFromFloat(type, static_cast<float>(value));
+    // A finite value past the largest one became infinity or NaN; the
+    // finite-only formats saturate, so check the value against the point
+    // where rounding would leave their largest one.
+    if (finite && !std::isfinite(MiniFloatToFloat(type, b))) {
       return out_of_range();
+    }
+    if (finite && IsFiniteOnlyFloat(type)) {
+      const uint8_t max_code = type == PrimitiveType::kF4E2M1FN ? 0x7 : 0x1F;
+      const double largest = MiniFloatToFloat(type, max_code);
+      const double below = MiniFloatToFloat(type, max_code - 1);
+      if (std::fabs(value) >= largest + (largest - below) / 2) {
+        return out_of_range();
+      }
     }
     literal->Set<uint8_t>(index, b);
     Next();

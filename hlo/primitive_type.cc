@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "hlo/float8.h"
+#include "hlo/minifloat.h"
 
 namespace pjrt::hlo {
 
@@ -19,8 +19,6 @@ namespace {
 constexpr PrimitiveType kParseOnlyTypes[] = {
     PrimitiveType::kS2,
     PrimitiveType::kU2,
-    PrimitiveType::kF4E2M1FN,
-    PrimitiveType::kF8E8M0FNU,
 };
 }  // namespace
 
@@ -83,6 +81,8 @@ int ByteWidth(PrimitiveType type) {
     case PrimitiveType::kF8E3M4:
     case PrimitiveType::kF4E2M1FN:
     case PrimitiveType::kF8E8M0FNU:
+    case PrimitiveType::kF6E2M3FN:
+    case PrimitiveType::kF6E3M2FN:
       return 1;
     case PrimitiveType::kInvalid:
     case PrimitiveType::kTuple:
@@ -157,6 +157,10 @@ absl::string_view PrimitiveTypeName(PrimitiveType type) {
       return "f4e2m1fn";
     case PrimitiveType::kF8E8M0FNU:
       return "f8e8m0fnu";
+    case PrimitiveType::kF6E2M3FN:
+      return "f6e2m3fn";
+    case PrimitiveType::kF6E3M2FN:
+      return "f6e3m2fn";
     case PrimitiveType::kInvalid:
       break;
   }
@@ -197,10 +201,32 @@ int64_t PackedByteSize(PrimitiveType type, int64_t count) {
 bool IsFloatingPoint(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
          type == PrimitiveType::kF32 || type == PrimitiveType::kF64 ||
-         IsFloat8(type);
+         IsMiniFloat(type);
 }
 
-bool IsFloat8(PrimitiveType type) {
+int MiniFloatCodeBits(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF4E2M1FN:
+      return 4;
+    case PrimitiveType::kF6E2M3FN:
+    case PrimitiveType::kF6E3M2FN:
+      return 6;
+    default:
+      return 8;
+  }
+}
+
+bool IsFiniteOnlyFloat(PrimitiveType type) {
+  return type == PrimitiveType::kF4E2M1FN || type == PrimitiveType::kF6E2M3FN ||
+         type == PrimitiveType::kF6E3M2FN;
+}
+
+bool IsPackedType(PrimitiveType type) {
+  const int bits = BitWidth(type);
+  return bits > 0 && bits < 8;
+}
+
+bool IsMiniFloat(PrimitiveType type) {
   switch (type) {
     case PrimitiveType::kF8E4M3FN:
     case PrimitiveType::kF8E5M2:
@@ -209,13 +235,17 @@ bool IsFloat8(PrimitiveType type) {
     case PrimitiveType::kF8E4M3FNUZ:
     case PrimitiveType::kF8E5M2FNUZ:
     case PrimitiveType::kF8E4M3B11FNUZ:
+    case PrimitiveType::kF8E8M0FNU:
+    case PrimitiveType::kF6E2M3FN:
+    case PrimitiveType::kF6E3M2FN:
+    case PrimitiveType::kF4E2M1FN:
       return true;
     default:
       return false;
   }
 }
 
-float Float8ToFloat(PrimitiveType type, uint8_t bits) {
+float MiniFloatToFloat(PrimitiveType type, uint8_t bits) {
   switch (type) {
     case PrimitiveType::kF8E4M3FN:
       return Float8E4M3FN::ToFloat(bits);
@@ -231,12 +261,20 @@ float Float8ToFloat(PrimitiveType type, uint8_t bits) {
       return Float8E5M2FNUZ::ToFloat(bits);
     case PrimitiveType::kF8E4M3B11FNUZ:
       return Float8E4M3B11FNUZ::ToFloat(bits);
+    case PrimitiveType::kF8E8M0FNU:
+      return Float8E8M0FNU::ToFloat(bits);
+    case PrimitiveType::kF6E2M3FN:
+      return Float6E2M3FN::ToFloat(bits);
+    case PrimitiveType::kF6E3M2FN:
+      return Float6E3M2FN::ToFloat(bits);
+    case PrimitiveType::kF4E2M1FN:
+      return Float4E2M1FN::ToFloat(bits);
     default:
       return NAN;
   }
 }
 
-uint8_t Float8FromFloat(PrimitiveType type, float f) {
+uint8_t MiniFloatFromFloat(PrimitiveType type, float f) {
   switch (type) {
     case PrimitiveType::kF8E4M3FN:
       return Float8E4M3FN::FromFloat(f);
@@ -252,6 +290,14 @@ uint8_t Float8FromFloat(PrimitiveType type, float f) {
       return Float8E5M2FNUZ::FromFloat(f);
     case PrimitiveType::kF8E4M3B11FNUZ:
       return Float8E4M3B11FNUZ::FromFloat(f);
+    case PrimitiveType::kF8E8M0FNU:
+      return Float8E8M0FNU::FromFloat(f);
+    case PrimitiveType::kF6E2M3FN:
+      return Float6E2M3FN::FromFloat(f);
+    case PrimitiveType::kF6E3M2FN:
+      return Float6E3M2FN::FromFloat(f);
+    case PrimitiveType::kF4E2M1FN:
+      return Float4E2M1FN::FromFloat(f);
     default:
       return 0;
   }

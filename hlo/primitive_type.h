@@ -37,15 +37,19 @@ enum class PrimitiveType : int {
   kF8E4M3B11FNUZ = 23,
   kF8E5M2FNUZ = 24,
   kF8E4M3FNUZ = 25,
-  // s2, u2, f4e2m1fn and f8e8m0fnu: the parser accepts them, the runtime
-  // does not compute with them (the verifier answers UNIMPLEMENTED naming
-  // them).
+  // s2 and u2: the parser accepts them, the runtime does not compute with
+  // them (the verifier answers UNIMPLEMENTED naming them).
   kS2 = 26,
   kU2 = 27,
   kF8E4M3 = 28,
   kF8E3M4 = 29,
-  kF4E2M1FN = 30,
-  kF8E8M0FNU = 31,
+  // 30 and 31 are XLA's s1 and u1, which pjrtd does not know.
+  kF4E2M1FN = 32,
+  kF8E8M0FNU = 33,
+  // XLA does not number the 6-bit floats (StableHLO has them): pjrtd numbers
+  // them after XLA's last.
+  kF6E2M3FN = 34,
+  kF6E3M2FN = 35,
 };
 
 // The array element types in a stable order (for tests and listings).
@@ -62,6 +66,8 @@ inline constexpr PrimitiveType kArrayTypes[] = {
     PrimitiveType::kF8E5M2,     PrimitiveType::kF8E4M3,
     PrimitiveType::kF8E3M4,     PrimitiveType::kF8E4M3FNUZ,
     PrimitiveType::kF8E5M2FNUZ, PrimitiveType::kF8E4M3B11FNUZ,
+    PrimitiveType::kF4E2M1FN,   PrimitiveType::kF6E2M3FN,
+    PrimitiveType::kF6E3M2FN,   PrimitiveType::kF8E8M0FNU,
 };
 
 // True for the types pjrtd computes with and stores in buffers (those of
@@ -79,8 +85,9 @@ std::optional<PrimitiveType> ArrayTypeFromNumber(int number);
 // and tuple.
 int ByteWidth(PrimitiveType type);
 
-// Bits per element in a buffer: 4 for s4 and u4 (packed two per byte), 2
-// for s2 and u2; otherwise 8 * ByteWidth.
+// Bits per element in a buffer: 4 for s4, u4 and f4e2m1fn (packed two per
+// byte), 2 for s2 and u2; otherwise 8 * ByteWidth (the 6-bit floats take a
+// byte each).
 int BitWidth(PrimitiveType type);
 
 // Bytes of `count` elements of `type` in a buffer or on the wire (packed for
@@ -98,9 +105,19 @@ std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name);
 std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name);
 
 bool IsFloatingPoint(PrimitiveType type);
-// The 8-bit floats (hlo/float8.h): f8e4m3fn, f8e5m2, f8e4m3, f8e3m4,
-// f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz.
-bool IsFloat8(PrimitiveType type);
+// The floats narrower than 16 bits, held as codes (hlo/minifloat.h): the
+// 8-bit ones (f8e4m3fn, f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, f8e5m2fnuz,
+// f8e4m3b11fnuz, f8e8m0fnu), f6e2m3fn, f6e3m2fn and f4e2m1fn.
+bool IsMiniFloat(PrimitiveType type);
+// Bits of a narrow float's code (8, 6 or 4), its sign in the top one but for
+// f8e8m0fnu, which has none.
+int MiniFloatCodeBits(PrimitiveType type);
+// The finite-only floats, without infinity or NaN (f4e2m1fn, f6e2m3fn,
+// f6e3m2fn): converts saturate to their largest value.
+bool IsFiniteOnlyFloat(PrimitiveType type);
+// The types a buffer packs several to a byte (BitWidth < 8): s4, u4,
+// f4e2m1fn, s2, u2.
+bool IsPackedType(PrimitiveType type);
 bool IsComplex(PrimitiveType type);
 // The type of a complex type's parts: f32 for c64, f64 for c128.
 PrimitiveType ComplexPartType(PrimitiveType type);

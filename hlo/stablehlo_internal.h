@@ -32,8 +32,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
-#include "hlo/float8.h"
 #include "hlo/literal.h"
+#include "hlo/minifloat.h"
 #include "hlo/mlir_text.h"
 #include "hlo/parser.h"
 #include "hlo/stablehlo.h"
@@ -103,7 +103,8 @@ inline std::string FloatText(double value, bool is_double) {
 
 // Value of `bits` (width per the type) of a floating-point type.
 inline double FloatFromBits(PrimitiveType type, uint64_t bits) {
-  if (IsFloat8(type)) return Float8ToFloat(type, static_cast<uint8_t>(bits));
+  if (IsMiniFloat(type))
+    return MiniFloatToFloat(type, static_cast<uint8_t>(bits));
   switch (type) {
     case PrimitiveType::kF64: {
       double d;

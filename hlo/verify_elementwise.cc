@@ -115,10 +115,9 @@ absl::Status Verifier::CheckBitcastConvert(const Instruction& inst) {
   const int in_bits = BitWidth(from), out_bits = BitWidth(to);
   if (in_bits != out_bits || IsComplex(from) || IsComplex(to)) {
     // A view of the bytes: pred is a byte per element here (a bit in
-    // StableHLO), s4 and u4 are unpacked inside programs.
+    // StableHLO), s4, u4 and f4e2m1fn are unpacked inside programs.
     for (PrimitiveType t : {from, to}) {
-      if (t == PrimitiveType::kPred || t == PrimitiveType::kS4 ||
-          t == PrimitiveType::kU4) {
+      if (t == PrimitiveType::kPred || IsPackedType(t)) {
         return Unimplemented(
             inst, absl::StrFormat("bitcast-convert of %s to %s is not "
                                   "supported (%s only converts to and from "

@@ -28,7 +28,7 @@ using codegen_internal::Unsupported;
 using hlo::PrimitiveType;
 
 absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
-  if (hlo::IsFloat8(type)) return std::string("pj_u8");
+  if (hlo::IsMiniFloat(type)) return std::string("pj_u8");
   switch (type) {
     case PrimitiveType::kPred:
       return std::string("pj_u8");
@@ -643,7 +643,7 @@ absl::Status Generator::Emit(const host::DotStep& s) {
           : "",
       s.batch, s.m, s.k, s.k, s.n, s.lhs_transposed ? " (lhs transposed)" : "",
       s.rhs_transposed ? " (rhs transposed)" : "");
-  if (hlo::IsFloat8(s.operand_type)) {
+  if (hlo::IsMiniFloat(s.operand_type)) {
     return absl::UnimplementedError(absl::StrFormat(
         "a dot of %s operands does not run on the CUDA backend yet (fp8 "
         "products through cuBLASLt come later); run this program with "
@@ -832,7 +832,7 @@ absl::Status Generator::Emit(const host::CollectiveStep& s) {
   // the same 16 bits; f8 sums are rounded once, at the end (the host
   // rounds after each member's); maximum and minimum are the same values.
   const auto widened = [](PrimitiveType t) -> std::optional<PrimitiveType> {
-    if (hlo::IsFloat8(t)) return PrimitiveType::kF32;
+    if (hlo::IsMiniFloat(t)) return PrimitiveType::kF32;
     switch (t) {
       case PrimitiveType::kS16:
         return PrimitiveType::kS32;

@@ -60,7 +60,7 @@
 //
 // Element types: pred, s4-s64, u4-u64 (s4 and u4 one value per byte,
 // wrapped to 4 bits after every op; KernelStep of host::Int4Kernel packs
-// and unpacks them at the program's edges), the f8 types (hlo/float8.h),
+// and unpacks them at the program's edges), the f8 types (hlo/minifloat.h),
 // f16, bf16 (the f8 and 16-bit floats computed in f32 and rounded after
 // every op, as on
 // the host; an f8 dot is lowered to f32 operands), f32, f64, c64 and c128

@@ -30,6 +30,14 @@ const char* NarrowFloatName(PrimitiveType type) {
       return "f8e5m2fnuz";
     case PrimitiveType::kF8E4M3B11FNUZ:
       return "f8e4m3b11fnuz";
+    case PrimitiveType::kF8E8M0FNU:
+      return "f8e8m0fnu";
+    case PrimitiveType::kF6E2M3FN:
+      return "f6e2m3fn";
+    case PrimitiveType::kF6E3M2FN:
+      return "f6e3m2fn";
+    case PrimitiveType::kF4E2M1FN:
+      return "f4e2m1fn";
     default:
       return nullptr;
   }

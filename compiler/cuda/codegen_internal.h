@@ -52,7 +52,7 @@ inline int64_t BlocksFor(int64_t elements, int threads = kThreads) {
 // f16, bf16 and the f8 types.
 inline bool IsHalf(PrimitiveType t) {
   return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
-         hlo::IsFloat8(t);
+         hlo::IsMiniFloat(t);
 }
 inline bool IsInt4(PrimitiveType t) {
   return t == PrimitiveType::kS4 || t == PrimitiveType::kU4;

@@ -312,10 +312,15 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
 }
 
 std::string Generator::TotalOrderKey(PrimitiveType type, const std::string& v) {
-  if (hlo::IsFloat8(type)) {
+  if (type == PrimitiveType::kF8E8M0FNU) {  // no sign: codes order
+    return absl::StrFormat("((unsigned)%s)", v);
+  }
+  if (hlo::IsMiniFloat(type)) {
+    const unsigned bits = hlo::MiniFloatCodeBits(type);
+    const unsigned sign = 1u << (bits - 1), mask = (1u << bits) - 1;
     return absl::StrFormat(
-        "((%s & 0x80u) ? (~(unsigned)%s & 0xffu) : ((unsigned)%s | 0x80u))", v,
-        v, v);
+        "((%s & 0x%xu) ? (~(unsigned)%s & 0x%xu) : ((unsigned)%s | 0x%xu))", v,
+        sign, v, mask, v, sign);
   }
   switch (type) {
     case PrimitiveType::kF64:

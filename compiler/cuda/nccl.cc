@@ -132,7 +132,7 @@ absl::Status CheckNcclCollective(const CollectiveStep& s) {
   // The others move bytes, whatever they are.
   for (PrimitiveType t : s.types) {
     if (reduces && (t == PrimitiveType::kS16 || t == PrimitiveType::kU16 ||
-                    hlo::IsFloat8(t))) {
+                    hlo::IsMiniFloat(t))) {
       return absl::InternalError(
           absl::StrFormat("%s: a reduction of %s reached NCCL unwidened",
                           s.name, hlo::PrimitiveTypeName(t)));

@@ -96,12 +96,14 @@ __device__ __forceinline__ pj_u16 pj_f32_to_bf16(float f) {
 __device__ __forceinline__ float pj_round_f16(float f) { return pj_f16_to_f32(pj_f32_to_f16(f)); }
 __device__ __forceinline__ float pj_round_bf16(float f) { return pj_bf16_to_f32(pj_f32_to_bf16(f)); }
 
-// The 8-bit floats (hlo/float8.h): E exponent bits, M mantissa bits, an
-// encoding K (0: IEEE-style infinities and NaNs, f8e5m2, f8e4m3, f8e3m4;
-// 1: finite, one NaN per sign, f8e4m3fn; 2: finite with an unsigned zero
-// and one NaN 0x80, the fnuz types) and a bias B. From float: nearest,
-// ties to even, subnormals kept; past the largest finite value, infinity
-// (or NaN without one); fnuz has no -0.
+// The floats narrower than 16 bits (hlo/minifloat.h): E exponent bits, M
+// mantissa bits, an encoding K (0: IEEE-style infinities and NaNs, f8e5m2,
+// f8e4m3, f8e3m4; 1: finite, one NaN per sign, f8e4m3fn; 2: finite with an
+// unsigned zero and one NaN 0x80, the fnuz types; 3: finite only, no NaN,
+// f4e2m1fn, f6e2m3fn, f6e3m2fn) and a bias B; the sign is bit E + M. From
+// float: nearest, ties to even, subnormals kept; past the largest finite
+// value, infinity (or NaN without one; K 3 saturates, NaN included); fnuz
+// has no -0. f8e8m0fnu, exponent only, has its own pair below.
 template <int E, int M, int K, int B>
 __device__ __forceinline__ float pj_f8_to_f32(pj_u8 bits) {
   if (K == 2 && bits == 0x80) return __int_as_float(0x7fc00000);
@@ -117,17 +119,19 @@ __device__ __forceinline__ float pj_f8_to_f32(pj_u8 bits) {
   } else {
     value = ldexpf(1.0f + (float)mantissa / (float)(1 << M), exponent - B);
   }
-  return (bits >> 7) ? -value : value;
+  return ((bits >> (E + M)) & 1) ? -value : value;
 }
 template <int E, int M, int K, int B>
 __device__ __forceinline__ pj_u8 pj_f32_to_f8(float f) {
   const pj_u32 b = __float_as_uint(f);
-  const pj_u8 sign = (pj_u8)((b >> 24) & 0x80);
+  const pj_u8 sign = (pj_u8)((b >> 31) << (E + M));
   const pj_u32 abs = b & 0x7fffffffu;
+  const pj_u8 finite_max = (pj_u8)((1 << (E + M)) - 1);
   const pj_u8 nan = K == 0 ? (pj_u8)((((1 << E) - 1) << M) | (1 << (M - 1)))
-                  : K == 2 ? (pj_u8)0x80 : (pj_u8)0x7f;
+                  : K == 2 ? (pj_u8)0x80 : K == 3 ? finite_max : (pj_u8)0x7f;
   const pj_u8 inf = K == 0 ? (pj_u8)(((1 << E) - 1) << M) : nan;
-  const pj_u32 max_finite = K == 0 ? (pj_u32)(inf - 1) : K == 2 ? 0x7fu : 0x7eu;
+  const pj_u32 max_finite = K == 0 ? (pj_u32)(inf - 1) : K == 2 ? 0x7fu
+                          : K == 3 ? (pj_u32)finite_max : 0x7eu;
   const pj_u8 nan_sign = K == 2 ? (pj_u8)0 : sign;
   if (abs > 0x7f800000u) return nan_sign | nan;
   if (abs == 0x7f800000u) return (K == 0 ? sign : nan_sign) | inf;
@@ -160,7 +164,29 @@ PJ_F8(f8e3m4, 3, 4, 0, 3)
 PJ_F8(f8e4m3fnuz, 4, 3, 2, 8)
 PJ_F8(f8e5m2fnuz, 5, 2, 2, 16)
 PJ_F8(f8e4m3b11fnuz, 4, 3, 2, 11)
+PJ_F8(f4e2m1fn, 2, 1, 3, 1)
+PJ_F8(f6e2m3fn, 2, 3, 3, 1)
+PJ_F8(f6e3m2fn, 3, 2, 3, 3)
 #undef PJ_F8
+// f8e8m0fnu: 2^(code - 127), NaN 0xFF; from float the nearest power of two
+// (ties to the even code), zero and tiny values to code 0, negative values,
+// infinities and NaN to NaN.
+__device__ __forceinline__ float pj_f8e8m0fnu_to_f32(pj_u8 b) {
+  return b == 0xff ? __int_as_float(0x7fc00000) : ldexpf(1.0f, (int)b - 127);
+}
+__device__ __forceinline__ pj_u8 pj_f32_to_f8e8m0fnu(float f) {
+  const pj_u32 b = __float_as_uint(f);
+  const pj_u32 abs = b & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return 0xff;
+  if (abs == 0) return 0;
+  if (b >> 31) return 0xff;
+  if (abs < 0x00800000u) return abs > 0x00600000u ? 1 : 0;
+  const pj_u32 rounded = (abs + 0x3fffffu + ((abs >> 23) & 1)) >> 23;
+  return rounded >= 0xffu ? (pj_u8)0xff : (pj_u8)rounded;
+}
+__device__ __forceinline__ float pj_round_f8e8m0fnu(float f) {
+  return pj_f8e8m0fnu_to_f32(pj_f32_to_f8e8m0fnu(f));
+}
 
 // Floats.
 template <typename T> __device__ __forceinline__ T pj_fmax(T a, T b) {

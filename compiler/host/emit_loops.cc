@@ -258,7 +258,7 @@ absl::Status Lowering::Emit(int node) {
       if (inst.opcode() == Opcode::kParameter) {
         n.slot =
             NewSlot(BufferSlot::Kind::kParameter, n.shape, n.parameter_number);
-        if (!nested_ && IsInt4(n.shape.element_type())) {
+        if (!nested_ && IsNibbleType(n.shape.element_type())) {
           // The buffer holds it packed: unpack once into scratch.
           const int packed = n.slot;
           program_->slots[packed].bytes = n.shape.ByteSize();

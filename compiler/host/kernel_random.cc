@@ -33,13 +33,32 @@ constexpr bool kIsFloatStorage =
     std::is_same_v<S, Eigen::bfloat16> || std::is_same_v<S, Float8E4M3FN> ||
     std::is_same_v<S, Float8E5M2> || std::is_same_v<S, Float8E4M3> ||
     std::is_same_v<S, Float8E3M4> || std::is_same_v<S, Float8E4M3FNUZ> ||
-    std::is_same_v<S, Float8E5M2FNUZ> || std::is_same_v<S, Float8E4M3B11FNUZ>;
+    std::is_same_v<S, Float8E5M2FNUZ> || std::is_same_v<S, Float8E4M3B11FNUZ> ||
+    std::is_same_v<S, Float8E8M0FNU> || std::is_same_v<S, Float6E2M3FN> ||
+    std::is_same_v<S, Float6E3M2FN> || std::is_same_v<S, Float4E2M1FN>;
+
+template <typename S>
+concept MiniFloatStorage = requires {
+  S::kSignShift;
+};
 
 // The largest finite value of S below b, a value of S: every floating type
-// here is sign and magnitude, its magnitudes ordered as their bits are.
+// here is sign and magnitude, its magnitudes ordered as their bits are
+// (f8e8m0fnu has no sign and no zero: nothing is below its smallest).
 template <typename S>
 S ValueBelow(S b) {
   static_assert(sizeof(S) <= 8 && kIsFloatStorage<S>);
+  if constexpr (MiniFloatStorage<S>) {
+    const uint8_t code = b.bits();
+    if constexpr (S::kExponentOnly) {
+      return S::FromBits(static_cast<uint8_t>(code == 0 ? 0 : code - 1));
+    } else {
+      constexpr uint8_t kSign = uint8_t{1} << S::kSignShift;
+      if ((code & ~kSign) == 0) return S::FromBits(kSign | 1);
+      return S::FromBits(
+          static_cast<uint8_t>(code & kSign ? code + 1 : code - 1));
+    }
+  }
   using Bits = std::conditional_t<
       sizeof(S) == 1, uint8_t,
       std::conditional_t<

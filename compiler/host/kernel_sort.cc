@@ -33,7 +33,12 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
         width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
     return (bits & sign) != 0 ? (~bits & mask) : (bits | sign);
   };
-  if (hlo::IsFloat8(type)) return fold(static_cast<const uint8_t*>(base)[i], 8);
+  if (hlo::IsMiniFloat(type)) {
+    // f8e8m0fnu has no sign: its codes order as its values do.
+    const uint8_t code = static_cast<const uint8_t*>(base)[i];
+    if (type == PrimitiveType::kF8E8M0FNU) return code;
+    return fold(code, hlo::MiniFloatCodeBits(type));
+  }
   switch (type) {
     case PrimitiveType::kF16:
     case PrimitiveType::kBf16:
@@ -195,8 +200,13 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
     const uint32_t b = bits;
     return (b & sign) != 0 ? (~b & mask) : (b | sign);
   };
-  if (hlo::IsFloat8(type)) {
-    return load(uint8_t{}, [&](uint8_t b) { return fold(b, 0x80u, 0xffu); });
+  if (hlo::IsMiniFloat(type)) {
+    if (type == PrimitiveType::kF8E8M0FNU) {  // unsigned: codes order
+      return load(uint8_t{}, [](uint8_t b) { return uint32_t{b}; });
+    }
+    const int bits = hlo::MiniFloatCodeBits(type);
+    const uint32_t sign = 1u << (bits - 1), mask = (1u << bits) - 1;
+    return load(uint8_t{}, [&](uint8_t b) { return fold(b, sign, mask); });
   }
   switch (type) {
     case PrimitiveType::kF32:

@@ -179,7 +179,7 @@ absl::Status Lowering::EmitResults() {
   std::vector<KernelStep> packs;
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
-    if (!nested_ && IsInt4(n.shape.element_type())) {
+    if (!nested_ && IsNibbleType(n.shape.element_type())) {
       // The buffer holds it packed: pack once, after every other step (a
       // donated parameter was unpacked before any of them).
       int result =

@@ -1,7 +1,8 @@
 // Element types on the host: the C++ type each HLO type is stored as, and
-// the type it is computed in (f16, bf16 and the f8 types compute in float,
-// rounding after every op as XLA does; s4 and u4 are held one per byte
-// between the program's edges and wrap to 4 bits after every op), with a
+// the type it is computed in (f16, bf16 and the narrower floats compute in
+// float, rounding after every op as XLA does; s4 and u4 are held one per
+// byte between the program's edges and wrap to 4 bits after every op, and
+// f4e2m1fn is held one code per byte there too), with a
 // dispatch over the real types and one that adds the complex types.
 #ifndef PJRT_COMPILER_HOST_TYPES_H_
 #define PJRT_COMPILER_HOST_TYPES_H_
@@ -11,11 +12,14 @@
 #include <type_traits>
 
 #include "Eigen/Core"
-#include "hlo/float8.h"
+#include "hlo/minifloat.h"
 #include "hlo/primitive_type.h"
 
 namespace pjrt::compiler::host {
 
+using hlo::Float4E2M1FN;
+using hlo::Float6E2M3FN;
+using hlo::Float6E3M2FN;
 using hlo::Float8E3M4;
 using hlo::Float8E4M3;
 using hlo::Float8E4M3B11FNUZ;
@@ -23,6 +27,7 @@ using hlo::Float8E4M3FN;
 using hlo::Float8E4M3FNUZ;
 using hlo::Float8E5M2;
 using hlo::Float8E5M2FNUZ;
+using hlo::Float8E8M0FNU;
 using hlo::PrimitiveType;
 
 template <PrimitiveType T>
@@ -54,6 +59,10 @@ PJRT_HOST_TYPE(kF8E3M4, Float8E3M4, float)
 PJRT_HOST_TYPE(kF8E4M3FNUZ, Float8E4M3FNUZ, float)
 PJRT_HOST_TYPE(kF8E5M2FNUZ, Float8E5M2FNUZ, float)
 PJRT_HOST_TYPE(kF8E4M3B11FNUZ, Float8E4M3B11FNUZ, float)
+PJRT_HOST_TYPE(kF8E8M0FNU, Float8E8M0FNU, float)
+PJRT_HOST_TYPE(kF6E2M3FN, Float6E2M3FN, float)
+PJRT_HOST_TYPE(kF6E3M2FN, Float6E3M2FN, float)
+PJRT_HOST_TYPE(kF4E2M1FN, Float4E2M1FN, float)
 PJRT_HOST_TYPE(kS4, int8_t, int8_t)
 PJRT_HOST_TYPE(kU4, uint8_t, uint8_t)
 PJRT_HOST_TYPE(kC64, std::complex<float>, std::complex<float>)
@@ -84,6 +93,10 @@ PJRT_HOST_TYPE(kC128, std::complex<double>, std::complex<double>)
   PJRT_CASE(kF8E4M3FNUZ)    \
   PJRT_CASE(kF8E5M2FNUZ)    \
   PJRT_CASE(kF8E4M3B11FNUZ) \
+  PJRT_CASE(kF8E8M0FNU)     \
+  PJRT_CASE(kF6E2M3FN)      \
+  PJRT_CASE(kF6E3M2FN)      \
+  PJRT_CASE(kF4E2M1FN)      \
   PJRT_CASE(kS4)            \
   PJRT_CASE(kU4)
 
@@ -101,10 +114,11 @@ auto DispatchType(PrimitiveType type, F&& f) {
   return f(std::integral_constant<PrimitiveType, PrimitiveType::kF32>());
 }
 
-// Calls f with the PrimitiveType constant of `type`, an 8-bit float
-// (hlo::IsFloat8); any other type runs f as f8e4m3fn (never reached).
+// Calls f with the PrimitiveType constant of `type`, a float narrower than
+// 16 bits (hlo::IsMiniFloat); any other type runs f as f8e4m3fn (never
+// reached).
 template <typename F>
-auto DispatchFloat8(PrimitiveType type, F&& f) {
+auto DispatchMiniFloat(PrimitiveType type, F&& f) {
   switch (type) {
     PJRT_CASE(kF8E5M2)
     PJRT_CASE(kF8E4M3)
@@ -112,6 +126,10 @@ auto DispatchFloat8(PrimitiveType type, F&& f) {
     PJRT_CASE(kF8E4M3FNUZ)
     PJRT_CASE(kF8E5M2FNUZ)
     PJRT_CASE(kF8E4M3B11FNUZ)
+    PJRT_CASE(kF8E8M0FNU)
+    PJRT_CASE(kF6E2M3FN)
+    PJRT_CASE(kF6E3M2FN)
+    PJRT_CASE(kF4E2M1FN)
     default:
       break;
   }
@@ -159,10 +177,15 @@ inline constexpr bool kIsComplex<std::complex<T>> = true;
 // Types whose storage differs from their compute representation.
 inline bool IsNarrowFloat(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
-         hlo::IsFloat8(type);
+         hlo::IsMiniFloat(type);
 }
 inline bool IsInt4(PrimitiveType type) {
   return type == PrimitiveType::kS4 || type == PrimitiveType::kU4;
+}
+// Packed two per byte in buffers, held one per byte inside programs (the
+// entry program unpacks them at its edges): s4, u4 and f4e2m1fn.
+inline bool IsNibbleType(PrimitiveType type) {
+  return hlo::BitWidth(type) == 4;
 }
 
 // Bytes of the compute representation (f16, bf16 and f8: 4).

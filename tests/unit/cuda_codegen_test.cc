@@ -736,6 +736,26 @@ ENTRY e {
             f32[6,9]) tuple(a, b, c, d, e, s, m, n, back)
 })",
      0},
+    {"microscaling_formats_saturate_pack_and_scale", R"(
+HloModule m
+ENTRY e {
+  x = f32[6,9] parameter(0)
+  y = f32[6,9] parameter(1)
+  big = f32[6,9] multiply(x, x)
+  a = f4e2m1fn[6,9] convert(x)
+  b = f6e2m3fn[6,9] convert(big)
+  c = f6e3m2fn[6,9] convert(y)
+  s = f8e8m0fnu[6,9] convert(big)
+  p = f4e2m1fn[6,9] add(a, a)
+  m = f6e3m2fn[6,9] multiply(c, c)
+  n = f6e2m3fn[6,9] negate(b)
+  scaled = f32[6,9] multiply(f32[6,9] convert(a), f32[6,9] convert(s))
+  lt = pred[6,9] compare(a, f4e2m1fn[6,9] convert(y)), direction=LT
+  ROOT o = (f4e2m1fn[6,9], f6e2m3fn[6,9], f6e3m2fn[6,9], f8e8m0fnu[6,9],
+            f4e2m1fn[6,9], f6e3m2fn[6,9], f6e2m3fn[6,9], f32[6,9],
+            pred[6,9]) tuple(a, b, c, s, p, m, n, scaled, lt)
+})",
+     0},
     {"complex_moves_and_component_wise_ops", R"(
 HloModule m
 ENTRY e {

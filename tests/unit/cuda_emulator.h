@@ -31,7 +31,7 @@
 #include "compiler/cuda/nvrtc.h"
 #include "compiler/host/compiler.h"
 #include "gtest/gtest.h"
-#include "hlo/float8.h"
+#include "hlo/minifloat.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
 #include "hlo/verifier.h"
@@ -106,7 +106,7 @@ inline Arrays Allocate(const std::vector<hlo::Shape>& shapes) {
 inline void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
   const int64_t n = shape.ElementCount();
   const PrimitiveType t = shape.element_type();
-  if (t == PrimitiveType::kS4 || t == PrimitiveType::kU4) {  // packed: any byte
+  if (hlo::IsPackedType(t)) {  // packed: any byte
     for (int64_t b = 0; b < shape.ByteSize(); ++b)
       static_cast<uint8_t*>(out)[b] = rng() & 0xFF;
     return;
@@ -157,8 +157,8 @@ inline void Fill(const hlo::Shape& shape, void* out, std::mt19937_64& rng) {
 }
 
 inline double Value(PrimitiveType t, const void* data, int64_t i) {
-  if (hlo::IsFloat8(t)) {
-    return hlo::Float8ToFloat(t, static_cast<const uint8_t*>(data)[i]);
+  if (hlo::IsMiniFloat(t)) {
+    return hlo::MiniFloatToFloat(t, static_cast<const uint8_t*>(data)[i]);
   }
   switch (t) {
     case PrimitiveType::kF32:
@@ -195,11 +195,11 @@ inline ::testing::AssertionResult Same(const hlo::Shape& shape,
                                        double rtol) {
   const PrimitiveType t = shape.element_type();
   const bool complex = hlo::IsComplex(t);
-  const bool int4 = t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
-  // s4 and u4 come packed: their bytes are compared.
+  // s4, u4 and f4e2m1fn come packed: their bytes are compared.
+  const bool packed = hlo::IsPackedType(t);
   const int64_t n =
-      int4 ? shape.ByteSize() : shape.ElementCount() * (complex ? 2 : 1);
-  const bool fl = hlo::IsFloatingPoint(t) || complex;
+      packed ? shape.ByteSize() : shape.ElementCount() * (complex ? 2 : 1);
+  const bool fl = (hlo::IsFloatingPoint(t) && !packed) || complex;
   int mismatches = 0;
   std::string first;
   for (int64_t i = 0; i < n; ++i) {
@@ -217,7 +217,7 @@ inline ::testing::AssertionResult Same(const hlo::Shape& shape,
       host_value = absl::StrFormat("%.9g", a);
       cuda_value = absl::StrFormat("%.9g", b);
     } else {
-      const int w = int4 ? 1 : hlo::ByteWidth(t);
+      const int w = packed ? 1 : hlo::ByteWidth(t);
       same = std::memcmp(static_cast<const char*>(want) + i * w,
                          static_cast<const char*>(got) + i * w, w) == 0;
       uint64_t a = 0, b = 0;

@@ -797,10 +797,23 @@ TEST(HloParserLiteral, ParseOnlyTypesParse) {
   EXPECT_EQ(RootLiteral(**fnuz).Get<uint8_t>(2), 0x00);
   EXPECT_EQ(RootLiteral(**fnuz).Get<uint8_t>(3), 0x80);
   EXPECT_FALSE(ParseConstant("f8e4m3b11fnuz[1]", "{31}").ok());  // max 30
-  // f4e2m1fn is checked but not converted: the data stays empty.
-  auto f4 = ParseConstant("f4e2m1fn[2]", "{1, -2}");
+  // The microscaling types: f4e2m1fn (sign in bit 3) rounds within its
+  // range and refuses what lies past its largest value, 6; f8e8m0fnu holds
+  // powers of two and has no negative values.
+  auto f4 = ParseConstant("f4e2m1fn[4]", "{1, -2, 6.4, 0.2}");
   ASSERT_TRUE(f4.ok()) << f4.status();
-  EXPECT_TRUE(RootLiteral(**f4).data().empty());
+  EXPECT_EQ(RootLiteral(**f4).Get<uint8_t>(0), 0x2);
+  EXPECT_EQ(RootLiteral(**f4).Get<uint8_t>(1), 0xC);
+  EXPECT_EQ(RootLiteral(**f4).Get<uint8_t>(2), 0x7);
+  EXPECT_EQ(RootLiteral(**f4).Get<uint8_t>(3), 0x0);
+  EXPECT_FALSE(ParseConstant("f4e2m1fn[1]", "{7}").ok());
+  EXPECT_FALSE(ParseConstant("f6e2m3fn[1]", "{-7.75}").ok());
+  auto e8m0 = ParseConstant("f8e8m0fnu[3]", "{1, 0.25, 3}");
+  ASSERT_TRUE(e8m0.ok()) << e8m0.status();
+  EXPECT_EQ(RootLiteral(**e8m0).Get<uint8_t>(0), 127);
+  EXPECT_EQ(RootLiteral(**e8m0).Get<uint8_t>(1), 125);
+  EXPECT_EQ(RootLiteral(**e8m0).Get<uint8_t>(2), 128);  // 3: tie, to even
+  EXPECT_FALSE(ParseConstant("f8e8m0fnu[1]", "{-1}").ok());
 }
 
 TEST(HloParserLiteral, ElementCountMismatchIsAnError) {

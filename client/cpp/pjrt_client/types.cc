@@ -56,12 +56,20 @@ std::string DTypeName(DType dtype) {
       return "f8e5m2fnuz";
     case DType::kF8E4M3B11FNUZ:
       return "f8e4m3b11fnuz";
+    case DType::kF4E2M1FN:
+      return "f4e2m1fn";
+    case DType::kF8E8M0FNU:
+      return "f8e8m0fnu";
+    case DType::kF6E2M3FN:
+      return "f6e2m3fn";
+    case DType::kF6E3M2FN:
+      return "f6e3m2fn";
     default:
       return absl::StrFormat("dtype#%d", static_cast<int>(dtype));
   }
 }
 
-bool IsFloat8(DType dtype) {
+bool IsMiniFloat(DType dtype) {
   switch (dtype) {
     case DType::kF8E4M3FN:
     case DType::kF8E5M2:
@@ -70,6 +78,10 @@ bool IsFloat8(DType dtype) {
     case DType::kF8E4M3FNUZ:
     case DType::kF8E5M2FNUZ:
     case DType::kF8E4M3B11FNUZ:
+    case DType::kF4E2M1FN:
+    case DType::kF8E8M0FNU:
+    case DType::kF6E2M3FN:
+    case DType::kF6E3M2FN:
       return true;
     default:
       return false;
@@ -77,7 +89,7 @@ bool IsFloat8(DType dtype) {
 }
 
 int DTypeByteWidth(DType dtype) {
-  if (IsFloat8(dtype)) return 1;
+  if (IsMiniFloat(dtype)) return 1;
   switch (dtype) {
     case DType::kPred:
     case DType::kS8:
@@ -107,7 +119,8 @@ int DTypeByteWidth(DType dtype) {
 }
 
 int64_t DTypeBytes(DType dtype, int64_t count) {
-  if (dtype == DType::kS4 || dtype == DType::kU4) return (count + 1) / 2;
+  if (dtype == DType::kS4 || dtype == DType::kU4 || dtype == DType::kF4E2M1FN)
+    return (count + 1) / 2;
   return count * DTypeByteWidth(dtype);
 }
 

@@ -43,20 +43,25 @@ enum class DType : int32_t {
   kF8E4M3FNUZ = 25,
   kF8E4M3 = 28,
   kF8E3M4 = 29,
+  kF4E2M1FN = 32,
+  kF8E8M0FNU = 33,
+  kF6E2M3FN = 34,
+  kF6E3M2FN = 35,
 };
 
 // "f32", "bf16", ...: an element type as HLO spells it ("dtype#N" if
 // unknown).
 std::string DTypeName(DType dtype);
 
-// True for the 8-bit floats (f8e4m3fn, f8e5m2, f8e4m3, f8e3m4 and the
-// fnuz ones), which travel as their one-byte codes.
-bool IsFloat8(DType dtype);
+// True for the floats narrower than 16 bits (the f8 types, f6e2m3fn,
+// f6e3m2fn and f4e2m1fn), held as one code per byte (f4e2m1fn packed two
+// per byte on the wire, like s4).
+bool IsMiniFloat(DType dtype);
 // Bytes per element (1 for pred, and for s4 and u4 once unpacked); 0 if
 // unknown.
 int DTypeByteWidth(DType dtype);
-// Bytes of `count` elements on the wire and in buffers (s4 and u4 packed two
-// per byte, element 2i in the high nibble of byte i).
+// Bytes of `count` elements on the wire and in buffers (s4, u4 and f4e2m1fn
+// packed two per byte, element 2i in the high nibble of byte i).
 int64_t DTypeBytes(DType dtype, int64_t count);
 
 // A dense array shape. Data is row-major, little-endian, unpadded; pred is

@@ -186,7 +186,7 @@ class Buffer:
             return tuple(e.to_numpy() for e in self._elements)
         if out is not None:
             return self._download_into(out)
-        if self._dtype_wire in _dtypes.INT4:
+        if self._dtype_wire in _dtypes.PACKED4:
             # Packed two per byte: unpack to one value per byte.
             values = _dtypes.unpack_int4(
                 bytes(self._read_bytes()), self.size,
@@ -241,7 +241,7 @@ class Buffer:
                 f"{list(self._shape)} array; got {out.dtype}"
                 f"{list(out.shape)}")
         found = self._client._region_of(out)
-        if found is not None and self._dtype_wire not in _dtypes.INT4 and \
+        if found is not None and self._dtype_wire not in _dtypes.PACKED4 and \
                 not self._remote:
             self._download_to_region(*found)
             return out

@@ -483,11 +483,11 @@ class Client:
         a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
         device_id = self._resolve_device(device)
         shape = types_pb2.ArrayShape(dtype=wire, dims=list(a.shape))
-        if wire in _dtypes.INT4:
+        if wire in _dtypes.PACKED4:
             if zero_copy:
                 raise InvalidArgumentError(
-                    "zero_copy=True cannot take s4 or u4 data: buffers hold "
-                    "them packed two per byte")
+                    "zero_copy=True cannot take s4, u4 or f4e2m1fn data: "
+                    "buffers hold them packed two per byte")
             a = _dtypes.pack_int4(a)
         remote = self._is_remote(device_id)
         if remote and zero_copy:

@@ -1,12 +1,14 @@
 """Element types: numpy dtypes and the wire's DType enum.
 
-c64 and c128 are numpy's complex64 and complex128. bf16, the f8 types and
-s4/u4 are ml_dtypes' types when ml_dtypes is installed; without it they
-travel as raw codes (see RAW_CODES): bf16 and f8 as their bit patterns
-(uint16, uint8), s4 and u4 as one value per byte (int8 in [-8, 7], uint8 in
-[0, 15]). On the wire and in the daemon's buffers s4 and u4 are packed two
-per byte, element 2i in the high nibble of byte i (as XLA packs them); the
-client packs and unpacks them.
+c64 and c128 are numpy's complex64 and complex128. bf16, the floats
+narrower than 16 bits (the f8 types, f6e2m3fn, f6e3m2fn, f4e2m1fn) and
+s4/u4 are ml_dtypes' types when ml_dtypes is installed (and has them);
+without it they travel as raw codes (see RAW_CODES): bf16 and the narrow
+floats as their bit patterns (uint16, uint8; the 4- and 6-bit floats' codes
+in the low bits), s4 and u4 as one value per byte (int8 in [-8, 7], uint8 in
+[0, 15]). On the wire and in the daemon's buffers s4, u4 and f4e2m1fn are
+packed two per byte, element 2i in the high nibble of byte i (as XLA packs
+them); the client packs and unpacks them.
 """
 
 from __future__ import annotations
@@ -33,28 +35,35 @@ try:  # bfloat16, f8 and int4 as numpy types, when ml_dtypes is installed.
     }
     # Newer ml_dtypes releases only.
     for _wire, _name in ((types_pb2.DTYPE_F8E4M3, "float8_e4m3"),
-                         (types_pb2.DTYPE_F8E3M4, "float8_e3m4")):
+                         (types_pb2.DTYPE_F8E3M4, "float8_e3m4"),
+                         (types_pb2.DTYPE_F8E8M0FNU, "float8_e8m0fnu"),
+                         (types_pb2.DTYPE_F6E2M3FN, "float6_e2m3fn"),
+                         (types_pb2.DTYPE_F6E3M2FN, "float6_e3m2fn"),
+                         (types_pb2.DTYPE_F4E2M1FN, "float4_e2m1fn")):
         if hasattr(_ml_dtypes, _name):
             _ML_DTYPES[_wire] = np.dtype(getattr(_ml_dtypes, _name))
 except ImportError:  # pragma: no cover - depends on the machine
     BFLOAT16 = None
     _ML_DTYPES = {}
 
-# The 8-bit floats: their one-byte codes on the wire.
-FLOAT8 = (types_pb2.DTYPE_F8E4M3FN, types_pb2.DTYPE_F8E5M2,
-          types_pb2.DTYPE_F8E4M3, types_pb2.DTYPE_F8E3M4,
-          types_pb2.DTYPE_F8E4M3FNUZ, types_pb2.DTYPE_F8E5M2FNUZ,
-          types_pb2.DTYPE_F8E4M3B11FNUZ)
+# The floats narrower than 16 bits: one-byte codes (f4e2m1fn's packed two
+# per byte on the wire).
+MINIFLOATS = (types_pb2.DTYPE_F8E4M3FN, types_pb2.DTYPE_F8E5M2,
+              types_pb2.DTYPE_F8E4M3, types_pb2.DTYPE_F8E3M4,
+              types_pb2.DTYPE_F8E4M3FNUZ, types_pb2.DTYPE_F8E5M2FNUZ,
+              types_pb2.DTYPE_F8E4M3B11FNUZ, types_pb2.DTYPE_F8E8M0FNU,
+              types_pb2.DTYPE_F6E2M3FN, types_pb2.DTYPE_F6E3M2FN,
+              types_pb2.DTYPE_F4E2M1FN)
 
 # The numpy dtype of each type's raw codes (without ml_dtypes).
 RAW_CODES: dict[int, np.dtype] = {
     types_pb2.DTYPE_BF16: np.dtype(np.uint16),
-    **{f8: np.dtype(np.uint8) for f8 in FLOAT8},
+    **{f8: np.dtype(np.uint8) for f8 in MINIFLOATS},
     types_pb2.DTYPE_S4: np.dtype(np.int8),
     types_pb2.DTYPE_U4: np.dtype(np.uint8),
 }
 # Packed two per byte on the wire.
-INT4 = (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4)
+PACKED4 = (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4, types_pb2.DTYPE_F4E2M1FN)
 
 _NUMPY_TO_WIRE: dict[np.dtype, int] = {
     np.dtype(np.bool_): types_pb2.DTYPE_PRED,
@@ -94,8 +103,11 @@ _WIRE_NAMES: dict[int, str] = {
     types_pb2.DTYPE_F8E3M4: "f8e3m4", types_pb2.DTYPE_F8E4M3FNUZ: "f8e4m3fnuz",
     types_pb2.DTYPE_F8E5M2FNUZ: "f8e5m2fnuz",
     types_pb2.DTYPE_F8E4M3B11FNUZ: "f8e4m3b11fnuz",
+    types_pb2.DTYPE_F8E8M0FNU: "f8e8m0fnu",
+    types_pb2.DTYPE_F6E2M3FN: "f6e2m3fn", types_pb2.DTYPE_F6E3M2FN: "f6e3m2fn",
+    types_pb2.DTYPE_F4E2M1FN: "f4e2m1fn",
 }
-FLOAT8_NAMES = tuple(_WIRE_NAMES[f8] for f8 in FLOAT8)
+MINIFLOAT_NAMES = tuple(_WIRE_NAMES[f8] for f8 in MINIFLOATS)
 
 
 def wire_dtype(dtype: np.dtype, bf16: bool = False,
@@ -104,7 +116,8 @@ def wire_dtype(dtype: np.dtype, bf16: bool = False,
 
     ``bf16=True`` declares uint16 data to be bfloat16 bit patterns (for
     machines without ml_dtypes). ``as_type`` names the HLO type ("bf16",
-    an f8 type such as "f8e4m3fn", "s4", "u4") whose raw codes (RAW_CODES)
+    a narrow float such as "f8e4m3fn" or "f4e2m1fn", "s4", "u4") whose raw
+    codes (RAW_CODES)
     the data holds.
 
     Raises:
@@ -154,7 +167,7 @@ def numpy_dtype(wire: int) -> np.dtype:
             UserWarning, stacklevel=3)
         return np.dtype(np.uint16)
     if wire in RAW_CODES and wire not in _WIRE_TO_NUMPY:
-        if wire not in INT4:
+        if wire not in (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4):
             warnings.warn(
                 f"ml_dtypes is not installed: {wire_name(wire)} arrays are "
                 f"returned as their uint8 codes", UserWarning, stacklevel=3)
@@ -170,8 +183,8 @@ def is_ml_dtype(dtype: np.dtype, name: str) -> bool:
 
 
 def itemsize(wire: int) -> float:
-    """Bytes per element on the wire (0.5 for s4 and u4)."""
-    if wire in INT4:
+    """Bytes per element on the wire (0.5 for s4, u4 and f4e2m1fn)."""
+    if wire in PACKED4:
         return 0.5
     if wire in RAW_CODES:
         return RAW_CODES[wire].itemsize
@@ -180,13 +193,14 @@ def itemsize(wire: int) -> float:
 
 def wire_nbytes(wire: int, count: int) -> int:
     """Bytes of ``count`` elements of ``wire`` on the wire."""
-    if wire in INT4:
+    if wire in PACKED4:
         return (count + 1) // 2
     return count * int(itemsize(wire))
 
 
 def pack_int4(values: np.ndarray) -> np.ndarray:
-    """s4/u4 values (one per byte) packed two per byte, as XLA packs them:
+    """s4/u4 values or f4e2m1fn codes (one per byte) packed two per byte, as
+    XLA packs them:
     element 2i in the high nibble of byte i; an odd count leaves the last
     low nibble zero."""
     flat = np.asarray(values).reshape(-1).view(np.uint8) & np.uint8(0xF)

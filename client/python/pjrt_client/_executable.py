@@ -175,7 +175,7 @@ class Executable:
             # Python scalars and lists take the parameter's type.
             dtype = None
             if expected is not None and expected.dtype not in (
-                    "bf16", *_dtypes.FLOAT8_NAMES):
+                    "bf16", *_dtypes.MINIFLOAT_NAMES):
                 dtype = expected.numpy_dtype
             array = np.asarray(value, dtype=dtype)
         as_type = None
@@ -191,7 +191,7 @@ class Executable:
             array = array.astype(_dtypes.RAW_CODES[
                 _dtypes.wire_from_name(as_type)])
         elif expected is not None and \
-                expected.dtype in _dtypes.FLOAT8_NAMES and \
+                expected.dtype in _dtypes.MINIFLOAT_NAMES and \
                 not _dtypes.is_ml_dtype(array.dtype, expected.dtype):
             if array.dtype != np.uint8:
                 raise TypeError(
