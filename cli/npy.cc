@@ -42,22 +42,46 @@ constexpr TypeInfo kTypes[] = {
 };
 
 // s4 and u4: packed two per byte on the wire, element 2i in the high nibble.
-std::vector<uint8_t> PackInt4(const std::vector<uint8_t>& values) {
-  std::vector<uint8_t> packed((values.size() + 1) / 2, 0);
+// Values of `bits` bits (4 or 2), one per byte, packed 8 / bits per byte
+// with the first in the top bits, and back (sign-extended when is_signed).
+std::vector<uint8_t> PackSubByte(const std::vector<uint8_t>& values, int bits) {
+  const size_t per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1 << bits) - 1);
+  std::vector<uint8_t> packed((values.size() + per_byte - 1) / per_byte, 0);
   for (size_t i = 0; i < values.size(); ++i) {
-    packed[i / 2] |= static_cast<uint8_t>((values[i] & 0xF) << (i % 2 ? 0 : 4));
+    const int shift = 8 - bits * static_cast<int>(i % per_byte + 1);
+    packed[i / per_byte] |= static_cast<uint8_t>((values[i] & mask) << shift);
   }
   return packed;
 }
-std::vector<uint8_t> UnpackInt4(const std::vector<uint8_t>& packed,
-                                int64_t count, bool is_signed) {
+std::vector<uint8_t> UnpackSubByte(const std::vector<uint8_t>& packed,
+                                   int64_t count, int bits, bool is_signed) {
+  const int64_t per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1 << bits) - 1);
   std::vector<uint8_t> values(count);
   for (int64_t i = 0; i < count; ++i) {
-    uint8_t v = (packed[i / 2] >> (i % 2 ? 0 : 4)) & 0xF;
-    if (is_signed && (v & 0x8)) v |= 0xF0;
+    const int shift = 8 - bits * static_cast<int>(i % per_byte + 1);
+    uint8_t v = (packed[i / per_byte] >> shift) & mask;
+    if (is_signed && (v >> (bits - 1))) v |= static_cast<uint8_t>(~mask);
     values[i] = v;
   }
   return values;
+}
+
+// Bits of a packed type's elements (s4, u4, f4e2m1fn: 4; s2, u2: 2), 0 for
+// the others.
+int PackedBits(pjrt_client::DType dtype) {
+  switch (dtype) {
+    case pjrt_client::DType::kS4:
+    case pjrt_client::DType::kU4:
+    case pjrt_client::DType::kF4E2M1FN:
+      return 4;
+    case pjrt_client::DType::kS2:
+    case pjrt_client::DType::kU2:
+      return 2;
+    default:
+      return 0;
+  }
 }
 
 const TypeInfo* FindType(pjrt_client::DType dtype) {
@@ -139,10 +163,13 @@ int64_t HostArray::element_count() const {
 
 std::string NpyDescr(pjrt_client::DType dtype) {
   if (dtype == pjrt_client::DType::kBF16) return "<u2";
-  if (pjrt_client::IsMiniFloat(dtype) || dtype == pjrt_client::DType::kU4) {
+  if (pjrt_client::IsMiniFloat(dtype) || dtype == pjrt_client::DType::kU4 ||
+      dtype == pjrt_client::DType::kU2) {
     return "|u1";
   }
-  if (dtype == pjrt_client::DType::kS4) return "|i1";
+  if (dtype == pjrt_client::DType::kS4 || dtype == pjrt_client::DType::kS2) {
+    return "|i1";
+  }
   const TypeInfo* t = FindType(dtype);
   if (t == nullptr) return "";
   return absl::StrFormat("%c%c%d", t->width == 1 ? '|' : '<', t->kind,
@@ -287,12 +314,11 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
 
 absl::Status WriteNpy(const std::string& path, const HostArray& packed) {
   HostArray array = packed;
-  if (array.dtype == pjrt_client::DType::kS4 ||
-      array.dtype == pjrt_client::DType::kU4 ||
-      array.dtype == pjrt_client::DType::kF4E2M1FN) {
+  if (const int bits = PackedBits(array.dtype); bits != 0) {
     // f4e2m1fn: its codes, one per byte, as u4's values are.
-    array.data = UnpackInt4(array.data, array.element_count(),
-                            array.dtype == pjrt_client::DType::kS4);
+    array.data = UnpackSubByte(array.data, array.element_count(), bits,
+                               array.dtype == pjrt_client::DType::kS4 ||
+                                   array.dtype == pjrt_client::DType::kS2);
   }
   std::string descr = NpyDescr(array.dtype);
   if (descr.empty()) {
@@ -402,25 +428,29 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array,
       }
     }
     array.dtype = want;
-    if (bits == 4) array.data = PackInt4(array.data);
+    if (bits == 4) array.data = PackSubByte(array.data, 4);
     return array;
   }
-  if ((want == pjrt_client::DType::kS4 &&
-       array.dtype == pjrt_client::DType::kS8) ||
-      (want == pjrt_client::DType::kU4 &&
-       array.dtype == pjrt_client::DType::kU8)) {
-    const bool is_signed = want == pjrt_client::DType::kS4;
+  const bool want_signed =
+      want == pjrt_client::DType::kS4 || want == pjrt_client::DType::kS2;
+  const int int_bits =
+      want == pjrt_client::DType::kF4E2M1FN ? 0 : PackedBits(want);
+  if (int_bits != 0 && array.dtype == (want_signed ? pjrt_client::DType::kS8
+                                                   : pjrt_client::DType::kU8)) {
+    const int low = want_signed ? -(1 << (int_bits - 1)) : 0;
+    const int high =
+        want_signed ? (1 << (int_bits - 1)) - 1 : (1 << int_bits) - 1;
     for (size_t i = 0; i < array.data.size(); ++i) {
       const int v =
-          is_signed ? static_cast<int8_t>(array.data[i]) : array.data[i];
-      if (v < (is_signed ? -8 : 0) || v > (is_signed ? 7 : 15)) {
+          want_signed ? static_cast<int8_t>(array.data[i]) : array.data[i];
+      if (v < low || v > high) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "element %d of the file is %d, outside the range of %s (%s)", i, v,
-            pjrt_client::DTypeName(want), is_signed ? "-8..7" : "0..15"));
+            "element %d of the file is %d, outside the range of %s (%d..%d)", i,
+            v, pjrt_client::DTypeName(want), low, high));
       }
     }
     array.dtype = want;
-    array.data = PackInt4(array.data);
+    array.data = PackSubByte(array.data, int_bits);
     return array;
   }
   std::string hint;
@@ -429,9 +459,8 @@ absl::StatusOr<HostArray> ConvertToDType(HostArray array,
   } else if (pjrt_client::IsMiniFloat(want)) {
     hint = absl::StrCat("; give ", pjrt_client::DTypeName(want),
                         " values as their uint8 codes");
-  } else if (want == pjrt_client::DType::kS4 ||
-             want == pjrt_client::DType::kU4) {
-    hint = "; give s4 values as int8 and u4 values as uint8";
+  } else if (int_bits != 0) {
+    hint = "; give s4 and s2 values as int8, u4 and u2 values as uint8";
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "the file holds %s, the parameter is %s%s",

@@ -11,7 +11,7 @@ Literal::Literal(Shape shape) : shape_(std::move(shape)) {
     for (const Shape& element : shape_.tuple_shapes()) {
       tuple_.emplace_back(element);
     }
-  } else if (IsParsableArrayType(shape_.element_type())) {
+  } else if (IsArrayType(shape_.element_type())) {
     data_.assign(static_cast<size_t>(shape_.ElementCount()) *
                      ByteWidth(shape_.element_type()),
                  0);

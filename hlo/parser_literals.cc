@@ -26,7 +26,7 @@ absl::Status Parser::CheckConstantShape(const Shape& shape,
     }
     return absl::OkStatus();
   }
-  if (!IsParsableArrayType(shape.element_type())) {
+  if (!IsArrayType(shape.element_type())) {
     return ErrorAt(draft.line, draft.column,
                    absl::StrFormat("constant %s has shape %s; constants are "
                                    "arrays or tuples of arrays",
@@ -213,16 +213,14 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
     return absl::OkStatus();
   }
 
-  // s2 and u2 are parse-only; s4 and u4 are integers like the others.
-  const bool is_s2 = type == PrimitiveType::kS2;
-  if (IsSignedInteger(type) || IsUnsignedInteger(type) || is_s2 ||
-      type == PrimitiveType::kU2) {
+  // s2, u2, s4 and u4 are integers like the others.
+  if (IsSignedInteger(type) || IsUnsignedInteger(type)) {
     if (token.kind != TokenKind::kInt) {
       return Expected(absl::StrFormat("an integer %s value in constant %s",
                                       type_name, DisplayName(draft)));
     }
     PJRT_ASSIGN_OR_RETURN(IntValue value, ParseIntToken(type_name));
-    const bool is_signed = IsSignedInteger(type) || is_s2;
+    const bool is_signed = IsSignedInteger(type);
     const int bits = BitWidth(type);
     uint64_t pattern;
     if (!is_signed) {

@@ -15,26 +15,8 @@ bool IsArrayType(PrimitiveType type) {
   return false;
 }
 
-namespace {
-constexpr PrimitiveType kParseOnlyTypes[] = {
-    PrimitiveType::kS2,
-    PrimitiveType::kU2,
-};
-}  // namespace
-
-bool IsParsableArrayType(PrimitiveType type) {
-  if (IsArrayType(type)) return true;
-  for (PrimitiveType t : kParseOnlyTypes) {
-    if (t == type) return true;
-  }
-  return false;
-}
-
 std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name) {
   if (auto t = ParsePrimitiveType(name)) return t;
-  for (PrimitiveType t : kParseOnlyTypes) {
-    if (PrimitiveTypeName(t) == name) return t;
-  }
   if (name == "token") return PrimitiveType::kToken;
   if (name == "opaque") return PrimitiveType::kOpaque;
   return std::nullopt;
@@ -315,13 +297,13 @@ PrimitiveType ComplexPartType(PrimitiveType type) {
 bool IsSignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kS8 || type == PrimitiveType::kS16 ||
          type == PrimitiveType::kS32 || type == PrimitiveType::kS64 ||
-         type == PrimitiveType::kS4;
+         type == PrimitiveType::kS4 || type == PrimitiveType::kS2;
 }
 
 bool IsUnsignedInteger(PrimitiveType type) {
   return type == PrimitiveType::kU8 || type == PrimitiveType::kU16 ||
          type == PrimitiveType::kU32 || type == PrimitiveType::kU64 ||
-         type == PrimitiveType::kU4;
+         type == PrimitiveType::kU4 || type == PrimitiveType::kU2;
 }
 
 }  // namespace pjrt::hlo

@@ -37,8 +37,6 @@ enum class PrimitiveType : int {
   kF8E4M3B11FNUZ = 23,
   kF8E5M2FNUZ = 24,
   kF8E4M3FNUZ = 25,
-  // s2 and u2: the parser accepts them, the runtime does not compute with
-  // them (the verifier answers UNIMPLEMENTED naming them).
   kS2 = 26,
   kU2 = 27,
   kF8E4M3 = 28,
@@ -68,15 +66,12 @@ inline constexpr PrimitiveType kArrayTypes[] = {
     PrimitiveType::kF8E5M2FNUZ, PrimitiveType::kF8E4M3B11FNUZ,
     PrimitiveType::kF4E2M1FN,   PrimitiveType::kF6E2M3FN,
     PrimitiveType::kF6E3M2FN,   PrimitiveType::kF8E8M0FNU,
+    PrimitiveType::kS2,         PrimitiveType::kU2,
 };
 
 // True for the types pjrtd computes with and stores in buffers (those of
 // kArrayTypes).
 bool IsArrayType(PrimitiveType type);
-
-// True for every element type HLO text may name for an array, including
-// those pjrtd does not compute with (c64, f8 variants, s4...).
-bool IsParsableArrayType(PrimitiveType type);
 
 // Returns the type numbered `number`, if it is an array type.
 std::optional<PrimitiveType> ArrayTypeFromNumber(int number);
@@ -100,8 +95,8 @@ absl::string_view PrimitiveTypeName(PrimitiveType type);
 // Inverse of PrimitiveTypeName for array types (the supported ones).
 std::optional<PrimitiveType> ParsePrimitiveType(absl::string_view name);
 
-// Inverse of PrimitiveTypeName for every type HLO text may name: the
-// supported ones, the parse-only ones, "token" and "opaque".
+// Inverse of PrimitiveTypeName for every type HLO text may name: the array
+// types, "token" and "opaque".
 std::optional<PrimitiveType> ParseAnyPrimitiveType(absl::string_view name);
 
 bool IsFloatingPoint(PrimitiveType type);

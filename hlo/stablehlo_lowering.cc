@@ -19,7 +19,7 @@ absl::StatusOr<std::string> Translator::LiteralText(const Operation& op,
   if (value.kind != AttrKind::kDense) {
     return Invalid(op, "the value must be dense<...>");
   }
-  if (!shape.IsArray() && !IsParsableArrayType(type)) {
+  if (!shape.IsArray() && !IsArrayType(type)) {
     return Unsupported(
         op, absl::StrCat("constants of type ", mlir::MlirTypeString(shape),
                          " are not supported"));

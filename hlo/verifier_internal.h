@@ -118,7 +118,8 @@ class Verifier {
       return Unimplemented(
           inst, absl::StrFormat(
                     "element type %s is not supported by pjrtd (supported: "
-                    "pred, s4, s8, s16, s32, s64, u4, u8, u16, u32, u64, "
+                    "pred, s2, s4, s8, s16, s32, s64, u2, u4, u8, u16, u32, "
+                    "u64, "
                     "f8e4m3fn, f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, "
                     "f8e5m2fnuz, f8e4m3b11fnuz, f8e8m0fnu, f6e2m3fn, "
                     "f6e3m2fn, f4e2m1fn, f16, bf16, f32, f64, c64, c128)",

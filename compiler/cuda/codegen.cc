@@ -33,6 +33,7 @@ absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
     case PrimitiveType::kPred:
       return std::string("pj_u8");
     case PrimitiveType::kS4:  // one value per byte, sign-extended
+    case PrimitiveType::kS2:
     case PrimitiveType::kS8:
       return std::string("pj_s8");
     case PrimitiveType::kS16:
@@ -42,6 +43,7 @@ absl::StatusOr<std::string> CudaStorageType(PrimitiveType type) {
     case PrimitiveType::kS64:
       return std::string("pj_s64");
     case PrimitiveType::kU4:  // one value per byte
+    case PrimitiveType::kU2:
     case PrimitiveType::kU8:
       return std::string("pj_u8");
     case PrimitiveType::kU16:
@@ -988,8 +990,8 @@ absl::Status Generator::Emit(const host::KernelStep& s) {
     return EmitTopK(*topk);
   }
   if (const auto* int4 =
-          dynamic_cast<const host::Int4Kernel*>(s.kernel.get())) {
-    return EmitInt4Edge(*int4);
+          dynamic_cast<const host::SubByteKernel*>(s.kernel.get())) {
+    return EmitSubByteEdge(*int4);
   }
   if (const auto* fft =
           dynamic_cast<const host::FftKernelBase*>(s.kernel.get())) {

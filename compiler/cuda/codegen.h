@@ -58,11 +58,12 @@
 //    batch of trailing blocks (C2C, R2C or C2R, single or double), then for
 //    IFFT and IRFFT a kernel scaling by 1/n.
 //
-// Element types: pred, s4-s64, u4-u64 (s4 and u4 one value per byte,
-// wrapped to 4 bits after every op; KernelStep of host::Int4Kernel packs
-// and unpacks them at the program's edges), the f8 types (hlo/minifloat.h),
-// f16, bf16 (the f8 and 16-bit floats computed in f32 and rounded after
-// every op, as on
+// Element types: pred, s2-s64, u2-u64 (s2, u2, s4 and u4 one value per
+// byte, wrapped to their bits after every op; KernelStep of
+// host::SubByteKernel packs and unpacks them, and f4e2m1fn, at the
+// program's edges), the narrow floats (hlo/minifloat.h), f16, bf16 (the
+// narrow and 16-bit floats computed in f32 and rounded after every op, as
+// on
 // the host; an f8 dot is lowered to f32 operands), f32, f64, c64 and c128
 // (the prelude's pj_complex: every element-wise op the host computes on
 // them, as std::complex computes it, C99 Annex G's infinities included;

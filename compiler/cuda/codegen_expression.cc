@@ -56,21 +56,23 @@ std::string Store(PrimitiveType type, const std::string& value) {
 }
 
 std::string Round(PrimitiveType type, const std::string& value) {
-  if (type == PrimitiveType::kS4)
-    return absl::StrCat("pj_wrap_s4(", value, ")");
-  if (type == PrimitiveType::kU4)
-    return absl::StrCat("pj_wrap_u4(", value, ")");
+  if (IsSubByteInt(type)) {
+    return absl::StrCat("pj_wrap_", hlo::PrimitiveTypeName(type), "(", value,
+                        ")");
+  }
   const char* narrow = NarrowFloatName(type);
   if (narrow == nullptr) return value;
   return absl::StrCat("pj_round_", narrow, "(", value, ")");
 }
 
-std::string SaturateInt4(PrimitiveType type, const std::string& value) {
-  if (type == PrimitiveType::kS4)
-    return absl::StrCat("pj_imin((pj_s8)7, pj_imax((pj_s8)-8, ", value, "))");
-  if (type == PrimitiveType::kU4)
-    return absl::StrCat("pj_imin((pj_u8)15, ", value, ")");
-  return value;
+std::string SaturateSubByte(PrimitiveType type, const std::string& value) {
+  if (!IsSubByteInt(type)) return value;
+  const int bits = hlo::BitWidth(type);
+  if (hlo::IsSignedInteger(type)) {
+    return absl::StrFormat("pj_imin((pj_s8)%d, pj_imax((pj_s8)%d, %s))",
+                           (1 << (bits - 1)) - 1, -(1 << (bits - 1)), value);
+  }
+  return absl::StrFormat("pj_imin((pj_u8)%d, %s)", (1 << bits) - 1, value);
 }
 
 std::string Math(const char* name, PrimitiveType type) {
@@ -220,7 +222,7 @@ absl::StatusOr<std::string> EmitComplex(const ExprNode& node,
       const char* from =
           operand_type == PrimitiveType::kC64 ? "float" : "double";
       if (IsFloat(t)) return Round(t, absl::StrFormat("(%s)%s", ct, re));
-      return SaturateInt4(
+      return SaturateSubByte(
           t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, re));
     }
     case ExprOp::kNegate:
@@ -300,8 +302,8 @@ absl::StatusOr<std::string> EmitConversion(
       if (t == PrimitiveType::kPred) {
         return absl::StrCat("pj_to_pred(", a(0), ")");
       }
-      if (IsInt4(t) && IsFloat(ot)) {
-        return SaturateInt4(
+      if (IsSubByteInt(t) && IsFloat(ot)) {
+        return SaturateSubByte(
             t, absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
       }
       if (ot == PrimitiveType::kPred || from == ct) {
@@ -437,20 +439,25 @@ absl::StatusOr<std::string> EmitBitwise(const ExprNode& node,
                                         const std::vector<std::string>& var) {
   const auto a = [&](int k) { return var[node.operands[k]]; };
   const PrimitiveType t = node.type;
+  // A sub-byte integer's bits, and their mask.
+  const int bits = IsSubByteInt(t) ? hlo::BitWidth(t) : 8;
+  const int mask = (1 << bits) - 1;
   switch (node.op) {
     case ExprOp::kNot:
       return t == PrimitiveType::kPred
                  ? absl::StrCat("(pj_u8)(", a(0), " == 0)")
                  : absl::StrCat("pj_not(", a(0), ")");
-    // s4 and u4 count within their 4 bits.
+    // Sub-byte integers count within their bits.
     case ExprOp::kPopcnt:
-      return IsInt4(t)
-                 ? absl::StrFormat("(%s)pj_popcnt((pj_u8)(%s & 0xF))", ct, a(0))
+      return IsSubByteInt(t)
+                 ? absl::StrFormat("(%s)pj_popcnt((pj_u8)(%s & 0x%x))", ct,
+                                   a(0), mask)
                  : absl::StrCat("pj_popcnt(", a(0), ")");
     case ExprOp::kClz:
-      return IsInt4(t) ? absl::StrFormat("(%s)(pj_clz((pj_u8)(%s & 0xF)) - 4)",
-                                         ct, a(0))
-                       : absl::StrCat("pj_clz(", a(0), ")");
+      return IsSubByteInt(t)
+                 ? absl::StrFormat("(%s)(pj_clz((pj_u8)(%s & 0x%x)) - %d)", ct,
+                                   a(0), mask, 8 - bits)
+                 : absl::StrCat("pj_clz(", a(0), ")");
     case ExprOp::kAnd:
       return absl::StrCat("(", ct, ")(", a(0), " & ", a(1), ")");
     case ExprOp::kOr:
@@ -460,17 +467,18 @@ absl::StatusOr<std::string> EmitBitwise(const ExprNode& node,
     case ExprOp::kShiftLeft:
       return absl::StrCat("pj_shl(", a(0), ", ", a(1), ")");
     case ExprOp::kShiftRightLogical:
-      // s4 shifts its 4 bits, not the sign-extended byte.
-      return t == PrimitiveType::kS4
-                 ? absl::StrFormat("pj_shr_logical((pj_s8)(%s & 0xF), %s)",
-                                   a(0), a(1))
+      // s4 and s2 shift their bits, not the sign-extended byte.
+      return IsSubByteInt(t) && hlo::IsSignedInteger(t)
+                 ? absl::StrFormat("pj_shr_logical((pj_s8)(%s & 0x%x), %s)",
+                                   a(0), mask, a(1))
                  : absl::StrCat("pj_shr_logical(", a(0), ", ", a(1), ")");
     case ExprOp::kShiftRightArithmetic:
-      // u4 is held zero-extended: its sign bit for this shift is bit 3.
-      return t == PrimitiveType::kU4
+      // u4 and u2 are held zero-extended: their sign bit for this shift is
+      // their top one.
+      return IsSubByteInt(t) && !hlo::IsSignedInteger(t)
                  ? absl::StrFormat(
-                       "pj_shr_arith((pj_u8)(%s & 0x8 ? %s | 0xF0 : %s), %s)",
-                       a(0), a(0), a(0), a(1))
+                       "pj_shr_arith((pj_u8)(%s & 0x%x ? %s | 0x%x : %s), %s)",
+                       a(0), 1 << (bits - 1), a(0), 0xFF & ~mask, a(0), a(1))
                  : absl::StrCat("pj_shr_arith(", a(0), ", ", a(1), ")");
     default:
       break;

@@ -54,8 +54,10 @@ inline bool IsHalf(PrimitiveType t) {
   return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
          hlo::IsMiniFloat(t);
 }
-inline bool IsInt4(PrimitiveType t) {
-  return t == PrimitiveType::kS4 || t == PrimitiveType::kU4;
+// s4, u4, s2 and u2: one value per byte, wrapped after every op.
+inline bool IsSubByteInt(PrimitiveType t) {
+  return t == PrimitiveType::kS4 || t == PrimitiveType::kU4 ||
+         t == PrimitiveType::kS2 || t == PrimitiveType::kU2;
 }
 inline bool IsFloat(PrimitiveType t) {
   return IsHalf(t) || t == PrimitiveType::kF32 || t == PrimitiveType::kF64;
@@ -87,7 +89,7 @@ std::string Round(PrimitiveType type, const std::string& value);
 
 // A float converted to s4 or u4 saturates to the 4-bit range (after the
 // saturating convert to 8 bits that `value` holds).
-std::string SaturateInt4(PrimitiveType type, const std::string& value);
+std::string SaturateSubByte(PrimitiveType type, const std::string& value);
 
 // A math function of the C library for float or double.
 std::string Math(const char* name, PrimitiveType type);
@@ -251,7 +253,7 @@ class Generator {
 
   // s4 or u4 packed two per byte (element 2i in the high nibble) or
   // unpacked one per byte: a thread per byte of the packed side.
-  absl::Status EmitInt4Edge(const host::Int4Kernel& edge);
+  absl::Status EmitSubByteEdge(const host::SubByteKernel& edge);
 
   // The start index entry `k` of the index vector at `at`, as a signed
   // 64-bit value (u64 saturates, as on the host).

@@ -59,32 +59,43 @@ absl::Status Generator::EmitFft(const host::FftKernelBase& f) {
   return absl::OkStatus();
 }
 
-absl::Status Generator::EmitInt4Edge(const host::Int4Kernel& edge) {
+absl::Status Generator::EmitSubByteEdge(const host::SubByteKernel& edge) {
   const int64_t count = edge.count();
   if (count == 0) return absl::OkStatus();
-  const int64_t bytes = (count + 1) / 2;
-  const char* idx = IndexType(count + 1);
+  const int bits = edge.bits(), per_byte = 8 / bits, mask = (1 << bits) - 1;
+  const int64_t bytes = (count + per_byte - 1) / per_byte;
+  const char* idx = IndexType(count + per_byte);
   Launch launch;
-  launch.kernel = Name(edge.pack() ? "pack_int4" : "unpack_int4");
+  launch.kernel =
+      Name(edge.pack() ? (bits == 4 ? "pack_4bit" : "pack_2bit")
+                       : (bits == 4 ? "unpack_4bit" : "unpack_2bit"));
   launch.blocks = BlocksFor(bytes);
   launch.slots = {edge.dst(), edge.src()};
   std::string& k = shared_->source;
   Open(&launch, {"pj_u8* dst", "const pj_u8* src"});
   absl::StrAppendFormat(&k, kLoopHead, idx, idx, bytes, idx);
+  // The first element of a byte in its top bits.
   if (edge.pack()) {
-    absl::StrAppendFormat(
-        &k,
-        "    const pj_u8 low = 2 * i + 1 < %d ? (pj_u8)(src[2 * i + 1] & "
-        "0xF) : 0;\n"
-        "    dst[i] = (pj_u8)((src[2 * i] & 0xF) << 4 | low);\n",
-        count);
+    absl::StrAppend(&k, "    pj_u8 byte = 0;\n");
+    for (int e = 0; e < per_byte; ++e) {
+      absl::StrAppendFormat(
+          &k,
+          "    if (%d * i + %d < %d) byte |= (pj_u8)((src[%d * i + %d] & 0x%x) "
+          "<< %d);\n",
+          per_byte, e, count, per_byte, e, mask, 8 - bits * (e + 1));
+    }
+    absl::StrAppend(&k, "    dst[i] = byte;\n");
   } else {
-    const char* extend = edge.is_signed() ? "pj_wrap_s4" : "pj_wrap_u4";
-    absl::StrAppendFormat(
-        &k,
-        "    dst[2 * i] = (pj_u8)%s(src[i] >> 4);\n"
-        "    if (2 * i + 1 < %d) dst[2 * i + 1] = (pj_u8)%s(src[i] & 0xF);\n",
-        extend, count, extend);
+    // Sign-extended for s4 and s2, zero-extended otherwise.
+    const std::string extend =
+        absl::StrFormat("pj_wrap_%s%d", edge.is_signed() ? "s" : "u", bits);
+    for (int e = 0; e < per_byte; ++e) {
+      absl::StrAppendFormat(
+          &k,
+          "    if (%d * i + %d < %d) dst[%d * i + %d] = (pj_u8)%s(src[i] >> "
+          "%d);\n",
+          per_byte, e, count, per_byte, e, extend, 8 - bits * (e + 1));
+    }
   }
   absl::StrAppend(&k, "  }\n}\n");
   launch.origin = edge.name;
@@ -989,8 +1000,8 @@ absl::Status Generator::EmitConvolution(
     value = "pj_to_pred(acc)";
   } else if (hlo::IsFloatingPoint(p.out_type)) {
     value = Store(p.out_type, absl::StrFormat("(%s)acc", out_compute));
-  } else if (IsInt4(p.out_type)) {
-    // The exact integer sum, wrapped to 4 bits.
+  } else if (IsSubByteInt(p.out_type)) {
+    // The exact integer sum, wrapped to its bits.
     value = Round(p.out_type,
                   absl::StrFormat(
                       "(%s)(long long)fmin(fmax((double)acc, -9.0e18), 9.0e18)",

@@ -532,12 +532,16 @@ template <typename T> __device__ __forceinline__ T pj_clz(T a) {
   if (sizeof(T) == 8) return (T)__clzll((long long)(U)a);
   return (T)(__clz((int)(pj_u32)(U)a) - (32 - (int)sizeof(T) * 8));
 }
-// s4 and u4, held one per byte: a value wrapped to its low 4 bits (s4
-// sign-extended).
+// s4, u4, s2 and u2, held one per byte: a value wrapped to its low 4 or 2
+// bits (s4 and s2 sign-extended).
 template <typename T> __device__ __forceinline__ pj_s8 pj_wrap_s4(T v) {
   return (pj_s8)((pj_s8)(pj_u8)((pj_u8)v << 4) >> 4);
 }
 template <typename T> __device__ __forceinline__ pj_u8 pj_wrap_u4(T v) { return (pj_u8)((pj_u8)v & 0xF); }
+template <typename T> __device__ __forceinline__ pj_s8 pj_wrap_s2(T v) {
+  return (pj_s8)((pj_s8)(pj_u8)((pj_u8)v << 6) >> 6);
+}
+template <typename T> __device__ __forceinline__ pj_u8 pj_wrap_u2(T v) { return (pj_u8)((pj_u8)v & 0x3); }
 template <typename T> __device__ __forceinline__ T pj_imax(T a, T b) { return a > b ? a : b; }
 template <typename T> __device__ __forceinline__ T pj_imin(T a, T b) { return a < b ? a : b; }
 

@@ -209,7 +209,7 @@ absl::Status Lowering::EmitKernel(int node) {
   if (n.inst->opcode() == Opcode::kRngBitGenerator ||
       n.inst->opcode() == Opcode::kRng) {
     for (const Shape& shape : args.output_shapes) {
-      if (IsInt4(shape.element_type())) {
+      if (IsSubByteInt(shape.element_type())) {
         return absl::UnimplementedError(absl::StrFormat(
             "%s: %s of %s is not supported by the host compiler yet",
             n.inst->Describe(), n.inst->opcode_name(), shape.ToString()));
@@ -258,12 +258,12 @@ absl::Status Lowering::Emit(int node) {
       if (inst.opcode() == Opcode::kParameter) {
         n.slot =
             NewSlot(BufferSlot::Kind::kParameter, n.shape, n.parameter_number);
-        if (!nested_ && IsNibbleType(n.shape.element_type())) {
+        if (!nested_ && hlo::IsPackedType(n.shape.element_type())) {
           // The buffer holds it packed: unpack once into scratch.
           const int packed = n.slot;
           program_->slots[packed].bytes = n.shape.ByteSize();
           n.slot = NewSlot(BufferSlot::Kind::kScratch, n.shape);
-          program_->steps.push_back(KernelStep{Int4EdgeKernel(
+          program_->steps.push_back(KernelStep{SubByteEdgeKernel(
               /*pack=*/false, n.shape.element_type(), n.shape.ElementCount(),
               packed, n.slot)});
         }

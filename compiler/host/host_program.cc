@@ -183,12 +183,8 @@ void GenerateIota(const LoopInput& in, absl::Span<const int64_t> dims,
       int64_t v = w.offset(), s = w.inner_stride();
       for (int64_t i = 0; i < run; ++i) {
         C value = static_cast<C>(v + i * s);
-        if constexpr (std::is_same_v<C, int8_t>) {  // s4 wraps to 4 bits
-          if (in.type == hlo::PrimitiveType::kS4) {
-            value = static_cast<int8_t>(static_cast<int8_t>(value << 4) >> 4);
-          }
-        } else if constexpr (std::is_same_v<C, uint8_t>) {
-          if (in.type == hlo::PrimitiveType::kU4) value &= 0xF;
+        if constexpr (std::is_integral_v<C>) {  // s4, u4, s2, u2 wrap
+          if (IsSubByteInt(in.type)) value = WrapSubByte(in.type, value);
         }
         out[done + i] = value;
       }

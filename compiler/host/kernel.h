@@ -133,37 +133,48 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildTriangularSolve(const KernelArgs&,
 absl::StatusOr<std::shared_ptr<Kernel>> BuildCholesky(const KernelArgs&,
                                                       KernelCompiler&);
 
-// Packs (pack) or unpacks `count` s4 or u4 values between slot `src` and
-// slot `dst` (kernel_int4.cc): packed two per byte, as buffers hold them
-// (element 2i in the high nibble of byte i, element 2i+1 in the low), and
-// one per byte, as programs compute on them (s4 sign-extended, u4
+// Packs (pack) or unpacks `count` values of `bits` bits (4: s4, u4 and
+// f4e2m1fn; 2: s2 and u2) between slot `src` and slot `dst`
+// (kernel_sub_byte.cc): packed 8 / bits per byte, as buffers hold them
+// (the first element in the byte's top bits, element 2i of a 4-bit type in
+// the high nibble of byte i, element 2i+1 in the low), and one per byte, as
+// programs compute on them (the signed ones sign-extended, the others
 // zero-extended).
-class Int4Kernel : public Kernel {
+class SubByteKernel : public Kernel {
  public:
-  Int4Kernel(bool pack, bool is_signed, int64_t count, int src, int dst)
-      : pack_(pack), signed_(is_signed), count_(count), src_(src), dst_(dst) {}
+  SubByteKernel(bool pack, bool is_signed, int bits, int64_t count, int src,
+                int dst)
+      : pack_(pack),
+        signed_(is_signed),
+        bits_(bits),
+        count_(count),
+        src_(src),
+        dst_(dst) {}
 
   absl::Status Run(absl::Span<void* const> addresses,
                    const RunContext& context) const override;
 
   bool pack() const { return pack_; }
   bool is_signed() const { return signed_; }
+  int bits() const { return bits_; }
   int64_t count() const { return count_; }
   int src() const { return src_; }
   int dst() const { return dst_; }
 
  private:
-  uint8_t Extend(int nibble) const {
-    return static_cast<uint8_t>(signed_ && (nibble & 0x8) ? nibble | 0xF0
-                                                          : nibble);
+  uint8_t Extend(int value) const {
+    return static_cast<uint8_t>(signed_ && (value >> (bits_ - 1)) != 0
+                                    ? value | (0xFF << bits_)
+                                    : value);
   }
 
   const bool pack_, signed_;
+  const int bits_;
   const int64_t count_;
   const int src_, dst_;
 };
-std::shared_ptr<Kernel> Int4EdgeKernel(bool pack, hlo::PrimitiveType type,
-                                       int64_t count, int src, int dst);
+std::shared_ptr<Kernel> SubByteEdgeKernel(bool pack, hlo::PrimitiveType type,
+                                          int64_t count, int src, int dst);
 
 // An fft (BuildFft; kernel_fft.cc runs it through Eigen's FFT, the CUDA
 // backend through cuFFT): `batch` blocks of the operand's trailing

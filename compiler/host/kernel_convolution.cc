@@ -301,13 +301,10 @@ class ConvolutionKernel : public ConvolutionKernelBase {
       if (type == PrimitiveType::kPred) return S(static_cast<double>(v) != 0);
       if (std::isnan(static_cast<double>(v))) return S(0);
       const double d = static_cast<double>(v);
-      if (IsInt4(type)) {
-        // The exact integer sum, wrapped to 4 bits.
-        const int64_t wide =
-            static_cast<int64_t>(std::clamp(d, -9.0e18, 9.0e18));
-        const int64_t low = wide & 0xF;
-        return static_cast<S>(type == PrimitiveType::kS4 && low >= 8 ? low - 16
-                                                                     : low);
+      if (IsSubByteInt(type)) {
+        // The exact integer sum, wrapped to the type's bits.
+        return static_cast<S>(WrapSubByte(
+            type, static_cast<int64_t>(std::clamp(d, -9.0e18, 9.0e18))));
       }
       if (d <= static_cast<double>(std::numeric_limits<S>::min())) {
         return std::numeric_limits<S>::min();

@@ -367,8 +367,9 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs& args,
   }
   const hlo::Computation& region = *inst.called_computations()[0];
   k->combiner = ClassifyCombiner(region, n);
-  // s4 and u4 sums wrap to 4 bits: the region (an Expression) does that.
-  if (k->combiner == Combiner::kAdd && IsInt4(k->types[0])) {
+  // Sub-byte integer sums wrap to their bits: the region (an Expression)
+  // does that.
+  if (k->combiner == Combiner::kAdd && IsSubByteInt(k->types[0])) {
     k->combiner = Combiner::kRegion;
   }
   if (k->combiner == Combiner::kRegion) {

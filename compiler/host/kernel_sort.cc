@@ -49,6 +49,7 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
       return fold(static_cast<const uint64_t*>(base)[i], 64);
     case PrimitiveType::kS8:
     case PrimitiveType::kS4:  // held sign-extended, one per byte
+    case PrimitiveType::kS2:
       return static_cast<uint8_t>(static_cast<const uint8_t*>(base)[i] ^ 0x80);
     case PrimitiveType::kS16:
       return static_cast<uint16_t>(static_cast<const uint16_t*>(base)[i] ^
@@ -222,6 +223,7 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
       return load(uint16_t{}, [](uint16_t b) { return uint32_t{b} ^ 0x8000u; });
     case PrimitiveType::kS8:
     case PrimitiveType::kS4:
+    case PrimitiveType::kS2:
       return load(uint8_t{}, [](uint8_t b) { return uint32_t{b} ^ 0x80u; });
     case PrimitiveType::kU32:
       return load(uint32_t{}, [](uint32_t b) { return b; });

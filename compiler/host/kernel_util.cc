@@ -15,6 +15,7 @@ int64_t LoadIndex(hlo::PrimitiveType type, const void* base, int64_t index) {
   switch (type) {
     case hlo::PrimitiveType::kS8:
     case hlo::PrimitiveType::kS4:  // held one per byte, sign-extended
+    case hlo::PrimitiveType::kS2:
       return static_cast<const int8_t*>(base)[index];
     case hlo::PrimitiveType::kS16:
       return static_cast<const int16_t*>(base)[index];
@@ -24,6 +25,7 @@ int64_t LoadIndex(hlo::PrimitiveType type, const void* base, int64_t index) {
       return static_cast<const int64_t*>(base)[index];
     case hlo::PrimitiveType::kU8:
     case hlo::PrimitiveType::kU4:
+    case hlo::PrimitiveType::kU2:
       return static_cast<const uint8_t*>(base)[index];
     case hlo::PrimitiveType::kU16:
       return static_cast<const uint16_t*>(base)[index];

@@ -179,14 +179,14 @@ absl::Status Lowering::EmitResults() {
   std::vector<KernelStep> packs;
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
-    if (!nested_ && IsNibbleType(n.shape.element_type())) {
+    if (!nested_ && hlo::IsPackedType(n.shape.element_type())) {
       // The buffer holds it packed: pack once, after every other step (a
       // donated parameter was unpacked before any of them).
       int result =
           NewSlot(BufferSlot::Kind::kResult, n.shape, static_cast<int64_t>(i));
       program_->slots[result].bytes = n.shape.ByteSize();
       claimed.push_back(true);
-      packs.push_back(KernelStep{Int4EdgeKernel(
+      packs.push_back(KernelStep{SubByteEdgeKernel(
           /*pack=*/true, n.shape.element_type(), n.shape.ElementCount(), n.slot,
           result)});
       continue;

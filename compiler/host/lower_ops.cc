@@ -196,7 +196,7 @@ absl::Status Lowering::EmitReduce(int node) {
   // the generic reducer.
   std::optional<ExprOp> simple =
       count == 1 && !hlo::IsComplex(n.shape.element_type()) &&
-              !IsInt4(n.shape.element_type())
+              !IsSubByteInt(n.shape.element_type())
           ? SimpleReducer(region)
           : std::nullopt;
   if (simple.has_value()) {
@@ -393,7 +393,7 @@ absl::Status Lowering::EmitCollective(int node) {
       step.kind == CollectiveStep::Kind::kReduceScatter) {
     std::optional<ExprOp> op = SimpleReducer(*inst.called_computations()[0]);
     for (int operand : n.operands) {
-      if (IsInt4(TypeOf(operand))) {
+      if (IsSubByteInt(TypeOf(operand))) {
         return absl::UnimplementedError(absl::StrFormat(
             "line %d: %%%s reduces %s values, which the host platform's "
             "collectives do not support yet",

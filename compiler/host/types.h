@@ -1,8 +1,8 @@
 // Element types on the host: the C++ type each HLO type is stored as, and
 // the type it is computed in (f16, bf16 and the narrower floats compute in
-// float, rounding after every op as XLA does; s4 and u4 are held one per
-// byte between the program's edges and wrap to 4 bits after every op, and
-// f4e2m1fn is held one code per byte there too), with a
+// float, rounding after every op as XLA does; s2, u2, s4 and u4 are held
+// one per byte between the program's edges and wrap to their bits after
+// every op, and f4e2m1fn is held one code per byte there too), with a
 // dispatch over the real types and one that adds the complex types.
 #ifndef PJRT_COMPILER_HOST_TYPES_H_
 #define PJRT_COMPILER_HOST_TYPES_H_
@@ -65,6 +65,8 @@ PJRT_HOST_TYPE(kF6E3M2FN, Float6E3M2FN, float)
 PJRT_HOST_TYPE(kF4E2M1FN, Float4E2M1FN, float)
 PJRT_HOST_TYPE(kS4, int8_t, int8_t)
 PJRT_HOST_TYPE(kU4, uint8_t, uint8_t)
+PJRT_HOST_TYPE(kS2, int8_t, int8_t)
+PJRT_HOST_TYPE(kU2, uint8_t, uint8_t)
 PJRT_HOST_TYPE(kC64, std::complex<float>, std::complex<float>)
 PJRT_HOST_TYPE(kC128, std::complex<double>, std::complex<double>)
 #undef PJRT_HOST_TYPE
@@ -98,7 +100,9 @@ PJRT_HOST_TYPE(kC128, std::complex<double>, std::complex<double>)
   PJRT_CASE(kF6E3M2FN)      \
   PJRT_CASE(kF4E2M1FN)      \
   PJRT_CASE(kS4)            \
-  PJRT_CASE(kU4)
+  PJRT_CASE(kU4)            \
+  PJRT_CASE(kS2)            \
+  PJRT_CASE(kU2)
 
 // Calls f with the PrimitiveType constant (as a std::integral_constant) of
 // `type`, a real (non-complex) array type. The compiler refuses complex
@@ -179,13 +183,21 @@ inline bool IsNarrowFloat(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
          hlo::IsMiniFloat(type);
 }
-inline bool IsInt4(PrimitiveType type) {
-  return type == PrimitiveType::kS4 || type == PrimitiveType::kU4;
+// s2, u2, s4 and u4: held one value per byte inside programs (the signed
+// ones sign-extended), wrapped to their bits after every op.
+inline bool IsSubByteInt(PrimitiveType type) {
+  return type == PrimitiveType::kS4 || type == PrimitiveType::kU4 ||
+         type == PrimitiveType::kS2 || type == PrimitiveType::kU2;
 }
-// Packed two per byte in buffers, held one per byte inside programs (the
-// entry program unpacks them at its edges): s4, u4 and f4e2m1fn.
-inline bool IsNibbleType(PrimitiveType type) {
-  return hlo::BitWidth(type) == 4;
+// `v` wrapped to the bits of `type`, a sub-byte integer type: its low bits,
+// sign-extended for s2 and s4.
+template <typename T>
+inline T WrapSubByte(PrimitiveType type, T v) {
+  const int bits = hlo::BitWidth(type);
+  const int low =
+      static_cast<int>(static_cast<uint64_t>(v) & ((uint64_t{1} << bits) - 1));
+  const bool negative = hlo::IsSignedInteger(type) && (low >> (bits - 1)) != 0;
+  return static_cast<T>(negative ? low - (1 << bits) : low);
 }
 
 // Bytes of the compute representation (f16, bf16 and f8: 4).

@@ -231,16 +231,18 @@ ENTRY e {
 
 # --- s4 and u4 ---------------------------------------------------------------
 
-def wrap4(values, signed):
-    v = np.asarray(values, np.int64) & 0xF
-    return np.where(signed & (v >= 8), v - 16, v)
+def wrap4(values, signed, bits=4):
+    v = np.asarray(values, np.int64) & ((1 << bits) - 1)
+    return np.where(signed & (v >= 1 << (bits - 1)), v - (1 << bits), v)
 
 
-@pytest.mark.parametrize("ty", ["s4", "u4"])
+@pytest.mark.parametrize("ty", ["s4", "u4", "s2", "u2"])
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "negate"])
-def test_int4_arithmetic_wraps_to_four_bits(client, ty, op):
-    signed = ty == "s4"
-    lo, hi = (-8, 7) if signed else (0, 15)
+def test_sub_byte_arithmetic_wraps_to_the_types_bits(client, ty, op):
+    signed = ty[0] == "s"
+    bits = int(ty[1])
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (
+        0, (1 << bits) - 1)
     a = np.arange(lo, hi + 1).repeat(hi - lo + 1)
     b = np.tile(np.arange(lo, hi + 1), hi - lo + 1)
     arity = 1 if op == "negate" else 2
@@ -248,7 +250,53 @@ def test_int4_arithmetic_wraps_to_four_bits(client, ty, op):
     (out,) = run(client, one_op(ty, op, a.size, arity), args)
     want = {"add": a + b, "subtract": a - b, "multiply": a * b,
             "negate": -a}[op]
-    np.testing.assert_array_equal(out, wrap4(want, signed))
+    np.testing.assert_array_equal(out, wrap4(want, signed, bits))
+
+
+def test_s2_and_u2_count_shift_convert_and_pack_four_per_byte(client):
+    a = np.array([-2, -1, 0, 1, 1], np.int8)  # 5: the last byte half full
+    u = np.array([0, 1, 2, 3, 2], np.uint8)
+    one = np.ones(5, np.int8)
+    f = np.array([1.7, -3.0, np.nan, 0.5, 9.0], np.float32)
+    hlo = """HloModule m
+ENTRY e {
+  a = s2[5] parameter(0)
+  u = u2[5] parameter(1)
+  one = s2[5] parameter(2)
+  f = f32[5] parameter(3)
+  ou = u2[5] convert(one)
+  ROOT t = (s2[5], s2[5], s2[5], s2[5], u2[5], s2[5], u2[5], s32[5],
+            u2[5]) tuple(
+      s2[5] popcnt(a), s2[5] count-leading-zeros(a),
+      s2[5] shift-right-logical(a, one), s2[5] shift-right-arithmetic(a, one),
+      u2[5] shift-right-arithmetic(u, ou), s2[5] convert(f), u2[5] convert(f),
+      s32[5] convert(a), u2[5] add(u, u))
+}"""
+    pop, clz, srl, sra, usra, sf, uf, wide, twice = run(
+        client, hlo, [a, u, one, f])
+    bits = a.astype(np.int64) & 0x3
+    np.testing.assert_array_equal(pop, wrap4(
+        [bin(v).count("1") for v in bits], True, 2))
+    # clz(0) is 2, which s2 holds as -2.
+    np.testing.assert_array_equal(clz, wrap4(
+        [2 - v.bit_length() for v in bits.tolist()], True, 2))
+    np.testing.assert_array_equal(srl, bits >> 1)
+    np.testing.assert_array_equal(sra, a >> 1)
+    np.testing.assert_array_equal(usra, [(v >> 1) | (v & 2) for v in u])
+    np.testing.assert_array_equal(sf, [1, -2, 0, 0, 1])  # saturates
+    np.testing.assert_array_equal(uf, [1, 0, 0, 0, 3])
+    np.testing.assert_array_equal(wide, a)
+    np.testing.assert_array_equal(twice, (2 * u) & 3)
+    buffer = client.put(a, as_type="s2")
+    try:
+        assert buffer.nbytes == 2 and buffer.dtype_name == "s2"
+        np.testing.assert_array_equal(buffer.to_numpy(), a)
+    finally:
+        buffer.delete()
+    from pjrt_client import _dtypes
+    np.testing.assert_array_equal(
+        _dtypes.pack_sub_byte(np.array([1, 2, 3, 0, 3], np.uint8), bits=2),
+        [0b01101100, 0b11000000])
 
 
 def test_s4_bit_ops_count_and_shift_within_four_bits(client):
@@ -327,7 +375,7 @@ ENTRY e {
     np.testing.assert_array_equal(out, [1, 14, 7, 8, 3])
     from pjrt_client import _dtypes
     np.testing.assert_array_equal(
-        _dtypes.pack_int4(np.array([1, 14, 7, 8, 3], np.uint8)),
+        _dtypes.pack_sub_byte(np.array([1, 14, 7, 8, 3], np.uint8)),
         [0x1E, 0x78, 0x30])
 
 

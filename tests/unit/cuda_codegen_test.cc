@@ -756,6 +756,27 @@ ENTRY e {
             pred[6,9]) tuple(a, b, c, s, p, m, n, scaled, lt)
 })",
      0},
+    {"two_bit_integers_wrap_shift_and_pack_four_per_byte", R"(
+HloModule m
+ENTRY e {
+  a = s2[7,5] parameter(0)
+  b = s2[7,5] parameter(1)
+  u = u2[7,5] parameter(2)
+  x = f32[7,5] parameter(3)
+  s = s2[7,5] add(a, b)
+  m = s2[7,5] multiply(s, b)
+  one = s2[7,5] broadcast(s2[] constant(1)), dimensions={}
+  sl = s2[7,5] shift-right-logical(a, one)
+  sa = u2[7,5] shift-right-arithmetic(u, u2[7,5] convert(one))
+  pc = s2[7,5] popcnt(a)
+  cz = u2[7,5] count-leading-zeros(u)
+  f = s2[7,5] convert(x)
+  w = s32[7,5] convert(m)
+  t = u2[5,7] transpose(u), dimensions={1,0}
+  ROOT o = (s2[7,5], s2[7,5], u2[7,5], s2[7,5], u2[7,5], s2[7,5], s32[7,5],
+            u2[5,7]) tuple(m, sl, sa, pc, cz, f, w, t)
+})",
+     0},
     {"complex_moves_and_component_wise_ops", R"(
 HloModule m
 ENTRY e {

@@ -138,8 +138,9 @@ TEST(PrimitiveType, NamesRoundTrip) {
     EXPECT_EQ(ParsePrimitiveType(PrimitiveTypeName(t)), t);
   }
   // Parse-only types are not array types.
-  EXPECT_FALSE(ParsePrimitiveType("u2").has_value());
-  EXPECT_EQ(ParseAnyPrimitiveType("u2"), PrimitiveType::kU2);
+  EXPECT_FALSE(ParsePrimitiveType("opaque").has_value());
+  EXPECT_EQ(ParseAnyPrimitiveType("opaque"), PrimitiveType::kOpaque);
+  EXPECT_EQ(ParsePrimitiveType("u2"), PrimitiveType::kU2);
   EXPECT_EQ(ParsePrimitiveType("f8e8m0fnu"), PrimitiveType::kF8E8M0FNU);
   EXPECT_EQ(ParsePrimitiveType("f8e4m3fnuz"), PrimitiveType::kF8E4M3FNUZ);
 }
@@ -149,6 +150,8 @@ TEST(Shape, SubByteTypesArePackedInBuffers) {
   EXPECT_EQ(Shape(PrimitiveType::kU4, {4}).ByteSize(), 2);
   EXPECT_EQ(Shape(PrimitiveType::kS4, {5}).UnpackedByteSize(), 5);
   EXPECT_EQ(Shape(PrimitiveType::kF4E2M1FN, {5}).ByteSize(), 3);
+  EXPECT_EQ(Shape(PrimitiveType::kS2, {5}).ByteSize(), 2);
+  EXPECT_EQ(Shape(PrimitiveType::kU2, {8}).ByteSize(), 2);
   EXPECT_EQ(Shape(PrimitiveType::kF6E2M3FN, {5}).ByteSize(), 5);
   EXPECT_EQ(Shape(PrimitiveType::kC128, {3}).ByteSize(), 48);
   EXPECT_EQ(Shape(PrimitiveType::kF8E5M2, {3}).ByteSize(), 3);

@@ -62,13 +62,14 @@ ENTRY e {
       {"UnsupportedElementType", R"(
 HloModule m
 ENTRY e {
-  ROOT p = s2[4] parameter(0)
+  ROOT p = opaque[] parameter(0)
 })",
        kUnimplemented,
-       "%p: element type s2 is not supported by pjrtd (supported: pred, s4, "
-       "s8, s16, s32, s64, u4, u8, u16, u32, u64, f8e4m3fn, f8e5m2, f8e4m3, "
-       "f8e3m4, f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz, f8e8m0fnu, f6e2m3fn, "
-       "f6e3m2fn, f4e2m1fn, f16, bf16, f32, f64, c64, c128)"},
+       "%p: element type opaque is not supported by pjrtd (supported: pred, "
+       "s2, s4, s8, s16, s32, s64, u2, u4, u8, u16, u32, u64, f8e4m3fn, "
+       "f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, f8e5m2fnuz, f8e4m3b11fnuz, "
+       "f8e8m0fnu, f6e2m3fn, f6e3m2fn, f4e2m1fn, f16, bf16, f32, f64, c64, "
+       "c128)"},
       {"WrongOperandCount", R"(
 HloModule m
 ENTRY e {

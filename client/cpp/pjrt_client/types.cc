@@ -44,6 +44,10 @@ std::string DTypeName(DType dtype) {
       return "f8e5m2";
     case DType::kS4:
       return "s4";
+    case DType::kS2:
+      return "s2";
+    case DType::kU2:
+      return "u2";
     case DType::kU4:
       return "u4";
     case DType::kF8E4M3:
@@ -96,6 +100,8 @@ int DTypeByteWidth(DType dtype) {
     case DType::kU8:
     case DType::kS4:  // packed two per byte: see DTypeBytes
     case DType::kU4:
+    case DType::kS2:  // four per byte
+    case DType::kU2:
       return 1;
     case DType::kS16:
     case DType::kU16:
@@ -121,6 +127,7 @@ int DTypeByteWidth(DType dtype) {
 int64_t DTypeBytes(DType dtype, int64_t count) {
   if (dtype == DType::kS4 || dtype == DType::kU4 || dtype == DType::kF4E2M1FN)
     return (count + 1) / 2;
+  if (dtype == DType::kS2 || dtype == DType::kU2) return (count + 3) / 4;
   return count * DTypeByteWidth(dtype);
 }
 

@@ -41,6 +41,8 @@ enum class DType : int32_t {
   kF8E4M3B11FNUZ = 23,
   kF8E5M2FNUZ = 24,
   kF8E4M3FNUZ = 25,
+  kS2 = 26,
+  kU2 = 27,
   kF8E4M3 = 28,
   kF8E3M4 = 29,
   kF4E2M1FN = 32,
@@ -61,7 +63,8 @@ bool IsMiniFloat(DType dtype);
 // unknown.
 int DTypeByteWidth(DType dtype);
 // Bytes of `count` elements on the wire and in buffers (s4, u4 and f4e2m1fn
-// packed two per byte, element 2i in the high nibble of byte i).
+// packed two per byte, element 2i in the high nibble of byte i; s2 and u2
+// four per byte).
 int64_t DTypeBytes(DType dtype, int64_t count);
 
 // A dense array shape. Data is row-major, little-endian, unpadded; pred is

@@ -35,6 +35,8 @@ static_assert(static_cast<int>(DType::kF8E4M3FNUZ) == v1::DTYPE_F8E4M3FNUZ);
 static_assert(static_cast<int>(DType::kF8E4M3) == v1::DTYPE_F8E4M3);
 static_assert(static_cast<int>(DType::kF8E3M4) == v1::DTYPE_F8E3M4);
 static_assert(static_cast<int>(DType::kF4E2M1FN) == v1::DTYPE_F4E2M1FN);
+static_assert(static_cast<int>(DType::kS2) == v1::DTYPE_S2);
+static_assert(static_cast<int>(DType::kU2) == v1::DTYPE_U2);
 static_assert(static_cast<int>(DType::kF8E8M0FNU) == v1::DTYPE_F8E8M0FNU);
 static_assert(static_cast<int>(DType::kF6E2M3FN) == v1::DTYPE_F6E2M3FN);
 static_assert(static_cast<int>(DType::kF6E3M2FN) == v1::DTYPE_F6E3M2FN);

@@ -15,7 +15,7 @@ from pjrt_client._channels import finish_call
 from pjrt_client._stream import ExecuteStream
 from pjrt_client._errors import (Error, FailedPreconditionError,
                                  InvalidArgumentError, from_rpc_error)
-from pjrt_client._proto.pjrt.v1 import buffer_pb2, types_pb2
+from pjrt_client._proto.pjrt.v1 import buffer_pb2
 from pjrt_client._common import (_call, _chunk_payload, Device, _device_id,
                                  INLINE_BYTES, _Run)
 
@@ -186,11 +186,12 @@ class Buffer:
             return tuple(e.to_numpy() for e in self._elements)
         if out is not None:
             return self._download_into(out)
-        if self._dtype_wire in _dtypes.PACKED4:
-            # Packed two per byte: unpack to one value per byte.
-            values = _dtypes.unpack_int4(
+        if self._dtype_wire in _dtypes.PACKED_BITS:
+            # Packed several per byte: unpack to one value per byte.
+            values = _dtypes.unpack_sub_byte(
                 bytes(self._read_bytes()), self.size,
-                signed=self._dtype_wire == types_pb2.DTYPE_S4)
+                signed=self._dtype_wire in _dtypes.SIGNED_PACKED,
+                bits=_dtypes.PACKED_BITS[self._dtype_wire])
             return values.view(self.dtype).reshape(self._shape)
         if self._nbytes <= INLINE_BYTES:
             array = np.frombuffer(self._read_bytes(), dtype=self.dtype)
@@ -241,8 +242,8 @@ class Buffer:
                 f"{list(self._shape)} array; got {out.dtype}"
                 f"{list(out.shape)}")
         found = self._client._region_of(out)
-        if found is not None and self._dtype_wire not in _dtypes.PACKED4 and \
-                not self._remote:
+        if found is not None and not self._remote and \
+                self._dtype_wire not in _dtypes.PACKED_BITS:
             self._download_to_region(*found)
             return out
         np.copyto(out, self.to_numpy())

@@ -444,9 +444,10 @@ class Client:
         ``array`` may be any numpy array (non-contiguous or big-endian ones
         are converted), a numpy scalar, or anything ``np.asarray`` accepts.
         ``bf16=True`` uploads uint16 data as bfloat16 bit patterns;
-        ``as_type`` ("bf16", "f8e4m3fn" or another f8 type, "s4", "u4")
-        uploads the raw codes of that type (uint16, uint8, int8 values in
-        [-8, 7], uint8 values in [0, 15]; see the _dtypes module), for
+        ``as_type`` ("bf16", "f8e4m3fn" or another narrow float, "s4", "u4",
+        "s2", "u2") uploads the raw codes of that type (uint16, uint8, int8
+        values in [-8, 7] or [-2, 1], uint8 values in [0, 15] or [0, 3]; see
+        the _dtypes module), for
         machines without ml_dtypes. complex64 and complex128 arrays upload
         as c64 and c128.
 
@@ -483,12 +484,12 @@ class Client:
         a = np.require(a, requirements="C")  # keeps 0-d arrays 0-d
         device_id = self._resolve_device(device)
         shape = types_pb2.ArrayShape(dtype=wire, dims=list(a.shape))
-        if wire in _dtypes.PACKED4:
+        if wire in _dtypes.PACKED_BITS:
             if zero_copy:
                 raise InvalidArgumentError(
-                    "zero_copy=True cannot take s4, u4 or f4e2m1fn data: "
-                    "buffers hold them packed two per byte")
-            a = _dtypes.pack_int4(a)
+                    f"zero_copy=True cannot take {_dtypes.wire_name(wire)} "
+                    f"data: buffers hold it packed several per byte")
+            a = _dtypes.pack_sub_byte(a, _dtypes.PACKED_BITS[wire])
         remote = self._is_remote(device_id)
         if remote and zero_copy:
             raise InvalidArgumentError(

@@ -6,9 +6,11 @@ s4/u4 are ml_dtypes' types when ml_dtypes is installed (and has them);
 without it they travel as raw codes (see RAW_CODES): bf16 and the narrow
 floats as their bit patterns (uint16, uint8; the 4- and 6-bit floats' codes
 in the low bits), s4 and u4 as one value per byte (int8 in [-8, 7], uint8 in
-[0, 15]). On the wire and in the daemon's buffers s4, u4 and f4e2m1fn are
-packed two per byte, element 2i in the high nibble of byte i (as XLA packs
-them); the client packs and unpacks them.
+[0, 15]), s2 and u2 likewise (int8 in [-2, 1], uint8 in [0, 3]). On the
+wire and in the daemon's buffers s4, u4 and f4e2m1fn are packed two per
+byte, element 2i in the high nibble of byte i (as XLA packs them), s2 and
+u2 four per byte, the first in the top bits; the client packs and unpacks
+them.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ try:  # bfloat16, f8 and int4 as numpy types, when ml_dtypes is installed.
                          (types_pb2.DTYPE_F8E8M0FNU, "float8_e8m0fnu"),
                          (types_pb2.DTYPE_F6E2M3FN, "float6_e2m3fn"),
                          (types_pb2.DTYPE_F6E3M2FN, "float6_e3m2fn"),
-                         (types_pb2.DTYPE_F4E2M1FN, "float4_e2m1fn")):
+                         (types_pb2.DTYPE_F4E2M1FN, "float4_e2m1fn"),
+                         (types_pb2.DTYPE_S2, "int2"),
+                         (types_pb2.DTYPE_U2, "uint2")):
         if hasattr(_ml_dtypes, _name):
             _ML_DTYPES[_wire] = np.dtype(getattr(_ml_dtypes, _name))
 except ImportError:  # pragma: no cover - depends on the machine
@@ -61,9 +65,18 @@ RAW_CODES: dict[int, np.dtype] = {
     **{f8: np.dtype(np.uint8) for f8 in MINIFLOATS},
     types_pb2.DTYPE_S4: np.dtype(np.int8),
     types_pb2.DTYPE_U4: np.dtype(np.uint8),
+    types_pb2.DTYPE_S2: np.dtype(np.int8),
+    types_pb2.DTYPE_U2: np.dtype(np.uint8),
 }
-# Packed two per byte on the wire.
-PACKED4 = (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4, types_pb2.DTYPE_F4E2M1FN)
+# Packed several per byte on the wire: the bits of each element.
+PACKED_BITS: dict[int, int] = {
+    types_pb2.DTYPE_S4: 4, types_pb2.DTYPE_U4: 4,
+    types_pb2.DTYPE_F4E2M1FN: 4, types_pb2.DTYPE_S2: 2,
+    types_pb2.DTYPE_U2: 2}
+# The sub-byte integers, held one value per byte by the client.
+SUB_BYTE_INTS = (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4, types_pb2.DTYPE_S2,
+                 types_pb2.DTYPE_U2)
+SIGNED_PACKED = (types_pb2.DTYPE_S4, types_pb2.DTYPE_S2)
 
 _NUMPY_TO_WIRE: dict[np.dtype, int] = {
     np.dtype(np.bool_): types_pb2.DTYPE_PRED,
@@ -106,6 +119,7 @@ _WIRE_NAMES: dict[int, str] = {
     types_pb2.DTYPE_F8E8M0FNU: "f8e8m0fnu",
     types_pb2.DTYPE_F6E2M3FN: "f6e2m3fn", types_pb2.DTYPE_F6E3M2FN: "f6e3m2fn",
     types_pb2.DTYPE_F4E2M1FN: "f4e2m1fn",
+    types_pb2.DTYPE_S2: "s2", types_pb2.DTYPE_U2: "u2",
 }
 MINIFLOAT_NAMES = tuple(_WIRE_NAMES[f8] for f8 in MINIFLOATS)
 
@@ -116,9 +130,8 @@ def wire_dtype(dtype: np.dtype, bf16: bool = False,
 
     ``bf16=True`` declares uint16 data to be bfloat16 bit patterns (for
     machines without ml_dtypes). ``as_type`` names the HLO type ("bf16",
-    a narrow float such as "f8e4m3fn" or "f4e2m1fn", "s4", "u4") whose raw
-    codes (RAW_CODES)
-    the data holds.
+    a narrow float such as "f8e4m3fn" or "f4e2m1fn", "s4", "u4", "s2", "u2")
+    whose raw codes (RAW_CODES) the data holds.
 
     Raises:
         TypeError: the dtype has no pjrtd equivalent, or does not hold the
@@ -167,7 +180,7 @@ def numpy_dtype(wire: int) -> np.dtype:
             UserWarning, stacklevel=3)
         return np.dtype(np.uint16)
     if wire in RAW_CODES and wire not in _WIRE_TO_NUMPY:
-        if wire not in (types_pb2.DTYPE_S4, types_pb2.DTYPE_U4):
+        if wire not in SUB_BYTE_INTS:
             warnings.warn(
                 f"ml_dtypes is not installed: {wire_name(wire)} arrays are "
                 f"returned as their uint8 codes", UserWarning, stacklevel=3)
@@ -183,9 +196,10 @@ def is_ml_dtype(dtype: np.dtype, name: str) -> bool:
 
 
 def itemsize(wire: int) -> float:
-    """Bytes per element on the wire (0.5 for s4, u4 and f4e2m1fn)."""
-    if wire in PACKED4:
-        return 0.5
+    """Bytes per element on the wire (0.5 for s4, u4 and f4e2m1fn, 0.25 for
+    s2 and u2)."""
+    if wire in PACKED_BITS:
+        return PACKED_BITS[wire] / 8
     if wire in RAW_CODES:
         return RAW_CODES[wire].itemsize
     return _WIRE_TO_NUMPY[wire].itemsize
@@ -193,35 +207,45 @@ def itemsize(wire: int) -> float:
 
 def wire_nbytes(wire: int, count: int) -> int:
     """Bytes of ``count`` elements of ``wire`` on the wire."""
-    if wire in PACKED4:
-        return (count + 1) // 2
+    if wire in PACKED_BITS:
+        per_byte = 8 // PACKED_BITS[wire]
+        return (count + per_byte - 1) // per_byte
     return count * int(itemsize(wire))
 
 
-def pack_int4(values: np.ndarray) -> np.ndarray:
-    """s4/u4 values or f4e2m1fn codes (one per byte) packed two per byte, as
-    XLA packs them:
-    element 2i in the high nibble of byte i; an odd count leaves the last
-    low nibble zero."""
-    flat = np.asarray(values).reshape(-1).view(np.uint8) & np.uint8(0xF)
-    if flat.size % 2:
-        flat = np.concatenate([flat, np.zeros(1, np.uint8)])
-    return (flat[0::2] << np.uint8(4)) | flat[1::2]
+def pack_sub_byte(values: np.ndarray, bits: int = 4) -> np.ndarray:
+    """Values or codes of ``bits`` bits (4: s4, u4, f4e2m1fn; 2: s2, u2),
+    one per byte, packed 8 // bits per byte as XLA packs them: the first in
+    the top bits (element 2i of a 4-bit type in the high nibble of byte i);
+    a count that does not fill the last byte leaves its low bits zero."""
+    per_byte = 8 // bits
+    flat = np.asarray(values).reshape(-1).view(np.uint8) & np.uint8(
+        (1 << bits) - 1)
+    pad = -flat.size % per_byte
+    if pad:
+        flat = np.concatenate([flat, np.zeros(pad, np.uint8)])
+    groups = flat.reshape(-1, per_byte)
+    out = np.zeros(groups.shape[0], np.uint8)
+    for k in range(per_byte):
+        out |= groups[:, k] << np.uint8(8 - bits * (k + 1))
+    return out
 
 
-def unpack_int4(packed: bytes | np.ndarray, count: int,
-                signed: bool) -> np.ndarray:
-    """The inverse of pack_int4: ``count`` values, int8 (sign-extended) when
-    ``signed``, else uint8."""
+def unpack_sub_byte(packed: bytes | np.ndarray, count: int, signed: bool,
+                    bits: int = 4) -> np.ndarray:
+    """The inverse of pack_sub_byte: ``count`` values, int8 (sign-extended)
+    when ``signed``, else uint8."""
     b = np.frombuffer(packed, dtype=np.uint8) if not isinstance(
         packed, np.ndarray) else packed.view(np.uint8)
-    out = np.empty(2 * b.size, np.uint8)
-    out[0::2] = b >> np.uint8(4)
-    out[1::2] = b & np.uint8(0xF)
-    out = out[:count]
+    per_byte = 8 // bits
+    mask = np.uint8((1 << bits) - 1)
+    out = np.empty((b.size, per_byte), np.uint8)
+    for k in range(per_byte):
+        out[:, k] = (b >> np.uint8(8 - bits * (k + 1))) & mask
+    out = out.reshape(-1)[:count]
     if signed:
-        return ((out.astype(np.int8) << np.int8(4)) >> np.int8(4)).astype(
-            np.int8)
+        shift = np.int8(8 - bits)
+        return ((out.astype(np.int8) << shift) >> shift).astype(np.int8)
     return out
 
 

@@ -184,9 +184,10 @@ class Executable:
                 array = _dtypes.float_to_bf16_bits(array)
             if array.dtype == np.uint16:
                 as_type = "bf16"
-        elif expected is not None and expected.dtype in ("s4", "u4") and \
+        elif expected is not None and \
+                expected.dtype in ("s4", "u4", "s2", "u2") and \
                 array.dtype.kind in "iub":
-            # Integers take the parameter's 4-bit type (one per byte).
+            # Integers take the parameter's sub-byte type (one per byte).
             as_type = expected.dtype
             array = array.astype(_dtypes.RAW_CODES[
                 _dtypes.wire_from_name(as_type)])
