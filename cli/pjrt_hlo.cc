@@ -231,6 +231,11 @@ cli::HostArray RandomArray(const hlo::Shape& shape, std::mt19937_64& rng) {
   a.dtype = static_cast<pjrt_client::DType>(shape.element_type());
   a.dims.assign(shape.dimensions().begin(), shape.dimensions().end());
   a.data.assign(static_cast<size_t>(shape.ByteSize()), 0);
+  if (hlo::IsPackedType(shape.element_type())) {
+    // Several per byte: any bits are valid values (or codes).
+    for (uint8_t& b : a.data) b = static_cast<uint8_t>(rng());
+    return a;
+  }
   const int64_t n = shape.ElementCount();
   std::normal_distribution<float> normal(0, 1);
   const int width = hlo::ByteWidth(shape.element_type());

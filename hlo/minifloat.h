@@ -20,11 +20,12 @@
 // keeps subnormals. A value that rounds past the largest finite one
 // overflows, as XLA's converts do: to infinity where the format has one,
 // else to NaN where it has one; the finite-only formats saturate instead,
-// infinities and NaN included, to the largest value of the operand's sign
-// (as XLA's emitter clamps them). NaN stays NaN (sign kept where the format
-// has signed NaNs); -0 and negative values that round to zero become +0 in
-// fnuz formats. f8e8m0fnu takes zero and values below its smallest to its
-// smallest, and negative values, infinities and NaN to NaN.
+// infinities included, to the largest value of the operand's sign (as XLA's
+// emitter clamps them), and take NaN to +0 (as converts to integers do; a
+// NaN's sign differs between CPUs and GPUs). NaN stays NaN elsewhere (sign
+// kept where the format has signed NaNs); -0 and negative values that round to
+// zero become +0 in fnuz formats. f8e8m0fnu takes zero and values below its
+// smallest to its smallest, and negative values, infinities and NaN to NaN.
 #ifndef PJRT_HLO_MINIFLOAT_H_
 #define PJRT_HLO_MINIFLOAT_H_
 
@@ -125,9 +126,10 @@ class MiniFloat {
                         : 0x7F;
     constexpr uint8_t kInfinity =
         kHasInfinity ? static_cast<uint8_t>(kMaxFinite + 1) : kNan;
-    // fnuz has one NaN, unsigned; the finite-only formats saturate.
+    // fnuz has one NaN, unsigned; the finite-only formats saturate, and
+    // take NaN to +0 (whatever its sign, which differs between machines).
     const uint8_t nan_sign = kUnsignedZero ? 0 : sign;
-    if (abs > 0x7F800000u) return nan_sign | kNan;
+    if (abs > 0x7F800000u) return kFiniteOnly ? 0 : nan_sign | kNan;
     if (abs == 0x7F800000u) return (kHasInfinity ? sign : nan_sign) | kInfinity;
     // Smallest float exponent field that is normal in the target.
     constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 + 1 - kBias)

@@ -297,6 +297,12 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
     if (finite && !std::isfinite(MiniFloatToFloat(type, b))) {
       return out_of_range();
     }
+    if (!finite && IsFiniteOnlyFloat(type)) {
+      return ErrorAt(token, absl::StrCat(type_name,
+                                         " has no infinity or NaN; "
+                                         "got ",
+                                         token.text));
+    }
     if (finite && IsFiniteOnlyFloat(type)) {
       const uint8_t max_code = type == PrimitiveType::kF4E2M1FN ? 0x7 : 0x1F;
       const double largest = MiniFloatToFloat(type, max_code);
@@ -332,7 +338,7 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
       break;
     }
     default:
-      break;  // f4e2m1fn and f8e8m0fnu: checked, not stored.
+      break;
   }
   Next();
   return absl::OkStatus();

@@ -11,36 +11,13 @@ absl::StatusOr<std::string> ComputeType(PrimitiveType type) {
 }
 
 const char* NarrowFloatName(PrimitiveType type) {
-  switch (type) {
-    case PrimitiveType::kF16:
-      return "f16";
-    case PrimitiveType::kBf16:
-      return "bf16";
-    case PrimitiveType::kF8E4M3FN:
-      return "f8e4m3fn";
-    case PrimitiveType::kF8E5M2:
-      return "f8e5m2";
-    case PrimitiveType::kF8E4M3:
-      return "f8e4m3";
-    case PrimitiveType::kF8E3M4:
-      return "f8e3m4";
-    case PrimitiveType::kF8E4M3FNUZ:
-      return "f8e4m3fnuz";
-    case PrimitiveType::kF8E5M2FNUZ:
-      return "f8e5m2fnuz";
-    case PrimitiveType::kF8E4M3B11FNUZ:
-      return "f8e4m3b11fnuz";
-    case PrimitiveType::kF8E8M0FNU:
-      return "f8e8m0fnu";
-    case PrimitiveType::kF6E2M3FN:
-      return "f6e2m3fn";
-    case PrimitiveType::kF6E3M2FN:
-      return "f6e3m2fn";
-    case PrimitiveType::kF4E2M1FN:
-      return "f4e2m1fn";
-    default:
-      return nullptr;
+  // The prelude names each narrow float's conversions after its HLO
+  // spelling (PrimitiveTypeName's literals end in NUL).
+  if (type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
+      hlo::IsMiniFloat(type)) {
+    return hlo::PrimitiveTypeName(type).data();
   }
+  return nullptr;
 }
 
 std::string Load(PrimitiveType type, const std::string& storage) {

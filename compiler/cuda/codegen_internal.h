@@ -87,8 +87,8 @@ std::string Store(PrimitiveType type, const std::string& value);
 // an integer wrapped to 4 bits when `type` is s4 or u4.
 std::string Round(PrimitiveType type, const std::string& value);
 
-// A float converted to s4 or u4 saturates to the 4-bit range (after the
-// saturating convert to 8 bits that `value` holds).
+// A float converted to s4, u4, s2 or u2 saturates to the type's range
+// (after the saturating convert to 8 bits that `value` holds).
 std::string SaturateSubByte(PrimitiveType type, const std::string& value);
 
 // A math function of the C library for float or double.
@@ -251,8 +251,8 @@ class Generator {
   // for an inverse a kernel scaling the result by 1/n (cuFFT does not).
   absl::Status EmitFft(const host::FftKernelBase& f);
 
-  // s4 or u4 packed two per byte (element 2i in the high nibble) or
-  // unpacked one per byte: a thread per byte of the packed side.
+  // A sub-byte type packed 8 / bits per byte (the first element in the top
+  // bits) or unpacked one per byte: a thread per byte of the packed side.
   absl::Status EmitSubByteEdge(const host::SubByteKernel& edge);
 
   // The start index entry `k` of the index vector at `at`, as a signed

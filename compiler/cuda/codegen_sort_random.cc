@@ -453,11 +453,18 @@ absl::Status Generator::EmitRng(const host::RngKernel& r) {
       absl::StrAppend(&k, "        s = nextafterf(high[0], (float)a);\n");
     } else if (r.type == PrimitiveType::kF64) {
       absl::StrAppend(&k, "        s = nextafter(high[0], a);\n");
+    } else if (r.type == PrimitiveType::kF8E8M0FNU) {
+      // No sign and no zero: the code below, but for the smallest.
+      absl::StrAppendFormat(
+          &k, "        s = (%s)(high[0] == 0 ? 0u : high[0] - 1u);\n", st);
     } else {
-      const char* sign = st == "pj_u16" ? "0x8000u" : "0x80u";
+      // Sign and magnitude, the sign the top bit of the code (4, 6, 8 or 16
+      // bits).
+      const unsigned sign =
+          st == "pj_u16" ? 0x8000u : 1u << (hlo::MiniFloatCodeBits(r.type) - 1);
       absl::StrAppendFormat(
           &k,
-          "        const unsigned bits = high[0], sign = %s;\n"
+          "        const unsigned bits = high[0], sign = 0x%xu;\n"
           "        s = (%s)((bits & ~sign) == 0 ? (sign | 1u)\n"
           "                 : (bits & sign) ? bits + 1u : bits - 1u);\n",
           sign, st);

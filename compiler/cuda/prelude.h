@@ -102,8 +102,8 @@ __device__ __forceinline__ float pj_round_bf16(float f) { return pj_bf16_to_f32(
 // unsigned zero and one NaN 0x80, the fnuz types; 3: finite only, no NaN,
 // f4e2m1fn, f6e2m3fn, f6e3m2fn) and a bias B; the sign is bit E + M. From
 // float: nearest, ties to even, subnormals kept; past the largest finite
-// value, infinity (or NaN without one; K 3 saturates, NaN included); fnuz
-// has no -0. f8e8m0fnu, exponent only, has its own pair below.
+// value, infinity (or NaN without one; K 3 saturates, and takes NaN to
+// +0); fnuz has no -0. f8e8m0fnu, exponent only, has its own pair below.
 template <int E, int M, int K, int B>
 __device__ __forceinline__ float pj_f8_to_f32(pj_u8 bits) {
   if (K == 2 && bits == 0x80) return __int_as_float(0x7fc00000);
@@ -133,7 +133,7 @@ __device__ __forceinline__ pj_u8 pj_f32_to_f8(float f) {
   const pj_u32 max_finite = K == 0 ? (pj_u32)(inf - 1) : K == 2 ? 0x7fu
                           : K == 3 ? (pj_u32)finite_max : 0x7eu;
   const pj_u8 nan_sign = K == 2 ? (pj_u8)0 : sign;
-  if (abs > 0x7f800000u) return nan_sign | nan;
+  if (abs > 0x7f800000u) return K == 3 ? (pj_u8)0 : (pj_u8)(nan_sign | nan);
   if (abs == 0x7f800000u) return (K == 0 ? sign : nan_sign) | inf;
   pj_u32 code;
   if (abs >= ((pj_u32)(127 + 1 - B) << 23)) {

@@ -205,7 +205,8 @@ absl::Status Lowering::EmitKernel(int node) {
     args.outputs.push_back(nodes_[k].slot);
     args.output_shapes.push_back(nodes_[k].shape);
   }
-  // Random bits fill whole bytes: s4 and u4 would leave their range.
+  // Random bits fill whole bytes: the sub-byte integers would leave their
+  // range (rng-bit-generator takes no float results).
   if (n.inst->opcode() == Opcode::kRngBitGenerator ||
       n.inst->opcode() == Opcode::kRng) {
     for (const Shape& shape : args.output_shapes) {

@@ -37,7 +37,8 @@ uint64_t TotalOrderKey(PrimitiveType type, const void* base, int64_t i) {
     // f8e8m0fnu has no sign: its codes order as its values do.
     const uint8_t code = static_cast<const uint8_t*>(base)[i];
     if (type == PrimitiveType::kF8E8M0FNU) return code;
-    return fold(code, hlo::MiniFloatCodeBits(type));
+    const int bits = hlo::MiniFloatCodeBits(type);
+    return fold(code & ((1u << bits) - 1), bits);
   }
   switch (type) {
     case PrimitiveType::kF16:
@@ -207,7 +208,8 @@ void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
     }
     const int bits = hlo::MiniFloatCodeBits(type);
     const uint32_t sign = 1u << (bits - 1), mask = (1u << bits) - 1;
-    return load(uint8_t{}, [&](uint8_t b) { return fold(b, sign, mask); });
+    return load(uint8_t{},
+                [&](uint8_t b) { return fold(b & mask, sign, mask); });
   }
   switch (type) {
     case PrimitiveType::kF32:
@@ -248,7 +250,15 @@ void StoreFromKey(PrimitiveType type, uint32_t key, void* base, int64_t i) {
   const uint32_t sign = uint32_t{1} << (width - 1);
   const uint32_t mask = width == 32 ? ~uint32_t{0} : (uint32_t{1} << width) - 1;
   uint32_t bits = key;
-  if (hlo::IsFloatingPoint(type)) {
+  if (type == PrimitiveType::kF8E8M0FNU) {
+    bits = key;  // unsigned: its codes are its keys
+  } else if (hlo::IsMiniFloat(type)) {
+    // The sign is the top bit of the code's own width (4, 6 or 8).
+    const int code_bits = hlo::MiniFloatCodeBits(type);
+    const uint32_t code_sign = uint32_t{1} << (code_bits - 1);
+    const uint32_t code_mask = (uint32_t{1} << code_bits) - 1;
+    bits = (key & code_sign) != 0 ? (key ^ code_sign) : (~key & code_mask);
+  } else if (hlo::IsFloatingPoint(type)) {
     bits = (key & sign) != 0 ? (key ^ sign) : (~key & mask);
   } else if (hlo::IsSignedInteger(type)) {
     bits = key ^ sign;

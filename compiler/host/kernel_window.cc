@@ -234,7 +234,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(
   k->out_dims.assign(args.output_shapes[0].dimensions().begin(),
                      args.output_shapes[0].dimensions().end());
   const hlo::Computation& region = *inst.called_computations()[0];
-  // (s4 and u4 sums wrap to 4 bits: the region's Expression does that.)
+  // (Sub-byte integer sums wrap to their bits: the region's Expression does
+  // that.)
   if (n == 1 && !IsSubByteInt(k->types[0])) k->op = SimpleReducer(region);
   if (k->op.has_value() && hlo::IsFloatingPoint(k->types[0]) &&
       (*k->op == ExprOp::kAnd || *k->op == ExprOp::kOr)) {

@@ -192,8 +192,8 @@ absl::Status Lowering::EmitReduce(int node) {
     }
   }
   const Computation& region = *inst.called_computations()[0];
-  // Complex reductions, and s4/u4 ones (which wrap to 4 bits), run through
-  // the generic reducer.
+  // Complex reductions, and sub-byte integer ones (which wrap to their
+  // bits), run through the generic reducer.
   std::optional<ExprOp> simple =
       count == 1 && !hlo::IsComplex(n.shape.element_type()) &&
               !IsSubByteInt(n.shape.element_type())

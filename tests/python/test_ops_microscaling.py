@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pjrt_client
+from hlo_harness import run_arrays
 
 # (exponent bits, mantissa bits, bias) of the finite-only formats: the sign
 # is the bit above the exponent, and there is no infinity and no NaN.
@@ -23,19 +24,10 @@ RNG = np.random.default_rng(20261207)
 
 
 def run(client, hlo, args):
-    executable = client.compile(hlo)
-    try:
-        outs = executable.execute(args)
-        try:
-            with warnings.catch_warnings():
-                # Without ml_dtypes, these types come back as their codes.
-                warnings.simplefilter("ignore", UserWarning)
-                return [o.to_numpy() for o in outs]
-        finally:
-            for o in outs:
-                o.delete()
-    finally:
-        executable.delete()
+    with warnings.catch_warnings():
+        # Without ml_dtypes, these types come back as their codes.
+        warnings.simplefilter("ignore", UserWarning)
+        return run_arrays(client, hlo, *args)
 
 
 def code_bits(ty: str) -> int:
@@ -56,8 +48,10 @@ def finite_value(code: int, ty: str) -> float:
 
 def finite_round(x: float, ty: str) -> float:
     """x rounded to the nearest value of the format, ties to the even code;
-    beyond the largest value, infinities and NaN too, the largest value of
-    x's sign."""
+    beyond the largest value, infinities too, the largest value of x's sign;
+    NaN of either sign +0."""
+    if np.isnan(x):
+        return 0.0
     sign = -1.0 if np.signbit(x) else 1.0
     positive = range(1 << (code_bits(ty) - 1))
     values = [Fraction(finite_value(c, ty)) for c in positive]
@@ -126,6 +120,7 @@ ENTRY e {{
     want = np.array([finite_round(float(v), ty) for v in x], np.float32)
     np.testing.assert_array_equal(out, want)
     assert np.signbit(out[len(edges) - 1])  # -0 stays -0
+    assert not np.signbit(out[len(edges) - 3:len(edges) - 1]).any()  # NaNs
 
 
 def test_e8m0_codes_are_powers_of_two_and_floats_round_to_the_nearest(client):
@@ -235,17 +230,29 @@ mx {{
   b = {ty}[] parameter(1)
   ROOT c = {ty}[] maximum(a, b)
 }}
+total_lt {{
+  a = {ty}[] parameter(0)
+  b = {ty}[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}}
 ENTRY e {{
   x = {ty}[{n}] parameter(0)
   s = {ty}[{n}] sort(x), dimensions={{0}}, to_apply=lt
   init = {ty}[] convert(f32[] constant({low}))
   m = {ty}[] reduce(x, init), dimensions={{0}}, to_apply=mx
-  ROOT t = (f32[{n}], f32[]) tuple(f32[{n}] convert(s), f32[] convert(m))
+  total = {ty}[{n}] sort(x), dimensions={{0}}, to_apply=total_lt
+  ROOT t = (f32[{n}], f32[], {ty}[{n}]) tuple(f32[{n}] convert(s),
+      f32[] convert(m), total)
 }}"""
-    ordered, largest = run(client, hlo, [codes])
+    ordered, largest, total = run(client, hlo, [codes])
     want = np.array(sorted(value(int(c)) for c in codes), np.float32)
     np.testing.assert_array_equal(ordered, want)
     assert largest == want[-1]
+    # The total order (a radix sort of the codes' keys) puts -0 before +0.
+    negative_zero = 1 << (code_bits(ty) - 1) if ty in FINITE else None
+    want_codes = sorted((int(c) for c in codes),
+                        key=lambda c: (value(c), c != negative_zero))
+    np.testing.assert_array_equal(total.view(np.uint8), want_codes)
 
 
 @pytest.mark.parametrize("ty,low,high,values", [

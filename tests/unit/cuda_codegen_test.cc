@@ -672,8 +672,18 @@ ENTRY e {
   b1 = bf16[] constant(5)
   ub = bf16[2000] rng(b0, b1), distribution=rng_uniform
   ud = f64[13] rng(m, sd), distribution=rng_uniform
+  e0 = f8e8m0fnu[] constant(1)
+  e1 = f8e8m0fnu[] constant(8)
+  ue = f8e8m0fnu[500] rng(e0, e1), distribution=rng_uniform
+  k0 = f4e2m1fn[] constant(-1)
+  k1 = f4e2m1fn[] constant(0)
+  uk = f4e2m1fn[500] rng(k0, k1), distribution=rng_uniform
+  x0 = f6e3m2fn[] constant(0)
+  x1 = f6e3m2fn[] constant(2)
+  ux = f6e3m2fn[500] rng(x0, x1), distribution=rng_uniform
   ROOT r = (f32[37], f16[9], f64[11], s32[21], u64[2], f8e4m3fn[3000],
-            bf16[2000], f64[13]) tuple(u, uh, n, i, s, uq, ub, ud)
+            bf16[2000], f64[13], f8e8m0fnu[500], f4e2m1fn[500],
+            f6e3m2fn[500]) tuple(u, uh, n, i, s, uq, ub, ud, ue, uk, ux)
 })"},
     {"map_of_a_two_operand_region", R"(
 HloModule m

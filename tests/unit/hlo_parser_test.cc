@@ -808,6 +808,11 @@ TEST(HloParserLiteral, ParseOnlyTypesParse) {
   EXPECT_EQ(RootLiteral(**f4).Get<uint8_t>(3), 0x0);
   EXPECT_FALSE(ParseConstant("f4e2m1fn[1]", "{7}").ok());
   EXPECT_FALSE(ParseConstant("f6e2m3fn[1]", "{-7.75}").ok());
+  auto no_nan = ParseConstant("f6e3m2fn[1]", "{nan}");
+  ASSERT_FALSE(no_nan.ok());
+  EXPECT_NE(no_nan.status().message().find("f6e3m2fn has no infinity or NaN"),
+            std::string::npos)
+      << no_nan.status();
   auto e8m0 = ParseConstant("f8e8m0fnu[3]", "{1, 0.25, 3}");
   ASSERT_TRUE(e8m0.ok()) << e8m0.status();
   EXPECT_EQ(RootLiteral(**e8m0).Get<uint8_t>(0), 127);

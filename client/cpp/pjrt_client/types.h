@@ -59,8 +59,8 @@ std::string DTypeName(DType dtype);
 // f6e3m2fn and f4e2m1fn), held as one code per byte (f4e2m1fn packed two
 // per byte on the wire, like s4).
 bool IsMiniFloat(DType dtype);
-// Bytes per element (1 for pred, and for s4 and u4 once unpacked); 0 if
-// unknown.
+// Bytes per element (1 for pred, and for the packed types once unpacked);
+// 0 if unknown.
 int DTypeByteWidth(DType dtype);
 // Bytes of `count` elements on the wire and in buffers (s4, u4 and f4e2m1fn
 // packed two per byte, element 2i in the high nibble of byte i; s2 and u2
