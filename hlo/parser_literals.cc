@@ -304,7 +304,9 @@ absl::Status Parser::ParseElement(const Shape& shape, const Draft& draft,
                                          token.text));
     }
     if (finite && IsFiniteOnlyFloat(type)) {
-      const uint8_t max_code = type == PrimitiveType::kF4E2M1FN ? 0x7 : 0x1F;
+      // The largest code: every bit but the sign's.
+      const uint8_t max_code =
+          static_cast<uint8_t>((1 << (MiniFloatCodeBits(type) - 1)) - 1);
       const double largest = MiniFloatToFloat(type, max_code);
       const double below = MiniFloatToFloat(type, max_code - 1);
       if (std::fabs(value) >= largest + (largest - below) / 2) {

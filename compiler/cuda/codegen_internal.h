@@ -49,16 +49,10 @@ inline int64_t BlocksFor(int64_t elements, int threads = kThreads) {
 }
 
 // The floats computed in float and rounded to their type after every op:
-// f16, bf16 and the f8 types.
-inline bool IsHalf(PrimitiveType t) {
-  return t == PrimitiveType::kF16 || t == PrimitiveType::kBf16 ||
-         hlo::IsMiniFloat(t);
-}
+// f16, bf16 and the narrower ones, as on the host.
+inline bool IsHalf(PrimitiveType t) { return host::IsNarrowFloat(t); }
 // s4, u4, s2 and u2: one value per byte, wrapped after every op.
-inline bool IsSubByteInt(PrimitiveType t) {
-  return t == PrimitiveType::kS4 || t == PrimitiveType::kU4 ||
-         t == PrimitiveType::kS2 || t == PrimitiveType::kU2;
-}
+using host::IsSubByteInt;
 inline bool IsFloat(PrimitiveType t) {
   return IsHalf(t) || t == PrimitiveType::kF32 || t == PrimitiveType::kF64;
 }
