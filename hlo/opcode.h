@@ -125,7 +125,8 @@ namespace pjrt::hlo {
   X(kCholesky, "cholesky", kCompute)                                  \
   X(kBatchNormTraining, "batch-norm-training", kCompute)              \
   X(kBatchNormInference, "batch-norm-inference", kCompute)            \
-  X(kBatchNormGrad, "batch-norm-grad", kCompute)
+  X(kBatchNormGrad, "batch-norm-grad", kCompute)                      \
+  X(kRaggedDot, "ragged-dot", kCompute)
 
 enum class Opcode {
 #define PJRT_HLO_OPCODE_ENUM(e, name, family) e,

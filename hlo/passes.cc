@@ -9,17 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "hlo/op_attributes.h"
+#include "hlo/passes_internal.h"
 
 namespace pjrt::hlo {
-namespace {
 
-std::vector<int64_t> DimsOf(const Shape& shape) {
-  return std::vector<int64_t>(shape.dimensions().begin(),
-                              shape.dimensions().end());
-}
+namespace passes_internal {
 
-// A new instruction after the ones of `c`, at the position of `at` (for
-// messages).
 Instruction* Add(Computation* c, const Instruction& at,
                  absl::string_view suffix, Opcode opcode,
                  absl::string_view opcode_name, Shape shape,
@@ -31,6 +26,54 @@ Instruction* Add(Computation* c, const Instruction& at,
   for (Instruction* o : operands) made->AddOperand(o);
   return c->AddInstruction(std::move(made));
 }
+
+namespace {
+
+// Whether `c` adds its two scalar parameters of `type`.
+bool IsScalarAdd(const Computation& c, PrimitiveType type) {
+  const Shape scalar(type, {});
+  const Instruction* root = c.root();
+  return c.parameters().size() == 2 && root != nullptr &&
+         root->opcode() == Opcode::kAdd && root->shape() == scalar &&
+         root->operand(0) == c.parameters()[0] &&
+         root->operand(1) == c.parameters()[1] &&
+         c.parameters()[0]->shape() == scalar;
+}
+
+}  // namespace
+
+Computation* ScalarAddRegion(Module* module, PrimitiveType type) {
+  const std::string base = absl::StrCat("pjrt.add.", PrimitiveTypeName(type));
+  std::string name = base;
+  for (int n = 1;; ++n) {
+    Computation* found = module->FindComputation(name);
+    if (found == nullptr) break;
+    if (IsScalarAdd(*found, type)) return found;
+    name = absl::StrCat(base, ".", n);
+  }
+  auto region = std::make_unique<Computation>(name);
+  const Shape scalar(type, {});
+  Instruction* params[2];
+  for (int i = 0; i < 2; ++i) {
+    auto p = std::make_unique<Instruction>(
+        absl::StrCat("p", i), Opcode::kParameter, "parameter", scalar);
+    p->mutable_attributes()->parameter_number = i;
+    params[i] = region->AddInstruction(std::move(p));
+    region->mutable_parameters()->push_back(params[i]);
+  }
+  auto sum = std::make_unique<Instruction>("sum", Opcode::kAdd, "add", scalar);
+  sum->AddOperand(params[0]);
+  sum->AddOperand(params[1]);
+  region->set_root(region->AddInstruction(std::move(sum)));
+  return module->AddComputation(std::move(region));
+}
+}  // namespace passes_internal
+
+namespace {
+
+using passes_internal::Add;
+using passes_internal::DimsOf;
+using passes_internal::RewriteEach;
 
 // Rewrites `conv` if it is a unit convolution; returns whether it did.
 absl::StatusOr<bool> RewriteIfUnit(Computation* c, Instruction* conv) {
@@ -234,7 +277,7 @@ class BatchNormExpansion {
   Instruction* Sum(Instruction* v) {
     Instruction* sum = Make(Opcode::kReduce, per_feature_, {v, Scalar(0)});
     sum->mutable_attributes()->dimensions = others_;
-    sum->AddCalledComputation(AddRegion());
+    sum->AddCalledComputation(passes_internal::ScalarAddRegion(module_, type_));
     return sum;
   }
   Instruction* Mean(Instruction* v) {
@@ -242,29 +285,6 @@ class BatchNormExpansion {
         Broadcast(Scalar(static_cast<double>(count_)), per_feature_, {});
     return Make(Opcode::kDivide, per_feature_, {Sum(v), n});
   }
-  // The scalar add region of the operand's type, made once per module.
-  Computation* AddRegion() {
-    const std::string name =
-        absl::StrCat("batch_norm_add.", PrimitiveTypeName(type_));
-    if (Computation* found = module_->FindComputation(name)) return found;
-    auto region = std::make_unique<Computation>(name);
-    const Shape scalar(type_, {});
-    Instruction* params[2];
-    for (int i = 0; i < 2; ++i) {
-      auto p = std::make_unique<Instruction>(
-          absl::StrCat("p", i), Opcode::kParameter, "parameter", scalar);
-      p->mutable_attributes()->parameter_number = i;
-      params[i] = region->AddInstruction(std::move(p));
-      region->mutable_parameters()->push_back(params[i]);
-    }
-    auto sum =
-        std::make_unique<Instruction>("sum", Opcode::kAdd, "add", scalar);
-    sum->AddOperand(params[0]);
-    sum->AddOperand(params[1]);
-    region->set_root(region->AddInstruction(std::move(sum)));
-    return module_->AddComputation(std::move(region));
-  }
-
   Module* module_;
   Computation* c_;
   Instruction* norm_;
@@ -276,26 +296,6 @@ class BatchNormExpansion {
   std::vector<int64_t> others_;
   int made_ = 0;
 };
-
-// Calls `rewrite(computation, instruction)` on each instruction the module
-// has before it starts (rewrites append instructions and computations)
-// and counts those it rewrote (it returns true for them).
-template <typename Rewrite>
-absl::StatusOr<int> RewriteEach(Module* module, Rewrite rewrite) {
-  std::vector<std::pair<Computation*, Instruction*>> all;
-  for (const auto& computation : module->computations()) {
-    for (const auto& inst : computation->instructions()) {
-      all.emplace_back(computation.get(), inst.get());
-    }
-  }
-  int rewritten = 0;
-  for (const auto& [computation, inst] : all) {
-    absl::StatusOr<bool> done = rewrite(computation, inst);
-    if (!done.ok()) return done.status();
-    rewritten += *done;
-  }
-  return rewritten;
-}
 
 // A constant of `literal` (an array or a tuple of them, nested), as array
 // constants and tuples of them, at the position of `at`. Recursive: the
@@ -503,7 +503,7 @@ absl::StatusOr<int> SimplifyModule(Module* module) {
   int rewritten = 0;
   for (auto* pass :
        {&FoldDimensionSizes, &SplitTupleConstants, &SplitCombinedCollectives,
-        &ExpandBatchNorms, &RewriteUnitConvolutionsAsDots}) {
+        &ExpandBatchNorms, &ExpandRaggedDots, &RewriteUnitConvolutionsAsDots}) {
     PJRT_ASSIGN_OR_RETURN(const int made, pass(module));
     rewritten += made;
   }

@@ -12,6 +12,12 @@
 //    the StableHLO spec's decompositions: per-feature reduces, broadcasts
 //    and element-wise ops in the operand's type (a tuple of the results
 //    where the op had one). No backend has a batch norm kernel.
+//  - ragged-dot becomes a dot with masks (hlo/passes_ragged_dot.cc): each
+//    group's [start, end) along the ragged dimension is a running sum of
+//    group_sizes; a ragged non-contracting dimension multiplies every row
+//    by every group's rhs and keeps its own group's product, a ragged
+//    contracting one zeroes what lies outside each group in a copy of lhs
+//    per group, a ragged batch one zeroes the batches past the last group.
 //  - A tuple constant becomes a tuple of array constants.
 //  - get-dimension-size becomes its s32 constant (shapes are static).
 //  - A combined collective-permute (several operands, a tuple result)
@@ -38,6 +44,7 @@ absl::StatusOr<int> SimplifyModule(Module* module);
 // The rewrites, one by one (each returns how many it made).
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
 absl::StatusOr<int> ExpandBatchNorms(Module* module);
+absl::StatusOr<int> ExpandRaggedDots(Module* module);
 absl::StatusOr<int> SplitTupleConstants(Module* module);
 absl::StatusOr<int> FoldDimensionSizes(Module* module);
 absl::StatusOr<int> SplitCombinedCollectives(Module* module);

@@ -1,6 +1,7 @@
 // The StableHLO translator's CHLO ops that take more than a line of HLO:
-// chlo.scan (a while over the scanned dimension) and chlo.ragged_dot (a dot
-// whose rows or contracted columns are masked per group).
+// chlo.scan (a while over the scanned dimension) and chlo.ragged_dot (HLO's
+// ragged-dot, which the shared passes expand).
+#include "hlo/dot_shapes.h"
 #include "hlo/stablehlo_internal.h"
 
 namespace pjrt::hlo::stablehlo_internal {
@@ -250,214 +251,44 @@ absl::Status Translator::RaggedDot(Builder* b, const Operation& op) {
   PJRT_ASSIGN_OR_RETURN(Shape result, ResultType(op));
   PJRT_ASSIGN_OR_RETURN(const Attribute* numbers,
                         RequireAttr(op, {"ragged_dot_dimension_numbers"}));
-  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> lb,
+  DotDimensionNumbers d;
+  PJRT_ASSIGN_OR_RETURN(d.lhs_batch_dimensions,
                         FieldInts(op, *numbers, "lhs_batching_dimensions"));
-  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> rb,
+  PJRT_ASSIGN_OR_RETURN(d.rhs_batch_dimensions,
                         FieldInts(op, *numbers, "rhs_batching_dimensions"));
-  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> lc,
+  PJRT_ASSIGN_OR_RETURN(d.lhs_contracting_dimensions,
                         FieldInts(op, *numbers, "lhs_contracting_dimensions"));
-  PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> rc,
+  PJRT_ASSIGN_OR_RETURN(d.rhs_contracting_dimensions,
                         FieldInts(op, *numbers, "rhs_contracting_dimensions"));
   PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> ragged,
                         FieldInts(op, *numbers, "lhs_ragged_dimensions"));
   PJRT_ASSIGN_OR_RETURN(std::vector<int64_t> group,
                         FieldInts(op, *numbers, "rhs_group_dimensions"));
-  const Shape& lhs = in[0].shape;
-  const Shape& rhs = in[1].shape;
-  const Shape& sizes = in[2].shape;
-  if (lhs.IsTuple() || rhs.IsTuple() || sizes.IsTuple()) {
-    return Invalid(op, "takes no tuple operands");
+  for (const Value& v : in) {
+    if (v.shape.IsTuple()) return Invalid(op, "takes no tuple operands");
   }
-  if (ragged.size() != 1 || ragged[0] < 0 || ragged[0] >= lhs.rank()) {
-    return Invalid(op, absl::StrFormat("needs one lhs ragged dimension of "
-                                       "%s, not [%s]",
-                                       mlir::MlirTypeString(lhs),
-                                       absl::StrJoin(ragged, ",")));
+  // Checked here so that the message names this op; HLO's ragged-dot,
+  // which the shared passes expand (hlo/passes.h), computes it.
+  absl::StatusOr<hlo::RaggedDot> checked =
+      AnalyzeRaggedDot(in[0].shape, in[1].shape, in[2].shape, d, ragged, group);
+  if (!checked.ok()) return Invalid(op, checked.status().message());
+  std::string attributes;
+  if (!d.lhs_batch_dimensions.empty()) {
+    attributes =
+        absl::StrCat("lhs_batch_dims=", Braced(d.lhs_batch_dimensions),
+                     ", rhs_batch_dims=", Braced(d.rhs_batch_dimensions), ", ");
   }
-  const int64_t r = ragged[0];
-  const PrimitiveType st = sizes.element_type();
-  if (sizes.rank() != 1 || !(IsSignedInteger(st) || IsUnsignedInteger(st))) {
-    return Unsupported(
-        op, absl::StrFormat("group_sizes is %s; pjrtd takes a vector of "
-                            "integers, one per group",
-                            mlir::MlirTypeString(sizes)));
+  absl::StrAppend(
+      &attributes,
+      "lhs_contracting_dims=", Braced(d.lhs_contracting_dimensions),
+      ", rhs_contracting_dims=", Braced(d.rhs_contracting_dimensions),
+      ", lhs_ragged_dims=", Braced(ragged));
+  if (!group.empty()) {
+    absl::StrAppend(&attributes, ", rhs_group_dims=", Braced(group));
   }
-  const int64_t g = sizes.dimensions(0);
-  const auto contains = [](const std::vector<int64_t>& v, int64_t x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-  };
-  enum class Mode { kRows, kContracted, kBatch };
-  const Mode mode = contains(lc, r)   ? Mode::kContracted
-                    : contains(lb, r) ? Mode::kBatch
-                                      : Mode::kRows;
-  if ((mode == Mode::kRows) != (group.size() == 1) || group.size() > 1 ||
-      (group.size() == 1 &&
-       (group[0] < 0 || group[0] >= rhs.rank() || contains(rb, group[0]) ||
-        contains(rc, group[0]) || rhs.dimensions(group[0]) != g))) {
-    return Invalid(
-        op, absl::StrFormat(
-                "rhs_group_dimensions [%s] of %s: a ragged non-contracting "
-                "dimension needs one rhs dimension of the %d groups, "
-                "neither batching nor contracting; a ragged contracting or "
-                "batching dimension none",
-                absl::StrJoin(group, ","), mlir::MlirTypeString(rhs), g));
-  }
-  const Shape s64(PrimitiveType::kS64, {});
-  // Each group's [start, end) along the ragged dimension: end is the
-  // inclusive prefix sum of the sizes (a window of g over g - 1 zeros and
-  // the sizes).
-  const Shape vector(PrimitiveType::kS64, {g});
-  const std::string wide = st == PrimitiveType::kS64
-                               ? in[2].name
-                               : Emit(b, &op, vector, "convert", {in[2].name});
-  const std::string zero64 = EmitLine(b, &op, s64, "constant", "0");
-  const std::string ends =
-      g == 0
-          ? wide
-          : Emit(b, &op, vector, "reduce-window", {wide, zero64},
-                 absl::StrFormat("window={size=%d pad=%d_0}, to_apply=%%%s", g,
-                                 g - 1, AddComputation(PrimitiveType::kS64)));
-  const std::string starts = Emit(b, &op, vector, "subtract", {ends, wide});
-
-  const auto dims_attr = [&](const std::vector<int64_t>& lhs_batch,
-                             const std::vector<int64_t>& rhs_batch,
-                             const std::vector<int64_t>& lhs_contracting) {
-    std::string text;
-    if (!lhs_batch.empty()) {
-      text = absl::StrCat("lhs_batch_dims=", Braced(lhs_batch),
-                          ", rhs_batch_dims=", Braced(rhs_batch), ", ");
-    }
-    return absl::StrCat(text, "lhs_contracting_dims=", Braced(lhs_contracting),
-                        ", rhs_contracting_dims=", Braced(rc));
-  };
-  const PrimitiveType t = result.element_type();
-  const std::string zero = EmitZero(b, &op, t);
-  // Where `index` (of `shape`, along `along`) lies in group `group_of`
-  // (along that dimension, broadcast from starts and ends): a pred array.
-  const auto in_group = [&](const Shape& shape, int64_t along,
-                            int64_t group_along) {
-    const Shape wide_shape = shape.WithElementType(PrimitiveType::kS64);
-    const Shape pred = shape.WithElementType(PrimitiveType::kPred);
-    const std::string at = Emit(b, &op, wide_shape, "iota", {},
-                                absl::StrCat("iota_dimension=", along));
-    const std::string dims = absl::StrCat("dimensions={", group_along, "}");
-    return Emit(
-        b, &op, pred, "and",
-        {Emit(b, &op, pred, "compare",
-              {at, Emit(b, &op, wide_shape, "broadcast", {starts}, dims)},
-              "direction=GE"),
-         Emit(b, &op, pred, "compare",
-              {at, Emit(b, &op, wide_shape, "broadcast", {ends}, dims)},
-              "direction=LT")});
-  };
-  // The lhs's non-contracting, non-batching dimensions, in order.
-  std::vector<int64_t> lhs_free;
-  for (int64_t i = 0; i < lhs.rank(); ++i) {
-    if (!contains(lb, i) && !contains(lc, i)) lhs_free.push_back(i);
-  }
-  std::vector<int64_t> rhs_free;
-  for (int64_t i = 0; i < rhs.rank(); ++i) {
-    if (!contains(rb, i) && !contains(rc, i)) rhs_free.push_back(i);
-  }
-  const int64_t batch = static_cast<int64_t>(lb.size());
-  std::vector<int64_t> result_dims(result.dimensions().begin(),
-                                   result.dimensions().end());
-  if (mode == Mode::kRows) {
-    // Every row against every group's rhs, [batch, lhs free, rhs free
-    // with the group dimension]; each row keeps its own group's.
-    const int64_t row =
-        batch +
-        (std::find(lhs_free.begin(), lhs_free.end(), r) - lhs_free.begin());
-    const int64_t at_group =
-        batch + static_cast<int64_t>(lhs_free.size()) +
-        (std::find(rhs_free.begin(), rhs_free.end(), group[0]) -
-         rhs_free.begin());
-    std::vector<int64_t> dims = result_dims;
-    if (at_group > static_cast<int64_t>(dims.size())) {
-      return Invalid(
-          op, absl::StrCat("has result type ", mlir::MlirTypeString(result)));
-    }
-    dims.insert(dims.begin() + at_group, g);
-    const Shape all(t, dims);
-    const std::string product = Emit(
-        b, &op, all, "dot", {in[0].name, in[1].name}, dims_attr(lb, rb, lc));
-    const std::string kept =
-        Emit(b, &op, all, "select",
-             {in_group(all, row, at_group), product,
-              Emit(b, &op, all, "broadcast", {zero}, "dimensions={}")});
-    return Define(b, op,
-                  {Value{Emit(b, &op, result, "reduce", {kept, zero},
-                              absl::StrCat("dimensions={", at_group,
-                                           "}, to_apply=%", AddComputation(t))),
-                         result}});
-  }
-  if (mode == Mode::kContracted) {
-    // One lhs per group, its columns outside the group zeroed: [g, lhs].
-    std::vector<int64_t> expanded = {g};
-    expanded.insert(expanded.end(), lhs.dimensions().begin(),
-                    lhs.dimensions().end());
-    const Shape masked_shape(lhs.element_type(), expanded);
-    std::vector<int64_t> spread;
-    for (int64_t i = 1; i <= lhs.rank(); ++i) spread.push_back(i);
-    const std::string masked =
-        Emit(b, &op, masked_shape, "select",
-             {in_group(masked_shape, r + 1, 0),
-              Emit(b, &op, masked_shape, "broadcast", {in[0].name},
-                   absl::StrCat("dimensions=", Braced(spread))),
-              EmitZeros(b, &op, masked_shape)});
-    std::vector<int64_t> lb1, lc1;
-    for (int64_t d : lb) lb1.push_back(d + 1);
-    for (int64_t d : lc) lc1.push_back(d + 1);
-    // The dot gives [batch, g, lhs free, rhs free]; the result is
-    // [g, batch, ...].
-    if (result.rank() < 1 + batch) {
-      return Invalid(
-          op, absl::StrCat("has result type ", mlir::MlirTypeString(result)));
-    }
-    std::vector<int64_t> dot_dims = result_dims;
-    dot_dims.erase(dot_dims.begin());
-    dot_dims.insert(dot_dims.begin() + batch, result_dims[0]);
-    const Shape dot_shape(t, dot_dims);
-    const std::string product =
-        Emit(b, &op, dot_shape, "dot", {masked, in[1].name},
-             dims_attr(lb1, rb, lc1));
-    std::vector<int64_t> permutation = {batch};
-    for (int64_t i = 0; i < static_cast<int64_t>(dot_dims.size()); ++i) {
-      if (i != batch) permutation.push_back(i);
-    }
-    return Define(b, op,
-                  {Value{Emit(b, &op, result, "transpose", {product},
-                              absl::StrCat("dimensions=", Braced(permutation))),
-                         result}});
-  }
-  // A ragged batch dimension: each batch multiplies its own operands;
-  // batches past the last group are zeros.
-  const int64_t at = std::find(lb.begin(), lb.end(), r) - lb.begin();
-  const Shape wide_result = result.WithElementType(PrimitiveType::kS64);
-  const std::string total =
-      Emit(b, &op, s64, "reshape",
-           {Emit(b, &op, Shape(PrimitiveType::kS64, {1}), "slice", {ends},
-                 absl::StrFormat("slice={[%d:%d]}", std::max<int64_t>(g - 1, 0),
-                                 std::max<int64_t>(g, 1)))});
-  const std::string product = Emit(
-      b, &op, result, "dot", {in[0].name, in[1].name}, dims_attr(lb, rb, lc));
-  if (g == 0) {
-    return Define(
-        b, op,
-        {Value{Emit(b, &op, result, "broadcast", {zero}, "dimensions={}"),
-               result}});
-  }
-  const std::string kept =
-      Emit(b, &op, result.WithElementType(PrimitiveType::kPred), "compare",
-           {Emit(b, &op, wide_result, "iota", {},
-                 absl::StrCat("iota_dimension=", at)),
-            Emit(b, &op, wide_result, "broadcast", {total}, "dimensions={}")},
-           "direction=LT");
   return Define(
       b, op,
-      {Value{Emit(b, &op, result, "select",
-                  {kept, product,
-                   Emit(b, &op, result, "broadcast", {zero}, "dimensions={}")}),
+      {Value{Emit(b, &op, result, "ragged-dot", Names(in), attributes),
              result}});
 }
 

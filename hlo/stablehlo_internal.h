@@ -554,11 +554,8 @@ class Translator {
   // input, calls the region on the slices and carries, and writes its
   // outputs into place.
   absl::Status Scan(Builder* b, const Operation& op);
-  // chlo.ragged_dot (stablehlo_chlo.cc): a ragged non-contracting lhs
-  // dimension multiplies every row by every group's rhs and keeps its own
-  // group's; a ragged contracting one gives one product per group, the
-  // columns outside it zeroed; a ragged batch dimension zeroes the batches
-  // past the last group.
+  // chlo.ragged_dot (stablehlo_chlo.cc): HLO's ragged-dot, checked here
+  // so that messages name the op.
   absl::Status RaggedDot(Builder* b, const Operation& op);
   // batch_norm_training, batch_norm_inference and batch_norm_grad
   // (stablehlo_batch_norm.cc), as the spec decomposes them.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/text.h"
+#include "hlo/dot_shapes.h"
 #include "hlo/op_shapes.h"
 #include "hlo/parser.h"
 #include "hlo/verifier.h"

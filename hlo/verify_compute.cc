@@ -1,5 +1,6 @@
 // The verifier's checks of dots, reductions, windows, convolutions, fft, sort,
-// top-k, random bits, triangular-solve, cholesky and batch norms.
+// top-k, random bits, triangular-solve, cholesky, batch norms and ragged
+// dots.
 #include "hlo/verifier_internal.h"
 
 namespace pjrt::hlo::verifier_internal {
@@ -32,6 +33,8 @@ absl::Status Verifier::CheckComputeOp(const Instruction& inst) {
     case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
       return CheckInferred(inst, InferBatchNormShape(inst));
+    case Opcode::kRaggedDot:
+      return CheckInferred(inst, InferRaggedDotShape(inst));
     case Opcode::kRngBitGenerator:
       return CheckInferred(inst, InferRngBitGeneratorShape(inst));
     case Opcode::kRng:
@@ -51,77 +54,22 @@ absl::Status Verifier::CheckDot(const Instruction& inst) {
   PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
   const Shape& lhs = inst.operand(0)->shape();
   const Shape& rhs = inst.operand(1)->shape();
-  const DotDimensionNumbers& d = inst.attributes().dot_dimension_numbers;
   for (const Shape* s : {&lhs, &rhs}) {
     if (s->element_type() == PrimitiveType::kPred) {
       return Invalid(inst, "dot needs numeric operands, not pred");
     }
   }
-  PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.lhs_batch_dimensions,
-                                          lhs.rank(), "lhs batch dimension"));
-  PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.rhs_batch_dimensions,
-                                          rhs.rank(), "rhs batch dimension"));
-  PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.lhs_contracting_dimensions,
-                                          lhs.rank(),
-                                          "lhs contracting dimension"));
-  PJRT_RETURN_IF_ERROR(ExpectDimensionsIn(inst, d.rhs_contracting_dimensions,
-                                          rhs.rank(),
-                                          "rhs contracting dimension"));
-  if (d.lhs_batch_dimensions.size() != d.rhs_batch_dimensions.size() ||
-      d.lhs_contracting_dimensions.size() !=
-          d.rhs_contracting_dimensions.size()) {
-    return Invalid(inst,
-                   "lhs and rhs must have as many batch dimensions, and "
-                   "as many contracting dimensions, as each other");
-  }
-  for (size_t i = 0; i < d.lhs_batch_dimensions.size(); ++i) {
-    if (lhs.dimensions(d.lhs_batch_dimensions[i]) !=
-        rhs.dimensions(d.rhs_batch_dimensions[i])) {
-      return Invalid(
-          inst, absl::StrFormat("batch dimension %d has size %d in lhs %s but "
-                                "%d in rhs %s",
-                                i, lhs.dimensions(d.lhs_batch_dimensions[i]),
-                                lhs.ToString(),
-                                rhs.dimensions(d.rhs_batch_dimensions[i]),
-                                rhs.ToString()));
-    }
-  }
-  for (size_t i = 0; i < d.lhs_contracting_dimensions.size(); ++i) {
-    if (lhs.dimensions(d.lhs_contracting_dimensions[i]) !=
-        rhs.dimensions(d.rhs_contracting_dimensions[i])) {
-      return Invalid(
-          inst,
-          absl::StrFormat("contracting dimension %d has size %d in lhs "
-                          "%s but %d in rhs %s",
-                          i, lhs.dimensions(d.lhs_contracting_dimensions[i]),
-                          lhs.ToString(),
-                          rhs.dimensions(d.rhs_contracting_dimensions[i]),
-                          rhs.ToString()));
-    }
-  }
-  const auto is_in = [](const std::vector<int64_t>& v, int64_t x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-  };
-  std::vector<int64_t> dims;
-  for (int64_t b : d.lhs_batch_dimensions) dims.push_back(lhs.dimensions(b));
-  for (int i = 0; i < lhs.rank(); ++i) {
-    if (!is_in(d.lhs_batch_dimensions, i) &&
-        !is_in(d.lhs_contracting_dimensions, i)) {
-      dims.push_back(lhs.dimensions(i));
-    }
-  }
-  for (int i = 0; i < rhs.rank(); ++i) {
-    if (!is_in(d.rhs_batch_dimensions, i) &&
-        !is_in(d.rhs_contracting_dimensions, i)) {
-      dims.push_back(rhs.dimensions(i));
-    }
+  absl::StatusOr<std::vector<int64_t>> dims =
+      DotResultDimensions(lhs, rhs, inst.attributes().dot_dimension_numbers);
+  if (!dims.ok()) {
+    return Fail(inst, dims.status().code(), dims.status().message());
   }
   if (!inst.shape().IsArray() ||
       inst.shape().element_type() == PrimitiveType::kPred) {
     return Invalid(inst, absl::StrFormat("dot produces a numeric array, not %s",
                                          inst.shape().ToString()));
   }
-  return ExpectShape(inst, Shape(inst.shape().element_type(), dims));
+  return ExpectShape(inst, Shape(inst.shape().element_type(), *dims));
 }
 
 absl::Status Verifier::CheckReduce(const Instruction& inst) {

@@ -111,7 +111,7 @@ def test_ragged_dot_refuses_a_group_dimension_it_cannot_place(client):
 """
     with pytest.raises(pjrt_client.InvalidArgumentError) as e:
         client.compile(program)
-    assert "rhs_group_dimensions []" in str(e.value)
+    assert "rhs group dimensions {}: a ragged non-contracting" in str(e.value)
 
 
 def test_scan_carries_outputs_and_values_from_outside(client):

@@ -255,3 +255,71 @@ def batch_norm_grad(x, scale, mean, var, dy, eps, feature: int):
               * (n * dy - along_feature(grad_offset, x, feature)
                  - xhat * along_feature(grad_scale, x, feature)))
     return grad_x, grad_scale, grad_offset
+
+
+def dot_general(lhs, rhs, lb=(), rb=(), lc=(), rc=()):
+    """dot with XLA's dimension numbers: the result is [batch, lhs free,
+    rhs free]."""
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    lsub, rsub = [None] * lhs.ndim, [None] * rhs.ndim
+    for dl, dr in zip(list(lb) + list(lc), list(rb) + list(rc)):
+        lsub[dl] = rsub[dr] = next(letters)
+    for d in lf:
+        lsub[d] = next(letters)
+    for d in rf:
+        rsub[d] = next(letters)
+    out = ([lsub[d] for d in lb] + [lsub[d] for d in lf]
+           + [rsub[d] for d in rf])
+    return np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}",
+                     lhs, rhs)
+
+
+def ragged_group_ids(lhs_shape, sizes, lb, lc, ragged: int) -> np.ndarray:
+    """For every lhs element, the group its index along the ragged
+    dimension falls in (g where it is past the last group), from
+    group_sizes [g] or [prefix..., g] as ragged-dot reads it."""
+    if ragged in lb:
+        prefix = list(lb[:list(lb).index(ragged)])
+    elif ragged in lc:
+        prefix = list(lb) + list(lc[:list(lc).index(ragged)])
+    else:
+        prefix = list(lb) + [d for d in range(ragged)
+                             if d not in lb and d not in lc]
+    g = sizes.shape[-1]
+    if sizes.ndim == 1:
+        sizes = np.broadcast_to(
+            sizes, tuple(lhs_shape[d] for d in prefix) + (g,))
+    ends = np.cumsum(sizes.astype(np.int64), axis=-1)
+    ids = np.empty(lhs_shape, np.int64)
+    for idx in np.ndindex(*lhs_shape):
+        # The group of index m is the number of groups ending at or
+        # before it.
+        own = ends[tuple(idx[d] for d in prefix)]
+        ids[idx] = int(np.count_nonzero(own <= idx[ragged]))
+    return ids
+
+
+def ragged_dot(lhs, rhs, sizes, *, lb=(), rb=(), lc=(), rc=(), ragged: int,
+               group=None):
+    """ragged-dot: each lhs element takes part only with its own group
+    (a ragged free dimension: its group's rhs along `group`; a ragged
+    contracting one: one result per group; a ragged batch one: batches past
+    the last group are zeros)."""
+    g = sizes.shape[-1]
+    ids = ragged_group_ids(lhs.shape, sizes, lb, lc, ragged)
+    zero = np.zeros_like(lhs)
+    if ragged in lc:
+        return np.stack([dot_general(np.where(ids == j, lhs, zero), rhs,
+                                     lb, rb, lc, rc) for j in range(g)])
+    if ragged in lb:
+        return dot_general(np.where(ids < g, lhs, zero), rhs, lb, rb, lc, rc)
+    rb1 = [d - (d > group) for d in rb]
+    rc1 = [d - (d > group) for d in rc]
+    out = dot_general(zero, np.take(rhs, 0, axis=group), lb, rb1, lc, rc1)
+    for j in range(g):
+        out = out + dot_general(np.where(ids == j, lhs, zero),
+                                np.take(rhs, j, axis=group), lb, rb1, lc,
+                                rc1)
+    return out

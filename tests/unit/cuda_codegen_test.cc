@@ -251,6 +251,23 @@ ENTRY e {
   ROOT r = (f32[17,9], f32[9,17], f32[5,17,17], f64[4,4], s64[3,2]) tuple(ab, tb, bc, dd, ij)
 })",
      1e-4},
+    {"ragged_dots_in_every_mode_through_the_shared_expansion", R"(
+HloModule m
+ENTRY e {
+  l = f32[3,11,5] parameter(0)
+  r = f32[4,5,7] parameter(1)
+  s = s32[3,4] constant({{2, 0, 5, 3}, {11, 0, 0, 0}, {1, 1, 1, 1}})
+  rows = f32[3,11,7] ragged-dot(l, r, s), lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={1}, rhs_group_dims={0}
+  c = f32[6,3,5] parameter(2)
+  q = f32[3,5,2] parameter(3)
+  k = s64[3,3] constant({{1, 2, 2}, {0, 5, 0}, {4, 0, 0}})
+  cols = f32[3,6,2] ragged-dot(c, q, k), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}, lhs_ragged_dims={2}
+  b = f32[5,3,2] parameter(4)
+  g = u8[2] constant({1, 2})
+  batches = f32[5,3,3] ragged-dot(b, b, g), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={0}
+  ROOT t = (f32[3,11,7], f32[3,6,2], f32[5,3,3]) tuple(rows, cols, batches)
+})",
+     1e-4},
     {"half_dots_multiply_their_operands_as_they_are", R"(
 HloModule m
 ENTRY e {

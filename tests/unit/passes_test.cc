@@ -30,7 +30,8 @@ std::unique_ptr<Module> Simplified(const std::string& text, int rewrites) {
     return nullptr;
   }
   EXPECT_EQ(*rewritten, rewrites) << text;
-  EXPECT_TRUE(VerifyModule(*module, text).ok()) << text;
+  const absl::Status verified = VerifyModule(*module, text);
+  EXPECT_TRUE(verified.ok()) << verified << "\n" << text;
   return module;
 }
 
@@ -115,6 +116,54 @@ ENTRY e {
   for (const auto& c : module->computations())
     regions += c.get() != module->entry();
   EXPECT_EQ(regions, 1);
+}
+
+TEST(Passes, RaggedDotsBecomeDotsAndMasksInEveryMode) {
+  // A free, a contracting and a batch ragged dimension, group sizes of
+  // several types, per leading index or shared; and a computation of the
+  // module's own under the add region's name, which is not an add.
+  const std::string text = R"(HloModule m
+pjrt.add.s64 {
+  a = s64[] parameter(0)
+  b = s64[] parameter(1)
+  ROOT m = s64[] multiply(a, b)
+}
+ENTRY e {
+  l = f32[19,11,5] parameter(0)
+  r = f32[3,5,7] parameter(1)
+  s = s64[19,3] parameter(2)
+  rows = f32[19,11,7] ragged-dot(l, r, s), lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={1}, rhs_group_dims={0}
+  c = f32[11,19,5] parameter(3)
+  q = f32[19,5,7] parameter(4)
+  cols = f32[3,11,7] ragged-dot(c, q, s), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}, lhs_ragged_dims={2}
+  b = f32[4,3,2] parameter(5)
+  z = u8[2] parameter(6)
+  batches = bf16[4,3,3] ragged-dot(b, b, z), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={0}
+  ROOT t = (f32[19,11,7], f32[3,11,7], bf16[4,3,3]) tuple(rows, cols, batches)
+})";
+  auto module = Simplified(text, 3);
+  ASSERT_NE(module, nullptr);
+  const Instruction* root = module->entry()->root();
+  ASSERT_EQ(root->opcode(), Opcode::kTuple);
+  int dots = 0, running_sums = 0;
+  for (const Instruction* inst : module->entry()->PostOrder()) {
+    EXPECT_NE(inst->opcode(), Opcode::kRaggedDot) << inst->Describe();
+    dots += inst->opcode() == Opcode::kDot;
+    if (inst->opcode() != Opcode::kReduceWindow) continue;
+    ++running_sums;
+    // The module's own pjrt.add.s64 multiplies: the sums take another.
+    ASSERT_EQ(inst->called_computations().size(), 1u);
+    const Computation* add = inst->called_computations()[0];
+    EXPECT_NE(add->name(), "pjrt.add.s64");
+    EXPECT_EQ(add->root()->opcode(), Opcode::kAdd);
+  }
+  // One dot per ragged-dot; the group bounds once per ragged-dot.
+  EXPECT_EQ(dots, 3);
+  EXPECT_EQ(running_sums, 3);
+  // Each replacement keeps the ragged-dot's shape.
+  EXPECT_EQ(root->operand(0)->shape(), Shape(PrimitiveType::kF32, {19, 11, 7}));
+  EXPECT_EQ(root->operand(1)->shape(), Shape(PrimitiveType::kF32, {3, 11, 7}));
+  EXPECT_EQ(root->operand(2)->shape(), Shape(PrimitiveType::kBf16, {4, 3, 3}));
 }
 
 // Counts the instructions of `opcode` the root of `c` depends on.

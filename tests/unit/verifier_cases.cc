@@ -452,6 +452,88 @@ ENTRY e {
   ROOT d = pred[] dot(x, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
 })",
        kInvalid, "%d: dot produces a numeric array, not pred[]"},
+      {"DotDimensionBothBatchAndContracting", R"(
+HloModule m
+ENTRY e {
+  x = f32[4,2] parameter(0)
+  ROOT d = f32[4] dot(x, x), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={0}, rhs_contracting_dims={0}
+})",
+       kInvalid,
+       "%d: lhs dimension 0 is both a batch and a contracting dimension"},
+
+      // --- ragged-dot ---
+      {"RaggedDotWithTwoRaggedDimensions", R"(
+HloModule m
+ENTRY e {
+  l = f32[4,3] parameter(0)
+  r = f32[2,3,5] parameter(1)
+  s = s32[2] parameter(2)
+  ROOT d = f32[4,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0,1}, rhs_group_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: lhs ragged dimensions {0,1} must be exactly one "
+       "dimension of lhs f32[4,3]"},
+      {"RaggedDotGroupSizesOfWrongPrefix", R"(
+HloModule m
+ENTRY e {
+  l = f32[2,4,3] parameter(0)
+  r = f32[2,3,5] parameter(1)
+  s = s32[4,2] parameter(2)
+  ROOT d = f32[2,4,5] ragged-dot(l, r, s), lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={1}, rhs_group_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: group_sizes is s32[4,2]; for lhs f32[2,4,3] with "
+       "ragged dimension 1 it must be [2] or [2,2]"},
+      {"RaggedDotGroupDimensionOfOtherSize", R"(
+HloModule m
+ENTRY e {
+  l = f32[4,3] parameter(0)
+  r = f32[2,3,5] parameter(1)
+  s = s32[3] parameter(2)
+  ROOT d = f32[4,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: rhs group dimensions {0}: a ragged non-contracting "
+       "lhs dimension needs one rhs dimension of the 3 groups; rhs is "
+       "f32[2,3,5]"},
+      {"RaggedDotGroupDimensionThatContracts", R"(
+HloModule m
+ENTRY e {
+  l = f32[4,3] parameter(0)
+  r = f32[3,5] parameter(1)
+  s = s32[3] parameter(2)
+  ROOT d = f32[4,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: rhs group dimension 0 is also a batch or "
+       "contracting dimension"},
+      {"RaggedDotWithFloatGroupSizes", R"(
+HloModule m
+ENTRY e {
+  l = f32[4,3] parameter(0)
+  r = f32[2,3,5] parameter(1)
+  s = f32[2] parameter(2)
+  ROOT d = f32[4,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: group_sizes is f32[2]; it must hold integers"},
+      {"RaggedDotOfTheWrongShape", R"(
+HloModule m
+ENTRY e {
+  l = f32[4,3] parameter(0)
+  r = f32[3,5] parameter(1)
+  s = s32[2] parameter(2)
+  ROOT d = f32[4,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
+})",
+       kInvalid, "f32[2,4,5]"},
+      {"RaggedDotOfTwoOperands", R"(
+HloModule m
+ENTRY e {
+  l = f32[4,3] parameter(0)
+  ROOT d = f32[4,4] ragged-dot(l, l), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: takes lhs, rhs and group_sizes, got 2 operand(s)"},
 
       // --- reduce ---
       {"ReduceWithoutAnInitialValue", R"(

@@ -1,0 +1,316 @@
+// ragged-dot as a dot and masks (hlo/passes.h): each group's
+// [start, end) along the ragged dimension comes from group_sizes by a
+// running sum, and an iota compared with them selects what each group keeps.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "hlo/dot_shapes.h"
+#include "hlo/passes.h"
+#include "hlo/passes_internal.h"
+
+namespace pjrt::hlo {
+namespace {
+
+using passes_internal::Add;
+using passes_internal::DimsOf;
+
+class RaggedDotExpansion {
+ public:
+  RaggedDotExpansion(Module* module, Computation* c, Instruction* inst,
+                     RaggedDot r)
+      : module_(module),
+        c_(c),
+        inst_(inst),
+        r_(std::move(r)),
+        type_(inst->shape().element_type()) {}
+
+  void Run() {
+    Bounds();
+    Instruction* replacement = nullptr;
+    switch (r_.mode) {
+      case RaggedDot::Mode::kNonContracting:
+        replacement = NonContracting();
+        break;
+      case RaggedDot::Mode::kContracting:
+        replacement = Contracting();
+        break;
+      case RaggedDot::Mode::kBatch:
+        replacement = Batch();
+        break;
+    }
+    c_->ReplaceUses(inst_, replacement);
+  }
+
+ private:
+  Instruction* lhs() const { return inst_->operand(0); }
+  Instruction* rhs() const { return inst_->operand(1); }
+  Instruction* sizes() const { return inst_->operand(2); }
+  int64_t batch() const {
+    return static_cast<int64_t>(r_.dot.lhs_batch_dimensions.size());
+  }
+  bool per_prefix() const { return sizes()->shape().rank() > 1; }
+
+  Instruction* Make(Opcode opcode, Shape shape,
+                    std::vector<Instruction*> operands) {
+    return Add(c_, *inst_, absl::StrCat(".ragged", made_++), opcode,
+               OpcodeName(opcode), std::move(shape), std::move(operands));
+  }
+  Instruction* Zero(PrimitiveType t) {
+    Instruction* zero = Make(Opcode::kConstant, Shape(t, {}), {});
+    zero->mutable_attributes()->literal = Literal(Shape(t, {}));
+    return zero;
+  }
+  Instruction* Broadcast(Instruction* v, Shape to,
+                         std::vector<int64_t> dimensions) {
+    Instruction* b = Make(Opcode::kBroadcast, std::move(to), {v});
+    b->mutable_attributes()->dimensions = std::move(dimensions);
+    return b;
+  }
+  Instruction* Zeros(const Shape& shape) {
+    return Broadcast(Zero(shape.element_type()),
+                     Shape(shape.element_type(), DimsOf(shape)), {});
+  }
+  // GE or LT, the two the expansion uses.
+  Instruction* Compare(Instruction* l, Instruction* r,
+                       ComparisonDirection direction) {
+    Instruction* compare =
+        Make(Opcode::kCompare, l->shape().WithElementType(PrimitiveType::kPred),
+             {l, r});
+    Attributes* a = compare->mutable_attributes();
+    a->comparison_direction = direction;
+    a->present.push_back("direction");
+    a->raw.emplace_back("direction",
+                        direction == ComparisonDirection::kGe ? "GE" : "LT");
+    return compare;
+  }
+  Instruction* Select(Instruction* pred, Instruction* yes, Instruction* no,
+                      Shape shape) {
+    return Make(Opcode::kSelect, std::move(shape), {pred, yes, no});
+  }
+  Instruction* Dot(Instruction* l, Instruction* r, DotDimensionNumbers d,
+                   Shape shape) {
+    Instruction* dot = Make(Opcode::kDot, std::move(shape), {l, r});
+    dot->mutable_attributes()->dot_dimension_numbers = std::move(d);
+    return dot;
+  }
+
+  // starts_ and ends_: each group's [start, end) along the ragged
+  // dimension, s64 of group_sizes' shape. The ends are the running sum
+  // of the sizes along their last dimension (a window of g over g - 1
+  // zeros of padding and the sizes).
+  void Bounds() {
+    const Shape wide = sizes()->shape().WithElementType(PrimitiveType::kS64);
+    Instruction* sizes64 =
+        sizes()->shape().element_type() == PrimitiveType::kS64
+            ? sizes()
+            : Make(Opcode::kConvert,
+                   Shape(PrimitiveType::kS64, DimsOf(sizes()->shape())),
+                   {sizes()});
+    ends_ = sizes64;
+    const int64_t g = r_.groups;
+    if (g > 0) {
+      std::vector<std::string> size(wide.rank(), "1");
+      std::vector<std::string> pad(wide.rank(), "0_0");
+      size.back() = absl::StrCat(g);
+      pad.back() = absl::StrCat(g - 1, "_0");
+      ends_ =
+          Make(Opcode::kReduceWindow, Shape(wide.element_type(), DimsOf(wide)),
+               {sizes64, Zero(PrimitiveType::kS64)});
+      Attributes* a = ends_->mutable_attributes();
+      a->present.push_back("window");
+      a->raw.emplace_back("window",
+                          absl::StrCat("{size=", absl::StrJoin(size, "x"),
+                                       " pad=", absl::StrJoin(pad, "x"), "}"));
+      ends_->AddCalledComputation(
+          passes_internal::ScalarAddRegion(module_, PrimitiveType::kS64));
+    }
+    starts_ = Make(Opcode::kSubtract, ends_->shape(), {ends_, sizes64});
+  }
+
+  // `bound` (starts_ or ends_) broadcast into `shape` (as s64), its
+  // dimension i along targets[i]: transposed first where the targets
+  // are not in order.
+  Instruction* Place(Instruction* bound, const Shape& shape,
+                     const std::vector<int64_t>& targets) {
+    std::vector<int64_t> order(targets.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return targets[a] < targets[b]; });
+    Instruction* v = bound;
+    if (!std::is_sorted(targets.begin(), targets.end())) {
+      std::vector<int64_t> dims;
+      for (int64_t i : order) dims.push_back(bound->shape().dimensions(i));
+      v = Make(Opcode::kTranspose, Shape(PrimitiveType::kS64, dims), {bound});
+      v->mutable_attributes()->dimensions = order;
+    }
+    std::vector<int64_t> sorted = targets;
+    std::sort(sorted.begin(), sorted.end());
+    return Broadcast(v, Shape(PrimitiveType::kS64, DimsOf(shape)), sorted);
+  }
+
+  // Where the index along `along` of `shape` lies in the group that
+  // group_sizes' dimensions, placed along `targets`, tell: a pred array.
+  Instruction* InGroup(const Shape& shape, int64_t along,
+                       const std::vector<int64_t>& targets) {
+    const Shape wide(PrimitiveType::kS64, DimsOf(shape));
+    Instruction* at = Make(Opcode::kIota, wide, {});
+    at->mutable_attributes()->iota_dimension = along;
+    return Make(
+        Opcode::kAnd, wide.WithElementType(PrimitiveType::kPred),
+        {Compare(at, Place(starts_, wide, targets), ComparisonDirection::kGe),
+         Compare(at, Place(ends_, wide, targets), ComparisonDirection::kLt)});
+  }
+
+  // group_sizes' prefix dimensions along the first of `shape`, its
+  // groups along `group`.
+  std::vector<int64_t> Targets(int64_t group) const {
+    std::vector<int64_t> targets;
+    if (per_prefix()) {
+      for (size_t i = 0; i < r_.prefix.size(); ++i) targets.push_back(i);
+    }
+    targets.push_back(group);
+    return targets;
+  }
+
+  std::vector<int64_t> FreeDimensions(int64_t rank,
+                                      const std::vector<int64_t>& batch,
+                                      const std::vector<int64_t>& contracting) {
+    std::vector<int64_t> free;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+          std::find(contracting.begin(), contracting.end(), i) ==
+              contracting.end()) {
+        free.push_back(i);
+      }
+    }
+    return free;
+  }
+
+  // Every lhs row against every group's rhs, [batch, lhs free, rhs free
+  // with the group dimension]; each row keeps its own group's product,
+  // and the sum over the group dimension is the result.
+  Instruction* NonContracting() {
+    const std::vector<int64_t> lhs_free =
+        FreeDimensions(lhs()->shape().rank(), r_.dot.lhs_batch_dimensions,
+                       r_.dot.lhs_contracting_dimensions);
+    const std::vector<int64_t> rhs_free =
+        FreeDimensions(rhs()->shape().rank(), r_.dot.rhs_batch_dimensions,
+                       r_.dot.rhs_contracting_dimensions);
+    const auto position = [](const std::vector<int64_t>& v, int64_t x) {
+      return static_cast<int64_t>(std::find(v.begin(), v.end(), x) - v.begin());
+    };
+    const int64_t row = batch() + position(lhs_free, r_.lhs_ragged);
+    const int64_t at_group = batch() + static_cast<int64_t>(lhs_free.size()) +
+                             position(rhs_free, r_.rhs_group[0]);
+    std::vector<int64_t> dims = r_.result_dimensions;
+    dims.insert(dims.begin() + at_group, r_.groups);
+    const Shape all(type_, dims);
+    Instruction* product = Dot(lhs(), rhs(), r_.dot, all);
+    Instruction* kept =
+        Select(InGroup(all, row, Targets(at_group)), product, Zeros(all), all);
+    Instruction* sum =
+        Make(Opcode::kReduce, inst_->shape(), {kept, Zero(type_)});
+    sum->mutable_attributes()->dimensions = {at_group};
+    sum->AddCalledComputation(passes_internal::ScalarAddRegion(module_, type_));
+    return sum;
+  }
+
+  // One lhs per group, its elements outside the group zeroed: [g, lhs];
+  // their dot gives [batch, g, lhs free, rhs free], transposed to the
+  // result's [g, batch, ...].
+  Instruction* Contracting() {
+    const Shape& l = lhs()->shape();
+    std::vector<int64_t> expanded = {r_.groups};
+    std::vector<int64_t> spread;
+    for (int64_t i = 0; i < l.rank(); ++i) {
+      expanded.push_back(l.dimensions(i));
+      spread.push_back(i + 1);
+    }
+    const Shape masked_shape(l.element_type(), expanded);
+    std::vector<int64_t> targets;
+    if (per_prefix()) {
+      for (int64_t d : r_.prefix) targets.push_back(d + 1);
+    }
+    targets.push_back(0);
+    Instruction* masked =
+        Select(InGroup(masked_shape, r_.lhs_ragged + 1, targets),
+               Broadcast(lhs(), masked_shape, spread), Zeros(masked_shape),
+               masked_shape);
+    DotDimensionNumbers d = r_.dot;
+    for (int64_t& x : d.lhs_batch_dimensions) ++x;
+    for (int64_t& x : d.lhs_contracting_dimensions) ++x;
+    std::vector<int64_t> dot_dims(r_.result_dimensions.begin() + 1,
+                                  r_.result_dimensions.end());
+    dot_dims.insert(dot_dims.begin() + batch(), r_.groups);
+    Instruction* product = Dot(masked, rhs(), d, Shape(type_, dot_dims));
+    std::vector<int64_t> permutation = {batch()};
+    for (int64_t i = 0; i < static_cast<int64_t>(dot_dims.size()); ++i) {
+      if (i != batch()) permutation.push_back(i);
+    }
+    Instruction* result = Make(Opcode::kTranspose, inst_->shape(), {product});
+    result->mutable_attributes()->dimensions = permutation;
+    return result;
+  }
+
+  // The dot, with the batches past the last group zeroed.
+  Instruction* Batch() {
+    const Shape plain(type_, r_.result_dimensions);
+    if (r_.groups == 0) return Broadcast(Zero(type_), inst_->shape(), {});
+    const auto& lb = r_.dot.lhs_batch_dimensions;
+    const int64_t at =
+        std::find(lb.begin(), lb.end(), r_.lhs_ragged) - lb.begin();
+    // The last end of each prefix: [prefix..., 1], reshaped to [prefix...].
+    const Shape& bounds = ends_->shape();
+    std::vector<int64_t> last_dims = DimsOf(bounds);
+    last_dims.back() = 1;
+    Instruction* last =
+        Make(Opcode::kSlice, Shape(PrimitiveType::kS64, last_dims), {ends_});
+    for (int64_t i = 0; i < bounds.rank(); ++i) {
+      const int64_t n = bounds.dimensions(i);
+      last->mutable_attributes()->slice.push_back(
+          i + 1 == bounds.rank() ? SliceDimension{n - 1, n, 1}
+                                 : SliceDimension{0, n, 1});
+    }
+    last_dims.pop_back();
+    Instruction* total =
+        Make(Opcode::kReshape, Shape(PrimitiveType::kS64, last_dims), {last});
+    const Shape wide(PrimitiveType::kS64, r_.result_dimensions);
+    Instruction* index = Make(Opcode::kIota, wide, {});
+    index->mutable_attributes()->iota_dimension = at;
+    std::vector<int64_t> prefix(last_dims.size());
+    std::iota(prefix.begin(), prefix.end(), 0);
+    Instruction* kept = Compare(index, Broadcast(total, wide, prefix),
+                                ComparisonDirection::kLt);
+    return Select(kept, Dot(lhs(), rhs(), r_.dot, plain), Zeros(plain),
+                  inst_->shape());
+  }
+
+  Module* module_;
+  Computation* c_;
+  Instruction* inst_;
+  RaggedDot r_;
+  PrimitiveType type_;
+  Instruction* starts_ = nullptr;
+  Instruction* ends_ = nullptr;
+  int made_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<int> ExpandRaggedDots(Module* module) {
+  return passes_internal::RewriteEach(
+      module, [&](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        if (inst->opcode() != Opcode::kRaggedDot) return false;
+        PJRT_ASSIGN_OR_RETURN(RaggedDot r, AnalyzeRaggedDot(*inst));
+        RaggedDotExpansion(module, c, inst, std::move(r)).Run();
+        return true;
+      });
+}
+
+}  // namespace pjrt::hlo
