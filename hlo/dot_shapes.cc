@@ -243,6 +243,22 @@ absl::StatusOr<Shape> InferRaggedDotShape(const Instruction& inst) {
         absl::StrFormat("%s: produces a numeric array, not %s",
                         inst.opcode_name(), inst.shape().ToString()));
   }
+  // The expansion's largest intermediate (hlo/passes.h): every row against
+  // every group's rhs, or a copy of lhs per group.
+  std::vector<int64_t> widest;
+  if (r.mode == RaggedDot::Mode::kNonContracting) {
+    widest = r.result_dimensions;
+    widest.push_back(r.groups);
+  } else if (r.mode == RaggedDot::Mode::kContracting) {
+    const Shape& lhs = inst.operand(0)->shape();
+    widest.assign(lhs.dimensions().begin(), lhs.dimensions().end());
+    widest.push_back(r.groups);
+  }
+  if (absl::Status fits = CheckShapeLimits(Shape(t, widest)); !fits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        inst.opcode_name(),
+        ": computing it takes a product per group: ", fits.message()));
+  }
   return Shape(t, r.result_dimensions);
 }
 

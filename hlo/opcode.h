@@ -87,6 +87,7 @@ namespace pjrt::hlo {
   X(kReduceScatter, "reduce-scatter", kCollective)                    \
   X(kCollectivePermute, "collective-permute", kCollective)            \
   X(kAllToAll, "all-to-all", kCollective)                             \
+  X(kRaggedAllToAll, "ragged-all-to-all", kCollective)                \
   X(kWhile, "while", kStructure)                                      \
   X(kConditional, "conditional", kStructure)                          \
   X(kGather, "gather", kDataMovement)                                 \

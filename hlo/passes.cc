@@ -29,26 +29,30 @@ Instruction* Add(Computation* c, const Instruction& at,
 
 namespace {
 
-// Whether `c` adds its two scalar parameters of `type`.
-bool IsScalarAdd(const Computation& c, PrimitiveType type) {
+// Whether `c` takes two scalars of `type` and gives their sum (`add`) or
+// the second.
+bool IsScalarRegion(const Computation& c, PrimitiveType type, bool add) {
   const Shape scalar(type, {});
   const Instruction* root = c.root();
-  return c.parameters().size() == 2 && root != nullptr &&
-         root->opcode() == Opcode::kAdd && root->shape() == scalar &&
+  if (c.parameters().size() != 2 || root == nullptr ||
+      c.parameters()[0]->shape() != scalar ||
+      c.parameters()[1]->shape() != scalar) {
+    return false;
+  }
+  if (!add) return root == c.parameters()[1];
+  return root->opcode() == Opcode::kAdd &&
          root->operand(0) == c.parameters()[0] &&
-         root->operand(1) == c.parameters()[1] &&
-         c.parameters()[0]->shape() == scalar;
+         root->operand(1) == c.parameters()[1];
 }
 
-}  // namespace
-
-Computation* ScalarAddRegion(Module* module, PrimitiveType type) {
-  const std::string base = absl::StrCat("pjrt.add.", PrimitiveTypeName(type));
+Computation* ScalarRegion(Module* module, PrimitiveType type, bool add) {
+  const std::string base =
+      absl::StrCat(add ? "pjrt.add." : "pjrt.second.", PrimitiveTypeName(type));
   std::string name = base;
   for (int n = 1;; ++n) {
     Computation* found = module->FindComputation(name);
     if (found == nullptr) break;
-    if (IsScalarAdd(*found, type)) return found;
+    if (IsScalarRegion(*found, type, add)) return found;
     name = absl::StrCat(base, ".", n);
   }
   auto region = std::make_unique<Computation>(name);
@@ -61,12 +65,28 @@ Computation* ScalarAddRegion(Module* module, PrimitiveType type) {
     params[i] = region->AddInstruction(std::move(p));
     region->mutable_parameters()->push_back(params[i]);
   }
-  auto sum = std::make_unique<Instruction>("sum", Opcode::kAdd, "add", scalar);
-  sum->AddOperand(params[0]);
-  sum->AddOperand(params[1]);
-  region->set_root(region->AddInstruction(std::move(sum)));
+  if (add) {
+    auto sum =
+        std::make_unique<Instruction>("sum", Opcode::kAdd, "add", scalar);
+    sum->AddOperand(params[0]);
+    sum->AddOperand(params[1]);
+    region->set_root(region->AddInstruction(std::move(sum)));
+  } else {
+    region->set_root(params[1]);
+  }
   return module->AddComputation(std::move(region));
 }
+
+}  // namespace
+
+Computation* ScalarAddRegion(Module* module, PrimitiveType type) {
+  return ScalarRegion(module, type, /*add=*/true);
+}
+
+Computation* ScalarSecondRegion(Module* module, PrimitiveType type) {
+  return ScalarRegion(module, type, /*add=*/false);
+}
+
 }  // namespace passes_internal
 
 namespace {
@@ -503,7 +523,8 @@ absl::StatusOr<int> SimplifyModule(Module* module) {
   int rewritten = 0;
   for (auto* pass :
        {&FoldDimensionSizes, &SplitTupleConstants, &SplitCombinedCollectives,
-        &ExpandBatchNorms, &ExpandRaggedDots, &RewriteUnitConvolutionsAsDots}) {
+        &ExpandBatchNorms, &ExpandRaggedDots, &ExpandRaggedAllToAlls,
+        &RewriteUnitConvolutionsAsDots}) {
     PJRT_ASSIGN_OR_RETURN(const int made, pass(module));
     rewritten += made;
   }

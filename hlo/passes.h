@@ -12,12 +12,17 @@
 //    the StableHLO spec's decompositions: per-feature reduces, broadcasts
 //    and element-wise ops in the operand's type (a tuple of the results
 //    where the op had one). No backend has a batch norm kernel.
-//  - ragged-dot becomes a dot with masks (hlo/passes_ragged_dot.cc): each
+//  - ragged-dot becomes a dot with masks (hlo/passes_ragged.cc): each
 //    group's [start, end) along the ragged dimension is a running sum of
 //    group_sizes; a ragged non-contracting dimension multiplies every row
 //    by every group's rhs and keeps its own group's product, a ragged
 //    contracting one zeroes what lies outside each group in a copy of lhs
 //    per group, a ragged batch one zeroes the batches past the last group.
+//  - ragged-all-to-all becomes an all-to-all of every update's rows (from
+//    its input offset on: a gather), one of where the sender puts them and
+//    how many (the output offsets and send sizes), and a scatter of the
+//    rows that arrive into the output (rows past each update's size go
+//    out of bounds, which a scatter skips).
 //  - A tuple constant becomes a tuple of array constants.
 //  - get-dimension-size becomes its s32 constant (shapes are static).
 //  - A combined collective-permute (several operands, a tuple result)
@@ -45,6 +50,7 @@ absl::StatusOr<int> SimplifyModule(Module* module);
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
 absl::StatusOr<int> ExpandBatchNorms(Module* module);
 absl::StatusOr<int> ExpandRaggedDots(Module* module);
+absl::StatusOr<int> ExpandRaggedAllToAlls(Module* module);
 absl::StatusOr<int> SplitTupleConstants(Module* module);
 absl::StatusOr<int> FoldDimensionSizes(Module* module);
 absl::StatusOr<int> SplitCombinedCollectives(Module* module);

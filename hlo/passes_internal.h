@@ -29,6 +29,9 @@ Instruction* Add(Computation* c, const Instruction& at,
 // The computation adding two scalars of `type`, made once per module (under
 // a name no computation of the module's own takes).
 Computation* ScalarAddRegion(Module* module, PrimitiveType type);
+// The computation giving the second of two scalars of `type` (a scatter
+// that assigns), likewise.
+Computation* ScalarSecondRegion(Module* module, PrimitiveType type);
 
 // Calls `rewrite(computation, instruction)` on each instruction the module
 // has before it starts (rewrites append instructions and computations)

@@ -252,6 +252,7 @@ class Verifier {
   absl::Status CheckDynamicSlice(const Instruction& inst);
   // all-to-all without dimensions=: one operand per group member.
   absl::Status CheckTupleAllToAll(const Instruction& inst);
+  absl::Status CheckRaggedAllToAll(const Instruction& inst);
   absl::Status CheckDynamicUpdateSlice(const Instruction& inst);
   absl::Status CheckCopyDone(const Instruction& inst);
   // An opcode that reached the checks of a family it is not in: a bug of

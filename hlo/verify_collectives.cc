@@ -16,6 +16,8 @@ absl::Status Verifier::CheckCollectiveOp(const Instruction& inst) {
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
       return CheckCollective(inst);
+    case Opcode::kRaggedAllToAll:
+      return CheckRaggedAllToAll(inst);
     case Opcode::kCollectiveBroadcast: {
       // Each group's first member sends its operands to the others (the
       // shared passes make it collective-permutes).
@@ -232,6 +234,85 @@ absl::Status Verifier::CheckTupleAllToAll(const Instruction& inst) {
   }
   std::vector<Shape> shapes(n, in);
   return ExpectShape(inst, Shape::Tuple(shapes));
+}
+
+absl::Status Verifier::CheckRaggedAllToAll(const Instruction& inst) {
+  // (input, output, input_offsets, send_sizes, output_offsets, recv_sizes):
+  // rows of input go into rows of the group members' outputs.
+  const Attributes& a = inst.attributes();
+  PJRT_RETURN_IF_ERROR(ExpectOperands(inst, 6));
+  PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+  if (a.use_global_device_ids && !a.channel_id.has_value()) {
+    return Invalid(inst, "use_global_device_ids=true needs a channel_id");
+  }
+  const Shape& in = inst.operand(0)->shape();
+  const Shape& out = inst.operand(1)->shape();
+  bool rows_match = in.rank() >= 1 && in.rank() == out.rank() &&
+                    in.element_type() == out.element_type();
+  for (int i = 1; rows_match && i < in.rank(); ++i) {
+    rows_match = in.dimensions(i) == out.dimensions(i);
+  }
+  if (!rows_match) {
+    return Invalid(inst,
+                   absl::StrFormat("ragged-all-to-all writes rows of its input "
+                                   "into rows of its output: they need one "
+                                   "element type and the same dimensions after "
+                                   "the first; the input is %s, the output %s",
+                                   in.ToString(), out.ToString()));
+  }
+  const Shape& offsets = inst.operand(2)->shape();
+  for (int i = 2; i < 6; ++i) {
+    const Shape& s = inst.operand(i)->shape();
+    if (s.rank() != 1 || s.dimensions(0) != offsets.dimensions(0) ||
+        (s.element_type() != PrimitiveType::kS32 &&
+         s.element_type() != PrimitiveType::kS64)) {
+      return Invalid(
+          inst,
+          absl::StrFormat(
+              "operand %d (%%%s) is %s; input_offsets, send_sizes, "
+              "output_offsets and recv_sizes are s32 or s64 vectors of "
+              "one length (operand 2 is %s)",
+              i, inst.operand(i)->name(), s.ToString(), offsets.ToString()));
+    }
+  }
+  int64_t members = 0;
+  if (a.replica_groups.empty()) {
+    const ModuleConfig& config = module_.config();
+    members =
+        a.channel_id.has_value() ? config.num_partitions : config.replica_count;
+  } else {
+    members = static_cast<int64_t>(a.replica_groups[0].size());
+    for (const std::vector<int64_t>& group : a.replica_groups) {
+      if (static_cast<int64_t>(group.size()) != members) {
+        return Invalid(
+            inst,
+            absl::StrFormat("ragged-all-to-all's groups must be of one "
+                            "size; {%s} has %d members, {%s} %d",
+                            absl::StrJoin(a.replica_groups[0], ","), members,
+                            absl::StrJoin(group, ","), group.size()));
+      }
+    }
+  }
+  const int64_t updates = offsets.dimensions(0);
+  if (members < 1 || updates % members != 0) {
+    return Invalid(
+        inst, absl::StrFormat("ragged-all-to-all over groups of %d needs "
+                              "offsets and sizes with a multiple of %d "
+                              "entries (the same number of updates to each "
+                              "member); they have %d",
+                              members, std::max<int64_t>(members, 1), updates));
+  }
+  // What the exchange moves: every row of the input for every update.
+  std::vector<int64_t> exchanged = {updates};
+  exchanged.insert(exchanged.end(), in.dimensions().begin(),
+                   in.dimensions().end());
+  if (absl::Status fits = CheckShapeLimits(Shape(in.element_type(), exchanged));
+      !fits.ok()) {
+    return Invalid(inst, absl::StrCat("ragged-all-to-all exchanges each of "
+                                      "its updates as a copy of the input: ",
+                                      fits.message()));
+  }
+  return ExpectShape(inst, out);
 }
 
 }  // namespace pjrt::hlo::verifier_internal

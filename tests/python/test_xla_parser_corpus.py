@@ -57,12 +57,6 @@ REFUSED = {
         pjrt_client.InvalidArgumentError, "%tuple.input"),
     "CombinedCollectivePermuteStartAndDone.hlo": (
         pjrt_client.InvalidArgumentError, "collective-permute-start of one"),
-    "RaggedAllToAll.hlo": (pjrt_client.UnimplementedError,
-                           "op 'ragged-all-to-all'"),
-    "RaggedAllToAllWithCollectiveDeviceList.hlo": (
-        pjrt_client.UnimplementedError, "op 'ragged-all-to-all'"),
-    "RaggedAllToAllWithReplicaGroups.hlo": (pjrt_client.UnimplementedError,
-                                            "op 'ragged-all-to-all'"),
     # Host transfers: a daemon's programs have no infeed, outfeed, send or
     # recv.
     "InfeedOutfeed.hlo": (pjrt_client.UnimplementedError, "op 'infeed'"),

@@ -166,6 +166,39 @@ ENTRY e {
   EXPECT_EQ(root->operand(2)->shape(), Shape(PrimitiveType::kBf16, {4, 3, 3}));
 }
 
+TEST(Passes, RaggedAllToAllBecomesAllToAllsAndAScatter) {
+  const std::string text = R"(HloModule m, replica_count=4
+ENTRY e {
+  input = bf16[8,3] parameter(0)
+  output = bf16[6,3] parameter(1)
+  a = s32[4] parameter(2)
+  b = s32[4] parameter(3)
+  c = s64[4] parameter(4)
+  d = s32[4] parameter(5)
+  ROOT r = bf16[6,3] ragged-all-to-all(input, output, a, b, c, d), replica_groups={{0,1},{2,3}}
+})";
+  auto module = Simplified(text, 1);
+  ASSERT_NE(module, nullptr);
+  const Instruction* root = module->entry()->root();
+  ASSERT_EQ(root->opcode(), Opcode::kScatter);
+  EXPECT_EQ(root->shape(), Shape(PrimitiveType::kBf16, {6, 3}));
+  EXPECT_EQ(root->operand(0)->name(), "output");
+  ASSERT_EQ(root->called_computations().size(), 1u);
+  // The scatter assigns: its region gives the update.
+  const Computation* region = root->called_computations()[0];
+  EXPECT_EQ(region->root(), region->parameters()[1]);
+  int exchanges = 0;
+  for (const Instruction* inst : module->entry()->PostOrder()) {
+    if (inst->opcode() != Opcode::kAllToAll) continue;
+    ++exchanges;
+    EXPECT_EQ(inst->attributes().dimensions, (std::vector<int64_t>{0}));
+    EXPECT_EQ(inst->attributes().replica_groups,
+              (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
+  }
+  // The rows, then where they go and how many.
+  EXPECT_EQ(exchanges, 2);
+}
+
 // Counts the instructions of `opcode` the root of `c` depends on.
 int Reachable(const Computation& c, Opcode opcode) {
   int n = 0;

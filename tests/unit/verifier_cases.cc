@@ -526,6 +526,17 @@ ENTRY e {
   ROOT d = f32[4,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
 })",
        kInvalid, "f32[2,4,5]"},
+      {"RaggedDotWhoseProductPerGroupIsTooLarge", R"(
+HloModule m
+ENTRY e {
+  l = f32[1048576,1] parameter(0)
+  r = f32[1048576,1,1048576] parameter(1)
+  s = s32[1048576] parameter(2)
+  ROOT d = f32[1048576,1048576] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})",
+       kInvalid,
+       "%d: ragged-dot: computing it takes a product per group: shape "
+       "f32[1048576,1048576,1048576] is too large"},
       {"RaggedDotOfTwoOperands", R"(
 HloModule m
 ENTRY e {
@@ -887,6 +898,92 @@ ENTRY e {
        kInvalid,
        "%a: all-to-all of 2 operands over one group of all 3 replicas needs 3 "
        "operands"},
+      // --- ragged-all-to-all ---
+      {"RaggedAllToAllOfRowsThatDiffer", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  p0 = f32[8,2] parameter(0)
+  p1 = f32[6,3] parameter(1)
+  p2 = s32[4] parameter(2)
+  p3 = s32[4] parameter(3)
+  p4 = s32[4] parameter(4)
+  p5 = s32[4] parameter(5)
+  ROOT r = f32[6,3] ragged-all-to-all(p0, p1, p2, p3, p4, p5)
+})",
+       kInvalid,
+       "%r: ragged-all-to-all writes rows of its input into rows of its "
+       "output: they need one element type and the same dimensions after "
+       "the first; the input is f32[8,2], the output f32[6,3]"},
+      {"RaggedAllToAllWithFloatOffsets", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  p0 = f32[8,2] parameter(0)
+  p1 = f32[6,2] parameter(1)
+  p2 = f32[4] parameter(2)
+  p3 = s32[4] parameter(3)
+  p4 = s32[4] parameter(4)
+  p5 = s32[4] parameter(5)
+  ROOT r = f32[6,2] ragged-all-to-all(p0, p1, p2, p3, p4, p5)
+})",
+       kInvalid,
+       "%r: operand 2 (%p2) is f32[4]; input_offsets, send_sizes, "
+       "output_offsets and recv_sizes are s32 or s64 vectors of one length "
+       "(operand 2 is f32[4])"},
+      {"RaggedAllToAllWithGroupsOfTwoSizes", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  p0 = f32[8,2] parameter(0)
+  p1 = f32[6,2] parameter(1)
+  p2 = s32[4] parameter(2)
+  p3 = s32[4] parameter(3)
+  p4 = s32[4] parameter(4)
+  p5 = s32[4] parameter(5)
+  ROOT r = f32[6,2] ragged-all-to-all(p0, p1, p2, p3, p4, p5), replica_groups={{0,1},{2}}
+})",
+       kInvalid,
+       "%r: ragged-all-to-all's groups must be of one size; {0,1} has 2 "
+       "members, {2} 1"},
+      {"RaggedAllToAllWithUpdatesTheGroupCannotShare", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  p0 = f32[8,2] parameter(0)
+  p1 = f32[6,2] parameter(1)
+  p2 = s32[6] parameter(2)
+  p3 = s32[6] parameter(3)
+  p4 = s32[6] parameter(4)
+  p5 = s32[6] parameter(5)
+  ROOT r = f32[6,2] ragged-all-to-all(p0, p1, p2, p3, p4, p5)
+})",
+       kInvalid,
+       "%r: ragged-all-to-all over groups of 4 needs offsets and sizes with "
+       "a multiple of 4 entries (the same number of updates to each "
+       "member); they have 6"},
+      {"RaggedAllToAllExchangingTooMuch", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  p0 = f32[134217728,67108864] parameter(0)
+  p1 = f32[1,67108864] parameter(1)
+  p2 = s32[4] parameter(2)
+  p3 = s32[4] parameter(3)
+  p4 = s32[4] parameter(4)
+  p5 = s32[4] parameter(5)
+  ROOT r = f32[1,67108864] ragged-all-to-all(p0, p1, p2, p3, p4, p5)
+})",
+       kInvalid,
+       "%r: ragged-all-to-all exchanges each of its updates as a copy of the "
+       "input: shape f32[4,134217728,67108864] is too large"},
+      {"RaggedAllToAllWithGlobalIdsButNoChannel", R"(
+HloModule m, replica_count=4
+ENTRY e {
+  p0 = f32[8,2] parameter(0)
+  p1 = f32[6,2] parameter(1)
+  p2 = s32[4] parameter(2)
+  p3 = s32[4] parameter(3)
+  p4 = s32[4] parameter(4)
+  p5 = s32[4] parameter(5)
+  ROOT r = f32[6,2] ragged-all-to-all(p0, p1, p2, p3, p4, p5), use_global_device_ids=true
+})",
+       kInvalid, "%r: use_global_device_ids=true needs a channel_id"},
       {"CollectiveBroadcastOfNothing", R"(
 HloModule m
 ENTRY e {

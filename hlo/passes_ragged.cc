@@ -1,6 +1,8 @@
-// ragged-dot as a dot and masks (hlo/passes.h): each group's
-// [start, end) along the ragged dimension comes from group_sizes by a
-// running sum, and an iota compared with them selects what each group keeps.
+// The ragged ops as dense HLO (hlo/passes.h). ragged-dot is a dot and masks:
+// each group's [start, end) along the ragged dimension comes from
+// group_sizes by a running sum, and an iota compared with them selects what
+// each group keeps. ragged-all-to-all is two all-to-alls, of the rows each
+// update sends and of where they go, and a scatter of what arrives.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -301,6 +303,168 @@ class RaggedDotExpansion {
   int made_ = 0;
 };
 
+// ragged-all-to-all(input, output, input_offsets, send_sizes,
+// output_offsets, recv_sizes): update u to the group's member j (entry
+// i = j * U + u of the vectors) sends rows [input_offsets[i],
+// + send_sizes[i]) of the input to rows from output_offsets[i] of j's
+// output; rows nothing arrives at keep the output's values.
+class RaggedAllToAllExpansion {
+ public:
+  RaggedAllToAllExpansion(Module* module, Computation* c, Instruction* inst)
+      : module_(module), c_(c), inst_(inst) {}
+
+  void Run() {
+    const Shape& in = inst_->operand(0)->shape();
+    const Shape& out = inst_->operand(1)->shape();
+    const int64_t n = in.dimensions(0);
+    if (n == 0) {
+      // Nothing to send, so nothing arrives.
+      c_->ReplaceUses(inst_,
+                      Make(Opcode::kCopy, inst_->shape(), {inst_->operand(1)}));
+      return;
+    }
+    const int64_t updates = inst_->operand(2)->shape().dimensions(0);
+    const Shape rows(PrimitiveType::kS64, {updates, n});
+    const Shape indices_shape(PrimitiveType::kS64, {updates, n, 1});
+    // Each update's rows: every row from its offset on (clamped in
+    // bounds; the receiver writes only the first send_sizes of them).
+    Instruction* row = Make(Opcode::kIota, rows, {});
+    row->mutable_attributes()->iota_dimension = 1;
+    Instruction* starts = Make(Opcode::kAdd, rows,
+                               {row, AlongRows(Wide(inst_->operand(2)), rows)});
+    std::vector<int64_t> sent_dims = {updates};
+    for (int64_t d : DimsOf(in)) sent_dims.push_back(d);
+    const Shape sent_shape(in.element_type(), sent_dims);
+    Instruction* sent = Make(
+        Opcode::kGather, sent_shape,
+        {inst_->operand(0), Make(Opcode::kReshape, indices_shape, {starts})});
+    std::vector<int64_t> window = {1};
+    std::vector<int64_t> window_dims;
+    for (int64_t d = 1; d < in.rank(); ++d) {
+      window.push_back(in.dimensions(d));
+      window_dims.push_back(d + 1);
+    }
+    SetRaw(sent, {{"offset_dims", List(window_dims)},
+                  {"collapsed_slice_dims", "{0}"},
+                  {"start_index_map", "{0}"},
+                  {"index_vector_dim", "2"},
+                  {"slice_sizes", List(window)}});
+    Instruction* received = Exchange(sent);
+    // Where each update's rows go and how many there are, as the sender
+    // told: [updates, 2] exchanged alike.
+    const Shape pair(PrimitiveType::kS64, {updates, 1});
+    const Shape pairs(PrimitiveType::kS64, {updates, 2});
+    Instruction* told =
+        Make(Opcode::kConcatenate, pairs,
+             {Make(Opcode::kReshape, pair, {Wide(inst_->operand(4))}),
+              Make(Opcode::kReshape, pair, {Wide(inst_->operand(3))})});
+    told->mutable_attributes()->dimensions = {1};
+    told = Exchange(told);
+    const Shape vector(PrimitiveType::kS64, {updates});
+    Instruction* to = Column(told, 0, vector);
+    Instruction* count = Column(told, 1, vector);
+    // Row k of update i goes to to[i] + k while k < count[i]; others to
+    // the output's end, out of bounds, which a scatter skips.
+    Instruction* kept =
+        Make(Opcode::kCompare, rows.WithElementType(PrimitiveType::kPred),
+             {row, AlongRows(count, rows)});
+    SetDirection(kept, ComparisonDirection::kLt, "LT");
+    Instruction* end =
+        Make(Opcode::kConstant, Shape(PrimitiveType::kS64, {}), {});
+    Literal past(Shape(PrimitiveType::kS64, {}));
+    past.Set<int64_t>(0, out.dimensions(0));
+    end->mutable_attributes()->literal = std::move(past);
+    Instruction* targets =
+        Make(Opcode::kSelect, rows,
+             {kept, Make(Opcode::kAdd, rows, {row, AlongRows(to, rows)}),
+              Make(Opcode::kBroadcast, rows, {end})});
+    Instruction* scatter =
+        Make(Opcode::kScatter, inst_->shape(),
+             {inst_->operand(1),
+              Make(Opcode::kReshape, indices_shape, {targets}), received});
+    SetRaw(scatter, {{"update_window_dims", List(window_dims)},
+                     {"inserted_window_dims", "{0}"},
+                     {"scatter_dims_to_operand_dims", "{0}"},
+                     {"index_vector_dim", "2"}});
+    scatter->AddCalledComputation(
+        passes_internal::ScalarSecondRegion(module_, out.element_type()));
+    c_->ReplaceUses(inst_, scatter);
+  }
+
+ private:
+  Instruction* Make(Opcode opcode, Shape shape,
+                    std::vector<Instruction*> operands) {
+    return Add(c_, *inst_, absl::StrCat(".ragged", made_++), opcode,
+               OpcodeName(opcode), std::move(shape), std::move(operands));
+  }
+  static std::string List(const std::vector<int64_t>& v) {
+    return absl::StrCat("{", absl::StrJoin(v, ","), "}");
+  }
+  static void SetRaw(
+      Instruction* inst,
+      std::initializer_list<std::pair<const char*, std::string>> values) {
+    Attributes* a = inst->mutable_attributes();
+    for (const auto& [name, value] : values) {
+      a->present.push_back(name);
+      a->raw.emplace_back(name, value);
+    }
+  }
+  static void SetDirection(Instruction* compare, ComparisonDirection d,
+                           const char* spelling) {
+    compare->mutable_attributes()->comparison_direction = d;
+    SetRaw(compare, {{"direction", spelling}});
+  }
+  // An s32 or s64 vector as s64.
+  Instruction* Wide(Instruction* v) {
+    if (v->shape().element_type() == PrimitiveType::kS64) return v;
+    return Make(Opcode::kConvert,
+                Shape(PrimitiveType::kS64, DimsOf(v->shape())), {v});
+  }
+  // A per-update vector along the first dimension of `rows`.
+  Instruction* AlongRows(Instruction* v, const Shape& rows) {
+    Instruction* b = Make(Opcode::kBroadcast, rows, {v});
+    b->mutable_attributes()->dimensions = {0};
+    return b;
+  }
+  Instruction* Column(Instruction* pairs, int64_t k, const Shape& vector) {
+    Instruction* slice =
+        Make(Opcode::kSlice,
+             Shape(PrimitiveType::kS64, {vector.dimensions(0), 1}), {pairs});
+    slice->mutable_attributes()->slice = {
+        SliceDimension{0, vector.dimensions(0), 1},
+        SliceDimension{k, k + 1, 1}};
+    return Make(Opcode::kReshape, vector, {slice});
+  }
+  // all-to-all along the first dimension, in the op's groups: block j of
+  // the updates goes to member j, and block j of the result came from it.
+  Instruction* Exchange(Instruction* v) {
+    Instruction* exchanged =
+        Make(Opcode::kAllToAll,
+             Shape(v->shape().element_type(), DimsOf(v->shape())), {v});
+    Attributes* a = exchanged->mutable_attributes();
+    const Attributes& from = inst_->attributes();
+    a->channel_id = from.channel_id;
+    a->replica_groups = from.replica_groups;
+    a->use_global_device_ids = from.use_global_device_ids;
+    for (const auto& [name, value] : from.raw) {
+      if (name == "channel_id" || name == "replica_groups" ||
+          name == "use_global_device_ids") {
+        a->present.push_back(name);
+        a->raw.emplace_back(name, value);
+      }
+    }
+    a->dimensions = {0};
+    a->present.push_back("dimensions");
+    a->raw.emplace_back("dimensions", "{0}");
+    return exchanged;
+  }
+
+  Module* module_;
+  Computation* c_;
+  Instruction* inst_;
+  int made_ = 0;
+};
+
 }  // namespace
 
 absl::StatusOr<int> ExpandRaggedDots(Module* module) {
@@ -309,6 +473,15 @@ absl::StatusOr<int> ExpandRaggedDots(Module* module) {
         if (inst->opcode() != Opcode::kRaggedDot) return false;
         PJRT_ASSIGN_OR_RETURN(RaggedDot r, AnalyzeRaggedDot(*inst));
         RaggedDotExpansion(module, c, inst, std::move(r)).Run();
+        return true;
+      });
+}
+
+absl::StatusOr<int> ExpandRaggedAllToAlls(Module* module) {
+  return passes_internal::RewriteEach(
+      module, [&](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
+        if (inst->opcode() != Opcode::kRaggedAllToAll) return false;
+        RaggedAllToAllExpansion(module, c, inst).Run();
         return true;
       });
 }
