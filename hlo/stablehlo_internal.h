@@ -750,6 +750,14 @@ class Translator {
   absl::Status CollectivePermuteOp(Builder* b, const Operation& op,
                                    absl::string_view name);
   absl::StatusOr<std::string> ReplicaGroups(const Operation& op);
+  // The same of a replica_groups attribute found elsewhere (a custom call's
+  // backend_config); replica_groups={} for none.
+  absl::StatusOr<std::string> ReplicaGroupsOf(const Operation& op,
+                                              const Attribute* groups);
+  // custom_call @ragged_all_to_all, as JAX lowers lax.ragged_all_to_all.
+  absl::Status RaggedAllToAll(Builder* b, const Operation& op,
+                              const std::vector<std::string>& names,
+                              const Shape& shape);
 
   const mlir::Module& module_;
   absl::string_view text_;

@@ -752,7 +752,11 @@ absl::Status Translator::ComplexMinMax(Builder* b, const Operation& op,
 }
 
 absl::StatusOr<std::string> Translator::ReplicaGroups(const Operation& op) {
-  const Attribute* a = Attr(op, {"replica_groups"});
+  return ReplicaGroupsOf(op, Attr(op, {"replica_groups"}));
+}
+
+absl::StatusOr<std::string> Translator::ReplicaGroupsOf(const Operation& op,
+                                                        const Attribute* a) {
   if (a == nullptr) return std::string("replica_groups={}");
   PJRT_ASSIGN_OR_RETURN(auto rows, Matrix(op, *a, "replica_groups"));
   std::vector<std::string> groups;

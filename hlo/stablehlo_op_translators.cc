@@ -613,6 +613,9 @@ absl::Status Translator::CustomCallOp(Builder* b, const Operation& op,
   Shape shape = op.result_types.size() == 1 ? op.result_types[0]
                                             : Shape::Tuple(op.result_types);
   const std::vector<std::string> names = Names(in);
+  if (target->text == "ragged_all_to_all") {
+    return RaggedAllToAll(b, op, names, shape);
+  }
   std::string attributes =
       absl::StrCat("custom_call_target=\"", absl::CEscape(target->text), "\"");
   if (const Attribute* sharding = Attr(op, {"mhlo.sharding"})) {
@@ -624,6 +627,41 @@ absl::Status Translator::CustomCallOp(Builder* b, const Operation& op,
   const Value v{Emit(b, &op, shape, "custom-call", names, attributes), shape};
   if (op.results.empty()) return absl::OkStatus();
   return DefineFrom(b, op, v);
+}
+
+absl::Status Translator::RaggedAllToAll(Builder* b, const Operation& op,
+                                        const std::vector<std::string>& names,
+                                        const Shape& shape) {
+  // JAX's lowering of lax.ragged_all_to_all: a custom call whose
+  // backend_config dictionary holds the groups (and, under SPMD, a channel
+  // id), for HLO's ragged-all-to-all.
+  const Attribute* config = Attr(op, {"backend_config"});
+  const Attribute* groups = config != nullptr && config->kind == AttrKind::kDict
+                                ? Field(*config, "replica_groups")
+                                : nullptr;
+  if (groups == nullptr) {
+    return Invalid(op,
+                   "ragged_all_to_all needs backend_config = "
+                   "{replica_groups = dense<...>}");
+  }
+  Attr(op, {"api_version"});
+  if (names.size() != 6 || !shape.IsArray()) {
+    return Invalid(op,
+                   absl::StrFormat("ragged_all_to_all takes (input, output, "
+                                   "input_offsets, send_sizes, output_offsets, "
+                                   "recv_sizes) and gives one array; it has %d "
+                                   "operand(s) and gives %s",
+                                   names.size(), shape.ToString()));
+  }
+  PJRT_ASSIGN_OR_RETURN(std::string attributes, ReplicaGroupsOf(op, groups));
+  if (const Attribute* channel = Field(*config, "channel_id")) {
+    PJRT_ASSIGN_OR_RETURN(int64_t id, IntOf(op, *channel, "channel_id"));
+    if (id > 0) absl::StrAppend(&attributes, ", channel_id=", id);
+  }
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, shape, "ragged-all-to-all", names, attributes),
+             shape}});
 }
 
 absl::Status Translator::CompositeOp(Builder* b, const Operation& op,

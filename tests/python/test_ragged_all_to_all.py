@@ -75,12 +75,9 @@ def plan(groups, updates, rows_in, rows_out):
     return in_off, send, out_off, recv
 
 
-def run(client, header, attrs, ty, np_type, in_shape, out_shape, groups,
-        updates, meta_ty="s32"):
-    members = len(groups[0])
-    n = members * updates
+def hlo_program(header, attrs, ty, in_shape, out_shape, n, meta_ty):
     meta = f"{meta_ty}[{n}]"
-    program = f"""HloModule ragged_a2a, {header}
+    return f"""HloModule ragged_a2a, {header}
 ENTRY e {{
   input = {ty}[{','.join(map(str, in_shape))}] parameter(0)
   output = {ty}[{','.join(map(str, out_shape))}] parameter(1)
@@ -92,12 +89,17 @@ ENTRY e {{
       output, input_offsets, send_sizes, output_offsets, recv_sizes){attrs}
 }}
 """
+
+
+def check(client, program, np_type, in_shape, out_shape, groups, updates,
+          meta_np):
+    """Runs `program` on every device with random rows and a random plan,
+    against the reference."""
     inputs = [(RNG.integers(1, 100, in_shape) + 1000 * d).astype(np_type)
               for d in range(DEVICES)]
     outputs = [np.full(out_shape, -1).astype(np_type) for _ in range(DEVICES)]
     in_off, send, out_off, recv = plan(groups, updates, in_shape[0],
                                        out_shape[0])
-    meta_np = np.int32 if meta_ty == "s32" else np.int64
     e = client.compile(program)
     try:
         results = e.execute_replicated(
@@ -112,6 +114,14 @@ ENTRY e {{
         np.testing.assert_array_equal(got[d], wants[d],
                                       err_msg=f"participant {d}")
     return got, send
+
+
+def run(client, header, attrs, ty, np_type, in_shape, out_shape, groups,
+        updates, meta_ty="s32"):
+    n = len(groups[0]) * updates
+    program = hlo_program(header, attrs, ty, in_shape, out_shape, n, meta_ty)
+    return check(client, program, np_type, in_shape, out_shape, groups,
+                 updates, np.int32 if meta_ty == "s32" else np.int64)
 
 
 def test_one_update_to_every_replica(client):
@@ -139,6 +149,44 @@ def test_groups_listed_out_of_order_and_rows_of_rank_three(client):
 def test_partitions_with_a_channel_id(client):
     run(client, f"num_partitions={DEVICES}", ", channel_id=5",
         "f32", np.float32, (10, 4), (10, 4), [list(range(DEVICES))], 1)
+
+
+def test_jax_lowering_as_a_stablehlo_custom_call(client):
+    """lax.ragged_all_to_all as JAX lowers it: custom_call
+    @ragged_all_to_all with the groups in its backend_config."""
+    program = """module @jit_f attributes {mhlo.num_replicas = 4 : i32} {
+  func.func public @main(%a: tensor<6x2xf32>, %b: tensor<8x2xf32>,
+      %c: tensor<4xi32>, %d: tensor<4xi32>, %e: tensor<4xi32>,
+      %f: tensor<4xi32>) -> tensor<8x2xf32> {
+    %0 = stablehlo.custom_call @ragged_all_to_all(%a, %b, %c, %d, %e, %f)
+        {api_version = 4 : i32, backend_config = {replica_groups =
+        dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}} : (tensor<6x2xf32>,
+        tensor<8x2xf32>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>,
+        tensor<4xi32>) -> tensor<8x2xf32>
+    return %0 : tensor<8x2xf32>
+  }
+}
+"""
+    check(client, program, np.float32, (6, 2), (8, 2),
+          [list(range(DEVICES))], 1, np.int32)
+
+
+def test_custom_call_without_groups_is_refused(client):
+    program = """module @jit_f attributes {mhlo.num_replicas = 4 : i32} {
+  func.func public @main(%a: tensor<6xf32>, %c: tensor<4xi32>)
+      -> tensor<6xf32> {
+    %0 = stablehlo.custom_call @ragged_all_to_all(%a, %a, %c, %c, %c, %c)
+        {api_version = 4 : i32} : (tensor<6xf32>, tensor<6xf32>,
+        tensor<4xi32>, tensor<4xi32>, tensor<4xi32>, tensor<4xi32>)
+        -> tensor<6xf32>
+    return %0 : tensor<6xf32>
+  }
+}
+"""
+    with pytest.raises(pjrt_client.InvalidArgumentError) as e:
+        client.compile(program)
+    assert ("ragged_all_to_all needs backend_config = "
+            "{replica_groups = dense<...>}") in str(e.value)
 
 
 @pytest.mark.parametrize("operands,attrs,message", [
