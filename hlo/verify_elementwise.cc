@@ -113,6 +113,15 @@ absl::Status Verifier::CheckBitcastConvert(const Instruction& inst) {
   const PrimitiveType from = in.element_type();
   const PrimitiveType to = inst.shape().element_type();
   const int in_bits = BitWidth(from), out_bits = BitWidth(to);
+  // The 6-bit floats take a byte each, but their width is 6 bits: XLA
+  // bitcasts them only to each other.
+  if ((MiniFloatCodeBits(from) == 6) != (MiniFloatCodeBits(to) == 6)) {
+    return Invalid(
+        inst, absl::StrFormat("bitcast-convert of %s to %s: a 6-bit float "
+                              "bitcasts only to another 6-bit float "
+                              "(f6e2m3fn, f6e3m2fn)",
+                              PrimitiveTypeName(from), PrimitiveTypeName(to)));
+  }
   if (in_bits != out_bits || IsComplex(from) || IsComplex(to)) {
     // A view of the bytes: pred is a byte per element here (a bit in
     // StableHLO), s4, u4 and f4e2m1fn are unpacked inside programs.

@@ -307,6 +307,15 @@ ENTRY e {
        kUnimplemented,
        "%c: bitcast-convert of pred to s64 is not supported (pred only "
        "converts to and from a type of its own width)"},
+      {"BitcastConvertOfASixBitFloatToAByte", R"(
+HloModule m
+ENTRY e {
+  p = f6e2m3fn[8] parameter(0)
+  ROOT c = u8[8] bitcast-convert(p)
+})",
+       kInvalid,
+       "%c: bitcast-convert of f6e2m3fn to u8: a 6-bit float bitcasts only "
+       "to another 6-bit float (f6e2m3fn, f6e3m2fn)"},
       {"BitcastConvertToAWiderTypeWithoutTheRatio", R"(
 HloModule m
 ENTRY e {
