@@ -61,6 +61,11 @@ absl::StatusOr<PrimitiveType> Reader::ElementType(int depth) {
   }
   absl::string_view name = PeekIdentifier();
   std::optional<PrimitiveType> type = ElementTypeFromName(name);
+  if (name == "index") {
+    // MLIR's index type, in attributes (a custom call's operand_layouts):
+    // read as s64.
+    type = PrimitiveType::kS64;
+  }
   if (!type.has_value()) {
     if (name.empty()) return Expected("an element type (f32, i32, bf16...)");
     return Unimplemented(

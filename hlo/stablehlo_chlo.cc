@@ -245,6 +245,22 @@ std::string Translator::AddComputation(PrimitiveType type) {
   return name;
 }
 
+std::string Translator::ScalarComputation(PrimitiveType type,
+                                          absl::string_view opcode) {
+  const auto key = std::make_pair(std::string(opcode), type);
+  auto done = scalar_computations_.find(key);
+  if (done != scalar_computations_.end()) return done->second;
+  Builder b;
+  b.computation.name = NewName(opcode);
+  const Shape scalar(type, {});
+  const std::string x = EmitLine(&b, nullptr, scalar, "parameter", "0");
+  const std::string y = EmitLine(&b, nullptr, scalar, "parameter", "1");
+  MarkRoot(&b, Emit(&b, nullptr, scalar, opcode, {x, y}));
+  std::string name = Finish(&b);
+  scalar_computations_[key] = name;
+  return name;
+}
+
 absl::Status Translator::RaggedDot(Builder* b, const Operation& op) {
   PJRT_RETURN_IF_ERROR(ExpectOperands(op, 3));
   PJRT_ASSIGN_OR_RETURN(std::vector<Value> in, Operands(b, op));

@@ -566,6 +566,15 @@ class Translator {
                                  absl::string_view what);
   // A computation adding two scalars of `type` (or for pred), made once.
   std::string AddComputation(PrimitiveType type);
+  // The scalar computation applying `opcode` (maximum, minimum...) to its
+  // two parameters of `type`, made once per module.
+  std::string ScalarComputation(PrimitiveType type, absl::string_view opcode);
+  std::string MaxComputation(PrimitiveType type) {
+    return ScalarComputation(type, "maximum");
+  }
+  std::string MinComputation(PrimitiveType type) {
+    return ScalarComputation(type, "minimum");
+  }
   absl::Status Conditional(Builder* b, const Operation& op);
   absl::Status Collective(Builder* b, const Operation& op,
                           absl::string_view opcode, std::string attributes);
@@ -754,6 +763,19 @@ class Translator {
   // backend_config); replica_groups={} for none.
   absl::StatusOr<std::string> ReplicaGroupsOf(const Operation& op,
                                               const Attribute* groups);
+  // custom_call @lapack_?getrf_ffi, @lapack_?potrf_ffi,
+  // @cusolver_getrf_ffi and @cu_lu_pivots_to_permutation (and hipSOLVER's
+  // alike), as JAX lowers LU and Cholesky (stablehlo_linalg.cc).
+  static bool IsLapackTarget(absl::string_view target);
+  absl::Status LapackCall(Builder* b, const Operation& op,
+                          absl::string_view target,
+                          const std::vector<Value>& in);
+  absl::Status Getrf(Builder* b, const Operation& op, const Value& a);
+  absl::Status Potrf(Builder* b, const Operation& op, const Value& a,
+                     bool lower);
+  absl::Status PivotsToPermutation(Builder* b, const Operation& op,
+                                   absl::string_view target,
+                                   const std::vector<Value>& in);
   // custom_call @ragged_all_to_all, as JAX lowers lax.ragged_all_to_all.
   absl::Status RaggedAllToAll(Builder* b, const Operation& op,
                               const std::vector<std::string>& names,
@@ -765,6 +787,9 @@ class Translator {
   absl::flat_hash_map<std::string, std::string> function_computations_;
   // AddComputation's, by element type.
   absl::flat_hash_map<PrimitiveType, std::string> add_computations_;
+  // ScalarComputation's, by opcode and element type.
+  absl::flat_hash_map<std::pair<std::string, PrimitiveType>, std::string>
+      scalar_computations_;
   absl::flat_hash_set<std::string> functions_in_progress_;
   absl::flat_hash_set<const Attribute*> used_;
   absl::flat_hash_map<std::string, std::string> shared_regions_;

@@ -616,6 +616,9 @@ absl::Status Translator::CustomCallOp(Builder* b, const Operation& op,
   if (target->text == "ragged_all_to_all") {
     return RaggedAllToAll(b, op, names, shape);
   }
+  if (IsLapackTarget(target->text)) {
+    return LapackCall(b, op, target->text, in);
+  }
   std::string attributes =
       absl::StrCat("custom_call_target=\"", absl::CEscape(target->text), "\"");
   if (const Attribute* sharding = Attr(op, {"mhlo.sharding"})) {

@@ -1,0 +1,202 @@
+"""LU and Cholesky as JAX lowers them for CPUs: StableHLO custom calls to
+lapack_?getrf_ffi and lapack_?potrf_ffi, through a real pjrtd, against
+NumPy references written from LAPACK's definitions (getrf: partial
+pivoting by the first largest |a| (|re| + |im| for complex), 1-based
+pivots, info the first zero pivot's column; potrf: the factor in one
+triangle, the other left as it was, info the first leading minor that is
+not positive definite)."""
+import numpy as np
+import pytest
+
+import pjrt_client
+from hlo_harness import run_arrays
+
+RNG = np.random.default_rng(20261207)
+
+MLIR = {np.float32: "f32", np.float64: "f64", np.complex64: "complex<f32>",
+        np.complex128: "complex<f64>"}
+PREFIX = {np.float32: "s", np.float64: "d", np.complex64: "c",
+          np.complex128: "z"}
+
+
+def tensor(shape, t):
+    return "tensor<" + "".join(f"{d}x" for d in shape) + t + ">"
+
+
+def lu_reference(a):
+    """LAPACK's getrf on one matrix: (lu, 1-based pivots, info)."""
+    a = a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
+    m, n = a.shape
+    piv = np.zeros(min(m, n), np.int32)
+    info = 0
+    for k in range(min(m, n)):
+        mag = np.abs(a[k:, k].real) + np.abs(a[k:, k].imag)
+        p = k + int(np.argmax(mag))
+        piv[k] = p + 1
+        a[[k, p]] = a[[p, k]]
+        if a[k, k] != 0:
+            a[k + 1:, k] *= 1 / a[k, k]
+        elif info == 0:
+            info = k + 1
+        a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:])
+    return a, piv, info
+
+
+def getrf_program(shape, dtype):
+    batch = shape[:-2]
+    m, n = shape[-2:]
+    t = MLIR[dtype]
+    a = tensor(shape, t)
+    pivots = tensor(batch + (min(m, n),), "i32")
+    info = tensor(batch, "i32")
+    return f"""module @jit_lu {{
+  func.func public @main(%arg0: {a}) -> ({a}, {pivots}, {info}) {{
+    %0:3 = stablehlo.custom_call @lapack_{PREFIX[dtype]}getrf_ffi(%arg0)
+        {{mhlo.backend_config = {{}}, operand_layouts = [dense<[0, 1]> :
+        tensor<2xindex>], output_operand_aliases =
+        [#stablehlo.output_operand_alias<output_tuple_indices = [0],
+        operand_index = 0, operand_tuple_indices = []>], result_layouts =
+        [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>,
+        dense<> : tensor<0xindex>]}} : ({a}) -> ({a}, {pivots}, {info})
+    return %0#0, %0#1, %0#2 : {a}, {pivots}, {info}
+  }}
+}}
+"""
+
+
+def sample(shape, dtype):
+    x = RNG.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        x = x + 1j * RNG.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64,
+                                   np.complex128])
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (6, 3), (3, 6),
+                                   (2, 1, 3, 3)])
+def test_getrf_matches_lapacks_partial_pivoting(client, dtype, shape):
+    a = sample(shape, dtype)
+    lu, piv, info = run_arrays(client, getrf_program(shape, dtype), a)
+    tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    for idx in np.ndindex(*shape[:-2]):
+        want_lu, want_piv, want_info = lu_reference(a[idx])
+        np.testing.assert_array_equal(piv[idx], want_piv)
+        assert info[idx] == want_info
+        np.testing.assert_allclose(lu[idx], want_lu, rtol=tol, atol=tol)
+        # And the factors rebuild the rows as the pivots permuted them.
+        m, n = shape[-2:]
+        r = min(m, n)
+        lower = np.tril(lu[idx][:, :r], -1) + np.eye(m, r)
+        upper = np.triu(lu[idx][:r, :])
+        rows = np.arange(m)
+        for k, p in enumerate(piv[idx]):
+            rows[[k, p - 1]] = rows[[p - 1, k]]
+        np.testing.assert_allclose(lower @ upper, a[idx][rows], rtol=tol * 10,
+                                   atol=tol * 10)
+
+
+def test_getrf_reports_the_first_zero_pivot(client):
+    a = np.array([[1, 2, 3], [2, 4, 6], [0, 0, 1]], np.float64)
+    lu, piv, info = run_arrays(client, getrf_program((3, 3), np.float64), a)
+    want_lu, want_piv, want_info = lu_reference(a)
+    assert want_info == 2 and info == 2
+    np.testing.assert_array_equal(piv, want_piv)
+    np.testing.assert_allclose(lu, want_lu)
+
+
+def potrf_program(shape, dtype, lower):
+    batch = shape[:-2]
+    t = MLIR[dtype]
+    a = tensor(shape, t)
+    info = tensor(batch, "i32")
+    uplo = 76 if lower else 85
+    return f"""module @jit_cholesky {{
+  func.func public @main(%arg0: {a}) -> ({a}, {info}) {{
+    %0:2 = stablehlo.custom_call @lapack_{PREFIX[dtype]}potrf_ffi(%arg0)
+        {{mhlo.backend_config = {{uplo = {uplo} : ui8}}, operand_layouts =
+        [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases =
+        [#stablehlo.output_operand_alias<output_tuple_indices = [0],
+        operand_index = 0, operand_tuple_indices = []>], result_layouts =
+        [dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]}} :
+        ({a}) -> ({a}, {info})
+    return %0#0, %0#1 : {a}, {info}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+def test_potrf_writes_one_triangle(client, dtype, lower):
+    x = sample((2, 4, 4), dtype)
+    a = x @ np.conj(np.swapaxes(x, -1, -2)) + 4 * np.eye(4, dtype=dtype)
+    out, info = run_arrays(client, potrf_program(a.shape, dtype, lower), a)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for i in range(2):
+        factor = np.linalg.cholesky(a[i].astype(np.complex128))
+        if not lower:
+            factor = np.conj(factor.T)
+        mine = np.tril if lower else np.triu
+        other = np.triu if lower else np.tril
+        np.testing.assert_allclose(mine(out[i]), factor, rtol=tol, atol=tol)
+        # The other triangle is the operand's, untouched.
+        np.testing.assert_array_equal(other(out[i], 1 if lower else -1),
+                                      other(a[i], 1 if lower else -1))
+        assert info[i] == 0
+
+
+def test_potrf_reports_the_first_minor_not_positive_definite(client):
+    a = np.array([[4, 2, 0], [2, 1, 0], [0, 0, 9]], np.float64)
+    _, info = run_arrays(client, potrf_program(a.shape, np.float64, True), a)
+    assert info == 2
+
+
+def test_a_lapack_call_of_the_wrong_type_is_refused(client):
+    program = getrf_program((3, 3), np.float32).replace(
+        "lapack_sgetrf_ffi", "lapack_dgetrf_ffi")
+    with pytest.raises(pjrt_client.InvalidArgumentError) as e:
+        client.compile(program)
+    assert "lapack_dgetrf_ffi takes one f64 matrix" in str(e.value)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 3)])
+def test_cusolver_lu_as_jax_lowers_it_for_gpus(client, shape):
+    """cusolver_getrf_ffi (the type from the operand), then the 0-based
+    pivots through cu_lu_pivots_to_permutation: the rows of a in the order
+    the factorization took them."""
+    batch, (m, n) = shape[:-2], shape[-2:]
+    r = min(m, n)
+    a_t = tensor(shape, "f32")
+    piv_t = tensor(batch + (r,), "i32")
+    perm_t = tensor(batch + (m,), "i32")
+    info_t = tensor(batch, "i32")
+    program = f"""module @jit_lu {{
+  func.func public @main(%arg0: {a_t}) -> ({a_t}, {piv_t}, {perm_t},
+      {info_t}) {{
+    %c = stablehlo.constant dense<1> : {piv_t}
+    %0:3 = stablehlo.custom_call @cusolver_getrf_ffi(%arg0) {{api_version =
+        4 : i32, operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
+        output_operand_aliases = [#stablehlo.output_operand_alias<
+        output_tuple_indices = [0], operand_index = 0,
+        operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> :
+        tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> :
+        tensor<0xindex>]}} : ({a_t}) -> ({a_t}, {piv_t}, {info_t})
+    %1 = stablehlo.subtract %0#1, %c : {piv_t}
+    %2 = stablehlo.custom_call @cu_lu_pivots_to_permutation(%1)
+        {{api_version = 4 : i32}} : ({piv_t}) -> {perm_t}
+    return %0#0, %0#1, %2, %0#2 : {a_t}, {piv_t}, {perm_t}, {info_t}
+  }}
+}}
+"""
+    a = sample(shape, np.float32)
+    lu, piv, perm, info = run_arrays(client, program, a)
+    for idx in np.ndindex(*batch):
+        want_lu, want_piv, want_info = lu_reference(a[idx])
+        np.testing.assert_array_equal(piv[idx], want_piv)
+        np.testing.assert_allclose(lu[idx], want_lu, rtol=1e-4, atol=1e-4)
+        rows = np.arange(m)
+        for k, p in enumerate(want_piv):
+            rows[[k, p - 1]] = rows[[p - 1, k]]
+        np.testing.assert_array_equal(perm[idx], rows)
+        assert info[idx] == want_info
