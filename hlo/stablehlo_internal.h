@@ -763,7 +763,7 @@ class Translator {
   // backend_config); replica_groups={} for none.
   absl::StatusOr<std::string> ReplicaGroupsOf(const Operation& op,
                                               const Attribute* groups);
-  // custom_call @lapack_?getrf_ffi, @lapack_?potrf_ffi,
+  // custom_call @lapack_?getrf_ffi, @lapack_?potrf_ffi, @lapack_?trsm_ffi,
   // @cusolver_getrf_ffi and @cu_lu_pivots_to_permutation (and hipSOLVER's
   // alike), as JAX lowers LU and Cholesky (stablehlo_linalg.cc).
   static bool IsLapackTarget(absl::string_view target);
@@ -773,6 +773,8 @@ class Translator {
   absl::Status Getrf(Builder* b, const Operation& op, const Value& a);
   absl::Status Potrf(Builder* b, const Operation& op, const Value& a,
                      bool lower);
+  absl::Status Trsm(Builder* b, const Operation& op, absl::string_view target,
+                    const std::vector<Value>& in);
   absl::Status PivotsToPermutation(Builder* b, const Operation& op,
                                    absl::string_view target,
                                    const std::vector<Value>& in);

@@ -1,6 +1,8 @@
 // The StableHLO translator's LAPACK and cuSOLVER custom calls, as JAX lowers
-// LU and Cholesky: lapack_?getrf_ffi and cusolver_getrf_ffi (LU with partial
-// pivoting), lapack_?potrf_ffi (Cholesky) and cu_lu_pivots_to_permutation,
+// LU, Cholesky and triangular solves: lapack_?getrf_ffi and
+// cusolver_getrf_ffi (LU with partial pivoting), lapack_?potrf_ffi
+// (Cholesky), lapack_?trsm_ffi (HLO's triangular-solve) and
+// cu_lu_pivots_to_permutation,
 // each computed by HLO of its own (a loop over the columns for getrf, HLO's
 // cholesky for potrf, a loop of swaps for the permutation) with the
 // library's outputs: the factors where it writes them, 1-based pivots, and
@@ -44,10 +46,13 @@ bool Translator::IsLapackTarget(absl::string_view target) {
       target == "hip_lu_pivots_to_permutation") {
     return true;
   }
-  return target.size() == 17 && absl::StartsWith(target, "lapack_") &&
-         absl::EndsWith(target, "_ffi") &&
-         LapackType(target[7]) != PrimitiveType::kInvalid &&
-         (target.substr(8, 5) == "getrf" || target.substr(8, 5) == "potrf");
+  if (target.size() < 12 || !absl::StartsWith(target, "lapack_") ||
+      !absl::EndsWith(target, "_ffi") ||
+      LapackType(target[7]) == PrimitiveType::kInvalid) {
+    return false;
+  }
+  const absl::string_view routine = target.substr(8, target.size() - 12);
+  return routine == "getrf" || routine == "potrf" || routine == "trsm";
 }
 
 absl::Status Translator::LapackCall(Builder* b, const Operation& op,
@@ -59,6 +64,9 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
   Attr(op, {"output_operand_aliases"});
   if (absl::EndsWith(target, "_lu_pivots_to_permutation")) {
     return PivotsToPermutation(b, op, target, in);
+  }
+  if (target.substr(8, target.size() - 12) == "trsm") {
+    return Trsm(b, op, target, in);
   }
   // LAPACK's names carry the type; cuSOLVER's and hipSOLVER's take the
   // operand's (a float or complex one).
@@ -122,6 +130,72 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
                                        target, a.ToString()));
   }
   return Potrf(b, op, in[0], which == 'L');
+}
+
+absl::Status Translator::Trsm(Builder* b, const Operation& op,
+                              absl::string_view target,
+                              const std::vector<Value>& in) {
+  // (a, b[, alpha]) -> alpha * op(a)^-1 b (left side) or b op(a)^-1:
+  // side, uplo, trans_x and diag are characters in the backend config.
+  const PrimitiveType type = LapackType(target[7]);
+  const bool shapes_fit =
+      (in.size() == 2 || in.size() == 3) && in[0].shape.IsArray() &&
+      in[1].shape.IsArray() && in[0].shape.rank() >= 2 &&
+      in[0].shape.rank() == in[1].shape.rank() &&
+      in[0].shape.element_type() == type &&
+      in[1].shape.element_type() == type &&
+      (in.size() == 2 || in[2].shape == Shape(type, {})) &&
+      op.result_types.size() == 1 && op.result_types[0] == in[1].shape;
+  if (!shapes_fit) {
+    return Invalid(
+        op, absl::StrFormat("%s takes a triangular %s matrix a, a right-hand "
+                            "side b of its rank (and a scalar alpha) and "
+                            "gives b's shape; got %d operand(s)%s",
+                            target, PrimitiveTypeName(type), in.size(),
+                            in.empty() ? ""
+                                       : absl::StrCat(", the first ",
+                                                      in[0].shape.ToString())));
+  }
+  const Attribute* config = Attr(op, {"mhlo.backend_config", "backend_config"});
+  const auto letter = [&](absl::string_view name,
+                          absl::string_view allowed) -> absl::StatusOr<char> {
+    const Attribute* f = config != nullptr && config->kind == AttrKind::kDict
+                             ? Field(*config, name)
+                             : nullptr;
+    int64_t v = 0;
+    if (f != nullptr) {
+      PJRT_ASSIGN_OR_RETURN(v, IntOf(op, *f, name));
+    }
+    if (v <= 0 || v > 127 ||
+        allowed.find(static_cast<char>(v)) == absl::string_view::npos) {
+      return Invalid(op, absl::StrFormat("%s needs %s in its backend_config, "
+                                         "one of the characters %s as a ui8; "
+                                         "got %d",
+                                         target, name, allowed, v));
+    }
+    return static_cast<char>(v);
+  };
+  PJRT_ASSIGN_OR_RETURN(const char side, letter("side", "LR"));
+  PJRT_ASSIGN_OR_RETURN(const char uplo, letter("uplo", "LU"));
+  PJRT_ASSIGN_OR_RETURN(const char trans, letter("trans_x", "NTC"));
+  PJRT_ASSIGN_OR_RETURN(const char diag, letter("diag", "NU"));
+  const Shape& shape = in[1].shape;
+  std::string x =
+      Emit(b, &op, shape, "triangular-solve", {in[0].name, in[1].name},
+           absl::StrFormat("left_side=%s, lower=%s, unit_diagonal=%s, "
+                           "transpose_a=%s",
+                           side == 'L' ? "true" : "false",
+                           uplo == 'L' ? "true" : "false",
+                           diag == 'U' ? "true" : "false",
+                           trans == 'N'   ? "NO_TRANSPOSE"
+                           : trans == 'T' ? "TRANSPOSE"
+                                          : "ADJOINT"));
+  if (in.size() == 3) {
+    x = Emit(
+        b, &op, shape, "multiply",
+        {Emit(b, &op, shape, "broadcast", {in[2].name}, "dimensions={}"), x});
+  }
+  return Define(b, op, {Value{x, shape}});
 }
 
 absl::Status Translator::Potrf(Builder* b, const Operation& op, const Value& a,

@@ -200,3 +200,71 @@ def test_cusolver_lu_as_jax_lowers_it_for_gpus(client, shape):
             rows[[k, p - 1]] = rows[[p - 1, k]]
         np.testing.assert_array_equal(perm[idx], rows)
         assert info[idx] == want_info
+
+
+def trsm_program(a_shape, b_shape, dtype, side, uplo, trans, diag,
+                 alpha=False):
+    t = MLIR[dtype]
+    a, b = tensor(a_shape, t), tensor(b_shape, t)
+    operands, types = "%arg0, %arg1", f"{a}, {b}"
+    params = f"%arg0: {a}, %arg1: {b}"
+    if alpha:
+        operands += ", %arg2"
+        types += f", tensor<{t}>"
+        params += f", %arg2: tensor<{t}>"
+    batch = len(a_shape) - 2
+    return f"""module @jit_solve_triangular {{
+  func.func public @main({params}) -> {b} {{
+    %0 = stablehlo.custom_call @lapack_{PREFIX[dtype]}trsm_ffi({operands})
+        {{mhlo.backend_config = {{diag = {ord(diag)} : ui8, side =
+        {ord(side)} : ui8, trans_x = {ord(trans)} : ui8, uplo = {ord(uplo)}
+        : ui8}}, mhlo.frontend_attributes = {{num_batch_dims = "{batch}"}},
+        operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> :
+        tensor<2xindex>], output_operand_aliases =
+        [#stablehlo.output_operand_alias<output_tuple_indices = [],
+        operand_index = 1, operand_tuple_indices = []>], result_layouts =
+        [dense<[0, 1]> : tensor<2xindex>]}} : ({types}) -> {b}
+    return %0 : {b}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+@pytest.mark.parametrize("side,uplo,trans,diag", [
+    ("L", "L", "N", "N"), ("L", "U", "T", "U"), ("R", "L", "C", "N"),
+    ("R", "U", "N", "U"), ("L", "U", "C", "N")])
+def test_trsm_solves_with_the_triangle_it_names(client, dtype, side, uplo,
+                                                trans, diag):
+    m, n = 4, 3
+    k = m if side == "L" else n
+    a = sample((2, k, k), dtype) + 4 * np.eye(k, dtype=dtype)
+    b = sample((2, m, n), dtype)
+    program = trsm_program(a.shape, b.shape, dtype, side, uplo, trans, diag)
+    (x,) = run_arrays(client, program, a, b)
+    tol = 1e-4 if dtype == np.complex64 else 1e-10
+    for i in range(2):
+        t = np.tril(a[i]) if uplo == "L" else np.triu(a[i])
+        if diag == "U":
+            np.fill_diagonal(t, 1)
+        op = {"N": t, "T": t.T, "C": np.conj(t.T)}[trans]
+        got = op @ x[i] if side == "L" else x[i] @ op
+        np.testing.assert_allclose(got, b[i], rtol=tol, atol=tol)
+
+
+def test_trsm_with_alpha_scales_the_solution(client):
+    a = np.triu(sample((3, 3), np.float32)) + 3 * np.eye(3, dtype=np.float32)
+    b = sample((3, 2), np.float32)
+    program = trsm_program(a.shape, b.shape, np.float32, "L", "U", "N", "N",
+                           alpha=True)
+    (x,) = run_arrays(client, program, a, b, np.array(2, np.float32))
+    np.testing.assert_allclose(a @ x, 2 * b, rtol=1e-4, atol=1e-4)
+
+
+def test_trsm_without_its_side_is_refused(client):
+    program = trsm_program((3, 3), (3, 2), np.float32, "L", "U", "N", "N")
+    program = program.replace("side =\n        76 : ui8, ", "")
+    with pytest.raises(pjrt_client.InvalidArgumentError) as e:
+        client.compile(program)
+    assert ("lapack_strsm_ffi needs side in its backend_config, one of the "
+            "characters LR as a ui8; got 0") in str(e.value)
