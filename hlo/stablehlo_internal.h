@@ -775,6 +775,15 @@ class Translator {
                      bool lower);
   absl::Status Trsm(Builder* b, const Operation& op, absl::string_view target,
                     const std::vector<Value>& in);
+  // custom_call @lapack_?geqrf_ffi and @lapack_?orgqr_ffi / ?ungqr_ffi, as
+  // JAX lowers QR for CPUs (stablehlo_qr.cc).
+  static bool IsLapackQrTarget(absl::string_view target);
+  absl::Status LapackQr(Builder* b, const Operation& op,
+                        absl::string_view target, const std::vector<Value>& in);
+  absl::Status Geqrf(Builder* b, const Operation& op, const Value& a);
+  absl::Status Orgqr(Builder* b, const Operation& op, const Value& a,
+                     const Value& tau);
+  struct QrStep;
   absl::Status PivotsToPermutation(Builder* b, const Operation& op,
                                    absl::string_view target,
                                    const std::vector<Value>& in);

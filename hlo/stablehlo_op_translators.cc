@@ -619,6 +619,9 @@ absl::Status Translator::CustomCallOp(Builder* b, const Operation& op,
   if (IsLapackTarget(target->text)) {
     return LapackCall(b, op, target->text, in);
   }
+  if (IsLapackQrTarget(target->text)) {
+    return LapackQr(b, op, target->text, in);
+  }
   std::string attributes =
       absl::StrCat("custom_call_target=\"", absl::CEscape(target->text), "\"");
   if (const Attribute* sharding = Attr(op, {"mhlo.sharding"})) {

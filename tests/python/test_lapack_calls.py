@@ -268,3 +268,63 @@ def test_trsm_without_its_side_is_refused(client):
         client.compile(program)
     assert ("lapack_strsm_ffi needs side in its backend_config, one of the "
             "characters LR as a ui8; got 0") in str(e.value)
+
+
+def qr_program(shape, dtype):
+    batch = shape[:-2]
+    t = MLIR[dtype]
+    a = tensor(shape, t)
+    tau = tensor(batch + (min(shape[-2:]),), t)
+    p = PREFIX[dtype]
+    org = f"lapack_{p}{'un' if p in 'cz' else 'or'}gqr_ffi"
+    return f"""module @jit_qr {{
+  func.func public @main(%arg0: {a}) -> ({a}, {tau}, {a}) {{
+    %0:2 = stablehlo.custom_call @lapack_{p}geqrf_ffi(%arg0)
+        {{mhlo.backend_config = {{}}, operand_layouts = [dense<[0, 1]> :
+        tensor<2xindex>], output_operand_aliases =
+        [#stablehlo.output_operand_alias<output_tuple_indices = [0],
+        operand_index = 0, operand_tuple_indices = []>], result_layouts =
+        [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>]}} :
+        ({a}) -> ({a}, {tau})
+    %1 = stablehlo.custom_call @{org}(%0#0, %0#1) {{mhlo.backend_config =
+        {{}}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> :
+        tensor<1xindex>], output_operand_aliases =
+        [#stablehlo.output_operand_alias<output_tuple_indices = [],
+        operand_index = 0, operand_tuple_indices = []>], result_layouts =
+        [dense<[0, 1]> : tensor<2xindex>]}} : ({a}, {tau}) -> {a}
+    return %0#0, %0#1, %1 : {a}, {tau}, {a}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64,
+                                   np.complex128])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (2, 6, 4)])
+def test_geqrf_and_orgqr_match_lapack_through_numpy(client, dtype, shape):
+    """numpy's qr(mode='raw') is LAPACK's geqrf (its reflectors
+    transposed); Q from orgqr is numpy's reduced Q."""
+    a = sample(shape, dtype)
+    h, tau, q = run_arrays(client, qr_program(shape, dtype), a)
+    tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    for idx in np.ndindex(*shape[:-2]):
+        want_h, want_tau = np.linalg.qr(a[idx].astype(np.complex128
+                                                      if np.iscomplexobj(a)
+                                                      else np.float64),
+                                        mode="raw")
+        np.testing.assert_allclose(h[idx], want_h.T, rtol=tol, atol=tol)
+        np.testing.assert_allclose(tau[idx], want_tau, rtol=tol, atol=tol)
+        want_q, _ = np.linalg.qr(a[idx].astype(np.complex128))
+        n = shape[-1]
+        np.testing.assert_allclose(q[idx][:, :min(shape[-2:])], want_q,
+                                   rtol=tol * 10, atol=tol * 10)
+        assert q.shape[-1] == n
+
+
+def test_geqrf_of_a_column_already_reduced_takes_tau_zero(client):
+    a = np.array([[2, 1], [0, 3], [0, 4]], np.float64)
+    h, tau, _ = run_arrays(client, qr_program(a.shape, np.float64), a)
+    want_h, want_tau = np.linalg.qr(a, mode="raw")
+    assert tau[0] == 0
+    np.testing.assert_allclose(h, want_h.T, atol=1e-12)
+    np.testing.assert_allclose(tau, want_tau, atol=1e-12)

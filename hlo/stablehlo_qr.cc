@@ -1,0 +1,467 @@
+// The StableHLO translator's LAPACK QR calls, as JAX lowers jnp.linalg.qr
+// for CPUs: lapack_?geqrf_ffi (Householder QR: R above the diagonal, the
+// reflectors below it and their scales tau) and lapack_?orgqr_ffi /
+// lapack_?ungqr_ffi (Q from the reflectors), each an HLO loop over the
+// columns doing what LAPACK's unblocked ?geqr2 and ?org2r do.
+#include "hlo/stablehlo_internal.h"
+
+namespace pjrt::hlo::stablehlo_internal {
+namespace {
+
+PrimitiveType RealPart(PrimitiveType t) {
+  if (t == PrimitiveType::kC64) return PrimitiveType::kF32;
+  if (t == PrimitiveType::kC128) return PrimitiveType::kF64;
+  return t;
+}
+
+std::vector<int64_t> Upto(int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+}  // namespace
+
+bool Translator::IsLapackQrTarget(absl::string_view target) {
+  if (target.size() != 17 || !absl::StartsWith(target, "lapack_") ||
+      !absl::EndsWith(target, "_ffi")) {
+    return false;
+  }
+  const absl::string_view routine = target.substr(7, 6);
+  return routine == "sgeqrf" || routine == "dgeqrf" || routine == "cgeqrf" ||
+         routine == "zgeqrf" || routine == "sorgqr" || routine == "dorgqr" ||
+         routine == "cungqr" || routine == "zungqr";
+}
+
+absl::Status Translator::LapackQr(Builder* b, const Operation& op,
+                                  absl::string_view target,
+                                  const std::vector<Value>& in) {
+  Attr(op, {"api_version"});
+  Attr(op, {"operand_layouts"});
+  Attr(op, {"result_layouts"});
+  Attr(op, {"output_operand_aliases"});
+  Attr(op, {"mhlo.backend_config", "backend_config"});
+  const bool factor = target.substr(8, 5) == "geqrf";
+  const PrimitiveType type = target[7] == 's'   ? PrimitiveType::kF32
+                             : target[7] == 'd' ? PrimitiveType::kF64
+                             : target[7] == 'c' ? PrimitiveType::kC64
+                                                : PrimitiveType::kC128;
+  const size_t operands = factor ? 1 : 2;
+  bool fits = in.size() == operands && in[0].shape.IsArray() &&
+              in[0].shape.rank() >= 2 && in[0].shape.element_type() == type;
+  std::vector<Shape> want;
+  if (fits) {
+    const Shape& a = in[0].shape;
+    const int64_t nb = a.rank() - 2;
+    std::vector<int64_t> tau(a.dimensions().begin(),
+                             a.dimensions().begin() + nb);
+    if (factor) {
+      tau.push_back(std::min(a.dimensions(nb), a.dimensions(nb + 1)));
+      want = {a, Shape(type, tau)};
+    } else {
+      // tau: [..., k] with k <= n <= m.
+      const Shape& t = in[1].shape;
+      fits = t.IsArray() && t.rank() == nb + 1 && t.element_type() == type &&
+             std::equal(tau.begin(), tau.end(), t.dimensions().begin()) &&
+             t.dimensions(nb) <= a.dimensions(nb + 1) &&
+             a.dimensions(nb + 1) <= a.dimensions(nb);
+      want = {a};
+    }
+  }
+  if (!fits || op.result_types != want) {
+    return Invalid(
+        op,
+        absl::StrFormat(
+            "%s takes %s and gives %s of its shape; got %d operand(s)%s",
+            target,
+            factor ? absl::StrCat("one ", PrimitiveTypeName(type),
+                                  " matrix [..., m, n]")
+                   : absl::StrCat("reflectors [..., m, n] (n <= m) and "
+                                  "their scales [..., k] (k <= n) of ",
+                                  PrimitiveTypeName(type)),
+            factor ? "the factors and tau" : "Q", in.size(),
+            in.empty() ? ""
+                       : absl::StrCat(", the first ", in[0].shape.ToString())));
+  }
+  return factor ? Geqrf(b, op, in[0]) : Orgqr(b, op, in[0], in[1]);
+}
+
+// The pieces both loops use, written into one computation.
+struct Translator::QrStep {
+  Translator* t;
+  Builder* x;
+  Shape s;  // the matrix
+  int64_t nb, m, n;
+  std::vector<int64_t> batch;
+  PrimitiveType type, real;
+  std::string zero;  // s32 0
+
+  std::string Op(const Shape& shape, absl::string_view opcode,
+                 const std::vector<std::string>& operands,
+                 absl::string_view attributes = "") {
+    return t->Emit(x, nullptr, shape, opcode, operands, attributes);
+  }
+  std::string Constant(PrimitiveType ty, absl::string_view text) {
+    return t->EmitLine(x, nullptr, Shape(ty, {}), "constant", text);
+  }
+  std::string Spread(const std::string& v, const Shape& to,
+                     std::vector<int64_t> extra) {
+    std::vector<int64_t> d = Upto(nb);
+    d.insert(d.end(), extra.begin(), extra.end());
+    return Op(to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
+  }
+  std::string Full(const std::string& scalar, const Shape& to) {
+    return Op(to, "broadcast", {scalar}, "dimensions={}");
+  }
+  Shape Column() const {
+    std::vector<int64_t> d = batch;
+    d.push_back(m);
+    return Shape(type, d);
+  }
+  Shape Row() const {
+    std::vector<int64_t> d = batch;
+    d.push_back(n);
+    return Shape(type, d);
+  }
+  Shape Each(PrimitiveType ty) const { return Shape(ty, batch); }
+  // Column k of `mat`: [..., m].
+  std::string ColumnAt(const std::string& mat, const std::string& k) {
+    std::vector<int64_t> sizes = batch;
+    sizes.insert(sizes.end(), {m, 1});
+    std::vector<std::string> ops = {mat};
+    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
+    ops.push_back(zero);
+    ops.push_back(k);
+    return Op(Column(), "reshape",
+              {Op(Shape(type, sizes), "dynamic-slice", ops,
+                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
+  }
+  // Element k of a [..., len] vector: [...].
+  std::string ElementAt(const std::string& v, int64_t len,
+                        const std::string& k) {
+    (void)len;
+    std::vector<int64_t> sizes = batch;
+    sizes.push_back(1);
+    std::vector<std::string> ops = {v};
+    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
+    ops.push_back(k);
+    return Op(Each(type), "reshape",
+              {Op(Shape(type, sizes), "dynamic-slice", ops,
+                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
+  }
+  std::string Conj(const std::string& v, const Shape& shape) {
+    if (!IsComplex(type)) return v;
+    const Shape part = shape.WithElementType(real);
+    return Op(
+        shape, "complex",
+        {Op(part, "real", {v}), Op(part, "negate", {Op(part, "imag", {v})})});
+  }
+  // mat - scale * v w^T on the columns `columns` selects: w = v^H mat.
+  std::string Reflect(const std::string& mat, const std::string& v,
+                      const std::string& scale, const std::string& columns) {
+    const std::string vv = Spread(Conj(v, Column()), s, {nb});
+    const std::string w =
+        Op(Row(), "reduce",
+           {Op(s, "multiply", {vv, mat}), t->EmitZero(x, nullptr, type)},
+           absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                           t->AddComputation(type)));
+    const std::string update =
+        Op(s, "multiply",
+           {Spread(scale, s, {}),
+            Op(s, "multiply", {Spread(v, s, {nb}), Spread(w, s, {nb + 1})})});
+    return Op(s, "select", {columns, Op(s, "subtract", {mat, update}), mat});
+  }
+};
+
+absl::Status Translator::Geqrf(Builder* b, const Operation& op,
+                               const Value& a) {
+  const Shape& s = a.shape;
+  const int64_t nb = s.rank() - 2;
+  const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
+  const int64_t r = std::min(m, n);
+  const PrimitiveType type = s.element_type(), real = RealPart(type);
+  const std::vector<int64_t> batch(s.dimensions().begin(),
+                                   s.dimensions().begin() + nb);
+  std::vector<int64_t> tau_dims = batch;
+  tau_dims.push_back(r);
+  const Shape tau(type, tau_dims);
+  const Shape s32(PrimitiveType::kS32, {});
+  if (r == 0) {
+    return Define(b, op, {a, Value{EmitZeros(b, &op, tau), tau}});
+  }
+  const Shape state = Shape::Tuple({s32, s, tau});
+  Builder cond;
+  cond.computation.name = NewName("geqrf_cond");
+  {
+    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
+    MarkRoot(
+        &cond,
+        Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
+             {Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0"),
+              EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(r))},
+             "direction=LT"));
+  }
+  const std::string cond_name = Finish(&cond);
+  Builder body;
+  body.computation.name = NewName("geqrf_body");
+  QrStep q{this, &body, s, nb, m, n, batch, type, real, ""};
+  {
+    const std::string p = EmitLine(&body, nullptr, state, "parameter", "0");
+    const std::string k = q.Op(s32, "get-tuple-element", {p}, "index=0");
+    const std::string mat = q.Op(s, "get-tuple-element", {p}, "index=1");
+    const std::string taus = q.Op(tau, "get-tuple-element", {p}, "index=2");
+    q.zero = q.Constant(PrimitiveType::kS32, "0");
+    const Shape column = q.Column();
+    const Shape rows_index = column.WithElementType(PrimitiveType::kS32);
+    const Shape rows_pred = column.WithElementType(PrimitiveType::kPred);
+    const std::string rows =
+        q.Op(rows_index, "iota", {}, absl::StrCat("iota_dimension=", nb));
+    const std::string kr = q.Full(k, rows_index);
+    const std::string col = q.ColumnAt(mat, k);
+    const std::string below =
+        q.Op(rows_pred, "compare", {rows, kr}, "direction=GT");
+    const std::string x_below =
+        q.Op(column, "select",
+             {below, col, q.Full(EmitZero(&body, nullptr, type), column)});
+    const Shape each = q.Each(type), each_real = q.Each(real);
+    const Shape column_real = column.WithElementType(real);
+    // |x below|^2 and alpha = a[k, k].
+    const std::string squares =
+        IsComplex(type) ? q.Op(column_real, "real",
+                               {q.Op(column, "multiply",
+                                     {x_below, q.Conj(x_below, column)})})
+                        : q.Op(column, "multiply", {x_below, x_below});
+    const std::string norm2 =
+        q.Op(each_real, "reduce", {squares, EmitZero(&body, nullptr, real)},
+             absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                             AddComputation(real)));
+    // alpha: the column's element k.
+    const std::string alpha_k =
+        q.Op(each, "reduce",
+             {q.Op(column, "select",
+                   {q.Op(rows_pred, "compare", {rows, kr}, "direction=EQ"), col,
+                    q.Full(EmitZero(&body, nullptr, type), column)}),
+              EmitZero(&body, nullptr, type)},
+             absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                             AddComputation(type)));
+    const std::string alphr =
+        IsComplex(type) ? q.Op(each_real, "real", {alpha_k}) : alpha_k;
+    const std::string alphi = IsComplex(type)
+                                  ? q.Op(each_real, "imag", {alpha_k})
+                                  : EmitZeros(&body, nullptr, each_real);
+    const std::string zero_r = EmitZeros(&body, nullptr, each_real);
+    const Shape each_pred(PrimitiveType::kPred, batch);
+    // H = I where there is nothing to annihilate.
+    const std::string identity =
+        q.Op(each_pred, "and",
+             {q.Op(each_pred, "compare", {norm2, zero_r}, "direction=EQ"),
+              q.Op(each_pred, "compare", {alphi, zero_r}, "direction=EQ")});
+    // beta = -sign(alphr) * sqrt(alphr^2 + alphi^2 + |x|^2).
+    const std::string length =
+        q.Op(each_real, "sqrt",
+             {q.Op(each_real, "add",
+                   {q.Op(each_real, "add",
+                         {q.Op(each_real, "multiply", {alphr, alphr}),
+                          q.Op(each_real, "multiply", {alphi, alphi})}),
+                    norm2})});
+    const std::string beta =
+        q.Op(each_real, "select",
+             {q.Op(each_pred, "compare", {alphr, zero_r}, "direction=GE"),
+              q.Op(each_real, "negate", {length}), length});
+    const std::string beta_t =
+        IsComplex(type) ? q.Op(each, "complex", {beta, zero_r}) : beta;
+    const std::string tau_value =
+        IsComplex(type)
+            ? q.Op(each, "complex",
+                   {q.Op(each_real, "divide",
+                         {q.Op(each_real, "subtract", {beta, alphr}), beta}),
+                    q.Op(each_real, "divide",
+                         {q.Op(each_real, "negate", {alphi}), beta})})
+            : q.Op(each, "divide",
+                   {q.Op(each, "subtract", {beta, alphr}), beta});
+    const std::string one_t =
+        q.Constant(type, IsComplex(type) ? "(1, 0)" : "1");
+    const std::string scale =
+        q.Op(each, "divide",
+             {q.Full(one_t, each), q.Op(each, "subtract", {alpha_k, beta_t})});
+    const std::string zeros_t = EmitZeros(&body, nullptr, each);
+    const std::string tau_k =
+        q.Op(each, "select", {identity, zeros_t, tau_value});
+    const std::string v_below =
+        q.Op(column, "multiply", {x_below, q.Spread(scale, column, {})});
+    // v: 1 at k, the scaled x below, 0 above.
+    const std::string v =
+        q.Op(column, "select",
+             {q.Op(rows_pred, "compare", {rows, kr}, "direction=EQ"),
+              q.Full(one_t, column),
+              q.Op(column, "select",
+                   {below, v_below,
+                    q.Full(EmitZero(&body, nullptr, type), column)})});
+    const Shape index = s.WithElementType(PrimitiveType::kS32);
+    const Shape pred = s.WithElementType(PrimitiveType::kPred);
+    const std::string all_rows =
+        q.Op(index, "iota", {}, absl::StrCat("iota_dimension=", nb));
+    const std::string all_cols =
+        q.Op(index, "iota", {}, absl::StrCat("iota_dimension=", nb + 1));
+    const std::string ka = q.Full(k, index);
+    // H^H = I - conj(tau) v v^H on the columns right of k.
+    const std::string right =
+        q.Op(pred, "compare", {all_cols, ka}, "direction=GT");
+    const std::string reflected = q.Reflect(mat, v, q.Conj(tau_k, each), right);
+    // Column k: beta on the diagonal, v below (both as they were for H = I).
+    const std::string new_column =
+        q.Op(column, "select",
+             {q.Op(rows_pred, "compare", {rows, kr}, "direction=EQ"),
+              q.Spread(q.Op(each, "select", {identity, alpha_k, beta_t}),
+                       column, {}),
+              q.Op(column, "select",
+                   {below,
+                    q.Op(column, "select",
+                         {q.Spread(identity, rows_pred, {}), col, v_below}),
+                    col})});
+    const std::string mat2 =
+        q.Op(s, "select",
+             {q.Op(pred, "compare", {all_cols, ka}, "direction=EQ"),
+              q.Spread(new_column, s, {nb}), reflected});
+    std::vector<int64_t> one = batch;
+    one.push_back(1);
+    std::vector<std::string> update = {
+        taus, q.Op(Shape(type, one), "reshape", {tau_k})};
+    for (int64_t i = 0; i < nb; ++i) update.push_back(q.zero);
+    update.push_back(k);
+    const std::string taus2 = q.Op(tau, "dynamic-update-slice", update);
+    MarkRoot(&body,
+             q.Op(state, "tuple",
+                  {q.Op(s32, "add", {k, q.Constant(PrimitiveType::kS32, "1")}),
+                   mat2, taus2}));
+  }
+  const std::string body_name = Finish(&body);
+  const std::string loop =
+      Emit(b, &op, state, "while",
+           {Emit(b, &op, state, "tuple",
+                 {EmitLine(b, &op, s32, "constant", "0"), a.name,
+                  EmitZeros(b, &op, tau)})},
+           absl::StrCat("condition=%", cond_name, ", body=%", body_name));
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s},
+       Value{Emit(b, &op, tau, "get-tuple-element", {loop}, "index=2"), tau}});
+}
+
+absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
+                               const Value& tau) {
+  const Shape& s = a.shape;
+  const int64_t nb = s.rank() - 2;
+  const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
+  const int64_t k = tau.shape.dimensions(nb);
+  const PrimitiveType type = s.element_type(), real = RealPart(type);
+  const std::vector<int64_t> batch(s.dimensions().begin(),
+                                   s.dimensions().begin() + nb);
+  const Shape s32(PrimitiveType::kS32, {});
+  const Shape index = s.WithElementType(PrimitiveType::kS32);
+  const Shape pred = s.WithElementType(PrimitiveType::kPred);
+  // Columns k.. of the identity where no reflector reaches.
+  const std::string rows0 =
+      Emit(b, &op, index, "iota", {}, absl::StrCat("iota_dimension=", nb));
+  const std::string cols0 =
+      Emit(b, &op, index, "iota", {}, absl::StrCat("iota_dimension=", nb + 1));
+  const std::string one0 = EmitLine(b, &op, Shape(type, {}), "constant",
+                                    IsComplex(type) ? "(1, 0)" : "1");
+  const std::string eye =
+      Emit(b, &op, s, "select",
+           {Emit(b, &op, pred, "compare", {rows0, cols0}, "direction=EQ"),
+            Emit(b, &op, s, "broadcast", {one0}, "dimensions={}"),
+            EmitZeros(b, &op, s)});
+  const std::string start = Emit(
+      b, &op, s, "select",
+      {Emit(b, &op, pred, "compare",
+            {cols0, Emit(b, &op, index, "broadcast",
+                         {EmitLine(b, &op, s32, "constant", absl::StrCat(k))},
+                         "dimensions={}")},
+            "direction=GE"),
+       eye, a.name});
+  if (k == 0) return Define(b, op, {Value{start, s}});
+  const Shape state = Shape::Tuple({s32, s, tau.shape});
+  Builder cond;
+  cond.computation.name = NewName("orgqr_cond");
+  {
+    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
+    MarkRoot(
+        &cond,
+        Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
+             {Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0"),
+              EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(k))},
+             "direction=LT"));
+  }
+  const std::string cond_name = Finish(&cond);
+  Builder body;
+  body.computation.name = NewName("orgqr_body");
+  QrStep q{this, &body, s, nb, m, n, batch, type, real, ""};
+  {
+    const std::string p = EmitLine(&body, nullptr, state, "parameter", "0");
+    const std::string j = q.Op(s32, "get-tuple-element", {p}, "index=0");
+    const std::string mat = q.Op(s, "get-tuple-element", {p}, "index=1");
+    const std::string taus =
+        q.Op(tau.shape, "get-tuple-element", {p}, "index=2");
+    q.zero = q.Constant(PrimitiveType::kS32, "0");
+    // Reflector i = k - 1 - j, last first.
+    const std::string i =
+        q.Op(s32, "subtract",
+             {q.Constant(PrimitiveType::kS32, absl::StrCat(k - 1)), j});
+    const Shape column = q.Column();
+    const Shape rows_index = column.WithElementType(PrimitiveType::kS32);
+    const Shape rows_pred = column.WithElementType(PrimitiveType::kPred);
+    const std::string rows =
+        q.Op(rows_index, "iota", {}, absl::StrCat("iota_dimension=", nb));
+    const std::string ir = q.Full(i, rows_index);
+    const std::string at =
+        q.Op(rows_pred, "compare", {rows, ir}, "direction=EQ");
+    const std::string below =
+        q.Op(rows_pred, "compare", {rows, ir}, "direction=GT");
+    const std::string col = q.ColumnAt(mat, i);
+    const std::string zero_t = EmitZero(&body, nullptr, type);
+    const std::string one_t =
+        q.Constant(type, IsComplex(type) ? "(1, 0)" : "1");
+    const std::string v =
+        q.Op(column, "select",
+             {at, q.Full(one_t, column),
+              q.Op(column, "select", {below, col, q.Full(zero_t, column)})});
+    const Shape each = q.Each(type);
+    const std::string tau_i = q.ElementAt(taus, k, i);
+    const std::string all_cols =
+        q.Op(index, "iota", {}, absl::StrCat("iota_dimension=", nb + 1));
+    const std::string ia = q.Full(i, index);
+    const std::string reflected = q.Reflect(
+        mat, v, tau_i, q.Op(pred, "compare", {all_cols, ia}, "direction=GT"));
+    // Column i: -tau v below, 1 - tau at i, zeros above.
+    const std::string new_column = q.Op(
+        column, "select",
+        {at,
+         q.Spread(q.Op(each, "subtract", {q.Full(one_t, each), tau_i}), column,
+                  {}),
+         q.Op(column, "select",
+              {below,
+               q.Op(column, "multiply",
+                    {q.Spread(q.Op(each, "negate", {tau_i}), column, {}), col}),
+               q.Full(zero_t, column)})});
+    const std::string mat2 =
+        q.Op(s, "select",
+             {q.Op(pred, "compare", {all_cols, ia}, "direction=EQ"),
+              q.Spread(new_column, s, {nb}), reflected});
+    MarkRoot(&body,
+             q.Op(state, "tuple",
+                  {q.Op(s32, "add", {j, q.Constant(PrimitiveType::kS32, "1")}),
+                   mat2, taus}));
+  }
+  const std::string body_name = Finish(&body);
+  const std::string loop =
+      Emit(b, &op, state, "while",
+           {Emit(b, &op, state, "tuple",
+                 {EmitLine(b, &op, s32, "constant", "0"), start, tau.name})},
+           absl::StrCat("condition=%", cond_name, ", body=%", body_name));
+  return Define(
+      b, op,
+      {Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s}});
+}
+
+}  // namespace pjrt::hlo::stablehlo_internal
