@@ -784,6 +784,11 @@ class Translator {
   absl::Status Orgqr(Builder* b, const Operation& op, const Value& a,
                      const Value& tau);
   struct QrStep;
+  // custom_call @lapack_ssyevd_ffi and @lapack_dsyevd_ffi, as JAX lowers
+  // eigh for CPUs (stablehlo_eigh.cc); the Hermitian ones are refused.
+  static bool IsLapackEighTarget(absl::string_view target);
+  absl::Status Syevd(Builder* b, const Operation& op, absl::string_view target,
+                     const std::vector<Value>& in);
   absl::Status PivotsToPermutation(Builder* b, const Operation& op,
                                    absl::string_view target,
                                    const std::vector<Value>& in);

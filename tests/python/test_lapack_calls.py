@@ -328,3 +328,76 @@ def test_geqrf_of_a_column_already_reduced_takes_tau_zero(client):
     assert tau[0] == 0
     np.testing.assert_allclose(h, want_h.T, atol=1e-12)
     np.testing.assert_allclose(tau, want_tau, atol=1e-12)
+
+
+def syevd_program(shape, dtype, lower):
+    batch = shape[:-2]
+    t = MLIR[dtype]
+    a = tensor(shape, t)
+    w = tensor(shape[:-1], t)
+    info = tensor(batch, "i32")
+    return f"""module @jit_eigh {{
+  func.func public @main(%arg0: {a}) -> ({a}, {w}, {info}) {{
+    %0:3 = stablehlo.custom_call @lapack_{PREFIX[dtype]}syevd_ffi(%arg0)
+        {{mhlo.backend_config = {{mode = 86 : ui8, uplo = {76 if lower else 85}
+        : ui8}}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
+        output_operand_aliases = [#stablehlo.output_operand_alias<
+        output_tuple_indices = [0], operand_index = 0,
+        operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> :
+        tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> :
+        tensor<0xindex>]}} : ({a}) -> ({a}, {w}, {info})
+    return %0#0, %0#1, %0#2 : {a}, {w}, {info}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (1, 1), (2, 8, 8)])
+def test_syevd_gives_ascending_values_and_orthonormal_vectors(
+        client, dtype, lower, shape):
+    x = sample(shape, dtype)
+    sym = (x + np.swapaxes(x, -1, -2)) / 2
+    # The triangle LAPACK does not read holds garbage.
+    n = shape[-1]
+    keep = np.tril(np.ones((n, n), bool)) if lower else \
+        np.triu(np.ones((n, n), bool))
+    a = np.where(keep, sym, 1e3).astype(dtype)
+    v, w, info = run_arrays(client, syevd_program(shape, dtype, lower), a)
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    for idx in np.ndindex(*shape[:-2]):
+        want = np.linalg.eigvalsh(sym[idx].astype(np.float64))
+        np.testing.assert_allclose(w[idx], want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(sym[idx] @ v[idx], v[idx] * w[idx],
+                                   rtol=tol * 10, atol=tol * 10)
+        np.testing.assert_allclose(v[idx].T @ v[idx], np.eye(n),
+                                   rtol=tol * 10, atol=tol * 10)
+    assert not np.any(info)
+
+
+def test_syevd_with_repeated_eigenvalues(client):
+    q, _ = np.linalg.qr(sample((6, 6), np.float64))
+    sym = q @ np.diag([2.0, 2.0, 2.0, -1.0, 5.0, 5.0]) @ q.T
+    v, w, _ = run_arrays(client, syevd_program((6, 6), np.float64, True), sym)
+    np.testing.assert_allclose(w, [-1, 2, 2, 2, 5, 5], atol=1e-10)
+    np.testing.assert_allclose(sym @ v, v * w, atol=1e-9)
+
+
+def test_hermitian_eigensolvers_are_refused_by_name(client):
+    program = """module @jit_eigh {
+  func.func public @main(%arg0: tensor<3x3xcomplex<f32>>)
+      -> (tensor<3x3xcomplex<f32>>, tensor<3xf32>, tensor<i32>) {
+    %0:3 = stablehlo.custom_call @lapack_cheevd_ffi(%arg0)
+        {mhlo.backend_config = {mode = 86 : ui8, uplo = 76 : ui8}} :
+        (tensor<3x3xcomplex<f32>>) -> (tensor<3x3xcomplex<f32>>,
+        tensor<3xf32>, tensor<i32>)
+    return %0#0, %0#1, %0#2 : tensor<3x3xcomplex<f32>>, tensor<3xf32>,
+        tensor<i32>
+  }
+}
+"""
+    with pytest.raises(pjrt_client.UnimplementedError) as e:
+        client.compile(program)
+    assert "lapack_cheevd_ffi: Hermitian eigensolvers are not supported" in \
+        str(e.value)
