@@ -1,8 +1,9 @@
-// The StableHLO translator's LAPACK QR calls, as JAX lowers jnp.linalg.qr
-// for CPUs: lapack_?geqrf_ffi (Householder QR: R above the diagonal, the
-// reflectors below it and their scales tau) and lapack_?orgqr_ffi /
-// lapack_?ungqr_ffi (Q from the reflectors), each an HLO loop over the
-// columns doing what LAPACK's unblocked ?geqr2 and ?org2r do.
+// The StableHLO translator's QR calls, as JAX lowers jnp.linalg.qr:
+// lapack_?geqrf_ffi and cusolver_geqrf_ffi (Householder QR: R above the
+// diagonal, the reflectors below it and their scales tau) and
+// lapack_?orgqr_ffi / lapack_?ungqr_ffi / cusolver_orgqr_ffi (Q from the
+// reflectors), each an HLO loop over the columns doing what LAPACK's
+// unblocked ?geqr2 and ?org2r do. hipSOLVER's names are the same calls.
 #include "hlo/stablehlo_internal.h"
 
 namespace pjrt::hlo::stablehlo_internal {
@@ -14,6 +15,12 @@ PrimitiveType RealPart(PrimitiveType t) {
   return t;
 }
 
+// The type a message names: the call's, or any a solver takes.
+std::string TypeWords(bool solver, PrimitiveType type) {
+  if (solver) return "f32, f64, c64 or c128";
+  return std::string(PrimitiveTypeName(type));
+}
+
 std::vector<int64_t> Upto(int64_t n) {
   std::vector<int64_t> v;
   for (int64_t i = 0; i < n; ++i) v.push_back(i);
@@ -23,6 +30,10 @@ std::vector<int64_t> Upto(int64_t n) {
 }  // namespace
 
 bool Translator::IsLapackQrTarget(absl::string_view target) {
+  if (target == "cusolver_geqrf_ffi" || target == "cusolver_orgqr_ffi" ||
+      target == "hipsolver_geqrf_ffi" || target == "hipsolver_orgqr_ffi") {
+    return true;
+  }
   if (target.size() != 17 || !absl::StartsWith(target, "lapack_") ||
       !absl::EndsWith(target, "_ffi")) {
     return false;
@@ -41,11 +52,23 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
   Attr(op, {"result_layouts"});
   Attr(op, {"output_operand_aliases"});
   Attr(op, {"mhlo.backend_config", "backend_config"});
-  const bool factor = target.substr(8, 5) == "geqrf";
-  const PrimitiveType type = target[7] == 's'   ? PrimitiveType::kF32
-                             : target[7] == 'd' ? PrimitiveType::kF64
-                             : target[7] == 'c' ? PrimitiveType::kC64
-                                                : PrimitiveType::kC128;
+  // LAPACK's names carry the type; cuSOLVER's and hipSOLVER's take the
+  // operand's.
+  const bool solver = !absl::StartsWith(target, "lapack_");
+  const bool factor = absl::StrContains(target, "geqrf");
+  PrimitiveType type = PrimitiveType::kInvalid;
+  if (!solver) {
+    type = target[7] == 's'   ? PrimitiveType::kF32
+           : target[7] == 'd' ? PrimitiveType::kF64
+           : target[7] == 'c' ? PrimitiveType::kC64
+                              : PrimitiveType::kC128;
+  } else if (!in.empty() && in[0].shape.IsArray()) {
+    const PrimitiveType t = in[0].shape.element_type();
+    if (t == PrimitiveType::kF32 || t == PrimitiveType::kF64 ||
+        t == PrimitiveType::kC64 || t == PrimitiveType::kC128) {
+      type = t;
+    }
+  }
   const size_t operands = factor ? 1 : 2;
   bool fits = in.size() == operands && in[0].shape.IsArray() &&
               in[0].shape.rank() >= 2 && in[0].shape.element_type() == type;
@@ -74,11 +97,11 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
         absl::StrFormat(
             "%s takes %s and gives %s of its shape; got %d operand(s)%s",
             target,
-            factor ? absl::StrCat("one ", PrimitiveTypeName(type),
+            factor ? absl::StrCat("one ", TypeWords(solver, type),
                                   " matrix [..., m, n]")
                    : absl::StrCat("reflectors [..., m, n] (n <= m) and "
                                   "their scales [..., k] (k <= n) of ",
-                                  PrimitiveTypeName(type)),
+                                  TypeWords(solver, type)),
             factor ? "the factors and tau" : "Q", in.size(),
             in.empty() ? ""
                        : absl::StrCat(", the first ", in[0].shape.ToString())));

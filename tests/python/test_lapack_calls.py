@@ -401,3 +401,16 @@ def test_hermitian_eigensolvers_are_refused_by_name(client):
         client.compile(program)
     assert "lapack_cheevd_ffi: Hermitian eigensolvers are not supported" in \
         str(e.value)
+
+
+def test_cusolver_qr_as_jax_lowers_it_for_gpus(client):
+    program = qr_program((2, 5, 3), np.float64).replace(
+        "lapack_dgeqrf_ffi", "cusolver_geqrf_ffi").replace(
+        "lapack_dorgqr_ffi", "cusolver_orgqr_ffi")
+    a = sample((2, 5, 3), np.float64)
+    h, tau, q = run_arrays(client, program, a)
+    for i in range(2):
+        want_h, want_tau = np.linalg.qr(a[i], mode="raw")
+        np.testing.assert_allclose(h[i], want_h.T, atol=1e-10)
+        np.testing.assert_allclose(tau[i], want_tau, atol=1e-10)
+        np.testing.assert_allclose(q[i], np.linalg.qr(a[i])[0], atol=1e-10)
