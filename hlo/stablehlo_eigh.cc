@@ -16,10 +16,7 @@ bool Translator::IsLapackEighTarget(absl::string_view target) {
 absl::Status Translator::Syevd(Builder* b, const Operation& op,
                                absl::string_view target,
                                const std::vector<Value>& in) {
-  Attr(op, {"api_version"});
-  Attr(op, {"operand_layouts"});
-  Attr(op, {"result_layouts"});
-  Attr(op, {"output_operand_aliases"});
+  UseFfiAttributes(op);
   if (target[7] == 'c' || target[7] == 'z') {
     return Unsupported(op, absl::StrCat(target,
                                         ": Hermitian eigensolvers are not "
@@ -48,27 +45,11 @@ absl::Status Translator::Syevd(Builder* b, const Operation& op,
                             "gives (vectors, values [..., n], info); got %d "
                             "operand(s)%s",
                             target, PrimitiveTypeName(type), in.size(),
-                            in.empty() ? ""
-                                       : absl::StrCat(", the first ",
-                                                      in[0].shape.ToString())));
+                            FirstOperandText(in)));
   }
-  const Attribute* config = Attr(op, {"mhlo.backend_config", "backend_config"});
-  const Attribute* uplo_attr =
-      config != nullptr && config->kind == AttrKind::kDict
-          ? Field(*config, "uplo")
-          : nullptr;
-  int64_t uplo = 0;
-  if (uplo_attr != nullptr) {
-    PJRT_ASSIGN_OR_RETURN(uplo, IntOf(op, *uplo_attr, "uplo"));
-  }
-  if (uplo != 'L' && uplo != 'U') {
-    return Invalid(op, absl::StrFormat("%s needs backend_config = {uplo = 76 "
-                                       ": ui8} ('L') or 85 ('U'); got %d",
-                                       target, uplo));
-  }
-  if (config != nullptr && config->kind == AttrKind::kDict) {
-    Field(*config, "mode");  // vectors are computed either way
-  }
+  // The vectors are computed whatever the mode.
+  PJRT_ASSIGN_OR_RETURN(const char uplo,
+                        ConfigLetter(op, target, "uplo", "LU"));
   const Shape& s = in[0].shape;
   const int64_t nb = s.rank() - 2, n = s.dimensions(nb);
   const std::vector<int64_t> batch(s.dimensions().begin(),

@@ -767,6 +767,20 @@ class Translator {
   // @cusolver_getrf_ffi and @cu_lu_pivots_to_permutation (and hipSOLVER's
   // alike), as JAX lowers LU and Cholesky (stablehlo_linalg.cc).
   static bool IsLapackTarget(absl::string_view target);
+  // A library call's layouts, aliases and backend config, read (what they
+  // say is known from its name and operands).
+  void UseFfiAttributes(const Operation& op);
+  // ", the first <shape>" of a call's operands, for messages.
+  static std::string FirstOperandText(const std::vector<Value>& in);
+  // A character attribute of the backend config (uplo = 76 : ui8), one of
+  // `allowed`; INVALID_ARGUMENT naming it otherwise.
+  absl::StatusOr<char> ConfigLetter(const Operation& op,
+                                    absl::string_view target,
+                                    absl::string_view name,
+                                    absl::string_view allowed);
+  // The condition of a loop whose state's element 0 counts up to `limit`.
+  std::string CountingCondition(const Shape& state, int64_t limit,
+                                absl::string_view name);
   absl::Status LapackCall(Builder* b, const Operation& op,
                           absl::string_view target,
                           const std::vector<Value>& in);

@@ -40,6 +40,56 @@ std::vector<int64_t> Iota(int64_t n, int64_t from = 0) {
 
 }  // namespace
 
+void Translator::UseFfiAttributes(const Operation& op) {
+  Attr(op, {"api_version"});
+  Attr(op, {"operand_layouts"});
+  Attr(op, {"result_layouts"});
+  Attr(op, {"output_operand_aliases"});
+  Attr(op, {"mhlo.backend_config", "backend_config"});
+}
+
+std::string Translator::FirstOperandText(const std::vector<Value>& in) {
+  return in.empty() ? std::string()
+                    : absl::StrCat(", the first ", in[0].shape.ToString());
+}
+
+absl::StatusOr<char> Translator::ConfigLetter(const Operation& op,
+                                              absl::string_view target,
+                                              absl::string_view name,
+                                              absl::string_view allowed) {
+  const Attribute* config = Attr(op, {"mhlo.backend_config", "backend_config"});
+  const Attribute* f = config != nullptr && config->kind == AttrKind::kDict
+                           ? Field(*config, name)
+                           : nullptr;
+  int64_t v = 0;
+  if (f != nullptr) {
+    PJRT_ASSIGN_OR_RETURN(v, IntOf(op, *f, name));
+  }
+  if (v <= 0 || v > 127 ||
+      allowed.find(static_cast<char>(v)) == absl::string_view::npos) {
+    return Invalid(op, absl::StrFormat("%s needs %s in its backend_config, "
+                                       "one of the characters %s as a ui8; "
+                                       "got %d",
+                                       target, name, allowed, v));
+  }
+  return static_cast<char>(v);
+}
+
+std::string Translator::CountingCondition(const Shape& state, int64_t limit,
+                                          absl::string_view name) {
+  Builder cond;
+  cond.computation.name = NewName(name);
+  const Shape s32(PrimitiveType::kS32, {});
+  const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
+  MarkRoot(
+      &cond,
+      Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
+           {Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0"),
+            EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(limit))},
+           "direction=LT"));
+  return Finish(&cond);
+}
+
 bool Translator::IsLapackTarget(absl::string_view target) {
   if (target == "cusolver_getrf_ffi" || target == "hipsolver_getrf_ffi" ||
       target == "cu_lu_pivots_to_permutation" ||
@@ -58,10 +108,7 @@ bool Translator::IsLapackTarget(absl::string_view target) {
 absl::Status Translator::LapackCall(Builder* b, const Operation& op,
                                     absl::string_view target,
                                     const std::vector<Value>& in) {
-  Attr(op, {"api_version"});
-  Attr(op, {"operand_layouts"});
-  Attr(op, {"result_layouts"});
-  Attr(op, {"output_operand_aliases"});
+  UseFfiAttributes(op);
   if (absl::EndsWith(target, "_lu_pivots_to_permutation")) {
     return PivotsToPermutation(b, op, target, in);
   }
@@ -87,9 +134,7 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
             "%s takes one %s matrix (or a batch of them); got %d "
             "operand(s)%s",
             target, solver ? "f32, f64, c64 or c128" : PrimitiveTypeName(type),
-            in.size(),
-            in.empty() ? ""
-                       : absl::StrCat(", the first ", in[0].shape.ToString())));
+            in.size(), FirstOperandText(in)));
   }
   const Shape& a = in[0].shape;
   const int64_t nb = a.rank() - 2;
@@ -110,26 +155,14 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
                             Shape::Tuple(want).ToString(),
                             Shape::Tuple(op.result_types).ToString()));
   }
-  const Attribute* config = Attr(op, {"mhlo.backend_config", "backend_config"});
   if (lu) return Getrf(b, op, in[0]);
-  // potrf: uplo = 76 ('L') or 85 ('U') in the backend config.
-  const Attribute* uplo = config != nullptr && config->kind == AttrKind::kDict
-                              ? Field(*config, "uplo")
-                              : nullptr;
-  int64_t which = 0;
-  if (uplo != nullptr) {
-    PJRT_ASSIGN_OR_RETURN(which, IntOf(op, *uplo, "uplo"));
-  }
-  if (which != 'L' && which != 'U') {
-    return Invalid(op, absl::StrFormat("%s needs backend_config = {uplo = 76 "
-                                       ": ui8} ('L') or 85 ('U'); got %d",
-                                       target, which));
-  }
+  PJRT_ASSIGN_OR_RETURN(const char uplo,
+                        ConfigLetter(op, target, "uplo", "LU"));
   if (m != n) {
     return Invalid(op, absl::StrFormat("%s factors square matrices, not %s",
                                        target, a.ToString()));
   }
-  return Potrf(b, op, in[0], which == 'L');
+  return Potrf(b, op, in[0], uplo == 'L');
 }
 
 absl::Status Translator::Trsm(Builder* b, const Operation& op,
@@ -152,28 +185,10 @@ absl::Status Translator::Trsm(Builder* b, const Operation& op,
                             "side b of its rank (and a scalar alpha) and "
                             "gives b's shape; got %d operand(s)%s",
                             target, PrimitiveTypeName(type), in.size(),
-                            in.empty() ? ""
-                                       : absl::StrCat(", the first ",
-                                                      in[0].shape.ToString())));
+                            FirstOperandText(in)));
   }
-  const Attribute* config = Attr(op, {"mhlo.backend_config", "backend_config"});
-  const auto letter = [&](absl::string_view name,
-                          absl::string_view allowed) -> absl::StatusOr<char> {
-    const Attribute* f = config != nullptr && config->kind == AttrKind::kDict
-                             ? Field(*config, name)
-                             : nullptr;
-    int64_t v = 0;
-    if (f != nullptr) {
-      PJRT_ASSIGN_OR_RETURN(v, IntOf(op, *f, name));
-    }
-    if (v <= 0 || v > 127 ||
-        allowed.find(static_cast<char>(v)) == absl::string_view::npos) {
-      return Invalid(op, absl::StrFormat("%s needs %s in its backend_config, "
-                                         "one of the characters %s as a ui8; "
-                                         "got %d",
-                                         target, name, allowed, v));
-    }
-    return static_cast<char>(v);
+  const auto letter = [&](absl::string_view name, absl::string_view allowed) {
+    return ConfigLetter(op, target, name, allowed);
   };
   PJRT_ASSIGN_OR_RETURN(const char side, letter("side", "LR"));
   PJRT_ASSIGN_OR_RETURN(const char uplo, letter("uplo", "LU"));
@@ -297,18 +312,7 @@ absl::Status Translator::Getrf(Builder* b, const Operation& op,
   };
 
   // The condition: k < r.
-  Builder cond;
-  cond.computation.name = NewName("getrf_cond");
-  {
-    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
-    const std::string k =
-        Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0");
-    const std::string limit =
-        EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(r));
-    MarkRoot(&cond, Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}),
-                         "compare", {k, limit}, "direction=LT"));
-  }
-  const std::string cond_name = Finish(&cond);
+  const std::string cond_name = CountingCondition(state, r, "getrf_cond");
 
   // The body: column k's pivot, the row swap, the column scaled by the
   // pivot's reciprocal, the rank-1 update of the trailing matrix.
@@ -569,18 +573,7 @@ absl::Status Translator::PivotsToPermutation(Builder* b, const Operation& op,
   const Shape state = Shape::Tuple({s32, pivots, perm});
   std::vector<int64_t> batch_dims;
   for (int64_t i = 0; i < nb; ++i) batch_dims.push_back(i);
-  Builder cond;
-  cond.computation.name = NewName("pivots_cond");
-  {
-    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
-    MarkRoot(
-        &cond,
-        Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
-             {Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0"),
-              EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(r))},
-             "direction=LT"));
-  }
-  const std::string cond_name = Finish(&cond);
+  const std::string cond_name = CountingCondition(state, r, "pivots_cond");
   Builder body;
   body.computation.name = NewName("pivots_body");
   Builder* x = &body;

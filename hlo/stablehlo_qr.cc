@@ -47,11 +47,7 @@ bool Translator::IsLapackQrTarget(absl::string_view target) {
 absl::Status Translator::LapackQr(Builder* b, const Operation& op,
                                   absl::string_view target,
                                   const std::vector<Value>& in) {
-  Attr(op, {"api_version"});
-  Attr(op, {"operand_layouts"});
-  Attr(op, {"result_layouts"});
-  Attr(op, {"output_operand_aliases"});
-  Attr(op, {"mhlo.backend_config", "backend_config"});
+  UseFfiAttributes(op);
   // LAPACK's names carry the type; cuSOLVER's and hipSOLVER's take the
   // operand's.
   const bool solver = !absl::StartsWith(target, "lapack_");
@@ -93,18 +89,16 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
   }
   if (!fits || op.result_types != want) {
     return Invalid(
-        op,
-        absl::StrFormat(
-            "%s takes %s and gives %s of its shape; got %d operand(s)%s",
-            target,
-            factor ? absl::StrCat("one ", TypeWords(solver, type),
-                                  " matrix [..., m, n]")
-                   : absl::StrCat("reflectors [..., m, n] (n <= m) and "
-                                  "their scales [..., k] (k <= n) of ",
-                                  TypeWords(solver, type)),
-            factor ? "the factors and tau" : "Q", in.size(),
-            in.empty() ? ""
-                       : absl::StrCat(", the first ", in[0].shape.ToString())));
+        op, absl::StrFormat(
+                "%s takes %s and gives %s of its shape; got %d operand(s)%s",
+                target,
+                factor ? absl::StrCat("one ", TypeWords(solver, type),
+                                      " matrix [..., m, n]")
+                       : absl::StrCat("reflectors [..., m, n] (n <= m) and "
+                                      "their scales [..., k] (k <= n) of ",
+                                      TypeWords(solver, type)),
+                factor ? "the factors and tau" : "Q", in.size(),
+                FirstOperandText(in)));
   }
   return factor ? Geqrf(b, op, in[0]) : Orgqr(b, op, in[0], in[1]);
 }
@@ -213,18 +207,7 @@ absl::Status Translator::Geqrf(Builder* b, const Operation& op,
     return Define(b, op, {a, Value{EmitZeros(b, &op, tau), tau}});
   }
   const Shape state = Shape::Tuple({s32, s, tau});
-  Builder cond;
-  cond.computation.name = NewName("geqrf_cond");
-  {
-    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
-    MarkRoot(
-        &cond,
-        Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
-             {Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0"),
-              EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(r))},
-             "direction=LT"));
-  }
-  const std::string cond_name = Finish(&cond);
+  const std::string cond_name = CountingCondition(state, r, "geqrf_cond");
   Builder body;
   body.computation.name = NewName("geqrf_body");
   QrStep q{this, &body, s, nb, m, n, batch, type, real, ""};
@@ -405,18 +388,7 @@ absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
        eye, a.name});
   if (k == 0) return Define(b, op, {Value{start, s}});
   const Shape state = Shape::Tuple({s32, s, tau.shape});
-  Builder cond;
-  cond.computation.name = NewName("orgqr_cond");
-  {
-    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
-    MarkRoot(
-        &cond,
-        Emit(&cond, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
-             {Emit(&cond, nullptr, s32, "get-tuple-element", {p}, "index=0"),
-              EmitLine(&cond, nullptr, s32, "constant", absl::StrCat(k))},
-             "direction=LT"));
-  }
-  const std::string cond_name = Finish(&cond);
+  const std::string cond_name = CountingCondition(state, k, "orgqr_cond");
   Builder body;
   body.computation.name = NewName("orgqr_body");
   QrStep q{this, &body, s, nb, m, n, batch, type, real, ""};
