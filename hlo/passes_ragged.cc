@@ -22,6 +22,27 @@ namespace {
 using passes_internal::Add;
 using passes_internal::DimsOf;
 
+std::string List(const std::vector<int64_t>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ","), "}");
+}
+
+// Attributes the parser keeps as text (windows, dimension numbers), as
+// the text would have given them.
+void SetRaw(Instruction* inst,
+            std::initializer_list<std::pair<const char*, std::string>> values) {
+  Attributes* a = inst->mutable_attributes();
+  for (const auto& [name, value] : values) {
+    a->present.push_back(name);
+    a->raw.emplace_back(name, value);
+  }
+}
+
+// A compare's direction, GE or LT (the two the expansions use).
+void SetDirection(Instruction* compare, ComparisonDirection d) {
+  compare->mutable_attributes()->comparison_direction = d;
+  SetRaw(compare, {{"direction", d == ComparisonDirection::kGe ? "GE" : "LT"}});
+}
+
 class RaggedDotExpansion {
  public:
   RaggedDotExpansion(Module* module, Computation* c, Instruction* inst,
@@ -78,17 +99,12 @@ class RaggedDotExpansion {
     return Broadcast(Zero(shape.element_type()),
                      Shape(shape.element_type(), DimsOf(shape)), {});
   }
-  // GE or LT, the two the expansion uses.
   Instruction* Compare(Instruction* l, Instruction* r,
                        ComparisonDirection direction) {
     Instruction* compare =
         Make(Opcode::kCompare, l->shape().WithElementType(PrimitiveType::kPred),
              {l, r});
-    Attributes* a = compare->mutable_attributes();
-    a->comparison_direction = direction;
-    a->present.push_back("direction");
-    a->raw.emplace_back("direction",
-                        direction == ComparisonDirection::kGe ? "GE" : "LT");
+    SetDirection(compare, direction);
     return compare;
   }
   Instruction* Select(Instruction* pred, Instruction* yes, Instruction* no,
@@ -124,11 +140,9 @@ class RaggedDotExpansion {
       ends_ =
           Make(Opcode::kReduceWindow, Shape(wide.element_type(), DimsOf(wide)),
                {sizes64, Zero(PrimitiveType::kS64)});
-      Attributes* a = ends_->mutable_attributes();
-      a->present.push_back("window");
-      a->raw.emplace_back("window",
-                          absl::StrCat("{size=", absl::StrJoin(size, "x"),
-                                       " pad=", absl::StrJoin(pad, "x"), "}"));
+      SetRaw(ends_,
+             {{"window", absl::StrCat("{size=", absl::StrJoin(size, "x"),
+                                      " pad=", absl::StrJoin(pad, "x"), "}")}});
       ends_->AddCalledComputation(
           passes_internal::ScalarAddRegion(module_, PrimitiveType::kS64));
     }
@@ -368,7 +382,7 @@ class RaggedAllToAllExpansion {
     Instruction* kept =
         Make(Opcode::kCompare, rows.WithElementType(PrimitiveType::kPred),
              {row, AlongRows(count, rows)});
-    SetDirection(kept, ComparisonDirection::kLt, "LT");
+    SetDirection(kept, ComparisonDirection::kLt);
     Instruction* end =
         Make(Opcode::kConstant, Shape(PrimitiveType::kS64, {}), {});
     Literal past(Shape(PrimitiveType::kS64, {}));
@@ -396,23 +410,6 @@ class RaggedAllToAllExpansion {
                     std::vector<Instruction*> operands) {
     return Add(c_, *inst_, absl::StrCat(".ragged", made_++), opcode,
                OpcodeName(opcode), std::move(shape), std::move(operands));
-  }
-  static std::string List(const std::vector<int64_t>& v) {
-    return absl::StrCat("{", absl::StrJoin(v, ","), "}");
-  }
-  static void SetRaw(
-      Instruction* inst,
-      std::initializer_list<std::pair<const char*, std::string>> values) {
-    Attributes* a = inst->mutable_attributes();
-    for (const auto& [name, value] : values) {
-      a->present.push_back(name);
-      a->raw.emplace_back(name, value);
-    }
-  }
-  static void SetDirection(Instruction* compare, ComparisonDirection d,
-                           const char* spelling) {
-    compare->mutable_attributes()->comparison_direction = d;
-    SetRaw(compare, {{"direction", spelling}});
   }
   // An s32 or s64 vector as s64.
   Instruction* Wide(Instruction* v) {
@@ -454,8 +451,7 @@ class RaggedAllToAllExpansion {
       }
     }
     a->dimensions = {0};
-    a->present.push_back("dimensions");
-    a->raw.emplace_back("dimensions", "{0}");
+    SetRaw(exchanged, {{"dimensions", "{0}"}});
     return exchanged;
   }
 

@@ -61,8 +61,7 @@ absl::Status Translator::Syevd(Builder* b, const Operation& op,
   const Shape s32(PrimitiveType::kS32, {});
   const Shape pred = s.WithElementType(PrimitiveType::kPred);
   const Shape index = s.WithElementType(PrimitiveType::kS32);
-  std::vector<int64_t> batch_dims;
-  for (int64_t i = 0; i < nb; ++i) batch_dims.push_back(i);
+  const std::vector<int64_t> batch_dims = FirstDimensions(nb);
   const std::string spread_batch =
       absl::StrCat("dimensions=", Braced(batch_dims));
   // The matrix the triangle `uplo` names, made whole.
@@ -293,13 +292,12 @@ absl::Status Translator::Syevd(Builder* b, const Operation& op,
           op_(each_pred, "compare",
               {off_sum, op_(each, "multiply", {all_sum, scalar(eps2)})},
               "direction=LE");
-      std::vector<int64_t> every = batch_dims;
       const std::string converged =
           nb == 0 ? op_(flag, "reshape", {small})
                   : op_(flag, "reduce",
                         {small, EmitLine(x, nullptr, flag, "constant", "true")},
                         absl::StrFormat(
-                            "dimensions=%s, to_apply=%%%s", Braced(every),
+                            "dimensions=%s, to_apply=%%%s", Braced(batch_dims),
                             ScalarComputation(PrimitiveType::kPred, "and")));
       MarkRoot(
           x,

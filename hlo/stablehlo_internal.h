@@ -89,6 +89,18 @@ inline std::string SanitizeName(absl::string_view name) {
   return out;
 }
 
+// 0, 1, ..., n - 1: the leading (batch) dimensions of a shape.
+inline std::vector<int64_t> FirstDimensions(int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+// The type of a complex type's parts; a real type itself.
+inline PrimitiveType RealPartType(PrimitiveType type) {
+  return IsComplex(type) ? ComplexPartType(type) : type;
+}
+
 inline std::string Braced(const std::vector<int64_t>& values) {
   return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }

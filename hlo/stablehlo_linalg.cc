@@ -28,16 +28,6 @@ PrimitiveType LapackType(char prefix) {
   }
 }
 
-std::vector<int64_t> DimsOf(const Shape& s) {
-  return std::vector<int64_t>(s.dimensions().begin(), s.dimensions().end());
-}
-
-std::vector<int64_t> Iota(int64_t n, int64_t from = 0) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(from + i);
-  return v;
-}
-
 }  // namespace
 
 void Translator::UseFfiAttributes(const Operation& op) {
@@ -234,12 +224,8 @@ absl::Status Translator::Potrf(Builder* b, const Operation& op, const Value& a,
   // The diagonal, as the real part where complex.
   std::vector<int64_t> diagonal_dims(s.dimensions().begin(),
                                      s.dimensions().end() - 1);
-  const PrimitiveType real_type =
-      IsComplex(s.element_type())
-          ? (s.element_type() == PrimitiveType::kC64 ? PrimitiveType::kF32
-                                                     : PrimitiveType::kF64)
-          : s.element_type();
-  const Shape real(real_type, DimsOf(s));
+  const PrimitiveType real_type = RealPartType(s.element_type());
+  const Shape real = s.WithElementType(real_type);
   const std::string factor_real = IsComplex(s.element_type())
                                       ? Emit(b, &op, real, "real", {factor})
                                       : factor;
@@ -304,9 +290,9 @@ absl::Status Translator::Getrf(Builder* b, const Operation& op,
                    Value{EmitZeros(b, &op, info), info}});
   }
   const Shape state = Shape::Tuple({s32, s, pivots, info});
-  const std::string batch_dims = Braced(Iota(nb));
+  const std::string batch_dims = Braced(FirstDimensions(nb));
   const auto with_batch = [&](std::vector<int64_t> extra) {
-    std::vector<int64_t> d = Iota(nb);
+    std::vector<int64_t> d = FirstDimensions(nb);
     d.insert(d.end(), extra.begin(), extra.end());
     return absl::StrCat("dimensions=", Braced(d));
   };
@@ -354,9 +340,7 @@ absl::Status Translator::Getrf(Builder* b, const Operation& op,
                         absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
     };
     // |a| for pivoting: LAPACK's i?amax takes |re| + |im| of a complex.
-    const PrimitiveType rt = t == PrimitiveType::kC64    ? PrimitiveType::kF32
-                             : t == PrimitiveType::kC128 ? PrimitiveType::kF64
-                                                         : t;
+    const PrimitiveType rt = RealPartType(t);
     const Shape magnitude(rt, column_dims);
     const std::string col = dynamic(mat, column, slice_column, zero, k);
     std::string mag;
@@ -430,8 +414,8 @@ absl::Status Translator::Getrf(Builder* b, const Operation& op,
                  "slice_sizes=%s",
                  nb, nb, nb, batch_dims, batch_dims, nb, Braced(gather_sizes)));
     const std::string row_k = dynamic(mat, row, slice_row, k, zero);
-    const Shape index(PrimitiveType::kS32, DimsOf(s));
-    const Shape pred(PrimitiveType::kPred, DimsOf(s));
+    const Shape index = s.WithElementType(PrimitiveType::kS32);
+    const Shape pred = s.WithElementType(PrimitiveType::kPred);
     const std::string all_rows = Emit(x, nullptr, index, "iota", {},
                                       absl::StrCat("iota_dimension=", nb));
     const std::string all_cols = Emit(x, nullptr, index, "iota", {},
@@ -571,8 +555,7 @@ absl::Status Translator::PivotsToPermutation(Builder* b, const Operation& op,
   const Shape s32(PrimitiveType::kS32, {});
   const Shape per(PrimitiveType::kS32, batch);
   const Shape state = Shape::Tuple({s32, pivots, perm});
-  std::vector<int64_t> batch_dims;
-  for (int64_t i = 0; i < nb; ++i) batch_dims.push_back(i);
+  const std::vector<int64_t> batch_dims = FirstDimensions(nb);
   const std::string cond_name = CountingCondition(state, r, "pivots_cond");
   Builder body;
   body.computation.name = NewName("pivots_body");
@@ -618,7 +601,7 @@ absl::Status Translator::PivotsToPermutation(Builder* b, const Operation& op,
                         "slice_sizes=%s",
                         nb, nb, Braced(batch_dims), Braced(batch_dims), nb,
                         Braced(sizes)));
-    const Shape pred(PrimitiveType::kPred, DimsOf(perm));
+    const Shape pred = perm.WithElementType(PrimitiveType::kPred);
     const std::string place =
         Emit(x, nullptr, perm, "iota", {}, absl::StrCat("iota_dimension=", nb));
     const std::string spread = absl::StrCat("dimensions=", Braced(batch_dims));

@@ -9,22 +9,10 @@
 namespace pjrt::hlo::stablehlo_internal {
 namespace {
 
-PrimitiveType RealPart(PrimitiveType t) {
-  if (t == PrimitiveType::kC64) return PrimitiveType::kF32;
-  if (t == PrimitiveType::kC128) return PrimitiveType::kF64;
-  return t;
-}
-
 // The type a message names: the call's, or any a solver takes.
 std::string TypeWords(bool solver, PrimitiveType type) {
   if (solver) return "f32, f64, c64 or c128";
   return std::string(PrimitiveTypeName(type));
-}
-
-std::vector<int64_t> Upto(int64_t n) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(i);
-  return v;
 }
 
 }  // namespace
@@ -123,7 +111,7 @@ struct Translator::QrStep {
   }
   std::string Spread(const std::string& v, const Shape& to,
                      std::vector<int64_t> extra) {
-    std::vector<int64_t> d = Upto(nb);
+    std::vector<int64_t> d = FirstDimensions(nb);
     d.insert(d.end(), extra.begin(), extra.end());
     return Op(to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
   }
@@ -153,10 +141,8 @@ struct Translator::QrStep {
               {Op(Shape(type, sizes), "dynamic-slice", ops,
                   absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
   }
-  // Element k of a [..., len] vector: [...].
-  std::string ElementAt(const std::string& v, int64_t len,
-                        const std::string& k) {
-    (void)len;
+  // Element k of a [..., len] vector along its last dimension: [...].
+  std::string ElementAt(const std::string& v, const std::string& k) {
     std::vector<int64_t> sizes = batch;
     sizes.push_back(1);
     std::vector<std::string> ops = {v};
@@ -196,7 +182,7 @@ absl::Status Translator::Geqrf(Builder* b, const Operation& op,
   const int64_t nb = s.rank() - 2;
   const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
   const int64_t r = std::min(m, n);
-  const PrimitiveType type = s.element_type(), real = RealPart(type);
+  const PrimitiveType type = s.element_type(), real = RealPartType(type);
   const std::vector<int64_t> batch(s.dimensions().begin(),
                                    s.dimensions().begin() + nb);
   std::vector<int64_t> tau_dims = batch;
@@ -360,7 +346,7 @@ absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
   const int64_t nb = s.rank() - 2;
   const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
   const int64_t k = tau.shape.dimensions(nb);
-  const PrimitiveType type = s.element_type(), real = RealPart(type);
+  const PrimitiveType type = s.element_type(), real = RealPartType(type);
   const std::vector<int64_t> batch(s.dimensions().begin(),
                                    s.dimensions().begin() + nb);
   const Shape s32(PrimitiveType::kS32, {});
@@ -422,7 +408,7 @@ absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
              {at, q.Full(one_t, column),
               q.Op(column, "select", {below, col, q.Full(zero_t, column)})});
     const Shape each = q.Each(type);
-    const std::string tau_i = q.ElementAt(taus, k, i);
+    const std::string tau_i = q.ElementAt(taus, i);
     const std::string all_cols =
         q.Op(index, "iota", {}, absl::StrCat("iota_dimension=", nb + 1));
     const std::string ia = q.Full(i, index);
