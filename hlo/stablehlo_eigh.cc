@@ -8,6 +8,23 @@
 
 namespace pjrt::hlo::stablehlo_internal {
 
+std::pair<std::string, std::string> Translator::JacobiPairs(Builder* b,
+                                                            const Operation& op,
+                                                            int64_t n) {
+  std::vector<std::string> ps, qs;
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t q = p + 1; q < n; ++q) {
+      ps.push_back(absl::StrCat(p));
+      qs.push_back(absl::StrCat(q));
+    }
+  }
+  const Shape table(PrimitiveType::kS32, {n * (n - 1) / 2});
+  return {EmitLine(b, &op, table, "constant",
+                   absl::StrCat("{", absl::StrJoin(ps, ","), "}")),
+          EmitLine(b, &op, table, "constant",
+                   absl::StrCat("{", absl::StrJoin(qs, ","), "}"))};
+}
+
 bool Translator::IsLapackEighTarget(absl::string_view target) {
   return target == "lapack_ssyevd_ffi" || target == "lapack_dsyevd_ffi" ||
          target == "lapack_cheevd_ffi" || target == "lapack_zheevd_ffi";
@@ -24,8 +41,7 @@ absl::Status Translator::Syevd(Builder* b, const Operation& op,
                                         "(lapack_ssyevd_ffi, "
                                         "lapack_dsyevd_ffi) are"));
   }
-  const PrimitiveType type =
-      target[7] == 's' ? PrimitiveType::kF32 : PrimitiveType::kF64;
+  const PrimitiveType type = LapackType(target[7]);
   bool fits = in.size() == 1 && in[0].shape.IsArray() &&
               in[0].shape.rank() >= 2 && in[0].shape.element_type() == type;
   std::vector<Shape> want;
@@ -85,20 +101,8 @@ absl::Status Translator::Syevd(Builder* b, const Operation& op,
   std::string a_final = whole, v_final = eye;
   const int64_t pairs = n * (n - 1) / 2;
   if (pairs > 0) {
-    std::vector<std::string> ps, qs;
-    for (int64_t p = 0; p < n; ++p) {
-      for (int64_t q = p + 1; q < n; ++q) {
-        ps.push_back(absl::StrCat(p));
-        qs.push_back(absl::StrCat(q));
-      }
-    }
     const Shape table(PrimitiveType::kS32, {pairs});
-    const std::string p_table =
-        EmitLine(b, &op, table, "constant",
-                 absl::StrCat("{", absl::StrJoin(ps, ","), "}"));
-    const std::string q_table =
-        EmitLine(b, &op, table, "constant",
-                 absl::StrCat("{", absl::StrJoin(qs, ","), "}"));
+    const auto [p_table, q_table] = JacobiPairs(b, op, n);
     const Shape flag(PrimitiveType::kPred, {});
     const Shape state = Shape::Tuple({s32, s, s, flag, table, table});
     constexpr int64_t kMaxSweeps = 30;

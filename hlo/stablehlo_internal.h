@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -99,6 +100,41 @@ inline std::vector<int64_t> FirstDimensions(int64_t n) {
 // The type of a complex type's parts; a real type itself.
 inline PrimitiveType RealPartType(PrimitiveType type) {
   return IsComplex(type) ? ComplexPartType(type) : type;
+}
+
+// The element type a LAPACK routine's prefix names (s, d, c, z); kInvalid
+// for any other letter.
+inline PrimitiveType LapackType(char prefix) {
+  switch (prefix) {
+    case 's':
+      return PrimitiveType::kF32;
+    case 'd':
+      return PrimitiveType::kF64;
+    case 'c':
+      return PrimitiveType::kC64;
+    case 'z':
+      return PrimitiveType::kC128;
+    default:
+      return PrimitiveType::kInvalid;
+  }
+}
+
+// The element type a linear-algebra call computes in: the one its LAPACK
+// name carries (lapack_s...), else (cuSOLVER's, hipSOLVER's) its first
+// operand's where that is f32, f64, c64 or c128; kInvalid otherwise.
+inline PrimitiveType LinalgCallType(absl::string_view target,
+                                    const Shape* first_operand) {
+  if (absl::StartsWith(target, "lapack_") && target.size() > 7) {
+    return LapackType(target[7]);
+  }
+  if (first_operand == nullptr || !first_operand->IsArray()) {
+    return PrimitiveType::kInvalid;
+  }
+  const PrimitiveType t = first_operand->element_type();
+  return t == PrimitiveType::kF32 || t == PrimitiveType::kF64 ||
+                 t == PrimitiveType::kC64 || t == PrimitiveType::kC128
+             ? t
+             : PrimitiveType::kInvalid;
 }
 
 inline std::string Braced(const std::vector<int64_t>& values) {
@@ -806,15 +842,41 @@ class Translator {
   static bool IsLapackQrTarget(absl::string_view target);
   absl::Status LapackQr(Builder* b, const Operation& op,
                         absl::string_view target, const std::vector<Value>& in);
-  absl::Status Geqrf(Builder* b, const Operation& op, const Value& a);
-  absl::Status Orgqr(Builder* b, const Operation& op, const Value& a,
-                     const Value& tau);
+  // Householder QR of `a` [..., m, n]: (R above the diagonal with the
+  // reflectors below it, tau [..., min(m, n)]), as ?geqr2 leaves them.
+  std::pair<Value, Value> Geqrf(Builder* b, const Operation& op,
+                                const Value& a);
+  // Q [..., m, n] from reflectors [..., m, n] (n <= m) and tau [..., k]
+  // (k <= n), as ?org2r computes it.
+  Value Orgqr(Builder* b, const Operation& op, const Value& a,
+              const Value& tau);
   struct QrStep;
   // custom_call @lapack_ssyevd_ffi and @lapack_dsyevd_ffi, as JAX lowers
   // eigh for CPUs (stablehlo_eigh.cc); the Hermitian ones are refused.
   static bool IsLapackEighTarget(absl::string_view target);
   absl::Status Syevd(Builder* b, const Operation& op, absl::string_view target,
                      const std::vector<Value>& in);
+  // The Jacobi loops' pairs p < q of n columns, in order: constants of the
+  // p and of the q of each, s32[n (n - 1) / 2].
+  std::pair<std::string, std::string> JacobiPairs(Builder* b,
+                                                  const Operation& op,
+                                                  int64_t n);
+  // custom_call @lapack_?gesdd_ffi, @lapack_?gesvd_ffi, @cusolver_gesvd_ffi
+  // and @cusolver_gesvdj_ffi (and hipSOLVER's alike), as JAX lowers svd
+  // (stablehlo_svd.cc).
+  static bool IsSvdTarget(absl::string_view target);
+  absl::Status Svd(Builder* b, const Operation& op, absl::string_view target,
+                   const std::vector<Value>& in);
+  // The singular values [..., k] of `a` [..., m, n] (its real part type,
+  // descending) and its singular vectors as columns: U [..., m, m or k] and
+  // V [..., n, n or k], `full` choosing.
+  struct SvdParts {
+    Value s, u, v;
+  };
+  SvdParts JacobiSvd(Builder* b, const Operation& op, const Value& a,
+                     bool full);
+  // The conjugate transpose of `a`'s last two dimensions.
+  Value Adjoint(Builder* b, const Operation& op, const Value& a);
   absl::Status PivotsToPermutation(Builder* b, const Operation& op,
                                    absl::string_view target,
                                    const std::vector<Value>& in);
@@ -842,6 +904,92 @@ class Translator {
   // result): until then no op's operands need looking at.
   bool quantized_values_ = false;
   int next_id_ = 0;
+};
+
+// The pieces the linear-algebra loops use (stablehlo_qr.cc,
+// stablehlo_svd.cc), written into one computation.
+struct Translator::QrStep {
+  Translator* t;
+  Builder* x;
+  Shape s;  // the matrix
+  int64_t nb, m, n;
+  std::vector<int64_t> batch;
+  PrimitiveType type, real;
+  std::string zero;  // s32 0
+
+  std::string Op(const Shape& shape, absl::string_view opcode,
+                 const std::vector<std::string>& operands,
+                 absl::string_view attributes = "") {
+    return t->Emit(x, nullptr, shape, opcode, operands, attributes);
+  }
+  std::string Constant(PrimitiveType ty, absl::string_view text) {
+    return t->EmitLine(x, nullptr, Shape(ty, {}), "constant", text);
+  }
+  std::string Spread(const std::string& v, const Shape& to,
+                     std::vector<int64_t> extra) {
+    std::vector<int64_t> d = FirstDimensions(nb);
+    d.insert(d.end(), extra.begin(), extra.end());
+    return Op(to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
+  }
+  std::string Full(const std::string& scalar, const Shape& to) {
+    return Op(to, "broadcast", {scalar}, "dimensions={}");
+  }
+  Shape Column() const {
+    std::vector<int64_t> d = batch;
+    d.push_back(m);
+    return Shape(type, d);
+  }
+  Shape Row() const {
+    std::vector<int64_t> d = batch;
+    d.push_back(n);
+    return Shape(type, d);
+  }
+  Shape Each(PrimitiveType ty) const { return Shape(ty, batch); }
+  // Column k of `mat`: [..., m].
+  std::string ColumnAt(const std::string& mat, const std::string& k) {
+    std::vector<int64_t> sizes = batch;
+    sizes.insert(sizes.end(), {m, 1});
+    std::vector<std::string> ops = {mat};
+    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
+    ops.push_back(zero);
+    ops.push_back(k);
+    return Op(Column(), "reshape",
+              {Op(Shape(type, sizes), "dynamic-slice", ops,
+                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
+  }
+  // Element k of a [..., len] vector along its last dimension: [...].
+  std::string ElementAt(const std::string& v, const std::string& k) {
+    std::vector<int64_t> sizes = batch;
+    sizes.push_back(1);
+    std::vector<std::string> ops = {v};
+    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
+    ops.push_back(k);
+    return Op(Each(type), "reshape",
+              {Op(Shape(type, sizes), "dynamic-slice", ops,
+                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
+  }
+  std::string Conj(const std::string& v, const Shape& shape) {
+    if (!IsComplex(type)) return v;
+    const Shape part = shape.WithElementType(real);
+    return Op(
+        shape, "complex",
+        {Op(part, "real", {v}), Op(part, "negate", {Op(part, "imag", {v})})});
+  }
+  // mat - scale * v w^T on the columns `columns` selects: w = v^H mat.
+  std::string Reflect(const std::string& mat, const std::string& v,
+                      const std::string& scale, const std::string& columns) {
+    const std::string vv = Spread(Conj(v, Column()), s, {nb});
+    const std::string w =
+        Op(Row(), "reduce",
+           {Op(s, "multiply", {vv, mat}), t->EmitZero(x, nullptr, type)},
+           absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                           t->AddComputation(type)));
+    const std::string update =
+        Op(s, "multiply",
+           {Spread(scale, s, {}),
+            Op(s, "multiply", {Spread(v, s, {nb}), Spread(w, s, {nb + 1})})});
+    return Op(s, "select", {columns, Op(s, "subtract", {mat, update}), mat});
+  }
 };
 
 }  // namespace pjrt::hlo::stablehlo_internal

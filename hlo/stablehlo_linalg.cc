@@ -10,26 +10,6 @@
 #include "hlo/stablehlo_internal.h"
 
 namespace pjrt::hlo::stablehlo_internal {
-namespace {
-
-// The element type a LAPACK routine's prefix names: s, d, c, z.
-PrimitiveType LapackType(char prefix) {
-  switch (prefix) {
-    case 's':
-      return PrimitiveType::kF32;
-    case 'd':
-      return PrimitiveType::kF64;
-    case 'c':
-      return PrimitiveType::kC64;
-    case 'z':
-      return PrimitiveType::kC128;
-    default:
-      return PrimitiveType::kInvalid;
-  }
-}
-
-}  // namespace
-
 void Translator::UseFfiAttributes(const Operation& op) {
   Attr(op, {"api_version"});
   Attr(op, {"operand_layouts"});
@@ -109,10 +89,8 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
   // operand's (a float or complex one).
   const bool solver = !absl::StartsWith(target, "lapack_");
   const bool lu = solver || target.substr(8, 5) == "getrf";
-  const PrimitiveType type = solver ? (in.size() == 1 && in[0].shape.IsArray()
-                                           ? in[0].shape.element_type()
-                                           : PrimitiveType::kInvalid)
-                                    : LapackType(target[7]);
+  const PrimitiveType type =
+      LinalgCallType(target, in.size() == 1 ? &in[0].shape : nullptr);
   const bool supported =
       type == PrimitiveType::kF32 || type == PrimitiveType::kF64 ||
       type == PrimitiveType::kC64 || type == PrimitiveType::kC128;

@@ -625,6 +625,9 @@ absl::Status Translator::CustomCallOp(Builder* b, const Operation& op,
   if (IsLapackEighTarget(target->text)) {
     return Syevd(b, op, target->text, in);
   }
+  if (IsSvdTarget(target->text)) {
+    return Svd(b, op, target->text, in);
+  }
   std::string attributes =
       absl::StrCat("custom_call_target=\"", absl::CEscape(target->text), "\"");
   if (const Attribute* sharding = Attr(op, {"mhlo.sharding"})) {

@@ -40,19 +40,8 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
   // operand's.
   const bool solver = !absl::StartsWith(target, "lapack_");
   const bool factor = absl::StrContains(target, "geqrf");
-  PrimitiveType type = PrimitiveType::kInvalid;
-  if (!solver) {
-    type = target[7] == 's'   ? PrimitiveType::kF32
-           : target[7] == 'd' ? PrimitiveType::kF64
-           : target[7] == 'c' ? PrimitiveType::kC64
-                              : PrimitiveType::kC128;
-  } else if (!in.empty() && in[0].shape.IsArray()) {
-    const PrimitiveType t = in[0].shape.element_type();
-    if (t == PrimitiveType::kF32 || t == PrimitiveType::kF64 ||
-        t == PrimitiveType::kC64 || t == PrimitiveType::kC128) {
-      type = t;
-    }
-  }
+  const PrimitiveType type =
+      LinalgCallType(target, in.empty() ? nullptr : &in[0].shape);
   const size_t operands = factor ? 1 : 2;
   bool fits = in.size() == operands && in[0].shape.IsArray() &&
               in[0].shape.rank() >= 2 && in[0].shape.element_type() == type;
@@ -88,96 +77,15 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
                 factor ? "the factors and tau" : "Q", in.size(),
                 FirstOperandText(in)));
   }
-  return factor ? Geqrf(b, op, in[0]) : Orgqr(b, op, in[0], in[1]);
+  if (factor) {
+    auto [factors, tau] = Geqrf(b, op, in[0]);
+    return Define(b, op, {factors, tau});
+  }
+  return Define(b, op, {Orgqr(b, op, in[0], in[1])});
 }
 
-// The pieces both loops use, written into one computation.
-struct Translator::QrStep {
-  Translator* t;
-  Builder* x;
-  Shape s;  // the matrix
-  int64_t nb, m, n;
-  std::vector<int64_t> batch;
-  PrimitiveType type, real;
-  std::string zero;  // s32 0
-
-  std::string Op(const Shape& shape, absl::string_view opcode,
-                 const std::vector<std::string>& operands,
-                 absl::string_view attributes = "") {
-    return t->Emit(x, nullptr, shape, opcode, operands, attributes);
-  }
-  std::string Constant(PrimitiveType ty, absl::string_view text) {
-    return t->EmitLine(x, nullptr, Shape(ty, {}), "constant", text);
-  }
-  std::string Spread(const std::string& v, const Shape& to,
-                     std::vector<int64_t> extra) {
-    std::vector<int64_t> d = FirstDimensions(nb);
-    d.insert(d.end(), extra.begin(), extra.end());
-    return Op(to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
-  }
-  std::string Full(const std::string& scalar, const Shape& to) {
-    return Op(to, "broadcast", {scalar}, "dimensions={}");
-  }
-  Shape Column() const {
-    std::vector<int64_t> d = batch;
-    d.push_back(m);
-    return Shape(type, d);
-  }
-  Shape Row() const {
-    std::vector<int64_t> d = batch;
-    d.push_back(n);
-    return Shape(type, d);
-  }
-  Shape Each(PrimitiveType ty) const { return Shape(ty, batch); }
-  // Column k of `mat`: [..., m].
-  std::string ColumnAt(const std::string& mat, const std::string& k) {
-    std::vector<int64_t> sizes = batch;
-    sizes.insert(sizes.end(), {m, 1});
-    std::vector<std::string> ops = {mat};
-    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
-    ops.push_back(zero);
-    ops.push_back(k);
-    return Op(Column(), "reshape",
-              {Op(Shape(type, sizes), "dynamic-slice", ops,
-                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
-  }
-  // Element k of a [..., len] vector along its last dimension: [...].
-  std::string ElementAt(const std::string& v, const std::string& k) {
-    std::vector<int64_t> sizes = batch;
-    sizes.push_back(1);
-    std::vector<std::string> ops = {v};
-    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
-    ops.push_back(k);
-    return Op(Each(type), "reshape",
-              {Op(Shape(type, sizes), "dynamic-slice", ops,
-                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
-  }
-  std::string Conj(const std::string& v, const Shape& shape) {
-    if (!IsComplex(type)) return v;
-    const Shape part = shape.WithElementType(real);
-    return Op(
-        shape, "complex",
-        {Op(part, "real", {v}), Op(part, "negate", {Op(part, "imag", {v})})});
-  }
-  // mat - scale * v w^T on the columns `columns` selects: w = v^H mat.
-  std::string Reflect(const std::string& mat, const std::string& v,
-                      const std::string& scale, const std::string& columns) {
-    const std::string vv = Spread(Conj(v, Column()), s, {nb});
-    const std::string w =
-        Op(Row(), "reduce",
-           {Op(s, "multiply", {vv, mat}), t->EmitZero(x, nullptr, type)},
-           absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
-                           t->AddComputation(type)));
-    const std::string update =
-        Op(s, "multiply",
-           {Spread(scale, s, {}),
-            Op(s, "multiply", {Spread(v, s, {nb}), Spread(w, s, {nb + 1})})});
-    return Op(s, "select", {columns, Op(s, "subtract", {mat, update}), mat});
-  }
-};
-
-absl::Status Translator::Geqrf(Builder* b, const Operation& op,
-                               const Value& a) {
+std::pair<Value, Value> Translator::Geqrf(Builder* b, const Operation& op,
+                                          const Value& a) {
   const Shape& s = a.shape;
   const int64_t nb = s.rank() - 2;
   const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
@@ -190,7 +98,7 @@ absl::Status Translator::Geqrf(Builder* b, const Operation& op,
   const Shape tau(type, tau_dims);
   const Shape s32(PrimitiveType::kS32, {});
   if (r == 0) {
-    return Define(b, op, {a, Value{EmitZeros(b, &op, tau), tau}});
+    return {a, Value{EmitZeros(b, &op, tau), tau}};
   }
   const Shape state = Shape::Tuple({s32, s, tau});
   const std::string cond_name = CountingCondition(state, r, "geqrf_cond");
@@ -273,9 +181,14 @@ absl::Status Translator::Geqrf(Builder* b, const Operation& op,
                    {q.Op(each, "subtract", {beta, alphr}), beta});
     const std::string one_t =
         q.Constant(type, IsComplex(type) ? "(1, 0)" : "1");
+    // 1 / (alpha - beta), and 1 where H = I: alpha and beta are both 0
+    // for a column of zeros, whose v would otherwise be 0 * inf.
     const std::string scale =
-        q.Op(each, "divide",
-             {q.Full(one_t, each), q.Op(each, "subtract", {alpha_k, beta_t})});
+        q.Op(each, "select",
+             {identity, q.Full(one_t, each),
+              q.Op(each, "divide",
+                   {q.Full(one_t, each),
+                    q.Op(each, "subtract", {alpha_k, beta_t})})});
     const std::string zeros_t = EmitZeros(&body, nullptr, each);
     const std::string tau_k =
         q.Op(each, "select", {identity, zeros_t, tau_value});
@@ -334,14 +247,13 @@ absl::Status Translator::Geqrf(Builder* b, const Operation& op,
                  {EmitLine(b, &op, s32, "constant", "0"), a.name,
                   EmitZeros(b, &op, tau)})},
            absl::StrCat("condition=%", cond_name, ", body=%", body_name));
-  return Define(
-      b, op,
-      {Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s},
-       Value{Emit(b, &op, tau, "get-tuple-element", {loop}, "index=2"), tau}});
+  return {
+      Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s},
+      Value{Emit(b, &op, tau, "get-tuple-element", {loop}, "index=2"), tau}};
 }
 
-absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
-                               const Value& tau) {
+Value Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
+                        const Value& tau) {
   const Shape& s = a.shape;
   const int64_t nb = s.rank() - 2;
   const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
@@ -372,7 +284,7 @@ absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
                          "dimensions={}")},
             "direction=GE"),
        eye, a.name});
-  if (k == 0) return Define(b, op, {Value{start, s}});
+  if (k == 0) return Value{start, s};
   const Shape state = Shape::Tuple({s32, s, tau.shape});
   const std::string cond_name = CountingCondition(state, k, "orgqr_cond");
   Builder body;
@@ -440,9 +352,7 @@ absl::Status Translator::Orgqr(Builder* b, const Operation& op, const Value& a,
            {Emit(b, &op, state, "tuple",
                  {EmitLine(b, &op, s32, "constant", "0"), start, tau.name})},
            absl::StrCat("condition=%", cond_name, ", body=%", body_name));
-  return Define(
-      b, op,
-      {Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s}});
+  return Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s};
 }
 
 }  // namespace pjrt::hlo::stablehlo_internal

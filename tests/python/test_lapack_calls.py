@@ -330,6 +330,18 @@ def test_geqrf_of_a_column_already_reduced_takes_tau_zero(client):
     np.testing.assert_allclose(tau, want_tau, atol=1e-12)
 
 
+def test_geqrf_of_a_column_of_zeros_takes_tau_zero(client):
+    """alpha and beta are both 0 there: the reflector is the identity, and
+    nothing else of the matrix may become NaN."""
+    a = np.array([[0, 1, 2], [0, 3, 1], [0, 4, 5], [0, 2, 2]], np.float64)
+    h, tau, q = run_arrays(client, qr_program(a.shape, np.float64), a)
+    want_h, want_tau = np.linalg.qr(a, mode="raw")
+    assert tau[0] == 0
+    np.testing.assert_allclose(h, want_h.T, atol=1e-12)
+    np.testing.assert_allclose(tau, want_tau, atol=1e-12)
+    np.testing.assert_allclose(q.T @ q, np.eye(3), atol=1e-12)
+
+
 def syevd_program(shape, dtype, lower):
     batch = shape[:-2]
     t = MLIR[dtype]
