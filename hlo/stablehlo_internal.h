@@ -826,6 +826,20 @@ class Translator {
                                     absl::string_view target,
                                     absl::string_view name,
                                     absl::string_view allowed);
+  // Complex helpers of the linear-algebra calls, each `v` itself where
+  // `shape` is real: `v`, of `shape`'s real part type, as `shape`'s complex
+  // type (imaginary part 0); `v`'s conjugate; |v|^2 element by element, in
+  // the real part type.
+  std::string AsTyped(Builder* b, const Operation* origin, const std::string& v,
+                      const Shape& shape);
+  std::string Conjugate(Builder* b, const Operation* origin,
+                        const std::string& v, const Shape& shape);
+  std::string MagnitudeSquared(Builder* b, const Operation* origin,
+                               const std::string& v, const Shape& shape);
+  // A boolean attribute of the backend config (lower = true); `otherwise`
+  // where it is not there.
+  absl::StatusOr<bool> ConfigFlag(const Operation& op, absl::string_view name,
+                                  bool otherwise);
   // The condition of a loop whose state's element 0 counts up to `limit`.
   std::string CountingCondition(const Shape& state, int64_t limit,
                                 absl::string_view name);
@@ -969,11 +983,7 @@ struct Translator::QrStep {
                   absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
   }
   std::string Conj(const std::string& v, const Shape& shape) {
-    if (!IsComplex(type)) return v;
-    const Shape part = shape.WithElementType(real);
-    return Op(
-        shape, "complex",
-        {Op(part, "real", {v}), Op(part, "negate", {Op(part, "imag", {v})})});
+    return t->Conjugate(x, nullptr, v, shape);
   }
   // mat - scale * v w^T on the columns `columns` selects: w = v^H mat.
   std::string Reflect(const std::string& mat, const std::string& v,

@@ -45,6 +45,49 @@ absl::StatusOr<char> Translator::ConfigLetter(const Operation& op,
   return static_cast<char>(v);
 }
 
+absl::StatusOr<bool> Translator::ConfigFlag(const Operation& op,
+                                            absl::string_view name,
+                                            bool otherwise) {
+  const Attribute* config = Attr(op, {"mhlo.backend_config", "backend_config"});
+  const Attribute* f = config != nullptr && config->kind == AttrKind::kDict
+                           ? Field(*config, name)
+                           : nullptr;
+  if (f == nullptr) return otherwise;
+  PJRT_ASSIGN_OR_RETURN(int64_t v, IntOf(op, *f, name));
+  return v != 0;
+}
+
+std::string Translator::AsTyped(Builder* b, const Operation* origin,
+                                const std::string& v, const Shape& shape) {
+  if (!IsComplex(shape.element_type())) return v;
+  const Shape part = shape.WithElementType(RealPartType(shape.element_type()));
+  return Emit(b, origin, shape, "complex", {v, EmitZeros(b, origin, part)});
+}
+
+std::string Translator::Conjugate(Builder* b, const Operation* origin,
+                                  const std::string& v, const Shape& shape) {
+  if (!IsComplex(shape.element_type())) return v;
+  const Shape part = shape.WithElementType(RealPartType(shape.element_type()));
+  return Emit(
+      b, origin, shape, "complex",
+      {Emit(b, origin, part, "real", {v}),
+       Emit(b, origin, part, "negate", {Emit(b, origin, part, "imag", {v})})});
+}
+
+std::string Translator::MagnitudeSquared(Builder* b, const Operation* origin,
+                                         const std::string& v,
+                                         const Shape& shape) {
+  if (!IsComplex(shape.element_type())) {
+    return Emit(b, origin, shape, "multiply", {v, v});
+  }
+  const Shape part = shape.WithElementType(RealPartType(shape.element_type()));
+  const std::string re = Emit(b, origin, part, "real", {v});
+  const std::string im = Emit(b, origin, part, "imag", {v});
+  return Emit(b, origin, part, "add",
+              {Emit(b, origin, part, "multiply", {re, re}),
+               Emit(b, origin, part, "multiply", {im, im})});
+}
+
 std::string Translator::CountingCondition(const Shape& state, int64_t limit,
                                           absl::string_view name) {
   Builder cond;

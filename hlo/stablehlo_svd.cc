@@ -77,21 +77,10 @@ absl::Status Translator::Svd(Builder* b, const Operation& op,
     PJRT_ASSIGN_OR_RETURN(mode, ConfigLetter(op, target, "mode", "ASN"));
     full = mode != 'S';
   } else {
-    const Attribute* config =
-        Attr(op, {"mhlo.backend_config", "backend_config"});
-    const auto flag = [&](absl::string_view name,
-                          bool otherwise) -> absl::StatusOr<bool> {
-      const Attribute* f = config != nullptr && config->kind == AttrKind::kDict
-                               ? Field(*config, name)
-                               : nullptr;
-      if (f == nullptr) return otherwise;
-      PJRT_ASSIGN_OR_RETURN(int64_t v, IntOf(op, *f, name));
-      return v != 0;
-    };
-    PJRT_ASSIGN_OR_RETURN(full, flag("full_matrices", true));
-    PJRT_RETURN_IF_ERROR(flag("compute_uv", true).status());
+    PJRT_ASSIGN_OR_RETURN(full, ConfigFlag(op, "full_matrices", true));
+    PJRT_RETURN_IF_ERROR(ConfigFlag(op, "compute_uv", true).status());
     if (!gives_v) {
-      PJRT_ASSIGN_OR_RETURN(transposed, flag("transposed", false));
+      PJRT_ASSIGN_OR_RETURN(transposed, ConfigFlag(op, "transposed", false));
     }
   }
   const auto wanted = [&](bool full_shapes) {
@@ -183,29 +172,15 @@ Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
                             absl::string_view text) {
     return EmitLine(x, origin(x), Shape(t, {}), "constant", text);
   };
-  // A real value as the matrix's type.
   const auto typed = [&](Builder* x, const std::string& v, const Shape& shape) {
-    if (!complex) return v;
-    return emit(x, shape, "complex",
-                {v, EmitZeros(x, origin(x), shape.WithElementType(real))});
+    return AsTyped(x, origin(x), v, shape);
   };
   const auto conj = [&](Builder* x, const std::string& v, const Shape& shape) {
-    if (!complex) return v;
-    const Shape part = shape.WithElementType(real);
-    return emit(x, shape, "complex",
-                {emit(x, part, "real", {v}),
-                 emit(x, part, "negate", {emit(x, part, "imag", {v})})});
+    return Conjugate(x, origin(x), v, shape);
   };
-  // |v|^2, element by element, in the real part type.
   const auto squares = [&](Builder* x, const std::string& v,
                            const Shape& shape) {
-    const Shape r = shape.WithElementType(real);
-    if (!complex) return emit(x, shape, "multiply", {v, v});
-    const std::string re = emit(x, r, "real", {v});
-    const std::string im = emit(x, r, "imag", {v});
-    return emit(
-        x, r, "add",
-        {emit(x, r, "multiply", {re, re}), emit(x, r, "multiply", {im, im})});
+    return MagnitudeSquared(x, origin(x), v, shape);
   };
   const auto sum_over = [&](Builder* x, const std::string& v, const Shape& to,
                             int64_t dim) {

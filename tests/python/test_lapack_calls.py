@@ -5,6 +5,8 @@ pivoting by the first largest |a| (|re| + |im| for complex), 1-based
 pivots, info the first zero pivot's column; potrf: the factor in one
 triangle, the other left as it was, info the first leading minor that is
 not positive definite)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -346,11 +348,13 @@ def syevd_program(shape, dtype, lower):
     batch = shape[:-2]
     t = MLIR[dtype]
     a = tensor(shape, t)
-    w = tensor(shape[:-1], t)
+    w = tensor(shape[:-1], {"complex<f32>": "f32",
+                            "complex<f64>": "f64"}.get(t, t))
     info = tensor(batch, "i32")
+    routine = "heevd" if t.startswith("complex") else "syevd"
     return f"""module @jit_eigh {{
   func.func public @main(%arg0: {a}) -> ({a}, {w}, {info}) {{
-    %0:3 = stablehlo.custom_call @lapack_{PREFIX[dtype]}syevd_ffi(%arg0)
+    %0:3 = stablehlo.custom_call @lapack_{PREFIX[dtype]}{routine}_ffi(%arg0)
         {{mhlo.backend_config = {{mode = 86 : ui8, uplo = {76 if lower else 85}
         : ui8}}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
         output_operand_aliases = [#stablehlo.output_operand_alias<
@@ -396,23 +400,66 @@ def test_syevd_with_repeated_eigenvalues(client):
     np.testing.assert_allclose(sym @ v, v * w, atol=1e-9)
 
 
-def test_hermitian_eigensolvers_are_refused_by_name(client):
-    program = """module @jit_eigh {
-  func.func public @main(%arg0: tensor<3x3xcomplex<f32>>)
-      -> (tensor<3x3xcomplex<f32>>, tensor<3xf32>, tensor<i32>) {
-    %0:3 = stablehlo.custom_call @lapack_cheevd_ffi(%arg0)
-        {mhlo.backend_config = {mode = 86 : ui8, uplo = 76 : ui8}} :
-        (tensor<3x3xcomplex<f32>>) -> (tensor<3x3xcomplex<f32>>,
-        tensor<3xf32>, tensor<i32>)
-    return %0#0, %0#1, %0#2 : tensor<3x3xcomplex<f32>>, tensor<3xf32>,
-        tensor<i32>
-  }
-}
-"""
-    with pytest.raises(pjrt_client.UnimplementedError) as e:
-        client.compile(program)
-    assert "lapack_cheevd_ffi: Hermitian eigensolvers are not supported" in \
-        str(e.value)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("shape", [(5, 5), (2, 4, 4), (1, 1)])
+def test_heevd_gives_real_ascending_values_and_unitary_vectors(
+        client, dtype, lower, shape):
+    """?heevd reads one triangle, and of the diagonal only the real part."""
+    x = sample(shape, dtype)
+    herm = (x + np.conj(np.swapaxes(x, -1, -2))) / 2
+    n = shape[-1]
+    keep = np.tril(np.ones((n, n), bool)) if lower else \
+        np.triu(np.ones((n, n), bool))
+    # An imaginary part on the diagonal, which LAPACK ignores.
+    a = (np.where(keep, herm, 1e3 + 7j) + 5j * np.eye(n)).astype(dtype)
+    v, w, info = run_arrays(client, syevd_program(shape, dtype, lower), a)
+    assert w.dtype == (np.float32 if dtype == np.complex64 else np.float64)
+    tol = 2e-4 if dtype == np.complex64 else 1e-10
+    for idx in np.ndindex(*shape[:-2]):
+        h = herm[idx].astype(np.complex128)
+        np.testing.assert_allclose(w[idx], np.linalg.eigvalsh(h), rtol=tol,
+                                   atol=tol)
+        np.testing.assert_allclose(h @ v[idx], v[idx] * w[idx],
+                                   rtol=tol * 10, atol=tol * 10)
+        np.testing.assert_allclose(np.conj(v[idx]).T @ v[idx], np.eye(n),
+                                   rtol=tol * 10, atol=tol * 10)
+    assert not np.any(info)
+
+
+def test_heevd_with_repeated_eigenvalues(client):
+    q, _ = np.linalg.qr(sample((6, 6), np.complex128))
+    herm = q @ np.diag([3.0, 3.0, -2.0, -2.0, -2.0, 0.5]) @ np.conj(q).T
+    v, w, _ = run_arrays(client, syevd_program((6, 6), np.complex128, True),
+                         herm)
+    np.testing.assert_allclose(w, [-2, -2, -2, 0.5, 3, 3], atol=1e-10)
+    np.testing.assert_allclose(herm @ v, v * w, atol=1e-9)
+    np.testing.assert_allclose(np.conj(v).T @ v, np.eye(6), atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+def test_cusolver_syevd_as_jax_lowers_eigh_for_gpus(client, dtype, lower):
+    """One name for every type; the triangle named by a `lower` flag."""
+    flag = "true" if lower else "false"
+    program = re.sub(r"lapack_\w+evd_ffi", "cusolver_syevd_ffi",
+                     syevd_program((2, 4, 4), dtype, lower))
+    program = re.sub(r"uplo = \d+\s*: ui8",
+                     f"algorithm = 0 : ui8, lower = {flag}", program)
+    assert "cusolver_syevd_ffi" in program and "lower =" in program
+    x = sample((2, 4, 4), dtype)
+    herm = (x + np.conj(np.swapaxes(x, -1, -2))) / 2
+    keep = np.tril(np.ones((4, 4), bool)) if lower else \
+        np.triu(np.ones((4, 4), bool))
+    a = np.where(keep, herm, 77).astype(dtype)
+    v, w, info = run_arrays(client, program, a)
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    for i in range(2):
+        np.testing.assert_allclose(w[i], np.linalg.eigvalsh(herm[i]),
+                                   rtol=tol, atol=tol)
+        np.testing.assert_allclose(herm[i] @ v[i], v[i] * w[i],
+                                   rtol=tol * 10, atol=tol * 10)
+    assert not np.any(info)
 
 
 def test_cusolver_qr_as_jax_lowers_it_for_gpus(client):
