@@ -32,6 +32,15 @@ Instruction* Computation::AddInstruction(
   return instructions_.back().get();
 }
 
+void Computation::RemoveInstruction(const Instruction* instruction) {
+  for (auto it = instructions_.begin(); it != instructions_.end(); ++it) {
+    if (it->get() == instruction) {
+      instructions_.erase(it);
+      return;
+    }
+  }
+}
+
 void Computation::ReplaceUses(const Instruction* old,
                               Instruction* replacement) {
   for (const auto& instruction : instructions_) {
@@ -77,6 +86,11 @@ std::vector<const Instruction*> Computation::PostOrder() const {
 Computation* Module::AddComputation(std::unique_ptr<Computation> computation) {
   computations_.push_back(std::move(computation));
   return computations_.back().get();
+}
+
+std::vector<std::unique_ptr<Computation>> Module::TakeComputations() {
+  entry_ = nullptr;
+  return std::exchange(computations_, {});
 }
 
 Computation* Module::FindComputation(absl::string_view name) const {

@@ -172,12 +172,16 @@ class Computation {
   Computation& operator=(const Computation&) = delete;
 
   const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
 
   // In the order written.
   const std::vector<std::unique_ptr<Instruction>>& instructions() const {
     return instructions_;
   }
   Instruction* AddInstruction(std::unique_ptr<Instruction> instruction);
+  // Deletes `instruction`, which nothing may use any more (no operand, not
+  // the root, not a parameter).
+  void RemoveInstruction(const Instruction* instruction);
 
   // parameters()[i] has parameter_number i (the parser checks there are no
   // gaps or duplicates).
@@ -251,6 +255,8 @@ class Module {
     return computations_;
   }
   Computation* AddComputation(std::unique_ptr<Computation> computation);
+  // Every computation, in order, leaving the module empty (no entry).
+  std::vector<std::unique_ptr<Computation>> TakeComputations();
   // ENTRY, or the last computation when none is marked.
   Computation* entry() const { return entry_; }
   void set_entry(Computation* entry) { entry_ = entry; }

@@ -423,6 +423,8 @@ absl::StatusOr<std::unique_ptr<Module>> ParseAndVerifyProgram(
   if (format == ProgramFormat::kAuto) format = DetectProgramFormat(text);
   if (format == ProgramFormat::kHlo) {
     PJRT_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ParseHloModule(text));
+    PJRT_RETURN_IF_ERROR(
+        stablehlo_internal::ExpandLibraryCalls(module.get(), text));
     PJRT_RETURN_IF_ERROR(VerifyModule(*module, text));
     return module;
   }

@@ -185,6 +185,10 @@ class Translator {
 
   absl::StatusOr<StableHloTranslation> Run();
 
+  // Whether a custom call's target is a library call the translator
+  // computes (LAPACK's, cuSOLVER's and hipSOLVER's linear algebra).
+  static bool IsLibraryCall(absl::string_view target);
+
  private:
   struct Builder {
     Computation computation;
@@ -1001,6 +1005,11 @@ struct Translator::QrStep {
     return Op(s, "select", {columns, Op(s, "subtract", {mat, update}), mat});
   }
 };
+
+// Replaces HLO text's custom calls to the library calls the translator
+// computes by calls of the computations it makes of them
+// (stablehlo_library_calls.cc); errors point into `text`.
+absl::Status ExpandLibraryCalls(Module* module, absl::string_view text);
 
 }  // namespace pjrt::hlo::stablehlo_internal
 

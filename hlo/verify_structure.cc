@@ -21,7 +21,9 @@ absl::Status Verifier::CheckStructureOp(const Instruction& inst) {
         return Unimplemented(
             inst,
             absl::StrFormat("custom-call target \"%s\" is not supported; pjrtd "
-                            "runs TopK, and Sharding, SPMDFullToShardShape, "
+                            "runs TopK, the LAPACK and cuSOLVER calls JAX's "
+                            "jnp.linalg lowers to (docs/stablehlo.md), and "
+                            "Sharding, SPMDFullToShardShape, "
                             "SPMDShardToFullShape, annotate_device_placement, "
                             "MoveToHost and MoveToDevice (as identity)",
                             a.custom_call_target));

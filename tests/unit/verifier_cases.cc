@@ -348,8 +348,10 @@ ENTRY e {
   ROOT c = f32[2] custom-call(p), custom_call_target="foo"
 })",
        kUnimplemented,
-       "%c: custom-call target \"foo\" is not supported; pjrtd runs TopK, and "
-       "Sharding, SPMDFullToShardShape, SPMDShardToFullShape, "
+       "%c: custom-call target \"foo\" is not supported; pjrtd runs TopK, the "
+       "LAPACK and cuSOLVER calls JAX's jnp.linalg lowers to "
+       "(docs/stablehlo.md), and Sharding, SPMDFullToShardShape, "
+       "SPMDShardToFullShape, "
        "annotate_device_placement, MoveToHost and MoveToDevice (as "
        "identity)"},
       {"IdentityCustomCallChangingTheShape", R"(
