@@ -844,6 +844,11 @@ class Translator {
   // where it is not there.
   absl::StatusOr<bool> ConfigFlag(const Operation& op, absl::string_view name,
                                   bool otherwise);
+  // Starts the body of a loop over `state` (a tuple) in `x`, named after
+  // `name`: its parameter, and a get-tuple-element of each element of the
+  // state, returned in order.
+  std::vector<std::string> StartLoopBody(Builder* x, const Shape& state,
+                                         absl::string_view name);
   // The condition of a loop whose state's element 0 counts up to `limit`.
   std::string CountingCondition(const Shape& state, int64_t limit,
                                 absl::string_view name);
@@ -874,6 +879,11 @@ class Translator {
   static bool IsLapackEighTarget(absl::string_view target);
   absl::Status Syevd(Builder* b, const Operation& op, absl::string_view target,
                      const std::vector<Value>& in);
+  // custom_call @lapack_?gtsv_ffi and @cusparse_gtsv2_ffi (hipSPARSE's
+  // alike), as JAX lowers tridiagonal_solve (stablehlo_tridiagonal.cc).
+  static bool IsTridiagonalTarget(absl::string_view target);
+  absl::Status Gtsv(Builder* b, const Operation& op, absl::string_view target,
+                    const std::vector<Value>& in);
   // The Jacobi loops' pairs p < q of n columns, in order: constants of the
   // p and of the q of each, s32[n (n - 1) / 2].
   std::pair<std::string, std::string> JacobiPairs(Builder* b,

@@ -81,7 +81,8 @@ std::string Reason(absl::string_view message) {
 
 bool Translator::IsLibraryCall(absl::string_view target) {
   return IsLapackTarget(target) || IsLapackQrTarget(target) ||
-         IsLapackEighTarget(target) || IsSvdTarget(target);
+         IsLapackEighTarget(target) || IsSvdTarget(target) ||
+         IsTridiagonalTarget(target);
 }
 
 absl::Status ExpandLibraryCalls(Module* module, absl::string_view text) {

@@ -88,6 +88,20 @@ std::string Translator::MagnitudeSquared(Builder* b, const Operation* origin,
                Emit(b, origin, part, "multiply", {im, im})});
 }
 
+std::vector<std::string> Translator::StartLoopBody(Builder* x,
+                                                   const Shape& state,
+                                                   absl::string_view name) {
+  x->computation.name = NewName(name);
+  const std::string p = EmitLine(x, nullptr, state, "parameter", "0");
+  std::vector<std::string> elements;
+  for (size_t i = 0; i < state.tuple_shapes().size(); ++i) {
+    elements.push_back(Emit(x, nullptr, state.tuple_shapes()[i],
+                            "get-tuple-element", {p},
+                            absl::StrCat("index=", i)));
+  }
+  return elements;
+}
+
 std::string Translator::CountingCondition(const Shape& state, int64_t limit,
                                           absl::string_view name) {
   Builder cond;

@@ -628,6 +628,9 @@ absl::Status Translator::CustomCallOp(Builder* b, const Operation& op,
   if (IsSvdTarget(target->text)) {
     return Svd(b, op, target->text, in);
   }
+  if (IsTridiagonalTarget(target->text)) {
+    return Gtsv(b, op, target->text, in);
+  }
   std::string attributes =
       absl::StrCat("custom_call_target=\"", absl::CEscape(target->text), "\"");
   if (const Attribute* sharding = Attr(op, {"mhlo.sharding"})) {

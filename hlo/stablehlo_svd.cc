@@ -238,19 +238,13 @@ Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
     }
     const std::string cond_name = Finish(&cond);
     Builder body;
-    body.computation.name = NewName("svd_body");
     Builder* x = &body;
     {
-      const std::string p = EmitLine(x, nullptr, state, "parameter", "0");
-      const std::string i = emit(x, s32, "get-tuple-element", {p}, "index=0");
-      const std::string mat = emit(x, s, "get-tuple-element", {p}, "index=1");
-      const std::string vec = emit(x, vs, "get-tuple-element", {p}, "index=2");
-      const std::string moved =
-          emit(x, flag, "get-tuple-element", {p}, "index=3");
-      const std::string pt =
-          emit(x, table, "get-tuple-element", {p}, "index=5");
-      const std::string qt =
-          emit(x, table, "get-tuple-element", {p}, "index=6");
+      const std::vector<std::string> in_state =
+          StartLoopBody(x, state, "svd_body");
+      const std::string &i = in_state[0], &mat = in_state[1],
+                        &vec = in_state[2], &moved = in_state[3],
+                        &pt = in_state[5], &qt = in_state[6];
       const std::string zero = constant(x, PrimitiveType::kS32, "0");
       const std::string r =
           emit(x, s32, "remainder",
