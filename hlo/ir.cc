@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "base/check.h"
 
 namespace pjrt::hlo {
 
@@ -33,12 +34,20 @@ Instruction* Computation::AddInstruction(
 }
 
 void Computation::RemoveInstruction(const Instruction* instruction) {
+  PJRT_DCHECK(root_ != instruction) << instruction->name() << " is the root";
+  for (const auto& other : instructions_) {
+    for (const Instruction* operand : other->operands()) {
+      PJRT_DCHECK(operand != instruction)
+          << instruction->name() << " is used by " << other->name();
+    }
+  }
   for (auto it = instructions_.begin(); it != instructions_.end(); ++it) {
     if (it->get() == instruction) {
       instructions_.erase(it);
       return;
     }
   }
+  PJRT_DCHECK(false) << instruction->name() << " is not in " << name_;
 }
 
 void Computation::ReplaceUses(const Instruction* old,

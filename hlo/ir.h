@@ -3,7 +3,8 @@
 // Built by the parser (hlo/parser.h) from HLO text, checked by the verifier
 // (hlo/verifier.h), read by the compilers. A Module owns its computations,
 // a Computation its instructions; Instruction and Computation pointers stay
-// valid for the Module's life. Not thread-safe to mutate; safe to read from
+// valid for the Module's life, but for what RemoveInstruction deletes and
+// TakeComputations hands over. Not thread-safe to mutate; safe to read from
 // several threads once built.
 #ifndef PJRT_HLO_IR_H_
 #define PJRT_HLO_IR_H_

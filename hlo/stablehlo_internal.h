@@ -840,6 +840,12 @@ class Translator {
                         const std::string& v, const Shape& shape);
   std::string MagnitudeSquared(Builder* b, const Operation* origin,
                                const std::string& v, const Shape& shape);
+  // Whether no result of `op` has an element (a batch of none, as JAX
+  // lowers an empty vmap): the library calls then give zeros of each
+  // result's shape through DefineZeros rather than loop over what is not
+  // there.
+  static bool NoResultElements(const Operation& op);
+  absl::Status DefineZeros(Builder* b, const Operation& op);
   // A boolean attribute of the backend config (lower = true); `otherwise`
   // where it is not there.
   absl::StatusOr<bool> ConfigFlag(const Operation& op, absl::string_view name,
@@ -875,7 +881,7 @@ class Translator {
               const Value& tau);
   struct QrStep;
   // custom_call @lapack_ssyevd_ffi and @lapack_dsyevd_ffi, as JAX lowers
-  // eigh for CPUs (stablehlo_eigh.cc); the Hermitian ones are refused.
+  // eigh (stablehlo_eigh.cc), Hermitian ones too.
   static bool IsLapackEighTarget(absl::string_view target);
   absl::Status Syevd(Builder* b, const Operation& op, absl::string_view target,
                      const std::vector<Value>& in);
@@ -884,11 +890,6 @@ class Translator {
   static bool IsTridiagonalTarget(absl::string_view target);
   absl::Status Gtsv(Builder* b, const Operation& op, absl::string_view target,
                     const std::vector<Value>& in);
-  // The Jacobi loops' pairs p < q of n columns, in order: constants of the
-  // p and of the q of each, s32[n (n - 1) / 2].
-  std::pair<std::string, std::string> JacobiPairs(Builder* b,
-                                                  const Operation& op,
-                                                  int64_t n);
   // custom_call @lapack_?gesdd_ffi, @lapack_?gesvd_ffi, @cusolver_gesvd_ffi
   // and @cusolver_gesvdj_ffi (and hipSOLVER's alike), as JAX lowers svd
   // (stablehlo_svd.cc).
@@ -903,6 +904,22 @@ class Translator {
   };
   SvdParts JacobiSvd(Builder* b, const Operation& op, const Value& a,
                      bool full);
+  struct JacobiEmitter;
+  // One-sided Jacobi rotations of the columns of `w` (shape `s`): the
+  // rotated columns and the rotations' product V.
+  std::pair<std::string, std::string> JacobiColumns(JacobiEmitter& e,
+                                                    const std::string& w,
+                                                    const Shape& s);
+  // The most columns JacobiColumns takes: its loop counts steps in s32.
+  static constexpr int64_t kMaxJacobiColumns = int64_t{1} << 20;
+  // The eigenvalues [..., n] (real, in no order) and eigenvectors, as
+  // columns, of the Hermitian `hermitian` (shape `s`, [..., n, n]).
+  std::pair<std::string, std::string> JacobiEigen(Builder* b,
+                                                  const Operation& op,
+                                                  const std::string& hermitian,
+                                                  const Shape& s);
+  // The comparator of a sort of (s32 key, s32 value) pairs by key.
+  std::string IndexOrderComputation();
   // The conjugate transpose of `a`'s last two dimensions.
   Value Adjoint(Builder* b, const Operation& op, const Value& a);
   absl::Status PivotsToPermutation(Builder* b, const Operation& op,
@@ -932,88 +949,6 @@ class Translator {
   // result): until then no op's operands need looking at.
   bool quantized_values_ = false;
   int next_id_ = 0;
-};
-
-// The pieces the linear-algebra loops use (stablehlo_qr.cc,
-// stablehlo_svd.cc), written into one computation.
-struct Translator::QrStep {
-  Translator* t;
-  Builder* x;
-  Shape s;  // the matrix
-  int64_t nb, m, n;
-  std::vector<int64_t> batch;
-  PrimitiveType type, real;
-  std::string zero;  // s32 0
-
-  std::string Op(const Shape& shape, absl::string_view opcode,
-                 const std::vector<std::string>& operands,
-                 absl::string_view attributes = "") {
-    return t->Emit(x, nullptr, shape, opcode, operands, attributes);
-  }
-  std::string Constant(PrimitiveType ty, absl::string_view text) {
-    return t->EmitLine(x, nullptr, Shape(ty, {}), "constant", text);
-  }
-  std::string Spread(const std::string& v, const Shape& to,
-                     std::vector<int64_t> extra) {
-    std::vector<int64_t> d = FirstDimensions(nb);
-    d.insert(d.end(), extra.begin(), extra.end());
-    return Op(to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
-  }
-  std::string Full(const std::string& scalar, const Shape& to) {
-    return Op(to, "broadcast", {scalar}, "dimensions={}");
-  }
-  Shape Column() const {
-    std::vector<int64_t> d = batch;
-    d.push_back(m);
-    return Shape(type, d);
-  }
-  Shape Row() const {
-    std::vector<int64_t> d = batch;
-    d.push_back(n);
-    return Shape(type, d);
-  }
-  Shape Each(PrimitiveType ty) const { return Shape(ty, batch); }
-  // Column k of `mat`: [..., m].
-  std::string ColumnAt(const std::string& mat, const std::string& k) {
-    std::vector<int64_t> sizes = batch;
-    sizes.insert(sizes.end(), {m, 1});
-    std::vector<std::string> ops = {mat};
-    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
-    ops.push_back(zero);
-    ops.push_back(k);
-    return Op(Column(), "reshape",
-              {Op(Shape(type, sizes), "dynamic-slice", ops,
-                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
-  }
-  // Element k of a [..., len] vector along its last dimension: [...].
-  std::string ElementAt(const std::string& v, const std::string& k) {
-    std::vector<int64_t> sizes = batch;
-    sizes.push_back(1);
-    std::vector<std::string> ops = {v};
-    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
-    ops.push_back(k);
-    return Op(Each(type), "reshape",
-              {Op(Shape(type, sizes), "dynamic-slice", ops,
-                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
-  }
-  std::string Conj(const std::string& v, const Shape& shape) {
-    return t->Conjugate(x, nullptr, v, shape);
-  }
-  // mat - scale * v w^T on the columns `columns` selects: w = v^H mat.
-  std::string Reflect(const std::string& mat, const std::string& v,
-                      const std::string& scale, const std::string& columns) {
-    const std::string vv = Spread(Conj(v, Column()), s, {nb});
-    const std::string w =
-        Op(Row(), "reduce",
-           {Op(s, "multiply", {vv, mat}), t->EmitZero(x, nullptr, type)},
-           absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
-                           t->AddComputation(type)));
-    const std::string update =
-        Op(s, "multiply",
-           {Spread(scale, s, {}),
-            Op(s, "multiply", {Spread(v, s, {nb}), Spread(w, s, {nb + 1})})});
-    return Op(s, "select", {columns, Op(s, "subtract", {mat, update}), mat});
-  }
 };
 
 // Replaces HLO text's custom calls to the library calls the translator

@@ -31,10 +31,13 @@ absl::StatusOr<char> Translator::ConfigLetter(const Operation& op,
   const Attribute* f = config != nullptr && config->kind == AttrKind::kDict
                            ? Field(*config, name)
                            : nullptr;
-  int64_t v = 0;
-  if (f != nullptr) {
-    PJRT_ASSIGN_OR_RETURN(v, IntOf(op, *f, name));
+  if (f == nullptr) {
+    return Invalid(op, absl::StrFormat("%s needs %s in its backend_config, "
+                                       "one of the characters %s as a ui8; it "
+                                       "has none",
+                                       target, name, allowed));
   }
+  PJRT_ASSIGN_OR_RETURN(const int64_t v, IntOf(op, *f, name));
   if (v <= 0 || v > 127 ||
       allowed.find(static_cast<char>(v)) == absl::string_view::npos) {
     return Invalid(op, absl::StrFormat("%s needs %s in its backend_config, "
@@ -43,6 +46,21 @@ absl::StatusOr<char> Translator::ConfigLetter(const Operation& op,
                                        target, name, allowed, v));
   }
   return static_cast<char>(v);
+}
+
+bool Translator::NoResultElements(const Operation& op) {
+  for (const Shape& shape : op.result_types) {
+    if (!shape.IsArray() || shape.ElementCount() != 0) return false;
+  }
+  return true;
+}
+
+absl::Status Translator::DefineZeros(Builder* b, const Operation& op) {
+  std::vector<Value> zeros;
+  for (const Shape& shape : op.result_types) {
+    zeros.push_back(Value{EmitZeros(b, &op, shape), shape});
+  }
+  return Define(b, op, std::move(zeros));
 }
 
 absl::StatusOr<bool> Translator::ConfigFlag(const Operation& op,
@@ -180,6 +198,7 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
                             Shape::Tuple(want).ToString(),
                             Shape::Tuple(op.result_types).ToString()));
   }
+  if (NoResultElements(op)) return DefineZeros(b, op);
   if (lu) return Getrf(b, op, in[0]);
   PJRT_ASSIGN_OR_RETURN(const char uplo,
                         ConfigLetter(op, target, "uplo", "LU"));
@@ -584,7 +603,9 @@ absl::Status Translator::PivotsToPermutation(Builder* b, const Operation& op,
   const int64_t m = perm.dimensions(nb), r = pivots.dimensions(nb);
   const std::string identity =
       Emit(b, &op, perm, "iota", {}, absl::StrCat("iota_dimension=", nb));
-  if (r == 0 || m == 0) return Define(b, op, {Value{identity, perm}});
+  if (r == 0 || m == 0 || perm.ElementCount() == 0) {
+    return Define(b, op, {Value{identity, perm}});
+  }
   const std::vector<int64_t> batch(perm.dimensions().begin(),
                                    perm.dimensions().end() - 1);
   const Shape s32(PrimitiveType::kS32, {});

@@ -77,12 +77,94 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
                 factor ? "the factors and tau" : "Q", in.size(),
                 FirstOperandText(in)));
   }
+  if (NoResultElements(op)) return DefineZeros(b, op);
   if (factor) {
     auto [factors, tau] = Geqrf(b, op, in[0]);
     return Define(b, op, {factors, tau});
   }
   return Define(b, op, {Orgqr(b, op, in[0], in[1])});
 }
+
+// The pieces both loops use, written into one computation.
+struct Translator::QrStep {
+  Translator* t;
+  Builder* x;
+  Shape s;  // the matrix
+  int64_t nb, m, n;
+  std::vector<int64_t> batch;
+  PrimitiveType type, real;
+  std::string zero;  // s32 0
+
+  std::string Op(const Shape& shape, absl::string_view opcode,
+                 const std::vector<std::string>& operands,
+                 absl::string_view attributes = "") {
+    return t->Emit(x, nullptr, shape, opcode, operands, attributes);
+  }
+  std::string Constant(PrimitiveType ty, absl::string_view text) {
+    return t->EmitLine(x, nullptr, Shape(ty, {}), "constant", text);
+  }
+  std::string Spread(const std::string& v, const Shape& to,
+                     std::vector<int64_t> extra) {
+    std::vector<int64_t> d = FirstDimensions(nb);
+    d.insert(d.end(), extra.begin(), extra.end());
+    return Op(to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
+  }
+  std::string Full(const std::string& scalar, const Shape& to) {
+    return Op(to, "broadcast", {scalar}, "dimensions={}");
+  }
+  Shape Column() const {
+    std::vector<int64_t> d = batch;
+    d.push_back(m);
+    return Shape(type, d);
+  }
+  Shape Row() const {
+    std::vector<int64_t> d = batch;
+    d.push_back(n);
+    return Shape(type, d);
+  }
+  Shape Each(PrimitiveType ty) const { return Shape(ty, batch); }
+  // Column k of `mat`: [..., m].
+  std::string ColumnAt(const std::string& mat, const std::string& k) {
+    std::vector<int64_t> sizes = batch;
+    sizes.insert(sizes.end(), {m, 1});
+    std::vector<std::string> ops = {mat};
+    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
+    ops.push_back(zero);
+    ops.push_back(k);
+    return Op(Column(), "reshape",
+              {Op(Shape(type, sizes), "dynamic-slice", ops,
+                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
+  }
+  // Element k of a [..., len] vector along its last dimension: [...].
+  std::string ElementAt(const std::string& v, const std::string& k) {
+    std::vector<int64_t> sizes = batch;
+    sizes.push_back(1);
+    std::vector<std::string> ops = {v};
+    for (int64_t i = 0; i < nb; ++i) ops.push_back(zero);
+    ops.push_back(k);
+    return Op(Each(type), "reshape",
+              {Op(Shape(type, sizes), "dynamic-slice", ops,
+                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
+  }
+  std::string Conj(const std::string& v, const Shape& shape) {
+    return t->Conjugate(x, nullptr, v, shape);
+  }
+  // mat - scale * v w^T on the columns `columns` selects: w = v^H mat.
+  std::string Reflect(const std::string& mat, const std::string& v,
+                      const std::string& scale, const std::string& columns) {
+    const std::string vv = Spread(Conj(v, Column()), s, {nb});
+    const std::string w =
+        Op(Row(), "reduce",
+           {Op(s, "multiply", {vv, mat}), t->EmitZero(x, nullptr, type)},
+           absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                           t->AddComputation(type)));
+    const std::string update =
+        Op(s, "multiply",
+           {Spread(scale, s, {}),
+            Op(s, "multiply", {Spread(v, s, {nb}), Spread(w, s, {nb + 1})})});
+    return Op(s, "select", {columns, Op(s, "subtract", {mat, update}), mat});
+  }
+};
 
 std::pair<Value, Value> Translator::Geqrf(Builder* b, const Operation& op,
                                           const Value& a) {

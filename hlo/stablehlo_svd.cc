@@ -70,24 +70,28 @@ absl::Status Translator::Svd(Builder* b, const Operation& op,
   // LAPACK's mode: all of U and V^H ('A'), their first k columns and rows
   // ('S'), or neither ('N', whose U and V^H JAX still gives a shape and
   // drops). cuSOLVER's calls say it with flags; gesvd's `transposed` one
-  // swaps U and V^H among the results.
-  bool full = true, transposed = false;
+  // swaps U and V^H among the results, and without `compute_uv` they are
+  // scalars.
+  bool full = true, transposed = false, vectors = true;
   char mode = 'A';
   if (lapack) {
     PJRT_ASSIGN_OR_RETURN(mode, ConfigLetter(op, target, "mode", "ASN"));
     full = mode != 'S';
   } else {
     PJRT_ASSIGN_OR_RETURN(full, ConfigFlag(op, "full_matrices", true));
-    PJRT_RETURN_IF_ERROR(ConfigFlag(op, "compute_uv", true).status());
     if (!gives_v) {
+      PJRT_ASSIGN_OR_RETURN(vectors, ConfigFlag(op, "compute_uv", true));
       PJRT_ASSIGN_OR_RETURN(transposed, ConfigFlag(op, "transposed", false));
     }
   }
   const auto wanted = [&](bool full_shapes) {
     const Shape s(RealPartType(type), With(batch, {k}));
-    const Shape u(type, With(batch, {m, full_shapes ? m : k}));
-    const Shape v(type, gives_v ? With(batch, {n, full_shapes ? n : k})
-                                : With(batch, {full_shapes ? n : k, n}));
+    const Shape u = vectors ? Shape(type, With(batch, {m, full_shapes ? m : k}))
+                            : Shape(type, {});
+    const Shape v = !vectors ? Shape(type, {})
+                    : gives_v
+                        ? Shape(type, With(batch, {n, full_shapes ? n : k}))
+                        : Shape(type, With(batch, {full_shapes ? n : k, n}));
     const Shape info(PrimitiveType::kS32, batch);
     return transposed ? std::vector<Shape>{a, s, v, u, info}
                       : std::vector<Shape>{a, s, u, v, info};
@@ -104,9 +108,20 @@ absl::Status Translator::Svd(Builder* b, const Operation& op,
                             Shape::Tuple(want).ToString(),
                             Shape::Tuple(op.result_types).ToString()));
   }
+  if (NoResultElements(op)) return DefineZeros(b, op);
+  if (k > kMaxJacobiColumns) {
+    return Invalid(op,
+                   absl::StrFormat("%s of %s: pjrtd decomposes matrices "
+                                   "of at most %d columns and rows",
+                                   target, a.ToString(), kMaxJacobiColumns));
+  }
   SvdParts parts = JacobiSvd(b, op, in[0], full);
-  const Value second = gives_v ? parts.v : Adjoint(b, op, parts.v);
   const Value info{EmitZeros(b, &op, want[4]), want[4]};
+  if (!vectors) {
+    const Value none{EmitZeros(b, &op, Shape(type, {})), Shape(type, {})};
+    return Define(b, op, {in[0], parts.s, none, none, info});
+  }
+  const Value second = gives_v ? parts.v : Adjoint(b, op, parts.v);
   if (transposed) return Define(b, op, {in[0], parts.s, second, parts.u, info});
   return Define(b, op, {in[0], parts.s, parts.u, second, info});
 }
@@ -131,6 +146,405 @@ Value Translator::Adjoint(Builder* b, const Operation& op, const Value& a) {
       s};
 }
 
+// The ops the Jacobi loops write, in the computation `x` names (the
+// translated function's, where the op is the origin, or a loop's).
+struct Translator::JacobiEmitter {
+  Translator* t;
+  const Operation* op;
+  Builder* main;
+  std::vector<int64_t> batch;
+  PrimitiveType type;
+
+  const Operation* Origin(Builder* x) const { return x == main ? op : nullptr; }
+  PrimitiveType Real() const { return RealPartType(type); }
+  std::string Op(Builder* x, const Shape& shape, absl::string_view opcode,
+                 const std::vector<std::string>& operands,
+                 absl::string_view attributes = "") {
+    return t->Emit(x, Origin(x), shape, opcode, operands, attributes);
+  }
+  // `v` [batch..., extra...] broadcast to `to` along the batch dimensions
+  // and `extra`.
+  std::string Spread(Builder* x, const std::string& v, const Shape& to,
+                     std::vector<int64_t> extra) {
+    std::vector<int64_t> d =
+        FirstDimensions(static_cast<int64_t>(batch.size()));
+    d.insert(d.end(), extra.begin(), extra.end());
+    return Op(x, to, "broadcast", {v}, absl::StrCat("dimensions=", Braced(d)));
+  }
+  std::string Full(Builder* x, const std::string& scalar, const Shape& to) {
+    return Op(x, to, "broadcast", {scalar}, "dimensions={}");
+  }
+  std::string Constant(Builder* x, PrimitiveType ty, absl::string_view text) {
+    return t->EmitLine(x, Origin(x), Shape(ty, {}), "constant", text);
+  }
+  std::string Typed(Builder* x, const std::string& v, const Shape& shape) {
+    return t->AsTyped(x, Origin(x), v, shape);
+  }
+  std::string Conj(Builder* x, const std::string& v, const Shape& shape) {
+    return t->Conjugate(x, Origin(x), v, shape);
+  }
+  std::string Squares(Builder* x, const std::string& v, const Shape& shape) {
+    return t->MagnitudeSquared(x, Origin(x), v, shape);
+  }
+  std::string SumOver(Builder* x, const std::string& v, const Shape& to,
+                      int64_t dim) {
+    return Op(x, to, "reduce",
+              {v, t->EmitZero(x, Origin(x), to.element_type())},
+              absl::StrFormat("dimensions={%d}, to_apply=%%%s", dim,
+                              t->AddComputation(to.element_type())));
+  }
+  // The identity [batch..., n, n] of the type.
+  std::string Identity(Builder* x, int64_t n) {
+    const int64_t nb = static_cast<int64_t>(batch.size());
+    const Shape index(PrimitiveType::kS32, With(batch, {n, n}));
+    return Typed(
+        x,
+        Op(x, index.WithElementType(Real()), "convert",
+           {Op(x, index.WithElementType(PrimitiveType::kPred), "compare",
+               {Op(x, index, "iota", {}, absl::StrCat("iota_dimension=", nb)),
+                Op(x, index, "iota", {},
+                   absl::StrCat("iota_dimension=", nb + 1))},
+               "direction=EQ")}),
+        Shape(type, With(batch, {n, n})));
+  }
+  // The columns of `m` [batch..., rows, n] in the order `columns` [n] (s32)
+  // names.
+  std::string Columns(Builder* x, const std::string& m, const Shape& shape,
+                      const std::string& columns) {
+    const int64_t nb = static_cast<int64_t>(batch.size());
+    const int64_t n = shape.dimensions(nb + 1);
+    const std::string indices =
+        Op(x, Shape(PrimitiveType::kS32, {n, 1}), "reshape", {columns});
+    std::vector<int64_t> sizes = batch;
+    sizes.insert(sizes.end(), {shape.dimensions(nb), 1});
+    return Op(x, shape, "gather", {m, indices},
+              absl::StrFormat("offset_dims=%s, collapsed_slice_dims={%d}, "
+                              "start_index_map={%d}, index_vector_dim=1, "
+                              "slice_sizes=%s",
+                              Braced(FirstDimensions(nb + 1)), nb + 1, nb + 1,
+                              Braced(sizes)));
+  }
+};
+
+std::string Translator::IndexOrderComputation() {
+  Builder less;
+  less.computation.name = NewName("index_less");
+  const Shape index(PrimitiveType::kS32, {});
+  const std::string k0 = EmitLine(&less, nullptr, index, "parameter", "0");
+  const std::string k1 = EmitLine(&less, nullptr, index, "parameter", "1");
+  EmitLine(&less, nullptr, index, "parameter", "2");
+  EmitLine(&less, nullptr, index, "parameter", "3");
+  MarkRoot(&less, Emit(&less, nullptr, Shape(PrimitiveType::kPred, {}),
+                       "compare", {k0, k1}, "direction=LT"));
+  return Finish(&less);
+}
+
+// One-sided Jacobi: the columns of `w` [batch..., rows, cols] rotated in
+// pairs until every two are orthogonal to the type's precision, and the
+// product of the rotations V [batch..., cols, cols], so that w V is the
+// rotated columns. Each step rotates cols / 2 disjoint pairs at once (a
+// round-robin schedule: player cols' - 1 meets k, and (k + i) mod
+// (cols' - 1) meets (k - i) mod (cols' - 1), with cols' the count made even
+// by a column of zeros, which never rotates); cols' - 1 steps make a sweep,
+// in which every pair meets once. A sweep in which no pair needed a
+// rotation ends the loop; at most 30 sweeps.
+std::pair<std::string, std::string> Translator::JacobiColumns(
+    JacobiEmitter& e, const std::string& w, const Shape& s) {
+  Builder* b = e.main;
+  const PrimitiveType type = e.type, real = e.Real();
+  const bool complex = IsComplex(type);
+  const std::vector<int64_t>& batch = e.batch;
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  const int64_t rows = s.dimensions(nb), cols = s.dimensions(nb + 1);
+  const int64_t even = cols + cols % 2, half = even / 2;
+  const Shape vs(type, With(batch, {cols, cols}));
+  if (cols < 2) return {w, e.Identity(b, cols)};
+  const Shape padded(type, With(batch, {rows, even}));
+  const Shape vp(type, With(batch, {even, even}));
+  std::string start = w;
+  if (even != cols) {
+    std::vector<std::string> padding(nb + 1, "0_0");
+    padding.push_back("0_1");
+    start = e.Op(b, padded, "pad", {w, EmitZero(b, e.op, type)},
+                 absl::StrCat("padding=", absl::StrJoin(padding, "x")));
+  }
+  const Shape s32(PrimitiveType::kS32, {});
+  const Shape flag(PrimitiveType::kPred, {});
+  const int64_t steps = even - 1;
+  // (count, columns, V, rotated this sweep, done).
+  const Shape state = Shape::Tuple({s32, padded, vp, flag, flag});
+  Builder cond;
+  cond.computation.name = NewName("jacobi_cond");
+  {
+    const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
+    MarkRoot(
+        &cond,
+        e.Op(&cond, flag, "and",
+             {e.Op(&cond, flag, "compare",
+                   {e.Op(&cond, s32, "get-tuple-element", {p}, "index=0"),
+                    e.Constant(&cond, PrimitiveType::kS32,
+                               absl::StrCat(kMaxSweeps * steps))},
+                   "direction=LT"),
+              e.Op(&cond, flag, "not",
+                   {e.Op(&cond, flag, "get-tuple-element", {p}, "index=4")})}));
+  }
+  const std::string cond_name = Finish(&cond);
+  Builder body;
+  Builder* x = &body;
+  {
+    const std::vector<std::string> in_state =
+        StartLoopBody(x, state, "jacobi_body");
+    const std::string &i = in_state[0], &mat = in_state[1], &vec = in_state[2],
+                      &moved = in_state[3];
+    const auto s32_constant = [&](int64_t v) {
+      return e.Constant(x, PrimitiveType::kS32, absl::StrCat(v));
+    };
+    const Shape halves(PrimitiveType::kS32, {half});
+    const auto all = [&](const std::string& scalar, const Shape& shape) {
+      return e.Full(x, scalar, shape);
+    };
+    const std::string k = e.Op(x, s32, "remainder", {i, s32_constant(steps)});
+    const std::string j = e.Op(x, halves, "iota", {}, "iota_dimension=0");
+    const std::string last = all(s32_constant(steps), halves);
+    const std::string ks = all(k, halves);
+    const std::string up =
+        e.Op(x, halves, "remainder", {e.Op(x, halves, "add", {ks, j}), last});
+    const std::string down = e.Op(
+        x, halves, "remainder",
+        {e.Op(x, halves, "add", {e.Op(x, halves, "subtract", {ks, j}), last}),
+         last});
+    const std::string first_pair =
+        e.Op(x, Shape(PrimitiveType::kPred, {half}), "compare",
+             {j, all(s32_constant(0), halves)}, "direction=EQ");
+    const std::string one_end = e.Op(x, halves, "select", {first_pair, ks, up});
+    const std::string other_end =
+        e.Op(x, halves, "select", {first_pair, last, down});
+    const std::string ps = e.Op(x, halves, "minimum", {one_end, other_end});
+    const std::string qs = e.Op(x, halves, "maximum", {one_end, other_end});
+    const Shape order_shape(PrimitiveType::kS32, {even});
+    const std::string order =
+        e.Op(x, order_shape, "concatenate", {ps, qs}, "dimensions={0}");
+    // The inverse order: the positions sorted by the column each holds.
+    const std::string back = e.Op(
+        x, order_shape, "get-tuple-element",
+        {e.Op(x, Shape::Tuple({order_shape, order_shape}), "sort",
+              {order, e.Op(x, order_shape, "iota", {}, "iota_dimension=0")},
+              absl::StrCat("dimensions={0}, to_apply=%",
+                           IndexOrderComputation()))},
+        "index=1");
+    // P and Q: the first and second columns of each pair, [..., len, half].
+    const auto halves_of = [&](const std::string& m, const Shape& shape) {
+      const int64_t len = shape.dimensions(nb);
+      const std::string ordered = e.Columns(x, m, shape, order);
+      const Shape part(type, With(batch, {len, half}));
+      std::vector<std::string> limits;
+      for (int64_t d : batch) limits.push_back(absl::StrCat("[0:", d, "]"));
+      limits.push_back(absl::StrCat("[0:", len, "]"));
+      std::vector<std::string> p_limits = limits, q_limits = limits;
+      p_limits.push_back(absl::StrCat("[0:", half, "]"));
+      q_limits.push_back(absl::StrCat("[", half, ":", even, "]"));
+      return std::make_pair(
+          e.Op(x, part, "slice", {ordered},
+               absl::StrCat("slice={", absl::StrJoin(p_limits, ", "), "}")),
+          e.Op(x, part, "slice", {ordered},
+               absl::StrCat("slice={", absl::StrJoin(q_limits, ", "), "}")));
+    };
+    const auto [bp, bq] = halves_of(mat, padded);
+    const Shape pair_part(type, With(batch, {rows, half}));
+    const Shape each(type, With(batch, {half}));
+    const Shape each_real = each.WithElementType(real);
+    const Shape each_pred = each.WithElementType(PrimitiveType::kPred);
+    const std::string alpha =
+        e.SumOver(x, e.Squares(x, bp, pair_part), each_real, nb);
+    const std::string beta =
+        e.SumOver(x, e.Squares(x, bq, pair_part), each_real, nb);
+    const std::string gamma = e.SumOver(
+        x, e.Op(x, pair_part, "multiply", {e.Conj(x, bp, pair_part), bq}), each,
+        nb);
+    // The rotation zeroing gamma: of the columns p and q (q turned by the
+    // phase of gamma's conjugate where complex, making gamma |gamma|).
+    const std::string g = complex ? e.Op(x, each_real, "abs", {gamma}) : gamma;
+    const auto scalar = [&](absl::string_view text) {
+      return all(e.Constant(x, real, text), each_real);
+    };
+    const auto op1 = [&](absl::string_view opcode, const std::string& a) {
+      return e.Op(x, each_real, opcode, {a});
+    };
+    const auto op2 = [&](absl::string_view opcode, const std::string& a,
+                         const std::string& c) {
+      return e.Op(x, each_real, opcode, {a, c});
+    };
+    const std::string one = scalar("1"), zero_r = scalar("0");
+    const double eps = real == PrimitiveType::kF32 ? std::ldexp(1.0, -23)
+                                                   : std::ldexp(1.0, -52);
+    const std::string tolerance =
+        scalar(absl::StrFormat("%.17g", eps * static_cast<double>(rows)));
+    const std::string need =
+        e.Op(x, each_pred, "compare",
+             {op1("abs", g),
+              op2("multiply", tolerance,
+                  op2("multiply", op1("sqrt", alpha), op1("sqrt", beta)))},
+             "direction=GT");
+    // zeta = (beta - alpha) / 2g; t = sign(zeta) / (|zeta| + sqrt(1 +
+    // zeta^2)), the root taken as |zeta| sqrt(1 + zeta^-2) where |zeta| > 1;
+    // c = 1 / sqrt(1 + t^2); s = c t.
+    const std::string safe_g = e.Op(x, each_real, "select", {need, g, one});
+    const std::string zeta = op2("divide", op2("subtract", beta, alpha),
+                                 op2("multiply", scalar("2"), safe_g));
+    const std::string size = op1("abs", zeta);
+    const std::string inverse = op2("divide", one, zeta);
+    const std::string root = e.Op(
+        x, each_real, "select",
+        {e.Op(x, each_pred, "compare", {size, one}, "direction=GT"),
+         op2("multiply", size,
+             op1("sqrt", op2("add", one, op2("multiply", inverse, inverse)))),
+         op1("sqrt", op2("add", one, op2("multiply", zeta, zeta)))});
+    const std::string t_raw =
+        op2("divide",
+            e.Op(x, each_real, "select",
+                 {e.Op(x, each_pred, "compare", {zeta, zero_r}, "direction=GE"),
+                  one, op1("negate", one)}),
+            op2("add", size, root));
+    const std::string t = e.Op(x, each_real, "select", {need, t_raw, zero_r});
+    const std::string c =
+        op2("divide", one, op1("sqrt", op2("add", one, op2("multiply", t, t))));
+    const std::string sn = op2("multiply", t, c);
+    // The phase q is turned by: conj(gamma) / |gamma|, 1 where no rotation
+    // is needed.
+    std::string phase;
+    if (complex) {
+      phase = e.Op(x, each, "select",
+                   {need,
+                    e.Op(x, each, "divide",
+                         {e.Conj(x, gamma, each), e.Typed(x, safe_g, each)}),
+                    e.Typed(x, one, each)});
+    }
+    // The pairs of a matrix [..., len, even] rotated, back in place.
+    const auto rotate = [&](const std::string& m, const Shape& shape) {
+      const int64_t len = shape.dimensions(nb);
+      const Shape part(type, With(batch, {len, half}));
+      auto [p_cols, q_cols] = halves_of(m, shape);
+      if (complex) {
+        q_cols = e.Op(x, part, "multiply",
+                      {q_cols, e.Spread(x, phase, part, {nb + 1})});
+      }
+      const std::string cb = e.Typed(
+          x, e.Spread(x, c, part.WithElementType(real), {nb + 1}), part);
+      const std::string sb = e.Typed(
+          x, e.Spread(x, sn, part.WithElementType(real), {nb + 1}), part);
+      const std::string new_p = e.Op(x, part, "subtract",
+                                     {e.Op(x, part, "multiply", {cb, p_cols}),
+                                      e.Op(x, part, "multiply", {sb, q_cols})});
+      const std::string new_q = e.Op(x, part, "add",
+                                     {e.Op(x, part, "multiply", {sb, p_cols}),
+                                      e.Op(x, part, "multiply", {cb, q_cols})});
+      return e.Columns(x,
+                       e.Op(x, shape, "concatenate", {new_p, new_q},
+                            absl::StrCat("dimensions={", nb + 1, "}")),
+                       shape, back);
+    };
+    const std::string mat2 = rotate(mat, padded);
+    const std::string vec2 = rotate(vec, vp);
+    // Whether any pair of any matrix rotated this sweep; a sweep that
+    // rotated none ends the loop.
+    const std::string any = e.Op(
+        x, flag, "reduce", {need, e.Constant(x, PrimitiveType::kPred, "false")},
+        absl::StrFormat("dimensions=%s, to_apply=%%%s",
+                        Braced(FirstDimensions(nb + 1)),
+                        ScalarComputation(PrimitiveType::kPred, "or")));
+    const std::string moved2 = e.Op(x, flag, "or", {moved, any});
+    const std::string sweep_end =
+        e.Op(x, flag, "compare", {k, s32_constant(steps - 1)}, "direction=EQ");
+    const std::string done =
+        e.Op(x, flag, "and", {sweep_end, e.Op(x, flag, "not", {moved2})});
+    const std::string moved3 =
+        e.Op(x, flag, "and", {moved2, e.Op(x, flag, "not", {sweep_end})});
+    MarkRoot(x, e.Op(x, state, "tuple",
+                     {e.Op(x, s32, "add", {i, s32_constant(1)}), mat2, vec2,
+                      moved3, done}));
+  }
+  const std::string body_name = Finish(&body);
+  const std::string no = e.Constant(b, PrimitiveType::kPred, "false");
+  const std::string loop =
+      e.Op(b, state, "while",
+           {e.Op(b, state, "tuple",
+                 {e.Constant(b, PrimitiveType::kS32, "0"), start,
+                  e.Identity(b, even), no, no})},
+           absl::StrCat("condition=%", cond_name, ", body=%", body_name));
+  std::string rotated = e.Op(b, padded, "get-tuple-element", {loop}, "index=1");
+  std::string v = e.Op(b, vp, "get-tuple-element", {loop}, "index=2");
+  if (even != cols) {
+    std::vector<std::string> limits;
+    for (int64_t d : batch) limits.push_back(absl::StrCat("[0:", d, "]"));
+    std::vector<std::string> r_limits = limits, v_limits = limits;
+    r_limits.push_back(absl::StrCat("[0:", rows, "]"));
+    r_limits.push_back(absl::StrCat("[0:", cols, "]"));
+    v_limits.push_back(absl::StrCat("[0:", cols, "]"));
+    v_limits.push_back(absl::StrCat("[0:", cols, "]"));
+    rotated = e.Op(b, s, "slice", {rotated},
+                   absl::StrCat("slice={", absl::StrJoin(r_limits, ", "), "}"));
+    v = e.Op(b, vs, "slice", {v},
+             absl::StrCat("slice={", absl::StrJoin(v_limits, ", "), "}"));
+  }
+  return {rotated, v};
+}
+
+std::pair<std::string, std::string> Translator::JacobiEigen(
+    Builder* b, const Operation& op, const std::string& hermitian,
+    const Shape& s) {
+  const PrimitiveType type = s.element_type(), real = RealPartType(type);
+  const int64_t nb = s.rank() - 2, n = s.dimensions(nb);
+  const std::vector<int64_t> batch(s.dimensions().begin(),
+                                   s.dimensions().begin() + nb);
+  JacobiEmitter e{this, &op, b, batch, type};
+  const Shape each_real(real, batch);
+  const Shape s_real = s.WithElementType(real);
+  // Scaled by its largest magnitude, then shifted by its Frobenius norm
+  // (at least its largest eigenvalue's magnitude): a positive semidefinite
+  // matrix with the same eigenvectors, whose columns one-sided Jacobi makes
+  // orthogonal with them.
+  const std::string largest =
+      e.Op(b, each_real, "reduce",
+           {e.Op(b, s_real, "abs", {hermitian}), EmitZero(b, &op, real)},
+           absl::StrFormat("dimensions={%d,%d}, to_apply=%%%s", nb, nb + 1,
+                           MaxComputation(real)));
+  const std::string scale =
+      e.Op(b, each_real, "select",
+           {e.Op(b, each_real.WithElementType(PrimitiveType::kPred), "compare",
+                 {largest, EmitZeros(b, &op, each_real)}, "direction=EQ"),
+            e.Full(b, e.Constant(b, real, "1"), each_real), largest});
+  const std::string scaled =
+      e.Op(b, s, "divide",
+           {hermitian, e.Typed(b, e.Spread(b, scale, s_real, {}), s)});
+  const std::string norm =
+      e.Op(b, each_real, "sqrt",
+           {e.Op(b, each_real, "reduce",
+                 {e.Squares(b, scaled, s), EmitZero(b, &op, real)},
+                 absl::StrFormat("dimensions={%d,%d}, to_apply=%%%s", nb,
+                                 nb + 1, AddComputation(real)))});
+  const std::string shifted = e.Op(
+      b, s, "add",
+      {scaled,
+       e.Op(b, s, "multiply",
+            {e.Identity(b, n), e.Typed(b, e.Spread(b, norm, s_real, {}), s)})});
+  const auto [columns, vectors] = JacobiColumns(e, shifted, s);
+  (void)columns;
+  // Each eigenvalue as its vector's Rayleigh quotient, v^H A v, of the
+  // matrix as given.
+  const std::vector<int64_t> batch_dims = FirstDimensions(nb);
+  const std::string product = e.Op(
+      b, s, "dot", {hermitian, vectors},
+      absl::StrFormat("lhs_batch_dims=%s, rhs_batch_dims=%s, "
+                      "lhs_contracting_dims={%d}, rhs_contracting_dims={%d}",
+                      Braced(batch_dims), Braced(batch_dims), nb + 1, nb));
+  const std::string quotient =
+      e.Op(b, s, "multiply", {e.Conj(b, vectors, s), product});
+  const std::string values = e.SumOver(
+      b, IsComplex(type) ? e.Op(b, s_real, "real", {quotient}) : quotient,
+      Shape(real, With(batch, {n})), nb);
+  return {values, vectors};
+}
+
 Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
                                            const Value& a, bool full) {
   const PrimitiveType type = a.shape.element_type(), real = RealPartType(type);
@@ -150,273 +564,27 @@ Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
   const Shape s32(PrimitiveType::kS32, {});
   const Shape flag(PrimitiveType::kPred, {});
   const std::vector<int64_t> batch_dims = FirstDimensions(nb);
-  const auto origin = [&](Builder* x) { return x == b ? &op : nullptr; };
-  const auto emit = [&](Builder* x, const Shape& shape,
-                        absl::string_view opcode,
-                        const std::vector<std::string>& operands,
-                        absl::string_view attributes = "") {
-    return Emit(x, origin(x), shape, opcode, operands, attributes);
-  };
-  const auto spread = [&](Builder* x, const std::string& v, const Shape& to,
-                          std::vector<int64_t> extra) {
-    std::vector<int64_t> d = batch_dims;
-    d.insert(d.end(), extra.begin(), extra.end());
-    return emit(x, to, "broadcast", {v},
-                absl::StrCat("dimensions=", Braced(d)));
-  };
-  const auto full_of = [&](Builder* x, const std::string& scalar,
-                           const Shape& to) {
-    return emit(x, to, "broadcast", {scalar}, "dimensions={}");
-  };
-  const auto constant = [&](Builder* x, PrimitiveType t,
-                            absl::string_view text) {
-    return EmitLine(x, origin(x), Shape(t, {}), "constant", text);
-  };
-  const auto typed = [&](Builder* x, const std::string& v, const Shape& shape) {
-    return AsTyped(x, origin(x), v, shape);
-  };
-  const auto conj = [&](Builder* x, const std::string& v, const Shape& shape) {
-    return Conjugate(x, origin(x), v, shape);
-  };
-  const auto squares = [&](Builder* x, const std::string& v,
-                           const Shape& shape) {
-    return MagnitudeSquared(x, origin(x), v, shape);
-  };
-  const auto sum_over = [&](Builder* x, const std::string& v, const Shape& to,
-                            int64_t dim) {
-    return emit(x, to, "reduce", {v, EmitZero(x, origin(x), to.element_type())},
-                absl::StrFormat("dimensions={%d}, to_apply=%%%s", dim,
-                                AddComputation(to.element_type())));
-  };
+  JacobiEmitter e{this, &op, b, batch, type};
   // Scaled by its largest magnitude (1 for a zero matrix), so that sums of
   // squares neither overflow nor underflow.
   const Shape s_real = s.WithElementType(real);
   const std::string largest =
-      emit(b, each_real, "reduce",
-           {emit(b, s_real, "abs", {w.name}), EmitZero(b, &op, real)},
+      e.Op(b, each_real, "reduce",
+           {e.Op(b, s_real, "abs", {w.name}), EmitZero(b, &op, real)},
            absl::StrFormat("dimensions={%d,%d}, to_apply=%%%s", nb, nb + 1,
                            MaxComputation(real)));
   const std::string scale =
-      emit(b, each_real, "select",
-           {emit(b, each_pred, "compare",
+      e.Op(b, each_real, "select",
+           {e.Op(b, each_pred, "compare",
                  {largest, EmitZeros(b, &op, each_real)}, "direction=EQ"),
-            full_of(b, constant(b, real, "1"), each_real), largest});
-  const std::string scaled =
-      emit(b, s, "divide", {w.name, typed(b, spread(b, scale, s_real, {}), s)});
-  const Shape v_index = vs.WithElementType(PrimitiveType::kS32);
-  const std::string eye =
-      typed(b,
-            emit(b, vs.WithElementType(real), "convert",
-                 {emit(b, vs.WithElementType(PrimitiveType::kPred), "compare",
-                       {emit(b, v_index, "iota", {},
-                             absl::StrCat("iota_dimension=", nb)),
-                        emit(b, v_index, "iota", {},
-                             absl::StrCat("iota_dimension=", nb + 1))},
-                       "direction=EQ")}),
-            vs);
-  std::string rotated = scaled, v_final = eye;
-  const int64_t pairs = cols * (cols - 1) / 2;
-  if (pairs > 0) {
-    const Shape table(PrimitiveType::kS32, {pairs});
-    // (count, columns, V, rotated this sweep, done, p of each pair, q).
-    const Shape state = Shape::Tuple({s32, s, vs, flag, flag, table, table});
-    Builder cond;
-    cond.computation.name = NewName("svd_cond");
-    {
-      const std::string p = EmitLine(&cond, nullptr, state, "parameter", "0");
-      MarkRoot(
-          &cond,
-          emit(&cond, flag, "and",
-               {emit(&cond, flag, "compare",
-                     {emit(&cond, s32, "get-tuple-element", {p}, "index=0"),
-                      constant(&cond, PrimitiveType::kS32,
-                               absl::StrCat(kMaxSweeps * pairs))},
-                     "direction=LT"),
-                emit(&cond, flag, "not",
-                     {emit(&cond, flag, "get-tuple-element", {p},
-                           "index=4")})}));
-    }
-    const std::string cond_name = Finish(&cond);
-    Builder body;
-    Builder* x = &body;
-    {
-      const std::vector<std::string> in_state =
-          StartLoopBody(x, state, "svd_body");
-      const std::string &i = in_state[0], &mat = in_state[1],
-                        &vec = in_state[2], &moved = in_state[3],
-                        &pt = in_state[5], &qt = in_state[6];
-      const std::string zero = constant(x, PrimitiveType::kS32, "0");
-      const std::string r =
-          emit(x, s32, "remainder",
-               {i, constant(x, PrimitiveType::kS32, absl::StrCat(pairs))});
-      const auto pick = [&](const std::string& t) {
-        return emit(x, s32, "reshape",
-                    {emit(x, Shape(PrimitiveType::kS32, {1}), "dynamic-slice",
-                          {t, r}, "dynamic_slice_sizes={1}")});
-      };
-      const std::string pp = pick(pt), qq = pick(qt);
-      // Column `at` of `m` [..., len, cols]: [..., len].
-      const auto column = [&](const std::string& mm, const Shape& shape,
-                              const std::string& at) {
-        const int64_t len = shape.dimensions(nb);
-        std::vector<std::string> operands = {mm};
-        for (int64_t d = 0; d < nb; ++d) operands.push_back(zero);
-        operands.push_back(zero);
-        operands.push_back(at);
-        const std::vector<int64_t> sizes = With(batch, {len, 1});
-        return emit(
-            x, Shape(type, With(batch, {len})), "reshape",
-            {emit(x, Shape(type, sizes), "dynamic-slice", operands,
-                  absl::StrCat("dynamic_slice_sizes=", Braced(sizes)))});
-      };
-      const Shape line(type, With(batch, {rows}));
-      const std::string bp = column(mat, s, pp), bq = column(mat, s, qq);
-      const std::string alpha =
-          sum_over(x, squares(x, bp, line), each_real, nb);
-      const std::string beta = sum_over(x, squares(x, bq, line), each_real, nb);
-      const std::string gamma = sum_over(
-          x, emit(x, line, "multiply", {conj(x, bp, line), bq}), each, nb);
-      // The rotation zeroing gamma: of the columns p and q (q turned by the
-      // phase of gamma's conjugate where complex, making gamma |gamma|).
-      const std::string g =
-          complex ? emit(x, each_real, "abs", {gamma}) : gamma;
-      const auto scalar = [&](absl::string_view text) {
-        return full_of(x, constant(x, real, text), each_real);
-      };
-      const std::string one = scalar("1"), zero_r = scalar("0");
-      const double eps = real == PrimitiveType::kF32 ? std::ldexp(1.0, -23)
-                                                     : std::ldexp(1.0, -52);
-      const std::string tolerance =
-          scalar(absl::StrFormat("%.17g", eps * static_cast<double>(rows)));
-      const std::string need =
-          emit(x, each_pred, "compare",
-               {emit(x, each_real, "abs", {g}),
-                emit(x, each_real, "multiply",
-                     {tolerance, emit(x, each_real, "multiply",
-                                      {emit(x, each_real, "sqrt", {alpha}),
-                                       emit(x, each_real, "sqrt", {beta})})})},
-               "direction=GT");
-      // zeta = (beta - alpha) / 2g; t = sign(zeta) / (|zeta| +
-      // sqrt(1 + zeta^2)), the root taken as |zeta| sqrt(1 + zeta^-2) where
-      // |zeta| > 1; c = 1 / sqrt(1 + t^2); s = c t.
-      const std::string safe_g = emit(x, each_real, "select", {need, g, one});
-      const std::string zeta =
-          emit(x, each_real, "divide",
-               {emit(x, each_real, "subtract", {beta, alpha}),
-                emit(x, each_real, "multiply", {scalar("2"), safe_g})});
-      const std::string size = emit(x, each_real, "abs", {zeta});
-      const std::string big =
-          emit(x, each_pred, "compare", {size, one}, "direction=GT");
-      const std::string inverse = emit(x, each_real, "divide", {one, zeta});
-      const std::string root = emit(
-          x, each_real, "select",
-          {big,
-           emit(x, each_real, "multiply",
-                {size, emit(x, each_real, "sqrt",
-                            {emit(x, each_real, "add",
-                                  {one, emit(x, each_real, "multiply",
-                                             {inverse, inverse})})})}),
-           emit(x, each_real, "sqrt",
-                {emit(x, each_real, "add",
-                      {one, emit(x, each_real, "multiply", {zeta, zeta})})})});
-      const std::string t_raw = emit(
-          x, each_real, "divide",
-          {emit(x, each_real, "select",
-                {emit(x, each_pred, "compare", {zeta, zero_r}, "direction=GE"),
-                 one, emit(x, each_real, "negate", {one})}),
-           emit(x, each_real, "add", {size, root})});
-      const std::string t = emit(x, each_real, "select", {need, t_raw, zero_r});
-      const std::string c = emit(
-          x, each_real, "divide",
-          {one, emit(x, each_real, "sqrt",
-                     {emit(x, each_real, "add",
-                           {one, emit(x, each_real, "multiply", {t, t})})})});
-      const std::string sn = emit(x, each_real, "multiply", {t, c});
-      // The phase q is turned by: conj(gamma) / |gamma|, 1 where no
-      // rotation is needed.
-      std::string phase;
-      if (complex) {
-        phase = emit(x, each, "select",
-                     {need,
-                      emit(x, each, "divide",
-                           {conj(x, gamma, each), typed(x, safe_g, each)}),
-                      typed(x, one, each)});
-      }
-      // Columns p and q of a matrix [..., len, cols] rotated.
-      const auto rotate = [&](const std::string& mm, const Shape& shape) {
-        const Shape line_of(type, With(batch, {shape.dimensions(nb)}));
-        const Shape index = shape.WithElementType(PrimitiveType::kS32);
-        const Shape pred = shape.WithElementType(PrimitiveType::kPred);
-        const std::string cp = spread(x, column(mm, shape, pp), shape, {nb});
-        std::string cq = column(mm, shape, qq);
-        if (complex) {
-          cq =
-              emit(x, line_of, "multiply", {cq, spread(x, phase, line_of, {})});
-        }
-        cq = spread(x, cq, shape, {nb});
-        const std::string cb =
-            typed(x, spread(x, c, shape.WithElementType(real), {}), shape);
-        const std::string sb =
-            typed(x, spread(x, sn, shape.WithElementType(real), {}), shape);
-        const std::string all_cols =
-            emit(x, index, "iota", {}, absl::StrCat("iota_dimension=", nb + 1));
-        const std::string col_p =
-            emit(x, pred, "compare", {all_cols, full_of(x, pp, index)},
-                 "direction=EQ");
-        const std::string col_q =
-            emit(x, pred, "compare", {all_cols, full_of(x, qq, index)},
-                 "direction=EQ");
-        const std::string new_p = emit(x, shape, "subtract",
-                                       {emit(x, shape, "multiply", {cb, cp}),
-                                        emit(x, shape, "multiply", {sb, cq})});
-        const std::string new_q = emit(x, shape, "add",
-                                       {emit(x, shape, "multiply", {sb, cp}),
-                                        emit(x, shape, "multiply", {cb, cq})});
-        return emit(
-            x, shape, "select",
-            {col_p, new_p, emit(x, shape, "select", {col_q, new_q, mm})});
-      };
-      const std::string mat2 = rotate(mat, s);
-      const std::string vec2 = rotate(vec, vs);
-      // Whether any matrix rotated this sweep; a sweep that rotated none
-      // ends the loop.
-      const std::string any =
-          nb == 0 ? emit(x, flag, "reshape", {need})
-                  : emit(x, flag, "reduce",
-                         {need, constant(x, PrimitiveType::kPred, "false")},
-                         absl::StrFormat(
-                             "dimensions=%s, to_apply=%%%s", Braced(batch_dims),
-                             ScalarComputation(PrimitiveType::kPred, "or")));
-      const std::string moved2 = emit(x, flag, "or", {moved, any});
-      const std::string sweep_end =
-          emit(x, flag, "compare",
-               {r, constant(x, PrimitiveType::kS32, absl::StrCat(pairs - 1))},
-               "direction=EQ");
-      const std::string done =
-          emit(x, flag, "and", {sweep_end, emit(x, flag, "not", {moved2})});
-      const std::string moved3 =
-          emit(x, flag, "and", {moved2, emit(x, flag, "not", {sweep_end})});
-      MarkRoot(
-          x,
-          emit(x, state, "tuple",
-               {emit(x, s32, "add", {i, constant(x, PrimitiveType::kS32, "1")}),
-                mat2, vec2, moved3, done, pt, qt}));
-    }
-    const std::string body_name = Finish(&body);
-    const auto [table_p, table_q] = JacobiPairs(b, op, cols);
-    const std::string no = constant(b, PrimitiveType::kPred, "false");
-    const std::string loop =
-        emit(b, state, "while",
-             {emit(b, state, "tuple",
-                   {constant(b, PrimitiveType::kS32, "0"), scaled, eye, no, no,
-                    table_p, table_q})},
-             absl::StrCat("condition=%", cond_name, ", body=%", body_name));
-    rotated = emit(b, s, "get-tuple-element", {loop}, "index=1");
-    v_final = emit(b, vs, "get-tuple-element", {loop}, "index=2");
-  }
+            e.Full(b, e.Constant(b, real, "1"), each_real), largest});
+  const std::string scaled = e.Op(
+      b, s, "divide", {w.name, e.Typed(b, e.Spread(b, scale, s_real, {}), s)});
+  const auto [rotated, v_final] = JacobiColumns(e, scaled, s);
   // The columns' lengths, descending, with their columns and V's.
   const Shape lengths(real, With(batch, {cols}));
-  const std::string keys_of = sum_over(b, squares(b, rotated, s), lengths, nb);
+  const std::string keys_of =
+      e.SumOver(b, e.Squares(b, rotated, s), lengths, nb);
   Builder greater;
   greater.computation.name = NewName("svd_greater");
   {
@@ -432,19 +600,19 @@ Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
   const auto sorted = [&](const std::string& mm, const Shape& shape) {
     const Shape pair = Shape::Tuple({shape.WithElementType(real), shape});
     const std::string result =
-        emit(b, pair, "sort",
-             {spread(b, keys_of, shape.WithElementType(real), {nb + 1}), mm},
+        e.Op(b, pair, "sort",
+             {e.Spread(b, keys_of, shape.WithElementType(real), {nb + 1}), mm},
              absl::StrFormat("dimensions={%d}, is_stable=true, to_apply=%%%s",
                              nb + 1, greater_name));
-    return emit(b, shape, "get-tuple-element", {result}, "index=1");
+    return e.Op(b, shape, "get-tuple-element", {result}, "index=1");
   };
   const std::string columns = sorted(rotated, s);
   const Value v_sorted{sorted(v_final, vs), vs};
   const std::string values =
-      emit(b, lengths, "multiply",
-           {emit(b, lengths, "sqrt",
-                 {sum_over(b, squares(b, columns, s), lengths, nb)}),
-            spread(b, scale, lengths, {})});
+      e.Op(b, lengths, "multiply",
+           {e.Op(b, lengths, "sqrt",
+                 {e.SumOver(b, e.Squares(b, columns, s), lengths, nb)}),
+            e.Spread(b, scale, lengths, {})});
   // U: the QR's Q of the sorted columns, square where asked for, column j
   // turned by R[j, j]'s phase.
   auto [factors, tau] = Geqrf(b, op, Value{columns, s});
@@ -455,53 +623,54 @@ Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
     padding.push_back(absl::StrCat("0_", q_cols - cols));
     const Shape padded(type, With(batch, {rows, q_cols}));
     reflectors =
-        Value{emit(b, padded, "pad", {factors.name, EmitZero(b, &op, type)},
+        Value{e.Op(b, padded, "pad", {factors.name, EmitZero(b, &op, type)},
                    absl::StrCat("padding=", absl::StrJoin(padding, "x"))),
               padded};
   }
   const Value q = Orgqr(b, op, reflectors, tau);
   const Shape s_index = s.WithElementType(PrimitiveType::kS32);
-  const std::string diagonal =
-      sum_over(b,
-               emit(b, s, "select",
-                    {emit(b, s.WithElementType(PrimitiveType::kPred), "compare",
-                          {emit(b, s_index, "iota", {},
-                                absl::StrCat("iota_dimension=", nb)),
-                           emit(b, s_index, "iota", {},
-                                absl::StrCat("iota_dimension=", nb + 1))},
-                          "direction=EQ"),
-                     factors.name, EmitZeros(b, &op, s)}),
-               Shape(type, With(batch, {cols})), nb);
+  const std::string diagonal = e.SumOver(
+      b,
+      e.Op(b, s, "select",
+           {e.Op(b, s.WithElementType(PrimitiveType::kPred), "compare",
+                 {e.Op(b, s_index, "iota", {},
+                       absl::StrCat("iota_dimension=", nb)),
+                  e.Op(b, s_index, "iota", {},
+                       absl::StrCat("iota_dimension=", nb + 1))},
+                 "direction=EQ"),
+            factors.name, EmitZeros(b, &op, s)}),
+      Shape(type, With(batch, {cols})), nb);
   const Shape diag_shape(type, With(batch, {cols}));
   const Shape diag_real = diag_shape.WithElementType(real);
-  const std::string magnitude = emit(b, diag_real, "abs", {diagonal});
+  const std::string magnitude = e.Op(b, diag_real, "abs", {diagonal});
   const std::string is_zero =
-      emit(b, diag_shape.WithElementType(PrimitiveType::kPred), "compare",
+      e.Op(b, diag_shape.WithElementType(PrimitiveType::kPred), "compare",
            {magnitude, EmitZeros(b, &op, diag_real)}, "direction=EQ");
   const std::string ones =
-      typed(b, full_of(b, constant(b, real, "1"), diag_real), diag_shape);
-  const std::string phases = emit(
+      e.Typed(b, e.Full(b, e.Constant(b, real, "1"), diag_real), diag_shape);
+  const std::string phases = e.Op(
       b, diag_shape, "select",
       {is_zero, ones,
-       emit(b, diag_shape, "divide",
+       e.Op(b, diag_shape, "divide",
             {diagonal,
-             typed(b,
-                   emit(b, diag_real, "select",
-                        {is_zero, full_of(b, constant(b, real, "1"), diag_real),
-                         magnitude}),
-                   diag_shape)})});
+             e.Typed(
+                 b,
+                 e.Op(b, diag_real, "select",
+                      {is_zero, e.Full(b, e.Constant(b, real, "1"), diag_real),
+                       magnitude}),
+                 diag_shape)})});
   std::string column_phases = phases;
   const Shape q_phase(type, With(batch, {q_cols}));
   if (q_cols > cols) {
     std::vector<std::string> padding(nb, "0_0");
     padding.push_back(absl::StrCat("0_", q_cols - cols));
-    column_phases = emit(b, q_phase, "pad",
-                         {phases, complex ? constant(b, type, "(1, 0)")
-                                          : constant(b, type, "1")},
+    column_phases = e.Op(b, q_phase, "pad",
+                         {phases, complex ? e.Constant(b, type, "(1, 0)")
+                                          : e.Constant(b, type, "1")},
                          absl::StrCat("padding=", absl::StrJoin(padding, "x")));
   }
-  const Value u_w{emit(b, q.shape, "multiply",
-                       {q.name, spread(b, column_phases, q.shape, {nb + 1})}),
+  const Value u_w{e.Op(b, q.shape, "multiply",
+                       {q.name, e.Spread(b, column_phases, q.shape, {nb + 1})}),
                   q.shape};
   const Value s_out{values, lengths};
   if (tall) return {s_out, u_w, v_sorted};

@@ -68,6 +68,7 @@ absl::Status Translator::Gtsv(Builder* b, const Operation& op,
                             Shape::Tuple(want).ToString(),
                             Shape::Tuple(op.result_types).ToString()));
   }
+  if (NoResultElements(op)) return DefineZeros(b, op);
   if (m == 0) {
     if (!lapack) return Define(b, op, {in[3]});
     return Define(

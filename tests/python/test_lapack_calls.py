@@ -269,7 +269,15 @@ def test_trsm_without_its_side_is_refused(client):
     with pytest.raises(pjrt_client.InvalidArgumentError) as e:
         client.compile(program)
     assert ("lapack_strsm_ffi needs side in its backend_config, one of the "
-            "characters LR as a ui8; got 0") in str(e.value)
+            "characters LR as a ui8; it has none") in str(e.value)
+    # And one that is not a side.
+    program = trsm_program((3, 3), (3, 2), np.float32, "L", "U", "N", "N")
+    program = program.replace("side =\n        76 : ui8", "side = 88 : ui8")
+    assert "side = 88" in program
+    with pytest.raises(pjrt_client.InvalidArgumentError) as e:
+        client.compile(program)
+    assert ("lapack_strsm_ffi needs side in its backend_config, one of the "
+            "characters LR as a ui8; got 88") in str(e.value)
 
 
 def qr_program(shape, dtype):

@@ -185,3 +185,40 @@ def test_svd_calls_of_the_wrong_form_are_refused(client):
         client.compile(program)
     assert "lapack_dgesdd_ffi of f64[5,3] gives (f64[5,3], f64[3], " \
         "f64[5,5], f64[3,3], s32[]), not" in str(e.value)
+
+
+def test_cusolver_gesvd_without_vectors_gives_scalars_for_them(client):
+    """JAX's GPU lowering of svd(compute_uv=False) (gesvd): U and V^H are
+    rank-0 placeholders."""
+    program = """module @jit_svd {
+  func.func public @main(%arg0: tensor<5x3xf32>) -> tensor<3xf32> {
+    %0:5 = stablehlo.custom_call @cusolver_gesvd_ffi(%arg0)
+        {mhlo.backend_config = {compute_uv = false, full_matrices = false,
+        transposed = false}} : (tensor<5x3xf32>) -> (tensor<5x3xf32>,
+        tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<i32>)
+    return %0#1 : tensor<3xf32>
+  }
+}
+"""
+    a = sample((5, 3), np.float32)
+    s, = run_arrays(client, program, a)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False),
+                               rtol=1e-5)
+
+
+def test_an_empty_batch_runs_no_loop(client):
+    """A batch of none (an empty vmap) gives empty results at once, however
+    large its matrices are said to be."""
+    shape = (0, 1 << 22, 1 << 22)
+    program = svd_program(shape, np.float32, "S")
+    s, u, vt, info = run_arrays(client, program,
+                                np.zeros(0, np.float32).reshape(shape))
+    assert s.shape == (0, 1 << 22) and u.shape == shape and info.shape == (0,)
+
+
+def test_a_matrix_too_large_to_decompose_is_refused(client):
+    program = svd_program((1 << 21, 1 << 21), np.float32, "S")
+    with pytest.raises(pjrt_client.InvalidArgumentError) as e:
+        client.compile(program)
+    assert ("lapack_sgesdd_ffi of f32[2097152,2097152]: pjrtd decomposes "
+            "matrices of at most 1048576 columns and rows") in str(e.value)

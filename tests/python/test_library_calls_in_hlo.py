@@ -152,3 +152,39 @@ def test_other_custom_call_targets_are_still_refused_by_name(client):
         client.compile(program)
     assert ('custom-call target "lapack_sgesvj_ffi" is not supported; pjrtd '
             "runs TopK, the LAPACK and cuSOLVER calls") in str(e.value)
+
+
+def test_a_backend_config_that_is_not_one_dictionary_is_refused(client):
+    """Nothing of the config may end the one-call program it is written
+    into."""
+    for config in ['"{uplo = 76 : ui8}} {"', "L", '"{a = \\"}\\"}}"']:
+        program = one_call("lapack_spotrf_ffi", "f32[4,4]",
+                           ["f32[4,4]", "s32[]"], config=config)
+        with pytest.raises(pjrt_client.InvalidArgumentError) as e:
+            client.compile(program)
+        assert (f"line 5, column 3: %call: backend_config {config} is not "
+                "one dictionary of attributes, like {uplo = 76 : ui8}") \
+            in str(e.value), str(e.value)
+
+
+def test_two_calls_alike_run_once_each(client):
+    """Calls of one target, types and config share their computations;
+    each still computes its own operand."""
+    program = """HloModule two_lu
+
+ENTRY main {
+  a = f64[3,3] parameter(0)
+  b = f64[3,3] parameter(1)
+  fa = (f64[3,3], s32[3], s32[]) custom-call(a),
+    custom_call_target="lapack_dgetrf_ffi", backend_config={}
+  fb = (f64[3,3], s32[3], s32[]) custom-call(b),
+    custom_call_target="lapack_dgetrf_ffi", backend_config={}
+  la = f64[3,3] get-tuple-element(fa), index=0
+  lb = f64[3,3] get-tuple-element(fb), index=0
+  ROOT out = (f64[3,3], f64[3,3]) tuple(la, lb)
+}
+"""
+    a, b = sample((3, 3), np.float64), sample((3, 3), np.float64)
+    la, lb = run_arrays(client, program, a, b)
+    np.testing.assert_allclose(la, lu_reference(a)[0], atol=1e-12)
+    np.testing.assert_allclose(lb, lu_reference(b)[0], atol=1e-12)
