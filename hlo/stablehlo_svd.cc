@@ -3,9 +3,10 @@
 // cusolver_gesvd_ffi and cusolver_gesvdj_ffi for GPUs (hipSOLVER's names
 // alike). Every one is computed the same way: one-sided Jacobi (Hestenes)
 // rotations of the columns of the matrix, or of its adjoint when it is wide,
-// in an HLO loop (pairs p < q in order, until a sweep finds every pair of
-// columns orthogonal to the type's precision, at most 30 sweeps), after
-// scaling it by its largest magnitude. The singular values are the columns'
+// in an HLO loop (JacobiColumns: disjoint pairs at once, in a round-robin
+// order, until a sweep finds every pair of columns orthogonal to the type's
+// precision, at most 30 sweeps), after scaling it by its largest magnitude.
+// JacobiEigen gives eigh the same loop. The singular values are the columns'
 // lengths, sorted descending with their columns; V is the product of the
 // rotations; U is the Householder QR's Q of the rotated columns, each column
 // turned by the phase of R's diagonal, which also completes U to a square

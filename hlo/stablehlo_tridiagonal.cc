@@ -142,9 +142,9 @@ absl::Status Translator::Gtsv(Builder* b, const Operation& op,
   };
   const auto put = [&](Builder* x, const Shape& shape, const std::string& v,
                        const std::vector<std::string>& pieces,
-                       const std::string& k, const std::string& zero,
-                       bool rows) {
-    // pieces: one [...] value per position k, k + 1, ...
+                       const std::string& k, const std::string& zero) {
+    // pieces: one [...] value per position k, k + 1, ... of the last
+    // dimension.
     std::vector<int64_t> sizes = batch;
     sizes.push_back(static_cast<int64_t>(pieces.size()));
     std::vector<std::string> spread;
@@ -161,7 +161,6 @@ absl::Status Translator::Gtsv(Builder* b, const Operation& op,
     std::vector<std::string> operands = {v, joined};
     for (int64_t d = 0; d < nb; ++d) operands.push_back(zero);
     operands.push_back(k);
-    if (rows) operands.push_back(zero);
     return Emit(x, nullptr, shape, "dynamic-update-slice", operands);
   };
   const auto spread_rows = [&](Builder* x, const std::string& v,
@@ -285,10 +284,9 @@ absl::Status Translator::Gtsv(Builder* b, const Operation& op,
           e(info, "select",
             {first, e(info, "broadcast", {i1}, "dimensions={}"), inf});
       MarkRoot(x, e(state, "tuple",
-                    {i1, put(x, diag, lo, {new_li}, i, zero, false),
-                     put(x, diag, dd, {new_di, new_di1}, i, zero, false),
-                     put(x, diag, up, {new_ui, new_ui1}, i, zero, false), b2,
-                     info2}));
+                    {i1, put(x, diag, lo, {new_li}, i, zero),
+                     put(x, diag, dd, {new_di, new_di1}, i, zero),
+                     put(x, diag, up, {new_ui, new_ui1}, i, zero), b2, info2}));
     }
     const std::string body_name = Finish(&body);
     const std::string loop =
