@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -873,8 +874,21 @@ class Translator {
                         absl::string_view target, const std::vector<Value>& in);
   // Householder QR of `a` [..., m, n]: (R above the diagonal with the
   // reflectors below it, tau [..., min(m, n)]), as ?geqr2 leaves them.
-  std::pair<Value, Value> Geqrf(Builder* b, const Operation& op,
-                                const Value& a);
+  // With `jpvt` ([..., n] s32), ?geqp3's column pivoting: the columns
+  // whose jpvt is nonzero first (FixColumns), then at each step the free
+  // column with the longest remaining part; *jpvt becomes the 1-based
+  // columns in their places.
+  std::pair<Value, Value> Geqrf(Builder* b, const Operation& op, const Value& a,
+                                Value* jpvt = nullptr);
+  std::tuple<std::string, std::string, std::string> FixColumns(
+      Builder* b, const Operation& op, const Value& a, const Value& jpvt);
+  // Columns k and j ([...] s32 each) of `mat` (shape `s`) swapped, and
+  // elements k and j of `pivots` ([..., n] s32).
+  std::pair<std::string, std::string> SwapColumns(Builder* x, const Shape& s,
+                                                  const std::string& mat,
+                                                  const std::string& pivots,
+                                                  const std::string& k,
+                                                  const std::string& j);
   // Q [..., m, n] from reflectors [..., m, n] (n <= m) and tau [..., k]
   // (k <= n), as ?org2r computes it.
   Value Orgqr(Builder* b, const Operation& op, const Value& a,

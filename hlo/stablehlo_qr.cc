@@ -29,7 +29,8 @@ bool Translator::IsLapackQrTarget(absl::string_view target) {
   const absl::string_view routine = target.substr(7, 6);
   return routine == "sgeqrf" || routine == "dgeqrf" || routine == "cgeqrf" ||
          routine == "zgeqrf" || routine == "sorgqr" || routine == "dorgqr" ||
-         routine == "cungqr" || routine == "zungqr";
+         routine == "cungqr" || routine == "zungqr" || routine == "sgeqp3" ||
+         routine == "dgeqp3" || routine == "cgeqp3" || routine == "zgeqp3";
 }
 
 absl::Status Translator::LapackQr(Builder* b, const Operation& op,
@@ -39,10 +40,12 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
   // LAPACK's names carry the type; cuSOLVER's and hipSOLVER's take the
   // operand's.
   const bool solver = !absl::StartsWith(target, "lapack_");
-  const bool factor = absl::StrContains(target, "geqrf");
+  // geqp3 (QR with column pivoting) takes and gives the pivots too.
+  const bool pivoted = absl::StrContains(target, "geqp3");
+  const bool factor = pivoted || absl::StrContains(target, "geqrf");
   const PrimitiveType type =
       LinalgCallType(target, in.empty() ? nullptr : &in[0].shape);
-  const size_t operands = factor ? 1 : 2;
+  const size_t operands = factor && !pivoted ? 1 : 2;
   bool fits = in.size() == operands && in[0].shape.IsArray() &&
               in[0].shape.rank() >= 2 && in[0].shape.element_type() == type;
   std::vector<Shape> want;
@@ -51,7 +54,14 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
     const int64_t nb = a.rank() - 2;
     std::vector<int64_t> tau(a.dimensions().begin(),
                              a.dimensions().begin() + nb);
-    if (factor) {
+    if (pivoted) {
+      std::vector<int64_t> columns = tau;
+      columns.push_back(a.dimensions(nb + 1));
+      const Shape jpvt(PrimitiveType::kS32, columns);
+      fits = in[1].shape == jpvt;
+      tau.push_back(std::min(a.dimensions(nb), a.dimensions(nb + 1)));
+      want = {a, jpvt, Shape(type, tau)};
+    } else if (factor) {
       tau.push_back(std::min(a.dimensions(nb), a.dimensions(nb + 1)));
       want = {a, Shape(type, tau)};
     } else {
@@ -69,15 +79,25 @@ absl::Status Translator::LapackQr(Builder* b, const Operation& op,
         op, absl::StrFormat(
                 "%s takes %s and gives %s of its shape; got %d operand(s)%s",
                 target,
-                factor ? absl::StrCat("one ", TypeWords(solver, type),
-                                      " matrix [..., m, n]")
-                       : absl::StrCat("reflectors [..., m, n] (n <= m) and "
-                                      "their scales [..., k] (k <= n) of ",
-                                      TypeWords(solver, type)),
-                factor ? "the factors and tau" : "Q", in.size(),
-                FirstOperandText(in)));
+                pivoted  ? absl::StrCat("one ", TypeWords(solver, type),
+                                        " matrix [..., m, n] and s32 pivots "
+                                         "[..., n]")
+                : factor ? absl::StrCat("one ", TypeWords(solver, type),
+                                        " matrix [..., m, n]")
+                         : absl::StrCat("reflectors [..., m, n] (n <= m) and "
+                                        "their scales [..., k] (k <= n) of ",
+                                        TypeWords(solver, type)),
+                pivoted  ? "the factors, pivots and tau"
+                : factor ? "the factors and tau"
+                         : "Q",
+                in.size(), FirstOperandText(in)));
   }
   if (NoResultElements(op)) return DefineZeros(b, op);
+  if (pivoted) {
+    Value jpvt = in[1];
+    auto [factors, tau] = Geqrf(b, op, in[0], &jpvt);
+    return Define(b, op, {factors, jpvt, tau});
+  }
   if (factor) {
     auto [factors, tau] = Geqrf(b, op, in[0]);
     return Define(b, op, {factors, tau});
@@ -167,7 +187,7 @@ struct Translator::QrStep {
 };
 
 std::pair<Value, Value> Translator::Geqrf(Builder* b, const Operation& op,
-                                          const Value& a) {
+                                          const Value& a, Value* jpvt) {
   const Shape& s = a.shape;
   const int64_t nb = s.rank() - 2;
   const int64_t m = s.dimensions(nb), n = s.dimensions(nb + 1);
@@ -179,10 +199,22 @@ std::pair<Value, Value> Translator::Geqrf(Builder* b, const Operation& op,
   tau_dims.push_back(r);
   const Shape tau(type, tau_dims);
   const Shape s32(PrimitiveType::kS32, {});
+  const bool pivoting = jpvt != nullptr;
+  std::string start = a.name, start_jpvt, start_fixed;
+  if (pivoting) {
+    std::tie(start, start_jpvt, start_fixed) = FixColumns(b, op, a, *jpvt);
+    if (r == 0) {
+      *jpvt = Value{start_jpvt, jpvt->shape};
+      return {Value{start, s}, Value{EmitZeros(b, &op, tau), tau}};
+    }
+  }
   if (r == 0) {
     return {a, Value{EmitZeros(b, &op, tau), tau}};
   }
-  const Shape state = Shape::Tuple({s32, s, tau});
+  const Shape each_s32(PrimitiveType::kS32, batch);
+  const Shape state = pivoting
+                          ? Shape::Tuple({s32, s, tau, jpvt->shape, each_s32})
+                          : Shape::Tuple({s32, s, tau});
   const std::string cond_name = CountingCondition(state, r, "geqrf_cond");
   Builder body;
   body.computation.name = NewName("geqrf_body");
@@ -190,9 +222,69 @@ std::pair<Value, Value> Translator::Geqrf(Builder* b, const Operation& op,
   {
     const std::string p = EmitLine(&body, nullptr, state, "parameter", "0");
     const std::string k = q.Op(s32, "get-tuple-element", {p}, "index=0");
-    const std::string mat = q.Op(s, "get-tuple-element", {p}, "index=1");
+    std::string mat = q.Op(s, "get-tuple-element", {p}, "index=1");
     const std::string taus = q.Op(tau, "get-tuple-element", {p}, "index=2");
     q.zero = q.Constant(PrimitiveType::kS32, "0");
+    // ?geqp3: the free column (past the fixed ones) with the longest part
+    // from row k down comes to k first, the first of equals.
+    std::string pivots;
+    if (pivoting) {
+      pivots = q.Op(jpvt->shape, "get-tuple-element", {p}, "index=3");
+      const std::string fixed =
+          q.Op(each_s32, "get-tuple-element", {p}, "index=4");
+      const Shape index = s.WithElementType(PrimitiveType::kS32);
+      const Shape s_real = s.WithElementType(real);
+      const Shape row_real(real, [&] {
+        std::vector<int64_t> d = batch;
+        d.push_back(n);
+        return d;
+      }());
+      const Shape row_index = row_real.WithElementType(PrimitiveType::kS32);
+      const Shape row_pred = row_real.WithElementType(PrimitiveType::kPred);
+      const std::string lower_rows =
+          q.Op(s.WithElementType(PrimitiveType::kPred), "compare",
+               {q.Op(index, "iota", {}, absl::StrCat("iota_dimension=", nb)),
+                q.Full(k, index)},
+               "direction=GE");
+      const std::string lengths =
+          q.Op(row_real, "reduce",
+               {q.Op(s_real, "select",
+                     {lower_rows, MagnitudeSquared(&body, nullptr, mat, s),
+                      EmitZeros(&body, nullptr, s_real)}),
+                EmitZero(&body, nullptr, real)},
+               absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                               AddComputation(real)));
+      const std::string columns =
+          q.Op(row_index, "iota", {}, absl::StrCat("iota_dimension=", nb));
+      const std::string candidate = q.Op(
+          row_pred, "compare", {columns, q.Full(k, row_index)}, "direction=GE");
+      const std::string masked =
+          q.Op(row_real, "select",
+               {candidate, lengths, q.Full(q.Constant(real, "-1"), row_real)});
+      const std::string longest =
+          q.Op(q.Each(real), "reduce", {masked, q.Constant(real, "-inf")},
+               absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                               MaxComputation(real)));
+      const std::string first = q.Op(
+          each_s32, "reduce",
+          {q.Op(
+               row_index, "select",
+               {q.Op(row_pred, "compare",
+                     {masked, q.Spread(longest, row_real, {})}, "direction=EQ"),
+                columns,
+                q.Full(q.Constant(PrimitiveType::kS32, absl::StrCat(n)),
+                       row_index)}),
+           q.Constant(PrimitiveType::kS32, absl::StrCat(n))},
+          absl::StrFormat("dimensions={%d}, to_apply=%%%s", nb,
+                          MinComputation(PrimitiveType::kS32)));
+      const std::string ks = q.Full(k, each_s32);
+      const std::string chosen =
+          q.Op(each_s32, "select",
+               {q.Op(q.Each(PrimitiveType::kPred), "compare", {ks, fixed},
+                     "direction=LT"),
+                ks, first});
+      std::tie(mat, pivots) = SwapColumns(&body, s, mat, pivots, ks, chosen);
+    }
     const Shape column = q.Column();
     const Shape rows_index = column.WithElementType(PrimitiveType::kS32);
     const Shape rows_pred = column.WithElementType(PrimitiveType::kPred);
@@ -317,21 +409,146 @@ std::pair<Value, Value> Translator::Geqrf(Builder* b, const Operation& op,
     for (int64_t i = 0; i < nb; ++i) update.push_back(q.zero);
     update.push_back(k);
     const std::string taus2 = q.Op(tau, "dynamic-update-slice", update);
-    MarkRoot(&body,
-             q.Op(state, "tuple",
-                  {q.Op(s32, "add", {k, q.Constant(PrimitiveType::kS32, "1")}),
-                   mat2, taus2}));
+    std::vector<std::string> next = {
+        q.Op(s32, "add", {k, q.Constant(PrimitiveType::kS32, "1")}), mat2,
+        taus2};
+    if (pivoting) {
+      next.push_back(pivots);
+      next.push_back(q.Op(each_s32, "get-tuple-element", {p}, "index=4"));
+    }
+    MarkRoot(&body, q.Op(state, "tuple", next));
+  }
+  const std::string body_name = Finish(&body);
+  std::vector<std::string> initial = {EmitLine(b, &op, s32, "constant", "0"),
+                                      start, EmitZeros(b, &op, tau)};
+  if (pivoting) {
+    initial.push_back(start_jpvt);
+    initial.push_back(start_fixed);
+  }
+  const std::string loop =
+      Emit(b, &op, state, "while", {Emit(b, &op, state, "tuple", initial)},
+           absl::StrCat("condition=%", cond_name, ", body=%", body_name));
+  if (pivoting) {
+    *jpvt =
+        Value{Emit(b, &op, jpvt->shape, "get-tuple-element", {loop}, "index=3"),
+              jpvt->shape};
+  }
+  return {
+      Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s},
+      Value{Emit(b, &op, tau, "get-tuple-element", {loop}, "index=2"), tau}};
+}
+
+std::pair<std::string, std::string> Translator::SwapColumns(
+    Builder* x, const Shape& s, const std::string& mat,
+    const std::string& pivots, const std::string& k, const std::string& j) {
+  const int64_t nb = s.rank() - 2;
+  const std::vector<int64_t> batch(s.dimensions().begin(),
+                                   s.dimensions().begin() + nb);
+  const std::vector<int64_t> batch_dims = FirstDimensions(nb);
+  // Column `at` ([...]) of `m` (shape `shape`, columns last), by a sum of
+  // it alone, spread back over `shape`; where `at` is, as a predicate.
+  const auto take = [&](const std::string& m, const Shape& shape,
+                        const std::string& at) {
+    const int64_t last = shape.rank() - 1;
+    const Shape index = shape.WithElementType(PrimitiveType::kS32);
+    const Shape pred = shape.WithElementType(PrimitiveType::kPred);
+    const std::string where =
+        Emit(x, nullptr, pred, "compare",
+             {Emit(x, nullptr, index, "iota", {},
+                   absl::StrCat("iota_dimension=", last)),
+              Emit(x, nullptr, index, "broadcast", {at},
+                   absl::StrCat("dimensions=", Braced(batch_dims)))},
+             "direction=EQ");
+    std::vector<int64_t> rest(shape.dimensions().begin(),
+                              shape.dimensions().end() - 1);
+    const Shape column(shape.element_type(), rest);
+    const std::string sum =
+        Emit(x, nullptr, column, "reduce",
+             {Emit(x, nullptr, shape, "select",
+                   {where, m, EmitZeros(x, nullptr, shape)}),
+              EmitZero(x, nullptr, shape.element_type())},
+             absl::StrFormat("dimensions={%d}, to_apply=%%%s", last,
+                             AddComputation(shape.element_type())));
+    return std::make_pair(
+        Emit(x, nullptr, shape, "broadcast", {sum},
+             absl::StrCat("dimensions=", Braced(FirstDimensions(last)))),
+        where);
+  };
+  const auto swap = [&](const std::string& m, const Shape& shape) {
+    const auto [at_k, is_k] = take(m, shape, k);
+    const auto [at_j, is_j] = take(m, shape, j);
+    return Emit(
+        x, nullptr, shape, "select",
+        {is_k, at_j, Emit(x, nullptr, shape, "select", {is_j, at_k, m})});
+  };
+  std::vector<int64_t> row = batch;
+  row.push_back(s.dimensions(nb + 1));
+  return {swap(mat, s), swap(pivots, Shape(PrimitiveType::kS32, row))};
+}
+
+std::tuple<std::string, std::string, std::string> Translator::FixColumns(
+    Builder* b, const Operation& op, const Value& a, const Value& jpvt) {
+  // ?geqp3's first pass: for j in order, a column whose jpvt is nonzero is
+  // swapped to the front, after the columns fixed so far; jpvt becomes the
+  // 1-based columns in their new places.
+  const Shape& s = a.shape;
+  const int64_t nb = s.rank() - 2, n = s.dimensions(nb + 1);
+  const std::vector<int64_t> batch(s.dimensions().begin(),
+                                   s.dimensions().begin() + nb);
+  const Shape s32(PrimitiveType::kS32, {});
+  const Shape each_s32(PrimitiveType::kS32, batch);
+  const Shape& pivots = jpvt.shape;
+  const std::string numbers = Emit(
+      b, &op, pivots, "add",
+      {Emit(b, &op, pivots, "iota", {}, absl::StrCat("iota_dimension=", nb)),
+       Emit(b, &op, pivots, "broadcast",
+            {EmitLine(b, &op, s32, "constant", "1")}, "dimensions={}")});
+  if (n == 0) return {a.name, numbers, EmitZeros(b, &op, each_s32)};
+  const Shape state = Shape::Tuple({s32, s, pivots, each_s32, pivots});
+  const std::string cond_name = CountingCondition(state, n, "geqp3_fix_cond");
+  Builder body;
+  Builder* x = &body;
+  {
+    const std::vector<std::string> in_state =
+        StartLoopBody(x, state, "geqp3_fix_body");
+    const std::string &j = in_state[0], &mat = in_state[1], &piv = in_state[2],
+                      &fixed = in_state[3], &given = in_state[4];
+    const std::string zero = EmitLine(x, nullptr, s32, "constant", "0");
+    std::vector<int64_t> one = batch;
+    one.push_back(1);
+    std::vector<std::string> at = {given};
+    for (int64_t d = 0; d < nb; ++d) at.push_back(zero);
+    at.push_back(j);
+    const std::string given_j =
+        Emit(x, nullptr, each_s32, "reshape",
+             {Emit(x, nullptr, Shape(PrimitiveType::kS32, one), "dynamic-slice",
+                   at, absl::StrCat("dynamic_slice_sizes=", Braced(one)))});
+    const std::string is_fixed = Emit(
+        x, nullptr, each_s32.WithElementType(PrimitiveType::kPred), "compare",
+        {given_j, EmitZeros(x, nullptr, each_s32)}, "direction=NE");
+    const std::string js =
+        Emit(x, nullptr, each_s32, "broadcast", {j}, "dimensions={}");
+    const auto [mat2, piv2] = SwapColumns(
+        x, s, mat, piv, js,
+        Emit(x, nullptr, each_s32, "select", {is_fixed, fixed, js}));
+    const std::string fixed2 =
+        Emit(x, nullptr, each_s32, "add",
+             {fixed, Emit(x, nullptr, each_s32, "convert", {is_fixed})});
+    MarkRoot(x, Emit(x, nullptr, state, "tuple",
+                     {Emit(x, nullptr, s32, "add",
+                           {j, EmitLine(x, nullptr, s32, "constant", "1")}),
+                      mat2, piv2, fixed2, given}));
   }
   const std::string body_name = Finish(&body);
   const std::string loop =
       Emit(b, &op, state, "while",
            {Emit(b, &op, state, "tuple",
-                 {EmitLine(b, &op, s32, "constant", "0"), a.name,
-                  EmitZeros(b, &op, tau)})},
+                 {EmitLine(b, &op, s32, "constant", "0"), a.name, numbers,
+                  EmitZeros(b, &op, each_s32), jpvt.name})},
            absl::StrCat("condition=%", cond_name, ", body=%", body_name));
-  return {
-      Value{Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"), s},
-      Value{Emit(b, &op, tau, "get-tuple-element", {loop}, "index=2"), tau}};
+  return {Emit(b, &op, s, "get-tuple-element", {loop}, "index=1"),
+          Emit(b, &op, pivots, "get-tuple-element", {loop}, "index=2"),
+          Emit(b, &op, each_s32, "get-tuple-element", {loop}, "index=3")};
 }
 
 Value Translator::Orgqr(Builder* b, const Operation& op, const Value& a,

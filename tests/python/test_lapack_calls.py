@@ -481,3 +481,81 @@ def test_cusolver_qr_as_jax_lowers_it_for_gpus(client):
         np.testing.assert_allclose(h[i], want_h.T, atol=1e-10)
         np.testing.assert_allclose(tau[i], want_tau, atol=1e-10)
         np.testing.assert_allclose(q[i], np.linalg.qr(a[i])[0], atol=1e-10)
+
+
+def geqp3_program(shape, dtype):
+    batch = shape[:-2]
+    t = MLIR[dtype]
+    a = tensor(shape, t)
+    jpvt = tensor(batch + (shape[-1],), "i32")
+    tau = tensor(batch + (min(shape[-2:]),), t)
+    return f"""module @jit_qr {{
+  func.func public @main(%arg0: {a}, %arg1: {jpvt}) -> ({a}, {jpvt}, {tau}) {{
+    %0:3 = stablehlo.custom_call @lapack_{PREFIX[dtype]}geqp3_ffi(%arg0, %arg1)
+        {{mhlo.backend_config = {{}}}} : ({a}, {jpvt}) -> ({a}, {jpvt}, {tau})
+    return %0#0, %0#1, %0#2 : {a}, {jpvt}, {tau}
+  }}
+}}
+"""
+
+
+def pivoted_qr_reference(a, jpvt):
+    """The columns ?geqp3 picks: those with a nonzero jpvt first (swapped
+    forward in order), then each step the free column with the longest
+    remaining part; returns the 1-based pivots."""
+    a = a.astype(np.complex128)
+    m, n = a.shape
+    piv = np.arange(1, n + 1)
+    fixed = 0
+    for j in range(n):
+        if jpvt[j] != 0:
+            a[:, [j, fixed]] = a[:, [fixed, j]]
+            piv[[j, fixed]] = piv[[fixed, j]]
+            fixed += 1
+    for k in range(min(m, n)):
+        if k >= fixed:
+            lengths = np.sum(np.abs(a[k:, k:]) ** 2, axis=0)
+            p = k + int(np.argmax(lengths))
+            a[:, [k, p]] = a[:, [p, k]]
+            piv[[k, p]] = piv[[p, k]]
+        x = a[k:, k].copy()
+        alpha = x[0]
+        norm = np.linalg.norm(x)
+        if norm == 0:
+            continue
+        beta = -np.sign(alpha.real or 1) * norm
+        v = x / (alpha - beta)
+        v[0] = 1
+        tau = (beta - alpha) / beta
+        a[k:, k:] -= np.conj(tau) * np.outer(v, np.conj(v) @ a[k:, k:])
+    return piv
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64,
+                                   np.complex128])
+@pytest.mark.parametrize("shape", [(5, 4), (4, 6), (2, 6, 3), (3, 3)])
+def test_geqp3_pivots_the_longest_column_first(client, dtype, shape):
+    a = sample(shape, dtype)
+    jpvt = np.zeros(shape[:-2] + (shape[-1],), np.int32)
+    h, piv, tau = run_arrays(client, geqp3_program(shape, dtype), a, jpvt)
+    tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    k = min(shape[-2:])
+    for idx in np.ndindex(*shape[:-2]):
+        np.testing.assert_array_equal(piv[idx],
+                                      pivoted_qr_reference(a[idx], jpvt[idx]))
+        # The factors are geqrf's of the pivoted columns.
+        want_h, want_tau = np.linalg.qr(
+            a[idx][:, piv[idx] - 1].astype(np.complex128), mode="raw")
+        np.testing.assert_allclose(h[idx], want_h.T, rtol=tol, atol=tol)
+        np.testing.assert_allclose(tau[idx], want_tau[:k], rtol=tol, atol=tol)
+        # R's diagonal does not grow.
+        diagonal = np.abs(np.diagonal(h[idx]))
+        assert np.all(diagonal[:-1] >= diagonal[1:] * (1 - 1e-4))
+
+
+def test_geqp3_keeps_the_columns_jpvt_fixes_in_front(client):
+    a = sample((5, 4), np.float64)
+    jpvt = np.array([0, 1, 0, 1], np.int32)
+    _, piv, _ = run_arrays(client, geqp3_program((5, 4), np.float64), a, jpvt)
+    assert list(piv[:2]) == [2, 4]
+    np.testing.assert_array_equal(piv, pivoted_qr_reference(a, jpvt))
