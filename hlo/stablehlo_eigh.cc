@@ -101,18 +101,7 @@ absl::Status Translator::Syevd(Builder* b, const Operation& op,
   key_dims.push_back(nb + 1);
   const std::string keys = Emit(b, &op, s_real, "broadcast", {diagonal_values},
                                 absl::StrCat("dimensions=", Braced(key_dims)));
-  Builder less;
-  less.computation.name = NewName("syevd_less");
-  {
-    const Shape key(real, {});
-    const std::string k0 = EmitLine(&less, nullptr, key, "parameter", "0");
-    const std::string k1 = EmitLine(&less, nullptr, key, "parameter", "1");
-    EmitLine(&less, nullptr, Shape(type, {}), "parameter", "2");
-    EmitLine(&less, nullptr, Shape(type, {}), "parameter", "3");
-    MarkRoot(&less, Emit(&less, nullptr, Shape(PrimitiveType::kPred, {}),
-                         "compare", {k0, k1}, "direction=LT"));
-  }
-  const std::string less_name = Finish(&less);
+  const std::string less_name = KeyOrderComputation(real, type, "LT");
   const Shape sorted_pair = Shape::Tuple({s_real, s});
   const std::string sorted =
       Emit(b, &op, sorted_pair, "sort", {keys, v_final},

@@ -847,6 +847,11 @@ class Translator {
   // there.
   static bool NoResultElements(const Operation& op);
   absl::Status DefineZeros(Builder* b, const Operation& op);
+  // OK where a library call's results are `want`; else INVALID_ARGUMENT
+  // naming both ("<target> of <operand> gives <want>, not <results>").
+  absl::Status ExpectResults(const Operation& op, absl::string_view target,
+                             const Shape& operand,
+                             const std::vector<Shape>& want);
   // A boolean attribute of the backend config (lower = true); `otherwise`
   // where it is not there.
   absl::StatusOr<bool> ConfigFlag(const Operation& op, absl::string_view name,
@@ -932,8 +937,10 @@ class Translator {
                                                   const Operation& op,
                                                   const std::string& hermitian,
                                                   const Shape& s);
-  // The comparator of a sort of (s32 key, s32 value) pairs by key.
-  std::string IndexOrderComputation();
+  // The comparator of a sort of (key, value) pairs of these types by key,
+  // the keys compared by `direction` (LT, GT).
+  std::string KeyOrderComputation(PrimitiveType key, PrimitiveType value,
+                                  absl::string_view direction);
   // The conjugate transpose of `a`'s last two dimensions.
   Value Adjoint(Builder* b, const Operation& op, const Value& a);
   absl::Status PivotsToPermutation(Builder* b, const Operation& op,

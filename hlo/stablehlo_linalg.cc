@@ -63,6 +63,17 @@ absl::Status Translator::DefineZeros(Builder* b, const Operation& op) {
   return Define(b, op, std::move(zeros));
 }
 
+absl::Status Translator::ExpectResults(const Operation& op,
+                                       absl::string_view target,
+                                       const Shape& operand,
+                                       const std::vector<Shape>& want) {
+  if (op.result_types == want) return absl::OkStatus();
+  return Invalid(
+      op, absl::StrFormat("%s of %s gives %s, not %s", target,
+                          operand.ToString(), Shape::Tuple(want).ToString(),
+                          Shape::Tuple(op.result_types).ToString()));
+}
+
 absl::StatusOr<bool> Translator::ConfigFlag(const Operation& op,
                                             absl::string_view name,
                                             bool otherwise) {
@@ -192,12 +203,7 @@ absl::Status Translator::LapackCall(Builder* b, const Operation& op,
     want.push_back(Shape(PrimitiveType::kS32, pivots));
   }
   want.push_back(info);
-  if (op.result_types != want) {
-    return Invalid(
-        op, absl::StrFormat("%s of %s gives %s, not %s", target, a.ToString(),
-                            Shape::Tuple(want).ToString(),
-                            Shape::Tuple(op.result_types).ToString()));
-  }
+  PJRT_RETURN_IF_ERROR(ExpectResults(op, target, a, want));
   if (NoResultElements(op)) return DefineZeros(b, op);
   if (lu) return Getrf(b, op, in[0]);
   PJRT_ASSIGN_OR_RETURN(const char uplo,

@@ -103,12 +103,7 @@ absl::Status Translator::Svd(Builder* b, const Operation& op,
     full = false;
     want = wanted(false);
   }
-  if (op.result_types != want) {
-    return Invalid(
-        op, absl::StrFormat("%s of %s gives %s, not %s", target, a.ToString(),
-                            Shape::Tuple(want).ToString(),
-                            Shape::Tuple(op.result_types).ToString()));
-  }
+  PJRT_RETURN_IF_ERROR(ExpectResults(op, target, a, want));
   if (NoResultElements(op)) return DefineZeros(b, op);
   if (k > kMaxJacobiColumns) {
     return Invalid(op,
@@ -227,17 +222,21 @@ struct Translator::JacobiEmitter {
   }
 };
 
-std::string Translator::IndexOrderComputation() {
-  Builder less;
-  less.computation.name = NewName("index_less");
-  const Shape index(PrimitiveType::kS32, {});
-  const std::string k0 = EmitLine(&less, nullptr, index, "parameter", "0");
-  const std::string k1 = EmitLine(&less, nullptr, index, "parameter", "1");
-  EmitLine(&less, nullptr, index, "parameter", "2");
-  EmitLine(&less, nullptr, index, "parameter", "3");
-  MarkRoot(&less, Emit(&less, nullptr, Shape(PrimitiveType::kPred, {}),
-                       "compare", {k0, k1}, "direction=LT"));
-  return Finish(&less);
+std::string Translator::KeyOrderComputation(PrimitiveType key,
+                                            PrimitiveType value,
+                                            absl::string_view direction) {
+  Builder order;
+  order.computation.name = NewName("key_order");
+  const std::string k0 =
+      EmitLine(&order, nullptr, Shape(key, {}), "parameter", "0");
+  const std::string k1 =
+      EmitLine(&order, nullptr, Shape(key, {}), "parameter", "1");
+  EmitLine(&order, nullptr, Shape(value, {}), "parameter", "2");
+  EmitLine(&order, nullptr, Shape(value, {}), "parameter", "3");
+  MarkRoot(&order,
+           Emit(&order, nullptr, Shape(PrimitiveType::kPred, {}), "compare",
+                {k0, k1}, absl::StrCat("direction=", direction)));
+  return Finish(&order);
 }
 
 // One-sided Jacobi: the columns of `w` [batch..., rows, cols] rotated in
@@ -331,7 +330,8 @@ std::pair<std::string, std::string> Translator::JacobiColumns(
         {e.Op(x, Shape::Tuple({order_shape, order_shape}), "sort",
               {order, e.Op(x, order_shape, "iota", {}, "iota_dimension=0")},
               absl::StrCat("dimensions={0}, to_apply=%",
-                           IndexOrderComputation()))},
+                           KeyOrderComputation(PrimitiveType::kS32,
+                                               PrimitiveType::kS32, "LT")))},
         "index=1");
     // P and Q: the first and second columns of each pair, [..., len, half].
     const auto halves_of = [&](const std::string& m, const Shape& shape) {
@@ -586,18 +586,7 @@ Translator::SvdParts Translator::JacobiSvd(Builder* b, const Operation& op,
   const Shape lengths(real, With(batch, {cols}));
   const std::string keys_of =
       e.SumOver(b, e.Squares(b, rotated, s), lengths, nb);
-  Builder greater;
-  greater.computation.name = NewName("svd_greater");
-  {
-    const Shape key(real, {});
-    const std::string k0 = EmitLine(&greater, nullptr, key, "parameter", "0");
-    const std::string k1 = EmitLine(&greater, nullptr, key, "parameter", "1");
-    EmitLine(&greater, nullptr, Shape(type, {}), "parameter", "2");
-    EmitLine(&greater, nullptr, Shape(type, {}), "parameter", "3");
-    MarkRoot(&greater, Emit(&greater, nullptr, flag, "compare", {k0, k1},
-                            "direction=GT"));
-  }
-  const std::string greater_name = Finish(&greater);
+  const std::string greater_name = KeyOrderComputation(real, type, "GT");
   const auto sorted = [&](const std::string& mm, const Shape& shape) {
     const Shape pair = Shape::Tuple({shape.WithElementType(real), shape});
     const std::string result =

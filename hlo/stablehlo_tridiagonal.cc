@@ -62,12 +62,7 @@ absl::Status Translator::Gtsv(Builder* b, const Operation& op,
   const std::vector<Shape> want =
       lapack ? std::vector<Shape>{diag, diag, diag, rhs, info}
              : std::vector<Shape>{rhs};
-  if (op.result_types != want) {
-    return Invalid(
-        op, absl::StrFormat("%s of %s gives %s, not %s", target, rhs.ToString(),
-                            Shape::Tuple(want).ToString(),
-                            Shape::Tuple(op.result_types).ToString()));
-  }
+  PJRT_RETURN_IF_ERROR(ExpectResults(op, target, rhs, want));
   if (NoResultElements(op)) return DefineZeros(b, op);
   if (m == 0) {
     if (!lapack) return Define(b, op, {in[3]});
