@@ -5,6 +5,7 @@
 // as skipped. scripts/gpu-check runs it on a machine with a GPU.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +46,13 @@ using pjrt::bench::MedianSeconds;
 void CheckCuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     std::cerr << "gpu_bench: " << what << ": " << cudaGetErrorString(e) << "\n";
+    std::exit(1);
+  }
+}
+void CheckDnn(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) {
+    std::cerr << "gpu_bench: " << what << ": " << cudnnGetErrorString(s)
+              << "\n";
     std::exit(1);
   }
 }
@@ -164,6 +172,95 @@ double DirectGemmSeconds(int n, bool bf16) {
   return seconds;
 }
 
+// Seconds per run of `exe` on `args`, `batch` runs enqueued back to back
+// and waited for together (what a GPU-bound program sees, without a host
+// round trip per run).
+double SecondsPerRun(pjrt::runtime::Executable& exe,
+                     const std::vector<pjrt::runtime::Buffer*>& args,
+                     pjrt::runtime::Device* device, int batch) {
+  return MedianSeconds(
+             5,
+             [&] {
+               std::vector<std::shared_ptr<pjrt::runtime::Buffer>> last;
+               for (int i = 0; i < batch; ++i)
+                 last = Check(exe.Execute(args, device));
+               for (auto& r : last) Check(r->BlockHostUntilReady());
+             }) /
+         batch;
+}
+
+// cuDNN called directly through its legacy API: a 3x3 bf16 convolution,
+// NHWC with an NHWC (KRSC) filter, by the fastest algorithm
+// cudnnFindConvolutionForwardAlgorithm measures; the baseline of the
+// convolution. Seconds per convolution, `batch` enqueued back to back.
+double DirectConvSeconds(int n, int hw, int c, int k, int batch) {
+  cudnnHandle_t h;
+  CheckDnn(cudnnCreate(&h), "cudnnCreate");
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  CheckDnn(cudnnCreateTensorDescriptor(&x), "tensor");
+  CheckDnn(cudnnCreateTensorDescriptor(&y), "tensor");
+  CheckDnn(cudnnCreateFilterDescriptor(&w), "filter");
+  CheckDnn(cudnnCreateConvolutionDescriptor(&conv), "convolution");
+  CheckDnn(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
+                                      n, c, hw, hw),
+           "x");
+  CheckDnn(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16,
+                                      n, k, hw, hw),
+           "y");
+  CheckDnn(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC,
+                                      k, c, 3, 3),
+           "w");
+  CheckDnn(
+      cudnnSetConvolution2dDescriptor(
+          conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "convolution");
+  CheckDnn(cudnnSetConvolutionMathType(conv, CUDNN_TENSOR_OP_MATH), "math");
+  void *xp, *wp, *yp, *workspace = nullptr;
+  CheckCuda(cudaMalloc(&xp, size_t(n) * hw * hw * c * 2), "cudaMalloc");
+  CheckCuda(cudaMalloc(&wp, size_t(k) * 9 * c * 2), "cudaMalloc");
+  CheckCuda(cudaMalloc(&yp, size_t(n) * hw * hw * k * 2), "cudaMalloc");
+  cudaMemset(xp, 0, size_t(n) * hw * hw * c * 2);
+  cudaMemset(wp, 0, size_t(k) * 9 * c * 2);
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  CheckDnn(
+      cudnnFindConvolutionForwardAlgorithm(
+          h, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+      "cudnnFindConvolutionForwardAlgorithm");
+  if (returned == 0 || perf[0].status != CUDNN_STATUS_SUCCESS) {
+    std::cerr << "gpu_bench: cuDNN found no convolution algorithm\n";
+    std::exit(1);
+  }
+  if (perf[0].memory > 0) {
+    CheckCuda(cudaMalloc(&workspace, perf[0].memory), "cudaMalloc");
+  }
+  const float one = 1, zero = 0;
+  const double seconds =
+      MedianSeconds(5,
+                    [&] {
+                      for (int i = 0; i < batch; ++i) {
+                        CheckDnn(cudnnConvolutionForward(
+                                     h, &one, x, xp, w, wp, conv, perf[0].algo,
+                                     workspace, perf[0].memory, &zero, y, yp),
+                                 "cudnnConvolutionForward");
+                      }
+                      CheckCuda(cudaDeviceSynchronize(), "sync");
+                    }) /
+      batch;
+  cudaFree(workspace);
+  cudaFree(xp);
+  cudaFree(wp);
+  cudaFree(yp);
+  cudnnDestroyConvolutionDescriptor(conv);
+  cudnnDestroyFilterDescriptor(w);
+  cudnnDestroyTensorDescriptor(x);
+  cudnnDestroyTensorDescriptor(y);
+  cudnnDestroy(h);
+  return seconds;
+}
+
 }  // namespace
 
 int main() {
@@ -205,9 +302,11 @@ int main() {
   options.platform = "cuda";
   auto cuda = pjrt::runtime::Client::Create(options);
   if (!cuda.ok()) {
-    for (const char* m : {"dot_f32_4096_tflops", "dot_bf16_4096_tflops",
-                          "fused_chain8_1GiB_GBps", "region_upload_1GiB_GBps",
-                          "mlp_step_cuda_vs_host"}) {
+    for (const char* m :
+         {"dot_f32_4096_tflops", "dot_bf16_4096_tflops",
+          "conv3x3_bf16_nhwc_tflops", "while_counted_10000_us_per_iteration",
+          "while_predicated_10000_us_per_iteration", "fused_chain8_1GiB_GBps",
+          "region_upload_1GiB_GBps", "mlp_step_cuda_vs_host"}) {
       skipped.push_back(
           {{"metric", m}, {"reason", std::string(cuda.status().message())}});
     }
@@ -238,6 +337,76 @@ int main() {
     metrics.push_back(Metric(absl::StrCat("dot_", t, "_4096_tflops"), "TFLOP/s",
                              flops / ours / 1e12, "cublaslt_direct",
                              flops / direct / 1e12, 0.9));
+  }
+
+  {  // A 3x3 bf16 convolution, batch 32, 56x56, 64 -> 64 features, NHWC
+     // activations and JAX's HWIO filter, against cuDNN called directly.
+    const int n = 32, hw = 56, c = 64, k = 64, batch = 20;
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client,
+        "HloModule conv\nENTRY e {\n"
+        "  a = bf16[32,56,56,64] parameter(0)\n"
+        "  w = bf16[3,3,64,64] parameter(1)\n"
+        "  ROOT c = bf16[32,56,56,64] convolution(a, w), window={size=3x3 "
+        "pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n"));
+    auto args = RandomArguments(client, *exe, device);
+    const double ours = SecondsPerRun(*exe, Pointers(args), device, batch);
+    const double direct = DirectConvSeconds(n, hw, c, k, batch);
+    const double flops = 2.0 * n * hw * hw * k * c * 9;
+    metrics.push_back(Metric("conv3x3_bf16_nhwc_tflops", "TFLOP/s",
+                             flops / ours / 1e12, "cudnn_direct_fastest",
+                             flops / direct / 1e12, 0.9));
+  }
+
+  // A while loop of 10,000 iterations of a small body: counted (JAX's
+  // fori_loop: the trip count known, nothing read back) and predicated on
+  // a value the body computes (its pred read back each iteration).
+  // Microseconds per iteration against the goal of 10; the ratio is the
+  // goal over the value (higher is better).
+  for (bool counted : {true, false}) {
+    const char* condition =
+        counted ? "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+                : "  x = f32[256] get-tuple-element(p), index=1\n"
+                  "  z = f32[] constant(0)\n"
+                  "  s = f32[] reduce(x, z), dimensions={0}, to_apply=add\n"
+                  "  lim = f32[] constant(1e30)\n"
+                  "  small = pred[] compare(s, lim), direction=LT\n"
+                  "  more = pred[] compare(i, n), direction=LT\n"
+                  "  ROOT both = pred[] and(small, more)\n";
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client,
+        absl::StrCat("HloModule loop\n"
+                     "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                     "  ROOT s = f32[] add(a, b) }\n"
+                     "cond { p = (s32[], f32[256]) parameter(0)\n"
+                     "  i = s32[] get-tuple-element(p), index=0\n"
+                     "  n = s32[] constant(10000)\n",
+                     condition,
+                     "}\n"
+                     "body { p = (s32[], f32[256]) parameter(0)\n"
+                     "  i = s32[] get-tuple-element(p), index=0\n"
+                     "  one = s32[] constant(1)\n"
+                     "  j = s32[] add(i, one)\n"
+                     "  x = f32[256] get-tuple-element(p), index=1\n"
+                     "  h = f32[] constant(0.5)\n"
+                     "  hb = f32[256] broadcast(h), dimensions={}\n"
+                     "  y = f32[256] multiply(x, hb)\n"
+                     "  ROOT t = (s32[], f32[256]) tuple(j, y) }\n"
+                     "ENTRY e { x = f32[256] parameter(0)\n"
+                     "  zero = s32[] constant(0)\n"
+                     "  init = (s32[], f32[256]) tuple(zero, x)\n"
+                     "  w = (s32[], f32[256]) while(init), condition=cond, "
+                     "body=body\n"
+                     "  ROOT r = f32[256] get-tuple-element(w), index=1 }\n")));
+    auto args = RandomArguments(client, *exe, device);
+    const double us =
+        SecondsPerRun(*exe, Pointers(args), device, 1) / 10000 * 1e6;
+    nlohmann::json m =
+        Metric(absl::StrCat("while_", counted ? "counted" : "predicated",
+                            "_10000_us_per_iteration"),
+               "us", us, "goal_10us", 10, 0);
+    m["ratio"] = 10 / us;
+    metrics.push_back(m);
   }
 
   {  // Eight fused element-wise ops over 1 GiB against a device-to-device copy.

@@ -188,10 +188,16 @@ int Compile(const std::string& path, const std::string& platform,
               launch.threads_y > 1
                   ? absl::StrFormat("(%d,%d)", launch.threads, launch.threads_y)
                   : absl::StrCat(launch.threads);
+          if (launch.cudnn != nullptr) {
+            // cuDNN's engine, or this kernel where the GPU has none.
+            std::cout << absl::StrFormat("%scuDNN convolution  %s\n%s  %s\n",
+                                         indent, launch.origin, indent,
+                                         launch.cudnn->ToString());
+          }
           std::cout << absl::StrFormat(
-              "%skernel %-24s <<<%d, %s>>>  %s\n%s  %s\n", indent,
-              launch.kernel, launch.blocks, threads, usage, indent,
-              launch.origin);
+              "%s%skernel %-24s <<<%d, %s>>>  %s\n%s  %s\n", indent,
+              launch.cudnn != nullptr ? "else " : "", launch.kernel,
+              launch.blocks, threads, usage, indent, launch.origin);
         }
       };
   list(c->generated.launches, "  ");

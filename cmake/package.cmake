@@ -31,8 +31,9 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libc6, libstdc++6, libgcc-s1, libgomp1, libabsl20220623, libc-ares2, libdnnl2, libfmt9, libgloo0, libgrpc++1.51, libgrpc29, libmicrohttpd12, libprotobuf32, libre2-9, libspdlog1.10, libssl3, libsystemd0, libtomlplusplus3, zlib1g, python3, python3-grpcio, python3-protobuf, python3-numpy")
 if(PJRT_HAVE_CUDA)
   set(CPACK_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}
-Built with the CUDA platform: it loads NVRTC, cuBLASLt, cuFFT and NCCL from
-the CUDA ${CUDAToolkit_VERSION} runtime, which NVIDIA's packages install.")
+Built with the CUDA platform: it loads NVRTC, cuBLASLt, cuFFT, cuDNN 9 and
+NCCL from the CUDA ${CUDAToolkit_VERSION} runtime, which NVIDIA's packages
+install.")
 endif()
 # The config is the administrator's once installed; postinst creates the
 # service's user.

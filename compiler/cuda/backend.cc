@@ -2,6 +2,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 #include <cufft.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "compiler/cuda/cudnn_conv.h"
 #include "compiler/cuda/nccl.h"
 #include "compiler/host/compiler.h"
 #include "device/cuda/cuda_platform.h"
@@ -27,8 +29,9 @@ namespace {
 
 using host::BufferSlot;
 
-// cuBLASLt's workspace, at the end of a run's scratch memory when the
-// program has a matmul.
+// cuBLASLt's and cuDNN's workspace (their calls are ordered on the run's
+// stream, so they share it), at the end of a run's scratch memory when the
+// program has a matmul or a convolution cuDNN may compute.
 constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
 
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
@@ -58,6 +61,32 @@ absl::StatusOr<cublasLtHandle_t> BlasHandle(int device) {
   PJRT_RETURN_IF_ERROR(BlasError(cublasLtCreate(&handle), "cublasLtCreate"));
   (*handles)[device] = handle;
   return handle;
+}
+
+// One cuDNN handle per GPU, for the life of the process. A handle holds
+// the stream it enqueues on, so its users take `mu` from setting the
+// stream to enqueueing (and while planning with it).
+struct DnnHandle {
+  cudnnHandle_t handle = nullptr;
+  Mutex mu;
+};
+
+absl::StatusOr<DnnHandle*> DnnHandleFor(int device) {
+  static Mutex mu;
+  static auto* handles = new absl::flat_hash_map<int, DnnHandle*>();
+  MutexLock lock(&mu);
+  if (auto it = handles->find(device); it != handles->end()) return it->second;
+  cudnnHandle_t handle = nullptr;
+  const cudnnStatus_t status = cudnnCreate(&handle);
+  if (status != CUDNN_STATUS_SUCCESS) {
+    return absl::InternalError(
+        absl::StrFormat("cudnnCreate on GPU %d failed: %s", device,
+                        cudnnGetErrorString(status)));
+  }
+  auto* h = new DnnHandle;
+  h->handle = handle;
+  (*handles)[device] = h;
+  return h;
 }
 
 // A matmul's cuBLASLt descriptors and chosen algorithm, made once per GPU
@@ -299,11 +328,12 @@ class CudaProgram : public Program {
       ids_offset_ = bytes;
       bytes += 256;
     }
-    bool gemm = false;
+    bool workspace = false;
     ForEachLaunch(c_.generated.launches, [&](const Launch& launch) {
-      gemm |= launch.kind == Launch::Kind::kGemm;
+      workspace |=
+          launch.kind == Launch::Kind::kGemm || launch.cudnn != nullptr;
     });
-    if (gemm) {
+    if (workspace) {
       workspace_offset_ = bytes;
       bytes += kGemmWorkspaceBytes;
     }
@@ -468,6 +498,11 @@ class CudaProgram : public Program {
         if (!s.ok()) return Annotate(s, launch);
         continue;
       }
+      if (launch.cudnn != nullptr) {
+        absl::StatusOr<bool> ran = RunCudnnConv(launch, addresses, env);
+        if (!ran.ok()) return Annotate(ran.status(), launch);
+        if (*ran) continue;  // else the direct kernel
+      }
       if (launch.skip_when_same_memory &&
           addresses[launch.slots[0]] == addresses[launch.slots[1]]) {
         continue;
@@ -497,6 +532,27 @@ class CudaProgram : public Program {
       if (!s.ok()) return Annotate(s, launch);
     }
     return absl::OkStatus();
+  }
+
+  // Enqueues the convolution `launch` through cuDNN; false (nothing
+  // enqueued) when cuDNN has no engine for it on this GPU or a pointer is
+  // not aligned as its plan says, so that the launch's kernel runs.
+  absl::StatusOr<bool> RunCudnnConv(const Launch& launch,
+                                    const std::vector<void*>& addresses,
+                                    const Env& env) const {
+    void* y = addresses[launch.slots[0]];
+    const void* x = addresses[launch.slots[1]];
+    const void* w = addresses[launch.cudnn_filter];
+    for (const void* p : {static_cast<const void*>(y), x, w}) {
+      if (reinterpret_cast<uintptr_t>(p) % kCudnnAlignment != 0) return false;
+    }
+    PJRT_ASSIGN_OR_RETURN(DnnHandle * handle, DnnHandleFor(env.device));
+    const CudnnConvPlan* plan = ConvPlanFor(launch, env.device, handle);
+    if (plan == nullptr) return false;
+    MutexLock lock(&handle->mu);
+    PJRT_RETURN_IF_ERROR(plan->Run(handle->handle, env.stream, y, x, w,
+                                   env.scratch + workspace_offset_));
+    return true;
   }
 
   // Copies `bytes` from the device at `from` to the host, once the stream
@@ -650,6 +706,36 @@ class CudaProgram : public Program {
     return plan.get();
   }
 
+  // The cuDNN plan of `launch` on `device`, made on its first run there;
+  // null when cuDNN has none (said once in the log): the kernel runs.
+  const CudnnConvPlan* ConvPlanFor(const Launch& launch, int device,
+                                   DnnHandle* handle) const {
+    MutexLock lock(&mu_);
+    const auto key = std::make_pair(&launch, device);
+    if (auto it = conv_plans_.find(key); it != conv_plans_.end()) {
+      return it->second.get();
+    }
+    absl::StatusOr<std::unique_ptr<CudnnConvPlan>> plan;
+    {
+      MutexLock handle_lock(&handle->mu);
+      plan = PlanCudnnConv(*launch.cudnn, handle->handle, kGemmWorkspaceBytes);
+    }
+    std::unique_ptr<CudnnConvPlan>& kept = conv_plans_[key];
+    if (plan.ok()) {
+      spdlog::debug("{}: cuDNN engine {} ({} bytes of workspace) on GPU {}",
+                    launch.origin, (*plan)->engine(),
+                    (*plan)->workspace_bytes(), device);
+      kept = *std::move(plan);
+    } else if (plan.status().code() == absl::StatusCode::kNotFound) {
+      spdlog::info("{}: the direct kernel runs on GPU {}: {}", launch.origin,
+                   device, plan.status().message());
+    } else {
+      spdlog::warn("{}: the direct kernel runs on GPU {}: {}", launch.origin,
+                   device, plan.status().message());
+    }
+    return kept.get();
+  }
+
   absl::StatusOr<FftPlan*> FftPlanFor(const Launch& launch, int device,
                                       cudaStream_t stream) const {
     MutexLock lock(&mu_);
@@ -712,6 +798,10 @@ class CudaProgram : public Program {
   // By (launch, device).
   mutable std::map<std::pair<const Launch*, int>, std::unique_ptr<GemmPlan>>
       gemm_plans_;
+  // By (launch, device); null where cuDNN has no engine.
+  mutable std::map<std::pair<const Launch*, int>,
+                   std::unique_ptr<CudnnConvPlan>>
+      conv_plans_;
   // By (launch, device, stream): a plan is bound to its stream.
   mutable std::map<std::tuple<const Launch*, int, cudaStream_t>,
                    std::unique_ptr<FftPlan>>
@@ -743,8 +833,10 @@ class CudaBackend : public Backend {
   }
   std::string Describe() const override {
     return absl::StrFormat(
-        "cuda: NVRTC %s kernels for %s, cuBLASLt, NCCL; compile cache %s",
-        NvrtcVersion(), arch_, cache_.enabled() ? cache_.dir() : "off");
+        "cuda: NVRTC %s kernels for %s, cuBLASLt, cuDNN %d, NCCL; compile "
+        "cache %s",
+        NvrtcVersion(), arch_, static_cast<int>(cudnnGetVersion()),
+        cache_.enabled() ? cache_.dir() : "off");
   }
   std::string target() const override { return arch_; }
   absl::StatusOr<std::unique_ptr<Program>> Compile(

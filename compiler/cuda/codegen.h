@@ -43,8 +43,10 @@
 //    condition, body or branches are SubPrograms generated the same way
 //    into the same source; the backend reads the predicate or selector
 //    back between them;
-//  - KernelStep of a convolution (host::ConvolutionKernelBase): a thread
-//    per output element, its window summed in the host's type;
+//  - KernelStep of a convolution (host::ConvolutionKernelBase): cuDNN's
+//    forward convolution where it can express it (cudnn_conv.h), else, and
+//    as a fallback, a thread per output element, its window summed in the
+//    host's type;
 //  - KernelStep of an rng or rng-get-and-update-state (host::RngKernel):
 //    the host's Philox draws and distributions, keyed by the run's seed
 //    passed by value at launch;
@@ -82,6 +84,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/cuda/cudnn_conv.h"
 #include "compiler/host/host_program.h"
 #include "compiler/host/kernel.h"
 #include "compiler/host/kernel_random.h"
@@ -146,6 +149,13 @@ struct Launch {
   // An rng's kernel takes, after its slots, the run's Philox key and draw
   // for this op (two `unsigned long long` by value; params names them).
   const host::RngKernel* rng = nullptr;
+  // A convolution's kernel (slots out, lhs, rhs) that cuDNN can compute
+  // too: the run takes cuDNN's engine when it has one for the GPU, else
+  // this kernel.
+  std::shared_ptr<const CudnnConvProblem> cudnn;
+  // The slot cuDNN reads the filter from: slots[2], or a copy of it packed
+  // as cuDNN reads it, made by the launch before.
+  int cudnn_filter = -1;
   // kGemm: slots are out, lhs, rhs.
   host::DotStep gemm;
   // kCollective: slots are the operands, then the results.

@@ -926,6 +926,23 @@ absl::Status Generator::EmitConvolution(
   launch.kernel = Name("convolution");
   launch.blocks = BlocksFor(count);
   launch.slots = {conv.out, conv.lhs, conv.rhs};
+  if (absl::StatusOr<CudnnConvProblem> problem = CudnnConvFor(p);
+      problem.ok()) {
+    launch.cudnn = std::make_shared<const CudnnConvProblem>(*problem);
+    launch.cudnn_filter = conv.rhs;
+    if (problem->filter_strides != problem->w_strides) {
+      // The filter, packed as cuDNN reads it (run whichever computes).
+      host::CopyStep copy;
+      copy.src = conv.rhs;
+      copy.element_bytes = hlo::ByteWidth(p.rhs_type);
+      copy.dims = problem->w_dims;
+      copy.dst = Temporary(Product(copy.dims) * copy.element_bytes);
+      copy.src_map = {0, problem->filter_strides};
+      copy.dst_map = {0, problem->w_strides};
+      PJRT_RETURN_IF_ERROR(Emit(copy));
+      launch.cudnn_filter = copy.dst;
+    }
+  }
   std::string& k = shared_->source;
   Open(&launch, {absl::StrCat(out_storage, "* out"),
                  absl::StrCat("const ", lhs_storage, "* lhs"),

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/cuda/backend.h"
 #include "gtest/gtest.h"
@@ -663,6 +664,55 @@ ENTRY e {
   ROOT r = (f32[2,2,2,2], s32[1,3,3,4]) tuple(g, i)
 })",
      1e-5},
+    // Convolutions cuDNN takes (run here as cuDNN computes the problem
+    // CudnnConvFor describes): NHWC 3x3 in every float type cuDNN has.
+    {"cudnn_convolution_nhwc_3x3_every_float_type", R"(
+HloModule m
+ENTRY e {
+  a = f32[2,7,6,5] parameter(0)
+  w = f32[3,3,5,4] parameter(1)
+  c = f32[2,7,6,4] convolution(a, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ab = bf16[2,7,6,5] convert(a)
+  wb = bf16[3,3,5,4] convert(w)
+  cb = bf16[2,7,6,4] convolution(ab, wb), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ah = f16[2,7,6,5] convert(a)
+  wh = f16[3,3,5,4] convert(w)
+  ch = f16[2,7,6,4] convolution(ah, wh), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ad = f64[2,7,6,5] convert(a)
+  wd = f64[3,3,5,4] convert(w)
+  cd = f64[2,7,6,4] convolution(ad, wd), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT r = (f32[2,7,6,4], bf16[2,7,6,4], f16[2,7,6,4], f64[2,7,6,4]) tuple(c, cb, ch, cd)
+})",
+     1e-2},
+    // NCHW with feature groups, strides, window dilation and uneven
+    // padding; a depthwise one; a reversed window; filters in layouts
+    // that cuDNN reads from a transposed copy.
+    {"cudnn_convolution_groups_strides_dilation_reversal_layouts", R"(
+HloModule m
+ENTRY e {
+  a = f32[2,6,9,8] parameter(0)
+  w = f32[4,3,3,2] parameter(1)
+  g = f32[2,4,4,3] convolution(a, w), window={size=3x2 stride=2x3 pad=1_0x0_2 rhs_dilate=1x2}, dim_labels=bf01_oi01->bf01, feature_group_count=2
+  d = f32[3,3,1,6] parameter(2)
+  dw = f32[2,6,9,8] convolution(a, d), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01, feature_group_count=6
+  k = f32[3,2,6,5] parameter(3)
+  rv = f32[2,5,7,8] convolution(a, k), window={size=3x2 pad=0_0x1_0 rhs_reversal=1x1}, dim_labels=bf01_01io->bf01
+  ROOT r = (f32[2,4,4,3], f32[2,6,9,8], f32[2,5,7,8]) tuple(g, dw, rv)
+})",
+     1e-5},
+    // One spatial dimension (a unit one added) and three.
+    {"cudnn_convolution_1d_and_3d", R"(
+HloModule m
+ENTRY e {
+  a = f32[3,17,4] parameter(0)
+  w = f32[5,4,6] parameter(1)
+  c1 = f32[3,8,6] convolution(a, w), window={size=5 stride=2 pad=2_1}, dim_labels=b0f_0io->b0f
+  v = f32[2,3,5,6,4] parameter(2)
+  k = f32[2,3,2,7,3] parameter(3)
+  c3 = f32[2,7,4,5,3] convolution(v, k), window={size=2x3x2 pad=0_0x1_0x0_1 rhs_dilate=1x1x2}, dim_labels=bf012_012oi->bf012
+  ROOT r = (f32[3,8,6], f32[2,7,4,5,3]) tuple(c1, c3)
+})",
+     1e-5},
     // rng in every distribution and kind of type, and the state op: the
     // host's draws under the same key.
     {"rng_uniform_normal_integer_and_state", R"(
@@ -1190,13 +1240,42 @@ ENTRY e {
 class CudaCodegen : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaCodegen, GeneratedKernelsMatchTheHostBackend) {
-  CheckAgainstHost(GetParam());
+  int cudnn = 0;
+  CheckAgainstHost(GetParam(), &cudnn);
+  // Every convolution of the cudnn_ cases is one that cuDNN takes.
+  if (absl::StartsWith(GetParam().name, "cudnn_")) {
+    const std::string hlo = GetParam().hlo;
+    int convolutions = 0;
+    for (size_t at = hlo.find(" convolution("); at != std::string::npos;
+         at = hlo.find(" convolution(", at + 1)) {
+      ++convolutions;
+    }
+    EXPECT_EQ(cudnn, convolutions);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaCodegen, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.name);
                          });
+
+// The convolutions cuDNN takes, run as their direct kernels: what a GPU
+// runs where cuDNN has no engine for one.
+TEST(CudaCodegen, DirectConvolutionKernelsMatchTheHostBackend) {
+  int convolutions = 0;
+  for (const Case& c : kCases) {
+    if (!absl::StartsWith(c.name, "cudnn_")) continue;
+    SCOPED_TRACE(c.name);
+    std::unique_ptr<hlo::Module> module = emulation::Parse(c.hlo);
+    ASSERT_NE(module, nullptr);
+    auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    CompareWithHost(*module, *compiled, absl::StrCat(c.name, "_direct"), c.rtol,
+                    "", /*cudnn=*/false);
+    ++convolutions;
+  }
+  EXPECT_EQ(convolutions, 3);
+}
 
 TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {
   std::ifstream file(

@@ -2,6 +2,10 @@
 // compiled with a small shim by the host C++ compiler, runs on the CPU one
 // thread per grid (the kernels are grid-stride loops, so one thread covers
 // every element), and its results are compared with the host backend's.
+// Library calls run as plain loops of their definition: cuBLASLt's matmuls,
+// cuFFT's transforms, and the convolutions cuDNN takes as cuDNN's forward
+// convolution of the problem CudnnConvFor describes (which checks that
+// description against the host), unless told to run their direct kernels.
 // For the CUDA codegen tests only.
 #ifndef PJRT_TESTS_UNIT_CUDA_EMULATOR_H_
 #define PJRT_TESTS_UNIT_CUDA_EMULATOR_H_
@@ -31,6 +35,7 @@
 #include "compiler/cuda/nvrtc.h"
 #include "compiler/host/compiler.h"
 #include "gtest/gtest.h"
+#include "hlo/literal.h"
 #include "hlo/minifloat.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
@@ -238,6 +243,73 @@ inline ::testing::AssertionResult Same(const hlo::Shape& shape,
 
 using KernelCall = void (*)(void**);
 
+// Stores `v` as element `i` of an array of `t` (f16, bf16, f32, f64).
+inline void StoreFloat(PrimitiveType t, void* data, int64_t i, double v) {
+  switch (t) {
+    case PrimitiveType::kF64:
+      static_cast<double*>(data)[i] = v;
+      break;
+    case PrimitiveType::kF32:
+      static_cast<float*>(data)[i] = static_cast<float>(v);
+      break;
+    case PrimitiveType::kF16:
+      static_cast<uint16_t*>(data)[i] = hlo::FloatToHalf(static_cast<float>(v));
+      break;
+    case PrimitiveType::kBf16:
+      static_cast<uint16_t*>(data)[i] =
+          hlo::FloatToBfloat16(static_cast<float>(v));
+      break;
+    default:
+      ADD_FAILURE() << "no store of " << hlo::PrimitiveTypeName(t);
+  }
+}
+
+// cuDNN's forward convolution of `p` as cudnn_conv.h states it, over the
+// strided tensors it describes, summed in double.
+inline void CudnnConvReference(const CudnnConvProblem& p, void* y,
+                               const void* x, const void* w) {
+  const size_t spatial = p.x_dims.size() - 2;
+  const int64_t groups = p.x_dims[1] / p.w_dims[1];
+  const int64_t per_group = p.y_dims[1] / groups;
+  // Odometers over y's coordinates and over (c, r...) of the filter.
+  std::vector<int64_t> at(p.y_dims.size(), 0);
+  const auto next = [](std::vector<int64_t>& c, const std::vector<int64_t>& d,
+                       size_t from) {
+    for (size_t i = c.size(); i-- > from;) {
+      if (++c[i] < d[i]) return true;
+      c[i] = 0;
+    }
+    return false;
+  };
+  for (int64_t n : p.y_dims) {
+    if (n == 0) return;
+  }
+  do {
+    const int64_t k = at[1];
+    const int64_t g = k / per_group;
+    double acc = 0;
+    std::vector<int64_t> tap(p.w_dims.size(), 0);  // [k, c, r...]; k unused
+    do {
+      int64_t xi =
+          at[0] * p.x_strides[0] + (g * p.w_dims[1] + tap[1]) * p.x_strides[1];
+      int64_t wi = k * p.w_strides[0] + tap[1] * p.w_strides[1];
+      bool inside = true;
+      for (size_t s = 0; s < spatial && inside; ++s) {
+        const int64_t r = tap[2 + s];
+        const int64_t in =
+            at[2 + s] * p.strides[s] + r * p.dilations[s] - p.pre_padding[s];
+        inside = in >= 0 && in < p.x_dims[2 + s];
+        xi += in * p.x_strides[2 + s];
+        wi += (p.reversed ? p.w_dims[2 + s] - 1 - r : r) * p.w_strides[2 + s];
+      }
+      if (inside) acc += Value(p.type, x, xi) * Value(p.type, w, wi);
+    } while (next(tap, p.w_dims, 1));
+    int64_t yi = 0;
+    for (size_t d = 0; d < at.size(); ++d) yi += at[d] * p.y_strides[d];
+    StoreFloat(p.type, y, yi, acc);
+  } while (next(at, p.y_dims, 0));
+}
+
 // Runs a compilation's launches on the CPU: its kernels built by the host
 // compiler, its matmuls as plain loops.
 class Emulator {
@@ -371,6 +443,12 @@ class Emulator {
         auto ran = RunControlFlow(launch.control,
                                   launch.kind == Launch::Kind::kWhile, at);
         if (!ran) return ran;
+        continue;
+      }
+      if (launch.cudnn != nullptr && cudnn_) {
+        CudnnConvReference(*launch.cudnn, args[0], args[1],
+                           at[launch.cudnn_filter]);
+        ++cudnn_convolutions_;
         continue;
       }
       if (launch.skip_when_same_memory && args[0] == args[1]) continue;
@@ -735,6 +813,10 @@ class Emulator {
   // (RunReversed); none when empty.
   std::string reversed_kernels_;
   int64_t fake_group_size_ = 4;
+  // Convolutions cuDNN takes run as cuDNN would (CudnnConvReference), not
+  // as their direct kernels; how many did.
+  bool cudnn_ = true;
+  int cudnn_convolutions_ = 0;
 
  private:
   const CudaCompilation& c_;
@@ -762,11 +844,15 @@ struct Case {
 // Runs the generated kernels of `compiled` on the CPU and the host
 // backend's program for `module`, and compares every result. Kernels whose
 // name holds `reversed_kernels` (when not empty) run thread by thread in
-// reverse (Emulator::RunReversed).
+// reverse (Emulator::RunReversed). Convolutions cuDNN takes run as cuDNN
+// computes them, or as their direct kernels when `cudnn` is false; how
+// many ran so goes to `cudnn_convolutions` (when not null).
 inline void CompareWithHost(const hlo::Module& module,
                             const CudaCompilation& compiled,
                             const std::string& name, double rtol,
-                            const std::string& reversed_kernels = "") {
+                            const std::string& reversed_kernels = "",
+                            bool cudnn = true,
+                            int* cudnn_convolutions = nullptr) {
   auto reference = host::CompileForHost(module);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
@@ -788,23 +874,28 @@ inline void CompareWithHost(const hlo::Module& module,
 
   Emulator emulator(compiled);
   emulator.reversed_kernels_ = reversed_kernels;
+  emulator.cudnn_ = cudnn;
   ASSERT_TRUE(emulator.Build(name));
   ASSERT_TRUE(emulator.Run(inputs.pointers, got.pointers));
   for (size_t r = 0; r < shapes.size(); ++r) {
     EXPECT_TRUE(Same(shapes[r], want.pointers[r], got.pointers[r], rtol))
         << "result " << r;
   }
+  if (cudnn_convolutions != nullptr) {
+    *cudnn_convolutions = emulator.cudnn_convolutions_;
+  }
 }
 
 // Compiles `hlo` for sm_90 through NVRTC and compares its kernels' results
 // with the host backend's.
-inline void CheckAgainstHost(const Case& c) {
+inline void CheckAgainstHost(const Case& c, int* cudnn_convolutions = nullptr) {
   SCOPED_TRACE(c.name);
   std::unique_ptr<hlo::Module> module = Parse(c.hlo);
   ASSERT_NE(module, nullptr);
   auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  CompareWithHost(*module, *compiled, c.name, c.rtol);
+  CompareWithHost(*module, *compiled, c.name, c.rtol, "", true,
+                  cudnn_convolutions);
 }
 
 }  // namespace pjrt::compiler::cuda::emulation

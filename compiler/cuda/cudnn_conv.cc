@@ -1,0 +1,522 @@
+#include "compiler/cuda/cudnn_conv.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+
+namespace pjrt::compiler::cuda {
+namespace {
+
+using hlo::PrimitiveType;
+
+absl::Status CudnnError(cudnnStatus_t status, absl::string_view what) {
+  if (status == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrFormat("%s failed: %s", what, cudnnGetErrorString(status)));
+}
+
+// One backend descriptor, destroyed with its owner.
+class Descriptor {
+ public:
+  Descriptor() = default;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  Descriptor(Descriptor&& other) noexcept
+      : d_(std::exchange(other.d_, nullptr)) {}
+  Descriptor& operator=(Descriptor&& other) noexcept {
+    std::swap(d_, other.d_);
+    return *this;
+  }
+  ~Descriptor() {
+    if (d_ != nullptr) cudnnBackendDestroyDescriptor(d_);
+  }
+
+  static absl::StatusOr<Descriptor> Create(cudnnBackendDescriptorType_t type) {
+    Descriptor d;
+    PJRT_RETURN_IF_ERROR(CudnnError(cudnnBackendCreateDescriptor(type, &d.d_),
+                                    "cudnnBackendCreateDescriptor"));
+    return d;
+  }
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+  template <typename T>
+  absl::Status Set(cudnnBackendAttributeName_t name,
+                   cudnnBackendAttributeType_t type, int64_t count,
+                   const T* values) {
+    return CudnnError(cudnnBackendSetAttribute(d_, name, type, count, values),
+                      absl::StrCat("cudnnBackendSetAttribute(", name, ")"));
+  }
+  absl::Status SetInts(cudnnBackendAttributeName_t name,
+                       const std::vector<int64_t>& values) {
+    return Set(name, CUDNN_TYPE_INT64, static_cast<int64_t>(values.size()),
+               values.data());
+  }
+  absl::Status SetInt(cudnnBackendAttributeName_t name, int64_t value) {
+    return Set(name, CUDNN_TYPE_INT64, 1, &value);
+  }
+  absl::Status SetDescriptor(cudnnBackendAttributeName_t name,
+                             const Descriptor& value) {
+    cudnnBackendDescriptor_t d = value.get();
+    return Set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d);
+  }
+  absl::Status Finalize(absl::string_view what) {
+    return CudnnError(cudnnBackendFinalize(d_),
+                      absl::StrCat("finalizing cuDNN's ", what));
+  }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// Unique ids of the three tensors in a variant pack.
+constexpr int64_t kX = 'x', kW = 'w', kY = 'y';
+
+absl::StatusOr<cudnnDataType_t> CudnnType(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF16:
+      return CUDNN_DATA_HALF;
+    case PrimitiveType::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    case PrimitiveType::kF32:
+      return CUDNN_DATA_FLOAT;
+    case PrimitiveType::kF64:
+      return CUDNN_DATA_DOUBLE;
+    default:
+      return absl::UnimplementedError(
+          absl::StrFormat("cuDNN convolutions of %s are not used",
+                          hlo::PrimitiveTypeName(type)));
+  }
+}
+
+absl::StatusOr<Descriptor> Tensor(cudnnDataType_t type, int64_t id,
+                                  const std::vector<int64_t>& dims,
+                                  const std::vector<int64_t>& strides) {
+  PJRT_ASSIGN_OR_RETURN(Descriptor t,
+                        Descriptor::Create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+  PJRT_RETURN_IF_ERROR(
+      t.Set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
+  PJRT_RETURN_IF_ERROR(t.SetInts(CUDNN_ATTR_TENSOR_DIMENSIONS, dims));
+  PJRT_RETURN_IF_ERROR(t.SetInts(CUDNN_ATTR_TENSOR_STRIDES, strides));
+  PJRT_RETURN_IF_ERROR(t.SetInt(CUDNN_ATTR_TENSOR_UNIQUE_ID, id));
+  PJRT_RETURN_IF_ERROR(
+      t.SetInt(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, kCudnnAlignment));
+  PJRT_RETURN_IF_ERROR(t.Finalize("tensor descriptor"));
+  return t;
+}
+
+// The forward convolution operation of `p`, finalized (with the
+// descriptors it refers to, which must outlive it).
+struct Operation {
+  Descriptor x, w, y, conv, op;
+};
+
+absl::StatusOr<Operation> Describe(const CudnnConvProblem& p) {
+  PJRT_ASSIGN_OR_RETURN(const cudnnDataType_t type, CudnnType(p.type));
+  const bool f64 = p.type == PrimitiveType::kF64;
+  const cudnnDataType_t compute = f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  Operation o;
+  PJRT_ASSIGN_OR_RETURN(o.x, Tensor(type, kX, p.x_dims, p.x_strides));
+  PJRT_ASSIGN_OR_RETURN(o.w, Tensor(type, kW, p.w_dims, p.w_strides));
+  PJRT_ASSIGN_OR_RETURN(o.y, Tensor(type, kY, p.y_dims, p.y_strides));
+  PJRT_ASSIGN_OR_RETURN(
+      o.conv, Descriptor::Create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  const cudnnConvolutionMode_t mode =
+      p.reversed ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+  PJRT_RETURN_IF_ERROR(o.conv.Set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
+                                  CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  PJRT_RETURN_IF_ERROR(o.conv.Set(CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+                                  CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  PJRT_RETURN_IF_ERROR(
+      o.conv.SetInt(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS,
+                    static_cast<int64_t>(p.pre_padding.size())));
+  PJRT_RETURN_IF_ERROR(
+      o.conv.SetInts(CUDNN_ATTR_CONVOLUTION_DILATIONS, p.dilations));
+  PJRT_RETURN_IF_ERROR(
+      o.conv.SetInts(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, p.strides));
+  PJRT_RETURN_IF_ERROR(
+      o.conv.SetInts(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, p.pre_padding));
+  PJRT_RETURN_IF_ERROR(
+      o.conv.SetInts(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, p.post_padding));
+  PJRT_RETURN_IF_ERROR(o.conv.Finalize("convolution descriptor"));
+  PJRT_ASSIGN_OR_RETURN(
+      o.op, Descriptor::Create(
+                CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+  PJRT_RETURN_IF_ERROR(
+      o.op.SetDescriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, o.x));
+  PJRT_RETURN_IF_ERROR(
+      o.op.SetDescriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, o.w));
+  PJRT_RETURN_IF_ERROR(
+      o.op.SetDescriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, o.y));
+  PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, o.conv));
+  const double alpha64 = 1, beta64 = 0;
+  const float alpha32 = 1, beta32 = 0;
+  if (f64) {
+    PJRT_RETURN_IF_ERROR(
+        o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                 CUDNN_TYPE_DOUBLE, 1, &alpha64));
+    PJRT_RETURN_IF_ERROR(o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                                  CUDNN_TYPE_DOUBLE, 1, &beta64));
+  } else {
+    PJRT_RETURN_IF_ERROR(
+        o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                 CUDNN_TYPE_FLOAT, 1, &alpha32));
+    PJRT_RETURN_IF_ERROR(o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                                  CUDNN_TYPE_FLOAT, 1, &beta32));
+  }
+  PJRT_RETURN_IF_ERROR(o.op.Finalize("convolution forward operation"));
+  return o;
+}
+
+// True when an engine with `notes` computes `type` as XLA does.
+bool NumericsMatch(PrimitiveType type,
+                   const std::vector<cudnnBackendNumericalNote_t>& notes) {
+  const bool narrow =
+      type == PrimitiveType::kF16 || type == PrimitiveType::kBf16;
+  for (cudnnBackendNumericalNote_t note : notes) {
+    switch (note) {
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+      case CUDNN_NUMERICAL_NOTE_FFT:  // errors scale with the largest value
+        return false;
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        if (!narrow) return false;
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+class Plan : public CudnnConvPlan {
+ public:
+  Plan(Operation operation, Descriptor graph, Descriptor plan, int64_t engine,
+       int64_t workspace)
+      : operation_(std::move(operation)),
+        graph_(std::move(graph)),
+        plan_(std::move(plan)),
+        engine_(engine),
+        workspace_(workspace) {}
+
+  int64_t engine() const override { return engine_; }
+  int64_t workspace_bytes() const override { return workspace_; }
+
+  absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* y,
+                   const void* x, const void* w,
+                   void* workspace) const override {
+    PJRT_RETURN_IF_ERROR(
+        CudnnError(cudnnSetStream(handle, stream), "cudnnSetStream"));
+    PJRT_ASSIGN_OR_RETURN(
+        Descriptor pack,
+        Descriptor::Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
+    const int64_t ids[] = {kX, kW, kY};
+    void* pointers[] = {const_cast<void*>(x), const_cast<void*>(w), y};
+    PJRT_RETURN_IF_ERROR(
+        pack.Set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids));
+    PJRT_RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                  CUDNN_TYPE_VOID_PTR, 3, pointers));
+    PJRT_RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                  CUDNN_TYPE_VOID_PTR, 1, &workspace));
+    PJRT_RETURN_IF_ERROR(pack.Finalize("variant pack"));
+    return CudnnError(
+        cudnnBackendExecute(handle, plan_.get(), pack.get()),
+        absl::StrFormat("cudnnBackendExecute (engine %d)", engine_));
+  }
+
+ private:
+  const Operation operation_;
+  const Descriptor graph_;
+  const Descriptor plan_;
+  const int64_t engine_;
+  const int64_t workspace_;
+};
+
+// The engine configurations cuDNN's heuristics in `mode` list for `graph`,
+// best first.
+absl::StatusOr<std::vector<Descriptor>> EngineConfigs(
+    const Descriptor& graph, cudnnBackendHeurMode_t mode) {
+  PJRT_ASSIGN_OR_RETURN(
+      Descriptor heuristics,
+      Descriptor::Create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+  PJRT_RETURN_IF_ERROR(
+      heuristics.SetDescriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph));
+  PJRT_RETURN_IF_ERROR(heuristics.Set(CUDNN_ATTR_ENGINEHEUR_MODE,
+                                      CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  PJRT_RETURN_IF_ERROR(heuristics.Finalize("engine heuristics"));
+  int64_t count = 0;
+  PJRT_RETURN_IF_ERROR(CudnnError(
+      cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                               nullptr),
+      "counting cuDNN's engine configurations"));
+  std::vector<Descriptor> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    PJRT_ASSIGN_OR_RETURN(
+        Descriptor c, Descriptor::Create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(c.get());
+    configs.push_back(std::move(c));
+  }
+  if (count == 0) return configs;
+  int64_t got = 0;
+  PJRT_RETURN_IF_ERROR(CudnnError(
+      cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                               raw.data()),
+      "reading cuDNN's engine configurations"));
+  configs.resize(static_cast<size_t>(std::min(got, count)));
+  return configs;
+}
+
+// The engine of `config`: its global index and numerical notes.
+absl::Status ReadEngine(const Descriptor& config, int64_t* index,
+                        std::vector<cudnnBackendNumericalNote_t>* notes) {
+  PJRT_ASSIGN_OR_RETURN(Descriptor engine,
+                        Descriptor::Create(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+  cudnnBackendDescriptor_t raw = engine.get();
+  int64_t n = 0;
+  PJRT_RETURN_IF_ERROR(CudnnError(
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &raw),
+      "reading an engine configuration's engine"));
+  PJRT_RETURN_IF_ERROR(CudnnError(
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                               CUDNN_TYPE_INT64, 1, &n, index),
+      "reading an engine's index"));
+  notes->assign(CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+  PJRT_RETURN_IF_ERROR(CudnnError(
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                               CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                               notes->data()),
+      "reading an engine's numerical notes"));
+  notes->resize(static_cast<size_t>(
+      std::clamp<int64_t>(n, 0, CUDNN_NUMERICAL_NOTE_TYPE_COUNT)));
+  return absl::OkStatus();
+}
+
+// The strides of `dims` packed with its dimensions in `order`, innermost
+// first.
+std::vector<int64_t> PackedStrides(const std::vector<int64_t>& dims,
+                                   const std::vector<int>& order) {
+  std::vector<int64_t> strides(dims.size(), 0);
+  int64_t stride = 1;
+  for (int d : order) {
+    strides[d] = stride;
+    stride *= dims[d];
+  }
+  return strides;
+}
+
+// True when `strides` are those of `dims` packed in `order` (a dimension
+// of size 1 may have any stride).
+bool IsPacked(const std::vector<int64_t>& dims,
+              const std::vector<int64_t>& strides,
+              const std::vector<int>& order) {
+  const std::vector<int64_t> packed = PackedStrides(dims, order);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] != 1 && strides[d] != packed[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string CudnnConvProblem::ToString() const {
+  const auto tensor = [](const char* name, const std::vector<int64_t>& dims,
+                         const std::vector<int64_t>& strides) {
+    return absl::StrFormat("%s[%s]/[%s]", name, absl::StrJoin(dims, ","),
+                           absl::StrJoin(strides, ","));
+  };
+  std::vector<std::string> pads;
+  for (size_t s = 0; s < pre_padding.size(); ++s) {
+    pads.push_back(absl::StrCat(pre_padding[s], "_", post_padding[s]));
+  }
+  return absl::StrFormat(
+      "%s %s %s %s -> %s%s, stride %s, dilation %s, pad %s%s",
+      hlo::PrimitiveTypeName(type), channels_last ? "NHWC" : "NCHW",
+      tensor("x", x_dims, x_strides), tensor("w", w_dims, w_strides),
+      tensor("y", y_dims, y_strides),
+      filter_strides == w_strides
+          ? ""
+          : absl::StrFormat(" (w copied from strides [%s])",
+                            absl::StrJoin(filter_strides, ",")),
+      absl::StrJoin(strides, "x"), absl::StrJoin(dilations, "x"),
+      absl::StrJoin(pads, "x"), reversed ? ", reversed" : "");
+}
+
+absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
+  const auto refuse = [](absl::string_view why) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuDNN's forward convolution takes no ", why));
+  };
+  if (p.lhs_type != p.out_type || p.rhs_type != p.out_type) {
+    return refuse(absl::StrFormat("mixed types (%s and %s into %s)",
+                                  hlo::PrimitiveTypeName(p.lhs_type),
+                                  hlo::PrimitiveTypeName(p.rhs_type),
+                                  hlo::PrimitiveTypeName(p.out_type)));
+  }
+  PJRT_RETURN_IF_ERROR(CudnnType(p.out_type).status());
+  if (p.spatial < 1 || p.spatial > 3) {
+    return refuse(
+        absl::StrFormat("%d spatial dimensions (1 to 3 are taken)", p.spatial));
+  }
+  if (p.batch_groups > 1) return refuse("batch groups");
+  const hlo::ConvolutionDimensions& d = p.dims;
+  bool all_reversed = true, none_reversed = true;
+  for (const hlo::WindowDimension& w : p.window) {
+    if (w.base_dilation != 1) return refuse("base (lhs) dilation");
+    if (w.padding_low < 0 || w.padding_high < 0) {
+      return refuse("negative padding");
+    }
+    all_reversed &= w.reversal;
+    none_reversed &= !w.reversal;
+  }
+  if (!all_reversed && !none_reversed) {
+    return refuse("window reversed in some spatial dimensions only");
+  }
+  CudnnConvProblem c;
+  c.type = p.out_type;
+  c.reversed = all_reversed;
+  c.x_dims = {p.batch, p.in_features};
+  c.x_strides = {p.lhs_strides[d.input_batch], p.lhs_strides[d.input_feature]};
+  c.w_dims = {p.out_features, p.in_per_group};
+  c.w_strides = {p.rhs_strides[d.kernel_output_feature],
+                 p.rhs_strides[d.kernel_input_feature]};
+  c.y_dims = {p.out_batch, p.out_features};
+  c.y_strides = {p.out_strides[d.output_batch],
+                 p.out_strides[d.output_feature]};
+  if (p.spatial == 1) {
+    // A unit dimension before the one there is, strided as if it were the
+    // next outer dimension (NWC becomes NHWC with H = 1).
+    c.x_dims.push_back(1);
+    c.x_strides.push_back(p.lhs_strides[d.input_spatial[0]] * p.in_spatial[0]);
+    c.w_dims.push_back(1);
+    c.w_strides.push_back(p.rhs_strides[d.kernel_spatial[0]] * p.taps[0]);
+    c.y_dims.push_back(1);
+    c.y_strides.push_back(p.out_strides[d.output_spatial[0]] *
+                          p.out_spatial[0]);
+    c.pre_padding.push_back(0);
+    c.post_padding.push_back(0);
+    c.strides.push_back(1);
+    c.dilations.push_back(1);
+  }
+  for (int s = 0; s < p.spatial; ++s) {
+    const hlo::WindowDimension& w = p.window[s];
+    c.x_dims.push_back(p.in_spatial[s]);
+    c.x_strides.push_back(p.lhs_strides[d.input_spatial[s]]);
+    c.w_dims.push_back(p.taps[s]);
+    c.w_strides.push_back(p.rhs_strides[d.kernel_spatial[s]]);
+    c.y_dims.push_back(p.out_spatial[s]);
+    c.y_strides.push_back(p.out_strides[d.output_spatial[s]]);
+    c.pre_padding.push_back(w.padding_low);
+    c.post_padding.push_back(w.padding_high);
+    c.strides.push_back(w.stride);
+    c.dilations.push_back(w.window_dilation);
+  }
+  for (const std::vector<int64_t>* dims : {&c.x_dims, &c.w_dims, &c.y_dims}) {
+    for (int64_t n : *dims) {
+      if (n == 0) return refuse("empty arrays");
+    }
+  }
+  // Channels last or first, as x and y both lie; w packed likewise.
+  const int rank = static_cast<int>(c.x_dims.size());
+  for (const bool last : {true, false}) {
+    std::vector<int> order;  // innermost first
+    if (last) order.push_back(1);
+    for (int d = rank - 1; d >= 2; --d) order.push_back(d);
+    if (!last) order.push_back(1);
+    order.push_back(0);
+    if (!IsPacked(c.x_dims, c.x_strides, order) ||
+        !IsPacked(c.y_dims, c.y_strides, order)) {
+      continue;
+    }
+    c.channels_last = last;
+    c.filter_strides = c.w_strides;
+    c.w_strides = PackedStrides(c.w_dims, order);
+    return c;
+  }
+  return refuse(absl::StrFormat(
+      "input and output other than both packed NHWC or NCHW (x strides "
+      "[%s] for [%s], y strides [%s] for [%s], in N, C, spatial order)",
+      absl::StrJoin(c.x_strides, ","), absl::StrJoin(c.x_dims, ","),
+      absl::StrJoin(c.y_strides, ","), absl::StrJoin(c.y_dims, ",")));
+}
+
+absl::Status CheckCudnnDescribes(const CudnnConvProblem& problem) {
+  return Describe(problem).status();
+}
+
+absl::StatusOr<std::unique_ptr<CudnnConvPlan>> PlanCudnnConv(
+    const CudnnConvProblem& problem, cudnnContext* handle,
+    int64_t max_workspace) {
+  PJRT_ASSIGN_OR_RETURN(Operation operation, Describe(problem));
+  PJRT_ASSIGN_OR_RETURN(
+      Descriptor graph,
+      Descriptor::Create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  cudnnBackendDescriptor_t op = operation.op.get();
+  PJRT_RETURN_IF_ERROR(graph.Set(CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
+  cudnnHandle_t h = handle;
+  PJRT_RETURN_IF_ERROR(
+      graph.Set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  PJRT_RETURN_IF_ERROR(graph.Finalize("operation graph"));
+  // Heuristics' first choices, then the fallback list.
+  std::vector<std::string> passed_over;
+  for (cudnnBackendHeurMode_t mode :
+       {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    PJRT_ASSIGN_OR_RETURN(std::vector<Descriptor> configs,
+                          EngineConfigs(graph, mode));
+    for (Descriptor& config : configs) {
+      int64_t engine = -1;
+      std::vector<cudnnBackendNumericalNote_t> notes;
+      if (!ReadEngine(config, &engine, &notes).ok()) continue;
+      if (!NumericsMatch(problem.type, notes)) {
+        passed_over.push_back(absl::StrCat(engine, " (numerics)"));
+        continue;
+      }
+      absl::StatusOr<Descriptor> plan =
+          Descriptor::Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      if (!plan.ok()) return plan.status();
+      PJRT_RETURN_IF_ERROR(plan->Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                     CUDNN_TYPE_HANDLE, 1, &h));
+      cudnnBackendDescriptor_t raw = config.get();
+      PJRT_RETURN_IF_ERROR(plan->Set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw));
+      if (!plan->Finalize("execution plan").ok()) {
+        passed_over.push_back(absl::StrCat(engine, " (not supported)"));
+        continue;
+      }
+      int64_t workspace = 0, n = 0;
+      PJRT_RETURN_IF_ERROR(CudnnError(
+          cudnnBackendGetAttribute(plan->get(),
+                                   CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                   CUDNN_TYPE_INT64, 1, &n, &workspace),
+          "reading an execution plan's workspace size"));
+      if (workspace > max_workspace) {
+        passed_over.push_back(
+            absl::StrFormat("%d (workspace %d bytes)", engine, workspace));
+        continue;
+      }
+      return std::make_unique<Plan>(std::move(operation), std::move(graph),
+                                    *std::move(plan), engine, workspace);
+    }
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "cuDNN has no engine for %s that computes as XLA does within %d bytes "
+      "of workspace (passed over: %s)",
+      problem.ToString(), max_workspace,
+      passed_over.empty() ? "none listed" : absl::StrJoin(passed_over, ", ")));
+}
+
+}  // namespace pjrt::compiler::cuda

@@ -1,0 +1,112 @@
+// Convolutions through cuDNN's graph (backend) API.
+//
+// A convolution the host compiler planned (host::ConvPlan) is described
+// to cuDNN as it lies in memory: cuDNN orders a tensor's dimensions
+// [N, C, spatial...] and takes any strides, so every XLA dim_labels is the
+// same problem with other strides, and no transpose is made. A forward
+// convolution computes
+//   y[n, k, o...] = sum over c, r... of
+//                   x[n, g(k) * C' + c, o * stride + r * dilation - pre]
+//                   * w[k, c, r...]
+// with C' the filter's input features and g(k) = k / (K / groups) (feature
+// groups are implied by x's features being a multiple of w's); the
+// CONVOLUTION mode reads the filter reversed in every spatial dimension,
+// which is XLA's rhs_reversal of all of them. What cuDNN's forward
+// convolution cannot express (base dilation, batch groups, negative
+// padding, reversing only some dimensions, integer or mixed types, more
+// than three spatial dimensions, empty arrays, an input or output that is
+// not packed as NHWC or NCHW (both the same)) keeps the generated direct
+// kernel. A one-dimensional convolution gets a unit spatial dimension, as
+// cuDNN takes two or three.
+//
+// The plan for a GPU is made once (PlanCudnnConv): cuDNN's heuristics
+// (mode A) list engines, the first whose numerics match XLA's and whose
+// workspace fits wins: for f32 and f64 none that rounds inputs down (TF32
+// tensor cores included), for f16 and bf16 none that sums in 16 bits, and
+// never a nondeterministic or FFT-based one (whose errors scale with the
+// largest value, not each output's). When none is left the direct kernel
+// runs.
+//
+// Thread safety: a CudnnConvPlan is immutable once made; runs through one
+// cudnnHandle_t must not overlap (the caller's lock), as a handle holds the
+// stream it enqueues on.
+#ifndef PJRT_COMPILER_CUDA_CUDNN_CONV_H_
+#define PJRT_COMPILER_CUDA_CUDNN_CONV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compiler/host/kernel_convolution.h"
+#include "hlo/primitive_type.h"
+
+struct cudnnContext;
+struct CUstream_st;
+
+namespace pjrt::compiler::cuda {
+
+// A forward convolution as cuDNN takes it; dims and strides in elements,
+// in cuDNN's order ([N, C, spatial...], [K, C', spatial...],
+// [N, K, spatial...]), two or three spatial dimensions. x and y are packed
+// in one of the layouts cuDNN's engines take, channels last (NHWC) or
+// first (NCHW); w is read packed in the same one (KRSC or KCRS), from a
+// transposed copy when it lies otherwise.
+struct CudnnConvProblem {
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;  // x, w and y
+  std::vector<int64_t> x_dims, x_strides;
+  std::vector<int64_t> w_dims, w_strides;
+  std::vector<int64_t> y_dims, y_strides;
+  bool channels_last = false;
+  // The filter's strides as it lies (cuDNN's order): equal to w_strides
+  // unless it needs the copy.
+  std::vector<int64_t> filter_strides;
+  // Per spatial dimension.
+  std::vector<int64_t> pre_padding, post_padding, strides, dilations;
+  // CUDNN_CONVOLUTION (the filter reversed) rather than cross-correlation.
+  bool reversed = false;
+
+  // "bf16 x[32,64,56,56]/[200704,1,3584,64] w[64,64,3,3]/... pad 1_1x1_1"
+  std::string ToString() const;
+};
+
+// Every pointer cuDNN is given is aligned to this many bytes (the buffers'
+// allocations and scratch slots are); a run whose pointers are not takes
+// the direct kernel.
+inline constexpr int64_t kCudnnAlignment = 16;
+
+// The cuDNN problem that computes `plan`, or UNIMPLEMENTED saying what of
+// it cuDNN's forward convolution cannot express.
+absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& plan);
+
+// Builds and finalizes cuDNN's descriptors of `problem`'s tensors,
+// convolution and forward operation: cuDNN checks the shapes agree. Needs
+// no GPU (tests use it).
+absl::Status CheckCudnnDescribes(const CudnnConvProblem& problem);
+
+// An execution plan for one GPU (the handle's).
+class CudnnConvPlan {
+ public:
+  virtual ~CudnnConvPlan() = default;
+  // cuDNN's global index of the chosen engine, for logs.
+  virtual int64_t engine() const = 0;
+  virtual int64_t workspace_bytes() const = 0;
+  // Enqueues y = conv(x, w) on `stream`, with `workspace` of at least
+  // workspace_bytes(). REQUIRES: no other run uses `handle` meanwhile.
+  virtual absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* y,
+                           const void* x, const void* w,
+                           void* workspace) const = 0;
+};
+
+// Chooses an engine for `problem` on the GPU of `handle` whose workspace
+// is at most `max_workspace` bytes. NOT_FOUND when cuDNN has none that
+// computes as XLA does; another error when cuDNN fails.
+absl::StatusOr<std::unique_ptr<CudnnConvPlan>> PlanCudnnConv(
+    const CudnnConvProblem& problem, cudnnContext* handle,
+    int64_t max_workspace);
+
+}  // namespace pjrt::compiler::cuda
+
+#endif  // PJRT_COMPILER_CUDA_CUDNN_CONV_H_
