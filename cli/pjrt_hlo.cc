@@ -198,6 +198,10 @@ int Compile(const std::string& path, const std::string& platform,
               "%s%skernel %-24s <<<%d, %s>>>  %s\n%s  %s\n", indent,
               launch.cudnn != nullptr ? "else " : "", launch.kernel,
               launch.blocks, threads, usage, indent, launch.origin);
+          if (!launch.cudnn_refusal.empty()) {
+            std::cout << absl::StrFormat("%s  (not cuDNN: %s)\n", indent,
+                                         launch.cudnn_refusal);
+          }
         }
       };
   list(c->generated.launches, "  ");

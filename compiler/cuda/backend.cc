@@ -540,18 +540,18 @@ class CudaProgram : public Program {
   absl::StatusOr<bool> RunCudnnConv(const Launch& launch,
                                     const std::vector<void*>& addresses,
                                     const Env& env) const {
-    void* y = addresses[launch.slots[0]];
-    const void* x = addresses[launch.slots[1]];
-    const void* w = addresses[launch.cudnn_filter];
-    for (const void* p : {static_cast<const void*>(y), x, w}) {
+    void* out = addresses[launch.slots[0]];
+    const void* lhs = addresses[launch.slots[1]];
+    const void* filter = addresses[launch.cudnn_filter];
+    for (const void* p : {static_cast<const void*>(out), lhs, filter}) {
       if (reinterpret_cast<uintptr_t>(p) % kCudnnAlignment != 0) return false;
     }
-    PJRT_ASSIGN_OR_RETURN(DnnHandle * handle, DnnHandleFor(env.device));
-    const CudnnConvPlan* plan = ConvPlanFor(launch, env.device, handle);
-    if (plan == nullptr) return false;
-    MutexLock lock(&handle->mu);
-    PJRT_RETURN_IF_ERROR(plan->Run(handle->handle, env.stream, y, x, w,
-                                   env.scratch + workspace_offset_));
+    const ConvPlan& plan = ConvPlanFor(launch, env.device);
+    if (plan.plan == nullptr) return false;
+    MutexLock lock(&plan.handle->mu);
+    PJRT_RETURN_IF_ERROR(plan.plan->Run(plan.handle->handle, env.stream, out,
+                                        lhs, filter,
+                                        env.scratch + workspace_offset_));
     return true;
   }
 
@@ -706,26 +706,39 @@ class CudaProgram : public Program {
     return plan.get();
   }
 
+  // A convolution's cuDNN plan on one GPU and the handle it runs through;
+  // no plan where cuDNN has none.
+  struct ConvPlan {
+    std::unique_ptr<CudnnConvPlan> plan;
+    DnnHandle* handle = nullptr;
+  };
+
   // The cuDNN plan of `launch` on `device`, made on its first run there;
-  // null when cuDNN has none (said once in the log): the kernel runs.
-  const CudnnConvPlan* ConvPlanFor(const Launch& launch, int device,
-                                   DnnHandle* handle) const {
+  // without one (cuDNN has no engine for it, or fails: said once in the
+  // log) the launch's kernel runs.
+  const ConvPlan& ConvPlanFor(const Launch& launch, int device) const {
     MutexLock lock(&mu_);
     const auto key = std::make_pair(&launch, device);
     if (auto it = conv_plans_.find(key); it != conv_plans_.end()) {
-      return it->second.get();
+      return it->second;
     }
-    absl::StatusOr<std::unique_ptr<CudnnConvPlan>> plan;
-    {
-      MutexLock handle_lock(&handle->mu);
-      plan = PlanCudnnConv(*launch.cudnn, handle->handle, kGemmWorkspaceBytes);
+    ConvPlan& kept = conv_plans_[key];
+    absl::StatusOr<std::unique_ptr<CudnnConvPlan>> plan =
+        absl::UnavailableError("no cuDNN handle");
+    absl::StatusOr<DnnHandle*> handle = DnnHandleFor(device);
+    if (!handle.ok()) {
+      plan = handle.status();
+    } else {
+      MutexLock handle_lock(&(*handle)->mu);
+      plan =
+          PlanCudnnConv(*launch.cudnn, (*handle)->handle, kGemmWorkspaceBytes);
     }
-    std::unique_ptr<CudnnConvPlan>& kept = conv_plans_[key];
     if (plan.ok()) {
       spdlog::debug("{}: cuDNN engine {} ({} bytes of workspace) on GPU {}",
                     launch.origin, (*plan)->engine(),
                     (*plan)->workspace_bytes(), device);
-      kept = *std::move(plan);
+      kept.plan = *std::move(plan);
+      kept.handle = *handle;
     } else if (plan.status().code() == absl::StatusCode::kNotFound) {
       spdlog::info("{}: the direct kernel runs on GPU {}: {}", launch.origin,
                    device, plan.status().message());
@@ -733,7 +746,7 @@ class CudaProgram : public Program {
       spdlog::warn("{}: the direct kernel runs on GPU {}: {}", launch.origin,
                    device, plan.status().message());
     }
-    return kept.get();
+    return kept;
   }
 
   absl::StatusOr<FftPlan*> FftPlanFor(const Launch& launch, int device,
@@ -798,10 +811,9 @@ class CudaProgram : public Program {
   // By (launch, device).
   mutable std::map<std::pair<const Launch*, int>, std::unique_ptr<GemmPlan>>
       gemm_plans_;
-  // By (launch, device); null where cuDNN has no engine.
-  mutable std::map<std::pair<const Launch*, int>,
-                   std::unique_ptr<CudnnConvPlan>>
-      conv_plans_;
+  // By (launch, device); std::map nodes stay put, so a reference outlives
+  // the lock.
+  mutable std::map<std::pair<const Launch*, int>, ConvPlan> conv_plans_;
   // By (launch, device, stream): a plan is bound to its stream.
   mutable std::map<std::tuple<const Launch*, int, cudaStream_t>,
                    std::unique_ptr<FftPlan>>

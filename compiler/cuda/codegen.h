@@ -156,6 +156,8 @@ struct Launch {
   // The slot cuDNN reads the filter from: slots[2], or a copy of it packed
   // as cuDNN reads it, made by the launch before.
   int cudnn_filter = -1;
+  // A convolution's kernel that cuDNN cannot compute: why not.
+  std::string cudnn_refusal;
   // kGemm: slots are out, lhs, rhs.
   host::DotStep gemm;
   // kCollective: slots are the operands, then the results.

@@ -942,6 +942,8 @@ absl::Status Generator::EmitConvolution(
       PJRT_RETURN_IF_ERROR(Emit(copy));
       launch.cudnn_filter = copy.dst;
     }
+  } else {
+    launch.cudnn_refusal = std::string(problem.status().message());
   }
   std::string& k = shared_->source;
   Open(&launch, {absl::StrCat(out_storage, "* out"),

@@ -145,33 +145,47 @@ absl::StatusOr<Operation> Describe(const CudnnConvProblem& p) {
   PJRT_RETURN_IF_ERROR(
       o.conv.SetInts(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, p.post_padding));
   PJRT_RETURN_IF_ERROR(o.conv.Finalize("convolution descriptor"));
+  // The operation's attributes: forward or backward data.
+  const bool back = p.backward_data;
   PJRT_ASSIGN_OR_RETURN(
-      o.op, Descriptor::Create(
-                CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+      o.op,
+      Descriptor::Create(
+          back ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+               : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
   PJRT_RETURN_IF_ERROR(
-      o.op.SetDescriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, o.x));
+      o.op.SetDescriptor(back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX
+                              : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                         o.x));
   PJRT_RETURN_IF_ERROR(
-      o.op.SetDescriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, o.w));
+      o.op.SetDescriptor(back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W
+                              : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                         o.w));
   PJRT_RETURN_IF_ERROR(
-      o.op.SetDescriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, o.y));
+      o.op.SetDescriptor(back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY
+                              : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                         o.y));
   PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, o.conv));
+      back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC
+           : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      o.conv));
+  const cudnnBackendAttributeName_t alpha =
+      back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA
+           : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA;
+  const cudnnBackendAttributeName_t beta =
+      back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA
+           : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA;
   const double alpha64 = 1, beta64 = 0;
   const float alpha32 = 1, beta32 = 0;
   if (f64) {
-    PJRT_RETURN_IF_ERROR(
-        o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                 CUDNN_TYPE_DOUBLE, 1, &alpha64));
-    PJRT_RETURN_IF_ERROR(o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-                                  CUDNN_TYPE_DOUBLE, 1, &beta64));
+    PJRT_RETURN_IF_ERROR(o.op.Set(alpha, CUDNN_TYPE_DOUBLE, 1, &alpha64));
+    PJRT_RETURN_IF_ERROR(o.op.Set(beta, CUDNN_TYPE_DOUBLE, 1, &beta64));
   } else {
-    PJRT_RETURN_IF_ERROR(
-        o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                 CUDNN_TYPE_FLOAT, 1, &alpha32));
-    PJRT_RETURN_IF_ERROR(o.op.Set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-                                  CUDNN_TYPE_FLOAT, 1, &beta32));
+    PJRT_RETURN_IF_ERROR(o.op.Set(alpha, CUDNN_TYPE_FLOAT, 1, &alpha32));
+    PJRT_RETURN_IF_ERROR(o.op.Set(beta, CUDNN_TYPE_FLOAT, 1, &beta32));
   }
-  PJRT_RETURN_IF_ERROR(o.op.Finalize("convolution forward operation"));
+  PJRT_RETURN_IF_ERROR(o.op.Finalize(back
+                                         ? "convolution backward-data operation"
+                                         : "convolution forward operation"));
   return o;
 }
 
@@ -200,8 +214,9 @@ bool NumericsMatch(PrimitiveType type,
 class Plan : public CudnnConvPlan {
  public:
   Plan(Operation operation, Descriptor graph, Descriptor plan, int64_t engine,
-       int64_t workspace)
-      : operation_(std::move(operation)),
+       int64_t workspace, bool backward_data)
+      : backward_data_(backward_data),
+        operation_(std::move(operation)),
         graph_(std::move(graph)),
         plan_(std::move(plan)),
         engine_(engine),
@@ -210,16 +225,21 @@ class Plan : public CudnnConvPlan {
   int64_t engine() const override { return engine_; }
   int64_t workspace_bytes() const override { return workspace_; }
 
-  absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* y,
-                   const void* x, const void* w,
+  absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* out,
+                   const void* lhs, const void* filter,
                    void* workspace) const override {
+    // XLA's output is y, or (backward data) dx.
+    const bool back = backward_data_;
+    void* x = back ? out : const_cast<void*>(lhs);
+    void* y = back ? const_cast<void*>(lhs) : out;
+    void* w = const_cast<void*>(filter);
     PJRT_RETURN_IF_ERROR(
         CudnnError(cudnnSetStream(handle, stream), "cudnnSetStream"));
     PJRT_ASSIGN_OR_RETURN(
         Descriptor pack,
         Descriptor::Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
     const int64_t ids[] = {kX, kW, kY};
-    void* pointers[] = {const_cast<void*>(x), const_cast<void*>(w), y};
+    void* pointers[] = {x, w, y};
     PJRT_RETURN_IF_ERROR(
         pack.Set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids));
     PJRT_RETURN_IF_ERROR(pack.Set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
@@ -233,6 +253,7 @@ class Plan : public CudnnConvPlan {
   }
 
  private:
+  const bool backward_data_;
   const Operation operation_;
   const Descriptor graph_;
   const Descriptor plan_;
@@ -343,10 +364,10 @@ std::string CudnnConvProblem::ToString() const {
     pads.push_back(absl::StrCat(pre_padding[s], "_", post_padding[s]));
   }
   return absl::StrFormat(
-      "%s %s %s %s -> %s%s, stride %s, dilation %s, pad %s%s",
-      hlo::PrimitiveTypeName(type), channels_last ? "NHWC" : "NCHW",
-      tensor("x", x_dims, x_strides), tensor("w", w_dims, w_strides),
-      tensor("y", y_dims, y_strides),
+      "%s%s %s %s %s -> %s%s, stride %s, dilation %s, pad %s%s",
+      backward_data ? "backward data of " : "", hlo::PrimitiveTypeName(type),
+      channels_last ? "NHWC" : "NCHW", tensor("x", x_dims, x_strides),
+      tensor("w", w_dims, w_strides), tensor("y", y_dims, y_strides),
       filter_strides == w_strides
           ? ""
           : absl::StrFormat(" (w copied from strides [%s])",
@@ -358,7 +379,7 @@ std::string CudnnConvProblem::ToString() const {
 absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
   const auto refuse = [](absl::string_view why) {
     return absl::UnimplementedError(
-        absl::StrCat("cuDNN's forward convolution takes no ", why));
+        absl::StrCat("cuDNN's convolutions take no ", why));
   };
   if (p.lhs_type != p.out_type || p.rhs_type != p.out_type) {
     return refuse(absl::StrFormat("mixed types (%s and %s into %s)",
@@ -373,38 +394,48 @@ absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
   }
   if (p.batch_groups > 1) return refuse("batch groups");
   const hlo::ConvolutionDimensions& d = p.dims;
-  bool all_reversed = true, none_reversed = true;
+  bool all_reversed = true, none_reversed = true, dilated = false;
   for (const hlo::WindowDimension& w : p.window) {
-    if (w.base_dilation != 1) return refuse("base (lhs) dilation");
-    if (w.padding_low < 0 || w.padding_high < 0) {
-      return refuse("negative padding");
-    }
     all_reversed &= w.reversal;
     none_reversed &= !w.reversal;
+    dilated |= w.base_dilation != 1;
   }
   if (!all_reversed && !none_reversed) {
     return refuse("window reversed in some spatial dimensions only");
   }
+  if (dilated && p.feature_groups > 1) {
+    return refuse("base (lhs) dilation with feature groups");
+  }
   CudnnConvProblem c;
   c.type = p.out_type;
-  c.reversed = all_reversed;
-  c.x_dims = {p.batch, p.in_features};
-  c.x_strides = {p.lhs_strides[d.input_batch], p.lhs_strides[d.input_feature]};
-  c.w_dims = {p.out_features, p.in_per_group};
-  c.w_strides = {p.rhs_strides[d.kernel_output_feature],
-                 p.rhs_strides[d.kernel_input_feature]};
-  c.y_dims = {p.out_batch, p.out_features};
-  c.y_strides = {p.out_strides[d.output_batch],
-                 p.out_strides[d.output_feature]};
+  c.backward_data = dilated;
+  // The backward-data filter reads XLA's kernel reversed (see above).
+  c.reversed = dilated ? none_reversed : all_reversed;
+  // XLA's lhs and output, [N, C, spatial...]; cuDNN's x and y, or (for
+  // backward data) y and x.
+  std::vector<int64_t> lhs_dims = {p.batch, p.in_features};
+  std::vector<int64_t> lhs_strides = {p.lhs_strides[d.input_batch],
+                                      p.lhs_strides[d.input_feature]};
+  std::vector<int64_t> out_dims = {p.out_batch, p.out_features};
+  std::vector<int64_t> out_strides = {p.out_strides[d.output_batch],
+                                      p.out_strides[d.output_feature]};
+  // The filter's K (y's features) and C (x's, per group).
+  const int64_t k_dim =
+      dilated ? d.kernel_input_feature : d.kernel_output_feature;
+  const int64_t c_dim =
+      dilated ? d.kernel_output_feature : d.kernel_input_feature;
+  c.w_dims = {dilated ? p.in_per_group : p.out_features,
+              dilated ? p.out_features : p.in_per_group};
+  c.w_strides = {p.rhs_strides[k_dim], p.rhs_strides[c_dim]};
   if (p.spatial == 1) {
     // A unit dimension before the one there is, strided as if it were the
     // next outer dimension (NWC becomes NHWC with H = 1).
-    c.x_dims.push_back(1);
-    c.x_strides.push_back(p.lhs_strides[d.input_spatial[0]] * p.in_spatial[0]);
+    lhs_dims.push_back(1);
+    lhs_strides.push_back(p.lhs_strides[d.input_spatial[0]] * p.in_spatial[0]);
     c.w_dims.push_back(1);
     c.w_strides.push_back(p.rhs_strides[d.kernel_spatial[0]] * p.taps[0]);
-    c.y_dims.push_back(1);
-    c.y_strides.push_back(p.out_strides[d.output_spatial[0]] *
+    out_dims.push_back(1);
+    out_strides.push_back(p.out_strides[d.output_spatial[0]] *
                           p.out_spatial[0]);
     c.pre_padding.push_back(0);
     c.post_padding.push_back(0);
@@ -413,17 +444,40 @@ absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
   }
   for (int s = 0; s < p.spatial; ++s) {
     const hlo::WindowDimension& w = p.window[s];
-    c.x_dims.push_back(p.in_spatial[s]);
-    c.x_strides.push_back(p.lhs_strides[d.input_spatial[s]]);
+    lhs_dims.push_back(p.in_spatial[s]);
+    lhs_strides.push_back(p.lhs_strides[d.input_spatial[s]]);
     c.w_dims.push_back(p.taps[s]);
     c.w_strides.push_back(p.rhs_strides[d.kernel_spatial[s]]);
-    c.y_dims.push_back(p.out_spatial[s]);
-    c.y_strides.push_back(p.out_strides[d.output_spatial[s]]);
-    c.pre_padding.push_back(w.padding_low);
-    c.post_padding.push_back(w.padding_high);
-    c.strides.push_back(w.stride);
+    out_dims.push_back(p.out_spatial[s]);
+    out_strides.push_back(p.out_strides[d.output_spatial[s]]);
     c.dilations.push_back(w.window_dilation);
+    if (!dilated) {
+      if (w.padding_low < 0 || w.padding_high < 0) {
+        return refuse("negative padding");
+      }
+      c.pre_padding.push_back(w.padding_low);
+      c.post_padding.push_back(w.padding_high);
+      c.strides.push_back(w.stride);
+      continue;
+    }
+    if (w.stride != 1) return refuse("base (lhs) dilation with a stride");
+    // The forward convolution from XLA's output to its lhs. The window is
+    // at most 2^31 taps of a dilation below 2^31 (the verifier's bounds).
+    const int64_t reach = (p.taps[s] - 1) * w.window_dilation;
+    if (w.padding_low > reach || w.padding_high > reach) {
+      return refuse(absl::StrFormat(
+          "base (lhs) dilation with padding past the window (%d_%d around a "
+          "window reaching %d)",
+          w.padding_low, w.padding_high, reach));
+    }
+    c.pre_padding.push_back(reach - w.padding_low);
+    c.post_padding.push_back(reach - w.padding_high);
+    c.strides.push_back(w.base_dilation);
   }
+  c.x_dims = dilated ? out_dims : lhs_dims;
+  c.x_strides = dilated ? out_strides : lhs_strides;
+  c.y_dims = dilated ? lhs_dims : out_dims;
+  c.y_strides = dilated ? lhs_strides : out_strides;
   for (const std::vector<int64_t>* dims : {&c.x_dims, &c.w_dims, &c.y_dims}) {
     for (int64_t n : *dims) {
       if (n == 0) return refuse("empty arrays");
@@ -509,7 +563,8 @@ absl::StatusOr<std::unique_ptr<CudnnConvPlan>> PlanCudnnConv(
         continue;
       }
       return std::make_unique<Plan>(std::move(operation), std::move(graph),
-                                    *std::move(plan), engine, workspace);
+                                    *std::move(plan), engine, workspace,
+                                    problem.backward_data);
     }
   }
   return absl::NotFoundError(absl::StrFormat(

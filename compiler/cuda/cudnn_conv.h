@@ -11,13 +11,25 @@
 // with C' the filter's input features and g(k) = k / (K / groups) (feature
 // groups are implied by x's features being a multiple of w's); the
 // CONVOLUTION mode reads the filter reversed in every spatial dimension,
-// which is XLA's rhs_reversal of all of them. What cuDNN's forward
-// convolution cannot express (base dilation, batch groups, negative
-// padding, reversing only some dimensions, integer or mixed types, more
-// than three spatial dimensions, empty arrays, an input or output that is
-// not packed as NHWC or NCHW (both the same)) keeps the generated direct
-// kernel. A one-dimensional convolution gets a unit spatial dimension, as
-// cuDNN takes two or three.
+// which is XLA's rhs_reversal of all of them.
+//
+// A convolution with base (lhs) dilation d, stride 1 and no groups (JAX's
+// gradient of a strided convolution with respect to its input, and its
+// transposed convolutions) is cuDNN's backward-data convolution of the
+// forward one it is the transpose of: out[j] = sum over t, o with
+// o * d = j + t * wd - lo of lhs[o] * w[t] is dx of a forward convolution
+// from dx (XLA's output) to dy (XLA's lhs) with stride d, dilation wd,
+// padding (taps - 1) * wd - lo before and (taps - 1) * wd - hi after,
+// whose filter has XLA's kernel input features as its outputs (K) and
+// XLA's output features as its inputs (C), read reversed unless XLA
+// reverses it.
+//
+// What cuDNN cannot express so (batch groups, negative padding, reversing
+// only some dimensions, integer or mixed types, more than three spatial
+// dimensions, empty arrays, activations not packed as NHWC or NCHW (both
+// the same); base dilation with a stride, groups or a padding past the
+// window) keeps the generated direct kernel. A one-dimensional convolution gets
+// a unit spatial dimension, as cuDNN takes two or three.
 //
 // The plan for a GPU is made once (PlanCudnnConv): cuDNN's heuristics
 // (mode A) list engines, the first whose numerics match XLA's and whose
@@ -67,6 +79,9 @@ struct CudnnConvProblem {
   std::vector<int64_t> pre_padding, post_padding, strides, dilations;
   // CUDNN_CONVOLUTION (the filter reversed) rather than cross-correlation.
   bool reversed = false;
+  // Forward: x is XLA's lhs, y its output. Backward data: x (dx) is XLA's
+  // output, y (dy) its lhs.
+  bool backward_data = false;
 
   // "bf16 x[32,64,56,56]/[200704,1,3584,64] w[64,64,3,3]/... pad 1_1x1_1"
   std::string ToString() const;
@@ -93,10 +108,12 @@ class CudnnConvPlan {
   // cuDNN's global index of the chosen engine, for logs.
   virtual int64_t engine() const = 0;
   virtual int64_t workspace_bytes() const = 0;
-  // Enqueues y = conv(x, w) on `stream`, with `workspace` of at least
-  // workspace_bytes(). REQUIRES: no other run uses `handle` meanwhile.
-  virtual absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* y,
-                           const void* x, const void* w,
+  // Enqueues XLA's convolution of `lhs` and `filter` (packed as the
+  // problem's w) into `out` on `stream` (y = conv(x, w), or dx from dy),
+  // with `workspace` of at least workspace_bytes(). REQUIRES: no other run
+  // uses `handle` meanwhile.
+  virtual absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* out,
+                           const void* lhs, const void* filter,
                            void* workspace) const = 0;
 };
 

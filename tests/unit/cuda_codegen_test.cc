@@ -713,6 +713,25 @@ ENTRY e {
   ROOT r = (f32[3,8,6], f32[2,7,4,5,3]) tuple(c1, c3)
 })",
      1e-5},
+    // Base (lhs) dilation: cuDNN's backward-data convolution (JAX's input
+    // gradient of a strided convolution), reversed or not, padded past
+    // the dilated edges or inside them, one and two spatial dimensions.
+    {"cudnn_convolution_backward_data_of_strided", R"(
+HloModule m
+ENTRY e {
+  a = f32[2,4,5,3] parameter(0)
+  w = f32[3,3,3,6] parameter(1)
+  t = f32[2,9,11,6] convolution(a, w), window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+  r = f32[2,8,6,6] convolution(a, w), window={size=3x3 pad=1_2x0_1 lhs_dilate=2x2 rhs_dilate=1x2 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f
+  b = bf16[2,4,5,3] convert(a)
+  wb = bf16[3,3,3,6] convert(w)
+  tb = bf16[2,9,11,6] convolution(b, wb), window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+  n = f32[2,3,7] parameter(2)
+  k = f32[4,3,3] parameter(3)
+  o = f32[2,4,19] convolution(n, k), window={size=3 pad=1_1 lhs_dilate=3}, dim_labels=bf0_oi0->bf0
+  ROOT out = (f32[2,9,11,6], f32[2,8,6,6], bf16[2,9,11,6], f32[2,4,19]) tuple(t, r, tb, o)
+})",
+     1e-2},
     // rng in every distribution and kind of type, and the state op: the
     // host's draws under the same key.
     {"rng_uniform_normal_integer_and_state", R"(
@@ -1274,7 +1293,7 @@ TEST(CudaCodegen, DirectConvolutionKernelsMatchTheHostBackend) {
                     "", /*cudnn=*/false);
     ++convolutions;
   }
-  EXPECT_EQ(convolutions, 3);
+  EXPECT_EQ(convolutions, 4);
 }
 
 TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {

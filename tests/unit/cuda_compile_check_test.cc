@@ -5,7 +5,8 @@
 // generated source, an internal error) fails. With PJRT_RECORDED_PROGRAMS
 // naming a folder, every program the Python suites compiled on the host
 // platform must compile: none may be refused (make test-cuda-programs
-// records and checks them).
+// records and checks them), and cuDNN must accept the description of each
+// convolution the backend gives it.
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/cuda/backend.h"
+#include "compiler/cuda/cudnn_conv.h"
 #include "gtest/gtest.h"
 #include "hlo/parser.h"
 #include "tests/unit/test_programs.h"
@@ -124,7 +126,7 @@ TEST(CudaCompileCheck, EveryProgramThePythonSuitesCompiledCompiles) {
   const char* archs[] = {"sm_90", "sm_80"};
   std::atomic<size_t> next{0};
   std::mutex mu;
-  int compiled = 0;
+  int compiled = 0, cudnn = 0;
   std::vector<std::string> failures;
   const auto work = [&] {
     const DiskCache no_cache("");
@@ -142,6 +144,17 @@ TEST(CudaCompileCheck, EveryProgramThePythonSuitesCompiledCompiles) {
       std::lock_guard<std::mutex> lock(mu);
       if (c.ok()) {
         ++compiled;
+        // cuDNN accepts the description of every convolution given to it.
+        ForEachLaunch(c->generated.launches, [&](const Launch& launch) {
+          if (launch.cudnn == nullptr || job % 2 != 0) return;
+          ++cudnn;
+          absl::Status s = CheckCudnnDescribes(*launch.cudnn);
+          if (!s.ok()) {
+            failures.push_back(absl::StrCat(path, ": cuDNN refuses ",
+                                            launch.cudnn->ToString(), ": ",
+                                            s.ToString()));
+          }
+        });
       } else {
         failures.push_back(
             absl::StrCat(path, " for ", arch, ": ", c.status().ToString()));
@@ -155,7 +168,8 @@ TEST(CudaCompileCheck, EveryProgramThePythonSuitesCompiledCompiles) {
   for (const std::string& f : failures) ADD_FAILURE() << f;
   std::cout << paths.size()
             << " recorded programs, for sm_90 and sm_80: " << compiled
-            << " compiled through NVRTC\n";
+            << " compiled through NVRTC; " << cudnn
+            << " convolutions described to cuDNN\n";
   EXPECT_EQ(compiled, static_cast<int>(paths.size() * 2));
 }
 

@@ -264,15 +264,31 @@ inline void StoreFloat(PrimitiveType t, void* data, int64_t i, double v) {
   }
 }
 
-// cuDNN's forward convolution of `p` as cudnn_conv.h states it, over the
-// strided tensors it describes, summed in double.
-inline void CudnnConvReference(const CudnnConvProblem& p, void* y,
-                               const void* x, const void* w) {
+// XLA's convolution into `out` of `lhs` and `filter` as cuDNN computes the
+// problem `p` (cudnn_conv.h's formula), over the strided tensors it
+// describes, summed in double: y = conv(x, w) forward; for backward data,
+// every product of dy (`lhs`) and w added into the dx (`out`) element its
+// forward convolution read.
+inline void CudnnConvReference(const CudnnConvProblem& p, void* out,
+                               const void* lhs, const void* filter) {
   const size_t spatial = p.x_dims.size() - 2;
   const int64_t groups = p.x_dims[1] / p.w_dims[1];
   const int64_t per_group = p.y_dims[1] / groups;
+  for (const std::vector<int64_t>* dims : {&p.x_dims, &p.y_dims}) {
+    for (int64_t n : *dims) {
+      if (n == 0) return;
+    }
+  }
+  const void* x = p.backward_data ? nullptr : lhs;
+  const void* y = p.backward_data ? lhs : nullptr;
+  int64_t x_count = 1;
+  for (int64_t n : p.x_dims) x_count *= n;
+  int64_t x_extent = 0;  // the elements x's strides reach
+  for (size_t d = 0; d < p.x_dims.size(); ++d) {
+    x_extent += (p.x_dims[d] - 1) * p.x_strides[d];
+  }
+  std::vector<double> dx(p.backward_data ? x_extent + 1 : 0, 0.0);
   // Odometers over y's coordinates and over (c, r...) of the filter.
-  std::vector<int64_t> at(p.y_dims.size(), 0);
   const auto next = [](std::vector<int64_t>& c, const std::vector<int64_t>& d,
                        size_t from) {
     for (size_t i = c.size(); i-- > from;) {
@@ -281,12 +297,13 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* y,
     }
     return false;
   };
-  for (int64_t n : p.y_dims) {
-    if (n == 0) return;
-  }
+  std::vector<int64_t> at(p.y_dims.size(), 0);
   do {
     const int64_t k = at[1];
     const int64_t g = k / per_group;
+    int64_t yi = 0;
+    for (size_t d = 0; d < at.size(); ++d) yi += at[d] * p.y_strides[d];
+    const double dy = p.backward_data ? Value(p.type, y, yi) : 0;
     double acc = 0;
     std::vector<int64_t> tap(p.w_dims.size(), 0);  // [k, c, r...]; k unused
     do {
@@ -302,12 +319,22 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* y,
         xi += in * p.x_strides[2 + s];
         wi += (p.reversed ? p.w_dims[2 + s] - 1 - r : r) * p.w_strides[2 + s];
       }
-      if (inside) acc += Value(p.type, x, xi) * Value(p.type, w, wi);
+      if (!inside) continue;
+      if (p.backward_data) {
+        dx[xi] += dy * Value(p.type, filter, wi);
+      } else {
+        acc += Value(p.type, x, xi) * Value(p.type, filter, wi);
+      }
     } while (next(tap, p.w_dims, 1));
-    int64_t yi = 0;
-    for (size_t d = 0; d < at.size(); ++d) yi += at[d] * p.y_strides[d];
-    StoreFloat(p.type, y, yi, acc);
+    if (!p.backward_data) StoreFloat(p.type, out, yi, acc);
   } while (next(at, p.y_dims, 0));
+  if (!p.backward_data) return;
+  std::vector<int64_t> xc(p.x_dims.size(), 0);
+  for (int64_t e = 0; e < x_count; ++e, next(xc, p.x_dims, 0)) {
+    int64_t xi = 0;
+    for (size_t d = 0; d < xc.size(); ++d) xi += xc[d] * p.x_strides[d];
+    StoreFloat(p.type, out, xi, dx[xi]);
+  }
 }
 
 // Runs a compilation's launches on the CPU: its kernels built by the host

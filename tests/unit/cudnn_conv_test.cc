@@ -123,6 +123,33 @@ ENTRY e {
   EXPECT_TRUE(CheckCudnnDescribes(*p).ok());
 }
 
+// A convolution with base dilation is the backward-data convolution of
+// the forward one from its output to its lhs.
+TEST(CudnnConv, BaseDilationIsTheBackwardDataOfAForwardConvolution) {
+  absl::StatusOr<CudnnConvProblem> p = OnlyProblem(R"(
+HloModule m
+ENTRY e {
+  a = f32[2,4,5,3] parameter(0)
+  w = f32[3,3,3,6] parameter(1)
+  ROOT r = f32[2,8,6,6] convolution(a, w), window={size=3x3 pad=1_2x0_1 lhs_dilate=2x2 rhs_dilate=1x2 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f
+})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->backward_data);
+  EXPECT_TRUE(p->channels_last);
+  EXPECT_EQ(p->x_dims, (std::vector<int64_t>{2, 6, 8, 6}));  // XLA's output
+  EXPECT_EQ(p->y_dims, (std::vector<int64_t>{2, 3, 4, 5}));  // XLA's lhs
+  // K: XLA's kernel input features (3); C: its output features (6).
+  EXPECT_EQ(p->w_dims, (std::vector<int64_t>{3, 6, 3, 3}));
+  EXPECT_EQ(p->filter_strides, (std::vector<int64_t>{6, 1, 54, 18}));
+  EXPECT_EQ(p->strides, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(p->dilations, (std::vector<int64_t>{1, 2}));
+  // The window reaches 2 and 4: padding 2 - 1, 2 - 2 and 4 - 0, 4 - 1.
+  EXPECT_EQ(p->pre_padding, (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(p->post_padding, (std::vector<int64_t>{0, 3}));
+  EXPECT_FALSE(p->reversed);  // XLA reverses it: cross-correlation
+  EXPECT_TRUE(CheckCudnnDescribes(*p).ok()) << CheckCudnnDescribes(*p);
+}
+
 // cuDNN finalizes the descriptors of every convolution of the test
 // programs that the backend gives it: it agrees the shapes fit. Prints why
 // the others keep their kernels.
@@ -167,14 +194,30 @@ struct Refusal {
 
 TEST(CudnnConv, WhatCudnnCannotExpressKeepsTheDirectKernel) {
   const Refusal refusals[] = {
-      {"base dilation", R"(
+      {"base dilation with a stride", R"(
 HloModule m
 ENTRY e {
   a = f32[1,4,4,2] parameter(0)
   w = f32[2,2,2,3] parameter(1)
-  ROOT c = f32[1,6,6,3] convolution(a, w), window={size=2x2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+  ROOT c = f32[1,3,3,3] convolution(a, w), window={size=2x2 stride=2x2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
 })",
-       "base (lhs) dilation"},
+       "base (lhs) dilation with a stride"},
+      {"base dilation with feature groups", R"(
+HloModule m
+ENTRY e {
+  a = f32[1,4,4,2] parameter(0)
+  w = f32[2,2,1,4] parameter(1)
+  ROOT c = f32[1,6,6,4] convolution(a, w), window={size=2x2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f, feature_group_count=2
+})",
+       "base (lhs) dilation with feature groups"},
+      {"base dilation with padding past the window", R"(
+HloModule m
+ENTRY e {
+  a = f32[1,4,4,2] parameter(0)
+  w = f32[2,2,2,3] parameter(1)
+  ROOT c = f32[1,9,6,3] convolution(a, w), window={size=2x2 pad=2_1x0_0 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+})",
+       "padding past the window (2_1 around a window reaching 1)"},
       {"batch groups", R"(
 HloModule m
 ENTRY e {
