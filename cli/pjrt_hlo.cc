@@ -193,6 +193,11 @@ int Compile(const std::string& path, const std::string& platform,
             std::cout << absl::StrFormat("%scuDNN convolution  %s\n%s  %s\n",
                                          indent, launch.origin, indent,
                                          launch.cudnn->ToString());
+            if (launch.cudnn_then != nullptr) {
+              std::cout << absl::StrFormat("%s  then kernel %s: %s\n", indent,
+                                           launch.cudnn_then->kernel,
+                                           launch.cudnn_then->origin);
+            }
           }
           std::cout << absl::StrFormat(
               "%s%skernel %-24s <<<%d, %s>>>  %s\n%s  %s\n", indent,

@@ -507,31 +507,38 @@ class CudaProgram : public Program {
           addresses[launch.slots[0]] == addresses[launch.slots[1]]) {
         continue;
       }
-      std::vector<void*> values(launch.slots.size());
-      std::vector<void*> args(launch.slots.size());
-      for (size_t a = 0; a < launch.slots.size(); ++a) {
-        values[a] = addresses[launch.slots[a]];
-        args[a] = &values[a];
-      }
-      // An rng's key and draw for this run, by value after the slots.
-      unsigned long long key = 0, draw = 0;
-      if (launch.rng != nullptr) {
-        key = launch.rng->Key(env.context.prng_seed);
-        draw = launch.rng->NextDraw();
-        args.push_back(&key);
-        args.push_back(&draw);
-      }
-      absl::Status s = CudaError(
-          cudaLaunchKernel(
-              reinterpret_cast<const void*>(kernels_.at(launch.kernel)),
-              dim3(static_cast<unsigned>(launch.blocks)),
-              dim3(static_cast<unsigned>(launch.threads),
-                   static_cast<unsigned>(launch.threads_y)),
-              args.data(), 0, stream),
-          absl::StrCat("launching ", launch.kernel));
+      absl::Status s = LaunchKernel(launch, addresses, env);
       if (!s.ok()) return Annotate(s, launch);
     }
     return absl::OkStatus();
+  }
+
+  // Enqueues the generated kernel of `launch` on its slots' `addresses`.
+  absl::Status LaunchKernel(const Launch& launch,
+                            const std::vector<void*>& addresses,
+                            const Env& env) const {
+    std::vector<void*> values(launch.slots.size());
+    std::vector<void*> args(launch.slots.size());
+    for (size_t a = 0; a < launch.slots.size(); ++a) {
+      values[a] = addresses[launch.slots[a]];
+      args[a] = &values[a];
+    }
+    // An rng's key and draw for this run, by value after the slots.
+    unsigned long long key = 0, draw = 0;
+    if (launch.rng != nullptr) {
+      key = launch.rng->Key(env.context.prng_seed);
+      draw = launch.rng->NextDraw();
+      args.push_back(&key);
+      args.push_back(&draw);
+    }
+    return CudaError(
+        cudaLaunchKernel(
+            reinterpret_cast<const void*>(kernels_.at(launch.kernel)),
+            dim3(static_cast<unsigned>(launch.blocks)),
+            dim3(static_cast<unsigned>(launch.threads),
+                 static_cast<unsigned>(launch.threads_y)),
+            args.data(), 0, env.stream),
+        absl::StrCat("launching ", launch.kernel));
   }
 
   // Enqueues the convolution `launch` through cuDNN; false (nothing
@@ -540,18 +547,24 @@ class CudaProgram : public Program {
   absl::StatusOr<bool> RunCudnnConv(const Launch& launch,
                                     const std::vector<void*>& addresses,
                                     const Env& env) const {
-    void* out = addresses[launch.slots[0]];
-    const void* lhs = addresses[launch.slots[1]];
-    const void* filter = addresses[launch.cudnn_filter];
-    for (const void* p : {static_cast<const void*>(out), lhs, filter}) {
-      if (reinterpret_cast<uintptr_t>(p) % kCudnnAlignment != 0) return false;
+    void* tensors[3];
+    for (int t = 0; t < 3; ++t) {
+      tensors[t] = addresses[launch.cudnn_slots[t]];
+      if (reinterpret_cast<uintptr_t>(tensors[t]) % kCudnnAlignment != 0) {
+        return false;
+      }
     }
     const ConvPlan& plan = ConvPlanFor(launch, env.device);
     if (plan.plan == nullptr) return false;
-    MutexLock lock(&plan.handle->mu);
-    PJRT_RETURN_IF_ERROR(plan.plan->Run(plan.handle->handle, env.stream, out,
-                                        lhs, filter,
-                                        env.scratch + workspace_offset_));
+    {
+      MutexLock lock(&plan.handle->mu);
+      PJRT_RETURN_IF_ERROR(plan.plan->Run(plan.handle->handle, env.stream,
+                                          tensors[0], tensors[1], tensors[2],
+                                          env.scratch + workspace_offset_));
+    }
+    if (launch.cudnn_then != nullptr) {
+      PJRT_RETURN_IF_ERROR(LaunchKernel(*launch.cudnn_then, addresses, env));
+    }
     return true;
   }
 

@@ -1024,6 +1024,7 @@ void ForEachLaunch(const std::vector<Launch>& launches,
                    const std::function<void(const Launch&)>& visit) {
   for (const Launch& launch : launches) {
     visit(launch);
+    if (launch.cudnn_then != nullptr) visit(*launch.cudnn_then);
     for (const auto& sub : launch.control.programs) {
       ForEachLaunch(sub->launches, visit);
     }

@@ -77,6 +77,7 @@
 #ifndef PJRT_COMPILER_CUDA_CODEGEN_H_
 #define PJRT_COMPILER_CUDA_CODEGEN_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -153,9 +154,14 @@ struct Launch {
   // too: the run takes cuDNN's engine when it has one for the GPU, else
   // this kernel.
   std::shared_ptr<const CudnnConvProblem> cudnn;
-  // The slot cuDNN reads the filter from: slots[2], or a copy of it packed
-  // as cuDNN reads it, made by the launch before.
-  int cudnn_filter = -1;
+  // The slots of cuDNN's x, w and y: XLA's lhs, kernel and output as the
+  // problem's direction assigns them, w a temporary when the filter is
+  // copied to or from its packed layout (by the launch before, or by
+  // cudnn_then).
+  std::array<int, 3> cudnn_slots = {-1, -1, -1};
+  // A kernel to launch after cuDNN's (not after this kernel): a filter
+  // gradient's copy from its packed temporary into XLA's output.
+  std::shared_ptr<const Launch> cudnn_then;
   // A convolution's kernel that cuDNN cannot compute: why not.
   std::string cudnn_refusal;
   // kGemm: slots are out, lhs, rhs.
@@ -201,8 +207,8 @@ struct SubProgram {
   int64_t temporary_bytes = 0;
 };
 
-// Calls `visit` on every launch of `launches` and, depth first, of their
-// sub-programs.
+// Calls `visit` on every launch of `launches` (and the one each runs
+// after cuDNN's, if any) and, depth first, of their sub-programs.
 void ForEachLaunch(const std::vector<Launch>& launches,
                    const std::function<void(const Launch&)>& visit);
 

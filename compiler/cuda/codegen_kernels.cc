@@ -928,20 +928,40 @@ absl::Status Generator::EmitConvolution(
   launch.slots = {conv.out, conv.lhs, conv.rhs};
   if (absl::StatusOr<CudnnConvProblem> problem = CudnnConvFor(p);
       problem.ok()) {
-    launch.cudnn = std::make_shared<const CudnnConvProblem>(*problem);
-    launch.cudnn_filter = conv.rhs;
-    if (problem->filter_strides != problem->w_strides) {
-      // The filter, packed as cuDNN reads it (run whichever computes).
-      host::CopyStep copy;
-      copy.src = conv.rhs;
-      copy.element_bytes = hlo::ByteWidth(p.rhs_type);
-      copy.dims = problem->w_dims;
-      copy.dst = Temporary(Product(copy.dims) * copy.element_bytes);
-      copy.src_map = {0, problem->filter_strides};
-      copy.dst_map = {0, problem->w_strides};
-      PJRT_RETURN_IF_ERROR(Emit(copy));
-      launch.cudnn_filter = copy.dst;
+    using Direction = CudnnConvProblem::Direction;
+    const bool filter_gradient =
+        problem->direction == Direction::kBackwardFilter;
+    // XLA's lhs, kernel and output as cuDNN's x, w and y.
+    int x = conv.lhs, w = conv.rhs, y = conv.out;
+    if (problem->direction == Direction::kBackwardData) std::swap(x, y);
+    if (filter_gradient) {
+      w = conv.out;
+      y = conv.rhs;
     }
+    if (problem->filter_strides != problem->w_strides) {
+      // The filter packed as cuDNN takes it: copied in before (run
+      // whichever computes), or for a filter gradient out after cuDNN.
+      host::CopyStep copy;
+      copy.element_bytes = hlo::ByteWidth(p.out_type);
+      copy.dims = problem->w_dims;
+      const int packed = Temporary(Product(copy.dims) * copy.element_bytes);
+      copy.src = filter_gradient ? packed : conv.rhs;
+      copy.dst = filter_gradient ? conv.out : packed;
+      copy.src_map = {
+          0, filter_gradient ? problem->w_strides : problem->filter_strides};
+      copy.dst_map = {
+          0, filter_gradient ? problem->filter_strides : problem->w_strides};
+      const size_t before = out_.launches.size();
+      PJRT_RETURN_IF_ERROR(Emit(copy));
+      if (filter_gradient && out_.launches.size() == before + 1) {
+        launch.cudnn_then =
+            std::make_shared<const Launch>(std::move(out_.launches.back()));
+        out_.launches.pop_back();
+      }
+      w = packed;
+    }
+    launch.cudnn = std::make_shared<const CudnnConvProblem>(*problem);
+    launch.cudnn_slots = {x, w, y};
   } else {
     launch.cudnn_refusal = std::string(problem.status().message());
   }

@@ -145,47 +145,58 @@ absl::StatusOr<Operation> Describe(const CudnnConvProblem& p) {
   PJRT_RETURN_IF_ERROR(
       o.conv.SetInts(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, p.post_padding));
   PJRT_RETURN_IF_ERROR(o.conv.Finalize("convolution descriptor"));
-  // The operation's attributes: forward or backward data.
-  const bool back = p.backward_data;
-  PJRT_ASSIGN_OR_RETURN(
-      o.op,
-      Descriptor::Create(
-          back ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
-               : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
-  PJRT_RETURN_IF_ERROR(
-      o.op.SetDescriptor(back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX
-                              : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                         o.x));
-  PJRT_RETURN_IF_ERROR(
-      o.op.SetDescriptor(back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W
-                              : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                         o.w));
-  PJRT_RETURN_IF_ERROR(
-      o.op.SetDescriptor(back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY
-                              : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                         o.y));
-  PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(
-      back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC
-           : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-      o.conv));
-  const cudnnBackendAttributeName_t alpha =
-      back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA
-           : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA;
-  const cudnnBackendAttributeName_t beta =
-      back ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA
-           : CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA;
+  // The operation and its attributes, by direction.
+  struct Names {
+    cudnnBackendDescriptorType_t op;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+    const char* what;
+  };
+  static constexpr Names kForward = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+      "convolution forward operation"};
+  static constexpr Names kBackwardData = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+      "convolution backward-data operation"};
+  static constexpr Names kBackwardFilter = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+      "convolution backward-filter operation"};
+  using Direction = CudnnConvProblem::Direction;
+  const Names& n = p.direction == Direction::kForward        ? kForward
+                   : p.direction == Direction::kBackwardData ? kBackwardData
+                                                             : kBackwardFilter;
+  PJRT_ASSIGN_OR_RETURN(o.op, Descriptor::Create(n.op));
+  PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(n.x, o.x));
+  PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(n.w, o.w));
+  PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(n.y, o.y));
+  PJRT_RETURN_IF_ERROR(o.op.SetDescriptor(n.conv, o.conv));
   const double alpha64 = 1, beta64 = 0;
   const float alpha32 = 1, beta32 = 0;
   if (f64) {
-    PJRT_RETURN_IF_ERROR(o.op.Set(alpha, CUDNN_TYPE_DOUBLE, 1, &alpha64));
-    PJRT_RETURN_IF_ERROR(o.op.Set(beta, CUDNN_TYPE_DOUBLE, 1, &beta64));
+    PJRT_RETURN_IF_ERROR(o.op.Set(n.alpha, CUDNN_TYPE_DOUBLE, 1, &alpha64));
+    PJRT_RETURN_IF_ERROR(o.op.Set(n.beta, CUDNN_TYPE_DOUBLE, 1, &beta64));
   } else {
-    PJRT_RETURN_IF_ERROR(o.op.Set(alpha, CUDNN_TYPE_FLOAT, 1, &alpha32));
-    PJRT_RETURN_IF_ERROR(o.op.Set(beta, CUDNN_TYPE_FLOAT, 1, &beta32));
+    PJRT_RETURN_IF_ERROR(o.op.Set(n.alpha, CUDNN_TYPE_FLOAT, 1, &alpha32));
+    PJRT_RETURN_IF_ERROR(o.op.Set(n.beta, CUDNN_TYPE_FLOAT, 1, &beta32));
   }
-  PJRT_RETURN_IF_ERROR(o.op.Finalize(back
-                                         ? "convolution backward-data operation"
-                                         : "convolution forward operation"));
+  PJRT_RETURN_IF_ERROR(o.op.Finalize(n.what));
   return o;
 }
 
@@ -214,9 +225,8 @@ bool NumericsMatch(PrimitiveType type,
 class Plan : public CudnnConvPlan {
  public:
   Plan(Operation operation, Descriptor graph, Descriptor plan, int64_t engine,
-       int64_t workspace, bool backward_data)
-      : backward_data_(backward_data),
-        operation_(std::move(operation)),
+       int64_t workspace)
+      : operation_(std::move(operation)),
         graph_(std::move(graph)),
         plan_(std::move(plan)),
         engine_(engine),
@@ -225,14 +235,8 @@ class Plan : public CudnnConvPlan {
   int64_t engine() const override { return engine_; }
   int64_t workspace_bytes() const override { return workspace_; }
 
-  absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* out,
-                   const void* lhs, const void* filter,
-                   void* workspace) const override {
-    // XLA's output is y, or (backward data) dx.
-    const bool back = backward_data_;
-    void* x = back ? out : const_cast<void*>(lhs);
-    void* y = back ? const_cast<void*>(lhs) : out;
-    void* w = const_cast<void*>(filter);
+  absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* x, void* w,
+                   void* y, void* workspace) const override {
     PJRT_RETURN_IF_ERROR(
         CudnnError(cudnnSetStream(handle, stream), "cudnnSetStream"));
     PJRT_ASSIGN_OR_RETURN(
@@ -253,7 +257,6 @@ class Plan : public CudnnConvPlan {
   }
 
  private:
-  const bool backward_data_;
   const Operation operation_;
   const Descriptor graph_;
   const Descriptor plan_;
@@ -364,10 +367,13 @@ std::string CudnnConvProblem::ToString() const {
     pads.push_back(absl::StrCat(pre_padding[s], "_", post_padding[s]));
   }
   return absl::StrFormat(
-      "%s%s %s %s %s -> %s%s, stride %s, dilation %s, pad %s%s",
-      backward_data ? "backward data of " : "", hlo::PrimitiveTypeName(type),
-      channels_last ? "NHWC" : "NCHW", tensor("x", x_dims, x_strides),
-      tensor("w", w_dims, w_strides), tensor("y", y_dims, y_strides),
+      "%s%s %s %s %s %s%s, stride %s, dilation %s, pad %s%s",
+      direction == Direction::kForward        ? ""
+      : direction == Direction::kBackwardData ? "backward data: "
+                                              : "backward filter: ",
+      hlo::PrimitiveTypeName(type), channels_last ? "NHWC" : "NCHW",
+      tensor("x", x_dims, x_strides), tensor("w", w_dims, w_strides),
+      tensor("y", y_dims, y_strides),
       filter_strides == w_strides
           ? ""
           : absl::StrFormat(" (w copied from strides [%s])",
@@ -376,24 +382,238 @@ std::string CudnnConvProblem::ToString() const {
       absl::StrJoin(pads, "x"), reversed ? ", reversed" : "");
 }
 
+namespace {
+
+absl::Status Refuse(absl::string_view why) {
+  return absl::UnimplementedError(
+      absl::StrCat("cuDNN's convolutions take no ", why));
+}
+
+// Appends to `dims` and `strides` (cuDNN's [N, C] of a tensor so far) its
+// spatial dimensions: `sizes` with `strides_of` them, after a unit one
+// for a single spatial dimension (strided as if it were the next outer
+// one: NWC becomes NHWC with H = 1).
+void AddSpatial(const std::vector<int64_t>& sizes,
+                const std::vector<int64_t>& spatial_strides,
+                std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
+  if (sizes.size() == 1) {
+    dims->push_back(1);
+    strides->push_back(spatial_strides[0] * sizes[0]);
+  }
+  dims->insert(dims->end(), sizes.begin(), sizes.end());
+  strides->insert(strides->end(), spatial_strides.begin(),
+                  spatial_strides.end());
+}
+
+std::vector<int64_t> Pick(const std::vector<int64_t>& strides,
+                          const std::vector<int64_t>& dims) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(strides[d]);
+  return out;
+}
+
+// Sets the window of `c` from its spatial parts (a unit dimension first
+// for a single one).
+void SetWindow(std::vector<int64_t> pre, std::vector<int64_t> post,
+               std::vector<int64_t> strides, std::vector<int64_t> dilations,
+               CudnnConvProblem* c) {
+  if (pre.size() == 1) {
+    pre.insert(pre.begin(), 0);
+    post.insert(post.begin(), 0);
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+  }
+  c->pre_padding = std::move(pre);
+  c->post_padding = std::move(post);
+  c->strides = std::move(strides);
+  c->dilations = std::move(dilations);
+}
+
+// The layout of `c`: x and y packed alike, channels last or first; w's
+// strides become that layout's and filter_strides keep how it lies.
+absl::Status ChooseLayout(CudnnConvProblem* c) {
+  for (const std::vector<int64_t>* dims :
+       {&c->x_dims, &c->w_dims, &c->y_dims}) {
+    for (int64_t n : *dims) {
+      if (n == 0) return Refuse("empty arrays");
+    }
+  }
+  const int rank = static_cast<int>(c->x_dims.size());
+  for (const bool last : {true, false}) {
+    std::vector<int> order;  // innermost first
+    if (last) order.push_back(1);
+    for (int d = rank - 1; d >= 2; --d) order.push_back(d);
+    if (!last) order.push_back(1);
+    order.push_back(0);
+    if (!IsPacked(c->x_dims, c->x_strides, order) ||
+        !IsPacked(c->y_dims, c->y_strides, order)) {
+      continue;
+    }
+    c->channels_last = last;
+    c->filter_strides = c->w_strides;
+    c->w_strides = PackedStrides(c->w_dims, order);
+    return absl::OkStatus();
+  }
+  return Refuse(absl::StrFormat(
+      "activations other than both packed NHWC or NCHW (x strides [%s] for "
+      "[%s], y strides [%s] for [%s], in N, C, spatial order)",
+      absl::StrJoin(c->x_strides, ","), absl::StrJoin(c->x_dims, ","),
+      absl::StrJoin(c->y_strides, ","), absl::StrJoin(c->y_dims, ",")));
+}
+
+// x = XLA's lhs, w its kernel, y its output.
+absl::StatusOr<CudnnConvProblem> Forward(const host::ConvPlan& p,
+                                         bool reversed) {
+  const hlo::ConvolutionDimensions& d = p.dims;
+  CudnnConvProblem c;
+  c.direction = CudnnConvProblem::Direction::kForward;
+  c.type = p.out_type;
+  c.reversed = reversed;
+  std::vector<int64_t> pre, post, strides, dilations;
+  for (const hlo::WindowDimension& w : p.window) {
+    if (w.padding_low < 0 || w.padding_high < 0) {
+      return Refuse("negative padding");
+    }
+    pre.push_back(w.padding_low);
+    post.push_back(w.padding_high);
+    strides.push_back(w.stride);
+    dilations.push_back(w.window_dilation);
+  }
+  SetWindow(pre, post, strides, dilations, &c);
+  c.x_dims = {p.batch, p.in_features};
+  c.x_strides = {p.lhs_strides[d.input_batch], p.lhs_strides[d.input_feature]};
+  AddSpatial(p.in_spatial, Pick(p.lhs_strides, d.input_spatial), &c.x_dims,
+             &c.x_strides);
+  c.w_dims = {p.out_features, p.in_per_group};
+  c.w_strides = {p.rhs_strides[d.kernel_output_feature],
+                 p.rhs_strides[d.kernel_input_feature]};
+  AddSpatial(p.taps, Pick(p.rhs_strides, d.kernel_spatial), &c.w_dims,
+             &c.w_strides);
+  c.y_dims = {p.out_batch, p.out_features};
+  c.y_strides = {p.out_strides[d.output_batch],
+                 p.out_strides[d.output_feature]};
+  AddSpatial(p.out_spatial, Pick(p.out_strides, d.output_spatial), &c.y_dims,
+             &c.y_strides);
+  PJRT_RETURN_IF_ERROR(ChooseLayout(&c));
+  return c;
+}
+
+// Base dilation: dx = XLA's output, w its kernel (K its input features, C
+// its output features, read reversed unless XLA reverses it), dy its lhs.
+absl::StatusOr<CudnnConvProblem> BackwardData(const host::ConvPlan& p,
+                                              bool reversed) {
+  const hlo::ConvolutionDimensions& d = p.dims;
+  if (p.feature_groups > 1) {
+    return Refuse("base (lhs) dilation with feature groups");
+  }
+  CudnnConvProblem c;
+  c.direction = CudnnConvProblem::Direction::kBackwardData;
+  c.type = p.out_type;
+  c.reversed = !reversed;
+  std::vector<int64_t> pre, post, strides, dilations;
+  for (size_t s = 0; s < p.window.size(); ++s) {
+    const hlo::WindowDimension& w = p.window[s];
+    if (w.stride != 1) return Refuse("base (lhs) dilation with a stride");
+    // The window is at most 2^31 taps of a dilation below 2^31 (the
+    // verifier's bounds).
+    const int64_t reach = (p.taps[s] - 1) * w.window_dilation;
+    if (w.padding_low > reach || w.padding_high > reach) {
+      return Refuse(absl::StrFormat(
+          "base (lhs) dilation with padding past the window (%d_%d around a "
+          "window reaching %d)",
+          w.padding_low, w.padding_high, reach));
+    }
+    pre.push_back(reach - w.padding_low);
+    post.push_back(reach - w.padding_high);
+    strides.push_back(w.base_dilation);
+    dilations.push_back(w.window_dilation);
+  }
+  SetWindow(pre, post, strides, dilations, &c);
+  c.x_dims = {p.out_batch, p.out_features};
+  c.x_strides = {p.out_strides[d.output_batch],
+                 p.out_strides[d.output_feature]};
+  AddSpatial(p.out_spatial, Pick(p.out_strides, d.output_spatial), &c.x_dims,
+             &c.x_strides);
+  c.w_dims = {p.in_per_group, p.out_features};
+  c.w_strides = {p.rhs_strides[d.kernel_input_feature],
+                 p.rhs_strides[d.kernel_output_feature]};
+  AddSpatial(p.taps, Pick(p.rhs_strides, d.kernel_spatial), &c.w_dims,
+             &c.w_strides);
+  c.y_dims = {p.batch, p.in_features};
+  c.y_strides = {p.lhs_strides[d.input_batch], p.lhs_strides[d.input_feature]};
+  AddSpatial(p.in_spatial, Pick(p.lhs_strides, d.input_spatial), &c.y_dims,
+             &c.y_strides);
+  PJRT_RETURN_IF_ERROR(ChooseLayout(&c));
+  return c;
+}
+
+// A filter gradient: x = XLA's lhs with its features as N and its batch
+// as C, dy = its kernel (N its input features, K its output features, the
+// window its spatial dimensions), dw = its output (K its features, C its
+// batch); cuDNN's stride is XLA's window dilation and its dilation XLA's
+// stride.
+absl::StatusOr<CudnnConvProblem> BackwardFilter(const host::ConvPlan& p,
+                                                bool reversed) {
+  const hlo::ConvolutionDimensions& d = p.dims;
+  if (reversed) return Refuse("reversed window in a filter gradient");
+  if (p.feature_groups > 1) return Refuse("feature groups");
+  CudnnConvProblem c;
+  c.direction = CudnnConvProblem::Direction::kBackwardFilter;
+  c.type = p.out_type;
+  std::vector<int64_t> pre, post, strides, dilations;
+  for (size_t s = 0; s < p.window.size(); ++s) {
+    const hlo::WindowDimension& w = p.window[s];
+    if (w.padding_low < 0 || w.padding_high < 0) {
+      return Refuse("negative padding");
+    }
+    // cuDNN's dy has the size its forward convolution gives; XLA's window
+    // may be one that floor division makes fit too.
+    const int64_t span = p.in_spatial[s] + w.padding_low + w.padding_high -
+                         (p.out_spatial[s] - 1) * w.stride - 1;
+    if (span < 0 || span / w.window_dilation + 1 != p.taps[s]) {
+      return Refuse(
+          "filter gradient whose window is not its forward "
+          "convolution's output");
+    }
+    pre.push_back(w.padding_low);
+    post.push_back(w.padding_high);
+    strides.push_back(w.window_dilation);
+    dilations.push_back(w.stride);
+  }
+  SetWindow(pre, post, strides, dilations, &c);
+  c.x_dims = {p.in_features, p.batch};
+  c.x_strides = {p.lhs_strides[d.input_feature], p.lhs_strides[d.input_batch]};
+  AddSpatial(p.in_spatial, Pick(p.lhs_strides, d.input_spatial), &c.x_dims,
+             &c.x_strides);
+  c.w_dims = {p.out_features, p.out_batch};
+  c.w_strides = {p.out_strides[d.output_feature],
+                 p.out_strides[d.output_batch]};
+  AddSpatial(p.out_spatial, Pick(p.out_strides, d.output_spatial), &c.w_dims,
+             &c.w_strides);
+  c.y_dims = {p.in_per_group, p.out_features};
+  c.y_strides = {p.rhs_strides[d.kernel_input_feature],
+                 p.rhs_strides[d.kernel_output_feature]};
+  AddSpatial(p.taps, Pick(p.rhs_strides, d.kernel_spatial), &c.y_dims,
+             &c.y_strides);
+  PJRT_RETURN_IF_ERROR(ChooseLayout(&c));
+  return c;
+}
+
+}  // namespace
+
 absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
-  const auto refuse = [](absl::string_view why) {
-    return absl::UnimplementedError(
-        absl::StrCat("cuDNN's convolutions take no ", why));
-  };
   if (p.lhs_type != p.out_type || p.rhs_type != p.out_type) {
-    return refuse(absl::StrFormat("mixed types (%s and %s into %s)",
+    return Refuse(absl::StrFormat("mixed types (%s and %s into %s)",
                                   hlo::PrimitiveTypeName(p.lhs_type),
                                   hlo::PrimitiveTypeName(p.rhs_type),
                                   hlo::PrimitiveTypeName(p.out_type)));
   }
   PJRT_RETURN_IF_ERROR(CudnnType(p.out_type).status());
   if (p.spatial < 1 || p.spatial > 3) {
-    return refuse(
+    return Refuse(
         absl::StrFormat("%d spatial dimensions (1 to 3 are taken)", p.spatial));
   }
-  if (p.batch_groups > 1) return refuse("batch groups");
-  const hlo::ConvolutionDimensions& d = p.dims;
+  if (p.batch_groups > 1) return Refuse("batch groups");
   bool all_reversed = true, none_reversed = true, dilated = false;
   for (const hlo::WindowDimension& w : p.window) {
     all_reversed &= w.reversal;
@@ -401,110 +621,14 @@ absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
     dilated |= w.base_dilation != 1;
   }
   if (!all_reversed && !none_reversed) {
-    return refuse("window reversed in some spatial dimensions only");
+    return Refuse("window reversed in some spatial dimensions only");
   }
-  if (dilated && p.feature_groups > 1) {
-    return refuse("base (lhs) dilation with feature groups");
-  }
-  CudnnConvProblem c;
-  c.type = p.out_type;
-  c.backward_data = dilated;
-  // The backward-data filter reads XLA's kernel reversed (see above).
-  c.reversed = dilated ? none_reversed : all_reversed;
-  // XLA's lhs and output, [N, C, spatial...]; cuDNN's x and y, or (for
-  // backward data) y and x.
-  std::vector<int64_t> lhs_dims = {p.batch, p.in_features};
-  std::vector<int64_t> lhs_strides = {p.lhs_strides[d.input_batch],
-                                      p.lhs_strides[d.input_feature]};
-  std::vector<int64_t> out_dims = {p.out_batch, p.out_features};
-  std::vector<int64_t> out_strides = {p.out_strides[d.output_batch],
-                                      p.out_strides[d.output_feature]};
-  // The filter's K (y's features) and C (x's, per group).
-  const int64_t k_dim =
-      dilated ? d.kernel_input_feature : d.kernel_output_feature;
-  const int64_t c_dim =
-      dilated ? d.kernel_output_feature : d.kernel_input_feature;
-  c.w_dims = {dilated ? p.in_per_group : p.out_features,
-              dilated ? p.out_features : p.in_per_group};
-  c.w_strides = {p.rhs_strides[k_dim], p.rhs_strides[c_dim]};
-  if (p.spatial == 1) {
-    // A unit dimension before the one there is, strided as if it were the
-    // next outer dimension (NWC becomes NHWC with H = 1).
-    lhs_dims.push_back(1);
-    lhs_strides.push_back(p.lhs_strides[d.input_spatial[0]] * p.in_spatial[0]);
-    c.w_dims.push_back(1);
-    c.w_strides.push_back(p.rhs_strides[d.kernel_spatial[0]] * p.taps[0]);
-    out_dims.push_back(1);
-    out_strides.push_back(p.out_strides[d.output_spatial[0]] *
-                          p.out_spatial[0]);
-    c.pre_padding.push_back(0);
-    c.post_padding.push_back(0);
-    c.strides.push_back(1);
-    c.dilations.push_back(1);
-  }
-  for (int s = 0; s < p.spatial; ++s) {
-    const hlo::WindowDimension& w = p.window[s];
-    lhs_dims.push_back(p.in_spatial[s]);
-    lhs_strides.push_back(p.lhs_strides[d.input_spatial[s]]);
-    c.w_dims.push_back(p.taps[s]);
-    c.w_strides.push_back(p.rhs_strides[d.kernel_spatial[s]]);
-    out_dims.push_back(p.out_spatial[s]);
-    out_strides.push_back(p.out_strides[d.output_spatial[s]]);
-    c.dilations.push_back(w.window_dilation);
-    if (!dilated) {
-      if (w.padding_low < 0 || w.padding_high < 0) {
-        return refuse("negative padding");
-      }
-      c.pre_padding.push_back(w.padding_low);
-      c.post_padding.push_back(w.padding_high);
-      c.strides.push_back(w.stride);
-      continue;
-    }
-    if (w.stride != 1) return refuse("base (lhs) dilation with a stride");
-    // The forward convolution from XLA's output to its lhs. The window is
-    // at most 2^31 taps of a dilation below 2^31 (the verifier's bounds).
-    const int64_t reach = (p.taps[s] - 1) * w.window_dilation;
-    if (w.padding_low > reach || w.padding_high > reach) {
-      return refuse(absl::StrFormat(
-          "base (lhs) dilation with padding past the window (%d_%d around a "
-          "window reaching %d)",
-          w.padding_low, w.padding_high, reach));
-    }
-    c.pre_padding.push_back(reach - w.padding_low);
-    c.post_padding.push_back(reach - w.padding_high);
-    c.strides.push_back(w.base_dilation);
-  }
-  c.x_dims = dilated ? out_dims : lhs_dims;
-  c.x_strides = dilated ? out_strides : lhs_strides;
-  c.y_dims = dilated ? lhs_dims : out_dims;
-  c.y_strides = dilated ? lhs_strides : out_strides;
-  for (const std::vector<int64_t>* dims : {&c.x_dims, &c.w_dims, &c.y_dims}) {
-    for (int64_t n : *dims) {
-      if (n == 0) return refuse("empty arrays");
-    }
-  }
-  // Channels last or first, as x and y both lie; w packed likewise.
-  const int rank = static_cast<int>(c.x_dims.size());
-  for (const bool last : {true, false}) {
-    std::vector<int> order;  // innermost first
-    if (last) order.push_back(1);
-    for (int d = rank - 1; d >= 2; --d) order.push_back(d);
-    if (!last) order.push_back(1);
-    order.push_back(0);
-    if (!IsPacked(c.x_dims, c.x_strides, order) ||
-        !IsPacked(c.y_dims, c.y_strides, order)) {
-      continue;
-    }
-    c.channels_last = last;
-    c.filter_strides = c.w_strides;
-    c.w_strides = PackedStrides(c.w_dims, order);
-    return c;
-  }
-  return refuse(absl::StrFormat(
-      "input and output other than both packed NHWC or NCHW (x strides "
-      "[%s] for [%s], y strides [%s] for [%s], in N, C, spatial order)",
-      absl::StrJoin(c.x_strides, ","), absl::StrJoin(c.x_dims, ","),
-      absl::StrJoin(c.y_strides, ","), absl::StrJoin(c.y_dims, ",")));
+  if (dilated) return BackwardData(p, all_reversed);
+  absl::StatusOr<CudnnConvProblem> forward = Forward(p, all_reversed);
+  if (forward.ok()) return forward;
+  // Laid out as a filter gradient is (JAX's, for NHWC activations).
+  absl::StatusOr<CudnnConvProblem> filter = BackwardFilter(p, all_reversed);
+  return filter.ok() ? filter : forward;
 }
 
 absl::Status CheckCudnnDescribes(const CudnnConvProblem& problem) {
@@ -563,8 +687,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvPlan>> PlanCudnnConv(
         continue;
       }
       return std::make_unique<Plan>(std::move(operation), std::move(graph),
-                                    *std::move(plan), engine, workspace,
-                                    problem.backward_data);
+                                    *std::move(plan), engine, workspace);
     }
   }
   return absl::NotFoundError(absl::StrFormat(

@@ -24,6 +24,15 @@
 // XLA's output features as its inputs (C), read reversed unless XLA
 // reverses it.
 //
+// A convolution that is neither (its activations not laid out as cuDNN
+// takes them) may be a filter gradient, JAX's for NHWC activations among
+// them: cuDNN's backward-filter convolution when XLA's lhs, read with its
+// features as N and its batch as C, and XLA's kernel, read with its input
+// features as N, its output features as K and its window as the spatial
+// dimensions, are activations packed alike: dw (XLA's output, K its
+// features and C its batch) = the gradient of the forward convolution from
+// x to dy with stride XLA's window dilation and dilation XLA's stride.
+//
 // What cuDNN cannot express so (batch groups, negative padding, reversing
 // only some dimensions, integer or mixed types, more than three spatial
 // dimensions, empty arrays, activations not packed as NHWC or NCHW (both
@@ -60,30 +69,36 @@ struct CUstream_st;
 
 namespace pjrt::compiler::cuda {
 
-// A forward convolution as cuDNN takes it; dims and strides in elements,
-// in cuDNN's order ([N, C, spatial...], [K, C', spatial...],
+// A convolution as cuDNN takes it; dims and strides in elements, in
+// cuDNN's order ([N, C, spatial...], [K, C', spatial...],
 // [N, K, spatial...]), two or three spatial dimensions. x and y are packed
 // in one of the layouts cuDNN's engines take, channels last (NHWC) or
-// first (NCHW); w is read packed in the same one (KRSC or KCRS), from a
-// transposed copy when it lies otherwise.
+// first (NCHW); w is packed in the same one (KRSC or KCRS): cuDNN reads,
+// or for a filter gradient writes, a transposed copy of the filter when
+// it lies otherwise.
 struct CudnnConvProblem {
   hlo::PrimitiveType type = hlo::PrimitiveType::kF32;  // x, w and y
   std::vector<int64_t> x_dims, x_strides;
   std::vector<int64_t> w_dims, w_strides;
   std::vector<int64_t> y_dims, y_strides;
   bool channels_last = false;
-  // The filter's strides as it lies (cuDNN's order): equal to w_strides
-  // unless it needs the copy.
+  // The filter's strides as it lies in XLA's buffer (cuDNN's order): equal
+  // to w_strides unless it needs the copy.
   std::vector<int64_t> filter_strides;
   // Per spatial dimension.
   std::vector<int64_t> pre_padding, post_padding, strides, dilations;
   // CUDNN_CONVOLUTION (the filter reversed) rather than cross-correlation.
   bool reversed = false;
-  // Forward: x is XLA's lhs, y its output. Backward data: x (dx) is XLA's
-  // output, y (dy) its lhs.
-  bool backward_data = false;
+  // What cuDNN computes, and which of x, w and y are XLA's lhs, kernel
+  // and output: forward, y = conv(x, w) (x the lhs, w the kernel, y the
+  // output); backward data, dx (the output) from dy (the lhs) and w (the
+  // kernel); backward filter, dw (the output) from x (the lhs) and dy (the
+  // kernel).
+  enum class Direction { kForward, kBackwardData, kBackwardFilter };
+  Direction direction = Direction::kForward;
 
-  // "bf16 x[32,64,56,56]/[200704,1,3584,64] w[64,64,3,3]/... pad 1_1x1_1"
+  // "bf16 NHWC x[32,64,56,56]/[200704,1,3584,64] w[...]/[...] y[...]/[...],
+  // stride 1x1, dilation 1x1, pad 1_1x1_1": each tensor's dims/strides.
   std::string ToString() const;
 };
 
@@ -108,13 +123,12 @@ class CudnnConvPlan {
   // cuDNN's global index of the chosen engine, for logs.
   virtual int64_t engine() const = 0;
   virtual int64_t workspace_bytes() const = 0;
-  // Enqueues XLA's convolution of `lhs` and `filter` (packed as the
-  // problem's w) into `out` on `stream` (y = conv(x, w), or dx from dy),
-  // with `workspace` of at least workspace_bytes(). REQUIRES: no other run
-  // uses `handle` meanwhile.
-  virtual absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* out,
-                           const void* lhs, const void* filter,
-                           void* workspace) const = 0;
+  // Enqueues the problem's convolution on `stream` (writing y, dx or dw
+  // of `x`, `w` and `y`, each laid out as the problem says), with
+  // `workspace` of at least workspace_bytes(). REQUIRES: no other run uses
+  // `handle` meanwhile.
+  virtual absl::Status Run(cudnnContext* handle, CUstream_st* stream, void* x,
+                           void* w, void* y, void* workspace) const = 0;
 };
 
 // Chooses an engine for `problem` on the GPU of `handle` whose workspace

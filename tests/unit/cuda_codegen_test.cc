@@ -732,6 +732,24 @@ ENTRY e {
   ROOT out = (f32[2,9,11,6], f32[2,8,6,6], bf16[2,9,11,6], f32[2,4,19]) tuple(t, r, tb, o)
 })",
      1e-2},
+    // Filter gradients as JAX writes them for NHWC activations (HWIO out:
+    // cuDNN's backward filter into a packed temporary, copied out), and
+    // one of NCHW activations whose OIHW gradient cuDNN writes in place.
+    {"cudnn_convolution_backward_filter", R"(
+HloModule m
+ENTRY e {
+  x = f32[2,7,6,5] parameter(0)
+  dy = f32[2,4,3,4] parameter(1)
+  dw = f32[3,3,5,4] convolution(x, dy), window={size=4x3 pad=1_1x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf
+  xb = bf16[2,7,6,5] convert(x)
+  dyb = bf16[2,4,3,4] convert(dy)
+  dwb = bf16[3,3,5,4] convolution(xb, dyb), window={size=4x3 pad=1_1x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf
+  xn = f32[3,2,6,5] parameter(2)
+  dyn = f32[3,4,4,3] parameter(3)
+  dwn = f32[4,2,3,3] convolution(xn, dyn), window={size=4x3 pad=0_0x0_0}, dim_labels=fb01_io01->fb01
+  ROOT r = (f32[3,3,5,4], bf16[3,3,5,4], f32[4,2,3,3]) tuple(dw, dwb, dwn)
+})",
+     1e-2},
     // rng in every distribution and kind of type, and the state op: the
     // host's draws under the same key.
     {"rng_uniform_normal_integer_and_state", R"(
@@ -1293,7 +1311,7 @@ TEST(CudaCodegen, DirectConvolutionKernelsMatchTheHostBackend) {
                     "", /*cudnn=*/false);
     ++convolutions;
   }
-  EXPECT_EQ(convolutions, 4);
+  EXPECT_EQ(convolutions, 5);
 }
 
 TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {

@@ -264,30 +264,33 @@ inline void StoreFloat(PrimitiveType t, void* data, int64_t i, double v) {
   }
 }
 
-// XLA's convolution into `out` of `lhs` and `filter` as cuDNN computes the
-// problem `p` (cudnn_conv.h's formula), over the strided tensors it
-// describes, summed in double: y = conv(x, w) forward; for backward data,
-// every product of dy (`lhs`) and w added into the dx (`out`) element its
-// forward convolution read.
-inline void CudnnConvReference(const CudnnConvProblem& p, void* out,
-                               const void* lhs, const void* filter) {
+// cuDNN's convolution of the problem `p` (cudnn_conv.h's formula) over the
+// strided tensors x, w and y it describes, summed in double: y from x and
+// w forward; for backward data every product of dy and w added into the
+// element of dx its forward convolution read, for backward filter every
+// product of x and dy into the element of dw that read it.
+inline void CudnnConvReference(const CudnnConvProblem& p, void* x, void* w,
+                               void* y) {
+  using Direction = CudnnConvProblem::Direction;
   const size_t spatial = p.x_dims.size() - 2;
   const int64_t groups = p.x_dims[1] / p.w_dims[1];
   const int64_t per_group = p.y_dims[1] / groups;
-  for (const std::vector<int64_t>* dims : {&p.x_dims, &p.y_dims}) {
-    for (int64_t n : *dims) {
-      if (n == 0) return;
-    }
+  // The tensor written and its sums, by offset.
+  const bool forward = p.direction == Direction::kForward;
+  const bool data = p.direction == Direction::kBackwardData;
+  const std::vector<int64_t>& out_dims = forward ? p.y_dims
+                                         : data  ? p.x_dims
+                                                 : p.w_dims;
+  const std::vector<int64_t>& out_strides = forward ? p.y_strides
+                                            : data  ? p.x_strides
+                                                    : p.w_strides;
+  void* out = forward ? y : data ? x : w;
+  int64_t extent = 1;
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    if (out_dims[d] == 0) return;
+    extent += (out_dims[d] - 1) * out_strides[d];
   }
-  const void* x = p.backward_data ? nullptr : lhs;
-  const void* y = p.backward_data ? lhs : nullptr;
-  int64_t x_count = 1;
-  for (int64_t n : p.x_dims) x_count *= n;
-  int64_t x_extent = 0;  // the elements x's strides reach
-  for (size_t d = 0; d < p.x_dims.size(); ++d) {
-    x_extent += (p.x_dims[d] - 1) * p.x_strides[d];
-  }
-  std::vector<double> dx(p.backward_data ? x_extent + 1 : 0, 0.0);
+  std::vector<double> sums(extent, 0.0);
   // Odometers over y's coordinates and over (c, r...) of the filter.
   const auto next = [](std::vector<int64_t>& c, const std::vector<int64_t>& d,
                        size_t from) {
@@ -297,14 +300,20 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* out,
     }
     return false;
   };
+  for (const std::vector<int64_t>* dims : {&p.x_dims, &p.w_dims, &p.y_dims}) {
+    for (int64_t n : *dims) {
+      if (n == 0) {
+        for (int64_t i = 0; i < extent; ++i) StoreFloat(p.type, out, i, 0);
+        return;
+      }
+    }
+  }
   std::vector<int64_t> at(p.y_dims.size(), 0);
   do {
     const int64_t k = at[1];
     const int64_t g = k / per_group;
     int64_t yi = 0;
     for (size_t d = 0; d < at.size(); ++d) yi += at[d] * p.y_strides[d];
-    const double dy = p.backward_data ? Value(p.type, y, yi) : 0;
-    double acc = 0;
     std::vector<int64_t> tap(p.w_dims.size(), 0);  // [k, c, r...]; k unused
     do {
       int64_t xi =
@@ -320,21 +329,21 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* out,
         wi += (p.reversed ? p.w_dims[2 + s] - 1 - r : r) * p.w_strides[2 + s];
       }
       if (!inside) continue;
-      if (p.backward_data) {
-        dx[xi] += dy * Value(p.type, filter, wi);
+      if (forward) {
+        sums[yi] += Value(p.type, x, xi) * Value(p.type, w, wi);
+      } else if (data) {
+        sums[xi] += Value(p.type, y, yi) * Value(p.type, w, wi);
       } else {
-        acc += Value(p.type, x, xi) * Value(p.type, filter, wi);
+        sums[wi] += Value(p.type, x, xi) * Value(p.type, y, yi);
       }
     } while (next(tap, p.w_dims, 1));
-    if (!p.backward_data) StoreFloat(p.type, out, yi, acc);
   } while (next(at, p.y_dims, 0));
-  if (!p.backward_data) return;
-  std::vector<int64_t> xc(p.x_dims.size(), 0);
-  for (int64_t e = 0; e < x_count; ++e, next(xc, p.x_dims, 0)) {
-    int64_t xi = 0;
-    for (size_t d = 0; d < xc.size(); ++d) xi += xc[d] * p.x_strides[d];
-    StoreFloat(p.type, out, xi, dx[xi]);
-  }
+  std::vector<int64_t> c(out_dims.size(), 0);
+  do {
+    int64_t i = 0;
+    for (size_t d = 0; d < c.size(); ++d) i += c[d] * out_strides[d];
+    StoreFloat(p.type, out, i, sums[i]);
+  } while (next(c, out_dims, 0));
 }
 
 // Runs a compilation's launches on the CPU: its kernels built by the host
@@ -473,9 +482,20 @@ class Emulator {
         continue;
       }
       if (launch.cudnn != nullptr && cudnn_) {
-        CudnnConvReference(*launch.cudnn, args[0], args[1],
-                           at[launch.cudnn_filter]);
+        CudnnConvReference(*launch.cudnn, at[launch.cudnn_slots[0]],
+                           at[launch.cudnn_slots[1]],
+                           at[launch.cudnn_slots[2]]);
         ++cudnn_convolutions_;
+        if (launch.cudnn_then != nullptr) {
+          const Launch& then = *launch.cudnn_then;
+          std::vector<void*> then_args;
+          for (int slot : then.slots) then_args.push_back(at[slot]);
+          auto call = reinterpret_cast<KernelCall>(
+              dlsym(library_, (then.kernel + "_call").c_str()));
+          if (call == nullptr)
+            return ::testing::AssertionFailure() << "no kernel " << then.kernel;
+          call(then_args.data());
+        }
         continue;
       }
       if (launch.skip_when_same_memory && args[0] == args[1]) continue;

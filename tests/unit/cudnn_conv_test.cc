@@ -134,7 +134,7 @@ ENTRY e {
   ROOT r = f32[2,8,6,6] convolution(a, w), window={size=3x3 pad=1_2x0_1 lhs_dilate=2x2 rhs_dilate=1x2 rhs_reversal=1x1}, dim_labels=b01f_01io->b01f
 })");
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_TRUE(p->backward_data);
+  EXPECT_EQ(p->direction, CudnnConvProblem::Direction::kBackwardData);
   EXPECT_TRUE(p->channels_last);
   EXPECT_EQ(p->x_dims, (std::vector<int64_t>{2, 6, 8, 6}));  // XLA's output
   EXPECT_EQ(p->y_dims, (std::vector<int64_t>{2, 3, 4, 5}));  // XLA's lhs
@@ -147,6 +147,35 @@ ENTRY e {
   EXPECT_EQ(p->pre_padding, (std::vector<int64_t>{1, 4}));
   EXPECT_EQ(p->post_padding, (std::vector<int64_t>{0, 3}));
   EXPECT_FALSE(p->reversed);  // XLA reverses it: cross-correlation
+  EXPECT_TRUE(CheckCudnnDescribes(*p).ok()) << CheckCudnnDescribes(*p);
+}
+
+// JAX's filter gradient of an NHWC convolution (x's batch as the
+// features, dy as the window) is cuDNN's backward-filter convolution; the
+// HWIO gradient is written packed (KRSC), then copied out.
+TEST(CudnnConv, AFilterGradientIsTheBackwardFilterOfTheForwardConvolution) {
+  absl::StatusOr<CudnnConvProblem> p = OnlyProblem(R"(
+HloModule m
+ENTRY e {
+  x = f32[2,7,6,5] parameter(0)
+  dy = f32[2,4,3,4] parameter(1)
+  ROOT dw = f32[3,3,5,4] convolution(x, dy), window={size=4x3 pad=1_1x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf
+})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->direction, CudnnConvProblem::Direction::kBackwardFilter);
+  EXPECT_TRUE(p->channels_last);
+  EXPECT_EQ(p->x_dims, (std::vector<int64_t>{2, 5, 7, 6}));
+  EXPECT_EQ(p->x_strides, (std::vector<int64_t>{210, 1, 30, 5}));
+  EXPECT_EQ(p->y_dims, (std::vector<int64_t>{2, 4, 4, 3}));
+  EXPECT_EQ(p->y_strides, (std::vector<int64_t>{48, 1, 12, 4}));
+  EXPECT_EQ(p->w_dims, (std::vector<int64_t>{4, 5, 3, 3}));
+  EXPECT_EQ(p->filter_strides, (std::vector<int64_t>{1, 4, 60, 20}));
+  EXPECT_EQ(p->w_strides, (std::vector<int64_t>{45, 1, 15, 5}));
+  // The forward convolution's stride is XLA's window dilation.
+  EXPECT_EQ(p->strides, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(p->dilations, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(p->pre_padding, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(p->post_padding, (std::vector<int64_t>{1, 0}));
   EXPECT_TRUE(CheckCudnnDescribes(*p).ok()) << CheckCudnnDescribes(*p);
 }
 
