@@ -492,6 +492,26 @@ absl::StatusOr<int> SplitCombinedCollectives(Module* module) {
           StackTupleAllToAll(c, inst);
           return true;
         }
+        if (inst->opcode() == Opcode::kCollectivePermuteDone &&
+            inst->operand(0)->operand_count() > 1) {
+          // A combined start and its done: a start and a done per operand.
+          const Instruction* start = inst->operand(0);
+          std::vector<Instruction*> parts;
+          for (int k = 0; k < start->operand_count(); ++k) {
+            Instruction* operand = start->operand(k);
+            Instruction* part = Add(
+                c, *start, absl::StrCat(".", k),
+                Opcode::kCollectivePermuteStart, start->opcode_name(),
+                Shape::Tuple({operand->shape(), operand->shape()}), {operand});
+            *part->mutable_attributes() = start->attributes();
+            parts.push_back(Add(c, *inst, absl::StrCat(".", k),
+                                Opcode::kCollectivePermuteDone,
+                                inst->opcode_name(), operand->shape(), {part}));
+          }
+          c->ReplaceUses(inst, Add(c, *inst, ".parts", Opcode::kTuple, "tuple",
+                                   inst->shape(), std::move(parts)));
+          return true;
+        }
         if (inst->opcode() != Opcode::kCollectivePermute ||
             inst->operand_count() < 2) {
           return false;

@@ -73,6 +73,18 @@ absl::Status Verifier::CheckCollectiveOp(const Instruction& inst) {
     case Opcode::kCollectivePermuteStart: {
       // (operand, result, context...): the op's result is element 1.
       const Shape& s = inst.shape();
+      if (inst.opcode() == Opcode::kCollectivePermuteStart &&
+          inst.operand_count() > 1 && !a.has("slice_sizes")) {
+        // Combined: ((operands), (results)), a permute of each operand
+        // (the shared passes split it).
+        PJRT_RETURN_IF_ERROR(ExpectArrays(inst));
+        std::vector<Shape> shapes;
+        for (const Instruction* o : inst.operands()) {
+          shapes.push_back(o->shape());
+        }
+        const Shape parts = Shape::Tuple(shapes);
+        return ExpectShape(inst, Shape::Tuple({parts, parts}));
+      }
       if (!s.IsTuple() || s.tuple_shapes().size() < 2 ||
           inst.operand_count() != 1 || s.tuple_shapes()[0] != operand(0)) {
         return Invalid(inst,

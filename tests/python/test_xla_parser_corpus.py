@@ -55,8 +55,6 @@ REFUSED = {
         pjrt_client.InvalidArgumentError, "collective-permute-start of one"),
     "CollectivePermuteTupleInPlaceUpdate.hlo": (
         pjrt_client.InvalidArgumentError, "%tuple.input"),
-    "CombinedCollectivePermuteStartAndDone.hlo": (
-        pjrt_client.InvalidArgumentError, "collective-permute-start of one"),
     # Host transfers: a daemon's programs have no infeed, outfeed, send or
     # recv.
     "InfeedOutfeed.hlo": (pjrt_client.UnimplementedError, "op 'infeed'"),
@@ -183,3 +181,23 @@ ENTRY e {
 }
 """, [("f32", np.zeros((3, 7, 2), np.float32))])
     assert [int(s) for s in sizes] == [3, 7]
+
+
+def test_a_combined_asynchronous_collective_permute_moves_each_operand(
+        client):
+    # Replica r + 1 receives both of replica r's operands; replica 0, which
+    # no pair names as a target, receives zeros.
+    exe = client.compile(text("CombinedCollectivePermuteStartAndDone.hlo"))
+    assert exe.num_replicas == 4
+    devices = [d.id for d in exe.addressable_devices]
+    inputs = [[np.full((128, 32), 10 * r + k, np.float32) for k in range(2)]
+              for r in range(4)]
+    per_device = [[client.put(x, device=d) for x in inputs[r]]
+                  for r, d in enumerate(devices)]
+    results = exe.execute_replicated(per_device)
+    for r in range(4):
+        for k in range(2):
+            want = (inputs[r - 1][k] if r > 0
+                    else np.zeros((128, 32), np.float32))
+            np.testing.assert_array_equal(results[r][k].to_numpy(), want,
+                                          err_msg=f"replica {r} result {k}")

@@ -882,6 +882,17 @@ ENTRY e {
 })",
        kInvalid,
        "%a: collective-permute-start of f32[4] produces f32[4], not f32[5]"},
+      {"CombinedCollectivePermuteStartOfTheWrongShape", R"(
+HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  y = s32[2] parameter(1)
+  ROOT a = ((f32[4], s32[2]), (f32[4], s32[3])) collective-permute-start(x, y), source_target_pairs={{0,0}}
+})",
+       kInvalid,
+       "%a: declared shape ((f32[4], s32[2]), (f32[4], s32[3])) does not "
+       "match the shape ((f32[4], s32[2]), (f32[4], s32[2])) that "
+       "collective-permute-start computes"},
       {"AllToAllInTupleFormOfSeveralShapes", R"(
 HloModule m, replica_count=2
 ENTRY e {
