@@ -191,8 +191,10 @@ double SecondsPerRun(pjrt::runtime::Executable& exe,
 
 // cuDNN called directly through its legacy API: a 3x3 bf16 convolution,
 // NHWC with an NHWC (KRSC) filter, by the fastest algorithm
-// cudnnFindConvolutionForwardAlgorithm measures; the baseline of the
-// convolution. Seconds per convolution, `batch` enqueued back to back.
+// cudnnFindConvolutionForwardAlgorithm measures (deterministic or not:
+// pjrtd takes only deterministic engines, and copies JAX's HWIO filter to
+// KRSC first, both counted against it); the baseline of the convolution.
+// Seconds per convolution, `batch` enqueued back to back.
 double DirectConvSeconds(int n, int hw, int c, int k, int batch) {
   cudnnHandle_t h;
   CheckDnn(cudnnCreate(&h), "cudnnCreate");
@@ -233,6 +235,8 @@ double DirectConvSeconds(int n, int hw, int c, int k, int batch) {
     std::cerr << "gpu_bench: cuDNN found no convolution algorithm\n";
     std::exit(1);
   }
+  // Timed in the math mode it was measured in.
+  CheckDnn(cudnnSetConvolutionMathType(conv, perf[0].mathType), "math");
   if (perf[0].memory > 0) {
     CheckCuda(cudaMalloc(&workspace, perf[0].memory), "cudaMalloc");
   }

@@ -938,19 +938,26 @@ absl::Status Generator::EmitConvolution(
       w = conv.out;
       y = conv.rhs;
     }
-    if (problem->filter_strides != problem->w_strides) {
+    if (problem->CopiesFilter()) {
       // The filter packed as cuDNN takes it: copied in before (run
-      // whichever computes), or for a filter gradient out after cuDNN.
+      // whichever computes), reversed if cuDNN is to read it so, or for a
+      // filter gradient out after cuDNN.
       host::CopyStep copy;
       copy.element_bytes = hlo::ByteWidth(p.out_type);
       copy.dims = problem->w_dims;
       const int packed = Temporary(Product(copy.dims) * copy.element_bytes);
+      host::AffineMap as_it_lies = {0, problem->filter_strides};
+      if (problem->reversed) {
+        for (size_t d = 2; d < copy.dims.size(); ++d) {
+          as_it_lies.offset += (copy.dims[d] - 1) * as_it_lies.strides[d];
+          as_it_lies.strides[d] = -as_it_lies.strides[d];
+        }
+      }
+      const host::AffineMap packed_map = {0, problem->w_strides};
       copy.src = filter_gradient ? packed : conv.rhs;
       copy.dst = filter_gradient ? conv.out : packed;
-      copy.src_map = {
-          0, filter_gradient ? problem->w_strides : problem->filter_strides};
-      copy.dst_map = {
-          0, filter_gradient ? problem->filter_strides : problem->w_strides};
+      copy.src_map = filter_gradient ? packed_map : as_it_lies;
+      copy.dst_map = filter_gradient ? as_it_lies : packed_map;
       const size_t before = out_.launches.size();
       PJRT_RETURN_IF_ERROR(Emit(copy));
       if (filter_gradient && out_.launches.size() == before + 1) {

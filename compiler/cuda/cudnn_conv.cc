@@ -127,8 +127,9 @@ absl::StatusOr<Operation> Describe(const CudnnConvProblem& p) {
   PJRT_ASSIGN_OR_RETURN(o.y, Tensor(type, kY, p.y_dims, p.y_strides));
   PJRT_ASSIGN_OR_RETURN(
       o.conv, Descriptor::Create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
-  const cudnnConvolutionMode_t mode =
-      p.reversed ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+  // A reversed filter is reversed by its copy: not every engine takes
+  // CUDNN_CONVOLUTION.
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   PJRT_RETURN_IF_ERROR(o.conv.Set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
                                   CUDNN_TYPE_DATA_TYPE, 1, &compute));
   PJRT_RETURN_IF_ERROR(o.conv.Set(CUDNN_ATTR_CONVOLUTION_CONV_MODE,
@@ -224,10 +225,11 @@ bool NumericsMatch(PrimitiveType type,
 
 class Plan : public CudnnConvPlan {
  public:
-  Plan(Operation operation, Descriptor graph, Descriptor plan, int64_t engine,
-       int64_t workspace)
+  Plan(Operation operation, Descriptor graph, Descriptor config,
+       Descriptor plan, int64_t engine, int64_t workspace)
       : operation_(std::move(operation)),
         graph_(std::move(graph)),
+        config_(std::move(config)),
         plan_(std::move(plan)),
         engine_(engine),
         workspace_(workspace) {}
@@ -259,6 +261,7 @@ class Plan : public CudnnConvPlan {
  private:
   const Operation operation_;
   const Descriptor graph_;
+  const Descriptor config_;  // the plan's engine configuration
   const Descriptor plan_;
   const int64_t engine_;
   const int64_t workspace_;
@@ -379,7 +382,7 @@ std::string CudnnConvProblem::ToString() const {
           : absl::StrFormat(" (w copied from strides [%s])",
                             absl::StrJoin(filter_strides, ",")),
       absl::StrJoin(strides, "x"), absl::StrJoin(dilations, "x"),
-      absl::StrJoin(pads, "x"), reversed ? ", reversed" : "");
+      absl::StrJoin(pads, "x"), reversed ? ", filter reversed" : "");
 }
 
 namespace {
@@ -389,27 +392,52 @@ absl::Status Refuse(absl::string_view why) {
       absl::StrCat("cuDNN's convolutions take no ", why));
 }
 
-// Appends to `dims` and `strides` (cuDNN's [N, C] of a tensor so far) its
-// spatial dimensions: `sizes` with `strides_of` them, after a unit one
-// for a single spatial dimension (strided as if it were the next outer
-// one: NWC becomes NHWC with H = 1).
-void AddSpatial(const std::vector<int64_t>& sizes,
-                const std::vector<int64_t>& spatial_strides,
-                std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
-  if (sizes.size() == 1) {
-    dims->push_back(1);
-    strides->push_back(spatial_strides[0] * sizes[0]);
-  }
-  dims->insert(dims->end(), sizes.begin(), sizes.end());
-  strides->insert(strides->end(), spatial_strides.begin(),
-                  spatial_strides.end());
-}
+// One of XLA's operands (lhs, kernel or output) as cuDNN may read it: its
+// two dimensions that are not spatial (batch and feature, or the kernel's
+// input and output features), then its spatial ones.
+struct Operand {
+  int64_t first = 0, second = 0;  // sizes
+  int64_t first_dim = 0, second_dim = 0;
+  std::vector<int64_t> spatial, spatial_dims;
+  const std::vector<int64_t>* strides = nullptr;  // by XLA dimension
 
-std::vector<int64_t> Pick(const std::vector<int64_t>& strides,
-                          const std::vector<int64_t>& dims) {
-  std::vector<int64_t> out;
-  for (int64_t d : dims) out.push_back(strides[d]);
-  return out;
+  // cuDNN's dims and strides of it: [first, second, spatial...], or
+  // [second, first, spatial...] when `swapped`; a single spatial dimension
+  // gets a unit one before it, strided as if it were the next outer one
+  // (NWC becomes NHWC with H = 1).
+  void Place(bool swapped, std::vector<int64_t>* dims,
+             std::vector<int64_t>* out_strides) const {
+    const std::vector<int64_t>& st = *strides;
+    *dims = {swapped ? second : first, swapped ? first : second};
+    *out_strides = {st[swapped ? second_dim : first_dim],
+                    st[swapped ? first_dim : second_dim]};
+    if (spatial.size() == 1) {
+      dims->push_back(1);
+      out_strides->push_back(st[spatial_dims[0]] * spatial[0]);
+    }
+    for (size_t s = 0; s < spatial.size(); ++s) {
+      dims->push_back(spatial[s]);
+      out_strides->push_back(st[spatial_dims[s]]);
+    }
+  }
+};
+
+// XLA's lhs, kernel and output of `p`.
+struct Operands {
+  Operand lhs, kernel, out;
+};
+
+Operands OperandsOf(const host::ConvPlan& p) {
+  const hlo::ConvolutionDimensions& d = p.dims;
+  Operands o;
+  o.lhs = {p.batch,      p.in_features,   d.input_batch, d.input_feature,
+           p.in_spatial, d.input_spatial, &p.lhs_strides};
+  o.kernel = {p.in_per_group,          p.out_features, d.kernel_input_feature,
+              d.kernel_output_feature, p.taps,         d.kernel_spatial,
+              &p.rhs_strides};
+  o.out = {p.out_batch,   p.out_features,   d.output_batch, d.output_feature,
+           p.out_spatial, d.output_spatial, &p.out_strides};
+  return o;
 }
 
 // Sets the window of `c` from its spatial parts (a unit dimension first
@@ -450,8 +478,14 @@ absl::Status ChooseLayout(CudnnConvProblem* c) {
       continue;
     }
     c->channels_last = last;
+    // cuDNN reads a layout from the strides: those of unit dimensions too.
+    c->x_strides = PackedStrides(c->x_dims, order);
+    c->y_strides = PackedStrides(c->y_dims, order);
     c->filter_strides = c->w_strides;
     c->w_strides = PackedStrides(c->w_dims, order);
+    if (IsPacked(c->w_dims, c->filter_strides, order)) {
+      c->filter_strides = c->w_strides;
+    }
     return absl::OkStatus();
   }
   return Refuse(absl::StrFormat(
@@ -464,7 +498,6 @@ absl::Status ChooseLayout(CudnnConvProblem* c) {
 // x = XLA's lhs, w its kernel, y its output.
 absl::StatusOr<CudnnConvProblem> Forward(const host::ConvPlan& p,
                                          bool reversed) {
-  const hlo::ConvolutionDimensions& d = p.dims;
   CudnnConvProblem c;
   c.direction = CudnnConvProblem::Direction::kForward;
   c.type = p.out_type;
@@ -480,20 +513,10 @@ absl::StatusOr<CudnnConvProblem> Forward(const host::ConvPlan& p,
     dilations.push_back(w.window_dilation);
   }
   SetWindow(pre, post, strides, dilations, &c);
-  c.x_dims = {p.batch, p.in_features};
-  c.x_strides = {p.lhs_strides[d.input_batch], p.lhs_strides[d.input_feature]};
-  AddSpatial(p.in_spatial, Pick(p.lhs_strides, d.input_spatial), &c.x_dims,
-             &c.x_strides);
-  c.w_dims = {p.out_features, p.in_per_group};
-  c.w_strides = {p.rhs_strides[d.kernel_output_feature],
-                 p.rhs_strides[d.kernel_input_feature]};
-  AddSpatial(p.taps, Pick(p.rhs_strides, d.kernel_spatial), &c.w_dims,
-             &c.w_strides);
-  c.y_dims = {p.out_batch, p.out_features};
-  c.y_strides = {p.out_strides[d.output_batch],
-                 p.out_strides[d.output_feature]};
-  AddSpatial(p.out_spatial, Pick(p.out_strides, d.output_spatial), &c.y_dims,
-             &c.y_strides);
+  const Operands o = OperandsOf(p);
+  o.lhs.Place(false, &c.x_dims, &c.x_strides);
+  o.kernel.Place(true, &c.w_dims, &c.w_strides);  // K its output features
+  o.out.Place(false, &c.y_dims, &c.y_strides);
   PJRT_RETURN_IF_ERROR(ChooseLayout(&c));
   return c;
 }
@@ -502,7 +525,6 @@ absl::StatusOr<CudnnConvProblem> Forward(const host::ConvPlan& p,
 // its output features, read reversed unless XLA reverses it), dy its lhs.
 absl::StatusOr<CudnnConvProblem> BackwardData(const host::ConvPlan& p,
                                               bool reversed) {
-  const hlo::ConvolutionDimensions& d = p.dims;
   if (p.feature_groups > 1) {
     return Refuse("base (lhs) dilation with feature groups");
   }
@@ -529,20 +551,10 @@ absl::StatusOr<CudnnConvProblem> BackwardData(const host::ConvPlan& p,
     dilations.push_back(w.window_dilation);
   }
   SetWindow(pre, post, strides, dilations, &c);
-  c.x_dims = {p.out_batch, p.out_features};
-  c.x_strides = {p.out_strides[d.output_batch],
-                 p.out_strides[d.output_feature]};
-  AddSpatial(p.out_spatial, Pick(p.out_strides, d.output_spatial), &c.x_dims,
-             &c.x_strides);
-  c.w_dims = {p.in_per_group, p.out_features};
-  c.w_strides = {p.rhs_strides[d.kernel_input_feature],
-                 p.rhs_strides[d.kernel_output_feature]};
-  AddSpatial(p.taps, Pick(p.rhs_strides, d.kernel_spatial), &c.w_dims,
-             &c.w_strides);
-  c.y_dims = {p.batch, p.in_features};
-  c.y_strides = {p.lhs_strides[d.input_batch], p.lhs_strides[d.input_feature]};
-  AddSpatial(p.in_spatial, Pick(p.lhs_strides, d.input_spatial), &c.y_dims,
-             &c.y_strides);
+  const Operands o = OperandsOf(p);
+  o.out.Place(false, &c.x_dims, &c.x_strides);
+  o.kernel.Place(false, &c.w_dims, &c.w_strides);  // K its input features
+  o.lhs.Place(false, &c.y_dims, &c.y_strides);
   PJRT_RETURN_IF_ERROR(ChooseLayout(&c));
   return c;
 }
@@ -554,7 +566,6 @@ absl::StatusOr<CudnnConvProblem> BackwardData(const host::ConvPlan& p,
 // stride.
 absl::StatusOr<CudnnConvProblem> BackwardFilter(const host::ConvPlan& p,
                                                 bool reversed) {
-  const hlo::ConvolutionDimensions& d = p.dims;
   if (reversed) return Refuse("reversed window in a filter gradient");
   if (p.feature_groups > 1) return Refuse("feature groups");
   CudnnConvProblem c;
@@ -581,20 +592,10 @@ absl::StatusOr<CudnnConvProblem> BackwardFilter(const host::ConvPlan& p,
     dilations.push_back(w.stride);
   }
   SetWindow(pre, post, strides, dilations, &c);
-  c.x_dims = {p.in_features, p.batch};
-  c.x_strides = {p.lhs_strides[d.input_feature], p.lhs_strides[d.input_batch]};
-  AddSpatial(p.in_spatial, Pick(p.lhs_strides, d.input_spatial), &c.x_dims,
-             &c.x_strides);
-  c.w_dims = {p.out_features, p.out_batch};
-  c.w_strides = {p.out_strides[d.output_feature],
-                 p.out_strides[d.output_batch]};
-  AddSpatial(p.out_spatial, Pick(p.out_strides, d.output_spatial), &c.w_dims,
-             &c.w_strides);
-  c.y_dims = {p.in_per_group, p.out_features};
-  c.y_strides = {p.rhs_strides[d.kernel_input_feature],
-                 p.rhs_strides[d.kernel_output_feature]};
-  AddSpatial(p.taps, Pick(p.rhs_strides, d.kernel_spatial), &c.y_dims,
-             &c.y_strides);
+  const Operands o = OperandsOf(p);
+  o.lhs.Place(true, &c.x_dims, &c.x_strides);  // N its features, C its batch
+  o.out.Place(true, &c.w_dims, &c.w_strides);  // K its features, C its batch
+  o.kernel.Place(false, &c.y_dims, &c.y_strides);
   PJRT_RETURN_IF_ERROR(ChooseLayout(&c));
   return c;
 }
@@ -687,7 +688,8 @@ absl::StatusOr<std::unique_ptr<CudnnConvPlan>> PlanCudnnConv(
         continue;
       }
       return std::make_unique<Plan>(std::move(operation), std::move(graph),
-                                    *std::move(plan), engine, workspace);
+                                    std::move(config), *std::move(plan), engine,
+                                    workspace);
     }
   }
   return absl::NotFoundError(absl::StrFormat(

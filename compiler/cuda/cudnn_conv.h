@@ -9,9 +9,10 @@
 //                   x[n, g(k) * C' + c, o * stride + r * dilation - pre]
 //                   * w[k, c, r...]
 // with C' the filter's input features and g(k) = k / (K / groups) (feature
-// groups are implied by x's features being a multiple of w's); the
-// CONVOLUTION mode reads the filter reversed in every spatial dimension,
-// which is XLA's rhs_reversal of all of them.
+// groups are implied by x's features being a multiple of w's): cuDNN's
+// cross-correlation, the mode every engine takes. XLA's rhs_reversal of
+// every spatial dimension is the filter read reversed, which its packed
+// copy does.
 //
 // A convolution with base (lhs) dilation d, stride 1 and no groups (JAX's
 // gradient of a strided convolution with respect to its input, and its
@@ -87,8 +88,12 @@ struct CudnnConvProblem {
   std::vector<int64_t> filter_strides;
   // Per spatial dimension.
   std::vector<int64_t> pre_padding, post_padding, strides, dilations;
-  // CUDNN_CONVOLUTION (the filter reversed) rather than cross-correlation.
+  // w is XLA's filter reversed in its spatial dimensions (by the copy).
   bool reversed = false;
+
+  // cuDNN takes the filter from (or, for a filter gradient, gives it to) a
+  // packed copy: it lies otherwise or is read reversed.
+  bool CopiesFilter() const { return reversed || filter_strides != w_strides; }
   // What cuDNN computes, and which of x, w and y are XLA's lhs, kernel
   // and output: forward, y = conv(x, w) (x the lhs, w the kernel, y the
   // output); backward data, dx (the output) from dy (the lhs) and w (the

@@ -326,7 +326,7 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* x, void* w,
             at[2 + s] * p.strides[s] + r * p.dilations[s] - p.pre_padding[s];
         inside = in >= 0 && in < p.x_dims[2 + s];
         xi += in * p.x_strides[2 + s];
-        wi += (p.reversed ? p.w_dims[2 + s] - 1 - r : r) * p.w_strides[2 + s];
+        wi += r * p.w_strides[2 + s];  // w is reversed by its copy
       }
       if (!inside) continue;
       if (forward) {
