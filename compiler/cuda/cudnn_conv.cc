@@ -111,8 +111,9 @@ absl::StatusOr<Descriptor> Tensor(cudnnDataType_t type, int64_t id,
   return t;
 }
 
-// The forward convolution operation of `p`, finalized (with the
-// descriptors it refers to, which must outlive it).
+// The convolution operation of `p` (forward, backward data or backward
+// filter), finalized, with the descriptors it refers to, which must
+// outlive it.
 struct Operation {
   Descriptor x, w, y, conv, op;
 };
@@ -654,8 +655,15 @@ absl::StatusOr<std::unique_ptr<CudnnConvPlan>> PlanCudnnConv(
   std::vector<std::string> passed_over;
   for (cudnnBackendHeurMode_t mode :
        {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    PJRT_ASSIGN_OR_RETURN(std::vector<Descriptor> configs,
-                          EngineConfigs(graph, mode));
+    absl::StatusOr<std::vector<Descriptor>> listed = EngineConfigs(graph, mode);
+    if (!listed.ok()) {
+      // The fallback list is a second chance, not a requirement.
+      if (mode == CUDNN_HEUR_MODE_A) return listed.status();
+      passed_over.push_back(
+          absl::StrCat("the fallback list (", listed.status().message(), ")"));
+      continue;
+    }
+    std::vector<Descriptor>& configs = *listed;
     for (Descriptor& config : configs) {
       int64_t engine = -1;
       std::vector<cudnnBackendNumericalNote_t> notes;

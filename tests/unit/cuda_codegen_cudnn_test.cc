@@ -4,8 +4,6 @@
 // what keeps the direct kernel. That the problems compute XLA's
 // convolutions is checked by the emulator (cuda_codegen_test.cc), which
 // runs them as cuDNN's forward convolution against the host backend.
-#include "compiler/cuda/cudnn_conv.h"
-
 #include <iostream>
 #include <map>
 #include <memory>
@@ -14,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/cuda/backend.h"
+#include "compiler/cuda/cudnn_conv.h"
 #include "compiler/host/compiler.h"
 #include "compiler/host/kernel_convolution.h"
 #include "gmock/gmock.h"
