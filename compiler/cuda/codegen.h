@@ -44,9 +44,10 @@
 //    into the same source; the backend reads the predicate or selector
 //    back between them;
 //  - KernelStep of a convolution (host::ConvolutionKernelBase): cuDNN's
-//    forward convolution where it can express it (cudnn_conv.h), else, and
-//    as a fallback, a thread per output element, its window summed in the
-//    host's type;
+//    forward, backward-data or backward-filter convolution where one
+//    expresses it (cudnn_conv.h; the filter copied to or from cuDNN's
+//    packed layout by a copy kernel), else, and as the fallback, a thread
+//    per output element, its window summed in the host's type;
 //  - KernelStep of an rng or rng-get-and-update-state (host::RngKernel):
 //    the host's Philox draws and distributions, keyed by the run's seed
 //    passed by value at launch;

@@ -931,19 +931,32 @@ absl::Status Generator::EmitConvolution(
     using Direction = CudnnConvProblem::Direction;
     const bool filter_gradient =
         problem->direction == Direction::kBackwardFilter;
+    // XLA's lhs and kernel, widened to f32 copies when cuDNN sums them so.
+    int lhs = conv.lhs, rhs = conv.rhs;
+    if (problem->widened) {
+      const int64_t lhs_count = p.batch * p.in_features * Product(p.in_spatial);
+      const int64_t rhs_count =
+          p.in_per_group * p.out_features * Product(p.taps);
+      lhs = Temporary(lhs_count * 4);
+      EmitWidthConvert(lhs, PrimitiveType::kF32, conv.lhs, p.lhs_type,
+                       lhs_count);
+      rhs = Temporary(rhs_count * 4);
+      EmitWidthConvert(rhs, PrimitiveType::kF32, conv.rhs, p.rhs_type,
+                       rhs_count);
+    }
     // XLA's lhs, kernel and output as cuDNN's x, w and y.
-    int x = conv.lhs, w = conv.rhs, y = conv.out;
+    int x = lhs, w = rhs, y = conv.out;
     if (problem->direction == Direction::kBackwardData) std::swap(x, y);
     if (filter_gradient) {
       w = conv.out;
-      y = conv.rhs;
+      y = rhs;
     }
     if (problem->CopiesFilter()) {
       // The filter packed as cuDNN takes it: copied in before (run
       // whichever computes), reversed if cuDNN is to read it so, or for a
       // filter gradient out after cuDNN.
       host::CopyStep copy;
-      copy.element_bytes = hlo::ByteWidth(p.out_type);
+      copy.element_bytes = hlo::ByteWidth(problem->type);
       copy.dims = problem->w_dims;
       const int packed = Temporary(Product(copy.dims) * copy.element_bytes);
       host::AffineMap as_it_lies = {0, problem->filter_strides};
@@ -954,13 +967,18 @@ absl::Status Generator::EmitConvolution(
         }
       }
       const host::AffineMap packed_map = {0, problem->w_strides};
-      copy.src = filter_gradient ? packed : conv.rhs;
+      copy.src = filter_gradient ? packed : rhs;
       copy.dst = filter_gradient ? conv.out : packed;
       copy.src_map = filter_gradient ? packed_map : as_it_lies;
       copy.dst_map = filter_gradient ? as_it_lies : packed_map;
       const size_t before = out_.launches.size();
       PJRT_RETURN_IF_ERROR(Emit(copy));
-      if (filter_gradient && out_.launches.size() == before + 1) {
+      if (filter_gradient) {
+        if (out_.launches.size() != before + 1) {
+          return absl::InternalError(
+              "a filter gradient's copy out of cuDNN's packed layout is not "
+              "one launch");
+        }
         launch.cudnn_then =
             std::make_shared<const Launch>(std::move(out_.launches.back()));
         out_.launches.pop_back();

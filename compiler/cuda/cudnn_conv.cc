@@ -604,7 +604,12 @@ absl::StatusOr<CudnnConvProblem> BackwardFilter(const host::ConvPlan& p,
 }  // namespace
 
 absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
-  if (p.lhs_type != p.out_type || p.rhs_type != p.out_type) {
+  // bf16 or f16 operands summed into f32 (preferred_element_type): f32
+  // on widened copies, whose products are theirs exactly.
+  const bool widened =
+      p.lhs_type == p.rhs_type && p.out_type == PrimitiveType::kF32 &&
+      (p.lhs_type == PrimitiveType::kBf16 || p.lhs_type == PrimitiveType::kF16);
+  if (!widened && (p.lhs_type != p.out_type || p.rhs_type != p.out_type)) {
     return Refuse(absl::StrFormat("mixed types (%s and %s into %s)",
                                   hlo::PrimitiveTypeName(p.lhs_type),
                                   hlo::PrimitiveTypeName(p.rhs_type),
@@ -625,12 +630,17 @@ absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
   if (!all_reversed && !none_reversed) {
     return Refuse("window reversed in some spatial dimensions only");
   }
-  if (dilated) return BackwardData(p, all_reversed);
-  absl::StatusOr<CudnnConvProblem> forward = Forward(p, all_reversed);
-  if (forward.ok()) return forward;
-  // Laid out as a filter gradient is (JAX's, for NHWC activations).
-  absl::StatusOr<CudnnConvProblem> filter = BackwardFilter(p, all_reversed);
-  return filter.ok() ? filter : forward;
+  absl::StatusOr<CudnnConvProblem> c = BackwardData(p, all_reversed);
+  if (!dilated) {
+    c = Forward(p, all_reversed);
+    // Laid out as a filter gradient is (JAX's, for NHWC activations).
+    if (!c.ok()) {
+      absl::StatusOr<CudnnConvProblem> filter = BackwardFilter(p, all_reversed);
+      if (filter.ok()) c = std::move(filter);
+    }
+  }
+  if (c.ok()) c->widened = widened;
+  return c;
 }
 
 absl::Status CheckCudnnDescribes(const CudnnConvProblem& problem) {

@@ -38,7 +38,8 @@
 // only some dimensions, integer or mixed types, more than three spatial
 // dimensions, empty arrays, activations not packed as NHWC or NCHW (both
 // the same); base dilation with a stride, groups or a padding past the
-// window) keeps the generated direct kernel. A one-dimensional convolution gets
+// window) keeps the generated direct kernel. bf16 or f16 operands summed
+// into f32 are widened to f32 copies first. A one-dimensional convolution gets
 // a unit spatial dimension, as cuDNN takes two or three.
 //
 // The plan for a GPU is made once (PlanCudnnConv): cuDNN's heuristics
@@ -90,6 +91,10 @@ struct CudnnConvProblem {
   std::vector<int64_t> pre_padding, post_padding, strides, dilations;
   // w is XLA's filter reversed in its spatial dimensions (by the copy).
   bool reversed = false;
+  // XLA's lhs and kernel are bf16 or f16 summed into f32: cuDNN computes
+  // in f32 on copies of them widened to f32 (exactly), as XLA sums their
+  // products in f32.
+  bool widened = false;
 
   // cuDNN takes the filter from (or, for a filter gradient, gives it to) a
   // packed copy: it lies otherwise or is read reversed.

@@ -178,6 +178,20 @@ ENTRY e {
   EXPECT_TRUE(CheckCudnnDescribes(*p).ok()) << CheckCudnnDescribes(*p);
 }
 
+TEST(CudnnConv, Bf16SummedIntoF32IsAnF32ProblemOnWidenedCopies) {
+  absl::StatusOr<CudnnConvProblem> p = OnlyProblem(R"(
+HloModule m
+ENTRY e {
+  a = bf16[2,7,6,5] parameter(0)
+  w = bf16[3,3,5,4] parameter(1)
+  ROOT c = f32[2,7,6,4] convolution(a, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->widened);
+  EXPECT_EQ(p->type, hlo::PrimitiveType::kF32);
+  EXPECT_TRUE(CheckCudnnDescribes(*p).ok());
+}
+
 // cuDNN finalizes the descriptors of every convolution of the test
 // programs that the backend gives it: it agrees the shapes fit. Prints why
 // the others keep their kernels.
@@ -283,9 +297,9 @@ HloModule m
 ENTRY e {
   a = bf16[1,5,5,2] parameter(0)
   w = bf16[3,3,2,4] parameter(1)
-  ROOT c = f32[1,3,3,4] convolution(a, w), window={size=3x3}, dim_labels=b01f_01io->b01f
+  ROOT c = f16[1,3,3,4] convolution(a, w), window={size=3x3}, dim_labels=b01f_01io->b01f
 })",
-       "mixed types (bf16 and bf16 into f32)"},
+       "mixed types (bf16 and bf16 into f16)"},
       {"complex", R"(
 HloModule m
 ENTRY e {

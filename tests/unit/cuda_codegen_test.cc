@@ -750,6 +750,23 @@ ENTRY e {
   ROOT r = (f32[3,3,5,4], bf16[3,3,5,4], f32[4,2,3,3]) tuple(dw, dwb, dwn)
 })",
      1e-2},
+    // bf16 and f16 operands summed into f32 (preferred_element_type): cuDNN
+    // in f32 on widened copies, in each direction.
+    {"cudnn_convolution_bf16_and_f16_into_f32", R"(
+HloModule m
+ENTRY e {
+  a = bf16[2,7,6,5] parameter(0)
+  w = bf16[3,3,5,4] parameter(1)
+  c = f32[2,7,6,4] convolution(a, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  h = f16[2,4,5,3] parameter(2)
+  k = f16[3,3,3,6] parameter(3)
+  t = f32[2,9,11,6] convolution(h, k), window={size=3x3 pad=2_2x2_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+  x = bf16[2,7,6,5] parameter(4)
+  dy = bf16[2,4,3,4] parameter(5)
+  dw = f32[3,3,5,4] convolution(x, dy), window={size=4x3 pad=1_1x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf
+  ROOT r = (f32[2,7,6,4], f32[2,9,11,6], f32[3,3,5,4]) tuple(c, t, dw)
+})",
+     1e-4},
     // rng in every distribution and kind of type, and the state op: the
     // host's draws under the same key.
     {"rng_uniform_normal_integer_and_state", R"(
@@ -1311,7 +1328,7 @@ TEST(CudaCodegen, DirectConvolutionKernelsMatchTheHostBackend) {
                     "", /*cudnn=*/false);
     ++convolutions;
   }
-  EXPECT_EQ(convolutions, 5);
+  EXPECT_EQ(convolutions, 6);
 }
 
 TEST(CudaCodegen, MlpTrainStepMatchesTheHostBackend) {
