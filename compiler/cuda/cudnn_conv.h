@@ -34,21 +34,22 @@
 // features and C its batch) = the gradient of the forward convolution from
 // x to dy with stride XLA's window dilation and dilation XLA's stride.
 //
-// What cuDNN cannot express so (batch groups, negative padding, reversing
-// only some dimensions, integer or mixed types, more than three spatial
+// bf16 or f16 operands summed into f32 are an f32 problem on copies of
+// them widened to f32. A one-dimensional convolution gets a unit spatial
+// dimension, as cuDNN takes two or three. What cuDNN cannot express so
+// (batch groups, negative padding, reversing only some dimensions, integer
+// or complex types and other mixed ones, more than three spatial
 // dimensions, empty arrays, activations not packed as NHWC or NCHW (both
 // the same); base dilation with a stride, groups or a padding past the
-// window) keeps the generated direct kernel. bf16 or f16 operands summed
-// into f32 are widened to f32 copies first. A one-dimensional convolution gets
-// a unit spatial dimension, as cuDNN takes two or three.
+// window) keeps the generated direct kernel.
 //
 // The plan for a GPU is made once (PlanCudnnConv): cuDNN's heuristics
-// (mode A) list engines, the first whose numerics match XLA's and whose
-// workspace fits wins: for f32 and f64 none that rounds inputs down (TF32
-// tensor cores included), for f16 and bf16 none that sums in 16 bits, and
-// never a nondeterministic or FFT-based one (whose errors scale with the
-// largest value, not each output's). When none is left the direct kernel
-// runs.
+// (mode A, then the fallback list) list engines, and the first whose
+// numerics match XLA's and whose workspace fits wins: for f32 and f64 none
+// that rounds inputs down (TF32 tensor cores included), for f16 and bf16
+// none that sums in 16 bits, and never a nondeterministic or FFT-based one
+// (whose errors scale with the largest value, not each output's). When
+// none is left the direct kernel runs.
 //
 // Thread safety: a CudnnConvPlan is immutable once made; runs through one
 // cudnnHandle_t must not overlap (the caller's lock), as a handle holds the
