@@ -736,16 +736,14 @@ class CudaProgram : public Program {
       return it->second;
     }
     ConvPlan& kept = conv_plans_[key];
+    const absl::StatusOr<DnnHandle*> handle = DnnHandleFor(device);
     absl::StatusOr<std::unique_ptr<CudnnConvPlan>> plan =
-        absl::UnavailableError("no cuDNN handle");
-    absl::StatusOr<DnnHandle*> handle = DnnHandleFor(device);
-    if (!handle.ok()) {
-      plan = handle.status();
-    } else {
+        [&]() -> absl::StatusOr<std::unique_ptr<CudnnConvPlan>> {
+      if (!handle.ok()) return handle.status();
       MutexLock handle_lock(&(*handle)->mu);
-      plan =
-          PlanCudnnConv(*launch.cudnn, (*handle)->handle, kGemmWorkspaceBytes);
-    }
+      return PlanCudnnConv(*launch.cudnn, (*handle)->handle,
+                           kGemmWorkspaceBytes);
+    }();
     if (plan.ok()) {
       spdlog::debug("{}: cuDNN engine {} ({} bytes of workspace) on GPU {}",
                     launch.origin, (*plan)->engine(),

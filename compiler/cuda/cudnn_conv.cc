@@ -630,14 +630,12 @@ absl::StatusOr<CudnnConvProblem> CudnnConvFor(const host::ConvPlan& p) {
   if (!all_reversed && !none_reversed) {
     return Refuse("window reversed in some spatial dimensions only");
   }
-  absl::StatusOr<CudnnConvProblem> c = BackwardData(p, all_reversed);
-  if (!dilated) {
-    c = Forward(p, all_reversed);
+  absl::StatusOr<CudnnConvProblem> c =
+      dilated ? BackwardData(p, all_reversed) : Forward(p, all_reversed);
+  if (!dilated && !c.ok()) {
     // Laid out as a filter gradient is (JAX's, for NHWC activations).
-    if (!c.ok()) {
-      absl::StatusOr<CudnnConvProblem> filter = BackwardFilter(p, all_reversed);
-      if (filter.ok()) c = std::move(filter);
-    }
+    absl::StatusOr<CudnnConvProblem> filter = BackwardFilter(p, all_reversed);
+    if (filter.ok()) c = std::move(filter);
   }
   if (c.ok()) c->widened = widened;
   return c;

@@ -300,14 +300,6 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* x, void* w,
     }
     return false;
   };
-  for (const std::vector<int64_t>* dims : {&p.x_dims, &p.w_dims, &p.y_dims}) {
-    for (int64_t n : *dims) {
-      if (n == 0) {
-        for (int64_t i = 0; i < extent; ++i) StoreFloat(p.type, out, i, 0);
-        return;
-      }
-    }
-  }
   std::vector<int64_t> at(p.y_dims.size(), 0);
   do {
     const int64_t k = at[1];
