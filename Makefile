@@ -91,7 +91,7 @@ test-host-levels:
 	done
 
 # C++ sources, formatted as `make format` leaves them.
-CXX_SOURCES = git ls-files '*.cc' '*.h' '*.inc'
+CXX_SOURCES = git ls-files '*.cc' '*.h' '*.inc' '*.cu' '*.cuh'
 
 lint:
 	flake8 client/python tests/python tests/package examples bench

@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "compiler/cuda/backend.h"
+#include "compiler/cuda/cub_sort.h"
 #include "hlo/parser.h"
 #include "hlo/passes.h"
 #include "nlohmann/json.hpp"
@@ -189,6 +191,41 @@ double SecondsPerRun(pjrt::runtime::Executable& exe,
          batch;
 }
 
+// CUB called directly: cub::DeviceRadixSort::SortKeys of `n` u32 keys
+// (what pjrtd's CubSort runs for a sort of an unsigned key, keys alone),
+// its temporary storage allocated once; the baseline of the sort. Seconds
+// per sort, `batch` enqueued back to back.
+double DirectCubSortSeconds(int64_t n, int batch) {
+  void *in, *out, *temporary = nullptr;
+  CheckCuda(cudaMalloc(&in, n * 4), "cudaMalloc");
+  CheckCuda(cudaMalloc(&out, n * 4), "cudaMalloc");
+  std::vector<uint32_t> keys(n);
+  std::mt19937 rng(5);
+  for (uint32_t& k : keys) k = rng();
+  CheckCuda(cudaMemcpy(in, keys.data(), n * 4, cudaMemcpyHostToDevice),
+            "cudaMemcpy");
+  pjrt::compiler::cuda::CubSortProblem p;
+  p.key_bytes = 4;
+  p.n = n;
+  size_t bytes = 0;
+  CheckCuda(pjrt::compiler::cuda::CubSort(p, nullptr, &bytes, in, out, nullptr,
+                                          nullptr, nullptr),
+            "sizing CUB's sort");
+  CheckCuda(cudaMalloc(&temporary, bytes), "cudaMalloc");
+  const double seconds = MedianSeconds(5, [&] {
+    for (int i = 0; i < batch; ++i) {
+      CheckCuda(pjrt::compiler::cuda::CubSort(p, temporary, &bytes, in, out,
+                                              nullptr, nullptr, nullptr),
+                "CUB's sort");
+    }
+    CheckCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  });
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(temporary);
+  return seconds / batch;
+}
+
 // cuDNN called directly through its legacy API: a 3x3 bf16 convolution,
 // NHWC with an NHWC (KRSC) filter, by the fastest algorithm
 // cudnnFindConvolutionForwardAlgorithm measures (deterministic or not:
@@ -308,7 +345,9 @@ int main() {
   if (!cuda.ok()) {
     for (const char* m :
          {"dot_f32_4096_tflops", "dot_bf16_4096_tflops",
-          "conv3x3_bf16_nhwc_tflops", "while_counted_10000_us_per_iteration",
+          "conv3x3_bf16_nhwc_tflops", "sort_u32_64M_gkeys_per_second",
+          "gather_1M_rows_1024_bf16_GBps",
+          "while_counted_10000_us_per_iteration",
           "while_predicated_10000_us_per_iteration", "fused_chain8_1GiB_GBps",
           "region_upload_1GiB_GBps", "mlp_step_cuda_vs_host"}) {
       skipped.push_back(
@@ -360,6 +399,67 @@ int main() {
     metrics.push_back(Metric("conv3x3_bf16_nhwc_tflops", "TFLOP/s",
                              flops / ours / 1e12, "cudnn_direct_fastest",
                              flops / direct / 1e12, 0.9));
+  }
+
+  {  // A sort of 64M random u32 keys (CUB's radix sort through pjrtd)
+     // against CUB called directly.
+    const int64_t n = int64_t{1} << 26;
+    const int batch = 5;
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client, absl::StrFormat(
+                     "HloModule sort\n"
+                     "lt { a = u32[] parameter(0)\n  b = u32[] parameter(1)\n"
+                     "  ROOT l = pred[] compare(a, b), direction=LT }\n"
+                     "ENTRY e {\n  k = u32[%d] parameter(0)\n"
+                     "  ROOT s = u32[%d] sort(k), dimensions={0}, "
+                     "to_apply=lt\n}\n",
+                     n, n)));
+    std::vector<uint32_t> keys(n);
+    std::mt19937 rng(5);
+    for (uint32_t& k : keys) k = rng();
+    auto in = Check(client.BufferFromHostBuffer(
+        keys.data(), Shape(PrimitiveType::kU32, {n}), device));
+    const double ours = SecondsPerRun(*exe, {in.get()}, device, batch);
+    const double direct = DirectCubSortSeconds(n, batch);
+    metrics.push_back(Metric("sort_u32_64M_gkeys_per_second", "Gkeys/s",
+                             n / ours / 1e9, "cub_radix_sort_direct",
+                             n / direct / 1e9, 0.9));
+  }
+
+  {  // A gather of 1M random rows of 1024 bf16 (2 GiB read, 2 GiB written)
+     // against the bandwidth of a device-to-device copy of 2 GiB.
+    const int64_t rows = int64_t{1} << 20, width = 1024;
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client,
+        absl::StrFormat(
+            "HloModule gather\nENTRY e {\n"
+            "  t = bf16[%d,%d] parameter(0)\n  i = s32[%d,1] parameter(1)\n"
+            "  ROOT g = bf16[%d,%d] gather(t, i), offset_dims={1}, "
+            "collapsed_slice_dims={0}, start_index_map={0}, "
+            "index_vector_dim=1, slice_sizes={1,%d}\n}\n",
+            rows, width, rows, rows, width, width)));
+    auto table = Check(client.CreateUninitializedBuffer(
+        Shape(PrimitiveType::kBf16, {rows, width}), device));
+    std::vector<int32_t> indices(rows);
+    std::mt19937 rng(9);
+    for (int32_t& i : indices) i = static_cast<int32_t>(rng() % rows);
+    auto index = Check(client.BufferFromHostBuffer(
+        indices.data(), Shape(PrimitiveType::kS32, {rows, 1}), device));
+    const double ours =
+        SecondsPerRun(*exe, {table.get(), index.get()}, device, 5);
+    const int64_t bytes = rows * width * 2;
+    void *src, *dst;
+    CheckCuda(cudaMalloc(&src, bytes), "cudaMalloc");
+    CheckCuda(cudaMalloc(&dst, bytes), "cudaMalloc");
+    const double copy = MedianSeconds(5, [&] {
+      CheckCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice),
+                "cudaMemcpy");
+    });
+    cudaFree(src);
+    cudaFree(dst);
+    metrics.push_back(Metric(
+        "gather_1M_rows_1024_bf16_GBps", "GB/s", 2.0 * bytes / ours / 1e9,
+        "cudaMemcpy_device_to_device", 2.0 * bytes / copy / 1e9, 0.6));
   }
 
   // A while loop of 10,000 iterations of a small body: counted (JAX's

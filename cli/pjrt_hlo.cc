@@ -155,6 +155,10 @@ int Compile(const std::string& path, const std::string& platform,
               std::cout << absl::StrFormat("%sNCCL collective    %s\n", indent,
                                            launch.origin);
               continue;
+            case Launch::Kind::kSort:
+              std::cout << absl::StrFormat("%sCUB sort           %s\n", indent,
+                                           launch.origin);
+              continue;
             case Launch::Kind::kFft:
               std::cout << absl::StrFormat("%scuFFT transform    %s\n", indent,
                                            launch.origin);

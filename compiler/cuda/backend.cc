@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "compiler/cuda/cub_sort.h"
 #include "compiler/cuda/cudnn_conv.h"
 #include "compiler/cuda/nccl.h"
 #include "compiler/host/compiler.h"
@@ -328,14 +329,29 @@ class CudaProgram : public Program {
       ids_offset_ = bytes;
       bytes += 256;
     }
-    bool workspace = false;
+    // One workspace for cuBLASLt, cuDNN and CUB: their calls are ordered on
+    // the run's stream. CUB says what a sort needs only with a GPU at hand
+    // (the size follows its architecture): asked here, a failure is the
+    // error of the run that reaches the sort.
+    int64_t workspace = 0;
     ForEachLaunch(c_.generated.launches, [&](const Launch& launch) {
-      workspace |=
-          launch.kind == Launch::Kind::kGemm || launch.cudnn != nullptr;
+      if (launch.kind == Launch::Kind::kGemm || launch.cudnn != nullptr) {
+        workspace = std::max(workspace, kGemmWorkspaceBytes);
+      }
+      if (launch.kind == Launch::Kind::kSort && sort_status_.ok()) {
+        size_t need = 0;
+        sort_status_ =
+            Annotate(CudaError(CubSort(launch.sort, nullptr, &need, nullptr,
+                                       nullptr, nullptr, nullptr, nullptr),
+                               "sizing CUB's temporary storage"),
+                     launch);
+        workspace = std::max(workspace, static_cast<int64_t>(need));
+      }
     });
-    if (workspace) {
+    if (workspace > 0) {
       workspace_offset_ = bytes;
-      bytes += kGemmWorkspaceBytes;
+      workspace_bytes_ = AlignUp(workspace, 256);
+      bytes += workspace_bytes_;
     }
     scratch_bytes_ = bytes;
   }
@@ -460,6 +476,20 @@ class CudaProgram : public Program {
             RunGemm(**plan, addresses[launch.slots[0]],
                     addresses[launch.slots[1]], addresses[launch.slots[2]],
                     env.scratch + workspace_offset_, stream);
+        if (!s.ok()) return Annotate(s, launch);
+        continue;
+      }
+      if (launch.kind == Launch::Kind::kSort) {
+        PJRT_RETURN_IF_ERROR(sort_status_);
+        const auto at = [&](int a) {
+          return launch.slots[a] < 0 ? nullptr : addresses[launch.slots[a]];
+        };
+        size_t bytes = static_cast<size_t>(workspace_bytes_);
+        absl::Status s = CudaError(
+            CubSort(launch.sort, env.scratch + workspace_offset_, &bytes, at(0),
+                    at(1), static_cast<const uint32_t*>(at(2)),
+                    static_cast<uint32_t*>(at(3)), stream),
+            "CUB's sort");
         if (!s.ok()) return Annotate(s, launch);
         continue;
       }
@@ -810,6 +840,9 @@ class CudaProgram : public Program {
   int64_t temporaries_offset_ = 0;
   int64_t ids_offset_ = 0;
   int64_t workspace_offset_ = -1;
+  int64_t workspace_bytes_ = 0;
+  // Whether CUB could size every sort's temporary storage.
+  absl::Status sort_status_;
   int64_t scratch_bytes_ = 0;
   mutable Mutex mu_;
   mutable cudaLibrary_t library_ = nullptr;

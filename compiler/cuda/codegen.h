@@ -34,10 +34,15 @@
 //    thread per window selects, then a thread per operand element applies
 //    the windows that selected it, in the host's order;
 //  - KernelStep of a sort (host::SortKernel) or top-k (host::TopKKernel):
-//    a stable merge sort of each row's positions (a pass per run width, a
-//    thread per position placing it by binary search in the other run),
-//    the comparator inlined in a device function, then the operands
-//    gathered in order (top-k: the first k);
+//    where the comparator is a plain total-order comparison of operand 0
+//    (and for every top-k), CUB's radix sort (cub_sort.h) of unsigned keys
+//    that order so, written by a kernel, or operand 0 itself for an
+//    unsigned key sorted ascending along its last dimension, with each
+//    element's position carried along; for any other comparator a stable
+//    merge sort of each row's positions (a pass per run width, a thread
+//    per position placing it by binary search in the other run), the
+//    comparator inlined in a device function; then the operands gathered
+//    in order (top-k: the first k);
 //  - KernelStep of a while or conditional (host::WhileKernel,
 //    host::ConditionalKernel): a kWhile or kConditional launch whose
 //    condition, body or branches are SubPrograms generated the same way
@@ -86,6 +91,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/cuda/cub_sort.h"
 #include "compiler/cuda/cudnn_conv.h"
 #include "compiler/host/host_program.h"
 #include "compiler/host/kernel.h"
@@ -133,6 +139,7 @@ struct Launch {
     kWhile,        // a loop of sub-programs, its predicate read back each time
     kConditional,  // one sub-program, chosen by a selector read back
     kFft,          // a cuFFT transform
+    kSort,         // a CUB radix sort (cub_sort.h)
   };
   Kind kind = Kind::kKernel;
   // kKernel: the kernel's name in the source, its grid, and the slots
@@ -180,6 +187,9 @@ struct Launch {
     int64_t batch = 1;
     std::vector<int64_t> lengths;
   } fft;
+  // kSort: slots are the keys in, the keys out, the values in and the
+  // values out (-1, the last two, for keys alone).
+  CubSortProblem sort;
   // The step it came from ("loop over f32[8,128] (add, exp)"), for errors
   // and `pjrt-hlo compile`.
   std::string origin;

@@ -237,15 +237,105 @@ int Generator::EmitMergeSort(int64_t rows, int64_t n, int64_t inner,
   return perm[from];
 }
 
+bool Generator::CubSorts(host::KeyOrder order, PrimitiveType type, int64_t n) {
+  return (order == host::KeyOrder::kTotalAscending ||
+          order == host::KeyOrder::kTotalDescending) &&
+         !hlo::IsComplex(type) && n < (int64_t{1} << 32);
+}
+
+std::string Generator::UnsignedSortKey(PrimitiveType type,
+                                       const std::string& v) {
+  switch (type) {
+    case PrimitiveType::kF32:
+      return absl::StrFormat("((unsigned)pj_total_order(%s) ^ 0x80000000u)", v);
+    case PrimitiveType::kF64:
+      return absl::StrFormat(
+          "((pj_u64)pj_total_order(%s) ^ 0x8000000000000000ull)", v);
+    case PrimitiveType::kS8:
+    case PrimitiveType::kS4:  // held sign-extended, one per byte
+    case PrimitiveType::kS2:
+      return absl::StrFormat("((pj_u8)%s ^ 0x80u)", v);
+    case PrimitiveType::kS16:
+      return absl::StrFormat("((pj_u16)%s ^ 0x8000u)", v);
+    case PrimitiveType::kS32:
+      return absl::StrFormat("((unsigned)%s ^ 0x80000000u)", v);
+    case PrimitiveType::kS64:
+      return absl::StrFormat("((pj_u64)%s ^ 0x8000000000000000ull)", v);
+    default:  // unsigned, pred, and the 8- and 16-bit floats
+      return TotalOrderKey(type, v);
+  }
+}
+
+absl::StatusOr<int> Generator::EmitCubSort(int64_t rows, int64_t n,
+                                           int64_t inner, PrimitiveType type,
+                                           int key, bool descending,
+                                           int keys_out, bool positions,
+                                           const std::string& what) {
+  const int64_t count = rows * n;
+  const int width = hlo::ByteWidth(type);
+  const std::string word = width == 1   ? "pj_u8"
+                           : width == 2 ? "pj_u16"
+                           : width == 4 ? "unsigned"
+                                        : "pj_u64";
+  std::string& k = shared_->source;
+  Launch sort;
+  sort.kind = Launch::Kind::kSort;
+  sort.sort.key_bytes = width;
+  sort.sort.rows = rows;
+  sort.sort.n = n;
+  sort.sort.pairs = positions || keys_out < 0;
+  const int values_in = sort.sort.pairs ? Temporary(count * 4) : -1;
+  const int values_out = sort.sort.pairs ? Temporary(count * 4) : -1;
+  if (keys_out >= 0) {
+    sort.slots = {key, keys_out};
+    if (sort.sort.pairs) {
+      Launch launch;
+      launch.kernel = Name("sort_positions");
+      launch.blocks = BlocksFor(count);
+      launch.slots = {values_in};
+      Open(&launch, {"unsigned* positions"});
+      absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                            "long long");
+      absl::StrAppendFormat(
+          &k, "    positions[i] = (unsigned)(i %% %dLL);\n  }\n}\n", n);
+      launch.origin = absl::StrFormat("%s: positions", what);
+      Add(std::move(launch));
+    }
+  } else {
+    const int keys_in = Temporary(count * width);
+    sort.slots = {keys_in, Temporary(count * width)};
+    PJRT_ASSIGN_OR_RETURN(const std::string storage, CudaStorageType(type));
+    Launch launch;
+    launch.kernel = Name("sort_keys");
+    launch.blocks = BlocksFor(count);
+    launch.slots = {keys_in, values_in, key};
+    Open(&launch, {absl::StrCat(word, "* keys"), "unsigned* positions",
+                   absl::StrFormat("const %s* in", storage)});
+    absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                          "long long");
+    absl::StrAppend(&k, SortRowHead(n, inner));
+    absl::StrAppendFormat(
+        &k, "    const %s key = (%s)%s;\n    keys[i] = %s;\n", word, word,
+        UnsignedSortKey(type, absl::StrFormat("in[base + p * %dLL]", inner)),
+        descending ? absl::StrFormat("(%s)~key", word) : "key");
+    absl::StrAppend(&k, "    positions[i] = (unsigned)p;\n  }\n}\n");
+    launch.origin = absl::StrFormat("%s: keys in XLA's total order%s", what,
+                                    descending ? ", complemented" : "");
+    Add(std::move(launch));
+  }
+  sort.slots.push_back(values_in);
+  sort.slots.push_back(values_out);
+  sort.origin =
+      absl::StrFormat("%s: CUB radix sort of %d-bit keys%s", what, 8 * width,
+                      sort.sort.pairs ? " and positions" : "");
+  Add(std::move(sort));
+  return values_out;
+}
+
 absl::Status Generator::EmitSort(const host::SortKernel& sort) {
   const int64_t rows = sort.outer * sort.inner;
   const int64_t count = rows * sort.length;
   if (count == 0) return absl::OkStatus();
-  if (!sort.has_comparator) {
-    return absl::UnimplementedError(
-        "this sort's comparator has no scalar form for the CUDA backend; "
-        "run this program with --platform host");
-  }
   std::string& k = shared_->source;
   std::vector<std::string> params;
   std::vector<std::string> storage;
@@ -254,42 +344,68 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
     storage.push_back(st);
     params.push_back(absl::StrFormat("const %s* in%d", st, j));
   }
-  const std::string less = Name("sort_less");
-  absl::StrAppendFormat(
-      &k,
-      "\n__device__ __forceinline__ bool %s(long long base, long long a, "
-      "long long b, %s) {\n",
-      less, absl::StrJoin(params, ", "));
-  std::vector<std::string> inputs;
-  for (size_t j = 0; j < sort.types.size(); ++j) {
-    PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sort.types[j]));
-    absl::StrAppendFormat(
-        &k, "  const %s l%d = %s;\n  const %s r%d = %s;\n", ct, j,
-        Load(sort.types[j],
-             absl::StrFormat("in%d[base + a * %dLL]", j, sort.inner)),
-        ct, j,
-        Load(sort.types[j],
-             absl::StrFormat("in%d[base + b * %dLL]", j, sort.inner)));
-    inputs.push_back(absl::StrCat("l", j));
-    inputs.push_back(absl::StrCat("r", j));
-  }
-  PJRT_ASSIGN_OR_RETURN(std::vector<std::string> result,
-                        EmitExpression(sort.comparator, inputs, "v", "  ", &k));
-  absl::StrAppendFormat(&k, "  return %s != 0;\n}\n", result[0]);
   const std::string what =
       absl::StrFormat("sort of %d rows of %d", rows, sort.length);
-  const int perm = EmitMergeSort(rows, sort.length, sort.inner, less,
-                                 sort.inputs, params, what);
+  int perm = -1;
+  std::string position = "long long";
+  // The first output already holds the sorted keys (CUB wrote them).
+  bool keys_written = false;
+  if (CubSorts(sort.order, sort.types[0], sort.length)) {
+    const PrimitiveType kt = sort.types[0];
+    const bool descending = sort.order == host::KeyOrder::kTotalDescending;
+    keys_written = !descending && sort.inner == 1 &&
+                   (kt == PrimitiveType::kU8 || kt == PrimitiveType::kU16 ||
+                    kt == PrimitiveType::kU32 || kt == PrimitiveType::kU64 ||
+                    kt == PrimitiveType::kU4 || kt == PrimitiveType::kU2);
+    PJRT_ASSIGN_OR_RETURN(
+        perm, EmitCubSort(rows, sort.length, sort.inner, kt, sort.inputs[0],
+                          descending, keys_written ? sort.outputs[0] : -1,
+                          sort.types.size() > 1, what));
+    if (perm < 0) return absl::OkStatus();
+    position = "unsigned";
+  } else {
+    if (!sort.has_comparator) {
+      return absl::UnimplementedError(
+          "this sort's comparator has no scalar form for the CUDA backend; "
+          "run this program with --platform host");
+    }
+    const std::string less = Name("sort_less");
+    absl::StrAppendFormat(
+        &k,
+        "\n__device__ __forceinline__ bool %s(long long base, long long a, "
+        "long long b, %s) {\n",
+        less, absl::StrJoin(params, ", "));
+    std::vector<std::string> inputs;
+    for (size_t j = 0; j < sort.types.size(); ++j) {
+      PJRT_ASSIGN_OR_RETURN(std::string ct, ComputeType(sort.types[j]));
+      absl::StrAppendFormat(
+          &k, "  const %s l%d = %s;\n  const %s r%d = %s;\n", ct, j,
+          Load(sort.types[j],
+               absl::StrFormat("in%d[base + a * %dLL]", j, sort.inner)),
+          ct, j,
+          Load(sort.types[j],
+               absl::StrFormat("in%d[base + b * %dLL]", j, sort.inner)));
+      inputs.push_back(absl::StrCat("l", j));
+      inputs.push_back(absl::StrCat("r", j));
+    }
+    PJRT_ASSIGN_OR_RETURN(
+        std::vector<std::string> result,
+        EmitExpression(sort.comparator, inputs, "v", "  ", &k));
+    absl::StrAppendFormat(&k, "  return %s != 0;\n}\n", result[0]);
+    perm = EmitMergeSort(rows, sort.length, sort.inner, less, sort.inputs,
+                         params, what);
+  }
   Launch launch;
   launch.kernel = Name("sort_gather");
   launch.blocks = BlocksFor(count);
   launch.slots = {perm};
-  std::vector<std::string> all = {"const long long* perm"};
-  for (size_t j = 0; j < sort.types.size(); ++j) {
+  std::vector<std::string> all = {absl::StrFormat("const %s* perm", position)};
+  const size_t first = keys_written ? 1 : 0;
+  for (size_t j = first; j < sort.types.size(); ++j) {
     launch.slots.push_back(sort.inputs[j]);
     all.push_back(params[j]);
   }
-  for (size_t j = 0; j < sort.types.size(); ++j) {
+  for (size_t j = first; j < sort.types.size(); ++j) {
     launch.slots.push_back(sort.outputs[j]);
     all.push_back(absl::StrFormat("%s* out%d", storage[j], j));
   }
@@ -299,10 +415,10 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
   absl::StrAppend(&k, SortRowHead(sort.length, sort.inner));
   absl::StrAppendFormat(
       &k,
-      "    const long long from = base + perm[i] * %dLL, to = base + p * "
-      "%dLL;\n",
+      "    const long long from = base + (long long)perm[i] * %dLL, to = base "
+      "+ p * %dLL;\n",
       sort.inner, sort.inner);
-  for (size_t j = 0; j < sort.types.size(); ++j) {
+  for (size_t j = first; j < sort.types.size(); ++j) {
     absl::StrAppendFormat(&k, "    out%d[to] = in%d[from];\n", j, j);
   }
   absl::StrAppend(&k, "  }\n}\n");
@@ -345,23 +461,31 @@ absl::Status Generator::EmitTopK(const host::TopKKernel& t) {
   PJRT_ASSIGN_OR_RETURN(std::string st, CudaStorageType(t.type));
   std::string& k = shared_->source;
   const std::string param = absl::StrFormat("const %s* in", st);
-  const std::string less = Name("topk_before");
-  absl::StrAppendFormat(
-      &k,
-      "\n__device__ __forceinline__ bool %s(long long base, long long a, "
-      "long long b, %s) {\n  return %s %s %s;\n}\n",
-      less, param, TotalOrderKey(t.type, "in[base + a]"), t.largest ? ">" : "<",
-      TotalOrderKey(t.type, "in[base + b]"));
   const std::string what =
       absl::StrFormat("top-%d of %d rows of %d", t.k, t.rows, t.n);
-  const int perm =
-      EmitMergeSort(t.rows, t.n, 1, less, {t.input}, {param}, what);
+  int perm = -1;
+  std::string position = "unsigned";
+  if (CubSorts(host::KeyOrder::kTotalAscending, t.type, t.n)) {
+    // Stable, so that of equal values the lower index comes first.
+    PJRT_ASSIGN_OR_RETURN(perm, EmitCubSort(t.rows, t.n, 1, t.type, t.input,
+                                            t.largest, -1, true, what));
+  } else {
+    const std::string less = Name("topk_before");
+    absl::StrAppendFormat(
+        &k,
+        "\n__device__ __forceinline__ bool %s(long long base, long long a, "
+        "long long b, %s) {\n  return %s %s %s;\n}\n",
+        less, param, TotalOrderKey(t.type, "in[base + a]"),
+        t.largest ? ">" : "<", TotalOrderKey(t.type, "in[base + b]"));
+    perm = EmitMergeSort(t.rows, t.n, 1, less, {t.input}, {param}, what);
+    position = "long long";
+  }
   const int64_t count = t.rows * t.k;
   Launch launch;
   launch.kernel = Name("topk_take");
   launch.blocks = BlocksFor(count);
   launch.slots = {perm, t.input, t.values, t.indices};
-  Open(&launch, {"const long long* perm", param,
+  Open(&launch, {absl::StrFormat("const %s* perm", position), param,
                  absl::StrFormat("%s* values", st), "pj_s32* indices"});
   absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
                         "long long");

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -338,6 +340,43 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* x, void* w,
   } while (next(c, out_dims, 0));
 }
 
+// CUB's sort of the problem `p` (cub_sort.h): each row's keys ascending as
+// unsigned integers, stably, and with pairs the values moved with them.
+inline void CubSortReference(const CubSortProblem& p, const void* keys_in,
+                             void* keys_out, const void* values_in,
+                             void* values_out) {
+  const auto sort = [&](auto zero) {
+    using K = decltype(zero);
+    const K* in = static_cast<const K*>(keys_in);
+    K* out = static_cast<K*>(keys_out);
+    std::vector<int64_t> order(p.n);
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const int64_t base = r * p.n;
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return in[base + a] < in[base + b];
+      });
+      for (int64_t i = 0; i < p.n; ++i) {
+        out[base + i] = in[base + order[i]];
+        if (p.pairs) {
+          static_cast<uint32_t*>(values_out)[base + i] =
+              static_cast<const uint32_t*>(values_in)[base + order[i]];
+        }
+      }
+    }
+  };
+  switch (p.key_bytes) {
+    case 1:
+      return sort(uint8_t{0});
+    case 2:
+      return sort(uint16_t{0});
+    case 4:
+      return sort(uint32_t{0});
+    default:
+      return sort(uint64_t{0});
+  }
+}
+
 // Runs a compilation's launches on the CPU: its kernels built by the host
 // compiler, its matmuls as plain loops.
 class Emulator {
@@ -448,6 +487,14 @@ class Emulator {
       }
     }
     for (const Launch& launch : launches) {
+      if (launch.kind == Launch::Kind::kSort) {
+        const auto slot = [&](int a) {
+          return launch.slots[a] < 0 ? nullptr : at[launch.slots[a]];
+        };
+        CubSortReference(launch.sort, slot(0), slot(1), slot(2), slot(3));
+        ++cub_sorts_;
+        continue;
+      }
       std::vector<void*> args;
       for (int slot : launch.slots) args.push_back(at[slot]);
       if (launch.kind == Launch::Kind::kGemm) {
@@ -856,6 +903,8 @@ class Emulator {
   // as their direct kernels; how many did.
   bool cudnn_ = true;
   int cudnn_convolutions_ = 0;
+  // Sorts CUB ran (as CubSortReference).
+  int cub_sorts_ = 0;
 
  private:
   const CudaCompilation& c_;
@@ -885,13 +934,15 @@ struct Case {
 // name holds `reversed_kernels` (when not empty) run thread by thread in
 // reverse (Emulator::RunReversed). Convolutions cuDNN takes run as cuDNN
 // computes them, or as their direct kernels when `cudnn` is false; how
-// many ran so goes to `cudnn_convolutions` (when not null).
+// many ran so goes to `cudnn_convolutions` (when not null), and how many
+// sorts CUB ran to `cub_sorts`.
 inline void CompareWithHost(const hlo::Module& module,
                             const CudaCompilation& compiled,
                             const std::string& name, double rtol,
                             const std::string& reversed_kernels = "",
                             bool cudnn = true,
-                            int* cudnn_convolutions = nullptr) {
+                            int* cudnn_convolutions = nullptr,
+                            int* cub_sorts = nullptr) {
   auto reference = host::CompileForHost(module);
   ASSERT_TRUE(reference.ok()) << reference.status();
 
@@ -923,6 +974,7 @@ inline void CompareWithHost(const hlo::Module& module,
   if (cudnn_convolutions != nullptr) {
     *cudnn_convolutions = emulator.cudnn_convolutions_;
   }
+  if (cub_sorts != nullptr) *cub_sorts = emulator.cub_sorts_;
 }
 
 // Compiles `hlo` for sm_90 through NVRTC and compares its kernels' results

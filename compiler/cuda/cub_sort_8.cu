@@ -1,0 +1,11 @@
+// CubSortOf for 8-bit keys (cub_sort.h).
+#include "compiler/cuda/cub_sort.cuh"
+
+namespace pjrt::compiler::cuda {
+
+template cudaError_t CubSortOf<uint8_t>(const CubSortProblem&, void*, size_t*,
+                                        const uint8_t*, uint8_t*,
+                                        const uint32_t*, uint32_t*,
+                                        cudaStream_t);
+
+}  // namespace pjrt::compiler::cuda
