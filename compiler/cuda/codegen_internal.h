@@ -404,28 +404,39 @@ class Generator {
                     const std::vector<std::string>& params,
                     const std::string& what);
 
-  // True when CUB sorts rows of `n` keys of `type` in `order`: a total
-  // order (ascending or descending) on a type that is not complex, rows
-  // shorter than 2^32 (positions are 32-bit).
-  static bool CubSorts(host::KeyOrder order, PrimitiveType type, int64_t n);
+  // True when CUB sorts `rows` rows of `n` keys of `type` in `order`: a
+  // total order (ascending or descending) on a type that is not complex,
+  // rows shorter than 2^32 (positions are 32-bit), and 64-bit keys of
+  // several rows (segments) fewer than 2^31 in all.
+  static bool CubSorts(host::KeyOrder order, PrimitiveType type, int64_t rows,
+                       int64_t n);
 
   // The unsigned integer of `type`'s storage width that orders as XLA's
   // total order does (as the host's sort keys), of the storage value `v`.
   static std::string UnsignedSortKey(PrimitiveType type, const std::string& v);
 
+  // What EmitCubSort leaves: the temporary slot of each element's position
+  // in its row (unsigned, row after row, in sorted order; -1 when none was
+  // asked), and whether the sorted keys are in the `keys_out` it was given.
+  struct CubSorted {
+    int positions = -1;
+    bool keys_written = false;
+  };
+
   // Sorts `rows` rows of `n` elements of slot `key` (of `type`, element p
   // of a row at base + p * inner, as SortRowHead) through CUB, stably,
-  // ascending or `descending` by XLA's total order. With `keys_out` >= 0
-  // (an unsigned type sorted ascending along contiguous rows) CUB reads
-  // the keys as they lie and writes the sorted ones there; else a kernel
-  // writes UnsignedSortKey (complemented for descending) to a temporary.
-  // Returns the temporary slot of each element's position in its row
-  // (unsigned, row after row, in sorted order), or -1 when `positions` is
-  // false and the sorted keys in `keys_out` are all that is asked.
-  absl::StatusOr<int> EmitCubSort(int64_t rows, int64_t n, int64_t inner,
-                                  PrimitiveType type, int key, bool descending,
-                                  int keys_out, bool positions,
-                                  const std::string& what);
+  // ascending or `descending` by XLA's total order. A kernel writes
+  // UnsignedSortKey (complemented for descending; with several rows, the
+  // row number above it, so that one sort orders every row) to a
+  // temporary, unless `keys_out` >= 0 (an unsigned type sorted ascending
+  // along contiguous rows) and the rows need no number: CUB then reads the
+  // keys as they lie and writes the sorted ones to `keys_out`. Positions
+  // come along when `positions` or when the keys are not written.
+  absl::StatusOr<CubSorted> EmitCubSort(int64_t rows, int64_t n, int64_t inner,
+                                        PrimitiveType type, int key,
+                                        bool descending, int keys_out,
+                                        bool positions,
+                                        const std::string& what);
 
   // sort: CUB's sort of positions (CubSorts) or the comparator as a device
   // function and the merge sort of positions, then every operand gathered

@@ -237,10 +237,15 @@ int Generator::EmitMergeSort(int64_t rows, int64_t n, int64_t inner,
   return perm[from];
 }
 
-bool Generator::CubSorts(host::KeyOrder order, PrimitiveType type, int64_t n) {
-  return (order == host::KeyOrder::kTotalAscending ||
-          order == host::KeyOrder::kTotalDescending) &&
-         !hlo::IsComplex(type) && n < (int64_t{1} << 32);
+bool Generator::CubSorts(host::KeyOrder order, PrimitiveType type, int64_t rows,
+                         int64_t n) {
+  if ((order != host::KeyOrder::kTotalAscending &&
+       order != host::KeyOrder::kTotalDescending) ||
+      hlo::IsComplex(type) || n >= (int64_t{1} << 32)) {
+    return false;
+  }
+  // 64-bit keys of several rows are segments of a sort with 32-bit counts.
+  return hlo::ByteWidth(type) < 8 || rows == 1 || rows * n < (int64_t{1} << 31);
 }
 
 std::string Generator::UnsignedSortKey(PrimitiveType type,
@@ -266,27 +271,43 @@ std::string Generator::UnsignedSortKey(PrimitiveType type,
   }
 }
 
-absl::StatusOr<int> Generator::EmitCubSort(int64_t rows, int64_t n,
-                                           int64_t inner, PrimitiveType type,
-                                           int key, bool descending,
-                                           int keys_out, bool positions,
-                                           const std::string& what) {
+namespace {
+
+const char* UnsignedWord(int bytes) {
+  return bytes == 1   ? "pj_u8"
+         : bytes == 2 ? "pj_u16"
+         : bytes == 4 ? "unsigned"
+                      : "pj_u64";
+}
+
+}  // namespace
+
+absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
+    int64_t rows, int64_t n, int64_t inner, PrimitiveType type, int key,
+    bool descending, int keys_out, bool positions, const std::string& what) {
   const int64_t count = rows * n;
-  const int width = hlo::ByteWidth(type);
-  const std::string word = width == 1   ? "pj_u8"
-                           : width == 2 ? "pj_u16"
-                           : width == 4 ? "unsigned"
-                                        : "pj_u64";
-  std::string& k = shared_->source;
+  const int key_bytes = hlo::ByteWidth(type);
+  const int key_bits = 8 * key_bytes;
+  int row_bits = 0;
+  while (row_bits < 62 && (int64_t{1} << row_bits) < rows) ++row_bits;
+  // Several rows: one sort, the row number above the key's bits.
+  const bool fold = rows > 1 && key_bits + row_bits <= 64;
+  CubSorted sorted;
+  sorted.keys_written = keys_out >= 0 && !fold;
   Launch sort;
   sort.kind = Launch::Kind::kSort;
-  sort.sort.key_bytes = width;
-  sort.sort.rows = rows;
-  sort.sort.n = n;
-  sort.sort.pairs = positions || keys_out < 0;
+  sort.sort.bits = fold ? key_bits + row_bits : key_bits;
+  sort.sort.key_bytes = sort.sort.bits <= 8    ? 1
+                        : sort.sort.bits <= 16 ? 2
+                        : sort.sort.bits <= 32 ? 4
+                                               : 8;
+  sort.sort.rows = fold ? 1 : rows;
+  sort.sort.n = fold ? count : n;
+  sort.sort.pairs = positions || !sorted.keys_written;
   const int values_in = sort.sort.pairs ? Temporary(count * 4) : -1;
   const int values_out = sort.sort.pairs ? Temporary(count * 4) : -1;
-  if (keys_out >= 0) {
+  std::string& k = shared_->source;
+  if (sorted.keys_written) {
     sort.slots = {key, keys_out};
     if (sort.sort.pairs) {
       Launch launch;
@@ -302,34 +323,47 @@ absl::StatusOr<int> Generator::EmitCubSort(int64_t rows, int64_t n,
       Add(std::move(launch));
     }
   } else {
-    const int keys_in = Temporary(count * width);
-    sort.slots = {keys_in, Temporary(count * width)};
+    const int keys_in = Temporary(count * sort.sort.key_bytes);
+    sort.slots = {keys_in, Temporary(count * sort.sort.key_bytes)};
     PJRT_ASSIGN_OR_RETURN(const std::string storage, CudaStorageType(type));
+    const std::string word = UnsignedWord(key_bytes);
+    const std::string wide = UnsignedWord(sort.sort.key_bytes);
     Launch launch;
     launch.kernel = Name("sort_keys");
     launch.blocks = BlocksFor(count);
     launch.slots = {keys_in, values_in, key};
-    Open(&launch, {absl::StrCat(word, "* keys"), "unsigned* positions",
+    Open(&launch, {absl::StrCat(wide, "* keys"), "unsigned* positions",
                    absl::StrFormat("const %s* in", storage)});
     absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
                           "long long");
     absl::StrAppend(&k, SortRowHead(n, inner));
     absl::StrAppendFormat(
-        &k, "    const %s key = (%s)%s;\n    keys[i] = %s;\n", word, word,
-        UnsignedSortKey(type, absl::StrFormat("in[base + p * %dLL]", inner)),
-        descending ? absl::StrFormat("(%s)~key", word) : "key");
+        &k, "    const %s key = (%s)%s;\n", word, word,
+        UnsignedSortKey(type, absl::StrFormat("in[base + p * %dLL]", inner)));
+    const std::string ordered =
+        descending ? absl::StrFormat("(%s)(%s)~key", wide, word)
+                   : absl::StrFormat("(%s)key", wide);
+    if (fold) {
+      absl::StrAppendFormat(&k, "    keys[i] = ((%s)row << %d) | %s;\n", wide,
+                            key_bits, ordered);
+    } else {
+      absl::StrAppendFormat(&k, "    keys[i] = %s;\n", ordered);
+    }
     absl::StrAppend(&k, "    positions[i] = (unsigned)p;\n  }\n}\n");
-    launch.origin = absl::StrFormat("%s: keys in XLA's total order%s", what,
-                                    descending ? ", complemented" : "");
+    launch.origin = absl::StrFormat("%s: keys in XLA's total order%s%s", what,
+                                    descending ? ", complemented" : "",
+                                    fold ? ", under their row" : "");
     Add(std::move(launch));
   }
   sort.slots.push_back(values_in);
   sort.slots.push_back(values_out);
-  sort.origin =
-      absl::StrFormat("%s: CUB radix sort of %d-bit keys%s", what, 8 * width,
-                      sort.sort.pairs ? " and positions" : "");
+  sort.origin = absl::StrFormat(
+      "%s: CUB radix sort of %d-bit keys%s%s", what, sort.sort.bits,
+      sort.sort.pairs ? " and positions" : "",
+      sort.sort.rows > 1 ? absl::StrFormat(" in %d segments", rows) : "");
   Add(std::move(sort));
-  return values_out;
+  sorted.positions = values_out;
+  return sorted;
 }
 
 absl::Status Generator::EmitSort(const host::SortKernel& sort) {
@@ -350,18 +384,23 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
   std::string position = "long long";
   // The first output already holds the sorted keys (CUB wrote them).
   bool keys_written = false;
-  if (CubSorts(sort.order, sort.types[0], sort.length)) {
+  if (CubSorts(sort.order, sort.types[0], rows, sort.length)) {
     const PrimitiveType kt = sort.types[0];
     const bool descending = sort.order == host::KeyOrder::kTotalDescending;
-    keys_written = !descending && sort.inner == 1 &&
-                   (kt == PrimitiveType::kU8 || kt == PrimitiveType::kU16 ||
-                    kt == PrimitiveType::kU32 || kt == PrimitiveType::kU64 ||
-                    kt == PrimitiveType::kU4 || kt == PrimitiveType::kU2);
+    // Keys CUB can read as they lie, and write as the sorted output.
+    const bool as_they_lie =
+        !descending && sort.inner == 1 &&
+        (kt == PrimitiveType::kU8 || kt == PrimitiveType::kU16 ||
+         kt == PrimitiveType::kU32 || kt == PrimitiveType::kU64 ||
+         kt == PrimitiveType::kU4 || kt == PrimitiveType::kU2);
     PJRT_ASSIGN_OR_RETURN(
-        perm, EmitCubSort(rows, sort.length, sort.inner, kt, sort.inputs[0],
-                          descending, keys_written ? sort.outputs[0] : -1,
-                          sort.types.size() > 1, what));
-    if (perm < 0) return absl::OkStatus();
+        const CubSorted sorted,
+        EmitCubSort(rows, sort.length, sort.inner, kt, sort.inputs[0],
+                    descending, as_they_lie ? sort.outputs[0] : -1,
+                    sort.types.size() > 1, what));
+    keys_written = sorted.keys_written;
+    if (keys_written && sort.types.size() == 1) return absl::OkStatus();
+    perm = sorted.positions;
     position = "unsigned";
   } else {
     if (!sort.has_comparator) {
@@ -465,10 +504,12 @@ absl::Status Generator::EmitTopK(const host::TopKKernel& t) {
       absl::StrFormat("top-%d of %d rows of %d", t.k, t.rows, t.n);
   int perm = -1;
   std::string position = "unsigned";
-  if (CubSorts(host::KeyOrder::kTotalAscending, t.type, t.n)) {
+  if (CubSorts(host::KeyOrder::kTotalAscending, t.type, t.rows, t.n)) {
     // Stable, so that of equal values the lower index comes first.
-    PJRT_ASSIGN_OR_RETURN(perm, EmitCubSort(t.rows, t.n, 1, t.type, t.input,
-                                            t.largest, -1, true, what));
+    PJRT_ASSIGN_OR_RETURN(const CubSorted sorted,
+                          EmitCubSort(t.rows, t.n, 1, t.type, t.input,
+                                      t.largest, -1, true, what));
+    perm = sorted.positions;
   } else {
     const std::string less = Name("topk_before");
     absl::StrAppendFormat(

@@ -7,7 +7,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_segmented_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "compiler/cuda/cub_sort.h"
 
@@ -15,8 +15,8 @@ namespace pjrt::compiler::cuda {
 
 // Where row r starts: r * n (the segments' offsets, computed, not stored).
 struct RowStart {
-  int64_t n;
-  __host__ __device__ int64_t operator()(int64_t r) const { return r * n; }
+  int n;
+  __host__ __device__ int operator()(int r) const { return r * n; }
 };
 
 template <typename K>
@@ -25,27 +25,34 @@ cudaError_t CubSortOf(const CubSortProblem& p, void* temporary,
                       const uint32_t* values_in, uint32_t* values_out,
                       cudaStream_t stream) {
   const int64_t count = p.rows * p.n;
-  constexpr int kBits = static_cast<int>(sizeof(K) * 8);
   if (p.rows == 1) {
     if (!p.pairs) {
       return cub::DeviceRadixSort::SortKeys(temporary, *temporary_bytes,
-                                            keys_in, keys_out, count, 0, kBits,
+                                            keys_in, keys_out, count, 0, p.bits,
                                             stream);
     }
     return cub::DeviceRadixSort::SortPairs(temporary, *temporary_bytes, keys_in,
                                            keys_out, values_in, values_out,
-                                           count, 0, kBits, stream);
+                                           count, 0, p.bits, stream);
   }
-  const auto starts = thrust::make_transform_iterator(
-      thrust::make_counting_iterator<int64_t>(0), RowStart{p.n});
-  if (!p.pairs) {
-    return cub::DeviceSegmentedSort::StableSortKeys(
-        temporary, *temporary_bytes, keys_in, keys_out, count, p.rows, starts,
-        starts + 1, stream);
+  if constexpr (sizeof(K) == 8) {
+    if (count >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+    const auto starts =
+        thrust::make_transform_iterator(thrust::make_counting_iterator<int>(0),
+                                        RowStart{static_cast<int>(p.n)});
+    if (!p.pairs) {
+      return cub::DeviceSegmentedRadixSort::SortKeys(
+          temporary, *temporary_bytes, keys_in, keys_out,
+          static_cast<int>(count), static_cast<int>(p.rows), starts, starts + 1,
+          0, p.bits, stream);
+    }
+    return cub::DeviceSegmentedRadixSort::SortPairs(
+        temporary, *temporary_bytes, keys_in, keys_out, values_in, values_out,
+        static_cast<int>(count), static_cast<int>(p.rows), starts, starts + 1,
+        0, p.bits, stream);
+  } else {
+    return cudaErrorInvalidValue;  // several rows: one sort, the row above
   }
-  return cub::DeviceSegmentedSort::StableSortPairs(
-      temporary, *temporary_bytes, keys_in, keys_out, values_in, values_out,
-      count, p.rows, starts, starts + 1, stream);
 }
 
 }  // namespace pjrt::compiler::cuda

@@ -3,14 +3,18 @@
 // for top-k.
 //
 // The generated code hands CUB unsigned keys whose order as integers is
-// the one the sort asks for (XLA's total order, flipped for a descending
-// sort; keys of an unsigned type sorted ascending are read as they lie)
-// and, when the sort carries other operands, each element's position in
-// its row as a 32-bit value; a generated kernel then gathers the operands
-// by those positions. One row goes to cub::DeviceRadixSort, several rows
-// (segments of n keys, one after another) to
-// cub::DeviceSegmentedSort's stable sorts. Both are stable, so equal keys
-// keep their order in the row: the host's stable sort.
+// the one the sort asks for (XLA's total order, complemented for a
+// descending sort; the keys of one row of an unsigned type sorted
+// ascending are read as they lie) and, when the sort carries other
+// operands, each element's position in its row as a 32-bit value; a
+// generated kernel then gathers the operands by those positions. Several
+// rows are one sort of keys with the row number above the key's bits
+// (cub::DeviceRadixSort over the low `bits` bits: every SM works on every
+// row, however few and long the rows are); only 64-bit keys of several
+// rows, which leave no room for a row number, are sorted as segments by
+// cub::DeviceSegmentedRadixSort (a block per row). Radix sorts are
+// stable, so equal keys keep their order in the row: the host's stable
+// sort.
 //
 // The functions are compiled by nvcc (cub_sort_*.cu, one file per key
 // width, since CUB's kernels are templates NVRTC cannot instantiate from
@@ -26,10 +30,12 @@
 namespace pjrt::compiler::cuda {
 
 // `rows` rows of `n` keys of `key_bytes` (1, 2, 4 or 8) bytes, contiguous
-// row after row, sorted ascending as unsigned integers; with `pairs`, a
-// 32-bit value per key moves with it (n < 2^32).
+// row after row, each row sorted ascending by the keys' low `bits` bits as
+// unsigned integers; with `pairs`, a 32-bit value per key moves with it.
+// Several rows only with 8-byte keys, rows * n < 2^31.
 struct CubSortProblem {
   int key_bytes = 4;
+  int bits = 32;
   int64_t rows = 1;
   int64_t n = 0;
   bool pairs = false;

@@ -91,9 +91,11 @@ std::string SortProgram(const std::string& key, const std::string& payload,
   return text;
 }
 
-CubSortProblem Problem(int key_bytes, int64_t rows, int64_t n, bool pairs) {
+CubSortProblem Problem(int key_bytes, int bits, int64_t rows, int64_t n,
+                       bool pairs) {
   CubSortProblem p;
   p.key_bytes = key_bytes;
+  p.bits = bits;
   p.rows = rows;
   p.n = n;
   p.pairs = pairs;
@@ -102,59 +104,62 @@ CubSortProblem Problem(int key_bytes, int64_t rows, int64_t n, bool pairs) {
 
 std::vector<SortCase> Cases() {
   return {
-      // An unsigned key ascending along its last dimension: CUB reads it as
-      // it lies and writes the result, keys alone.
+      // An unsigned key ascending along its last dimension, one row (or
+      // 64-bit keys as segments): CUB reads it as it lies and writes the
+      // result, keys alone.
       {"u32_keys_alone_ascending",
        SortProgram("u32", "", "4097", 0, "LT"),
-       {Problem(4, 1, 4097, false)}},
-      {"u64_rows_keys_alone",
+       {Problem(4, 32, 1, 4097, false)}},
+      {"u64_segments_keys_alone",
        SortProgram("u64", "", "3,129", 1, "LT"),
-       {Problem(8, 3, 129, false)}},
-      // ...with a payload: positions go along (ties show stability).
-      {"u8_with_a_payload",
+       {Problem(8, 64, 3, 129, false)}},
+      // Several rows: one sort of 10-bit keys, the row above the key's 8
+      // bits; positions go along (ties show stability).
+      {"u8_rows_with_a_payload",
        SortProgram("u8", "s32", "3,500", 1, "LT"),
-       {Problem(1, 3, 500, true)}},
+       {Problem(2, 10, 1, 1500, true)}},
       // Descending, signed and float keys, and rows along another
-      // dimension: keys written by a kernel, positions along.
+      // dimension: keys written by a kernel, positions along; 64-bit keys
+      // of several rows as segments.
       {"u16_descending",
        SortProgram("u16", "", "2,300", 1, "GT"),
-       {Problem(2, 2, 300, true)}},
+       {Problem(4, 17, 1, 600, true)}},
       {"s8_along_the_first_dimension",
        SortProgram("s8", "f32", "50,3", 0, "LT"),
-       {Problem(1, 3, 50, true)}},
+       {Problem(2, 10, 1, 150, true)}},
       {"s4_keys",
        SortProgram("s4", "", "64", 0, "LT"),
-       {Problem(1, 1, 64, true)}},
+       {Problem(1, 8, 1, 64, true)}},
       {"s32_ascending",
        SortProgram("s32", "u8", "2,1000", 1, "LT"),
-       {Problem(4, 2, 1000, true)}},
+       {Problem(8, 33, 1, 2000, true)}},
       {"s64_descending",
        SortProgram("s64", "u8", "2,100", 1, "GT"),
-       {Problem(8, 2, 100, true)}},
+       {Problem(8, 64, 2, 100, true)}},
       {"u32_along_a_middle_dimension",
        SortProgram("u32", "", "2,77,3", 1, "LT"),
-       {Problem(4, 6, 77, true)}},
+       {Problem(8, 35, 1, 462, true)}},
       {"pred_with_a_payload",
        SortProgram("pred", "s32", "200", 0, "LT"),
-       {Problem(1, 1, 200, true)}},
+       {Problem(1, 8, 1, 200, true)}},
       {"f32_total_order",
        SortProgram("f32", "s32", "5,37", 1, "LT"),
-       {Problem(4, 5, 37, true)}},
+       {Problem(8, 35, 1, 185, true)}},
       {"f32_total_order_descending",
        SortProgram("f32", "", "301", 0, "GT"),
-       {Problem(4, 1, 301, true)}},
+       {Problem(4, 32, 1, 301, true)}},
       {"f64_total_order",
        SortProgram("f64", "s32", "257", 0, "LT"),
-       {Problem(8, 1, 257, true)}},
+       {Problem(8, 64, 1, 257, true)}},
       {"f16_total_order",
        SortProgram("f16", "", "130", 0, "LT"),
-       {Problem(2, 1, 130, true)}},
+       {Problem(2, 16, 1, 130, true)}},
       {"bf16_total_order_descending",
        SortProgram("bf16", "", "3,70", 1, "GT"),
-       {Problem(2, 3, 70, true)}},
+       {Problem(4, 18, 1, 210, true)}},
       {"f8e4m3fn_keys",
        SortProgram("f8e4m3fn", "", "100", 0, "LT"),
-       {Problem(1, 1, 100, true)}},
+       {Problem(1, 8, 1, 100, true)}},
       // compare(b, a), GT: ascending.
       {"u32_swapped_operands",
        R"(
@@ -166,7 +171,7 @@ ENTRY e {
   p = u32[1000] parameter(0)
   ROOT s = u32[1000] sort(p), dimensions={0}, to_apply=cmp
 })",
-       {Problem(4, 1, 1000, false)}},
+       {Problem(4, 32, 1, 1000, false)}},
       // Top-k, largest and smallest: equal values by index.
       {"top_k_largest_and_smallest",
        R"(
@@ -183,7 +188,7 @@ ENTRY e {
   s1 = s32[4,5] get-tuple-element(small), index=1
   ROOT r = (f32[4,7], s32[4,7], bf16[4,5], s32[4,5]) tuple(b0, b1, s0, s1)
 })",
-       {Problem(4, 4, 60, true), Problem(2, 4, 60, true)}},
+       {Problem(8, 34, 1, 240, true), Problem(4, 18, 1, 240, true)}},
   };
 }
 
@@ -205,6 +210,7 @@ TEST_P(CubSorts, GoThroughCubAndMatchTheHostBitForBit) {
   for (size_t i = 0; i < sorts.size(); ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(sorts[i].key_bytes, c.sorts[i].key_bytes);
+    EXPECT_EQ(sorts[i].bits, c.sorts[i].bits);
     EXPECT_EQ(sorts[i].rows, c.sorts[i].rows);
     EXPECT_EQ(sorts[i].n, c.sorts[i].n);
     EXPECT_EQ(sorts[i].pairs, c.sorts[i].pairs);

@@ -341,7 +341,8 @@ inline void CudnnConvReference(const CudnnConvProblem& p, void* x, void* w,
 }
 
 // CUB's sort of the problem `p` (cub_sort.h): each row's keys ascending as
-// unsigned integers, stably, and with pairs the values moved with them.
+// unsigned integers by their low `p.bits` bits, stably, and with pairs the
+// values moved with them.
 inline void CubSortReference(const CubSortProblem& p, const void* keys_in,
                              void* keys_out, const void* values_in,
                              void* values_out) {
@@ -349,12 +350,15 @@ inline void CubSortReference(const CubSortProblem& p, const void* keys_in,
     using K = decltype(zero);
     const K* in = static_cast<const K*>(keys_in);
     K* out = static_cast<K*>(keys_out);
+    const K mask = p.bits >= static_cast<int>(8 * sizeof(K))
+                       ? static_cast<K>(~K{0})
+                       : static_cast<K>((uint64_t{1} << p.bits) - 1);
     std::vector<int64_t> order(p.n);
     for (int64_t r = 0; r < p.rows; ++r) {
       const int64_t base = r * p.n;
       std::iota(order.begin(), order.end(), int64_t{0});
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return in[base + a] < in[base + b];
+        return (in[base + a] & mask) < (in[base + b] & mask);
       });
       for (int64_t i = 0; i < p.n; ++i) {
         out[base + i] = in[base + order[i]];
