@@ -21,10 +21,11 @@
 //    thread per update element combining through atomics; for a replace
 //    or a float max or min, a thread per update element claiming its
 //    element by an atomic maximum of its rank and order, the winner
-//    writing; else the updates in the host's order (a thread per first
-//    window coordinate where windows can meet only at equal coordinates,
-//    else one), so that results are the host's bit for bit but for float
-//    sums' rounding;
+//    writing; else the updates in the host's order: with several windows,
+//    each update element's target sorted stably by CUB, then a thread per
+//    target applying its updates in order (one window: a thread per first
+//    window coordinate, or one), so that results are the host's bit for
+//    bit but for float sums' rounding;
 //  - KernelStep of an rng-bit-generator (host::RngBitGeneratorKernel):
 //    ThreeFry or Philox bits, a thread per block or element, the host's
 //    bits exactly, then the updated state;

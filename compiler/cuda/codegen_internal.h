@@ -284,13 +284,29 @@ class Generator {
   // outputs = operands (a copy kernel each, skipped when the output is the
   // operand's own memory), then the updates. A combine that atomics can do
   // in any order (AtomicCombine) runs a thread per update element
-  // (EmitAtomicScatter); any other goes in the host kernel's order: a
-  // thread per first window coordinate when windows of different
-  // positions can meet only at the same window coordinates (the host's
-  // `parallel`), else one thread, each going through every position in
-  // order. Results are those of the host, bit for bit, but for the
-  // floating-point sums atomics add in another order.
+  // (EmitAtomicScatter), a choice of one value (ClaimCombine) by claims;
+  // any other goes in the host kernel's order: sorted by target when
+  // there are several windows (EmitSortedScatter), else a thread per first
+  // window coordinate (the host's `parallel`) or one thread. Results are
+  // those of the host, bit for bit, but for the floating-point sums
+  // atomics add in another order.
   absl::Status EmitScatter(const host::ScatterKernel& sc);
+
+  // The statements combining update element `s` into operand element `t`
+  // (both in scope) as the host does: `sc`'s region (or replace, add),
+  // every operand of a variadic scatter.
+  absl::StatusOr<std::string> ScatterCombine(
+      const host::ScatterKernel& sc, const std::vector<std::string>& storage,
+      const std::string& indent);
+
+  // The deterministic path for any combine: a kernel writes each update
+  // element's target (a key after every target for a window that does not
+  // fit) and its offset in the updates, CUB sorts them stably by target,
+  // then a thread per target applies its updates in the host's order
+  // (increasing window position). Parallel over targets, serial only where
+  // updates meet.
+  absl::Status EmitSortedScatter(const host::ScatterKernel& sc,
+                                 const std::vector<std::string>& storage);
 
   // Statements giving, for the scatter position `position` (an
   // expression), its start in the operand (`dst`) and in the updates
@@ -317,8 +333,10 @@ class Generator {
   // The grid-stride loop over the update elements of `sc`, in the host's
   // order, opened up to the statements that have in scope `i` (the
   // element's place in that order), `s` and `t` (its offsets in the updates
-  // and in the operand); windows that do not fit are skipped.
-  static std::string ScatterElementLoop(const host::ScatterKernel& sc);
+  // and in the operand); windows that do not fit are skipped, after the
+  // statements `first` that open each iteration.
+  static std::string ScatterElementLoop(const host::ScatterKernel& sc,
+                                        const std::string& first = "");
 
   // A thread per update element: one atomic update.
   absl::Status EmitAtomicScatter(const host::ScatterKernel& sc, ExprOp op);

@@ -363,11 +363,13 @@ absl::StatusOr<std::string> Generator::AtomicUpdate(
   return k;
 }
 
-std::string Generator::ScatterElementLoop(const host::ScatterKernel& sc) {
+std::string Generator::ScatterElementLoop(const host::ScatterKernel& sc,
+                                          const std::string& first) {
   const int64_t window = Product(sc.walk.sizes);
   const int64_t total = Product(sc.reader.batch_sizes) * window;
   std::string k =
       absl::StrFormat(kLoopHead, "long long", "long long", total, "long long");
+  absl::StrAppend(&k, first);
   absl::StrAppendFormat(&k, "    long long w = i %% %d;\n", window);
   absl::StrAppend(&k,
                   ScatterStart(sc, absl::StrFormat("i / %d", window), "    "));
@@ -559,6 +561,10 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
   if (const std::optional<Claim> claim = ClaimCombine(sc)) {
     return EmitClaimScatter(sc, *claim);
   }
+  if (positions > 1 &&
+      positions * Product(sc.walk.sizes) < (int64_t{1} << 32)) {
+    return EmitSortedScatter(sc, storage);
+  }
   PJRT_ASSIGN_OR_RETURN(std::string it, CudaStorageType(r.type));
   const int rank = static_cast<int>(sc.walk.sizes.size());
   const int64_t first = rank == 0 ? 1 : sc.walk.sizes[0];
@@ -600,7 +606,26 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
   }
   absl::StrAppendFormat(&k, "%sconst long long s = %s, t = %s;\n", indent, s_at,
                         t_at);
+  PJRT_ASSIGN_OR_RETURN(std::string combine,
+                        ScatterCombine(sc, storage, indent));
+  absl::StrAppend(&k, combine);
+  for (int d = 0; d < rank; ++d) {
+    indent.resize(indent.size() - 2);
+    absl::StrAppendFormat(&k, "%s}\n", indent);
+  }
+  absl::StrAppend(&k, "    }\n  }\n}\n");
+  launch.origin = absl::StrFormat("scatter of %d windows of %d elements",
+                                  positions, Product(sc.walk.sizes));
+  Add(std::move(launch));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Generator::ScatterCombine(
+    const host::ScatterKernel& sc, const std::vector<std::string>& storage,
+    const std::string& indent) {
+  const int n = static_cast<int>(sc.types.size());
   const PrimitiveType t0 = sc.types[0];
+  std::string k;
   if (sc.combiner == host::Combiner::kReplace) {
     absl::StrAppendFormat(&k, "%sout0[t] = upd0[s];\n", indent);
   } else if (sc.combiner == host::Combiner::kAdd) {
@@ -636,13 +661,95 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
                             Store(sc.types[i], results[i]));
     }
   }
-  for (int d = 0; d < rank; ++d) {
-    indent.resize(indent.size() - 2);
-    absl::StrAppendFormat(&k, "%s}\n", indent);
+  return k;
+}
+
+absl::Status Generator::EmitSortedScatter(
+    const host::ScatterKernel& sc, const std::vector<std::string>& storage) {
+  const int n = static_cast<int>(sc.types.size());
+  const int64_t positions = Product(sc.reader.batch_sizes);
+  const int64_t total = positions * Product(sc.walk.sizes);
+  const int64_t elements = sc.operand_bytes[0] / hlo::ByteWidth(sc.types[0]);
+  // Keys: each update element's target, `elements` (after every target)
+  // for one whose window does not fit.
+  int bits = 1;
+  while (bits < 63 && (int64_t{1} << bits) <= elements) ++bits;
+  Launch sort;
+  sort.kind = Launch::Kind::kSort;
+  sort.sort.bits = bits;
+  sort.sort.key_bytes = bits <= 8 ? 1 : bits <= 16 ? 2 : bits <= 32 ? 4 : 8;
+  sort.sort.n = total;
+  sort.sort.pairs = true;
+  const std::string word = sort.sort.key_bytes == 1   ? "pj_u8"
+                           : sort.sort.key_bytes == 2 ? "pj_u16"
+                           : sort.sort.key_bytes == 4 ? "unsigned"
+                                                      : "pj_u64";
+  for (int a = 0; a < 2; ++a)
+    sort.slots.push_back(Temporary(total * sort.sort.key_bytes));
+  for (int a = 0; a < 2; ++a) sort.slots.push_back(Temporary(total * 4));
+  PJRT_ASSIGN_OR_RETURN(const std::string it, CudaStorageType(sc.reader.type));
+  const std::string what =
+      absl::StrFormat("scatter of %d windows of %d elements, sorted by target",
+                      positions, Product(sc.walk.sizes));
+  std::string& k = shared_->source;
+  {
+    Launch launch;
+    launch.kernel = Name("scatter_targets");
+    launch.blocks = BlocksFor(total);
+    launch.slots = {sort.slots[0], sort.slots[2], sc.indices};
+    Open(&launch, {absl::StrCat(word, "* keys"), "unsigned* sources",
+                   absl::StrCat("const ", it, "* indices")});
+    absl::StrAppend(
+        &k,
+        ScatterElementLoop(
+            sc,
+            absl::StrFormat("    keys[i] = (%s)%dull;\n    sources[i] = 0;\n",
+                            word, elements)),
+        absl::StrFormat("    keys[i] = (%s)t;\n    sources[i] = (unsigned)s;\n"
+                        "  }\n}\n",
+                        word));
+    launch.origin = absl::StrFormat("%s: each update's target", what);
+    Add(std::move(launch));
   }
-  absl::StrAppend(&k, "    }\n  }\n}\n");
-  launch.origin = absl::StrFormat("scatter of %d windows of %d elements",
-                                  positions, Product(sc.walk.sizes));
+  const int keys = sort.slots[1], sources = sort.slots[3];
+  sort.origin = absl::StrFormat(
+      "%s: CUB radix sort of %d-bit targets and "
+      "their updates",
+      what, bits);
+  Add(std::move(sort));
+  Launch launch;
+  launch.kernel = Name("scatter_sorted");
+  launch.blocks = BlocksFor(total);
+  std::vector<std::string> params;
+  for (int i = 0; i < n; ++i) {
+    launch.slots.push_back(sc.outputs[i]);
+    params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
+  }
+  for (int i = 0; i < n; ++i) {
+    launch.slots.push_back(sc.updates[i]);
+    params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
+  }
+  launch.slots.push_back(keys);
+  params.push_back(absl::StrCat("const ", word, "* keys"));
+  launch.slots.push_back(sources);
+  params.push_back("const unsigned* sources");
+  Open(&launch, params);
+  // A thread per first update of a target applies that target's updates
+  // in the host's order (the sort is stable).
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", total,
+                        "long long");
+  absl::StrAppendFormat(
+      &k,
+      "    const %s key = keys[i];\n"
+      "    if (key == (%s)%dull || (i > 0 && keys[i - 1] == key)) continue;\n"
+      "    const long long t = (long long)key;\n"
+      "    for (long long m = i; m < %dLL && keys[m] == key; ++m) {\n"
+      "      const long long s = sources[m];\n",
+      word, word, elements, total);
+  PJRT_ASSIGN_OR_RETURN(std::string combine,
+                        ScatterCombine(sc, storage, "      "));
+  absl::StrAppend(&k, combine, "    }\n  }\n}\n");
+  launch.origin = absl::StrFormat("%s: each target's updates in order", what);
   Add(std::move(launch));
   return absl::OkStatus();
 }

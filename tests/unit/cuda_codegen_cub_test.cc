@@ -256,5 +256,97 @@ ENTRY e {
   EXPECT_EQ(ran, 0);
 }
 
+// Scatters whose combine neither atomics nor claims can do go through a
+// stable sort of their targets, then a thread per target applies its
+// updates in the host's order: bit for bit the host's results, whatever
+// order the threads come in.
+TEST(CubSorts, ScattersOfAnyRegionSortTheirTargets) {
+  const struct {
+    const char* name;
+    const char* hlo;
+  } kCases[] = {
+      {"f32_multiply", R"(
+HloModule m
+mul { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] multiply(a, b) }
+ENTRY e {
+  o = f32[50] parameter(0)
+  i = s32[1000,1] parameter(1)
+  u = f32[1000] parameter(2)
+  ROOT s = f32[50] scatter(o, i, u), update_window_dims={},
+    inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+    index_vector_dim=1, to_apply=mul
+})"},
+      // Windows of 4 that overlap in part; some do not fit (skipped).
+      {"overlapping_windows_subtract", R"(
+HloModule m
+sub { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] subtract(a, b) }
+ENTRY e {
+  o = f32[64] parameter(0)
+  i = s32[100,1] parameter(1)
+  u = f32[100,4] parameter(2)
+  ROOT s = f32[64] scatter(o, i, u), update_window_dims={1},
+    inserted_window_dims={}, scatter_dims_to_operand_dims={0},
+    index_vector_dim=1, to_apply=sub
+})"},
+      {"variadic", R"(
+HloModule m
+both { a0 = f32[] parameter(0)
+  a1 = s32[] parameter(1)
+  b0 = f32[] parameter(2)
+  b1 = s32[] parameter(3)
+  s0 = f32[] add(a0, b0)
+  s1 = s32[] subtract(a1, b1)
+  ROOT r = (f32[], s32[]) tuple(s0, s1) }
+ENTRY e {
+  o0 = f32[30] parameter(0)
+  o1 = s32[30] parameter(1)
+  i = s32[200,1] parameter(2)
+  u0 = f32[200] parameter(3)
+  u1 = s32[200] parameter(4)
+  ROOT s = (f32[30], s32[30]) scatter(o0, o1, i, u0, u1),
+    update_window_dims={}, inserted_window_dims={0},
+    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=both
+})"},
+      {"bf16_rows_multiply", R"(
+HloModule m
+mul { a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT r = bf16[] multiply(a, b) }
+ENTRY e {
+  o = bf16[20,8] parameter(0)
+  i = s32[300,1] parameter(1)
+  u = bf16[300,8] parameter(2)
+  ROOT s = bf16[20,8] scatter(o, i, u), update_window_dims={1},
+    inserted_window_dims={0}, scatter_dims_to_operand_dims={0},
+    index_vector_dim=1, to_apply=mul
+})"},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    std::unique_ptr<hlo::Module> module = emulation::Parse(c.hlo);
+    ASSERT_NE(module, nullptr);
+    auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    int sorts = 0, sorted = 0;
+    ForEachLaunch(compiled->generated.launches, [&](const Launch& l) {
+      sorts += l.kind == Launch::Kind::kSort;
+      sorted += l.kernel.find("pj_scatter_sorted") == 0;
+    });
+    EXPECT_EQ(sorts, 1);
+    EXPECT_EQ(sorted, 1);
+    int ran = 0;
+    CompareWithHost(*module, *compiled, absl::StrCat("scatter_", c.name), 0, "",
+                    true, nullptr, &ran);
+    EXPECT_EQ(ran, 1);
+    CompareWithHost(*module, *compiled,
+                    absl::StrCat("scatter_", c.name, "_reversed"), 0,
+                    "pj_scatter_sorted");
+  }
+}
+
 }  // namespace
 }  // namespace pjrt::compiler::cuda
