@@ -6,6 +6,7 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -645,8 +646,14 @@ class CudaProgram : public Program {
       PJRT_RETURN_IF_ERROR(CheckCancelled(env.context.cancellation));
       if (c.trip_count >= 0) {
         // A counted loop: its bodies are enqueued back to back, nothing
-        // read back.
+        // read back; after the first two, as many as fit in graphs.
         if (iteration == c.trip_count) break;
+        if (iteration == 2 && c.graphs) {
+          PJRT_ASSIGN_OR_RETURN(const int64_t done,
+                                RunGraphs(c, addresses, a, b, env));
+          iteration += done;
+          if (iteration == c.trip_count) break;
+        }
       } else {
         PJRT_RETURN_IF_ERROR(RunSub(c, 0, addresses, a, {predicate}, env));
         uint8_t more = 0;
@@ -665,6 +672,81 @@ class CudaProgram : public Program {
       }
     }
     return absl::OkStatus();
+  }
+
+  // Runs iterations of the counted loop `c` from state `a` (spares `b`) as
+  // CUDA graphs of kGraphIterations iterations, captured on a stream of
+  // their own (nothing else can join the capture) and launched on the
+  // run's stream; the state ends on the buffers it began on. Returns how
+  // many iterations ran: a multiple of kGraphIterations, none when the
+  // body could not be captured (said once in the log; the loop goes on
+  // without graphs). A cancelled run stops between graphs.
+  absl::StatusOr<int64_t> RunGraphs(const ControlFlow& c,
+                                    const std::vector<void*>& addresses,
+                                    const std::vector<void*>& a,
+                                    const std::vector<void*>& b,
+                                    const Env& env) const {
+    cudaStream_t capture = nullptr;
+    PJRT_RETURN_IF_ERROR(
+        CudaError(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking),
+                  "creating a stream to capture a loop body"));
+    cudaGraphExec_t exec = nullptr;
+    const absl::Status captured =
+        CaptureBody(c, addresses, a, b, env, capture, &exec);
+    cudaStreamDestroy(capture);
+    if (!captured.ok()) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true)) {
+        spdlog::warn(
+            "a counted loop's body could not be captured into a CUDA graph; "
+            "its iterations run one by one: {}",
+            captured);
+      }
+      return int64_t{0};
+    }
+    int64_t done = 0;
+    absl::Status s;
+    const int64_t graphs = (c.trip_count - 2) / kGraphIterations;
+    for (int64_t g = 0; g < graphs; ++g) {
+      s = CheckCancelled(env.context.cancellation);
+      if (!s.ok()) break;
+      s = CudaError(cudaGraphLaunch(exec, env.stream),
+                    "launching a loop body's graph");
+      if (!s.ok()) break;
+      done += kGraphIterations;
+    }
+    // Freed once the launches in flight complete.
+    cudaGraphExecDestroy(exec);
+    PJRT_RETURN_IF_ERROR(s);
+    return done;
+  }
+
+  // Captures kGraphIterations iterations of `c`'s body from state `a`
+  // (spares `b`) on `capture` into `*exec`. Nothing runs; the capture is
+  // ended whatever happens during it.
+  absl::Status CaptureBody(const ControlFlow& c,
+                           const std::vector<void*>& addresses,
+                           std::vector<void*> a, std::vector<void*> b,
+                           const Env& env, cudaStream_t capture,
+                           cudaGraphExec_t* exec) const {
+    PJRT_RETURN_IF_ERROR(CudaError(
+        cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal),
+        "capturing a loop body"));
+    const Env inner{env.context, capture, env.device, env.scratch};
+    absl::Status s;
+    for (int64_t k = 0; k < kGraphIterations && s.ok(); ++k) {
+      s = RunSub(c, 1, addresses, a, b, inner);
+      std::swap(a, b);
+    }
+    cudaGraph_t graph = nullptr;
+    s.Update(CudaError(cudaStreamEndCapture(capture, &graph),
+                       "capturing a loop body"));
+    if (s.ok()) {
+      s = CudaError(cudaGraphInstantiate(exec, graph, 0),
+                    "instantiating a loop body's graph");
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return s;
   }
 
   // As host::ConditionalKernel: the selector read back, then the branch

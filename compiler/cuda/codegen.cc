@@ -1031,6 +1031,25 @@ void ForEachLaunch(const std::vector<Launch>& launches,
   }
 }
 
+bool GraphCapturable(const std::vector<Launch>& launches) {
+  for (const Launch& launch : launches) {
+    switch (launch.kind) {
+      case Launch::Kind::kGemm:
+      case Launch::Kind::kSort:
+        break;
+      case Launch::Kind::kKernel:
+        if (launch.rng != nullptr || launch.cudnn != nullptr) return false;
+        break;
+      case Launch::Kind::kCollective:
+      case Launch::Kind::kWhile:
+      case Launch::Kind::kConditional:
+      case Launch::Kind::kFft:
+        return false;
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<GeneratedProgram> GenerateCuda(
     const host::HostProgram& program) {
   PJRT_RETURN_IF_ERROR(CheckSlotTypes(program));

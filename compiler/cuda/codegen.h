@@ -119,6 +119,11 @@ struct ControlFlow {
   // (host::KnownTripCount): the run then neither evaluates the condition
   // nor waits for it; -1 otherwise.
   int64_t trip_count = -1;
+  // kWhile: a trip count of at least kGraphMinimumTrips and a body that
+  // GraphCapturable accepts: the run captures kGraphIterations iterations
+  // of it into a CUDA graph and launches that graph, one launch for many
+  // kernels.
+  bool graphs = false;
   // kConditional: the selector (pred: true runs branch 0; s32: the index,
   // out of range the last), each branch's argument slots, the results.
   int selector = -1;
@@ -223,6 +228,23 @@ struct SubProgram {
 // after cuDNN's, if any) and, depth first, of their sub-programs.
 void ForEachLaunch(const std::vector<Launch>& launches,
                    const std::function<void(const Launch&)>& visit);
+
+// Iterations of a counted loop's body captured into one CUDA graph: even,
+// since the state's buffers swap after each iteration, so that a graph
+// ends on the buffers it began on and can be launched again.
+inline constexpr int64_t kGraphIterations = 16;
+// A counted loop runs its first two iterations as they come (making every
+// library plan and uploading constants), then graphs; a graph is captured
+// and instantiated per run, so shorter loops run without.
+inline constexpr int64_t kGraphMinimumTrips = 2 + 8 * kGraphIterations;
+
+// True when `launches` (a loop body) can be captured into a CUDA graph and
+// replayed: generated kernels without random draws, cuBLASLt matmuls and
+// CUB sorts. Loops and conditionals read values back; collectives meet
+// other participants; cuFFT plans are made per stream and cuDNN chooses
+// its engine or the direct kernel at run time; an rng's draws advance with
+// each launch.
+bool GraphCapturable(const std::vector<Launch>& launches);
 
 // REQUIRES: `program` passed CheckBounds.
 absl::StatusOr<GeneratedProgram> GenerateCuda(const host::HostProgram& program);

@@ -1204,10 +1204,16 @@ absl::Status Generator::EmitWhile(const host::WhileKernel& w) {
   c.bytes = w.bytes;
   c.scratch = w.scratch;
   c.trip_count = w.trip_count;
+  c.graphs = w.trip_count >= kGraphMinimumTrips &&
+             GraphCapturable(c.programs[1]->launches);
   launch.origin =
       w.trip_count >= 0
-          ? absl::StrFormat("while loop of %d iterations over %d state buffers",
-                            w.trip_count, w.state.size())
+          ? absl::StrFormat(
+                "while loop of %d iterations over %d state buffers%s",
+                w.trip_count, w.state.size(),
+                c.graphs ? absl::StrFormat(", its body in CUDA graphs of %d",
+                                           kGraphIterations)
+                         : "")
           : absl::StrFormat("while loop over %d state buffers", w.state.size());
   Add(std::move(launch));
   return absl::OkStatus();

@@ -821,5 +821,79 @@ TEST(CudaCodegen, PtxasReportsAreParsed) {
   EXPECT_EQ(kernels[1].registers, 6);
 }
 
+// Which loops run their body as CUDA graphs: counted, long enough to
+// repay a capture per run, and a body of kernels, matmuls and sorts only.
+TEST(CudaCodegen, LongCountedLoopsOfPlainBodiesRunAsGraphs) {
+  const auto graphs = [](int trips, const std::string& body_op, bool counted) {
+    const std::string condition =
+        counted ? "ROOT r = pred[] compare(i, n), direction=LT"
+                : "x = f32[64] get-tuple-element(p), index=1\n"
+                  "  s = f32[1] slice(x), slice={[0:1]}\n"
+                  "  first = f32[] reshape(s)\n"
+                  "  z = f32[] constant(0)\n"
+                  "  small = pred[] compare(first, z), direction=GE\n"
+                  "  more = pred[] compare(i, n), direction=LT\n"
+                  "  ROOT r = pred[] and(small, more)";
+    const std::string hlo = absl::StrFormat(
+        R"(
+HloModule m
+lt { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction=LT, type=TOTALORDER }
+cond { p = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(%d)
+  %s }
+body { p = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  x = f32[64] get-tuple-element(p), index=1
+  %s
+  ROOT t = (s32[], f32[64]) tuple(j, y) }
+ENTRY e {
+  x = f32[64] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[64]) tuple(zero, x)
+  w = (s32[], f32[64]) while(init), condition=cond, body=body
+  ROOT r = f32[64] get-tuple-element(w), index=1
+})",
+        trips, condition, body_op);
+    std::unique_ptr<hlo::Module> module = Parse(hlo);
+    EXPECT_NE(module, nullptr) << hlo;
+    if (module == nullptr) return -1;
+    auto c = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return -1;
+    int loops = 0, with_graphs = 0;
+    ForEachLaunch(c->generated.launches, [&](const Launch& l) {
+      if (l.kind != Launch::Kind::kWhile) return;
+      ++loops;
+      with_graphs += l.control.graphs;
+      EXPECT_EQ(l.control.graphs,
+                l.origin.find("CUDA graphs") != std::string::npos);
+    });
+    EXPECT_EQ(loops, 1);
+    return with_graphs;
+  };
+  const std::string scale =
+      "h = f32[] constant(0.5)\n  hb = f32[64] broadcast(h), dimensions={}\n"
+      "  y = f32[64] multiply(x, hb)";
+  const std::string sorted = "y = f32[64] sort(x), dimensions={0}, to_apply=lt";
+  const std::string drawn =
+      "lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
+      "  y = f32[64] rng(lo, hi), distribution=rng_uniform";
+  const std::string fft =
+      "c = c64[64] convert(x)\n"
+      "  f = c64[64] fft(c), fft_type=FFT, fft_length={64}\n"
+      "  y = f32[64] real(f)";
+  EXPECT_EQ(graphs(kGraphMinimumTrips, scale, true), 1);
+  EXPECT_EQ(graphs(10000, sorted, true), 1);  // CUB's sort is captured too
+  EXPECT_EQ(graphs(kGraphMinimumTrips - 1, scale, true), 0);  // too short
+  EXPECT_EQ(graphs(10000, scale, false), 0);  // the predicate is read back
+  EXPECT_EQ(graphs(10000, drawn, true), 0);   // draws advance per launch
+  EXPECT_EQ(graphs(10000, fft, true), 0);     // cuFFT plans are per stream
+}
+
 }  // namespace
 }  // namespace pjrt::compiler::cuda
