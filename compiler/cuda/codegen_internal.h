@@ -430,8 +430,11 @@ class Generator {
                        int64_t n);
 
   // The unsigned integer of `type`'s storage width that orders as XLA's
-  // total order does (as the host's sort keys), of the storage value `v`.
-  static std::string UnsignedSortKey(PrimitiveType type, const std::string& v);
+  // total order does (as the host's sort keys), of the storage value `v`;
+  // with `canonical`, as host::CanonicalSortKey (-0 as +0, every NaN the
+  // greatest).
+  static std::string UnsignedSortKey(PrimitiveType type, const std::string& v,
+                              bool canonical);
 
   // What EmitCubSort leaves: the temporary slot of each element's position
   // in its row (unsigned, row after row, in sorted order; -1 when none was
@@ -443,7 +446,8 @@ class Generator {
 
   // Sorts `rows` rows of `n` elements of slot `key` (of `type`, element p
   // of a row at base + p * inner, as SortRowHead) through CUB, stably,
-  // ascending or `descending` by XLA's total order. A kernel writes
+  // ascending or `descending` by XLA's total order (of canonical keys with
+  // `canonical`). A kernel writes
   // UnsignedSortKey (complemented for descending; with several rows, the
   // row number above it, so that one sort orders every row) to a
   // temporary, unless `keys_out` >= 0 (an unsigned type sorted ascending
@@ -452,8 +456,8 @@ class Generator {
   // come along when `positions` or when the keys are not written.
   absl::StatusOr<CubSorted> EmitCubSort(int64_t rows, int64_t n, int64_t inner,
                                         PrimitiveType type, int key,
-                                        bool descending, int keys_out,
-                                        bool positions,
+                                        bool descending, bool canonical,
+                                        int keys_out, bool positions,
                                         const std::string& what);
 
   // sort: CUB's sort of positions (CubSorts) or the comparator as a device

@@ -248,8 +248,16 @@ bool Generator::CubSorts(host::KeyOrder order, PrimitiveType type, int64_t rows,
   return hlo::ByteWidth(type) < 8 || rows == 1 || rows * n < (int64_t{1} << 31);
 }
 
-std::string Generator::UnsignedSortKey(PrimitiveType type,
-                                       const std::string& v) {
+std::string Generator::UnsignedSortKey(PrimitiveType type, const std::string& v,
+                                       bool canonical) {
+  if (canonical) {
+    const int bits = 8 * hlo::ByteWidth(type);
+    const uint64_t sign = uint64_t{1} << (bits - 1);
+    const std::string x = absl::StrFormat("(double)%s", Load(type, v));
+    return absl::StrFormat("(isnan(%s) ? %dull : %s == 0.0 ? %dull : %s)", x,
+                           sign | (sign - 1), x, sign,
+                           UnsignedSortKey(type, v, false));
+  }
   switch (type) {
     case PrimitiveType::kF32:
       return absl::StrFormat("((unsigned)pj_total_order(%s) ^ 0x80000000u)", v);
@@ -284,7 +292,8 @@ const char* UnsignedWord(int bytes) {
 
 absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
     int64_t rows, int64_t n, int64_t inner, PrimitiveType type, int key,
-    bool descending, int keys_out, bool positions, const std::string& what) {
+    bool descending, bool canonical, int keys_out, bool positions,
+    const std::string& what) {
   const int64_t count = rows * n;
   const int key_bytes = hlo::ByteWidth(type);
   const int key_bits = 8 * key_bytes;
@@ -339,7 +348,8 @@ absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
     absl::StrAppend(&k, SortRowHead(n, inner));
     absl::StrAppendFormat(
         &k, "    const %s key = (%s)%s;\n", word, word,
-        UnsignedSortKey(type, absl::StrFormat("in[base + p * %dLL]", inner)));
+        UnsignedSortKey(type, absl::StrFormat("in[base + p * %dLL]", inner),
+                        canonical));
     const std::string ordered =
         descending ? absl::StrFormat("(%s)(%s)~key", wide, word)
                    : absl::StrFormat("(%s)key", wide);
@@ -350,7 +360,8 @@ absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
       absl::StrAppendFormat(&k, "    keys[i] = %s;\n", ordered);
     }
     absl::StrAppend(&k, "    positions[i] = (unsigned)p;\n  }\n}\n");
-    launch.origin = absl::StrFormat("%s: keys in XLA's total order%s%s", what,
+    launch.origin = absl::StrFormat("%s: keys in XLA's total order%s%s%s", what,
+                                    canonical ? " (-0 as +0, NaNs as one)" : "",
                                     descending ? ", complemented" : "",
                                     fold ? ", under their row" : "");
     Add(std::move(launch));
@@ -396,8 +407,9 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
     PJRT_ASSIGN_OR_RETURN(
         const CubSorted sorted,
         EmitCubSort(rows, sort.length, sort.inner, kt, sort.inputs[0],
-                    descending, as_they_lie ? sort.outputs[0] : -1,
-                    sort.types.size() > 1, what));
+                    descending, sort.canonical,
+                    as_they_lie ? sort.outputs[0] : -1, sort.types.size() > 1,
+                    what));
     keys_written = sorted.keys_written;
     if (keys_written && sort.types.size() == 1) return absl::OkStatus();
     perm = sorted.positions;
@@ -508,7 +520,7 @@ absl::Status Generator::EmitTopK(const host::TopKKernel& t) {
     // Stable, so that of equal values the lower index comes first.
     PJRT_ASSIGN_OR_RETURN(const CubSorted sorted,
                           EmitCubSort(t.rows, t.n, 1, t.type, t.input,
-                                      t.largest, -1, true, what));
+                                      t.largest, false, -1, true, what));
     perm = sorted.positions;
   } else {
     const std::string less = Name("topk_before");

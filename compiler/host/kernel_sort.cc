@@ -9,6 +9,7 @@
 #include "compiler/host/kernel_sort.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -70,6 +71,33 @@ uint64_t UnsignedKey(PrimitiveType type, const void* base, int64_t i) {
     return static_cast<const uint8_t*>(base)[i] != 0;
   return TotalOrderKey(type, base, i);
 }
+
+}  // namespace
+
+bool CanonicalSortType(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF16:
+    case PrimitiveType::kBf16:
+    case PrimitiveType::kF32:
+    case PrimitiveType::kF64:
+    case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kF8E4M3FN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t CanonicalSortKey(PrimitiveType type, const void* base, int64_t i) {
+  const int bits = 8 * hlo::ByteWidth(type);
+  const uint64_t sign = uint64_t{1} << (bits - 1);
+  const double v = LoadAsDouble(type, base, i);
+  if (std::isnan(v)) return sign | (sign - 1);  // above every other key
+  if (v == 0) return sign;                      // +0's key
+  return TotalOrderKey(type, base, i);
+}
+
+namespace {
 
 // LSD radix sort of n keys (with payload, if not null) on their low `bits`
 // bits, 11 bits per pass, ping-ponging between keys and tmp. Returns true
@@ -187,9 +215,18 @@ void ParallelRadixSort(uint32_t* keys, uint32_t* payload, int64_t n, int bits,
 }
 
 // Keys of n elements of `type` (at most 32 bits) at base[i * stride], as
-// UnsignedKey maps them, complemented within `mask` when `flip`.
+// UnsignedKey (or, when `canonical`, CanonicalSortKey) maps them,
+// complemented within `mask` when `flip`.
 void LoadKeys(PrimitiveType type, const void* base, int64_t stride, int64_t n,
-              bool flip, uint32_t mask, uint32_t* out) {
+              bool flip, uint32_t mask, uint32_t* out, bool canonical) {
+  if (canonical) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t k =
+          static_cast<uint32_t>(CanonicalSortKey(type, base, i * stride));
+      out[i] = flip ? (~k & mask) : k;
+    }
+    return;
+  }
   const auto load = [&](auto tag, auto map) {
     using U = decltype(tag);
     const U* in = static_cast<const U*>(base);
@@ -286,6 +323,123 @@ void MergeSort(int64_t* perm, int64_t* tmp, int64_t n, Less less) {
   }
 }
 
+// Bit patterns of `type` (CanonicalSortType) for every case that
+// comparisons with 0, -0 or NaN, and between two such values, can tell
+// apart: zeros, the least and greatest finite values, infinities and NaNs
+// (two of each sign where there are two), both signs.
+std::vector<uint64_t> CanonicalProbes(PrimitiveType type) {
+  int e = 0, m = 0;
+  bool infinite = true;
+  switch (type) {
+    case PrimitiveType::kF16:
+      e = 5, m = 10;
+      break;
+    case PrimitiveType::kBf16:
+      e = 8, m = 7;
+      break;
+    case PrimitiveType::kF32:
+      e = 8, m = 23;
+      break;
+    case PrimitiveType::kF64:
+      e = 11, m = 52;
+      break;
+    case PrimitiveType::kF8E5M2:
+      e = 5, m = 2;
+      break;
+    case PrimitiveType::kF8E4M3FN:  // no infinity; S.1111.111 is NaN
+      e = 4, m = 3;
+      infinite = false;
+      break;
+    default:
+      return {};
+  }
+  const uint64_t sign = uint64_t{1} << (e + m);
+  const uint64_t top = ((uint64_t{1} << e) - 1) << m;  // exponent all ones
+  std::vector<uint64_t> positive = {0, 1, uint64_t{1} << m, sign - 1};
+  if (infinite) {
+    positive.insert(positive.end(), {top - 1, top, top | 1});
+  } else {
+    positive.push_back(sign - 2);
+  }
+  std::vector<uint64_t> probes = positive;
+  for (uint64_t p : positive) probes.push_back(p | sign);
+  return probes;
+}
+
+// The comparator's structure that probing can vouch for: scalar compares,
+// selects and logic on parameters 0 and 1 and on constants 0, -0 and NaN
+// of the key type.
+bool CanonicalizerOps(const hlo::Computation& cmp, PrimitiveType key) {
+  for (const auto& inst : cmp.instructions()) {
+    switch (inst->opcode()) {
+      case hlo::Opcode::kParameter:
+      case hlo::Opcode::kCompare:
+      case hlo::Opcode::kSelect:
+      case hlo::Opcode::kBroadcast:
+      case hlo::Opcode::kReshape:
+      case hlo::Opcode::kCopy:
+      case hlo::Opcode::kAnd:
+      case hlo::Opcode::kOr:
+      case hlo::Opcode::kNot:
+        break;
+      case hlo::Opcode::kConstant: {
+        const hlo::Literal& l = inst->attributes().literal;
+        if (l.shape().element_type() != key || l.shape().ElementCount() != 1) {
+          return false;
+        }
+        const double v = LoadAsDouble(key, l.data().data(), 0);
+        if (!std::isnan(v) && v != 0) return false;
+        break;
+      }
+      default:
+        return false;
+    }
+    for (const hlo::Instruction* operand : inst->operands()) {
+      if (operand->opcode() == hlo::Opcode::kParameter &&
+          operand->attributes().parameter_number >= 2) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// kTotalAscending or kTotalDescending when `comparator` (on operands of
+// `types`, whose first is a CanonicalSortType) answers, for every pair of
+// CanonicalProbes, as an ascending or descending comparison of
+// CanonicalSortKey does; else kGeneric.
+KeyOrder ProbeCanonicalOrder(const Expression& comparator,
+                             const std::vector<PrimitiveType>& types) {
+  const PrimitiveType kt = types[0];
+  const int width = hlo::ByteWidth(kt);
+  const std::vector<uint64_t> probes = CanonicalProbes(kt);
+  RegionRunner runner(comparator);
+  runner.SetOutputTypes({PrimitiveType::kPred});
+  std::vector<ScalarBits> params(2 * types.size());
+  std::vector<const void*> in_ptrs;
+  for (ScalarBits& p : params) in_ptrs.push_back(&p);
+  bool ascending = true, descending = true;
+  for (uint64_t x : probes) {
+    for (uint64_t y : probes) {
+      ScalarBits sx{}, sy{};
+      std::memcpy(sx.words, &x, width);
+      std::memcpy(sy.words, &y, width);
+      StorageToCompute(kt, &sx, &params[0], 1);
+      StorageToCompute(kt, &sy, &params[1], 1);
+      uint8_t result = 0;
+      void* out = &result;
+      runner.Evaluate(in_ptrs, 1, {&out, 1});
+      const uint64_t kx = CanonicalSortKey(kt, &x, 0);
+      const uint64_t ky = CanonicalSortKey(kt, &y, 0);
+      ascending = ascending && (result != 0) == (kx < ky);
+      descending = descending && (result != 0) == (kx > ky);
+    }
+  }
+  if (ascending) return KeyOrder::kTotalAscending;
+  if (descending) return KeyOrder::kTotalDescending;
+  return KeyOrder::kGeneric;
+}
+
 // What the comparator computes, when it is a plain comparison of operand
 // 0's parameters.
 KeyOrder Classify(const hlo::Computation& cmp, PrimitiveType key_type) {
@@ -374,8 +528,9 @@ absl::Status SortKernel::Run(absl::Span<void* const> addresses,
               LoadKeys(
                   kt,
                   static_cast<const char*>(keys) + base * hlo::ByteWidth(kt),
-                  inner, length, flip, mask, radix_keys);
-              const bool keys_only = types.size() == 1;
+                  inner, length, flip, mask, radix_keys, canonical);
+              // Canonical keys do not give back the values they came from.
+              const bool keys_only = types.size() == 1 && !canonical;
               if (!keys_only)
                 std::iota(radix_payload, radix_payload + length, 0u);
               if (row_count == 1 && length >= (int64_t{1} << 20)) {
@@ -405,7 +560,9 @@ absl::Status SortKernel::Run(absl::Span<void* const> addresses,
                        order == KeyOrder::kTotalDescending) {
               const bool flip = order == KeyOrder::kTotalDescending;
               for (int64_t i = 0; i < length; ++i) {
-                const uint64_t k = UnsignedKey(kt, keys, base + i * inner);
+                const uint64_t k =
+                    canonical ? CanonicalSortKey(kt, keys, base + i * inner)
+                              : UnsignedKey(kt, keys, base + i * inner);
                 keyed[i] = {flip ? ~k : k, i};
               }
               std::sort(keyed, keyed + length);
@@ -479,7 +636,7 @@ void SortKernel::SortKeysInPlace(absl::Span<void* const> addresses,
     pool.ParallelFor(pieces, 4.0 * kPiece, [&](int64_t first, int64_t last) {
       for (int64_t p = first; p < last; ++p) {
         const auto [lo, hi] = piece_range(p);
-        LoadKeys(kt, in + lo * 4, 1, hi - lo, flip, mask, keys + lo);
+        LoadKeys(kt, in + lo * 4, 1, hi - lo, flip, mask, keys + lo, false);
       }
     });
     ParallelRadixSort(keys, nullptr, length, 32, tmp, nullptr);
@@ -507,7 +664,7 @@ void SortKernel::SortKeysInPlace(absl::Span<void* const> addresses,
         for (int64_t row = first; row < last; ++row) {
           if (IsCancelled(context.cancellation)) return;
           uint32_t* k = keys + row * length;
-          LoadKeys(kt, in + row * length * 4, 1, length, flip, mask, k);
+          LoadKeys(kt, in + row * length * 4, 1, length, flip, mask, k, false);
           RadixSort(k, tmp + row * length, nullptr, nullptr, length, 32);
           finish(row);
         }
@@ -590,7 +747,29 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
   const PrimitiveType kt = k->types[0];
   // Complex keys have no order of their own: the comparator gives one.
   k->order = hlo::IsComplex(kt) ? KeyOrder::kGeneric : Classify(cmp, kt);
-  if ((k->order == KeyOrder::kTotalAscending ||
+  // The comparator as an Expression: the host runs it for kGeneric only,
+  // the CUDA backend for every order.
+  std::vector<PrimitiveType> params;
+  for (PrimitiveType t : k->types) {
+    params.push_back(t);
+    params.push_back(t);
+  }
+  auto comparator = ScalarRegionExpression(cmp, params);
+  if (comparator.ok()) {
+    k->comparator = *std::move(comparator);
+    k->has_comparator = true;
+  } else if (k->order == KeyOrder::kGeneric) {
+    return comparator.status();
+  }
+  // JAX's comparator of floats (each operand canonicalized, then compared
+  // by the total order): sorted by canonical keys.
+  if (k->order == KeyOrder::kGeneric && k->has_comparator &&
+      CanonicalSortType(kt) && CanonicalizerOps(cmp, kt)) {
+    k->order = ProbeCanonicalOrder(k->comparator, k->types);
+    k->canonical = k->order != KeyOrder::kGeneric;
+  }
+  if (!k->canonical &&
+      (k->order == KeyOrder::kTotalAscending ||
        k->order == KeyOrder::kTotalDescending) &&
       k->types.size() == 1 && k->inner == 1 && k->length < (int64_t{1} << 32) &&
       (kt == PrimitiveType::kF32 || kt == PrimitiveType::kS32 ||
@@ -606,20 +785,6 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs& args,
         k->workers, SortKernel::WorkspaceBytesPerWorker(k->length));
     k->workspace = compiler.NewScratch(bytes);
     k->writes.push_back({k->workspace, bytes});
-  }
-  // The comparator as an Expression: the host runs it for kGeneric only,
-  // the CUDA backend for every order.
-  std::vector<PrimitiveType> params;
-  for (PrimitiveType t : k->types) {
-    params.push_back(t);
-    params.push_back(t);
-  }
-  auto comparator = ScalarRegionExpression(cmp, params);
-  if (comparator.ok()) {
-    k->comparator = *std::move(comparator);
-    k->has_comparator = true;
-  } else if (k->order == KeyOrder::kGeneric) {
-    return comparator.status();
   }
   return k;
 }

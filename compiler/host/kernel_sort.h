@@ -13,8 +13,9 @@
 namespace pjrt::compiler::host {
 
 // What a sort's comparator computes: a comparison of operand 0's two
-// parameters (LT or GT, by XLA's total order or by the float partial order),
-// or anything else (kGeneric, run as `comparator`).
+// parameters (LT or GT, by XLA's total order or by the float partial order;
+// or, SortKernel::canonical, JAX's comparison of floats), or anything
+// else (kGeneric, run as `comparator`).
 enum class KeyOrder {
   kGeneric,
   kTotalAscending,
@@ -22,6 +23,16 @@ enum class KeyOrder {
   kFloatAscending,
   kFloatDescending
 };
+
+// The unsigned key that orders element `i` of a storage array of `type`
+// as JAX's sort comparator orders floats: XLA's total order of the value
+// with -0 as +0 and any NaN as the greatest key. `type` is one of
+// CanonicalSortTypes.
+uint64_t CanonicalSortKey(hlo::PrimitiveType type, const void* base, int64_t i);
+
+// True for the float types whose sorts by JAX's comparator have keys
+// (CanonicalSortKey): f16, bf16, f32, f64, f8e5m2 and f8e4m3fn.
+bool CanonicalSortType(hlo::PrimitiveType type);
 
 // Sorts `outer * inner` rows of `length` elements (element i of a row at
 // (o * length + i) * inner + in) of every operand by the comparator on
@@ -35,6 +46,11 @@ class SortKernel : public Kernel {
   std::vector<hlo::PrimitiveType> types;
   int64_t outer = 1, length = 1, inner = 1;
   KeyOrder order = KeyOrder::kGeneric;
+  // With a total order: the keys are compared as JAX's sort comparator
+  // compares floats, -0 as +0 and every NaN as one NaN above +inf (the
+  // comparator canonicalizes its operands, then compares by the total
+  // order); the outputs are still the operands' own values.
+  bool canonical = false;
   // The comparator on (lhs0, rhs0, lhs1, rhs1, ...) in compute types;
   // built for every order (the host runs it only for kGeneric).
   Expression comparator;

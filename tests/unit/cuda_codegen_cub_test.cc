@@ -34,7 +34,7 @@ struct SortCase {
 // ties (floor of 4x), NaNs of both signs and negative zeros.
 std::string SortProgram(const std::string& key, const std::string& payload,
                         const std::string& dims, int dimension,
-                        const std::string& direction) {
+                        const std::string& direction, bool jax = false) {
   const bool is_float = key[0] == 'f' || key[0] == 'b';
   const std::string shape = absl::StrCat(key, "[", dims, "]");
   std::string text = absl::StrFormat(
@@ -46,10 +46,28 @@ std::string SortProgram(const std::string& key, const std::string& payload,
                           "  c = %s[] parameter(2)\n  d = %s[] parameter(3)\n",
                           payload, payload);
   }
-  absl::StrAppendFormat(&text,
-                        "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n"
-                        "ENTRY e {\n  p = %s parameter(0)\n",
-                        direction, is_float ? ", type=TOTALORDER" : "", shape);
+  if (jax) {  // JAX's: -0 as +0 and every NaN as NaN, then the total order
+    absl::StrAppendFormat(
+        &text,
+        "  zero = %s[] constant(0)\n  nan = %s[] constant(nan)\n"
+        "  az = pred[] compare(a, zero), direction=EQ\n"
+        "  a0 = %s[] select(az, zero, a)\n"
+        "  an = pred[] compare(a, a), direction=NE\n"
+        "  a1 = %s[] select(an, nan, a0)\n"
+        "  bz = pred[] compare(b, zero), direction=EQ\n"
+        "  b0 = %s[] select(bz, zero, b)\n"
+        "  bn = pred[] compare(b, b), direction=NE\n"
+        "  b1 = %s[] select(bn, nan, b0)\n"
+        "  ROOT r = pred[] compare(a1, b1), direction=%s, type=TOTALORDER\n"
+        "}\nENTRY e {\n  p = %s parameter(0)\n",
+        key, key, key, key, key, key, direction, shape);
+  } else {
+    absl::StrAppendFormat(&text,
+                          "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n"
+                          "ENTRY e {\n  p = %s parameter(0)\n",
+                          direction, is_float ? ", type=TOTALORDER" : "",
+                          shape);
+  }
   std::string keys = "p";
   if (is_float) {
     absl::StrAppendFormat(
@@ -160,6 +178,20 @@ std::vector<SortCase> Cases() {
       {"f8e4m3fn_keys",
        SortProgram("f8e4m3fn", "", "100", 0, "LT"),
        {Problem(1, 8, 1, 100, true)}},
+      // JAX's comparator of floats: canonical keys (both zeros and every
+      // NaN alike, in their original order).
+      {"jax_f32_with_a_payload",
+       SortProgram("f32", "s32", "3,200", 1, "LT", true),
+       {Problem(8, 34, 1, 600, true)}},
+      {"jax_f16_keys_alone",
+       SortProgram("f16", "", "300", 0, "LT", true),
+       {Problem(2, 16, 1, 300, true)}},
+      {"jax_f64_descending_segments",
+       SortProgram("f64", "s32", "2,100", 1, "GT", true),
+       {Problem(8, 64, 2, 100, true)}},
+      {"jax_f8e4m3fn_rows",
+       SortProgram("f8e4m3fn", "", "2,64", 1, "LT", true),
+       {Problem(2, 9, 1, 128, true)}},
       // compare(b, a), GT: ascending.
       {"u32_swapped_operands",
        R"(

@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "compiler/host/compiler.h"
 #include "compiler/host/expression.h"
 #include "compiler/host/kernel_control_flow.h"
+#include "compiler/host/kernel_sort.h"
 #include "gtest/gtest.h"
 #include "hlo/parser.h"
 #include "runtime/executable.h"
@@ -262,6 +265,157 @@ ENTRY e {
   std::sort(got.begin(), got.end());
   std::sort(x.begin(), x.end());
   EXPECT_EQ(got, x);  // a permutation, whatever the order
+}
+
+// JAX's comparator of float sort keys: each operand canonicalized (-0 to
+// +0, any NaN to NaN), then compared by the total order.
+constexpr char kJaxSort[] = R"(
+HloModule s
+jax {
+  a = TYPE[] parameter(0)
+  b = TYPE[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  zero = TYPE[] constant(0)
+  az = pred[] compare(a, zero), direction=EQ
+  a0 = TYPE[] select(az, zero, a)
+  an = pred[] compare(a, a), direction=NE
+  nan = TYPE[] constant(nan)
+  a1 = TYPE[] select(an, nan, a0)
+  bz = pred[] compare(b, zero), direction=EQ
+  b0 = TYPE[] select(bz, zero, b)
+  bn = pred[] compare(b, b), direction=NE
+  b1 = TYPE[] select(bn, nan, b0)
+  ROOT lt = pred[] compare(a1, b1), direction=DIR, type=TOTALORDER
+}
+ENTRY e {
+  x = TYPE[2,500] parameter(0)
+  i = s32[2,500] iota(), iota_dimension=1
+  ROOT s = (TYPE[2,500], s32[2,500]) sort(x, i), dimensions={1}, to_apply=jax
+})";
+
+// The sort of `text`'s entry, as the host compiler builds it.
+const compiler::host::SortKernel* SortOf(
+    const hlo::Module& module,
+    std::unique_ptr<compiler::host::HostProgram>* keep) {
+  auto program = compiler::host::CompileForHost(module);
+  EXPECT_TRUE(program.ok()) << program.status();
+  if (!program.ok()) return nullptr;
+  for (const compiler::host::Step& step : (*program)->steps) {
+    const auto* k = std::get_if<compiler::host::KernelStep>(&step);
+    if (k == nullptr) continue;
+    if (const auto* sort =
+            dynamic_cast<const compiler::host::SortKernel*>(k->kernel.get())) {
+      *keep = *std::move(program);
+      return sort;
+    }
+  }
+  return nullptr;
+}
+
+// Sorted by canonical keys (radix or keyed), JAX's comparator gives what
+// running the comparator itself gives (the generic merge sort, here
+// forced by a comparator that ors in a constant false): ties of -0 and +0
+// and of NaNs of any sign or payload in their original order, the
+// operands' own values out.
+TEST_F(HostKernelsTest, JaxFloatComparatorsSortByCanonicalKeys) {
+  for (const char* type : {"f32", "bf16", "f64"}) {
+    for (const char* dir : {"LT", "GT"}) {
+      SCOPED_TRACE(absl::StrCat(type, " ", dir));
+      const std::string text =
+          absl::StrReplaceAll(kJaxSort, {{"TYPE", type}, {"DIR", dir}});
+      const std::string generic = absl::StrReplaceAll(
+          text, {{"ROOT lt = pred[] compare", "lt = pred[] compare"},
+                 {"\n}\nENTRY",
+                  "\n  f = pred[] constant(false)\n"
+                  "  ROOT r = pred[] or(lt, f)\n}\nENTRY"}});
+      auto module = hlo::ParseHloModule(text);
+      ASSERT_TRUE(module.ok()) << module.status();
+      auto generic_module = hlo::ParseHloModule(generic);
+      ASSERT_TRUE(generic_module.ok()) << generic_module.status();
+      std::unique_ptr<compiler::host::HostProgram> keep, keep_generic;
+      const compiler::host::SortKernel* fast = SortOf(**module, &keep);
+      ASSERT_NE(fast, nullptr);
+      EXPECT_TRUE(fast->canonical);
+      EXPECT_EQ(fast->order, std::string(dir) == "LT"
+                                 ? compiler::host::KeyOrder::kTotalAscending
+                                 : compiler::host::KeyOrder::kTotalDescending);
+      const compiler::host::SortKernel* slow =
+          SortOf(**generic_module, &keep_generic);
+      ASSERT_NE(slow, nullptr);
+      EXPECT_EQ(slow->order, compiler::host::KeyOrder::kGeneric);
+
+      // Both zeros, NaNs of both signs and three payloads, infinities,
+      // and many equal values.
+      const hlo::PrimitiveType t =
+          (*module)->entry()->parameters()[0]->shape().element_type();
+      const int width = hlo::ByteWidth(t);
+      std::vector<uint8_t> x(1000 * width);
+      const auto put = [&](int at, double v, uint64_t bits, bool raw) {
+        if (!raw) {
+          if (width == 8) std::memcpy(&bits, &v, 8);
+          if (width == 4) {
+            const float f = static_cast<float>(v);
+            uint32_t b;
+            std::memcpy(&b, &f, 4);
+            bits = b;
+          }
+          if (width == 2) bits = hlo::FloatToBfloat16(static_cast<float>(v));
+        }
+        std::memcpy(&x[at * width], &bits, width);
+      };
+      const int shift = 8 * width - 16;  // the top 16 bits of each pattern
+      const uint64_t specials[] = {0x0000, 0x8000, 0x7fc0, 0xffc0, 0x7f81,
+                                   0xff90, 0x7f80, 0xff80, 0x7fff};
+      for (int i = 0; i < 1000; ++i) {
+        if (i % 5 == 0) {
+          uint64_t bits = specials[(i / 5) % 9];
+          if (width == 8) {  // f64: the same classes in its own format
+            const uint64_t f64[] = {0,
+                                    0x8000000000000000,
+                                    0x7ff8000000000000,
+                                    0xfff8000000000000,
+                                    0x7ff0000000000001,
+                                    0xfff4000000000000,
+                                    0x7ff0000000000000,
+                                    0xfff0000000000000,
+                                    0x7fffffffffffffff};
+            bits = f64[(i / 5) % 9];
+          } else {
+            bits <<= shift;
+          }
+          put(i, 0, bits, true);
+        } else {
+          put(i, static_cast<double>((i * 7919) % 23) - 11, 0, false);
+        }
+      }
+      std::vector<std::vector<uint8_t>> results;
+      for (const std::string* program : {&text, &generic}) {
+        auto out = Run(*program, {Put<uint8_t>(t, {2, 500}, x)});
+        ASSERT_TRUE(out.ok()) << out.status();
+        std::vector<uint8_t> values = Read<uint8_t>(*(*out)[0]);
+        std::vector<uint8_t> order = Read<uint8_t>(*(*out)[1]);
+        values.insert(values.end(), order.begin(), order.end());
+        results.push_back(values);
+      }
+      EXPECT_EQ(results[0], results[1]);
+      // Keys alone: still the operand's own values (-0 stays -0, each NaN
+      // keeps its sign and payload), not the canonical keys'.
+      const std::string alone = absl::StrReplaceAll(
+          text,
+          {{"  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n", ""},
+           {absl::StrCat("  i = s32[2,500] iota(), iota_dimension=1\n  ROOT "
+                         "s = (",
+                         type, "[2,500], s32[2,500]) sort(x, i)"),
+            absl::StrCat("  ROOT s = ", type, "[2,500] sort(x)")}});
+      auto out = Run(alone, {Put<uint8_t>(t, {2, 500}, x)});
+      ASSERT_TRUE(out.ok()) << out.status();
+      const std::vector<uint8_t> values = Read<uint8_t>(*(*out)[0]);
+      ASSERT_EQ(values.size(), x.size());
+      EXPECT_EQ(values, std::vector<uint8_t>(results[1].begin(),
+                                             results[1].begin() + x.size()));
+    }
+  }
 }
 
 TEST_F(HostKernelsTest, WindowsWhollyInThePaddingKeepTheInitialValue) {
