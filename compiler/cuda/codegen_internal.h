@@ -292,6 +292,12 @@ class Generator {
   // atomics add in another order.
   absl::Status EmitScatter(const host::ScatterKernel& sc);
 
+  // The launch's slots and the kernel's parameters of `sc`'s outputs
+  // (out0...) and updates (upd0...), in that order.
+  static void ScatterOperands(const host::ScatterKernel& sc,
+                              const std::vector<std::string>& storage,
+                              Launch* launch, std::vector<std::string>* params);
+
   // The statements combining update element `s` into operand element `t`
   // (both in scope) as the host does: `sc`'s region (or replace, add),
   // every operand of a variadic scatter.
@@ -429,12 +435,15 @@ class Generator {
   static bool CubSorts(host::KeyOrder order, PrimitiveType type, int64_t rows,
                        int64_t n);
 
+  // The CUDA type of an unsigned integer of `bytes` (1, 2, 4 or 8) bytes.
+  static const char* UnsignedWord(int bytes);
+
   // The unsigned integer of `type`'s storage width that orders as XLA's
   // total order does (as the host's sort keys), of the storage value `v`;
   // with `canonical`, as host::CanonicalSortKey (-0 as +0, every NaN the
   // greatest).
   static std::string UnsignedSortKey(PrimitiveType type, const std::string& v,
-                              bool canonical);
+                                     bool canonical);
 
   // What EmitCubSort leaves: the temporary slot of each element's position
   // in its row (unsigned, row after row, in sorted order; -1 when none was

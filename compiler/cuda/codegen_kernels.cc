@@ -511,14 +511,7 @@ absl::Status Generator::EmitClaimScatter(const host::ScatterKernel& sc,
   apply.threads = kThreads;
   apply.blocks = BlocksFor(total);
   std::vector<std::string> params;
-  for (int i = 0; i < n; ++i) {
-    apply.slots.push_back(sc.outputs[i]);
-    params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
-  }
-  for (int i = 0; i < n; ++i) {
-    apply.slots.push_back(sc.updates[i]);
-    params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
-  }
+  ScatterOperands(sc, storage, &apply, &params);
   apply.slots.push_back(key_slot);
   params.push_back("const pj_u64* key");
   apply.slots.push_back(sc.indices);
@@ -574,14 +567,7 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
   launch.threads = static_cast<int>(std::min<int64_t>(kThreads, chunks));
   launch.blocks = BlocksFor(chunks, launch.threads);
   std::vector<std::string> params;
-  for (int i = 0; i < n; ++i) {
-    launch.slots.push_back(sc.outputs[i]);
-    params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
-  }
-  for (int i = 0; i < n; ++i) {
-    launch.slots.push_back(sc.updates[i]);
-    params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
-  }
+  ScatterOperands(sc, storage, &launch, &params);
   launch.slots.push_back(sc.indices);
   params.push_back(absl::StrCat("const ", it, "* indices"));
   std::string& k = shared_->source;
@@ -618,6 +604,21 @@ absl::Status Generator::EmitScatter(const host::ScatterKernel& sc) {
                                   positions, Product(sc.walk.sizes));
   Add(std::move(launch));
   return absl::OkStatus();
+}
+
+void Generator::ScatterOperands(const host::ScatterKernel& sc,
+                                const std::vector<std::string>& storage,
+                                Launch* launch,
+                                std::vector<std::string>* params) {
+  const int n = static_cast<int>(sc.types.size());
+  for (int i = 0; i < n; ++i) {
+    launch->slots.push_back(sc.outputs[i]);
+    params->push_back(absl::StrFormat("%s* out%d", storage[i], i));
+  }
+  for (int i = 0; i < n; ++i) {
+    launch->slots.push_back(sc.updates[i]);
+    params->push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
+  }
 }
 
 absl::StatusOr<std::string> Generator::ScatterCombine(
@@ -666,7 +667,6 @@ absl::StatusOr<std::string> Generator::ScatterCombine(
 
 absl::Status Generator::EmitSortedScatter(
     const host::ScatterKernel& sc, const std::vector<std::string>& storage) {
-  const int n = static_cast<int>(sc.types.size());
   const int64_t positions = Product(sc.reader.batch_sizes);
   const int64_t total = positions * Product(sc.walk.sizes);
   const int64_t elements = sc.operand_bytes[0] / hlo::ByteWidth(sc.types[0]);
@@ -680,10 +680,7 @@ absl::Status Generator::EmitSortedScatter(
   sort.sort.key_bytes = bits <= 8 ? 1 : bits <= 16 ? 2 : bits <= 32 ? 4 : 8;
   sort.sort.n = total;
   sort.sort.pairs = true;
-  const std::string word = sort.sort.key_bytes == 1   ? "pj_u8"
-                           : sort.sort.key_bytes == 2 ? "pj_u16"
-                           : sort.sort.key_bytes == 4 ? "unsigned"
-                                                      : "pj_u64";
+  const std::string word = UnsignedWord(sort.sort.key_bytes);
   for (int a = 0; a < 2; ++a)
     sort.slots.push_back(Temporary(total * sort.sort.key_bytes));
   for (int a = 0; a < 2; ++a) sort.slots.push_back(Temporary(total * 4));
@@ -721,14 +718,7 @@ absl::Status Generator::EmitSortedScatter(
   launch.kernel = Name("scatter_sorted");
   launch.blocks = BlocksFor(total);
   std::vector<std::string> params;
-  for (int i = 0; i < n; ++i) {
-    launch.slots.push_back(sc.outputs[i]);
-    params.push_back(absl::StrFormat("%s* out%d", storage[i], i));
-  }
-  for (int i = 0; i < n; ++i) {
-    launch.slots.push_back(sc.updates[i]);
-    params.push_back(absl::StrFormat("const %s* upd%d", storage[i], i));
-  }
+  ScatterOperands(sc, storage, &launch, &params);
   launch.slots.push_back(keys);
   params.push_back(absl::StrCat("const ", word, "* keys"));
   launch.slots.push_back(sources);

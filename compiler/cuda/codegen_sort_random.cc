@@ -279,16 +279,12 @@ std::string Generator::UnsignedSortKey(PrimitiveType type, const std::string& v,
   }
 }
 
-namespace {
-
-const char* UnsignedWord(int bytes) {
+const char* Generator::UnsignedWord(int bytes) {
   return bytes == 1   ? "pj_u8"
          : bytes == 2 ? "pj_u16"
          : bytes == 4 ? "unsigned"
                       : "pj_u64";
 }
-
-}  // namespace
 
 absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
     int64_t rows, int64_t n, int64_t inner, PrimitiveType type, int key,
