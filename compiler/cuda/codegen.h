@@ -39,7 +39,8 @@
 //    (and for every top-k), CUB's radix sort (cub_sort.h) of unsigned keys
 //    that order so, written by a kernel, or operand 0 itself for an
 //    unsigned key sorted ascending along its last dimension, with each
-//    element's position carried along; for any other comparator a stable
+//    element's position carried along (keys alone: sorted alone, then
+//    turned back into their values); for any other comparator a stable
 //    merge sort of each row's positions (a pass per run width, a thread
 //    per position placing it by binary search in the other run), the
 //    comparator inlined in a device function; then the operands gathered

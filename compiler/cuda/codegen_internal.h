@@ -451,6 +451,10 @@ class Generator {
   struct CubSorted {
     int positions = -1;
     bool keys_written = false;
+    // Unless keys_written: the sorted keys' temporary, and their width in
+    // bytes (the row number above the key's bits with several rows).
+    int keys = -1;
+    int key_bytes = 0;
   };
 
   // Sorts `rows` rows of `n` elements of slot `key` (of `type`, element p
@@ -462,12 +466,18 @@ class Generator {
   // temporary, unless `keys_out` >= 0 (an unsigned type sorted ascending
   // along contiguous rows) and the rows need no number: CUB then reads the
   // keys as they lie and writes the sorted ones to `keys_out`. Positions
-  // come along when `positions` or when the keys are not written.
+  // come along when `positions`; else the keys alone are sorted.
   absl::StatusOr<CubSorted> EmitCubSort(int64_t rows, int64_t n, int64_t inner,
                                         PrimitiveType type, int key,
                                         bool descending, bool canonical,
                                         int keys_out, bool positions,
                                         const std::string& what);
+
+  // A keys-only sort's output from the keys CUB sorted (`sorted`, as
+  // EmitCubSort wrote them): each key's own bits, UnsignedSortKey undone.
+  absl::Status EmitSortedKeysOut(const host::SortKernel& sort,
+                                 const CubSorted& sorted, bool descending,
+                                 const std::string& what);
 
   // sort: CUB's sort of positions (CubSorts) or the comparator as a device
   // function and the merge sort of positions, then every operand gathered

@@ -308,7 +308,7 @@ absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
                                                : 8;
   sort.sort.rows = fold ? 1 : rows;
   sort.sort.n = fold ? count : n;
-  sort.sort.pairs = positions || !sorted.keys_written;
+  sort.sort.pairs = positions;
   const int values_in = sort.sort.pairs ? Temporary(count * 4) : -1;
   const int values_out = sort.sort.pairs ? Temporary(count * 4) : -1;
   std::string& k = shared_->source;
@@ -336,9 +336,15 @@ absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
     Launch launch;
     launch.kernel = Name("sort_keys");
     launch.blocks = BlocksFor(count);
-    launch.slots = {keys_in, values_in, key};
-    Open(&launch, {absl::StrCat(wide, "* keys"), "unsigned* positions",
-                   absl::StrFormat("const %s* in", storage)});
+    if (positions) {
+      launch.slots = {keys_in, values_in, key};
+      Open(&launch, {absl::StrCat(wide, "* keys"), "unsigned* positions",
+                     absl::StrFormat("const %s* in", storage)});
+    } else {
+      launch.slots = {keys_in, key};
+      Open(&launch, {absl::StrCat(wide, "* keys"),
+                     absl::StrFormat("const %s* in", storage)});
+    }
     absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
                           "long long");
     absl::StrAppend(&k, SortRowHead(n, inner));
@@ -355,7 +361,10 @@ absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
     } else {
       absl::StrAppendFormat(&k, "    keys[i] = %s;\n", ordered);
     }
-    absl::StrAppend(&k, "    positions[i] = (unsigned)p;\n  }\n}\n");
+    if (positions) absl::StrAppend(&k, "    positions[i] = (unsigned)p;\n");
+    absl::StrAppend(&k, "  }\n}\n");
+    sorted.keys = sort.slots[1];
+    sorted.key_bytes = sort.sort.key_bytes;
     launch.origin = absl::StrFormat("%s: keys in XLA's total order%s%s%s", what,
                                     canonical ? " (-0 as +0, NaNs as one)" : "",
                                     descending ? ", complemented" : "",
@@ -371,6 +380,47 @@ absl::StatusOr<Generator::CubSorted> Generator::EmitCubSort(
   Add(std::move(sort));
   sorted.positions = values_out;
   return sorted;
+}
+
+absl::Status Generator::EmitSortedKeysOut(const host::SortKernel& sort,
+                                          const CubSorted& sorted,
+                                          bool descending,
+                                          const std::string& what) {
+  const PrimitiveType type = sort.types[0];
+  const int64_t count = sort.outer * sort.inner * sort.length;
+  const int width = hlo::ByteWidth(type);
+  const std::string word = UnsignedWord(width);
+  const std::string wide = UnsignedWord(sorted.key_bytes);
+  // UnsignedSortKey's inverse, on the key's own bits.
+  std::string bits_of = "key";
+  if (hlo::IsFloatingPoint(type) && type != PrimitiveType::kF8E8M0FNU) {
+    const int code = hlo::IsMiniFloat(type)
+                         ? static_cast<int>(hlo::MiniFloatCodeBits(type))
+                         : 8 * width;
+    const uint64_t sign = uint64_t{1} << (code - 1);
+    const uint64_t mask = sign | (sign - 1);
+    bits_of = absl::StrFormat(
+        "((key & %dull) ? (key ^ %dull) : (~key & %dull))", sign, sign, mask);
+  } else if (hlo::IsSignedInteger(type)) {
+    bits_of = absl::StrFormat("(key ^ %dull)", uint64_t{1} << (8 * width - 1));
+  }
+  std::string& k = shared_->source;
+  Launch launch;
+  launch.kernel = Name("sort_keys_out");
+  launch.blocks = BlocksFor(count);
+  launch.slots = {sort.outputs[0], sorted.keys};
+  Open(&launch,
+       {absl::StrCat(word, "* out"), absl::StrCat("const ", wide, "* keys")});
+  absl::StrAppendFormat(&k, kLoopHead, "long long", "long long", count,
+                        "long long");
+  absl::StrAppend(&k, SortRowHead(sort.length, sort.inner));
+  absl::StrAppendFormat(&k, "    const %s key = (%s)%skeys[i];\n", word, word,
+                        descending ? "~" : "");
+  absl::StrAppendFormat(&k, "    out[base + p * %dLL] = (%s)%s;\n  }\n}\n",
+                        sort.inner, word, bits_of);
+  launch.origin = absl::StrFormat("%s: the sorted keys' values", what);
+  Add(std::move(launch));
+  return absl::OkStatus();
 }
 
 absl::Status Generator::EmitSort(const host::SortKernel& sort) {
@@ -400,14 +450,19 @@ absl::Status Generator::EmitSort(const host::SortKernel& sort) {
         (kt == PrimitiveType::kU8 || kt == PrimitiveType::kU16 ||
          kt == PrimitiveType::kU32 || kt == PrimitiveType::kU64 ||
          kt == PrimitiveType::kU4 || kt == PrimitiveType::kU2);
+    // Canonical keys do not give back the values they came from.
+    const bool positions = sort.types.size() > 1 || sort.canonical;
     PJRT_ASSIGN_OR_RETURN(
         const CubSorted sorted,
         EmitCubSort(rows, sort.length, sort.inner, kt, sort.inputs[0],
                     descending, sort.canonical,
-                    as_they_lie ? sort.outputs[0] : -1, sort.types.size() > 1,
-                    what));
+                    as_they_lie ? sort.outputs[0] : -1, positions, what));
     keys_written = sorted.keys_written;
-    if (keys_written && sort.types.size() == 1) return absl::OkStatus();
+    if (!positions) {
+      // Keys alone: the output is the sorted keys, as they lie or decoded.
+      if (keys_written) return absl::OkStatus();
+      return EmitSortedKeysOut(sort, sorted, descending, what);
+    }
     perm = sorted.positions;
     position = "unsigned";
   } else {

@@ -137,17 +137,18 @@ std::vector<SortCase> Cases() {
        SortProgram("u8", "s32", "3,500", 1, "LT"),
        {Problem(2, 10, 1, 1500, true)}},
       // Descending, signed and float keys, and rows along another
-      // dimension: keys written by a kernel, positions along; 64-bit keys
-      // of several rows as segments.
+      // dimension: keys written by a kernel, positions along with other
+      // operands, else the sorted keys decoded into the output; 64-bit
+      // keys of several rows as segments.
       {"u16_descending",
        SortProgram("u16", "", "2,300", 1, "GT"),
-       {Problem(4, 17, 1, 600, true)}},
+       {Problem(4, 17, 1, 600, false)}},
       {"s8_along_the_first_dimension",
        SortProgram("s8", "f32", "50,3", 0, "LT"),
        {Problem(2, 10, 1, 150, true)}},
       {"s4_keys",
        SortProgram("s4", "", "64", 0, "LT"),
-       {Problem(1, 8, 1, 64, true)}},
+       {Problem(1, 8, 1, 64, false)}},
       {"s32_ascending",
        SortProgram("s32", "u8", "2,1000", 1, "LT"),
        {Problem(8, 33, 1, 2000, true)}},
@@ -156,7 +157,7 @@ std::vector<SortCase> Cases() {
        {Problem(8, 64, 2, 100, true)}},
       {"u32_along_a_middle_dimension",
        SortProgram("u32", "", "2,77,3", 1, "LT"),
-       {Problem(8, 35, 1, 462, true)}},
+       {Problem(8, 35, 1, 462, false)}},
       {"pred_with_a_payload",
        SortProgram("pred", "s32", "200", 0, "LT"),
        {Problem(1, 8, 1, 200, true)}},
@@ -165,19 +166,19 @@ std::vector<SortCase> Cases() {
        {Problem(8, 35, 1, 185, true)}},
       {"f32_total_order_descending",
        SortProgram("f32", "", "301", 0, "GT"),
-       {Problem(4, 32, 1, 301, true)}},
+       {Problem(4, 32, 1, 301, false)}},
       {"f64_total_order",
        SortProgram("f64", "s32", "257", 0, "LT"),
        {Problem(8, 64, 1, 257, true)}},
       {"f16_total_order",
        SortProgram("f16", "", "130", 0, "LT"),
-       {Problem(2, 16, 1, 130, true)}},
+       {Problem(2, 16, 1, 130, false)}},
       {"bf16_total_order_descending",
        SortProgram("bf16", "", "3,70", 1, "GT"),
-       {Problem(4, 18, 1, 210, true)}},
+       {Problem(4, 18, 1, 210, false)}},
       {"f8e4m3fn_keys",
        SortProgram("f8e4m3fn", "", "100", 0, "LT"),
-       {Problem(1, 8, 1, 100, true)}},
+       {Problem(1, 8, 1, 100, false)}},
       // JAX's comparator of floats: canonical keys (both zeros and every
       // NaN alike, in their original order).
       {"jax_f32_with_a_payload",
