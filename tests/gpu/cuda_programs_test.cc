@@ -1,9 +1,9 @@
 // Programs whose CUDA paths only a GPU runs, against the host platform bit
-// for bit: CUB's sorts (keys alone, with positions, several rows under
-// their row number, 64-bit keys as segments, JAX's float comparator,
-// top-k), the scatter sorted by target, and a counted loop run as CUDA
-// graphs. Every test skips, saying why, when no GPU is visible;
-// scripts/gpu-check runs them on a machine with one.
+// for bit: CUB's sorts (keys alone as they lie or decoded, with positions,
+// several rows under their row number, 64-bit keys as segments, JAX's
+// float comparator, top-k), the scatter sorted by target, and a counted
+// loop run as CUDA graphs. Every test skips, saying why, when no GPU is
+// visible; scripts/gpu-check runs them on a machine with one.
 #include <cstring>
 #include <memory>
 #include <random>
@@ -121,6 +121,9 @@ gts { a = s16[] parameter(0)
   c = f32[] parameter(2)
   d = f32[] parameter(3)
   ROOT r = pred[] compare(a, b), direction=GT }
+gtf { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction=GT, type=TOTALORDER }
 jax { a = f32[] parameter(0)
   b = f32[] parameter(1)
   c = s32[] parameter(2)
@@ -150,6 +153,7 @@ ENTRY e {
   s1 = (u64[3,5000], s32[3,5000]) sort(l, i), dimensions={1}, to_apply=ltu64
   s2 = (s16[7,3000], f32[7,3000]) sort(m, v), dimensions={1}, to_apply=gts
   s3 = (f32[5,4000], s32[5,4000]) sort(x, j), dimensions={1}, to_apply=jax
+  s4 = f32[5,4000] sort(x), dimensions={1}, to_apply=gtf
   t = (f32[5,100], s32[5,100]) topk(x), k=100, largest=true
   l0 = u64[3,5000] get-tuple-element(s1), index=0
   l1 = s32[3,5000] get-tuple-element(s1), index=1
@@ -161,7 +165,8 @@ ENTRY e {
   t1 = s32[5,100] get-tuple-element(t), index=1
   ROOT r = (u32[1000003], u64[3,5000], s32[3,5000], s16[7,3000],
             f32[7,3000], f32[5,4000], s32[5,4000], f32[5,100],
-            s32[5,100]) tuple(s0, l0, l1, m0, m1, x0, x1, t0, t1)
+            s32[5,100], f32[5,4000]) tuple(s0, l0, l1, m0, m1, x0, x1, t0,
+            t1, s4)
 })"));
 }
 
