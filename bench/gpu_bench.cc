@@ -122,27 +122,36 @@ std::vector<pjrt::runtime::Buffer*> Pointers(
   return p;
 }
 
-// cuBLASLt called directly: row-major n x n x n, the baseline of the dot.
-double DirectGemmSeconds(int n, bool bf16) {
+// cuBLASLt called directly: n x n x n of `type` operands into `out_type`,
+// the baseline of the dot; fp8 operands as its fp8 matmuls take them (A
+// transposed, "TN").
+double DirectGemmSeconds(int n, cudaDataType_t type, cudaDataType_t out_type) {
   cublasLtHandle_t handle;
   CheckBlas(cublasLtCreate(&handle), "cublasLtCreate");
-  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const size_t width = bf16 ? 2 : 4;
+  const auto width = [](cudaDataType_t t) -> size_t {
+    return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF ? 2 : 1;
+  };
   void *a, *b, *c, *workspace;
   const size_t workspace_bytes = size_t{32} << 20;
-  CheckCuda(cudaMalloc(&a, size_t(n) * n * width), "cudaMalloc");
-  CheckCuda(cudaMalloc(&b, size_t(n) * n * width), "cudaMalloc");
-  CheckCuda(cudaMalloc(&c, size_t(n) * n * width), "cudaMalloc");
+  CheckCuda(cudaMalloc(&a, size_t(n) * n * width(type)), "cudaMalloc");
+  CheckCuda(cudaMalloc(&b, size_t(n) * n * width(type)), "cudaMalloc");
+  CheckCuda(cudaMalloc(&c, size_t(n) * n * width(out_type)), "cudaMalloc");
   CheckCuda(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc");
-  cudaMemset(a, 0, size_t(n) * n * width);
-  cudaMemset(b, 0, size_t(n) * n * width);
+  cudaMemset(a, 0, size_t(n) * n * width(type));
+  cudaMemset(b, 0, size_t(n) * n * width(type));
   cublasLtMatmulDesc_t desc;
   CheckBlas(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
             "desc");
+  if (type == CUDA_R_8F_E4M3) {
+    const cublasOperation_t t = CUBLAS_OP_T;
+    CheckBlas(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                             &t, sizeof(t)),
+              "TRANSA");
+  }
   cublasLtMatrixLayout_t la, lb, lc;
   CheckBlas(cublasLtMatrixLayoutCreate(&la, type, n, n, n), "layout");
   CheckBlas(cublasLtMatrixLayoutCreate(&lb, type, n, n, n), "layout");
-  CheckBlas(cublasLtMatrixLayoutCreate(&lc, type, n, n, n), "layout");
+  CheckBlas(cublasLtMatrixLayoutCreate(&lc, out_type, n, n, n), "layout");
   cublasLtMatmulPreference_t pref;
   CheckBlas(cublasLtMatmulPreferenceCreate(&pref), "pref");
   const uint64_t ws = workspace_bytes;
@@ -153,6 +162,10 @@ double DirectGemmSeconds(int n, bool bf16) {
   CheckBlas(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref,
                                            1, &heuristic, &found),
             "heuristic");
+  if (found == 0) {
+    std::cerr << "cuBLASLt has no algorithm for the direct matmul\n";
+    std::exit(1);
+  }
   const float one = 1, zero = 0;
   const double seconds = MedianSeconds(5, [&] {
     CheckBlas(
@@ -345,8 +358,8 @@ int main() {
   if (!cuda.ok()) {
     for (const char* m :
          {"dot_f32_4096_tflops", "dot_bf16_4096_tflops",
-          "conv3x3_bf16_nhwc_tflops", "sort_u32_64M_gkeys_per_second",
-          "gather_1M_rows_1024_bf16_GBps",
+          "dot_f8e4m3fn_4096_tflops", "conv3x3_bf16_nhwc_tflops",
+          "sort_u32_64M_gkeys_per_second", "gather_1M_rows_1024_bf16_GBps",
           "while_counted_10000_us_per_iteration",
           "while_predicated_10000_us_per_iteration", "fused_chain8_1GiB_GBps",
           "region_upload_1GiB_GBps", "mlp_step_cuda_vs_host"}) {
@@ -360,6 +373,14 @@ int main() {
   }
   pjrt::runtime::Client& client = **cuda;
   pjrt::runtime::Device* device = client.devices()[0];
+  int major = 0, minor = 0;
+  CheckCuda(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+      "cudaDeviceGetAttribute");
+  CheckCuda(
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0),
+      "cudaDeviceGetAttribute");
+  const int device_capability = 10 * major + minor;
 
   for (bool bf16 : {false, true}) {  // dot 4096^3 against cuBLASLt directly.
     const int n = 4096;
@@ -375,11 +396,34 @@ int main() {
     auto args = RandomArguments(client, *exe, device);
     const double ours =
         MedianSeconds(5, [&] { RunOnce(*exe, Pointers(args), device); });
-    const double direct = DirectGemmSeconds(n, bf16);
+    const double direct = DirectGemmSeconds(n, bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                            bf16 ? CUDA_R_16BF : CUDA_R_32F);
     const double flops = 2.0 * n * n * n;
     metrics.push_back(Metric(absl::StrCat("dot_", t, "_4096_tflops"), "TFLOP/s",
                              flops / ours / 1e12, "cublaslt_direct",
                              flops / direct / 1e12, 0.9));
+  }
+
+  if (device_capability >= 89) {  // fp8 4096^3 into f32, k innermost in both
+    const int n = 4096;
+    auto exe = Check(pjrt::runtime::Executable::Compile(
+        &client,
+        "HloModule dot\nENTRY e {\n  a = f8e4m3fn[4096,4096] parameter(0)\n"
+        "  b = f8e4m3fn[4096,4096] parameter(1)\n  ROOT d = f32[4096,4096] "
+        "dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n"));
+    auto args = RandomArguments(client, *exe, device);
+    const double ours =
+        MedianSeconds(5, [&] { RunOnce(*exe, Pointers(args), device); });
+    const double direct = DirectGemmSeconds(n, CUDA_R_8F_E4M3, CUDA_R_32F);
+    const double flops = 2.0 * n * n * n;
+    metrics.push_back(Metric("dot_f8e4m3fn_4096_tflops", "TFLOP/s",
+                             flops / ours / 1e12, "cublaslt_direct",
+                             flops / direct / 1e12, 0.9));
+  } else {
+    skipped.push_back({{"metric", "dot_f8e4m3fn_4096_tflops"},
+                       {"reason",
+                        "the GPU has no fp8 tensor cores (compute "
+                        "capability below 8.9)"}});
   }
 
   {  // A 3x3 bf16 convolution, batch 32, 56x56, 64 -> 64 features, NHWC

@@ -13,9 +13,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "base/cancellation.h"
 #include "base/log.h"
 #include "base/mutex.h"
@@ -37,6 +39,16 @@ using host::BufferSlot;
 constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
 
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// 90 for "sm_90" (and "sm_90a"); 0 for a name not of that form.
+int ComputeCapability(absl::string_view arch) {
+  if (!absl::ConsumePrefix(&arch, "sm_")) return 0;
+  while (!arch.empty() && !absl::ascii_isdigit(arch.back())) {
+    arch.remove_suffix(1);
+  }
+  int capability = 0;
+  return absl::SimpleAtoi(arch, &capability) ? capability : 0;
+}
 
 // device::CudaStatus, clearing a non-sticky error so that it does not fail
 // the next call.
@@ -120,11 +132,24 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s,
   plan->f64 = s.type == hlo::PrimitiveType::kF64;
   const bool f64 = plan->f64;
   const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;
-  // bf16 and f16 operands are multiplied as they are, accumulating in f32.
-  const cudaDataType_t operand_type =
-      s.operand_type == hlo::PrimitiveType::kBf16  ? CUDA_R_16BF
-      : s.operand_type == hlo::PrimitiveType::kF16 ? CUDA_R_16F
-                                                   : dt;
+  // bf16, f16 and fp8 operands are multiplied as they are, accumulating in
+  // f32 (fp8 with cuBLASLt's default, the more precise accumulation).
+  const auto library_type = [dt](hlo::PrimitiveType t) {
+    switch (t) {
+      case hlo::PrimitiveType::kBf16:
+        return CUDA_R_16BF;
+      case hlo::PrimitiveType::kF16:
+        return CUDA_R_16F;
+      case hlo::PrimitiveType::kF8E4M3FN:
+        return CUDA_R_8F_E4M3;
+      case hlo::PrimitiveType::kF8E5M2:
+        return CUDA_R_8F_E5M2;
+      default:
+        return dt;
+    }
+  };
+  const cudaDataType_t lhs_type = library_type(s.operand_type),
+                       rhs_type = library_type(s.rhs_type());
   const cublasComputeType_t compute =
       f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
@@ -147,14 +172,12 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s,
                  a_cols = s.rhs_transposed ? s.n : s.k;
   const uint64_t b_rows = s.lhs_transposed ? s.m : s.k,
                  b_cols = s.lhs_transposed ? s.k : s.m;
-  PJRT_RETURN_IF_ERROR(
-      BlasError(cublasLtMatrixLayoutCreate(&plan->a, operand_type, a_rows,
-                                           a_cols, a_rows),
-                "cublasLtMatrixLayoutCreate"));
-  PJRT_RETURN_IF_ERROR(
-      BlasError(cublasLtMatrixLayoutCreate(&plan->b, operand_type, b_rows,
-                                           b_cols, b_rows),
-                "cublasLtMatrixLayoutCreate"));
+  PJRT_RETURN_IF_ERROR(BlasError(
+      cublasLtMatrixLayoutCreate(&plan->a, rhs_type, a_rows, a_cols, a_rows),
+      "cublasLtMatrixLayoutCreate"));
+  PJRT_RETURN_IF_ERROR(BlasError(
+      cublasLtMatrixLayoutCreate(&plan->b, lhs_type, b_rows, b_cols, b_rows),
+      "cublasLtMatrixLayoutCreate"));
   PJRT_RETURN_IF_ERROR(
       BlasError(cublasLtMatrixLayoutCreate(&plan->c, dt, s.n, s.m, s.n),
                 "cublasLtMatrixLayoutCreate"));
@@ -197,9 +220,10 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> PlanGemm(const host::DotStep& s,
   PJRT_RETURN_IF_ERROR(status);
   if (found == 0) {
     return absl::InternalError(absl::StrFormat(
-        "cuBLASLt has no algorithm for a %s matmul of [%d,%d] x [%d,%d] (batch "
-        "%d)",
-        hlo::PrimitiveTypeName(s.operand_type), s.m, s.k, s.k, s.n, s.batch));
+        "cuBLASLt has no algorithm for a %s by %s matmul of [%d,%d] x [%d,%d] "
+        "(batch %d)",
+        hlo::PrimitiveTypeName(s.operand_type),
+        hlo::PrimitiveTypeName(s.rhs_type()), s.m, s.k, s.k, s.n, s.batch));
   }
   return plan;
 }
@@ -1030,8 +1054,10 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
   c.arch = arch;
   host::HostCompileOptions host_options;
   host_options.aliases = options.aliases;
-  host_options.half_dot_operands =
-      true;  // cuBLASLt multiplies them as they are
+  // cuBLASLt multiplies them as they are; fp8 where the GPU has fp8 tensor
+  // cores (compute capability 8.9 and up).
+  host_options.half_dot_operands = true;
+  host_options.fp8_dot_operands = ComputeCapability(arch) >= 89;
   PJRT_ASSIGN_OR_RETURN(c.lowered, host::CompileForHost(module, host_options));
   PJRT_ASSIGN_OR_RETURN(c.generated, GenerateCuda(*c.lowered));
   absl::StrAppend(&c.generated.source, kSetIds);

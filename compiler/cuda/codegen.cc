@@ -638,19 +638,28 @@ absl::Status Generator::Emit(const host::DotStep& s) {
   if (outputs == 0) return absl::OkStatus();
   Launch launch;
   launch.origin = absl::StrFormat(
-      "dot %s%s batch %d: [%d,%d] x [%d,%d]%s%s",
+      "dot %s%s%s batch %d: [%d,%d] x [%d,%d]%s%s",
       hlo::PrimitiveTypeName(s.operand_type),
+      s.rhs_type() != s.operand_type
+          ? absl::StrCat(" by ", hlo::PrimitiveTypeName(s.rhs_type()))
+          : "",
       s.operand_type != s.type
           ? absl::StrCat(" into ", hlo::PrimitiveTypeName(s.type))
           : "",
       s.batch, s.m, s.k, s.k, s.n, s.lhs_transposed ? " (lhs transposed)" : "",
       s.rhs_transposed ? " (rhs transposed)" : "");
-  if (hlo::IsMiniFloat(s.operand_type)) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "a dot of %s operands does not run on the CUDA backend yet (fp8 "
-        "products through cuBLASLt come later); run this program with "
-        "--platform host",
-        hlo::PrimitiveTypeName(s.operand_type)));
+  if (hlo::IsMiniFloat(s.operand_type) || hlo::IsMiniFloat(s.rhs_type())) {
+    // fp8 operands reach here only as cuBLASLt takes them
+    // (HostCompileOptions::fp8_dot_operands): f32 accumulation, the lhs
+    // [batch, m, k] and the rhs [batch, n, k].
+    if (s.type != PrimitiveType::kF32 || s.lhs_transposed ||
+        !s.rhs_transposed) {
+      return absl::InternalError(absl::StrFormat(
+          "a dot of %s operands into %s with lhs_transposed=%d and "
+          "rhs_transposed=%d is not a layout cuBLASLt's fp8 matmuls take",
+          hlo::PrimitiveTypeName(s.operand_type),
+          hlo::PrimitiveTypeName(s.type), s.lhs_transposed, s.rhs_transposed));
+    }
   }
   if (s.type == PrimitiveType::kF32 || s.type == PrimitiveType::kF64) {
     launch.kind = Launch::Kind::kGemm;

@@ -116,11 +116,12 @@ class BoundsChecker {
     absl::Status status;
     if (s.batch == 0 || s.m == 0 || s.n == 0) return status;
     const int bytes = hlo::ByteWidth(s.type);
-    const int operand_bytes = hlo::ByteWidth(s.operand_type);
+    const int lhs_bytes = hlo::ByteWidth(s.operand_type);
+    const int rhs_bytes = hlo::ByteWidth(s.rhs_type());
     status.Update(
-        CheckDense(s.lhs, operand_bytes, Wide{s.batch} * s.m * s.k, "dot lhs"));
+        CheckDense(s.lhs, lhs_bytes, Wide{s.batch} * s.m * s.k, "dot lhs"));
     status.Update(
-        CheckDense(s.rhs, operand_bytes, Wide{s.batch} * s.k * s.n, "dot rhs"));
+        CheckDense(s.rhs, rhs_bytes, Wide{s.batch} * s.k * s.n, "dot rhs"));
     status.Update(
         CheckDense(s.out, bytes, Wide{s.batch} * s.m * s.n, "dot out"));
     return status;

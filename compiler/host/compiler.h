@@ -36,6 +36,12 @@ struct HostCompileOptions {
   // accumulate in f32 (DotStep::operand_type), instead of converting them
   // to f32 first: for backends whose matmul library takes them (CUDA).
   bool half_dot_operands = false;
+  // Dots of f8e4m3fn/f8e5m2 operands (not both f8e5m2) whose m, n and k are
+  // multiples of 16 keep them as they are too, both stored with the
+  // contracting dimension innermost (the lhs [batch, m, k], the rhs
+  // [batch, n, k] with rhs_transposed): the layout cuBLASLt's fp8 matmuls
+  // take on the GPUs that have them (compute capability 8.9 and up).
+  bool fp8_dot_operands = false;
 };
 
 // REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are

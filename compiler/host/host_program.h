@@ -82,10 +82,18 @@ struct LoopStep {
 struct DotStep {
   int lhs = -1, rhs = -1, out = -1;
   hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
-  // The operands' element type: `type`, or bf16/f16 with f32 accumulation
-  // when HostCompileOptions::half_dot_operands allows (the CUDA backend's
-  // matmuls; the host's DotStep runs `type` only).
+  // The operands' element type: `type`, or bf16/f16 (or f8e4m3fn/f8e5m2)
+  // with f32 accumulation when HostCompileOptions::half_dot_operands (or
+  // fp8_dot_operands) allows (the CUDA backend's matmuls; the host's DotStep
+  // runs `type` only).
   hlo::PrimitiveType operand_type = hlo::PrimitiveType::kF32;
+  // The rhs's type where it differs from the lhs's (an f8e4m3fn by f8e5m2
+  // product); kInvalid when both are `operand_type`.
+  hlo::PrimitiveType rhs_operand_type = hlo::PrimitiveType::kInvalid;
+  hlo::PrimitiveType rhs_type() const {
+    return rhs_operand_type == hlo::PrimitiveType::kInvalid ? operand_type
+                                                            : rhs_operand_type;
+  }
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool lhs_transposed = false, rhs_transposed = false;
 };

@@ -71,13 +71,33 @@ absl::Status Lowering::EmitDot(int node) {
   for (int64_t f : rhs_free) step.n *= rs.dimensions(f);
   step.k = 1;
   for (int64_t c : d.lhs_contracting_dimensions) step.k *= ls.dimensions(c);
+  // fp8 operands stay fp8 where the matmul takes them: both with the
+  // contracting dimension innermost.
+  const auto fp8 = [](PrimitiveType t) {
+    return t == PrimitiveType::kF8E4M3FN || t == PrimitiveType::kF8E5M2;
+  };
+  const bool fp8_operands =
+      options_.fp8_dot_operands && type == PrimitiveType::kF32 &&
+      fp8(ls.element_type()) && fp8(rs.element_type()) &&
+      !(ls.element_type() == PrimitiveType::kF8E5M2 &&
+        rs.element_type() == PrimitiveType::kF8E5M2) &&
+      step.k > 0 && step.m % 16 == 0 && step.n % 16 == 0 && step.k % 16 == 0;
+  if (fp8_operands) {
+    step.operand_type = ls.element_type();
+    if (rs.element_type() != ls.element_type()) {
+      step.rhs_operand_type = rs.element_type();
+    }
+  }
 
   // Returns the operand's slot in the layout [batch, a, b] (or [batch, b,
-  // a] with transposed set), preparing a copy if its buffer does not fit.
-  const auto prepare = [&](int operand, const std::vector<int64_t>& batch,
-                           const std::vector<int64_t>& a,
-                           const std::vector<int64_t>& b,
-                           bool* transposed) -> absl::StatusOr<int> {
+  // a] with transposed set), preparing a copy if its buffer does not fit;
+  // with `flip` given, only in the layout it names: [batch, b, a] (and
+  // transposed set) where true, [batch, a, b] where false.
+  const auto prepare =
+      [&](int operand, PrimitiveType operand_type,
+          const std::vector<int64_t>& batch, const std::vector<int64_t>& a,
+          const std::vector<int64_t>& b, std::optional<bool> flip,
+          bool* transposed) -> absl::StatusOr<int> {
     const Node& o = nodes_[operand];
     std::vector<int64_t> normal = batch, flipped = batch;
     normal.insert(normal.end(), a.begin(), a.end());
@@ -86,22 +106,30 @@ absl::Status Lowering::EmitDot(int node) {
     flipped.insert(flipped.end(), a.begin(), a.end());
     std::vector<int64_t> identity(o.shape.rank());
     for (int i = 0; i < o.shape.rank(); ++i) identity[i] = i;
-    *transposed = false;
-    if (o.materialize && o.shape.element_type() == step.operand_type) {
-      if (normal == identity) return o.slot;
-      if (flipped == identity) {
+    *transposed = flip.value_or(false);
+    if (o.materialize && o.shape.element_type() == operand_type) {
+      if (normal == identity && !flip.value_or(false)) return o.slot;
+      if (flipped == identity && flip.value_or(true)) {
         *transposed = true;
         return o.slot;
       }
     }
-    return EmitPermuted(operand, normal, step.operand_type);
+    return EmitPermuted(operand, *transposed ? flipped : normal, operand_type);
   };
+  // cuBLASLt's fp8 matmuls take the lhs [batch, m, k] and the rhs
+  // [batch, n, k].
+  const std::optional<bool> lhs_flip =
+      fp8_operands ? std::optional<bool>(false) : std::nullopt;
+  const std::optional<bool> rhs_flip =
+      fp8_operands ? std::optional<bool>(true) : std::nullopt;
   PJRT_ASSIGN_OR_RETURN(
-      step.lhs, prepare(lhs, d.lhs_batch_dimensions, lhs_free,
-                        d.lhs_contracting_dimensions, &step.lhs_transposed));
-  PJRT_ASSIGN_OR_RETURN(step.rhs, prepare(rhs, d.rhs_batch_dimensions,
-                                          d.rhs_contracting_dimensions,
-                                          rhs_free, &step.rhs_transposed));
+      step.lhs,
+      prepare(lhs, step.operand_type, d.lhs_batch_dimensions, lhs_free,
+              d.lhs_contracting_dimensions, lhs_flip, &step.lhs_transposed));
+  PJRT_ASSIGN_OR_RETURN(
+      step.rhs, prepare(rhs, step.rhs_type(), d.rhs_batch_dimensions,
+                        d.rhs_contracting_dimensions, rhs_free, rhs_flip,
+                        &step.rhs_transposed));
   if (out_type == type) {
     step.out = n.slot;
     program_->steps.push_back(step);

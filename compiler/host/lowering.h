@@ -100,8 +100,10 @@ class Lowering : public KernelCompiler {
 
   absl::StatusOr<std::unique_ptr<HostProgram>> CompileComputation(
       const Computation& computation) override {
-    return Lowering(module_, HostCompileOptions(), /*nested=*/true)
-        .Compile(computation);
+    // A body or branch takes the dot options; its aliases are its own.
+    HostCompileOptions nested = options_;
+    nested.aliases.clear();
+    return Lowering(module_, nested, /*nested=*/true).Compile(computation);
   }
   int NewScratch(int64_t bytes) override {
     return NewSlot(BufferSlot::Kind::kScratch,

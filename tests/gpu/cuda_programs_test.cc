@@ -1,9 +1,10 @@
 // Programs whose CUDA paths only a GPU runs, against the host platform bit
 // for bit: CUB's sorts (keys alone as they lie or decoded, with positions,
 // several rows under their row number, 64-bit keys as segments, JAX's
-// float comparator, top-k), the scatter sorted by target, and a counted
-// loop run as CUDA graphs. Every test skips, saying why, when no GPU is
-// visible; scripts/gpu-check runs them on a machine with one.
+// float comparator, top-k), the scatter sorted by target, a counted loop
+// run as CUDA graphs, and fp8 matmuls through cuBLASLt. Every test skips,
+// saying why, when no GPU is visible; scripts/gpu-check runs them on a machine
+// with one.
 #include <cstring>
 #include <memory>
 #include <random>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "hlo/minifloat.h"
 #include "runtime/buffer.h"
 #include "runtime/client.h"
 #include "runtime/executable.h"
@@ -89,6 +91,14 @@ class CudaProgramsTest : public ::testing::Test {
           std::memcpy(&b, &v, 4);
           if (rng() % 40 == 0) b = (rng() % 2 ? 0xffc00001u : 0x7fc00000u);
           std::memcpy(&bytes[i], &b, 4);
+        }
+      } else if (shape.element_type() == hlo::PrimitiveType::kF8E4M3FN ||
+                 shape.element_type() == hlo::PrimitiveType::kF8E5M2) {
+        // Integers from -4 to 4: their products' sums are exact in any
+        // order and at any accumulator width the tensor cores have.
+        for (uint8_t& b : bytes) {
+          b = hlo::MiniFloatFromFloat(shape.element_type(),
+                                      static_cast<float>(rng() % 9) - 4);
         }
       } else {
         for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
@@ -225,6 +235,27 @@ ENTRY e {
   b = s32[256] get-tuple-element(w), index=2
   c = s32[] get-tuple-element(w), index=0
   ROOT r = (s32[], s32[256], s32[256]) tuple(c, a, b)
+})");
+}
+
+// fp8 by fp8 (e4m3fn by e4m3fn, e4m3fn by e5m2, e5m2 by e4m3fn) as
+// cuBLASLt's fp8 matmuls take them on a GPU of compute capability 8.9 and
+// up (the others run them as f32 matmuls): operands copied to k innermost
+// or read as they lie, a batch, a bf16 result.
+TEST_F(CudaProgramsTest, Fp8MatmulsMatchTheHost) {
+  ExpectSameAsHost(R"(
+HloModule fp8
+ENTRY e {
+  a = f8e4m3fn[32,64] parameter(0)
+  b = f8e4m3fn[64,48] parameter(1)
+  ab = f32[32,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f8e4m3fn[16,32] parameter(2)
+  d = f8e5m2[48,16] parameter(3)
+  cd = bf16[32,48] dot(c, d), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+  x = f8e5m2[2,16,32] parameter(4)
+  y = f8e4m3fn[2,48,32] parameter(5)
+  xy = f32[2,16,48] dot(x, y), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}
+  ROOT r = (f32[32,48], bf16[32,48], f32[2,16,48]) tuple(ab, cd, xy)
 })");
 }
 

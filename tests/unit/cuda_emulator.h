@@ -669,8 +669,24 @@ class Emulator {
     std::memcpy(&f, &u, 4);
     return f;
   }
+  // An fp8 operand's `count` elements as floats (exact).
+  static std::vector<float> Fp8Values(PrimitiveType type, const void* data,
+                                      int64_t count) {
+    std::vector<float> values(count);
+    const auto* codes = static_cast<const uint8_t*>(data);
+    for (int64_t i = 0; i < count; ++i) {
+      values[i] = hlo::MiniFloatToFloat(type, codes[i]);
+    }
+    return values;
+  }
   static void Gemm(const host::DotStep& s, void* out, void* lhs, void* rhs) {
-    if (s.operand_type == PrimitiveType::kBf16) {
+    if (hlo::IsMiniFloat(s.operand_type)) {
+      // As cuBLASLt's fp8 matmuls: f32 products of the exact values.
+      std::vector<float> l = Fp8Values(s.operand_type, lhs,
+                                       s.batch * s.m * s.k),
+                         r = Fp8Values(s.rhs_type(), rhs, s.batch * s.k * s.n);
+      GemmTyped(s, static_cast<float*>(out), l.data(), r.data());
+    } else if (s.operand_type == PrimitiveType::kBf16) {
       GemmTyped(s, static_cast<float*>(out), static_cast<Bf16*>(lhs),
                 static_cast<Bf16*>(rhs));
     } else if (s.operand_type == PrimitiveType::kF16) {
