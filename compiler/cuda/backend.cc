@@ -38,6 +38,10 @@ using host::BufferSlot;
 // program has a matmul or a convolution cuDNN may compute.
 constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
 
+// The alignment of every scratch slot and of the scratch itself (the
+// device allocator's: device::Allocator gives 256-byte aligned memory).
+constexpr int64_t kScratchAlignment = 256;
+
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // 90 for "sm_90" (and "sm_90a"); 0 for a name not of that form.
@@ -397,6 +401,11 @@ class CudaProgram : public Program {
           "a CUDA program runs on a CUDA stream; this run has none");
     }
     cudaStream_t stream = static_cast<cudaStream_t>(native);
+    if (reinterpret_cast<uintptr_t>(context.scratch) % kScratchAlignment != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "a CUDA program's scratch must be %d-byte aligned; got %p",
+          kScratchAlignment, context.scratch));
+    }
     int device = 0;
     PJRT_RETURN_IF_ERROR(
         CudaError(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice"));
@@ -460,7 +469,7 @@ class CudaProgram : public Program {
                            absl::Span<void* const> results, char* scratch,
                            const Env& env) const {
     PJRT_ASSIGN_OR_RETURN(const std::vector<void*>* constants,
-                          ConstantsOn(program, env.device));
+                          ConstantsOn(program, env.device, env.stream));
     std::vector<void*> addresses(
         program.slots.size() + temporary_offsets.size(), nullptr);
     for (size_t k = 0; k < temporary_offsets.size(); ++k) {
@@ -907,9 +916,12 @@ class CudaProgram : public Program {
   }
 
   // The constants of `program` (the top level or a sub-program) in
-  // `device`'s memory, uploaded on its first run there.
+  // `device`'s memory, uploaded on its first run there by `stream` (the
+  // run's: a plain cudaMemcpy would go on the legacy default stream, which
+  // the non-blocking run streams do not wait for) and waited for, since
+  // runs on other streams then use them as they are.
   absl::StatusOr<const std::vector<void*>*> ConstantsOn(
-      const host::HostProgram& program, int device) const {
+      const host::HostProgram& program, int device, cudaStream_t stream) const {
     MutexLock lock(&mu_);
     const auto key = std::make_pair(&program, device);
     if (auto it = constants_.find(key); it != constants_.end())
@@ -923,11 +935,15 @@ class CudaProgram : public Program {
                          "cudaMalloc for the program's constants");
       if (!status.ok()) break;
       pointers.push_back(p);
-      status =
-          CudaError(cudaMemcpy(p, data.data(), data.size() * sizeof(uint64_t),
-                               cudaMemcpyHostToDevice),
-                    "uploading the program's constants");
+      status = CudaError(
+          cudaMemcpyAsync(p, data.data(), data.size() * sizeof(uint64_t),
+                          cudaMemcpyHostToDevice, stream),
+          "uploading the program's constants");
       if (!status.ok()) break;
+    }
+    if (status.ok()) {
+      status = CudaError(cudaStreamSynchronize(stream),
+                         "waiting for the program's constants");
     }
     if (!status.ok()) {
       for (void* p : pointers) cudaFree(p);
@@ -1058,6 +1074,9 @@ absl::StatusOr<CudaCompilation> CompileForCuda(const hlo::Module& module,
   // cores (compute capability 8.9 and up).
   host_options.half_dot_operands = true;
   host_options.fp8_dot_operands = ComputeCapability(arch) >= 89;
+  // cuBLASLt's algorithms assume 256-byte aligned matrices unless told
+  // otherwise, and cuDNN's fastest engines want them too.
+  host_options.scratch_alignment = kScratchAlignment;
   PJRT_ASSIGN_OR_RETURN(c.lowered, host::CompileForHost(module, host_options));
   PJRT_ASSIGN_OR_RETURN(c.generated, GenerateCuda(*c.lowered));
   absl::StrAppend(&c.generated.source, kSetIds);

@@ -661,6 +661,21 @@ absl::Status Generator::Emit(const host::DotStep& s) {
           hlo::PrimitiveTypeName(s.type), s.lhs_transposed, s.rhs_transposed));
     }
   }
+  if (s.k == 0) {
+    // Nothing to contract (cuBLASLt takes no empty k): every output is 0.
+    PJRT_ASSIGN_OR_RETURN(const std::string t, CudaStorageType(s.type));
+    const char* idx = IndexType(outputs);
+    launch.kernel = Name("dot_zeros");
+    launch.threads = kThreads;
+    launch.blocks = BlocksFor(outputs);
+    launch.slots = {s.out};
+    std::string& k = shared_->source;
+    Open(&launch, {absl::StrCat(t, "* out")});
+    absl::StrAppendFormat(&k, kLoopHead, idx, idx, outputs, idx);
+    absl::StrAppendFormat(&k, "    out[i] = %s{};\n  }\n}\n", t);
+    Add(std::move(launch));
+    return absl::OkStatus();
+  }
   if (s.type == PrimitiveType::kF32 || s.type == PrimitiveType::kF64) {
     launch.kind = Launch::Kind::kGemm;
     launch.gemm = s;

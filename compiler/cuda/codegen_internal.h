@@ -430,8 +430,10 @@ class Generator {
 
   // True when CUB sorts `rows` rows of `n` keys of `type` in `order`: a
   // total order (ascending or descending) on a type that is not complex,
-  // rows shorter than 2^32 (positions are 32-bit), and 64-bit keys of
-  // several rows (segments) fewer than 2^31 in all.
+  // rows shorter than 2^32 (positions are 32-bit), narrower keys of
+  // several rows no more rows than their row number has bits for above
+  // the key's (2^(64 - key bits)), and 64-bit keys of several rows
+  // (segments) fewer than 2^31 in all.
   static bool CubSorts(host::KeyOrder order, PrimitiveType type, int64_t rows,
                        int64_t n);
 

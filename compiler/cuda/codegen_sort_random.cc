@@ -244,8 +244,13 @@ bool Generator::CubSorts(host::KeyOrder order, PrimitiveType type, int64_t rows,
       hlo::IsComplex(type) || n >= (int64_t{1} << 32)) {
     return false;
   }
-  // 64-bit keys of several rows are segments of a sort with 32-bit counts.
-  return hlo::ByteWidth(type) < 8 || rows == 1 || rows * n < (int64_t{1} << 31);
+  // Narrower keys of several rows take the row number above their bits
+  // (room for 2^(64 - key bits) rows); 64-bit keys of several rows are
+  // segments of a sort with 32-bit counts.
+  const int key_bits = 8 * hlo::ByteWidth(type);
+  if (rows == 1) return true;
+  if (key_bits < 64) return rows <= (int64_t{1} << (64 - key_bits));
+  return rows * n < (int64_t{1} << 31);
 }
 
 std::string Generator::UnsignedSortKey(PrimitiveType type, const std::string& v,

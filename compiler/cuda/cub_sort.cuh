@@ -26,14 +26,21 @@ cudaError_t CubSortOf(const CubSortProblem& p, void* temporary,
                       cudaStream_t stream) {
   const int64_t count = p.rows * p.n;
   if (p.rows == 1) {
-    if (!p.pairs) {
-      return cub::DeviceRadixSort::SortKeys(temporary, *temporary_bytes,
-                                            keys_in, keys_out, count, 0, p.bits,
-                                            stream);
-    }
-    return cub::DeviceRadixSort::SortPairs(temporary, *temporary_bytes, keys_in,
-                                           keys_out, values_in, values_out,
-                                           count, 0, p.bits, stream);
+    // CUB's offsets take the type of the count: 32-bit ones (faster, and
+    // less temporary storage) unless the count needs 64.
+    const auto sort = [&](auto items) {
+      if (!p.pairs) {
+        return cub::DeviceRadixSort::SortKeys(temporary, *temporary_bytes,
+                                              keys_in, keys_out, items, 0,
+                                              p.bits, stream);
+      }
+      return cub::DeviceRadixSort::SortPairs(temporary, *temporary_bytes,
+                                             keys_in, keys_out, values_in,
+                                             values_out, items, 0, p.bits,
+                                             stream);
+    };
+    if (count <= INT32_MAX) return sort(static_cast<int>(count));
+    return sort(count);
   }
   if constexpr (sizeof(K) == 8) {
     if (count >= (int64_t{1} << 31)) return cudaErrorInvalidValue;

@@ -42,6 +42,11 @@ struct HostCompileOptions {
   // [batch, n, k] with rhs_transposed): the layout cuBLASLt's fp8 matmuls
   // take on the GPUs that have them (compute capability 8.9 and up).
   bool fp8_dot_operands = false;
+  // Every scratch slot's offset and size are multiples of this power of
+  // two (64, or 256 where libraries assume their operands so aligned, as
+  // cuBLASLt's default algorithms do); the scratch itself must be so
+  // aligned for slots to be.
+  int64_t scratch_alignment = 64;
 };
 
 // REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are

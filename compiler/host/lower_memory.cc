@@ -328,7 +328,9 @@ absl::Status Lowering::PlanScratch() {
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return first[a] < first[b]; });
   for (int s : order) {
-    const int64_t size = std::max<int64_t>((slots[s].bytes + 63) / 64 * 64, 64);
+    const int64_t align = options_.scratch_alignment;
+    const int64_t size =
+        std::max<int64_t>((slots[s].bytes + align - 1) / align * align, align);
     const int start = first[s];
     // Memory of slots last used before this one is first written is free.
     while (!live.empty() && std::get<0>(live.top()) < start) {

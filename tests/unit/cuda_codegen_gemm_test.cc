@@ -140,5 +140,32 @@ ENTRY e {
   CompareWithHost(*module, *compiled, "fp8_dots_in_a_loop", 1e-2);
 }
 
+// A dot with nothing to contract is zeros, without cuBLASLt (which takes
+// no empty k) and whatever the operand types.
+TEST(CudaGemm, DotsOfAnEmptyContractionAreZeros) {
+  std::unique_ptr<hlo::Module> module = emulation::Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[3,0] parameter(0)
+  b = f32[0,4] parameter(1)
+  ab = f32[3,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = bf16[2,5,0] parameter(2)
+  cc = bf16[2,5,5] dot(c, c), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}
+  d = f64[0,2] parameter(3)
+  dd = f64[2,2] dot(d, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT r = (f32[3,4], bf16[2,5,5], f64[2,2]) tuple(ab, cc, dd)
+})");
+  ASSERT_NE(module, nullptr);
+  auto compiled = CompileForCuda(*module, {}, "sm_90", DiskCache(""));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(Gemms(*compiled), std::vector<std::string>{});
+  int zeros = 0;
+  ForEachLaunch(compiled->generated.launches, [&](const Launch& launch) {
+    zeros += launch.kernel.find("dot_zeros") != std::string::npos;
+  });
+  EXPECT_EQ(zeros, 3);
+  CompareWithHost(*module, *compiled, "empty_contractions", 0);
+}
+
 }  // namespace
 }  // namespace pjrt::compiler::cuda
