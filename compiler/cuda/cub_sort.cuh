@@ -34,10 +34,9 @@ cudaError_t CubSortOf(const CubSortProblem& p, void* temporary,
                                               keys_in, keys_out, items, 0,
                                               p.bits, stream);
       }
-      return cub::DeviceRadixSort::SortPairs(temporary, *temporary_bytes,
-                                             keys_in, keys_out, values_in,
-                                             values_out, items, 0, p.bits,
-                                             stream);
+      return cub::DeviceRadixSort::SortPairs(
+          temporary, *temporary_bytes, keys_in, keys_out, values_in, values_out,
+          items, 0, p.bits, stream);
     };
     if (count <= INT32_MAX) return sort(static_cast<int>(count));
     return sort(count);
