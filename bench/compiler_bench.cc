@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -97,6 +98,57 @@ ENTRY e {
   };
   matmul(0.0f, pjrt::hlo::PrimitiveType::kF32, "f32", "matmul_f32_1024_gflops");
   matmul(0.0, pjrt::hlo::PrimitiveType::kF64, "f64", "matmul_f64_1024_gflops");
+
+  {  // A mixture of experts' ragged-dot: 4096 rows of 512 in 16 groups of
+     // uneven sizes, each by its group's [512, 512], against the dense dot
+     // of the same rows by one [512, 512] (the same useful work).
+    const int64_t m = 4096, k = 512, n = 512, g = 16;
+    std::vector<float> l(m * k), r(g * k * n), w(k * n);
+    for (int64_t i = 0; i < m * k; ++i) l[i] = static_cast<float>(i % 17) / 17;
+    for (int64_t i = 0; i < g * k * n; ++i)
+      r[i] = static_cast<float>(i % 13) / 13;
+    for (int64_t i = 0; i < k * n; ++i) w[i] = r[i];
+    std::vector<int32_t> sizes(g);
+    for (int64_t i = 0; i < g; ++i)
+      sizes[i] = static_cast<int32_t>(32 + 45 * i);
+    sizes[g - 1] += static_cast<int32_t>(m) -
+                    std::accumulate(sizes.begin(), sizes.end(), int32_t{0});
+    using pjrt::hlo::PrimitiveType;
+    using pjrt::hlo::Shape;
+    auto bl = Check(client->BufferFromHostBuffer(
+        l.data(), Shape(PrimitiveType::kF32, {m, k}), device));
+    auto br = Check(client->BufferFromHostBuffer(
+        r.data(), Shape(PrimitiveType::kF32, {g, k, n}), device));
+    auto bw = Check(client->BufferFromHostBuffer(
+        w.data(), Shape(PrimitiveType::kF32, {k, n}), device));
+    auto bs = Check(client->BufferFromHostBuffer(
+        sizes.data(), Shape(PrimitiveType::kS32, {g}), device));
+    auto ragged = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
+HloModule moe
+ENTRY e {
+  l = f32[4096,512] parameter(0)
+  r = f32[16,512,512] parameter(1)
+  s = s32[16] parameter(2)
+  ROOT d = f32[4096,512] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})"));
+    auto dense = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
+HloModule dense
+ENTRY e {
+  l = f32[4096,512] parameter(0)
+  w = f32[512,512] parameter(1)
+  ROOT d = f32[4096,512] dot(l, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})"));
+    const double ours = MedianSeconds(5, [&] {
+      RunOnce(*ragged, {bl.get(), br.get(), bs.get()}, device);
+    });
+    const double base = MedianSeconds(5, [&] {
+      RunOnce(*dense, {bl.get(), bw.get()}, device);
+    });
+    const double flops = 2.0 * m * k * n;
+    metrics.push_back(Metric("ragged_dot_4096x512x512_16_groups_gflops",
+                             "GFLOP/s", flops / ours / 1e9,
+                             "dense_dot_same_rows", flops / base / 1e9, 0.5));
+  }
 
   {  // Eight element-wise ops over 64 MiB of f32.
     const int64_t n = int64_t{16} << 20;

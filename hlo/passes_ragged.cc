@@ -37,10 +37,11 @@ void SetRaw(Instruction* inst,
   }
 }
 
-// A compare's direction, GE or LT (the two the expansions use).
+// A compare's direction.
 void SetDirection(Instruction* compare, ComparisonDirection d) {
+  static constexpr const char* kNames[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
   compare->mutable_attributes()->comparison_direction = d;
-  SetRaw(compare, {{"direction", d == ComparisonDirection::kGe ? "GE" : "LT"}});
+  SetRaw(compare, {{"direction", kNames[static_cast<int>(d)]}});
 }
 
 class RaggedDotExpansion {
@@ -58,7 +59,7 @@ class RaggedDotExpansion {
     Instruction* replacement = nullptr;
     switch (r_.mode) {
       case RaggedDot::Mode::kNonContracting:
-        replacement = NonContracting();
+        replacement = TileRows() > 0 ? Tiled() : NonContracting();
         break;
       case RaggedDot::Mode::kContracting:
         replacement = Contracting();
@@ -305,6 +306,268 @@ class RaggedDotExpansion {
                                 ComparisonDirection::kLt);
     return Select(kept, Dot(lhs(), rhs(), r_.dot, plain), Zeros(plain),
                   inst_->shape());
+  }
+
+  // The rows of a tile of the loop Tiled() runs, or 0 where the dense
+  // expansion is used: a [m, k] lhs ragged along m against a [g, k, n] (or
+  // [g, n, k]) rhs, without batch dimensions or group sizes per index, whose
+  // tiles do at most half the dense expansion's work (g times a dot's) and
+  // whose table of trips stays small.
+  int64_t TileRows() const {
+    const Shape& l = lhs()->shape();
+    const Shape& r = rhs()->shape();
+    if (batch() != 0 || per_prefix() || l.rank() != 2 || r.rank() != 3 ||
+        r_.lhs_ragged != 0 || r_.rhs_group.size() != 1 ||
+        r_.rhs_group[0] != 0 || r_.groups < 2) {
+      return 0;
+    }
+    const int64_t m = l.dimensions(0), g = r_.groups;
+    if (m < 2) return 0;
+    // Tiles of about half a group's share of the rows: at most (g - 1) T
+    // rows multiplied in vain, about half the lhs.
+    const int64_t tile =
+        std::min(m, std::clamp<int64_t>((m + 2 * g - 1) / (2 * g), 16, 256));
+    const int64_t tiles = (m + tile - 1) / tile + g - 1;
+    // The table of trips is made from a [trips, g] grid: kept small.
+    if (tiles * g > (int64_t{1} << 24)) return 0;
+    return 2 * tiles * tile <= m * g ? tile : 0;
+  }
+
+  Instruction* S64(int64_t v) { return IntConstant(PrimitiveType::kS64, v); }
+  Instruction* IntConstant(PrimitiveType t, int64_t v) {
+    Instruction* k = Make(Opcode::kConstant, Shape(t, {}), {});
+    Literal literal{Shape(t, {})};
+    if (t == PrimitiveType::kS32) {
+      literal.Set<int32_t>(0, static_cast<int32_t>(v));
+    } else {
+      literal.Set<int64_t>(0, v);
+    }
+    k->mutable_attributes()->literal = std::move(literal);
+    return k;
+  }
+  Instruction* Binary(Opcode op, Instruction* a, Instruction* b) {
+    return Make(op, a->shape(), {a, b});
+  }
+  // `v` (s64 [g]) at each of `at` (s64 [P], values in [0, g)): [P].
+  Instruction* Pick(Instruction* v, Instruction* at) {
+    const int64_t p = at->shape().dimensions(0), g = r_.groups;
+    const Shape grid(PrimitiveType::kS64, {p, g});
+    Instruction* index = Make(Opcode::kIota, grid, {});
+    index->mutable_attributes()->iota_dimension = 1;
+    Instruction* hit =
+        Compare(index, Broadcast(at, grid, {0}), ComparisonDirection::kEq);
+    Instruction* kept = Select(hit, Broadcast(v, grid, {1}), Zeros(grid), grid);
+    Instruction* sum = Make(Opcode::kReduce, Shape(PrimitiveType::kS64, {p}),
+                            {kept, Zero(PrimitiveType::kS64)});
+    sum->mutable_attributes()->dimensions = {1};
+    sum->AddCalledComputation(
+        passes_internal::ScalarAddRegion(module_, PrimitiveType::kS64));
+    return sum;
+  }
+  // Element `i` of the s64 vector `v`, as a scalar.
+  Instruction* Element(Instruction* v, int64_t i) {
+    Instruction* one =
+        Make(Opcode::kSlice, Shape(PrimitiveType::kS64, {1}), {v});
+    one->mutable_attributes()->slice = {SliceDimension{i, i + 1, 1}};
+    return Make(Opcode::kReshape, Shape(PrimitiveType::kS64, {}), {one});
+  }
+  Computation* NewComputation(absl::string_view what) {
+    const std::string base = absl::StrCat(inst_->name(), ".ragged_", what);
+    std::string name = base;
+    for (int n = 1; module_->FindComputation(name) != nullptr; ++n) {
+      name = absl::StrCat(base, ".", n);
+    }
+    return module_->AddComputation(std::make_unique<Computation>(name));
+  }
+  Instruction* Parameter(Computation* c, const Shape& shape) {
+    auto p = std::make_unique<Instruction>("state", Opcode::kParameter,
+                                           "parameter", shape);
+    p->set_position(inst_->line(), inst_->column());
+    p->mutable_attributes()->parameter_number = 0;
+    Instruction* param = c->AddInstruction(std::move(p));
+    c->mutable_parameters()->push_back(param);
+    return param;
+  }
+  Instruction* Element(Instruction* tuple, int index, const Shape& shape) {
+    Instruction* e = Make(Opcode::kGetTupleElement, shape, {tuple});
+    e->mutable_attributes()->tuple_index = index;
+    return e;
+  }
+
+  // The lhs's rows in tiles of TileRows() rows, each tile against the rhs of
+  // one group that has rows in it, in a loop of a known trip count (a tile
+  // per group and row block meeting: at most ceil(m / T) + g - 1). Before
+  // the loop, a table [P, 4] gives each trip its group, the first row of its
+  // tile (clamped into the lhs), and the rows [lo, hi) of that tile the
+  // group has (none for the trips past the last); each trip multiplies its
+  // tile by its group's rhs and adds the rows it has into the result, so
+  // each row gets its own group's product and rows of no group stay 0.
+  // About (m + (g - 1) T) k n work where the dense expansion does m g k n.
+  Instruction* Tiled() {
+    const Shape& l = lhs()->shape();
+    const Shape& r = rhs()->shape();
+    const int64_t m = l.dimensions(0), g = r_.groups, tile = TileRows();
+    const int64_t trips = (m + tile - 1) / tile + g - 1;
+    const Shape vec(PrimitiveType::kS64, {g});
+    const auto fill = [&](int64_t v, const Shape& shape) {
+      return Broadcast(S64(v), shape, {});
+    };
+    // Each group's rows, clamped into the lhs: [lo, hi).
+    Instruction* lo =
+        Binary(Opcode::kMinimum,
+               Binary(Opcode::kMaximum, starts_, fill(0, vec)), fill(m, vec));
+    Instruction* hi = Binary(Opcode::kMaximum, lo,
+                             Binary(Opcode::kMinimum, ends_, fill(m, vec)));
+    Instruction* first = Binary(Opcode::kDivide, lo, fill(tile, vec));
+    Instruction* last =
+        Binary(Opcode::kDivide, Binary(Opcode::kSubtract, hi, fill(1, vec)),
+               fill(tile, vec));
+    Instruction* blocks =
+        Select(Compare(hi, lo, ComparisonDirection::kGt),
+               Binary(Opcode::kAdd, Binary(Opcode::kSubtract, last, first),
+                      fill(1, vec)),
+               fill(0, vec), vec);
+    // The trips before each group's (exclusive running sum) and up to its
+    // last (inclusive).
+    Instruction* through =
+        Make(Opcode::kReduceWindow, vec, {blocks, Zero(PrimitiveType::kS64)});
+    SetRaw(through,
+           {{"window", absl::StrCat("{size=", g, " pad=", g - 1, "_0}")}});
+    through->AddCalledComputation(
+        passes_internal::ScalarAddRegion(module_, PrimitiveType::kS64));
+    Instruction* before = Binary(Opcode::kSubtract, through, blocks);
+    // Trip p's group: how many groups end at or before it.
+    const Shape trip_vec(PrimitiveType::kS64, {trips});
+    const Shape grid(PrimitiveType::kS64, {trips, g});
+    Instruction* trip = Make(Opcode::kIota, grid, {});
+    trip->mutable_attributes()->iota_dimension = 0;
+    Instruction* done =
+        Compare(Broadcast(through, grid, {1}), trip, ComparisonDirection::kLe);
+    Instruction* ended =
+        Make(Opcode::kReduce, trip_vec,
+             {Make(Opcode::kConvert, grid, {done}), Zero(PrimitiveType::kS64)});
+    ended->mutable_attributes()->dimensions = {1};
+    ended->AddCalledComputation(
+        passes_internal::ScalarAddRegion(module_, PrimitiveType::kS64));
+    Instruction* valid =
+        Compare(ended, fill(g, trip_vec), ComparisonDirection::kLt);
+    Instruction* group = Binary(Opcode::kMinimum, ended, fill(g - 1, trip_vec));
+    Instruction* index = Make(Opcode::kIota, trip_vec, {});
+    index->mutable_attributes()->iota_dimension = 0;
+    Instruction* block =
+        Binary(Opcode::kAdd, Pick(first, group),
+               Binary(Opcode::kSubtract, index, Pick(before, group)));
+    Instruction* block_row =
+        Binary(Opcode::kMultiply, block, fill(tile, trip_vec));
+    Instruction* start =
+        Binary(Opcode::kMinimum, block_row, fill(m - tile, trip_vec));
+    Instruction* row_lo = Binary(Opcode::kMaximum, Pick(lo, group), block_row);
+    Instruction* row_hi =
+        Select(valid,
+               Binary(Opcode::kMinimum, Pick(hi, group),
+                      Binary(Opcode::kAdd, block_row, fill(tile, trip_vec))),
+               row_lo, trip_vec);
+    const Shape column(PrimitiveType::kS64, {trips, 1});
+    std::vector<Instruction*> columns;
+    for (Instruction* v : {group, start, row_lo, row_hi}) {
+      columns.push_back(Make(Opcode::kReshape, column, {v}));
+    }
+    const Shape table_shape(PrimitiveType::kS64, {trips, 4});
+    Instruction* table = Make(Opcode::kConcatenate, table_shape, columns);
+    table->mutable_attributes()->dimensions = {1};
+
+    const int64_t n = r_.result_dimensions[1];
+    const Shape out_shape(type_, {m, n});
+    const Shape counter(PrimitiveType::kS32, {});
+    const Shape state = Shape::Tuple({counter, out_shape, l, r, table_shape});
+
+    Computation* entry = c_;
+    // The condition: trip < trips.
+    Computation* condition = NewComputation("tiles_condition");
+    c_ = condition;
+    {
+      Instruction* param = Parameter(condition, state);
+      Instruction* at = Element(param, 0, counter);
+      Instruction* below =
+          Make(Opcode::kCompare, Shape(PrimitiveType::kPred, {}),
+               {at, IntConstant(PrimitiveType::kS32, trips)});
+      SetDirection(below, ComparisonDirection::kLt);
+      condition->set_root(below);
+    }
+    // The body: one tile.
+    Computation* body = NewComputation("tiles_body");
+    c_ = body;
+    {
+      Instruction* param = Parameter(body, state);
+      Instruction* at = Element(param, 0, counter);
+      Instruction* out = Element(param, 1, out_shape);
+      Instruction* lhs_in = Element(param, 2, l);
+      Instruction* rhs_in = Element(param, 3, r);
+      Instruction* rows = Element(param, 4, table_shape);
+      Instruction* zero32 = IntConstant(PrimitiveType::kS32, 0);
+      Instruction* mine =
+          Make(Opcode::kDynamicSlice, Shape(PrimitiveType::kS64, {1, 4}),
+               {rows, at, zero32});
+      mine->mutable_attributes()->dynamic_slice_sizes = {1, 4};
+      Instruction* values =
+          Make(Opcode::kReshape, Shape(PrimitiveType::kS64, {4}), {mine});
+      Instruction* my_group = Element(values, 0);
+      Instruction* my_start = Element(values, 1);
+      Instruction* my_lo = Element(values, 2);
+      Instruction* my_hi = Element(values, 3);
+      Instruction* zero64 = S64(0);
+      const int64_t k = l.dimensions(1);
+      Instruction* part =
+          Make(Opcode::kDynamicSlice, Shape(l.element_type(), {tile, k}),
+               {lhs_in, my_start, zero64});
+      part->mutable_attributes()->dynamic_slice_sizes = {tile, k};
+      Instruction* weights =
+          Make(Opcode::kDynamicSlice,
+               Shape(r.element_type(), {1, r.dimensions(1), r.dimensions(2)}),
+               {rhs_in, my_group, zero64, zero64});
+      weights->mutable_attributes()->dynamic_slice_sizes = {1, r.dimensions(1),
+                                                            r.dimensions(2)};
+      Instruction* matrix =
+          Make(Opcode::kReshape,
+               Shape(r.element_type(), {r.dimensions(1), r.dimensions(2)}),
+               {weights});
+      DotDimensionNumbers d;
+      d.lhs_contracting_dimensions = r_.dot.lhs_contracting_dimensions;
+      d.rhs_contracting_dimensions = {r_.dot.rhs_contracting_dimensions[0] - 1};
+      const Shape tile_shape(type_, {tile, n});
+      Instruction* product = Dot(part, matrix, d, tile_shape);
+      const Shape wide(PrimitiveType::kS64, {tile, n});
+      Instruction* row = Make(Opcode::kIota, wide, {});
+      row->mutable_attributes()->iota_dimension = 0;
+      Instruction* at_row =
+          Binary(Opcode::kAdd, row, Broadcast(my_start, wide, {}));
+      Instruction* keep =
+          Make(Opcode::kAnd, wide.WithElementType(PrimitiveType::kPred),
+               {Compare(at_row, Broadcast(my_lo, wide, {}),
+                        ComparisonDirection::kGe),
+                Compare(at_row, Broadcast(my_hi, wide, {}),
+                        ComparisonDirection::kLt)});
+      Instruction* kept = Select(keep, product, Zeros(tile_shape), tile_shape);
+      Instruction* now =
+          Make(Opcode::kDynamicSlice, tile_shape, {out, my_start, zero64});
+      now->mutable_attributes()->dynamic_slice_sizes = {tile, n};
+      Instruction* sum = Binary(Opcode::kAdd, now, kept);
+      Instruction* updated = Make(Opcode::kDynamicUpdateSlice, out_shape,
+                                  {out, sum, my_start, zero64});
+      Instruction* next =
+          Binary(Opcode::kAdd, at, IntConstant(PrimitiveType::kS32, 1));
+      body->set_root(
+          Make(Opcode::kTuple, state, {next, updated, lhs_in, rhs_in, rows}));
+    }
+    c_ = entry;
+    Instruction* init = Make(Opcode::kTuple, state,
+                             {IntConstant(PrimitiveType::kS32, 0),
+                              Zeros(out_shape), lhs(), rhs(), table});
+    Instruction* loop = Make(Opcode::kWhile, state, {init});
+    loop->AddCalledComputation(condition);
+    loop->AddCalledComputation(body);
+    Instruction* result = Element(loop, 1, out_shape);
+    return result;
   }
 
   Module* module_;

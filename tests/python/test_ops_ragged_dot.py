@@ -113,6 +113,38 @@ def test_rows_in_bf16_summed_to_f32(cl):
            lc=(1,), rc=(1,), ragged=0, group=0)
 
 
+@pytest.mark.parametrize("rc", [1, 2])
+def test_many_rows_go_in_tiles_of_their_groups(cl, rc):
+    # Rows enough for the loop over tiles (hlo/passes_ragged.cc, Tiled):
+    # groups that straddle tiles, empty ones, rows past the last group;
+    # the rhs [g, k, n] or [g, n, k].
+    lhs = RNG.standard_normal((300, 8)).astype(np.float32)
+    rhs = RNG.standard_normal((6, 8, 5) if rc == 1 else (6, 5, 8)).astype(
+        np.float32)
+    sizes = np.array([70, 0, 45, 1, 130, 20])
+    got = _check(cl, lhs, rhs, sizes, (300, 5), lc=(1,), rc=(rc,), ragged=0,
+                 group=0)
+    assert not got[266:].any()
+    for _ in range(3):
+        _check(cl, lhs, rhs, _sizes(300, 6), (300, 5), lc=(1,), rc=(rc,),
+               ragged=0, group=0)
+
+
+def test_tiles_of_groups_past_the_rows_and_of_other_types(cl):
+    # Sizes summing past the rows: the groups end at the last row.
+    lhs = RNG.standard_normal((256, 16)).astype(np.float32)
+    rhs = RNG.standard_normal((8, 16, 4)).astype(np.float32)
+    lhs = (lhs * 8).round() / 8
+    rhs = (rhs * 8).round() / 8
+    sizes = np.array([40, 40, 0, 100, 3, 60, 90, 7], np.int32)
+    _check(cl, lhs, rhs, sizes, (256, 4), st="s32", ty="bf16", out_t="f32",
+           lc=(1,), rc=(1,), ragged=0, group=0)
+    ints = RNG.integers(-9, 9, (128, 6)).astype(np.int32)
+    weights = RNG.integers(-9, 9, (4, 6, 3)).astype(np.int32)
+    _check(cl, ints, weights, np.array([50, 0, 50, 28]), (128, 3), ty="s32",
+           rtol=0, lc=(1,), rc=(1,), ragged=0, group=0)
+
+
 def test_contracted_gives_one_product_per_group(cl):
     # XLA's example: the ragged dimension is the second of two contracting
     # ones; group_sizes [19, 3] per index of the first.

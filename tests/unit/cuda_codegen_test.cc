@@ -269,6 +269,15 @@ ENTRY e {
   ROOT t = (f32[3,11,7], f32[3,6,2], f32[5,3,3]) tuple(rows, cols, batches)
 })",
      1e-4},
+    {"ragged_dot_rows_in_tiles_of_their_groups", R"(
+HloModule m
+ENTRY e {
+  l = f32[300,8] parameter(0)
+  r = f32[6,5,8] parameter(1)
+  s = s64[6] constant({70, 0, 45, 1, 130, 20})
+  ROOT d = f32[300,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={2}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})",
+     1e-4},
     {"half_dots_multiply_their_operands_as_they_are", R"(
 HloModule m
 ENTRY e {

@@ -166,6 +166,41 @@ ENTRY e {
   EXPECT_EQ(root->operand(2)->shape(), Shape(PrimitiveType::kBf16, {4, 3, 3}));
 }
 
+TEST(Passes, RaggedDotsOfManyRowsLoopOverTilesOfTheirGroups) {
+  // 4096 rows in 64 groups: tiles of 32 rows, at most 128 + 63 of them, a
+  // [32, 512] x [512, 256] product each, where the dense expansion would
+  // multiply every row by every group's rhs.
+  const std::string text = R"(HloModule m
+ENTRY e {
+  l = bf16[4096,512] parameter(0)
+  r = bf16[64,512,256] parameter(1)
+  s = s32[64] parameter(2)
+  ROOT d = f32[4096,256] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}
+})";
+  auto module = Simplified(text, 1);
+  ASSERT_NE(module, nullptr);
+  const Instruction* root = module->entry()->root();
+  ASSERT_EQ(root->opcode(), Opcode::kGetTupleElement);
+  EXPECT_EQ(root->shape(), Shape(PrimitiveType::kF32, {4096, 256}));
+  const Instruction* loop = root->operand(0);
+  ASSERT_EQ(loop->opcode(), Opcode::kWhile);
+  for (const Instruction* inst : module->entry()->PostOrder()) {
+    EXPECT_NE(inst->opcode(), Opcode::kDot) << inst->Describe();
+  }
+  ASSERT_EQ(loop->called_computations().size(), 2u);
+  const Computation& condition = *loop->called_computations()[0];
+  const Instruction* limit = condition.root()->operand(1);
+  ASSERT_EQ(limit->opcode(), Opcode::kConstant);
+  EXPECT_EQ(limit->attributes().literal.Get<int32_t>(0), 128 + 63);
+  int dots = 0;
+  for (const Instruction* inst : loop->called_computations()[1]->PostOrder()) {
+    if (inst->opcode() != Opcode::kDot) continue;
+    ++dots;
+    EXPECT_EQ(inst->shape(), Shape(PrimitiveType::kF32, {32, 256}));
+  }
+  EXPECT_EQ(dots, 1);
+}
+
 TEST(Passes, RaggedAllToAllBecomesAllToAllsAndAScatter) {
   const std::string text = R"(HloModule m, replica_count=4
 ENTRY e {
