@@ -77,9 +77,12 @@ class KernelCompiler {
  public:
   virtual ~KernelCompiler() = default;
   // Compiles `computation` as a program of its own: one argument per array
-  // leaf of its parameters, one result per leaf of its root.
+  // leaf of its parameters, one result per leaf of its root. `aliases`:
+  // (result leaf, argument leaf) pairs that a run may give the same memory
+  // (HostCompileOptions::aliases).
   virtual absl::StatusOr<std::unique_ptr<HostProgram>> CompileComputation(
-      const hlo::Computation& computation) = 0;
+      const hlo::Computation& computation,
+      std::vector<std::pair<int, int>> aliases = {}) = 0;
   // A new scratch slot of `bytes` (for state a kernel keeps during a run).
   virtual int NewScratch(int64_t bytes) = 0;
 };

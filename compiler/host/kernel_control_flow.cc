@@ -235,14 +235,50 @@ absl::Status MapKernel::Run(absl::Span<void* const> addresses,
   return CheckCancelled(context.cancellation);
 }
 
+namespace {
+
+// The state leaves (of `leaves`) that `body` returns as a
+// dynamic-update-slice of the same leaf of its parameter: a scan's stacked
+// outputs, an accumulator written a tile at a time. The body is compiled
+// with each such result aliased to its argument, so that the update is
+// written into the state where it lies instead of into a copy of it.
+std::vector<int> UpdatedInPlace(const hlo::Computation& body, size_t leaves) {
+  std::vector<int> in_place;
+  const hlo::Instruction* root = body.root();
+  // A flat tuple of arrays: element i is leaf i.
+  if (body.parameters().size() != 1 || root == nullptr ||
+      root->opcode() != hlo::Opcode::kTuple ||
+      static_cast<size_t>(root->operand_count()) != leaves ||
+      body.parameters()[0]->shape().tuple_depth() != 1) {
+    return in_place;
+  }
+  for (int i = 0; i < root->operand_count(); ++i) {
+    const hlo::Instruction* result = root->operand(i);
+    if (result->opcode() != hlo::Opcode::kDynamicUpdateSlice ||
+        !result->shape().IsArray()) {
+      continue;
+    }
+    if (IsElement(result->operand(0), body.parameters()[0], i)) {
+      in_place.push_back(i);
+    }
+  }
+  return in_place;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
                                                    KernelCompiler& compiler) {
   const hlo::Instruction& inst = *args.inst;
   auto kernel = std::make_shared<WhileKernel>();
   PJRT_ASSIGN_OR_RETURN(kernel->condition, compiler.CompileComputation(
                                                *inst.called_computations()[0]));
-  PJRT_ASSIGN_OR_RETURN(kernel->body, compiler.CompileComputation(
-                                          *inst.called_computations()[1]));
+  const hlo::Computation& body = *inst.called_computations()[1];
+  const std::vector<int> in_place = UpdatedInPlace(body, args.outputs.size());
+  std::vector<std::pair<int, int>> aliases;
+  for (int i : in_place) aliases.emplace_back(i, i);
+  PJRT_ASSIGN_OR_RETURN(kernel->body,
+                        compiler.CompileComputation(body, std::move(aliases)));
   const size_t n = args.outputs.size();
   if (args.inputs.size() != n || kernel->body->result_parameters.size() != n) {
     return absl::InternalError(absl::StrFormat("%s: %d state leaves in, %d out",
@@ -255,9 +291,14 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildWhile(const KernelArgs& args,
     kernel->init.push_back(args.inputs[i]);
     kernel->state.push_back(args.outputs[i]);
     kernel->bytes.push_back(bytes);
+    // A leaf the body passes through, or updates in place, has no spare:
+    // the body's result is the argument's memory.
     const bool pass_through =
         kernel->body->result_parameters[i] == static_cast<int>(i);
-    kernel->spare.push_back(pass_through ? -1 : compiler.NewScratch(bytes));
+    const bool updated = std::find(in_place.begin(), in_place.end(),
+                                   static_cast<int>(i)) != in_place.end();
+    kernel->spare.push_back(
+        pass_through || updated ? -1 : compiler.NewScratch(bytes));
     kernel->reads.push_back({args.inputs[i], bytes});
     kernel->writes.push_back({args.outputs[i], bytes});
     if (kernel->spare.back() >= 0) {

@@ -176,6 +176,27 @@ absl::Status Lowering::EmitResults() {
     claimed.push_back(true);
     steps->push_back(copy_to(n.slot, result, n.shape));
   };
+  // How many results each base slot is: a result that is a parameter (or
+  // a view of one) is copied from it after every step, so that parameter
+  // may not be overwritten in place for another result.
+  std::vector<int> results_of_slot(program_->slots.size(), 0);
+  for (int r : results_) {
+    const int base = BaseSlot(*program_, nodes_[r].slot);
+    if (base >= 0) ++results_of_slot[base];
+  }
+  // Whether step `writer` is the update of a dynamic-update-slice into
+  // `slot` whose operand is the parameter in `param_slot`, copied into
+  // `slot` by the step before: written where the parameter lies, that copy
+  // is skipped and only the update is written.
+  const auto updates_param = [&](int writer, int slot, int param_slot) {
+    if (writer < 1 || param_slot < 0) return false;
+    const auto* update =
+        std::get_if<DynamicSliceStep>(&program_->steps[writer]);
+    const auto* copy = std::get_if<CopyStep>(&program_->steps[writer - 1]);
+    return update != nullptr && update->update && update->dst == slot &&
+           copy != nullptr && copy->dst == slot &&
+           BaseSlot(*program_, copy->src) == param_slot;
+  };
   std::vector<KernelStep> packs;
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
@@ -201,11 +222,14 @@ absl::Status Lowering::EmitResults() {
           slot.kind == BufferSlot::Kind::kScratch && !claimed[n.slot];
       const int writer = scratch ? uses.writer[n.slot] : -1;
       const bool is_loop = scratch && uses.writer_is_loop[n.slot];
-      if (writer >= 0 && is_loop &&
+      const bool copied = param_slot >= 0 && results_of_slot[param_slot] > 0;
+      if (writer >= 0 && !copied &&
+          (is_loop || updates_param(writer, n.slot, param_slot)) &&
           (param_slot < 0 ||
            !UnsafeToOverwrite(*program_, uses, param_slot, writer))) {
         // The loop reads the parameter element by element before writing
-        // the same element, and nothing reads it afterwards.
+        // the same element, or the update writes into the parameter where
+        // it lies; nothing reads it afterwards.
         claim(slot, n, i);
       } else {
         // Otherwise compute elsewhere and copy in at the very end (the copy

@@ -99,10 +99,12 @@ class Lowering : public KernelCompiler {
       const Computation& computation);
 
   absl::StatusOr<std::unique_ptr<HostProgram>> CompileComputation(
-      const Computation& computation) override {
-    // A body or branch takes the dot options; its aliases are its own.
+      const Computation& computation,
+      std::vector<std::pair<int, int>> aliases = {}) override {
+    // A body or branch takes the dot and memory options; its aliases are
+    // its own.
     HostCompileOptions nested = options_;
-    nested.aliases.clear();
+    nested.aliases = std::move(aliases);
     return Lowering(module_, nested, /*nested=*/true).Compile(computation);
   }
   int NewScratch(int64_t bytes) override {

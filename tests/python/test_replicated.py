@@ -761,6 +761,32 @@ def test_non_donatable_parameters_are_copied(client):
     assert await_bytes_in_use(client, 2, before + 2 * MIB)
 
 
+@pytest.mark.parametrize("update", [
+    "y = f32[4096] add(x, b)",
+    "r = f32[8] slice(b), slice={[0:8]}\n"
+    "  y = f32[4096] dynamic-update-slice(x, r, s32[] constant(8))",
+])
+def test_a_donated_parameter_returned_beside_its_update_keeps_its_value(
+        client, update):
+    """The update may be written where the donated x lies only if nothing
+    still reads x: here the second result is x itself."""
+    e = client.compile(f"""
+HloModule beside, input_output_alias={{ {{0}}: (0, {{}}, may-alias) }}
+ENTRY e {{
+  x = f32[4096] parameter(0)
+  b = f32[4096] broadcast(f32[] constant(1)), dimensions={{}}
+  {update}
+  ROOT t = (f32[4096], f32[4096]) tuple(y, x)
+}}""")
+    assert e.donated_parameters == [0]
+    x = np.arange(4096, dtype=np.float32)
+    y, kept = e.execute([client.put(x)])
+    np.testing.assert_array_equal(kept.to_numpy(), x)
+    want = x + 1 if "add" in update else np.concatenate(
+        [x[:8], np.ones(8, np.float32), x[16:]])
+    np.testing.assert_array_equal(y.to_numpy(), want)
+
+
 def test_the_same_buffer_cannot_be_donated_and_read(client):
     e = client.compile(DONATING_HLO)
     w = client.put(np.ones(262144, np.float32), device=0)

@@ -136,6 +136,101 @@ ENTRY e {
   EXPECT_EQ(Read<float>(*(*out)[2]), std::vector<float>({1, 2, 3}));
 }
 
+// A scan's stacked output, a dynamic-update-slice of its own state leaf,
+// is written where the state lies (no spare, no copy per trip); a leaf
+// that keeps the old value beside it, and a body that reads the old value
+// after the update, still see the old value.
+TEST_F(HostKernelsTest, WhileUpdatesStackedStateInPlace) {
+  const std::string text = R"(
+HloModule scan
+body {
+  p = (s32[], f32[6,2], f32[6,2], f32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  ys = f32[6,2] get-tuple-element(p), index=1
+  old = f32[6,2] get-tuple-element(p), index=2
+  z = s32[] constant(0)
+  fi = f32[] convert(i)
+  row = f32[1,2] broadcast(fi), dimensions={}
+  ys1 = f32[6,2] dynamic-update-slice(ys, row, i, z)
+  zero = f32[] constant(0)
+  total = f32[] reduce(old, zero), dimensions={0,1}, to_apply=add
+  AFTER
+  i1 = s32[] add(i, s32[] constant(1))
+  ROOT t = (s32[], f32[6,2], f32[6,2], f32[]) tuple(i1, ys1, KEEP, total)
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  p = (s32[], f32[6,2], f32[6,2], f32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(6)), direction=LT
+}
+ENTRY e {
+  x = f32[6,2] parameter(0)
+  init = (s32[], f32[6,2], f32[6,2], f32[]) tuple(s32[] constant(0), x, x, f32[] constant(0))
+  ROOT w = (s32[], f32[6,2], f32[6,2], f32[]) while(init), condition=cond, body=body
+})";
+  const std::vector<float> x(12, 10);
+  for (const bool keep_old : {false, true}) {
+    for (const bool read_after : {false, true}) {
+      SCOPED_TRACE(
+          absl::StrCat("keep_old ", keep_old, " read_after ", read_after));
+      const std::string program = absl::StrReplaceAll(
+          text, {{"AFTER", read_after ? "again = f32[6,2] add(ys, ys1)" : ""},
+                 {"KEEP", keep_old ? "ys" : (read_after ? "again" : "old")}});
+      auto module = hlo::ParseHloModule(program);
+      ASSERT_TRUE(module.ok()) << module.status();
+      auto compiled = compiler::host::CompileForHost(**module);
+      ASSERT_TRUE(compiled.ok()) << compiled.status();
+      const compiler::host::WhileKernel* loop = nullptr;
+      for (const compiler::host::Step& step : (*compiled)->steps) {
+        const auto* k = std::get_if<compiler::host::KernelStep>(&step);
+        if (k == nullptr) continue;
+        loop =
+            dynamic_cast<const compiler::host::WhileKernel*>(k->kernel.get());
+        if (loop != nullptr) break;
+      }
+      ASSERT_NE(loop, nullptr);
+      EXPECT_EQ(loop->spare[1], -1) << "the stacked leaf has a spare";
+      // Where nothing reads the old value afterwards, the body writes the
+      // update straight into its result (the state); otherwise into a copy.
+      bool into_result = false;
+      for (const compiler::host::Step& step : loop->body->steps) {
+        const auto* update =
+            std::get_if<compiler::host::DynamicSliceStep>(&step);
+        if (update != nullptr && update->update) {
+          into_result = loop->body->slots[update->dst].kind ==
+                        compiler::host::BufferSlot::Kind::kResult;
+        }
+      }
+      EXPECT_EQ(into_result, !keep_old && !read_after);
+
+      // The loop, trip by trip.
+      std::vector<float> ys = x, other = x;
+      float total = 0;
+      for (int i = 0; i < 6; ++i) {
+        std::vector<float> ys1 = ys;
+        ys1[2 * i] = ys1[2 * i + 1] = static_cast<float>(i);
+        total = std::accumulate(other.begin(), other.end(), 0.0f);
+        if (keep_old) {
+          other = ys;
+        } else if (read_after) {
+          for (size_t e = 0; e < other.size(); ++e) other[e] = ys[e] + ys1[e];
+        }
+        ys = ys1;
+      }
+      auto out = Run(program, {Put<float>(F32, {6, 2}, x)});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(Read<float>(*(*out)[1]), ys);
+      EXPECT_EQ(Read<float>(*(*out)[2]), other);
+      EXPECT_EQ(Read<float>(*(*out)[3]), std::vector<float>({total}));
+    }
+  }
+}
+
 TEST_F(HostKernelsTest, ALoopThatNeverEndsStopsWhenItsResultsAreDeleted) {
   const char* forever = R"(
 HloModule forever
