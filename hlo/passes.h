@@ -18,6 +18,9 @@
 //    by every group's rhs and keeps its own group's product, a ragged
 //    contracting one zeroes what lies outside each group in a copy of lhs
 //    per group, a ragged batch one zeroes the batches past the last group.
+//    A mixture of experts' ragged-dots (2-D lhs, no batch, many rows per
+//    group; free or contracting) become instead a counted loop over tiles
+//    of rows, each multiplied with its group's operand only.
 //  - ragged-all-to-all becomes an all-to-all of every update's rows (from
 //    its input offset on: a gather), one of where the sender puts them and
 //    how many (the output offsets and send sizes), and a scatter of the

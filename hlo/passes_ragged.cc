@@ -62,7 +62,7 @@ class RaggedDotExpansion {
         replacement = TileRows() > 0 ? Tiled() : NonContracting();
         break;
       case RaggedDot::Mode::kContracting:
-        replacement = Contracting();
+        replacement = TileRows() > 0 ? Tiled() : Contracting();
         break;
       case RaggedDot::Mode::kBatch:
         replacement = Batch();
@@ -309,19 +309,29 @@ class RaggedDotExpansion {
   }
 
   // The rows of a tile of the loop Tiled() runs, or 0 where the dense
-  // expansion is used: a [m, k] lhs ragged along m against a [g, k, n] (or
-  // [g, n, k]) rhs, without batch dimensions or group sizes per index, whose
-  // tiles do at most half the dense expansion's work (g times a dot's) and
-  // whose table of trips stays small.
+  // expansion is used. Without batch dimensions or group sizes per index:
+  // a ragged free dimension of a [m, k] lhs (the first) against a [g, k, n]
+  // or [g, n, k] rhs, or a ragged contracting dimension of a [m, k] or
+  // [k, m] lhs against a [m, n] or [n, m] rhs; whose tiles do at most half
+  // the dense expansion's work (g times a dot's) and whose table of trips
+  // stays small.
   int64_t TileRows() const {
     const Shape& l = lhs()->shape();
     const Shape& r = rhs()->shape();
-    if (batch() != 0 || per_prefix() || l.rank() != 2 || r.rank() != 3 ||
-        r_.lhs_ragged != 0 || r_.rhs_group.size() != 1 ||
-        r_.rhs_group[0] != 0 || r_.groups < 2) {
+    if (batch() != 0 || per_prefix() || l.rank() != 2 || r_.groups < 2 ||
+        r_.dot.lhs_contracting_dimensions.size() != 1) {
       return 0;
     }
-    const int64_t m = l.dimensions(0), g = r_.groups;
+    if (r_.mode == RaggedDot::Mode::kNonContracting) {
+      if (r.rank() != 3 || r_.lhs_ragged != 0 || r_.rhs_group.size() != 1 ||
+          r_.rhs_group[0] != 0) {
+        return 0;
+      }
+    } else if (r_.mode != RaggedDot::Mode::kContracting || r.rank() != 2 ||
+               !r_.rhs_group.empty()) {
+      return 0;
+    }
+    const int64_t m = l.dimensions(r_.lhs_ragged), g = r_.groups;
     if (m < 2) return 0;
     // Tiles of about half a group's share of the rows: at most (g - 1) T
     // rows multiplied in vain, about half the lhs.
@@ -394,20 +404,13 @@ class RaggedDotExpansion {
     return e;
   }
 
-  // The lhs's rows in tiles of TileRows() rows, each tile against the rhs of
-  // one group that has rows in it, in a loop of a known trip count (a tile
-  // per group and row block meeting: at most ceil(m / T) + g - 1). Before
-  // the loop, a table [P, 4] gives each trip its group, the first row of its
-  // tile (clamped into the lhs), and the rows [lo, hi) of that tile the
-  // group has (none for the trips past the last); each trip multiplies its
-  // tile by its group's rhs and adds the rows it has into the result, so
-  // each row gets its own group's product and rows of no group stay 0.
-  // About (m + (g - 1) T) k n work where the dense expansion does m g k n.
-  Instruction* Tiled() {
-    const Shape& l = lhs()->shape();
-    const Shape& r = rhs()->shape();
-    const int64_t m = l.dimensions(0), g = r_.groups, tile = TileRows();
-    const int64_t trips = (m + tile - 1) / tile + g - 1;
+  // The table of Tiled()'s trips over `m` rows in tiles of `tile`, s64
+  // [trips, 4]: each trip's group, the first row of its tile (clamped into
+  // the rows), and the rows [lo, hi) of that tile the group has (none for
+  // the trips past the last). A trip per group and row block that meet, in
+  // the groups' order: at most ceil(m / T) + g - 1.
+  Instruction* TripTable(int64_t m, int64_t tile, int64_t trips) {
+    const int64_t g = r_.groups;
     const Shape vec(PrimitiveType::kS64, {g});
     const auto fill = [&](int64_t v, const Shape& shape) {
       return Broadcast(S64(v), shape, {});
@@ -427,8 +430,8 @@ class RaggedDotExpansion {
                Binary(Opcode::kAdd, Binary(Opcode::kSubtract, last, first),
                       fill(1, vec)),
                fill(0, vec), vec);
-    // The trips before each group's (exclusive running sum) and up to its
-    // last (inclusive).
+    // The trips up to each group's last (inclusive running sum) and
+    // before its first.
     Instruction* through =
         Make(Opcode::kReduceWindow, vec, {blocks, Zero(PrimitiveType::kS64)});
     SetRaw(through,
@@ -472,12 +475,76 @@ class RaggedDotExpansion {
     for (Instruction* v : {group, start, row_lo, row_hi}) {
       columns.push_back(Make(Opcode::kReshape, column, {v}));
     }
-    const Shape table_shape(PrimitiveType::kS64, {trips, 4});
-    Instruction* table = Make(Opcode::kConcatenate, table_shape, columns);
+    Instruction* table = Make(Opcode::kConcatenate,
+                              Shape(PrimitiveType::kS64, {trips, 4}), columns);
     table->mutable_attributes()->dimensions = {1};
+    return table;
+  }
 
-    const int64_t n = r_.result_dimensions[1];
-    const Shape out_shape(type_, {m, n});
+  // A trip of Tiled()'s body: its group, the first row of its tile, and the
+  // rows [lo, hi) it takes, read from the table at the trip's counter.
+  struct Trip {
+    Instruction* group;
+    Instruction* start;
+    Instruction* lo;
+    Instruction* hi;
+  };
+  Trip ReadTrip(Instruction* table, Instruction* at) {
+    Instruction* mine =
+        Make(Opcode::kDynamicSlice, Shape(PrimitiveType::kS64, {1, 4}),
+             {table, at, IntConstant(PrimitiveType::kS32, 0)});
+    mine->mutable_attributes()->dynamic_slice_sizes = {1, 4};
+    Instruction* values =
+        Make(Opcode::kReshape, Shape(PrimitiveType::kS64, {4}), {mine});
+    return {Element(values, 0), Element(values, 1), Element(values, 2),
+            Element(values, 3)};
+  }
+
+  // A pred array of `shape` that is true where the index along `along`,
+  // counted from the trip's start, lies in the trip's rows.
+  Instruction* TripRows(const Shape& shape, int64_t along, const Trip& t) {
+    const Shape wide(PrimitiveType::kS64, DimsOf(shape));
+    Instruction* row = Make(Opcode::kIota, wide, {});
+    row->mutable_attributes()->iota_dimension = along;
+    Instruction* at = Binary(Opcode::kAdd, row, Broadcast(t.start, wide, {}));
+    return Make(
+        Opcode::kAnd, wide.WithElementType(PrimitiveType::kPred),
+        {Compare(at, Broadcast(t.lo, wide, {}), ComparisonDirection::kGe),
+         Compare(at, Broadcast(t.hi, wide, {}), ComparisonDirection::kLt)});
+  }
+
+  // `operand`'s `size` rows from the trip's start along `along` (its other
+  // dimension whole).
+  Instruction* TripSlice(Instruction* operand, int64_t along, int64_t size,
+                         Instruction* start) {
+    std::vector<int64_t> dims = DimsOf(operand->shape());
+    dims[along] = size;
+    Instruction* zero = S64(0);
+    Instruction* slice = Make(
+        Opcode::kDynamicSlice, Shape(operand->shape().element_type(), dims),
+        {operand, along == 0 ? start : zero, along == 0 ? zero : start});
+    slice->mutable_attributes()->dynamic_slice_sizes = dims;
+    return slice;
+  }
+
+  // The ragged dimension in tiles of TileRows() rows, in a loop of a known
+  // trip count over TripTable's trips; each trip takes the rows of its
+  // tile its group has and adds their product into the result, in place:
+  // a ragged free dimension multiplies the tile by its group's rhs into
+  // the tile's rows of the result (rows of no group stay 0); a ragged
+  // contracting one multiplies the tile's lhs and rhs rows (the others
+  // zeroed in both) into its group's [k, n] of the result (groups without
+  // rows stay 0). About (m + (g - 1) T) k n work where the dense
+  // expansion does m g k n.
+  Instruction* Tiled() {
+    const Shape& l = lhs()->shape();
+    const Shape& r = rhs()->shape();
+    const bool free = r_.mode == RaggedDot::Mode::kNonContracting;
+    const int64_t m = l.dimensions(r_.lhs_ragged), tile = TileRows();
+    const int64_t trips = (m + tile - 1) / tile + r_.groups - 1;
+    Instruction* table = TripTable(m, tile, trips);
+    const Shape& table_shape = table->shape();
+    const Shape out_shape(type_, r_.result_dimensions);
     const Shape counter(PrimitiveType::kS32, {});
     const Shape state = Shape::Tuple({counter, out_shape, l, r, table_shape});
 
@@ -504,56 +571,62 @@ class RaggedDotExpansion {
       Instruction* lhs_in = Element(param, 2, l);
       Instruction* rhs_in = Element(param, 3, r);
       Instruction* rows = Element(param, 4, table_shape);
-      Instruction* zero32 = IntConstant(PrimitiveType::kS32, 0);
-      Instruction* mine =
-          Make(Opcode::kDynamicSlice, Shape(PrimitiveType::kS64, {1, 4}),
-               {rows, at, zero32});
-      mine->mutable_attributes()->dynamic_slice_sizes = {1, 4};
-      Instruction* values =
-          Make(Opcode::kReshape, Shape(PrimitiveType::kS64, {4}), {mine});
-      Instruction* my_group = Element(values, 0);
-      Instruction* my_start = Element(values, 1);
-      Instruction* my_lo = Element(values, 2);
-      Instruction* my_hi = Element(values, 3);
+      const Trip trip = ReadTrip(rows, at);
       Instruction* zero64 = S64(0);
-      const int64_t k = l.dimensions(1);
-      Instruction* part =
-          Make(Opcode::kDynamicSlice, Shape(l.element_type(), {tile, k}),
-               {lhs_in, my_start, zero64});
-      part->mutable_attributes()->dynamic_slice_sizes = {tile, k};
-      Instruction* weights =
-          Make(Opcode::kDynamicSlice,
-               Shape(r.element_type(), {1, r.dimensions(1), r.dimensions(2)}),
-               {rhs_in, my_group, zero64, zero64});
-      weights->mutable_attributes()->dynamic_slice_sizes = {1, r.dimensions(1),
-                                                            r.dimensions(2)};
-      Instruction* matrix =
-          Make(Opcode::kReshape,
-               Shape(r.element_type(), {r.dimensions(1), r.dimensions(2)}),
-               {weights});
-      DotDimensionNumbers d;
-      d.lhs_contracting_dimensions = r_.dot.lhs_contracting_dimensions;
-      d.rhs_contracting_dimensions = {r_.dot.rhs_contracting_dimensions[0] - 1};
-      const Shape tile_shape(type_, {tile, n});
-      Instruction* product = Dot(part, matrix, d, tile_shape);
-      const Shape wide(PrimitiveType::kS64, {tile, n});
-      Instruction* row = Make(Opcode::kIota, wide, {});
-      row->mutable_attributes()->iota_dimension = 0;
-      Instruction* at_row =
-          Binary(Opcode::kAdd, row, Broadcast(my_start, wide, {}));
-      Instruction* keep =
-          Make(Opcode::kAnd, wide.WithElementType(PrimitiveType::kPred),
-               {Compare(at_row, Broadcast(my_lo, wide, {}),
-                        ComparisonDirection::kGe),
-                Compare(at_row, Broadcast(my_hi, wide, {}),
-                        ComparisonDirection::kLt)});
-      Instruction* kept = Select(keep, product, Zeros(tile_shape), tile_shape);
-      Instruction* now =
-          Make(Opcode::kDynamicSlice, tile_shape, {out, my_start, zero64});
-      now->mutable_attributes()->dynamic_slice_sizes = {tile, n};
-      Instruction* sum = Binary(Opcode::kAdd, now, kept);
-      Instruction* updated = Make(Opcode::kDynamicUpdateSlice, out_shape,
-                                  {out, sum, my_start, zero64});
+      Instruction* updated = nullptr;
+      if (free) {
+        // [T, k] by the group's [k, n] (or [n, k]) into rows of [m, n].
+        const int64_t n = r_.result_dimensions[1];
+        Instruction* part = TripSlice(lhs_in, 0, tile, trip.start);
+        Instruction* weights =
+            Make(Opcode::kDynamicSlice,
+                 Shape(r.element_type(), {1, r.dimensions(1), r.dimensions(2)}),
+                 {rhs_in, trip.group, zero64, zero64});
+        weights->mutable_attributes()->dynamic_slice_sizes = {
+            1, r.dimensions(1), r.dimensions(2)};
+        Instruction* matrix =
+            Make(Opcode::kReshape,
+                 Shape(r.element_type(), {r.dimensions(1), r.dimensions(2)}),
+                 {weights});
+        DotDimensionNumbers d;
+        d.lhs_contracting_dimensions = r_.dot.lhs_contracting_dimensions;
+        d.rhs_contracting_dimensions = {r_.dot.rhs_contracting_dimensions[0] -
+                                        1};
+        const Shape tile_shape(type_, {tile, n});
+        Instruction* product = Dot(part, matrix, d, tile_shape);
+        Instruction* kept = Select(TripRows(tile_shape, 0, trip), product,
+                                   Zeros(tile_shape), tile_shape);
+        Instruction* now = TripSlice(out, 0, tile, trip.start);
+        updated =
+            Make(Opcode::kDynamicUpdateSlice, out_shape,
+                 {out, Binary(Opcode::kAdd, now, kept), trip.start, zero64});
+      } else {
+        // The tile's rows of both, the others zeroed, contracted into the
+        // group's [1, k, n].
+        const int64_t lhs_rows = r_.lhs_ragged;
+        const int64_t rhs_rows = r_.dot.rhs_contracting_dimensions[0];
+        const auto rows_of = [&](Instruction* operand, int64_t along) {
+          Instruction* part = TripSlice(operand, along, tile, trip.start);
+          return Select(TripRows(part->shape(), along, trip), part,
+                        Zeros(part->shape()), part->shape());
+        };
+        DotDimensionNumbers d;
+        d.lhs_contracting_dimensions = {lhs_rows};
+        d.rhs_contracting_dimensions = {rhs_rows};
+        std::vector<int64_t> dims = r_.result_dimensions;
+        dims[0] = 1;
+        const Shape group_shape(type_, dims);
+        Instruction* product =
+            Dot(rows_of(lhs_in, lhs_rows), rows_of(rhs_in, rhs_rows), d,
+                Shape(type_, {dims[1], dims[2]}));
+        Instruction* now = Make(Opcode::kDynamicSlice, group_shape,
+                                {out, trip.group, zero64, zero64});
+        now->mutable_attributes()->dynamic_slice_sizes = dims;
+        Instruction* sum = Binary(
+            Opcode::kAdd, now, Make(Opcode::kReshape, group_shape, {product}));
+        updated = Make(Opcode::kDynamicUpdateSlice, out_shape,
+                       {out, sum, trip.group, zero64, zero64});
+      }
       Instruction* next =
           Binary(Opcode::kAdd, at, IntConstant(PrimitiveType::kS32, 1));
       body->set_root(
@@ -566,8 +639,7 @@ class RaggedDotExpansion {
     Instruction* loop = Make(Opcode::kWhile, state, {init});
     loop->AddCalledComputation(condition);
     loop->AddCalledComputation(body);
-    Instruction* result = Element(loop, 1, out_shape);
-    return result;
+    return Element(loop, 1, out_shape);
   }
 
   Module* module_;

@@ -145,6 +145,24 @@ def test_tiles_of_groups_past_the_rows_and_of_other_types(cl):
            rtol=0, lc=(1,), rc=(1,), ragged=0, group=0)
 
 
+@pytest.mark.parametrize("lhs_t,rhs_t", [(False, False), (True, True)])
+def test_many_contracted_rows_go_in_tiles_of_their_groups(cl, lhs_t, rhs_t):
+    # A mixture of experts' weight gradient: [m, k] (or [k, m]) by [m, n]
+    # (or [n, m]) contracted along the ragged m, one [k, n] per group,
+    # through the loop over tiles; groups that straddle tiles, an empty one
+    # (zeros), rows past the last group.
+    lhs = RNG.standard_normal((300, 6)).astype(np.float32)
+    rhs = RNG.standard_normal((300, 4)).astype(np.float32)
+    sizes = np.array([70, 0, 45, 1, 130, 20])
+    got = _check(cl, lhs.T if lhs_t else lhs, rhs.T if rhs_t else rhs,
+                 sizes, (6, 6, 4), lc=(1 if lhs_t else 0,),
+                 rc=(1 if rhs_t else 0,), ragged=1 if lhs_t else 0)
+    assert not got[1].any()
+    for _ in range(2):
+        _check(cl, lhs, rhs[:, :3].copy(), _sizes(300, 6), (6, 6, 3),
+               lc=(0,), rc=(0,), ragged=0)
+
+
 def test_contracted_gives_one_product_per_group(cl):
     # XLA's example: the ragged dimension is the second of two contracting
     # ones; group_sizes [19, 3] per index of the first.

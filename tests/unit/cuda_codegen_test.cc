@@ -278,6 +278,15 @@ ENTRY e {
   ROOT d = f32[300,5] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={2}, lhs_ragged_dims={0}, rhs_group_dims={0}
 })",
      1e-4},
+    {"ragged_dot_contracted_rows_in_tiles_of_their_groups", R"(
+HloModule m
+ENTRY e {
+  l = f32[6,300] parameter(0)
+  r = f32[300,4] parameter(1)
+  s = s32[6] constant({70, 0, 45, 1, 130, 20})
+  ROOT d = f32[6,6,4] ragged-dot(l, r, s), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}
+})",
+     1e-4},
     {"half_dots_multiply_their_operands_as_they_are", R"(
 HloModule m
 ENTRY e {

@@ -201,6 +201,39 @@ ENTRY e {
   EXPECT_EQ(dots, 1);
 }
 
+TEST(Passes, RaggedDotsContractingManyRowsLoopOverTilesOfTheirGroups) {
+  // A mixture of experts' weight gradient: 4096 rows in 64 groups, one
+  // [512, 256] per group from tiles of 32 rows, where the dense expansion
+  // would make a [64, 4096, 512] copy of the lhs.
+  const std::string text = R"(HloModule m
+ENTRY e {
+  l = bf16[4096,512] parameter(0)
+  r = bf16[4096,256] parameter(1)
+  s = s32[64] parameter(2)
+  ROOT d = f32[64,512,256] ragged-dot(l, r, s), lhs_contracting_dims={0}, rhs_contracting_dims={0}, lhs_ragged_dims={0}
+})";
+  auto module = Simplified(text, 1);
+  ASSERT_NE(module, nullptr);
+  const Instruction* root = module->entry()->root();
+  ASSERT_EQ(root->opcode(), Opcode::kGetTupleElement);
+  EXPECT_EQ(root->shape(), Shape(PrimitiveType::kF32, {64, 512, 256}));
+  const Instruction* loop = root->operand(0);
+  ASSERT_EQ(loop->opcode(), Opcode::kWhile);
+  for (const Instruction* inst : module->entry()->PostOrder()) {
+    EXPECT_NE(inst->opcode(), Opcode::kDot) << inst->Describe();
+    EXPECT_LE(inst->shape().IsArray() ? inst->shape().ElementCount() : 0,
+              64 * 512 * 256)
+        << inst->Describe();
+  }
+  int dots = 0;
+  for (const Instruction* inst : loop->called_computations()[1]->PostOrder()) {
+    if (inst->opcode() != Opcode::kDot) continue;
+    ++dots;
+    EXPECT_EQ(inst->shape(), Shape(PrimitiveType::kF32, {512, 256}));
+  }
+  EXPECT_EQ(dots, 1);
+}
+
 TEST(Passes, RaggedAllToAllBecomesAllToAllsAndAScatter) {
   const std::string text = R"(HloModule m, replica_count=4
 ENTRY e {
