@@ -131,6 +131,21 @@ class RaggedDotExpansion {
             : Make(Opcode::kConvert,
                    Shape(PrimitiveType::kS64, DimsOf(sizes()->shape())),
                    {sizes()});
+    // Sizes as XLA asks for them lie in [0, m] (m: the ragged dimension's
+    // length); others are taken as the nearest such, so that the groups
+    // stay in order, never overlap and their sums cannot overflow.
+    const int64_t m = lhs()->shape().dimensions(r_.lhs_ragged);
+    const auto bound = [&](int64_t v) {
+      Instruction* k =
+          Make(Opcode::kConstant, Shape(PrimitiveType::kS64, {}), {});
+      Literal literal{Shape(PrimitiveType::kS64, {})};
+      literal.Set<int64_t>(0, v);
+      k->mutable_attributes()->literal = std::move(literal);
+      return Broadcast(k, wide, {});
+    };
+    sizes64 =
+        Make(Opcode::kMinimum, wide,
+             {Make(Opcode::kMaximum, wide, {sizes64, bound(0)}), bound(m)});
     ends_ = sizes64;
     const int64_t g = r_.groups;
     if (g > 0) {
@@ -544,6 +559,13 @@ class RaggedDotExpansion {
     const int64_t trips = (m + tile - 1) / tile + r_.groups - 1;
     Instruction* table = TripTable(m, tile, trips);
     const Shape& table_shape = table->shape();
+    // A group's products of its tiles are summed in f32 where the result
+    // is a narrower float (as one dot would sum them), rounded once after
+    // the loop; a row's single product in its own type.
+    const PrimitiveType result_type = type_;
+    const bool widen = !free && IsFloatingPoint(type_) &&
+                       ByteWidth(type_) < ByteWidth(PrimitiveType::kF32);
+    if (widen) type_ = PrimitiveType::kF32;
     const Shape out_shape(type_, r_.result_dimensions);
     const Shape counter(PrimitiveType::kS32, {});
     const Shape state = Shape::Tuple({counter, out_shape, l, r, table_shape});
@@ -639,7 +661,10 @@ class RaggedDotExpansion {
     Instruction* loop = Make(Opcode::kWhile, state, {init});
     loop->AddCalledComputation(condition);
     loop->AddCalledComputation(body);
-    return Element(loop, 1, out_shape);
+    Instruction* result = Element(loop, 1, out_shape);
+    if (!widen) return result;
+    type_ = result_type;
+    return Make(Opcode::kConvert, inst_->shape(), {result});
   }
 
   Module* module_;

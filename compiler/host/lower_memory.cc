@@ -198,6 +198,7 @@ absl::Status Lowering::EmitResults() {
            BaseSlot(*program_, copy->src) == param_slot;
   };
   std::vector<KernelStep> packs;
+  std::vector<int> late_results;  // the result of each copy in `late`
   for (size_t i = 0; i < results_.size(); ++i) {
     const Node& n = nodes_[results_[i]];
     if (!nested_ && hlo::IsPackedType(n.shape.element_type())) {
@@ -235,6 +236,7 @@ absl::Status Lowering::EmitResults() {
         // Otherwise compute elsewhere and copy in at the very end (the copy
         // is skipped at run time when source and destination coincide).
         copy_in(n, i, &late);
+        late_results.push_back(static_cast<int>(i));
       }
       continue;
     }
@@ -244,6 +246,23 @@ absl::Status Lowering::EmitResults() {
     } else {
       copy_in(n, i, &early);
     }
+  }
+  // A late copy that reads a parameter another late copy writes over (a
+  // donated parameter returned as another donated result, two swapped)
+  // reads a snapshot taken before any of them.
+  for (size_t c = 0; c < late.size(); ++c) {
+    const int src = BaseSlot(*program_, late[c].src);
+    const BufferSlot& from = program_->slots[src];
+    if (from.kind != BufferSlot::Kind::kParameter) continue;
+    bool overwritten = false;
+    for (size_t o = 0; o < late.size(); ++o) {
+      overwritten |= o != c && aliased_param[late_results[o]] == from.index;
+    }
+    if (!overwritten) continue;
+    const Shape& shape = nodes_[results_[late_results[c]]].shape;
+    const int snapshot = NewSlot(BufferSlot::Kind::kScratch, shape);
+    early.push_back(copy_to(late[c].src, snapshot, shape));
+    late[c].src = snapshot;
   }
   for (CopyStep& c : early) program_->steps.push_back(std::move(c));
   for (CopyStep& c : late) program_->steps.push_back(std::move(c));

@@ -163,6 +163,25 @@ def test_many_contracted_rows_go_in_tiles_of_their_groups(cl, lhs_t, rhs_t):
                lc=(0,), rc=(0,), ragged=0)
 
 
+def test_contracted_tiles_of_bf16_sum_in_f32(cl):
+    # A bf16 result of the loop over tiles is its f32 sum rounded once, as
+    # one dot's would be, not rounded after every tile.
+    lhs = (RNG.standard_normal((600, 4)) * 8).round() / 8
+    rhs = (RNG.standard_normal((600, 3)) * 8).round() / 8
+    sizes = np.array([100, 0, 300, 150, 40, 10])
+    program = _program("bf16", lhs.shape, "bf16", rhs.shape, "s64",
+                       sizes.shape, "bf16", (6, 4, 3),
+                       _attrs(lc=(0,), rc=(0,), ragged=0))
+    (got,) = run(cl, program, [("bf16", lhs.astype(np.float32)),
+                               ("bf16", rhs.astype(np.float32)),
+                               ("s64", sizes)])
+    want = ragged_dot(lhs, rhs, sizes, lb=(), rb=(), lc=(0,), rc=(0,),
+                      ragged=0, group=None)
+    # Within half a bf16 step of the exact sum (one rounding).
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2.0 ** -8,
+                               atol=1e-6)
+
+
 def test_contracted_gives_one_product_per_group(cl):
     # XLA's example: the ragged dimension is the second of two contracting
     # ones; group_sizes [19, 3] per index of the first.

@@ -787,6 +787,33 @@ ENTRY e {{
     np.testing.assert_array_equal(y.to_numpy(), want)
 
 
+@pytest.mark.parametrize("first", [
+    "f32[8] dynamic-update-slice(p0, f32[1] constant({5}), s32[] constant(2))",
+    "f32[8] copy(p1)",
+])
+def test_donated_parameters_returned_as_each_others_results_keep_their_values(
+        client, first):
+    """Both parameters donated, each result in the other's memory (an update
+    of p0 or p1 itself as result 0, p0 as result 1): a copy into one
+    parameter's memory must not be read as the other result."""
+    aliases = "{ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }"
+    e = client.compile(f"""
+HloModule crossed, input_output_alias={aliases}
+ENTRY e {{
+  p0 = f32[8] parameter(0)
+  p1 = f32[8] parameter(1)
+  r0 = {first}
+  ROOT t = (f32[8], f32[8]) tuple(r0, p0)
+}}""")
+    assert e.donated_parameters == [0, 1]
+    a = np.arange(8, dtype=np.float32)
+    b = -np.arange(8, dtype=np.float32) - 1
+    r0, r1 = e.execute([client.put(a), client.put(b)])
+    np.testing.assert_array_equal(r1.to_numpy(), a)
+    want = b if "copy" in first else np.where(np.arange(8) == 2, 5, a)
+    np.testing.assert_array_equal(r0.to_numpy(), want)
+
+
 def test_the_same_buffer_cannot_be_donated_and_read(client):
     e = client.compile(DONATING_HLO)
     w = client.put(np.ones(262144, np.float32), device=0)
