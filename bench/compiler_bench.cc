@@ -148,6 +148,33 @@ ENTRY e {
     metrics.push_back(Metric("ragged_dot_4096x512x512_16_groups_gflops",
                              "GFLOP/s", flops / ours / 1e9,
                              "dense_dot_same_rows", flops / base / 1e9, 0.5));
+    // Its weight gradient: the rows contracted per group into [16, 512,
+    // 512], against the dense [512, 4096] x [4096, 512].
+    auto gradient = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
+HloModule moe_gradient
+ENTRY e {
+  l = f32[4096,512] parameter(0)
+  r = f32[4096,512] parameter(1)
+  s = s32[16] parameter(2)
+  ROOT d = f32[16,512,512] ragged-dot(l, r, s), lhs_contracting_dims={0}, rhs_contracting_dims={0}, lhs_ragged_dims={0}
+})"));
+    auto outer = Check(pjrt::runtime::Executable::Compile(client.get(), R"(
+HloModule dense_gradient
+ENTRY e {
+  l = f32[4096,512] parameter(0)
+  r = f32[4096,512] parameter(1)
+  ROOT d = f32[512,512] dot(l, r), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+})"));
+    const double grad = MedianSeconds(5, [&] {
+      RunOnce(*gradient, {bl.get(), bl.get(), bs.get()}, device);
+    });
+    const double grad_base = MedianSeconds(5, [&] {
+      RunOnce(*outer, {bl.get(), bl.get()}, device);
+    });
+    metrics.push_back(
+        Metric("ragged_dot_gradient_4096x512x512_16_groups_gflops", "GFLOP/s",
+               flops / grad / 1e9, "dense_dot_same_rows",
+               flops / grad_base / 1e9, 0.5));
   }
 
   {  // Eight element-wise ops over 64 MiB of f32.

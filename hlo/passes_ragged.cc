@@ -135,14 +135,7 @@ class RaggedDotExpansion {
     // length); others are taken as the nearest such, so that the groups
     // stay in order, never overlap and their sums cannot overflow.
     const int64_t m = lhs()->shape().dimensions(r_.lhs_ragged);
-    const auto bound = [&](int64_t v) {
-      Instruction* k =
-          Make(Opcode::kConstant, Shape(PrimitiveType::kS64, {}), {});
-      Literal literal{Shape(PrimitiveType::kS64, {})};
-      literal.Set<int64_t>(0, v);
-      k->mutable_attributes()->literal = std::move(literal);
-      return Broadcast(k, wide, {});
-    };
+    const auto bound = [&](int64_t v) { return Broadcast(S64(v), wide, {}); };
     sizes64 =
         Make(Opcode::kMinimum, wide,
              {Make(Opcode::kMaximum, wide, {sizes64, bound(0)}), bound(m)});
