@@ -286,6 +286,16 @@ absl::StatusOr<std::string> EmitConversion(
       if (ot == PrimitiveType::kPred || from == ct) {
         return Round(t, absl::StrCat("(", ct, ")", a(0)));
       }
+      if (IsHalf(t) &&
+          (ot == PrimitiveType::kF64 ||
+           ((hlo::IsSignedInteger(ot) || hlo::IsUnsignedInteger(ot)) &&
+            hlo::ByteWidth(ot) >= 4))) {
+        // Rounded once: to odd into float, then to nearest even.
+        const char* wide = ot == PrimitiveType::kF64  ? "double"
+                           : hlo::IsSignedInteger(ot) ? "long long"
+                                                      : "unsigned long long";
+        return Round(t, absl::StrFormat("pj_odd_f32((%s)%s)", wide, a(0)));
+      }
       return Round(t,
                    absl::StrFormat("pj_convert<%s, %s>(%s)", ct, from, a(0)));
     }

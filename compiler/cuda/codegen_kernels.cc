@@ -442,8 +442,8 @@ std::optional<Generator::Claim> Generator::ClaimCombine(
   if (!((first == 0 && second == 1) || (first == 1 && second == 0))) {
     return std::nullopt;
   }
-  // maximum(a, b) keeps b of two equal values (+0 and -0), so the later
-  // one wins a tie; maximum(b, a) keeps the earlier one.
+  // maximum(a, b) keeps b of two NaNs (a + b), so the later one wins a
+  // tie of ranks; maximum(b, a) keeps the earlier one.
   return Claim{true, root.op == ExprOp::kMinimum, first == 1};
 }
 

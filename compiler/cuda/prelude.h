@@ -189,11 +189,16 @@ __device__ __forceinline__ float pj_round_f8e8m0fnu(float f) {
 }
 
 // Floats.
+// NaN if either is; -0 below +0 (IEEE 754's maximum and minimum).
 template <typename T> __device__ __forceinline__ T pj_fmax(T a, T b) {
-  return (a != a || b != b) ? a + b : (a > b ? a : b);
+  return (a != a || b != b)
+             ? a + b
+             : (a > b || (a == b && !signbit(a)) ? a : b);
 }
 template <typename T> __device__ __forceinline__ T pj_fmin(T a, T b) {
-  return (a != a || b != b) ? a + b : (a < b ? a : b);
+  return (a != a || b != b)
+             ? a + b
+             : (a < b || (a == b && signbit(a)) ? a : b);
 }
 template <typename T> __device__ __forceinline__ T pj_fsign(T v) {
   return v != v ? v : copysign(v != T(0) ? T(1) : T(0), v);
@@ -571,11 +576,35 @@ template <typename D, typename S> __device__ __forceinline__ D pj_convert(S s) {
 }
 template <typename S> __device__ __forceinline__ pj_u8 pj_to_pred(S s) { return s != S(0) ? 1 : 0; }
 
+// The float nearest a double or a wide integer, rounded to odd (truncated,
+// the last bit set when anything was cut off): rounded again to nearest
+// even into f16, bf16 or narrower, it gives the once-rounded value, as the
+// host's converts (RoundToOddFloat) do.
+__device__ __forceinline__ float pj_odd_f32(double d) {
+  float f = (float)d;
+  if (d != d || (double)f == d) return f;
+  if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+  return __uint_as_float(__float_as_uint(f) | 1u);
+}
+__device__ __forceinline__ float pj_odd_f32(unsigned long long m) {
+  if (m < (1ull << 24)) return (float)m;
+  const int shift = 64 - __clzll((long long)m) - 24;
+  unsigned long long kept = m >> shift;
+  if ((m & ((1ull << shift) - 1)) != 0) kept |= 1ull;
+  return ldexpf((float)kept, shift);
+}
+__device__ __forceinline__ float pj_odd_f32(long long v) {
+  const float f = pj_odd_f32(v < 0 ? 0ull - (unsigned long long)v
+                                   : (unsigned long long)v);
+  return v < 0 ? -f : f;
+}
+
 // A float's rank for a scatter's maximum (minimum): a larger value (a
-// smaller one) ranks higher, NaN highest, +0 and -0 the same.
+// smaller one) ranks higher, NaN highest, -0 below +0 (as pj_fmax orders
+// them).
 __device__ __forceinline__ unsigned pj_rank_max(float v) {
   if (v != v) return 0xFFFFFFFFu;
-  const unsigned b = v == 0.0f ? 0u : __float_as_uint(v);
+  const unsigned b = __float_as_uint(v);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 __device__ __forceinline__ unsigned pj_rank_min(float v) {

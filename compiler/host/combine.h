@@ -6,7 +6,9 @@
 #ifndef PJRT_COMPILER_HOST_COMBINE_H_
 #define PJRT_COMPILER_HOST_COMBINE_H_
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "compiler/host/expression.h"
@@ -23,6 +25,55 @@ struct UnsignedOf<C, true> {
   using T = std::make_unsigned_t<C>;
 };
 
+// XLA's maximum and minimum: NaN if either is NaN; for floats -0 is below
+// +0 (IEEE 754's maximum and minimum), in either order.
+template <typename C>
+C MaxOf(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a) return a;
+    if (b != b) return b;
+    if (a == b) return std::signbit(a) ? b : a;
+  }
+  return a > b ? a : b;
+}
+template <typename C>
+C MinOf(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a) return a;
+    if (b != b) return b;
+    if (a == b) return std::signbit(a) ? a : b;
+  }
+  return a < b ? a : b;
+}
+
+// The identity of a fast-path op: x op identity == x for every x.
+template <typename C>
+C CombineIdentity(ExprOp op) {
+  if constexpr (kIsComplex<C>) {
+    return op == ExprOp::kMultiply ? C(1) : C(0);
+  } else {
+    switch (op) {
+      case ExprOp::kMultiply:
+        return C(1);
+      case ExprOp::kMaximum:
+        if constexpr (std::is_floating_point_v<C>) {
+          return -std::numeric_limits<C>::infinity();
+        }
+        return std::numeric_limits<C>::lowest();
+      case ExprOp::kMinimum:
+        if constexpr (std::is_floating_point_v<C>) {
+          return std::numeric_limits<C>::infinity();
+        }
+        return std::numeric_limits<C>::max();
+      case ExprOp::kAnd:
+        if constexpr (std::is_integral_v<C>) return static_cast<C>(~C(0));
+        return C(0);
+      default:  // add, or
+        return C(0);
+    }
+  }
+}
+
 template <typename C>
 C CombineReal(ExprOp op, C a, C b) {
   using U = typename UnsignedOf<C>::T;
@@ -34,17 +85,9 @@ C CombineReal(ExprOp op, C a, C b) {
       if constexpr (std::is_integral_v<C>) return WrappingMultiply(a, b);
       return a * b;
     case ExprOp::kMaximum:
-      if constexpr (std::is_floating_point_v<C>) {
-        if (a != a) return a;
-        if (b != b) return b;
-      }
-      return a > b ? a : b;
+      return MaxOf(a, b);
     case ExprOp::kMinimum:
-      if constexpr (std::is_floating_point_v<C>) {
-        if (a != a) return a;
-        if (b != b) return b;
-      }
-      return a < b ? a : b;
+      return MinOf(a, b);
     case ExprOp::kAnd:
       if constexpr (std::is_integral_v<C>) return a & b;
       return a;

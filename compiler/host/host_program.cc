@@ -484,6 +484,10 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
   const S* in = static_cast<const S*>(a[s.input]);
   S* out = static_cast<S*>(a[s.out]);
   const C init = Load(static_cast<const S*>(a[s.init]), 0);
+  // Partial results start from the op's identity, and the initial value
+  // joins each result once, as XLA applies it (an initial value that is
+  // not the identity counts once, not once per partial result).
+  const C identity = CombineIdentity<C>(s.op);
   const int64_t R = s.reduced, I = s.inner;
   const auto store = [&](int64_t i, C v) { out[i] = static_cast<S>(v); };
   ThreadPool& pool = ThreadPool::Get();
@@ -492,11 +496,11 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
     for (int64_t o = 0; o < s.outer; ++o) {
       if (IsCancelled(cancellation)) return;
       const int64_t chunks = 8 * pool.num_threads();
-      std::vector<C> partial(chunks, init);
+      std::vector<C> partial(chunks, identity);
       pool.ParallelFor(chunks, 2.0 * R / chunks, [&](int64_t f, int64_t l) {
         for (int64_t c = f; c < l; ++c) {
           int64_t b = R * c / chunks, e = R * (c + 1) / chunks;
-          C acc = init;
+          C acc = identity;
           for (int64_t r = b; r < e; ++r)
             acc = Combine(s.op, acc, C(Load(in + o * R, r)));
           partial[c] = acc;
@@ -516,7 +520,8 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
         // Eight accumulators: independent chains vectorise and sum floats
         // more accurately than one.
         C acc[8];
-        for (C& x : acc) x = init;
+        acc[0] = init;
+        for (int j = 1; j < 8; ++j) acc[j] = identity;
         int64_t r = 0;
         for (; r + 8 <= R; r += 8) {
           for (int j = 0; j < 8; ++j)
@@ -525,8 +530,6 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
         for (; r < R; ++r) acc[0] = Combine(s.op, acc[0], C(Load(row, r)));
         C total = acc[0];
         for (int j = 1; j < 8; ++j) total = Combine(s.op, total, acc[j]);
-        // The initial value may be applied more than once (it is an
-        // identity), as XLA allows.
         store(o, total);
       }
     });

@@ -41,9 +41,9 @@ C ApplyReal(ExprOp op, C a, C b) {
       if constexpr (std::is_integral_v<C>) return WrappingMultiply(a, b);
       return static_cast<C>(a * b);
     case ExprOp::kMaximum:
-      return std::max(a, b);
+      return MaxOf(a, b);
     case ExprOp::kMinimum:
-      return std::min(a, b);
+      return MinOf(a, b);
     case ExprOp::kAnd:
       if constexpr (std::is_integral_v<C>) return static_cast<C>(a & b);
       return a;

@@ -7,6 +7,8 @@
 #ifndef PJRT_COMPILER_HOST_TYPES_H_
 #define PJRT_COMPILER_HOST_TYPES_H_
 
+#include <bit>
+#include <cmath>
 #include <complex>
 #include <cstdint>
 #include <type_traits>
@@ -179,6 +181,33 @@ template <typename T>
 inline constexpr bool kIsComplex<std::complex<T>> = true;
 
 // Types whose storage differs from their compute representation.
+// The float nearest `d` rounded to odd: truncated toward zero, with its
+// last bit set when anything was cut off. Rounding that float to nearest
+// even in a format at least two bits narrower (f16, bf16, the f8, f6 and f4
+// types) gives what rounding `d` itself would: converts from f64 and from
+// wide integers to those types round once, not twice (through the nearest
+// float first, which can land on a tie that was not one).
+inline float RoundToOddFloat(double d) {
+  float f = static_cast<float>(d);
+  if (d != d || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) {
+    f = std::nextafter(f, 0.0f);
+  }
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+inline float RoundToOddFloat(uint64_t m) {
+  if (m < (uint64_t{1} << 24)) return static_cast<float>(m);
+  const int shift = std::bit_width(m) - 24;
+  uint64_t kept = m >> shift;
+  if ((m & ((uint64_t{1} << shift) - 1)) != 0) kept |= 1;
+  return std::ldexp(static_cast<float>(kept), shift);
+}
+inline float RoundToOddFloat(int64_t v) {
+  const float f = RoundToOddFloat(v < 0 ? uint64_t{0} - static_cast<uint64_t>(v)
+                                        : static_cast<uint64_t>(v));
+  return v < 0 ? -f : f;
+}
+
 inline bool IsNarrowFloat(PrimitiveType type) {
   return type == PrimitiveType::kF16 || type == PrimitiveType::kBf16 ||
          hlo::IsMiniFloat(type);

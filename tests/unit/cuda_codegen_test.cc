@@ -29,6 +29,52 @@ using emulation::CheckAgainstHost;
 using emulation::CompareWithHost;
 
 const Case kCases[] = {
+    // -0 below +0 in maximum, minimum, clamp and a scatter's maximum; the
+    // bits compared, signs of zeros included.
+    {"zeros_order_in_maximum_minimum_and_scatter", R"(
+HloModule m
+hi {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  a = f32[4] constant({0, -0, 0, -0})
+  b = f32[4] constant({-0, 0, 0, -0})
+  p = f32[4] parameter(0)
+  x = f32[4] maximum(a, b)
+  n = f32[4] minimum(a, b)
+  z = f32[4] broadcast(f32[] constant(0)), dimensions={}
+  k = f32[4] clamp(z, b, z)
+  i = s32[4,1] constant({{0}, {0}, {1}, {1}})
+  s = f32[2] scatter(f32[2] constant({-0, 0}), i, b), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=hi
+  ROOT t = (u32[4], u32[4], u32[4], u32[2]) tuple(u32[4] bitcast-convert(x), u32[4] bitcast-convert(n), u32[4] bitcast-convert(k), u32[2] bitcast-convert(s))
+})"},
+    // Converts into narrow floats from f64 and wide integers round once;
+    // values near the ties of each type, compared as bits.
+    {"converts_into_narrow_floats_round_once", R"(
+HloModule m
+ENTRY e {
+  i = f64[8] iota(), iota_dimension=0
+  t = f64[8] multiply(i, f64[8] broadcast(f64[] constant(9.094947017729282e-13)), dimensions={})
+  h = f64[8] add(t, f64[8] broadcast(f64[] constant(1.00390625)), dimensions={})
+  w = s64[8] constant({16842753, 16842752, 1099511627777, -1099511627777, 4294967297, 16777217, 3, -3})
+  u = u32[8] constant({16842753, 16842755, 4294967295, 0, 1, 2, 3, 4})
+  p = f32[4] parameter(0)
+  ROOT r = (u16[8], u16[8], u8[8], u16[8], u16[8]) tuple(u16[8] bitcast-convert(bf16[8] convert(h)), u16[8] bitcast-convert(f16[8] convert(h)), u8[8] bitcast-convert(f8e4m3fn[8] convert(h)), u16[8] bitcast-convert(bf16[8] convert(w)), u16[8] bitcast-convert(bf16[8] convert(u)))
+})"},
+    // A reduction's initial value counts once.
+    {"reduce_counts_a_non_identity_initial_value_once", R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[5,19] parameter(0)
+  ROOT r = f32[5] reduce(p, f32[] constant(7)), dimensions={1}, to_apply=add
+})"},
     {"elementwise_f32_broadcast_transpose", R"(
 HloModule m
 ENTRY e {
