@@ -537,6 +537,28 @@ absl::StatusOr<std::vector<int64_t>> WindowOutputDimensions(
         w.size == 0 ? 0 : Wide{w.size - 1} * w.window_dilation + 1;
     Wide count = 0;
     if (padded >= extent) count = (padded - extent) / w.stride + 1;
+    // Bounds that keep a kernel's window arithmetic within 64 bits: every
+    // field, the padded operand and the dilated window at most 2^56 in
+    // magnitude; a base dilation below 2^31 where it spreads elements
+    // apart.
+    constexpr Wide kMaxField = Wide{1} << 56;
+    const auto small = [&](Wide v) { return v <= kMaxField && -v <= kMaxField; };
+    const bool in_bounds =
+        small(w.size) && small(w.stride) && small(w.base_dilation) &&
+        small(w.window_dilation) && small(w.padding_low) &&
+        small(w.padding_high) && small(padded) && small(extent) &&
+        (dims[i] <= 1 || w.base_dilation <= INT32_MAX);
+    if (!in_bounds) {
+      return Invalid(
+          inst,
+          absl::StrFormat(
+              "window dimension %zu (size %d, stride %d, pad %d_%d, "
+              "dilations %d and %d) over %d elements is out of bounds: its "
+              "fields, the padded operand and the dilated window must be at "
+              "most 2^56, and a base dilation at most %d",
+              i, w.size, w.stride, w.padding_low, w.padding_high,
+              w.base_dilation, w.window_dilation, dims[i], INT32_MAX));
+    }
     if (padded < 0 || count > kMaxArrayBytes) {
       return Invalid(
           inst,

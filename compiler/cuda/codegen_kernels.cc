@@ -744,6 +744,52 @@ absl::Status Generator::EmitSortedScatter(
   return absl::OkStatus();
 }
 
+namespace {
+
+// Opens the loops over the operand elements of the window of output index
+// (c0, c1, ...), as the host's WindowGeometry visits them: each
+// dimension's span first (pj_window_span), then one loop per dimension
+// over its elements, x<d> the operand index, whose term joins `offset`.
+// Only the positions that land on an element are visited, so the work is
+// bounded by the operand's size whatever the window's. Closed by
+// CloseWindowLoops.
+void EmitWindowLoops(const host::WindowGeometry& g, std::string* k,
+                     std::string* indent, std::string* offset) {
+  const int rank = static_cast<int>(g.in_dims.size());
+  std::string any = "true";
+  for (int d = 0; d < rank; ++d) {
+    const hlo::WindowDimension& wd = g.window[d];
+    const host::WindowStep& s = g.steps[d];
+    absl::StrAppendFormat(
+        k,
+        "%sconst pj_span s%d = pj_window_span((long long)c%d, %dll, %dll, "
+        "%dll, %dll, %dll, %dll, %dll, %dll, %dll);\n",
+        *indent, d, d, wd.stride, wd.padding_low, wd.size, wd.window_dilation,
+        s.base_dilation, g.in_dims[d], s.divisor, s.modulus, s.inverse);
+    absl::StrAppendFormat(&any, " && s%d.count > 0", d);
+  }
+  absl::StrAppendFormat(k, "%sif (%s) {\n", *indent, any);
+  *indent += "  ";
+  for (int d = 0; d < rank; ++d) {
+    absl::StrAppendFormat(
+        k,
+        "%sfor (long long k%d = 0; k%d < s%d.count; ++k%d) {\n"
+        "%s  const long long x%d = s%d.first + k%d * s%d.step;\n",
+        *indent, d, d, d, d, *indent, d, d, d, d);
+    *indent += "  ";
+    absl::StrAppendFormat(offset, " + x%d * %d", d, g.in_strides[d]);
+  }
+}
+
+void CloseWindowLoops(int rank, std::string* k, std::string* indent) {
+  for (int d = 0; d <= rank; ++d) {
+    indent->resize(indent->size() - 2);
+    absl::StrAppendFormat(k, "%s}\n", *indent);
+  }
+}
+
+}  // namespace
+
 absl::Status Generator::EmitReduceWindow(const host::ReduceWindowKernel& rw) {
   const int64_t total = Product(rw.out_dims);
   if (total == 0) return absl::OkStatus();
@@ -782,28 +828,7 @@ absl::Status Generator::EmitReduceWindow(const host::ReduceWindowKernel& rw) {
                           Load(rw.types[j], absl::StrFormat("init%d[0]", j)));
   }
   std::string indent = "    ", offset = "0";
-  for (int d = 0; d < rank; ++d) {
-    const hlo::WindowDimension& wd = g.window[d];
-    absl::StrAppendFormat(&k, "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
-                          indent, d, d, wd.size, d);
-    indent += "  ";
-    absl::StrAppendFormat(
-        &k, "%sconst long long p%d = (long long)c%d * %d + w%d * %d - %d;\n",
-        indent, d, d, wd.stride, d, wd.window_dilation, wd.padding_low);
-    if (wd.base_dilation != 1) {
-      absl::StrAppendFormat(&k, "%sif (p%d < 0 || p%d %% %d != 0) continue;\n",
-                            indent, d, d, wd.base_dilation);
-      absl::StrAppendFormat(&k, "%sconst long long x%d = p%d / %d;\n", indent,
-                            d, d, wd.base_dilation);
-    } else {
-      absl::StrAppendFormat(
-          &k, "%sif (p%d < 0) continue;\n%sconst long long x%d = p%d;\n",
-          indent, d, indent, d, d);
-    }
-    absl::StrAppendFormat(&k, "%sif (x%d >= %d) continue;\n", indent, d,
-                          g.in_dims[d]);
-    absl::StrAppendFormat(&offset, " + x%d * %d", d, g.in_strides[d]);
-  }
+  EmitWindowLoops(g, &k, &indent, &offset);
   absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, offset);
   std::vector<std::string> inputs;
   for (int j = 0; j < n; ++j) inputs.push_back(absl::StrCat("a", j));
@@ -817,10 +842,7 @@ absl::Status Generator::EmitReduceWindow(const host::ReduceWindowKernel& rw) {
   for (int j = 0; j < n; ++j) {
     absl::StrAppendFormat(&k, "%sa%d = %s;\n", indent, j, results[j]);
   }
-  for (int d = 0; d < rank; ++d) {
-    indent.resize(indent.size() - 2);
-    absl::StrAppendFormat(&k, "%s}\n", indent);
-  }
+  CloseWindowLoops(rank, &k, &indent);
   for (int j = 0; j < n; ++j) {
     absl::StrAppendFormat(&k, "    out%d[i] = %s;\n", j,
                           Store(rw.types[j], absl::StrCat("a", j)));
@@ -861,23 +883,7 @@ absl::Status Generator::EmitSelectAndScatter(
     absl::StrAppend(&k, SplitIndex(ss.source_dims, idx, "    "));
     absl::StrAppend(&k, "    long long sel = -1;\n");
     std::string indent = "    ", offset = "0";
-    for (int d = 0; d < rank; ++d) {
-      const hlo::WindowDimension& wd = g.window[d];
-      absl::StrAppendFormat(&k,
-                            "%sfor (long long w%d = 0; w%d < %d; ++w%d) {\n",
-                            indent, d, d, wd.size, d);
-      indent += "  ";
-      absl::StrAppendFormat(
-          &k,
-          "%sconst long long p%d = (long long)c%d * %d + w%d * %d - %d;\n"
-          "%sif (p%d < 0 || p%d %% %d != 0) continue;\n"
-          "%sconst long long x%d = p%d / %d;\n"
-          "%sif (x%d >= %d) continue;\n",
-          indent, d, d, wd.stride, d, wd.window_dilation, wd.padding_low,
-          indent, d, d, wd.base_dilation, indent, d, d, wd.base_dilation,
-          indent, d, g.in_dims[d]);
-      absl::StrAppendFormat(&offset, " + x%d * %d", d, g.in_strides[d]);
-    }
+    EmitWindowLoops(g, &k, &indent, &offset);
     absl::StrAppendFormat(&k, "%sconst long long at = %s;\n", indent, offset);
     absl::StrAppendFormat(&k, "%sif (sel < 0) {\n%s  sel = at;\n%s} else {\n",
                           indent, indent, indent);
@@ -890,10 +896,7 @@ absl::Status Generator::EmitSelectAndScatter(
         EmitExpression(ss.select, {"a", "b"}, "v", indent + "  ", &k));
     absl::StrAppendFormat(&k, "%s  if (!%s) sel = at;\n%s}\n", indent, keep[0],
                           indent);
-    for (int d = 0; d < rank; ++d) {
-      indent.resize(indent.size() - 2);
-      absl::StrAppendFormat(&k, "%s}\n", indent);
-    }
+    CloseWindowLoops(rank, &k, &indent);
     absl::StrAppend(&k, "    selected[i] = sel;\n  }\n}\n");
     launch.origin = absl::StrFormat(
         "select-and-scatter's selection in %d windows", windows);

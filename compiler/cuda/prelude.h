@@ -467,6 +467,39 @@ __device__ __forceinline__ long long pj_ceildiv(long long a, long long b) {
   return -pj_floordiv(-a, b);
 }
 
+// The operand elements a window dimension covers for output index c, as
+// the host's WindowGeometry::Span computes them: indices first, first +
+// step, ... (count of them); only the positions that land on an element
+// (divisor, modulus and inverse: WindowStep's).
+struct pj_span { long long first, step, count; };
+__device__ __forceinline__ pj_span pj_window_span(
+    long long c, long long stride, long long padding_low, long long size,
+    long long dilation, long long bd, long long n, long long divisor,
+    long long modulus, long long inverse) {
+  pj_span none = {0, 0, 0};
+  if (size == 0 || n == 0) return none;
+  const long long base = c * stride - padding_low;
+  const long long top = (n - 1) * bd - base;
+  if (top < 0) return none;
+  const long long lo = base >= 0 ? 0 : (-base + dilation - 1) / dilation;
+  const long long hi = size - 1 < top / dilation ? size - 1 : top / dilation;
+  long long first = lo, step = 1;
+  if (bd > 1) {
+    long long r = (-base) % bd;
+    if (r < 0) r += bd;
+    if (r % divisor != 0) return none;
+    const long long w0 = (r / divisor) * inverse % modulus;
+    long long shift = (w0 - lo) % modulus;
+    if (shift < 0) shift += modulus;
+    first = lo + shift;
+    step = modulus;
+  }
+  if (first > hi) return none;
+  pj_span s = {(base + first * dilation) / bd, step * dilation / bd,
+               (hi - first) / step + 1};
+  return s;
+}
+
 // Integers: two's-complement wrap-around, and XLA's answers where C++ has
 // none.
 template <typename T> __device__ __forceinline__ T pj_iadd(T a, T b) {

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -114,18 +117,83 @@ absl::StatusOr<WindowGeometry> Geometry(const hlo::Instruction& inst,
   PJRT_ASSIGN_OR_RETURN(g.window, hlo::ParseWindow(inst, operand.rank()));
   for (const hlo::WindowDimension& w : g.window)
     g.window_sizes.push_back(w.size);
+  g.Prepare();
   return g;
 }
 
+// (a mod m) in [0, m), for m > 0.
+int64_t Mod(int64_t a, int64_t m) {
+  const int64_t r = a % m;
+  return r < 0 ? r + m : r;
+}
+
+// The inverse of a modulo m (gcd(a, m) == 1, m > 1), by Euclid's
+// extended algorithm.
+int64_t InverseModulo(int64_t a, int64_t m) {
+  int64_t r0 = m, r1 = Mod(a, m), t0 = 0, t1 = 1;
+  while (r1 != 0) {
+    const int64_t q = r0 / r1;
+    std::tie(r0, r1) = std::make_pair(r1, r0 - q * r1);
+    std::tie(t0, t1) = std::make_pair(t1, t0 - q * t1);
+  }
+  return Mod(t0, m);
+}
+
 }  // namespace
+
+void WindowGeometry::Prepare() {
+  steps.assign(window.size(), WindowStep{});
+  for (size_t d = 0; d < window.size(); ++d) {
+    WindowStep& s = steps[d];
+    // Over one element only position 0 lands: the dilation is moot.
+    s.base_dilation = in_dims[d] > 1 ? window[d].base_dilation : 1;
+    s.divisor = std::gcd(window[d].window_dilation, s.base_dilation);
+    s.modulus = s.base_dilation / s.divisor;
+    if (s.modulus > 1) {
+      s.inverse =
+          InverseModulo(window[d].window_dilation / s.divisor, s.modulus);
+    }
+  }
+}
+
+WindowSpan WindowGeometry::Span(int d, int64_t c) const {
+  const hlo::WindowDimension& wd = window[d];
+  const WindowStep& s = steps[d];
+  const int64_t n = in_dims[d];
+  if (wd.size == 0 || n == 0) return {};
+  // Position w is at p = base + w * dilation of the dilated operand, whose
+  // elements sit at 0, bd, ..., (n - 1) bd.
+  const int64_t base = c * wd.stride - wd.padding_low;
+  const int64_t dilation = wd.window_dilation, bd = s.base_dilation;
+  const int64_t top = (n - 1) * bd - base;
+  if (top < 0) return {};
+  const int64_t lo = base >= 0 ? 0 : (-base + dilation - 1) / dilation;
+  const int64_t hi = std::min(wd.size - 1, top / dilation);
+  int64_t first = lo, step = 1;
+  if (bd > 1) {
+    // w * dilation == -base (mod bd).
+    const int64_t r = Mod(-base, bd);
+    if (r % s.divisor != 0) return {};
+    const int64_t w0 = (r / s.divisor) * s.inverse % s.modulus;
+    first = lo + Mod(w0 - lo, s.modulus);
+    step = s.modulus;
+  }
+  if (first > hi) return {};
+  return WindowSpan{(base + first * dilation) / bd, step * dilation / bd,
+                    (hi - first) / step + 1};
+}
 
 absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
                                      const RunContext& context) const {
   const int64_t total = Product(out_dims);
   if (total == 0) return absl::OkStatus();
-  const double cost = 8.0 *
-                      static_cast<double>(Product(geometry.window_sizes)) *
-                      (op.has_value() ? 1 : 20);
+  // Each output visits at most min(window, operand) positions a dimension.
+  double visits = 1;
+  for (size_t d = 0; d < geometry.window_sizes.size(); ++d) {
+    visits *= static_cast<double>(
+        std::min(geometry.window_sizes[d], geometry.in_dims[d]));
+  }
+  const double cost = 8.0 * visits * (op.has_value() ? 1 : 20);
   ThreadPool::Get().ParallelFor(total, cost, [&](int64_t first, int64_t last) {
     std::vector<int64_t> o(out_dims.size());
     int64_t rest = first;
@@ -145,24 +213,31 @@ absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
           using C = typename TypeTraits<decltype(pt)::value>::Compute;
           const S* in = static_cast<const S*>(addresses[inputs[0]]);
           S acc = *static_cast<const S*>(addresses[inits[0]]);
-          geometry.ForEachElement(o, [&](int64_t at) {
-            acc = static_cast<S>(
-                Apply<C>(*op, static_cast<C>(acc), static_cast<C>(in[at])));
-          });
+          geometry.ForEachElement(
+              o,
+              [&](int64_t at) {
+                acc = static_cast<S>(Apply<C>(*op, static_cast<C>(acc),
+                                              static_cast<C>(in[at])));
+              },
+              context.cancellation);
           static_cast<S*>(addresses[outputs[0]])[e] = acc;
         });
         continue;
       }
       for (int j = 0; j < n; ++j) call->Set(j, types[j], addresses[inits[j]]);
-      geometry.ForEachElement(o, [&](int64_t at) {
-        for (int j = 0; j < n; ++j) {
-          const int w = hlo::ByteWidth(types[j]);
-          call->Set(n + j, types[j],
-                    static_cast<const char*>(addresses[inputs[j]]) + at * w);
-        }
-        call->Call();
-        for (int j = 0; j < n; ++j) call->SetCompute(j, call->result(j));
-      });
+      geometry.ForEachElement(
+          o,
+          [&](int64_t at) {
+            for (int j = 0; j < n; ++j) {
+              const int w = hlo::ByteWidth(types[j]);
+              call->Set(
+                  n + j, types[j],
+                  static_cast<const char*>(addresses[inputs[j]]) + at * w);
+            }
+            call->Call();
+            for (int j = 0; j < n; ++j) call->SetCompute(j, call->result(j));
+          },
+          context.cancellation);
       // The accumulators (parameters 0..n-1) hold the result.
       for (int j = 0; j < n; ++j) {
         const int w = hlo::ByteWidth(types[j]);
@@ -194,23 +269,26 @@ absl::Status SelectAndScatterKernel::Run(absl::Span<void* const> addresses,
     if ((e & 1023) == 0)
       PJRT_RETURN_IF_ERROR(CheckCancelled(context.cancellation));
     int64_t selected = -1;
-    geometry.ForEachElement(o, [&](int64_t at) {
-      if (selected < 0) {
-        selected = at;
-        return;
-      }
-      select_call.Set(0, operand_type, operand_data + selected * w_op);
-      select_call.Set(1, operand_type, operand_data + at * w_op);
-      select_call.Call();
-      if (!select_call.True(0)) selected = at;
-    });
+    geometry.ForEachElement(
+        o,
+        [&](int64_t at) {
+          if (selected < 0) {
+            selected = at;
+            return;
+          }
+          select_call.Set(0, operand_type, operand_data + selected * w_op);
+          select_call.Set(1, operand_type, operand_data + at * w_op);
+          select_call.Call();
+          if (!select_call.True(0)) selected = at;
+        },
+        context.cancellation);
     if (selected < 0) continue;  // the window covers only padding
     scatter_call.Set(0, source_type, out + selected * w_src);
     scatter_call.Set(1, source_type, source_data + e * w_src);
     scatter_call.Call();
     scatter_call.Store(0, source_type, out + selected * w_src);
   }
-  return absl::OkStatus();
+  return CheckCancelled(context.cancellation);
 }
 
 absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(

@@ -173,6 +173,54 @@ def test_a_long_chain_of_elementwise_ops_compiles_and_runs(attacker, victim):
     np.testing.assert_array_equal(y.to_numpy(), np.full(4, 12000, np.float32))
 
 
+ADD_REGION = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}"""
+
+
+def reduce_window(operand: str, out: str, window: str) -> str:
+    return (f"HloModule w\n{ADD_REGION}\nENTRY e {{\n"
+            f"  p = {operand} parameter(0)\n"
+            f"  ROOT r = {out} reduce-window(p, f32[] constant(0)), "
+            f"window={{{window}}}, to_apply=add\n}}")
+
+
+def test_a_window_far_larger_than_its_operand_costs_what_the_operand_does(
+        attacker, victim):
+    """2^54 window positions, nearly all padding: each output visits only
+    the positions that land on an element (one here), not every position
+    (which took the host's compute threads for good); three 2^22 sizes,
+    whose product wraps 64 bits, sum the one element they cover."""
+    huge = 1 << 54
+    exe = attacker.compile(reduce_window(
+        "f32[1]", "f32[2]",
+        f"size={huge} stride={huge} pad={huge}_{huge}"))
+    start = time.monotonic()
+    (y,) = exe.execute([np.full(1, 5, np.float32)])
+    np.testing.assert_array_equal(y.to_numpy(), [0, 5])
+    assert time.monotonic() - start < 5
+    side, half = 1 << 22, 1 << 21
+    exe = attacker.compile(reduce_window(
+        "f32[1,1,1]", "f32[1,1,1]",
+        f"size={side}x{side}x{side} "
+        f"pad={half}_{half - 1}x{half}_{half - 1}x{half}_{half - 1}"))
+    (y,) = exe.execute([np.full((1, 1, 1), 5, np.float32)])
+    np.testing.assert_array_equal(y.to_numpy(), [[[5]]])
+
+
+@pytest.mark.parametrize("window, what", [
+    ("size=1 lhs_dilate=2147483648", "base dilation at most 2147483647"),
+    (f"size=1 pad={1 << 57}_0", "at most 2\\^56"),
+    (f"size=2 rhs_dilate={1 << 57}", "at most 2\\^56"),
+])
+def test_windows_past_the_kernels_bounds_are_refused(attacker, window, what):
+    with pytest.raises(pjrt_client.InvalidArgumentError, match=what):
+        attacker.compile(reduce_window("f32[2]", "f32[2]", window))
+
+
 def test_a_long_chain_of_calls_is_refused_not_recursed(attacker, victim):
     depth = 50000
     parts = ["HloModule calls",
