@@ -247,6 +247,11 @@ absl::Status BufferService::UploadImpl(
   auto device =
       LookupAddressableDevice(*client_, *cluster_, header.device_id());
   if (!device.ok()) return device.status();
+  // The buffer's memory counts against the tenant's quota from now, not
+  // from when its handle comes: stalled uploads would hold it uncounted.
+  auto hold = (*session)->HoldDeviceMemory((*device)->local_hardware_id(),
+                                           shape->ByteSize());
+  if (!hold.ok()) return hold.status();
   auto transfer = client_->CreateHostToDeviceTransfer(*shape, *device);
   if (!transfer.ok()) return transfer.status();
 
@@ -303,6 +308,7 @@ absl::Status BufferService::UploadImpl(
   absl::Status status = (*transfer)->Finish();
   if (!status.ok()) return status;
   std::shared_ptr<runtime::Buffer> buffer = (*transfer)->buffer();
+  hold->reset();  // the handle counts it from here
   auto handle = (*session)->AddBuffer(buffer);
   if (!handle.ok()) {
     buffer->Delete();

@@ -223,7 +223,7 @@ absl::StatusOr<std::shared_ptr<QueuedRun>> TakeTurn(
 
 // `queued` lives until the run whose `results` these are has ended.
 void HoldUntilRunEnds(
-    const std::shared_ptr<QueuedRun>& queued,
+    const std::shared_ptr<void>& held,
     const std::vector<std::shared_ptr<runtime::Buffer>>& results) {
   if (results.empty()) return;
   // Every result of a run is defined by the same event: the first
@@ -232,7 +232,7 @@ void HoldUntilRunEnds(
   while (first->is_tuple() && !first->tuple_elements().empty()) {
     first = first->tuple_elements().front().get();
   }
-  if (!first->is_tuple()) first->OnReady([queued](absl::Status) {});
+  if (!first->is_tuple()) first->OnReady([held](absl::Status) {});
 }
 
 // Runs `e` on `device` the way its compile asks for. The runtime's errors
@@ -488,10 +488,17 @@ absl::Status ExecutableService::ExecuteInSession(
       request.options().wait_until_ready() || request.options().fetch_results();
   const bool short_run = single_device && e.recent_run_time() < kInlineRunLimit;
   options.run_inline_when_idle = inline_idle || wait || short_run;
+  // The run's scratch memory counts against the tenant's quota until the
+  // run ends (its results count once they have handles).
+  PJRT_ASSIGN_OR_RETURN(
+      std::shared_ptr<void> scratch,
+      session->HoldDeviceMemory(device->local_hardware_id(),
+                                e.scratch_bytes()));
   absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results =
       Launch(e, raw_arguments, device, options);
   if (!results.ok()) return results.status();
   if (queued != nullptr) HoldUntilRunEnds(queued, *results);
+  if (scratch != nullptr) HoldUntilRunEnds(scratch, *results);
   if (wait) {
     // A lane's call covers its session's cancellation and its client's
     // hanging up; a gRPC call's context is asked apart (see AwaitResults).
@@ -688,8 +695,20 @@ absl::Status ExecutableService::ExecuteReplicatedHere(
                         MaybeStartWaitingCall(*session, all_arguments));
   std::shared_ptr<Cancellation> call = CallCancellation(context, *session);
   options.wait_cancellation = call.get();
+  // Each device's scratch counts against the tenant's quota until its run
+  // ends.
+  std::vector<std::shared_ptr<void>> scratch;
+  for (runtime::Device* device : e.addressable_devices()) {
+    PJRT_ASSIGN_OR_RETURN(
+        scratch.emplace_back(),
+        session->HoldDeviceMemory(device->local_hardware_id(),
+                                  e.scratch_bytes()));
+  }
   PJRT_ASSIGN_OR_RETURN(auto results,
                         e.ExecuteReplicated(raw_arguments, options));
+  for (size_t d = 0; d < results.size() && d < scratch.size(); ++d) {
+    if (scratch[d] != nullptr) HoldUntilRunEnds(scratch[d], results[d]);
+  }
   response->set_launch_id(options.launch_id);
   for (size_t d = 0; d < results.size(); ++d) {
     absl::Status status = RegisterResults(

@@ -144,6 +144,22 @@ absl::Status Session::ChargeLocked(
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<void>> Session::HoldDeviceMemory(
+    int device, int64_t bytes) {
+  if (account_ == nullptr || bytes <= 0) return nullptr;
+  absl::Status status = account_->TakeBuffers(0, device, bytes);
+  if (!status.ok()) {
+    Audit("quota_refused", {{"tenant", account_->name()},
+                            {"session", absl::StrCat(public_id_)},
+                            {"reason", std::string(status.message())}});
+    return status;
+  }
+  std::shared_ptr<TenantAccount> account = account_;
+  return std::shared_ptr<void>(nullptr, [account, device, bytes](void*) {
+    account->GiveBuffers(0, device, bytes);
+  });
+}
+
 void Session::Refund(const runtime::Buffer& buffer) {
   if (account_ == nullptr) return;
   account_->GiveBuffers(1, ChargedDevice(buffer), ChargedBytes(buffer));

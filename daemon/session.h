@@ -166,6 +166,14 @@ class Session {
   // limit now.
   absl::Status CheckRoom(int64_t more) const;
 
+  // Counts `bytes` on `device` (a local hardware id) against the tenant's
+  // device-memory quota, for memory no handle counts yet (an upload in
+  // flight, a run's scratch), until the returned hold is dropped (from any
+  // thread, after the session too). RESOURCE_EXHAUSTED as a buffer's
+  // charge would be; null without tenants.
+  absl::StatusOr<std::shared_ptr<void>> HoldDeviceMemory(int device,
+                                                         int64_t bytes);
+
   // OK when `handles` could name new buffers: INVALID_ARGUMENT naming the
   // handle when one is zero, given twice, or already in use in the session.
   absl::Status CheckNewHandles(absl::Span<const uint64_t> handles) const;

@@ -26,7 +26,7 @@ from programs import ADD_ONE
 from pjrt_client._proto.pjrt.v1 import (buffer_pb2, buffer_pb2_grpc,
                                         executable_pb2, server_pb2,
                                         server_pb2_grpc, session_pb2,
-                                        session_pb2_grpc)
+                                        session_pb2_grpc, types_pb2)
 
 QUOTA_BYTES = 1 << 20
 
@@ -343,6 +343,97 @@ def test_memory_quota_refuses_the_tenant_and_not_the_others(tenants):
         alice.put(half, device=0)
     assert 'audit event=quota_refused tenant="alice"' in (
         tenants.daemon.log_path.read_text())
+
+
+def test_an_upload_in_flight_counts_against_the_quota(tenants):
+    """An upload's memory is the tenant's from its header on, not from its
+    last byte: uploads left hanging cannot hold memory the quota does not
+    see."""
+    with tenants.connect("alice", shared_memory=False) as alice:
+        token = tenants.tokens["alice"]
+        buffers = buffer_pb2_grpc.BuffersStub(tenants.channel())
+        release = threading.Event()
+        size = QUOTA_BYTES * 3 // 4
+
+        def stream():
+            yield buffer_pb2.UploadRequest(header=buffer_pb2.UploadHeader(
+                session_id=alice._session.id, device_id=0,
+                shape=types_pb2.ArrayShape(dtype=types_pb2.DTYPE_U8,
+                                           dims=[size])))
+            yield buffer_pb2.UploadRequest(chunk=b"\0" * 1024)
+            release.wait(timeout=60)
+            yield buffer_pb2.UploadRequest(chunk=b"\0" * (size - 1024))
+
+        upload = buffers.Upload.future(
+            stream(), metadata=tenants.metadata(token), timeout=60)
+        half = np.zeros(QUOTA_BYTES // 8, np.float32)  # half of the quota
+
+        def refused() -> bool:
+            try:
+                alice.put(half, device=0).delete()
+            except pjrt_client.ResourceExhaustedError as e:
+                assert "quota.device_memory" in str(e)
+                return True
+            return False
+        deadline = time.monotonic() + 20
+        while not refused():
+            assert not upload.done(), upload.exception()
+            assert time.monotonic() < deadline, "the upload never counted"
+        # Another device's memory is not this upload's.
+        alice.put(half, device=1).delete()
+        release.set()
+        assert upload.result(timeout=30).handle != 0
+        # Now its buffer counts: still no room for a half, room for an
+        # eighth.
+        with pytest.raises(pjrt_client.ResourceExhaustedError):
+            alice.put(half, device=0)
+        alice.put(np.zeros(QUOTA_BYTES // 32, np.float32), device=0)
+
+
+# A loop whose state (2 MiB, twice alice's quota) lives in the run's
+# scratch memory; its result is one float.
+BIG_STATE = """HloModule big_state
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+body {
+  s = (s32[], f32[524288]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[524288] get-tuple-element(s), index=1
+  one = f32[524288] broadcast(f32[] constant(1)), dimensions={}
+  y = f32[524288] add(x, one)
+  j = s32[] add(i, s32[] constant(1))
+  ROOT t = (s32[], f32[524288]) tuple(j, y)
+}
+cond {
+  s = (s32[], f32[524288]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ROOT c = pred[] compare(i, s32[] constant(3)), direction=LT
+}
+ENTRY e {
+  z = f32[524288] broadcast(f32[] constant(0)), dimensions={}
+  w = (s32[], f32[524288]) while((s32[], f32[524288]) tuple(
+      s32[] constant(0), z)), condition=cond, body=body
+  x = f32[524288] get-tuple-element(w), index=1
+  ROOT r = f32[] reduce(x, f32[] constant(0)), dimensions={0}, to_apply=add
+}"""
+
+
+def test_a_runs_scratch_memory_counts_against_the_quota(tenants):
+    """Memory a run takes for its intermediate values is the tenant's while
+    the run lasts: a run needing more than the quota is refused up front,
+    whatever the size of its results."""
+    with tenants.connect("alice", shared_memory=False) as alice, \
+            tenants.connect("bob", shared_memory=False) as bob:
+        with pytest.raises(pjrt_client.ResourceExhaustedError) as e:
+            alice.compile(BIG_STATE).execute([], device=0)
+        assert "quota.device_memory" in str(e.value)
+        (total,) = bob.compile(BIG_STATE).execute([], device=0)
+        assert float(total.to_numpy()) == 3 * 524288
+        # Nothing of the refused run stays counted.
+        alice.put(np.zeros(QUOTA_BYTES // 4, np.float32), device=0)
 
 
 def test_session_and_executable_quotas(tenants):
