@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -179,10 +181,13 @@ absl::Status CheckShapeLimits(const Shape& shape) {
 absl::StatusOr<Shape> MakeArrayShape(PrimitiveType type,
                                      absl::Span<const int64_t> dims) {
   if (!IsArrayType(type)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown element type %d; expected one of pred, s8, s16, s32, s64, "
-        "u8, u16, u32, u64, f16, bf16, f32, f64",
-        static_cast<int>(type)));
+    std::vector<std::string> names;
+    for (PrimitiveType t : kArrayTypes) {
+      names.emplace_back(PrimitiveTypeName(t));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown element type %d; expected one of %s",
+                        static_cast<int>(type), absl::StrJoin(names, ", ")));
   }
   if (dims.size() > static_cast<size_t>(kMaxRank)) {
     return absl::InvalidArgumentError(absl::StrFormat(

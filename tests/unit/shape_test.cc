@@ -49,6 +49,12 @@ TEST(MakeArrayShape, RejectsUnknownType) {
   auto shape = MakeArrayShape(static_cast<PrimitiveType>(99), {1});
   ASSERT_FALSE(shape.ok());
   EXPECT_NE(shape.status().message().find("99"), absl::string_view::npos);
+  // Every type an array may have is offered, the narrow ones included.
+  for (PrimitiveType t : kArrayTypes) {
+    EXPECT_NE(shape.status().message().find(PrimitiveTypeName(t)),
+              absl::string_view::npos)
+        << PrimitiveTypeName(t);
+  }
 }
 
 TEST(MakeArrayShape, RejectsSizesThatOverflow) {
