@@ -732,6 +732,25 @@ class Translator {
                                                 const std::string& x);
   absl::StatusOr<std::string> ErfInv(const ChloEmitter& e,
                                      const std::string& x);
+  // --- CHLO's special functions, in stablehlo_special.cc --------------------
+  // chlo.lgamma, digamma, erfc, bessel_i1e, zeta, polygamma (computed in
+  // f64), next_after, is_inf, is_pos_inf, is_neg_inf and conj.
+  absl::Status Special(Builder* b, const Operation& op, absl::string_view name);
+  void LanczosSums(const ChloEmitter& e, const std::string& z, std::string* sum,
+                   std::string* slope);
+  // Each on values of e.shape (f64), returning the result's name.
+  std::string Lgamma(const ChloEmitter& e, const std::string& x);
+  std::string Digamma(const ChloEmitter& e, const std::string& x);
+  std::string Erfc(const ChloEmitter& e, const std::string& x);
+  std::string BesselI1e(const ChloEmitter& e, const std::string& x);
+  std::string Zeta(const ChloEmitter& e, const std::string& s,
+                   const std::string& q);
+  std::string Polygamma(const ChloEmitter& e, const std::string& n,
+                        const std::string& x);
+  // On e.shape's own float type (16 to 64 bits).
+  absl::StatusOr<std::string> NextAfter(const ChloEmitter& e,
+                                        const std::string& x,
+                                        const std::string& y);
   // chlo.mulhi: the high half of x * y's double-width product, for
   // integers of 8 to 64 bits (through 64-bit products, or for 64-bit
   // operands from their 32-bit halves).

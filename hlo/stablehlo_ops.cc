@@ -211,8 +211,12 @@ absl::Status Translator::Chlo(Builder* b, const Operation& op,
   static const auto* const kChlo = new absl::flat_hash_set<std::string>{
       "erf",  "tan",   "top_k", "sinh",  "cosh",   "atan",    "asin",
       "acos", "asinh", "acosh", "atanh", "square", "erf_inv", "mulhi"};
+  static const auto* const kSpecial = new absl::flat_hash_set<std::string>{
+      "lgamma",     "digamma", "erfc",       "bessel_i1e", "zeta", "polygamma",
+      "next_after", "is_inf",  "is_pos_inf", "is_neg_inf", "conj"};
   if (name == "scan") return Scan(b, op);
   if (name == "ragged_dot") return RaggedDot(b, op);
+  if (kSpecial->contains(name)) return Special(b, op, name);
   if (!kChlo->contains(name)) {
     return Unsupported(op, "this CHLO operation is not supported");
   }
