@@ -51,7 +51,10 @@ void BufferInfoToProto(const Session& session, uint64_t handle,
     ShapeToProto(buffer.shape(), info->mutable_shape());
     info->set_size_bytes(buffer.size_bytes());
   }
-  bool ready = buffer.IsReady();
+  // A deleted or donated buffer is settled too: its error says which (a
+  // caller polling for readiness must not wait for ever).
+  const bool ready =
+      buffer.IsReady() || (!buffer.is_tuple() && buffer.IsDeleted());
   info->set_ready(ready);
   if (ready) {
     absl::Status status = buffer.BlockHostUntilReady(absl::ZeroDuration());

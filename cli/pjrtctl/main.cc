@@ -5,7 +5,9 @@
 // Exit status: 0 on success, 1 when the daemon reports an error (or cannot
 // be reached), 2 on a usage error. Each command lives in a file of its own
 // in this folder (commands.h).
+#include <iostream>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
@@ -74,6 +76,15 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A word that names no command (a typo) is left over: say so, rather
+    // than that a command is missing.
+    const std::vector<std::string> left = app.remaining();
+    if (app.get_subcommands().empty() && !left.empty() &&
+        !left.front().empty() && left.front()[0] != '-') {
+      std::cerr << "pjrtctl: '" << left.front()
+                << "' is not a command; pjrtctl --help lists them\n";
+      return kExitUsage;
+    }
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }

@@ -303,3 +303,77 @@ def test_every_public_name_has_a_docstring_and_type_hints():
 def pydoc_text() -> str:
     import pydoc
     return pydoc.render_doc(pjrt_client, renderer=pydoc.plaintext)
+
+
+# --- arguments and errors a user gets wrong --------------------------------
+
+BF16_DOUBLE = """HloModule bf
+ENTRY e {
+  p = bf16[3] parameter(0)
+  ROOT r = bf16[3] add(p, p)
+}"""
+
+
+@pytest.mark.filterwarnings("ignore:ml_dtypes is not installed")
+def test_bf16_parameters_take_python_floats_and_f64_arrays(client):
+    """Rounded to nearest even, with or without ml_dtypes."""
+    e = client.compile(BF16_DOUBLE)
+    for value in ([1.5, 2.25, 3.0], np.array([1.5, 2.25, 3.0]),
+                  np.float32([1.5, 2.25, 3.0])):
+        (r,) = e.execute([value])
+        np.testing.assert_array_equal(r.to_numpy().view(np.uint16),
+                                      [0x4040, 0x4090, 0x40C0])
+    with pytest.raises(TypeError, match="float64"):
+        client.put(np.float64([1.5]), as_type="bf16")
+
+
+def test_integer_parameters_refuse_values_they_cannot_hold(client):
+    e = client.compile("HloModule m\nENTRY e {\n  p = s32[] parameter(0)\n"
+                       "  ROOT r = s32[] add(p, p)\n}")
+    assert int(e.execute([21])[0].to_numpy()) == 42
+    assert int(e.execute([2.0])[0].to_numpy()) == 4
+    for bad in (2 ** 40, 2.5, float("nan")):
+        with pytest.raises(pjrt_client.InvalidArgumentError,
+                           match="does not fit parameter 0's type s32"):
+            e.execute([bad])
+
+
+def test_sub_byte_uploads_refuse_values_out_of_range(client):
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="s4 holds -8..7; element 1 is 9"):
+        client.put(np.int8([1, 9]), as_type="s4")
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="u4 holds 0..15; element 0 is 16"):
+        client.put(np.uint8([16]), as_type="u4")
+    b = client.put(np.int8([-8, 7]), as_type="s4")
+    np.testing.assert_array_equal(b.to_numpy(), [-8, 7])
+
+
+def test_one_array_for_args_is_a_type_error_not_one_row_each(client):
+    from programs import ADD_ONE
+    e = client.compile(ADD_ONE)
+    with pytest.raises(TypeError, match="pass \\[x\\] for one"):
+        e.execute(np.float32([[1, 2, 3], [4, 5, 6]]))
+
+
+def test_a_donated_buffer_is_settled_with_its_error(client):
+    e = client.compile("""HloModule d, input_output_alias={ {}: (0, {}) }
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] add(p, p)
+}""")
+    x = client.put(np.ones(4, np.float32))
+    e.execute([x])
+    assert x.is_ready()  # a loop waiting for it ends
+    with pytest.raises(pjrt_client.FailedPreconditionError, match="donated"):
+        x.to_numpy()
+
+
+def test_a_closed_clients_calls_raise_failed_precondition(daemon):
+    with pjrt_client.connect(daemon.addresses[0]) as c:
+        x = c.put(np.ones(3, np.float32))
+    for call in (x.to_numpy, x.is_ready, lambda: x.copy_to(1), c.stats,
+                 c.devices, c.ping):
+        with pytest.raises(pjrt_client.FailedPreconditionError,
+                           match="closed"):
+            call()

@@ -105,6 +105,12 @@ def test_get_of_an_unknown_handle_is_not_found(daemon, tmp_path):
     assert json.loads(result.stdout)["error"]["code"] == "NOT_FOUND"
 
 
+def test_a_mistyped_command_is_named_as_no_command(daemon):
+    result = ctl(daemon.addresses[0], "devies", json_output=False)
+    assert result.returncode == 2
+    assert "'devies' is not a command" in result.stderr
+
+
 def test_keep_and_session_together_are_a_usage_error(daemon, tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(3, np.float32))
     result = ctl(daemon.addresses[0], "put", str(tmp_path / "x.npy"),

@@ -237,10 +237,14 @@ class Buffer:
                             f"{type(out).__name__}")
         if out.shape != self._shape or out.dtype != self.dtype or \
                 not out.flags.c_contiguous or not out.flags.writeable:
+            got = f"{out.dtype}{list(out.shape)}"
+            if not out.flags.c_contiguous:
+                got += " (not C-contiguous)"
+            if not out.flags.writeable:
+                got += " (read-only)"
             raise InvalidArgumentError(
                 f"out must be a writable C-contiguous {self.dtype}"
-                f"{list(self._shape)} array; got {out.dtype}"
-                f"{list(out.shape)}")
+                f"{list(self._shape)} array; got {got}")
         found = self._client._region_of(out)
         if found is not None and not self._remote and \
                 self._dtype_wire not in _dtypes.PACKED_BITS:

@@ -108,9 +108,13 @@ class Client:
         self._raw_channel = raw
         self._channel = (grpc.intercept_channel(raw, _BearerToken(token))
                          if token else raw)
+        ready = grpc.channel_ready_future(raw)
         try:
-            grpc.channel_ready_future(raw).result(timeout=timeout)
+            ready.result(timeout=timeout)
         except grpc.FutureTimeoutError:
+            # Stop the future's watcher thread before the channel closes
+            # under it (it would print a traceback).
+            ready.cancel()
             self._channel.close()
             raise UnavailableError(
                 f"cannot reach pjrtd at {self.address} within {timeout:g}s: "
@@ -489,6 +493,9 @@ class Client:
                 raise InvalidArgumentError(
                     f"zero_copy=True cannot take {_dtypes.wire_name(wire)} "
                     f"data: buffers hold it packed several per byte")
+            why = _dtypes.sub_byte_range_error(a, wire)
+            if why is not None:
+                raise InvalidArgumentError(f"cannot upload: {why}")
             a = _dtypes.pack_sub_byte(a, _dtypes.PACKED_BITS[wire])
         remote = self._is_remote(device_id)
         if remote and zero_copy:

@@ -12,7 +12,8 @@ import grpc
 import numpy as np
 
 from pjrt_client import _dtypes
-from pjrt_client._errors import Error, InvalidArgumentError, from_rpc_error
+from pjrt_client._errors import (Error, FailedPreconditionError,
+                                 InvalidArgumentError, from_rpc_error)
 from pjrt_client._proto.pjrt.v1 import buffer_pb2, executable_pb2, types_pb2
 
 
@@ -99,11 +100,18 @@ class Device:
 
 
 def _call(method: Any, request: Any, timeout: float | None = _CALL_TIMEOUT):
-    """Calls a unary RPC, turning grpc.RpcError into pjrt_client.Error."""
+    """Calls a unary RPC, turning grpc.RpcError into pjrt_client.Error
+    (and gRPC's ValueError for a closed channel into
+    FailedPreconditionError: the client was closed)."""
     try:
         return method(request, timeout=timeout)
     except grpc.RpcError as e:
         raise from_rpc_error(e) from None
+    except ValueError as e:
+        if "closed channel" not in str(e):
+            raise
+        raise FailedPreconditionError(
+            "the client is closed; connect again to use the daemon") from None
 
 
 class _RandomHandles:

@@ -145,13 +145,18 @@ def wire_dtype(dtype: np.dtype, bf16: bool = False,
             raise TypeError(f"as_type={as_type!r} is not a type of raw codes; "
                             f"use one of "
                             f"{', '.join(wire_name(w) for w in RAW_CODES)}")
-        if dtype != raw and _ML_DTYPES.get(wire) != dtype and not (
-                wire == types_pb2.DTYPE_BF16 and dtype == BFLOAT16):
+        # (A dtype compared with None is numpy's default float64: the
+        # ml_dtypes types are None without ml_dtypes.)
+        ml_dtype = _ML_DTYPES.get(wire)
+        if dtype != raw and (ml_dtype is None or ml_dtype != dtype) and not (
+                wire == types_pb2.DTYPE_BF16 and BFLOAT16 is not None and
+                dtype == BFLOAT16):
             raise TypeError(f"{as_type} raw codes are {raw} values; got "
                             f"{dtype}")
         return wire
     if bf16:
-        if dtype != np.dtype(np.uint16) and dtype != BFLOAT16:
+        if dtype != np.dtype(np.uint16) and (BFLOAT16 is None or
+                                             dtype != BFLOAT16):
             raise TypeError(
                 f"bf16=True needs uint16 bit patterns (or "
                 f"ml_dtypes.bfloat16); got {dtype}")
@@ -211,6 +216,28 @@ def wire_nbytes(wire: int, count: int) -> int:
         per_byte = 8 // PACKED_BITS[wire]
         return (count + per_byte - 1) // per_byte
     return count * int(itemsize(wire))
+
+
+def sub_byte_range_error(values: np.ndarray, wire: int) -> str | None:
+    """Why integer ``values`` (one per byte) do not fit the packed type
+    ``wire`` (s4 -8..7, u4 0..15, s2 -2..1, u2 0..3, f4e2m1fn codes
+    0..15), naming the first that does not; None when they all do (and for
+    ml_dtypes arrays, which hold only what fits)."""
+    a = np.asarray(values)
+    if a.dtype.kind not in "iu" or a.size == 0:
+        return None
+    bits = PACKED_BITS[wire]
+    if wire in SIGNED_PACKED:
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    else:
+        low, high = 0, (1 << bits) - 1
+    flat = a.reshape(-1)
+    bad = (flat < low) | (flat > high)
+    if not bad.any():
+        return None
+    at = int(np.argmax(bad))
+    return (f"{wire_name(wire)} holds {low}..{high}; element {at} is "
+            f"{flat[at]}")
 
 
 def pack_sub_byte(values: np.ndarray, bits: int = 4) -> np.ndarray:

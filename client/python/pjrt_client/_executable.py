@@ -20,6 +20,39 @@ if TYPE_CHECKING:
     from pjrt_client._client import Client
 
 
+def _exact(value: Any, dtype: Any, index: int, expected: Any) -> np.ndarray:
+    """Python values as an array of the parameter's integer type, refusing
+    those it cannot hold (2**40 for s32, 2.5, NaN) instead of wrapping or
+    truncating them; other types as numpy converts them."""
+    if dtype is None or np.dtype(dtype).kind not in "iu":
+        return np.asarray(value, dtype=dtype)
+    raw = np.asarray(value)
+    if raw.dtype.kind == "b":
+        return raw.astype(dtype)
+    try:
+        with np.errstate(invalid="ignore"):
+            array = raw.astype(dtype)
+        exact = raw.dtype.kind in "iuf" and np.array_equal(
+            array.astype(np.float64 if raw.dtype.kind == "f" else raw.dtype),
+            raw)
+    except (OverflowError, TypeError, ValueError):
+        exact = False
+    if not exact:
+        raise InvalidArgumentError(
+            f"argument {index} does not fit parameter {index}'s type "
+            f"{expected}: {value!r}")
+    return array
+
+
+def _check_sequence(args: Any) -> None:
+    """One argument per parameter: a lone array or buffer is a mistake (a
+    2-D array would pass as one argument per row)."""
+    if isinstance(args, (Buffer, np.ndarray)):
+        raise TypeError("args must be a sequence with one argument per "
+                        "parameter, not a single "
+                        f"{type(args).__name__}; pass [x] for one")
+
+
 class Executable:
     """A compiled HLO program of the client's session.
 
@@ -177,10 +210,13 @@ class Executable:
             if expected is not None and expected.dtype not in (
                     "bf16", *_dtypes.MINIFLOAT_NAMES):
                 dtype = expected.numpy_dtype
-            array = np.asarray(value, dtype=dtype)
+            array = _exact(value, dtype, index, expected)
         as_type = None
         if expected is not None and expected.dtype == "bf16":
-            if array.dtype.kind == "f" and array.dtype != _dtypes.BFLOAT16:
+            # (BFLOAT16 is None without ml_dtypes: numpy reads a dtype
+            # compared with None as the default float64.)
+            if array.dtype.kind == "f" and (_dtypes.BFLOAT16 is None or
+                                            array.dtype != _dtypes.BFLOAT16):
                 array = _dtypes.float_to_bf16_bits(array)
             if array.dtype == np.uint16:
                 as_type = "bf16"
@@ -220,10 +256,7 @@ class Executable:
     def _handles(self, args: Sequence[Any], device_id: int,
                  temporaries: list[Buffer],
                  pipelined_on: ExecuteStream | None = None) -> list[int]:
-        if isinstance(args, (Buffer, np.ndarray)):
-            raise TypeError("args must be a sequence with one argument per "
-                            "parameter, not a single "
-                            f"{type(args).__name__}")
+        _check_sequence(args)
         return [self._argument(i, a, device_id, temporaries, pipelined_on)
                 for i, a in enumerate(args)]
 
@@ -302,6 +335,7 @@ class Executable:
                 donated argument.
         """
         self._check_alive()
+        _check_sequence(args)
         args = list(args)
         if device is None:
             device_id = next((a._device_id for a in args
