@@ -573,6 +573,17 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> Executable::RunParticipant(
   execute_options.own_stream = has_collectives_ && R * P > 1;
   execute_options.observer = options.observer;
   execute_options.run_inline_when_idle = options.run_inline_when_idle;
+  if (hub != nullptr) {
+    // Peers waiting for this part at a collective learn at once that it
+    // will not come (its input failed), instead of waiting out the timeout.
+    execute_options.argument_failed = [hub, replica, partition,
+                                       P](const absl::Status& status) {
+      hub->Fail(replica * P + partition,
+                absl::Status(status.code(),
+                             absl::StrCat("an argument of its run failed: ",
+                                          status.message())));
+    };
+  }
   auto outputs = ExecuteOnDevice(client_, device, args, results,
                                  std::move(kernel), execute_options);
   if (!outputs.ok()) {

@@ -126,14 +126,15 @@ absl::Status TakeHolds(absl::Span<const ExecuteArgument> arguments,
 }
 
 // Collects in `waits` the events the kernel's stream must wait for: the
-// arguments' definitions (each also a dependency of `definition`) and, for
-// donated ones, every earlier reader; each waited for on the host as in
-// AwaitProducers (normally at once by now).
+// arguments' definitions (each also a dependency of `definition`, and in
+// `inputs`) and, for donated ones, every earlier reader; each waited for on
+// the host as in AwaitProducers (normally at once by now).
 absl::Status CollectWaits(
     absl::Span<const ExecuteArgument> arguments,
     const std::vector<Buffer::ScopedHold>& holds, const Cancellation* wait,
     BufferSequencingEvent* definition,
-    std::vector<std::shared_ptr<BufferSequencingEvent>>* waits) {
+    std::vector<std::shared_ptr<BufferSequencingEvent>>* waits,
+    std::vector<std::shared_ptr<BufferSequencingEvent>>* inputs) {
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
     const auto& tracked = holds[i].buffer();
     for (const auto& event : tracked->definition_events()) {
@@ -146,6 +147,7 @@ absl::Status CollectWaits(
       }
       definition->AddDependency(event);
       waits->push_back(event);
+      inputs->push_back(event);
     }
     if (arguments[i].donate) {
       for (const auto& usage : tracked->usage_events()) {
@@ -213,17 +215,34 @@ absl::Status AllocateResults(device::LocalDeviceState* local,
   return absl::OkStatus();
 }
 
+// The first error among the arguments' definitions `inputs` that have
+// completed (OK if none failed): a kernel must not compute on them.
+absl::Status FailedInput(
+    const std::vector<std::shared_ptr<BufferSequencingEvent>>& inputs) {
+  for (const auto& event : inputs) {
+    if (!event->IsComplete()) continue;
+    absl::Status status = event->status();
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 // Runs `kernel` with the given pointers, or enqueues it on `compute` where
 // the host can access device memory (its error is then bound to the results
 // through `definition`). On failure it waits for the work already on
-// `compute` and counts the run as failed.
+// `compute` and counts the run as failed. When one of `inputs` (the
+// arguments' definitions) has failed by the time the kernel would run, the
+// kernel does not run: `argument_failed` is told, and the results get that
+// error (their definition depends on it).
 absl::Status LaunchKernel(
     Client* client, device::LocalDeviceState* local, device::Stream* compute,
     Kernel kernel, const std::vector<void*>& argument_pointers,
     const std::vector<void*>& result_pointers, void* scratch_pointer,
     uint64_t seed, int64_t launch_id,
     const std::shared_ptr<BufferSequencingEvent>& definition,
-    const std::shared_ptr<Cancellation>& run_cancellation) {
+    const std::shared_ptr<Cancellation>& run_cancellation,
+    std::vector<std::shared_ptr<BufferSequencingEvent>> inputs,
+    const std::function<void(const absl::Status&)>& argument_failed) {
   const auto make_args = [compute, seed, launch_id, scratch_pointer](
                              absl::Span<void* const> arguments,
                              absl::Span<void* const> results,
@@ -241,8 +260,15 @@ absl::Status LaunchKernel(
     // lists; its error is bound to the results.
     absl::Status status = compute->EnqueueHostFunction(
         [kernel = std::move(kernel), make_args, argument_pointers,
-         result_pointers, definition,
-         cancellation = run_cancellation]() mutable {
+         result_pointers, definition, cancellation = run_cancellation,
+         inputs = std::move(inputs), argument_failed]() mutable {
+          // The stream has waited for every input: their status is final.
+          absl::Status failed = FailedInput(inputs);
+          if (!failed.ok()) {
+            if (argument_failed) argument_failed(failed);
+            definition->SetProducerStatus(std::move(failed));
+            return;
+          }
           absl::Status s = RunKernel(
               std::move(kernel), make_args(argument_pointers, result_pointers,
                                            cancellation.get()));
@@ -253,6 +279,14 @@ absl::Status LaunchKernel(
       local->run_stats().failed.Add();
       return status;
     }
+    return absl::OkStatus();
+  }
+  // Device work: an input known to have failed by now is refused here
+  // (later failures show in the results through their dependencies).
+  absl::Status failed = FailedInput(inputs);
+  if (!failed.ok()) {
+    if (argument_failed) argument_failed(failed);
+    definition->SetProducerStatus(failed);
     return absl::OkStatus();
   }
   absl::Status status = RunKernel(
@@ -383,9 +417,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   std::vector<Buffer::ScopedHold> holds;
   PJRT_RETURN_IF_ERROR(TakeHolds(arguments, wait, &holds));
   auto definition = std::make_shared<BufferSequencingEvent>();
-  std::vector<std::shared_ptr<BufferSequencingEvent>> waits;
+  std::vector<std::shared_ptr<BufferSequencingEvent>> waits, inputs;
   PJRT_RETURN_IF_ERROR(
-      CollectWaits(arguments, holds, wait, definition.get(), &waits));
+      CollectWaits(arguments, holds, wait, definition.get(), &waits, &inputs));
 
   device::Semaphore& semaphore = options.own_stream
                                      ? local->collective_semaphore()
@@ -440,10 +474,10 @@ absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> ExecuteOnDevice(
   // The run stops early when its caller's cancellation is raised, or once
   // every result is deleted unread (see Buffer::ResultWatch).
   auto run_cancellation = std::make_shared<Cancellation>(options.cancellation);
-  PJRT_RETURN_IF_ERROR(LaunchKernel(client, local, compute, std::move(kernel),
-                                    argument_pointers, result_pointers,
-                                    scratch.data(), seed, options.launch_id,
-                                    definition, run_cancellation));
+  PJRT_RETURN_IF_ERROR(LaunchKernel(
+      client, local, compute, std::move(kernel), argument_pointers,
+      result_pointers, scratch.data(), seed, options.launch_id, definition,
+      run_cancellation, std::move(inputs), options.argument_failed));
   PJRT_RETURN_IF_ERROR(RecordDefinition(local, compute, on_own_stream,
                                         definition.get(), enqueued,
                                         options.observer));

@@ -12,6 +12,7 @@
 #define PJRT_RUNTIME_EXECUTE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -101,6 +102,12 @@ struct ExecuteOptions {
   int64_t scratch_bytes = 0;
   // Told when the run is done; may be null.
   std::shared_ptr<RunObserver> observer;
+  // Called (on the stream's thread, in place of the kernel) when an
+  // argument's producer failed after this run was enqueued: the kernel
+  // does not run on such contents, its results get the producer's error,
+  // and this lets those who wait for the run at a collective know at once.
+  // May be empty.
+  std::function<void(const absl::Status&)> argument_failed;
 };
 
 // Enqueues `kernel` on `device` and returns the result buffers at once.

@@ -377,3 +377,19 @@ def test_a_closed_clients_calls_raise_failed_precondition(daemon):
         with pytest.raises(pjrt_client.FailedPreconditionError,
                            match="closed"):
             call()
+
+
+def test_dropped_pipelined_results_are_freed_by_synchronize(daemon):
+    """Not only in batches of 64: once the runs are done and the results
+    dropped, synchronize() (and stats()) free them on the daemon."""
+    from programs import ADD_ONE
+    with pjrt_client.connect(daemon.addresses[0]) as c:
+        step = c.compile(ADD_ONE)
+        before = c.stats()["buffer_count"]
+        x = c.put(np.zeros(4, np.float32))
+        for _ in range(10):
+            (x,) = step.execute([x], pipelined=True)
+        np.testing.assert_array_equal(x.to_numpy(), np.full(4, 10))
+        x.delete()
+        c.synchronize()
+        assert c.stats()["buffer_count"] == before

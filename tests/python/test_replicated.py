@@ -623,6 +623,89 @@ ENTRY e {
 }"""
 
 
+def failed_after_enqueue(client, device):
+    """A buffer on `device` whose producer fails after it was enqueued: a
+    lone part of an all-reduce that waits half a second for peers that
+    never come."""
+    lone = client.compile(AR_HLO, collective_timeout=0.5)
+    (failed,) = lone.execute_sharded([np.ones(3, np.float32)], device,
+                                     launch_id=424242)
+    return failed
+
+
+def test_a_replica_whose_input_failed_fails_the_collective_for_all(client):
+    """Its kernel does not run on the failed input's memory (stale bytes,
+    another session's even): every peer fails at once naming it, instead of
+    summing those bytes without an error."""
+    e = client.compile(AR_HLO, collective_timeout=30)
+    bad = failed_after_enqueue(client, 2)
+    args = [[client.put(np.full(3, 10.0 ** d, np.float32), device=d)]
+            if d != 2 else [bad] for d in range(DEVICES)]
+    start = time.monotonic()
+    results = e.execute_replicated(args)
+    for d, (r,) in enumerate(results):
+        with pytest.raises(pjrt_client.Error) as error:
+            r.to_numpy()
+        if d != 2:
+            assert "replica 2 partition 0 failed" in str(error.value)
+            assert "an argument of its run failed" in str(error.value)
+    assert time.monotonic() - start < 20  # not the 30 s timeout
+
+
+def test_a_run_on_an_input_that_failed_does_not_run(client):
+    """A loop whose trip count comes from a failed buffer does not loop on
+    whatever its memory holds: the run fails with the input's error at
+    once, and the device stays free."""
+    count = client.compile(f"""
+HloModule n, replica_count={DEVICES}
+add {{ a = f32[] parameter(0)  b = f32[] parameter(1)
+      ROOT s = f32[] add(a, b) }}
+ENTRY e {{
+  x = f32[3] parameter(0)
+  ar = f32[3] all-reduce(x), replica_groups={{}}, to_apply=add
+  v = f32[1] slice(ar), slice={{[0:1]}}
+  ROOT n = s32[] convert(f32[] reshape(v))
+}}""", collective_timeout=0.5)
+    (n,) = count.execute_sharded([np.full(3, 2e9, np.float32)], 1,
+                                 launch_id=434343)
+    loop = client.compile("""
+HloModule spin
+body {
+  p = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=1
+  ROOT t = (s32[], s32[]) tuple(s32[] add(i, s32[] constant(1)), n)
+}
+cond {
+  p = (s32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=1
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  n = s32[] parameter(0)
+  w = (s32[], s32[]) while((s32[], s32[]) tuple(s32[] constant(0), n)),
+      condition=cond, body=body
+  ROOT r = s32[] get-tuple-element(w), index=0
+}""")
+    (r,) = loop.execute([n])
+    with pytest.raises(pjrt_client.DeadlineExceededError):
+        r.to_numpy()
+    # The device is not held by a loop over a stale count.
+    add = client.compile(NEGATE_ONE)
+    start = time.monotonic()
+    (y,) = add.execute([np.ones(3, np.float32)], device=1)
+    np.testing.assert_array_equal(y.to_numpy(), -np.ones(3))
+    assert time.monotonic() - start < 10
+
+
+NEGATE_ONE = """HloModule neg
+ENTRY e {
+  x = f32[3] parameter(0)
+  ROOT y = f32[3] negate(x)
+}"""
+
+
 @pytest.mark.parametrize("assignment,message", [
     ([[0], [1], [2]], "number of replicas 3 disagrees"),
     ([[0], [1], [1], [2]], "device 1 appears twice"),

@@ -302,6 +302,10 @@ class Client:
         Buffers and executables this client dropped are freed first, so
         that the figures do not count them."""
         self._session.flush_releases(wait=True)
+        with self._stream_lock:
+            stream = self._stream
+        if stream is not None:
+            stream.flush_deletes()
         s = _call(self._server.GetStats, server_pb2.GetStatsRequest())
         return {
             "devices": [{
@@ -392,12 +396,16 @@ class Client:
 
     def synchronize(self) -> None:
         """Waits until every pipelined run sent so far has run; raises the
-        first error among them."""
+        first error among them. Pipelined results dropped so far are freed
+        on the daemon."""
         with self._stream_lock:
             stream = self._stream
         if stream is None:
             return
-        stream.wait(stream.last_sent)
+        try:
+            stream.wait(stream.last_sent)
+        finally:
+            stream.flush_deletes()
 
     # --- shared memory ----------------------------------------------------
 

@@ -139,6 +139,13 @@ class ExecuteStream:
         if batch:
             self._delete(batch)
 
+    def flush_deletes(self) -> None:
+        """Deletes now every deferred handle whose request has run (they
+        otherwise go in batches of _DELETE_BATCH)."""
+        with self._cond:
+            batch = self._take_deletable()
+        self._delete(batch)
+
     def _take_deletable(self) -> list[int]:
         ready = [h for s, h in self._deferred if s <= self._acked]
         self._deferred = [(s, h) for s, h in self._deferred
