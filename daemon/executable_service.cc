@@ -490,10 +490,9 @@ absl::Status ExecutableService::ExecuteInSession(
   options.run_inline_when_idle = inline_idle || wait || short_run;
   // The run's scratch memory counts against the tenant's quota until the
   // run ends (its results count once they have handles).
-  PJRT_ASSIGN_OR_RETURN(
-      std::shared_ptr<void> scratch,
-      session->HoldDeviceMemory(device->local_hardware_id(),
-                                e.scratch_bytes()));
+  PJRT_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch,
+                        session->HoldDeviceMemory(device->local_hardware_id(),
+                                                  e.scratch_bytes()));
   absl::StatusOr<std::vector<std::shared_ptr<runtime::Buffer>>> results =
       Launch(e, raw_arguments, device, options);
   if (!results.ok()) return results.status();
@@ -699,10 +698,9 @@ absl::Status ExecutableService::ExecuteReplicatedHere(
   // ends.
   std::vector<std::shared_ptr<void>> scratch;
   for (runtime::Device* device : e.addressable_devices()) {
-    PJRT_ASSIGN_OR_RETURN(
-        scratch.emplace_back(),
-        session->HoldDeviceMemory(device->local_hardware_id(),
-                                  e.scratch_bytes()));
+    PJRT_ASSIGN_OR_RETURN(scratch.emplace_back(),
+                          session->HoldDeviceMemory(device->local_hardware_id(),
+                                                    e.scratch_bytes()));
   }
   PJRT_ASSIGN_OR_RETURN(auto results,
                         e.ExecuteReplicated(raw_arguments, options));

@@ -144,8 +144,8 @@ absl::Status Session::ChargeLocked(
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<void>> Session::HoldDeviceMemory(
-    int device, int64_t bytes) {
+absl::StatusOr<std::shared_ptr<void>> Session::HoldDeviceMemory(int device,
+                                                                int64_t bytes) {
   if (account_ == nullptr || bytes <= 0) return nullptr;
   absl::Status status = account_->TakeBuffers(0, device, bytes);
   if (!status.ok()) {

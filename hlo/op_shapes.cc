@@ -542,12 +542,14 @@ absl::StatusOr<std::vector<int64_t>> WindowOutputDimensions(
     // magnitude; a base dilation below 2^31 where it spreads elements
     // apart.
     constexpr Wide kMaxField = Wide{1} << 56;
-    const auto small = [&](Wide v) { return v <= kMaxField && -v <= kMaxField; };
-    const bool in_bounds =
-        small(w.size) && small(w.stride) && small(w.base_dilation) &&
-        small(w.window_dilation) && small(w.padding_low) &&
-        small(w.padding_high) && small(padded) && small(extent) &&
-        (dims[i] <= 1 || w.base_dilation <= INT32_MAX);
+    const auto small = [&](Wide v) {
+      return v <= kMaxField && -v <= kMaxField;
+    };
+    const bool in_bounds = small(w.size) && small(w.stride) &&
+                           small(w.base_dilation) && small(w.window_dilation) &&
+                           small(w.padding_low) && small(w.padding_high) &&
+                           small(padded) && small(extent) &&
+                           (dims[i] <= 1 || w.base_dilation <= INT32_MAX);
     if (!in_bounds) {
       return Invalid(
           inst,

@@ -216,8 +216,8 @@ absl::Status ReduceWindowKernel::Run(absl::Span<void* const> addresses,
           geometry.ForEachElement(
               o,
               [&](int64_t at) {
-                acc = static_cast<S>(Apply<C>(*op, static_cast<C>(acc),
-                                              static_cast<C>(in[at])));
+                acc = static_cast<S>(
+                    Apply<C>(*op, static_cast<C>(acc), static_cast<C>(in[at])));
               },
               context.cancellation);
           static_cast<S*>(addresses[outputs[0]])[e] = acc;
