@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "compiler/host/kernel.h"
+#include "compiler/host/kernel_control_flow.h"
 #include "compiler/host/lowering.h"
 #include "compiler/host/types.h"
 
@@ -299,6 +300,17 @@ absl::Status Lowering::Emit(int node) {
   }
   if (multi_output) {
     for (int k = node; k < OutputsEnd(node); ++k) {
+      // A loop's state leaf its body passes through is its initial value's
+      // memory: read in place by every iteration, never copied (a scan's
+      // weights, a loop's read-only operands).
+      const int leaf = k - node;
+      if (inst.opcode() == Opcode::kWhile &&
+          static_cast<int>(n.operands.size()) == OutputsEnd(node) - node &&
+          PassesThrough(inst, leaf)) {
+        nodes_[k].slot = NewSlot(BufferSlot::Kind::kView, nodes_[k].shape,
+                                 SlotOf(n.operands[leaf]));
+        continue;
+      }
       nodes_[k].slot = NewSlot(BufferSlot::Kind::kScratch, nodes_[k].shape);
     }
     if (n.kind == Kind::kKernel) return EmitKernel(node);

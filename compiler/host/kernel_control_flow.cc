@@ -46,6 +46,18 @@ bool IsElement(const hlo::Instruction* inst, const hlo::Instruction* param,
 
 }  // namespace
 
+bool PassesThrough(const hlo::Instruction& loop, int leaf) {
+  const hlo::Computation& body = *loop.called_computations()[1];
+  const hlo::Instruction* root = body.root();
+  if (body.parameters().size() != 1 || root == nullptr ||
+      root->opcode() != hlo::Opcode::kTuple ||
+      body.parameters()[0]->shape().tuple_depth() != 1 || leaf < 0 ||
+      leaf >= root->operand_count()) {
+    return false;
+  }
+  return IsElement(root->operand(leaf), body.parameters()[0], leaf);
+}
+
 int64_t KnownTripCount(const hlo::Instruction& loop) {
   const hlo::Computation& condition = *loop.called_computations()[0];
   const hlo::Computation& body = *loop.called_computations()[1];

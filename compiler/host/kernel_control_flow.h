@@ -45,6 +45,11 @@ class WhileKernel : public Kernel {
 // (JAX's fori_loop and scan); -1 otherwise.
 int64_t KnownTripCount(const hlo::Instruction& loop);
 
+// Whether `loop`'s body returns leaf `leaf` of its flat tuple state as it
+// got it: that leaf is the loop's initial value throughout, and its result
+// is that value's memory (a view of it), never copied.
+bool PassesThrough(const hlo::Instruction& loop, int leaf);
+
 class ConditionalKernel : public Kernel {
  public:
   absl::Status Run(absl::Span<void* const> addresses,

@@ -140,6 +140,55 @@ ENTRY e {
 // is written where the state lies (no spare, no copy per trip); a leaf
 // that keeps the old value beside it, and a body that reads the old value
 // after the update, still see the old value.
+TEST_F(HostKernelsTest, WhileReadsStateItPassesThroughWhereItLies) {
+  // The weights ride along in the loop's state unchanged (as JAX's scans
+  // carry what their bodies read): the loop reads them where the parameter
+  // lies, with no copy into its state and no scratch for one.
+  auto module = hlo::ParseHloModule(R"(
+HloModule carry
+body {
+  p = (s32[], f32[256,256], f32[256]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  w = f32[256,256] get-tuple-element(p), index=1
+  acc = f32[256] get-tuple-element(p), index=2
+  d = f32[256] dot(w, acc), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  i1 = s32[] add(i, s32[] constant(1))
+  ROOT t = (s32[], f32[256,256], f32[256]) tuple(i1, w, d)
+}
+cond {
+  p = (s32[], f32[256,256], f32[256]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  ROOT lt = pred[] compare(i, s32[] constant(3)), direction=LT
+}
+ENTRY e {
+  w = f32[256,256] parameter(0)
+  v = f32[256] parameter(1)
+  init = (s32[], f32[256,256], f32[256]) tuple(s32[] constant(0), w, v)
+  loop = (s32[], f32[256,256], f32[256]) while(init), condition=cond, body=body
+  ROOT r = f32[256] get-tuple-element(loop), index=2
+})");
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto compiled = compiler::host::CompileForHost(**module);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const compiler::host::WhileKernel* loop = nullptr;
+  for (const compiler::host::Step& step : (*compiled)->steps) {
+    const auto* k = std::get_if<compiler::host::KernelStep>(&step);
+    if (k != nullptr) {
+      loop = dynamic_cast<const compiler::host::WhileKernel*>(k->kernel.get());
+    }
+    if (loop != nullptr) break;
+  }
+  ASSERT_NE(loop, nullptr);
+  const auto& slots = (*compiled)->slots;
+  const compiler::host::BufferSlot& state = slots[loop->state[1]];
+  ASSERT_EQ(state.kind, compiler::host::BufferSlot::Kind::kView);
+  EXPECT_EQ(slots[state.index].kind,
+            compiler::host::BufferSlot::Kind::kParameter);
+  EXPECT_EQ(loop->init[1], state.index);
+  // Scratch for the rest of the state and the dot, not for the weights.
+  EXPECT_LT((*compiled)->scratch_bytes(), 256 * 256 * 4);
+}
+
 TEST_F(HostKernelsTest, WhileUpdatesStackedStateInPlace) {
   const std::string text = R"(
 HloModule scan
