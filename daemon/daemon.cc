@@ -311,6 +311,9 @@ absl::Status Daemon::StartPeerServer() {
   builder.experimental().SetInterceptorCreators(
       RpcInterceptors(metrics_.get()));
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  // A port another process serves is an error, not shared (SO_REUSEPORT
+  // would split the peers between two daemons).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -569,6 +572,9 @@ absl::Status Daemon::StartServer() {
   grpc::ResourceQuota quota("pjrtd");
   quota.SetMaxThreads(options_.limits.max_handler_threads);
   builder.SetResourceQuota(quota);
+  // A TCP port another process serves is an error, as a unix socket is:
+  // with SO_REUSEPORT two daemons would split the clients between them.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Detect clients whose host vanished without closing the connection, so
   // that their sessions end.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);

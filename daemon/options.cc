@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -400,9 +401,39 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
     return absl::InvalidArgumentError(
         "no listen address; give at least one --listen");
   }
-  for (const std::string& address : options.listen) {
+  for (size_t i = 0; i < options.listen.size(); ++i) {
+    const std::string& address = options.listen[i];
     if (address.empty()) {
       return absl::InvalidArgumentError("an empty listen address was given");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (options.listen[j] == address) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("listen address '%s' is given twice", address));
+      }
+    }
+    if (absl::StartsWith(address, "unix:")) {
+      // gRPC reads unix://x.sock as /x.sock, and the daemon's side sockets
+      // would go beside x.sock in the working folder.
+      if (absl::StartsWith(address, "unix://") &&
+          !absl::StartsWith(address, "unix:///")) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "listen address '%s' needs an absolute path: unix:///folder/"
+            "name.sock",
+            address));
+      }
+      continue;
+    }
+    // host:port, the port within 0 (any free one) to 65535.
+    const size_t colon = address.rfind(':');
+    int port = -1;
+    if (colon != std::string::npos &&
+        absl::SimpleAtoi(address.substr(colon + 1), &port) &&
+        (port < 0 || port > 65535)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "listen address '%s' has port %d; give a port from 0 (any free "
+          "one) to 65535",
+          address, port));
     }
   }
   if (!options.metrics_listen.empty()) {
@@ -695,13 +726,25 @@ void AddClusterFlags(CLI::App& app, CommandLineFlags* flags) {
   app.add_option("--cluster-secret-file", flags->cluster_secret_file,
                  "File with the secret every task of the cluster shares "
                  "(mode 600, at least 16 characters)");
+  // Positive and finite: CLI11's PositiveNumber lets NaN through.
+  const CLI::Validator seconds(
+      [](std::string& input) -> std::string {
+        double value = 0;
+        if (!absl::SimpleAtod(input, &value) || !std::isfinite(value) ||
+            value <= 0) {
+          return absl::StrFormat(
+              "'%s' is not a positive, finite number of seconds", input);
+        }
+        return std::string();
+      },
+      "SECONDS");
   app.add_option("--cluster-timeout", flags->cluster_timeout,
                  "Seconds start-up waits for every peer (default 300)")
-      ->check(CLI::PositiveNumber);
+      ->check(seconds);
   app.add_option("--receive-timeout", flags->receive_timeout,
                  "Default seconds a cross-host receive waits for its data "
                  "(default 300)")
-      ->check(CLI::PositiveNumber);
+      ->check(seconds);
 }
 
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {

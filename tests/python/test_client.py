@@ -393,3 +393,19 @@ def test_dropped_pipelined_results_are_freed_by_synchronize(daemon):
         x.delete()
         c.synchronize()
         assert c.stats()["buffer_count"] == before
+
+
+def test_a_second_daemon_cannot_take_a_served_tcp_port(daemon, tmp_path):
+    """Refused, as a served unix socket is (with SO_REUSEPORT both would
+    serve it, each getting some of the clients)."""
+    from conftest import PJRTD
+    taken = daemon.addresses[1]
+    second = subprocess.run(
+        [str(PJRTD), "--platform", "host", "--listen", taken,
+         "--address-file", str(tmp_path / "addresses")],
+        capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert "could not listen" in second.stderr
+    assert not (tmp_path / "addresses").exists()
+    with pjrt_client.connect(taken) as c:
+        c.ping()

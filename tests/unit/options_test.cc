@@ -364,3 +364,44 @@ TEST(TaskIdFromHostname, NamesAHostNameWithoutOne) {
 
 }  // namespace
 }  // namespace pjrt::daemon
+
+namespace pjrt::daemon {
+namespace {
+
+absl::Status ValidListen(std::vector<std::string> listen) {
+  DaemonOptions options;
+  options.listen = std::move(listen);
+  return ValidateOptions(options);
+}
+
+TEST(ValidateOptions, ListenAddressesAreCheckedNotWrappedOrShared) {
+  EXPECT_TRUE(ValidListen({"127.0.0.1:0", "[::1]:7070"}).ok());
+  EXPECT_TRUE(ValidListen({"unix:///tmp/pjrtd.sock"}).ok());
+  // A port past 65535 was served mod 65536.
+  absl::Status port = ValidListen({"127.0.0.1:99999"});
+  EXPECT_EQ(port.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(port.message().find("port 99999"), absl::string_view::npos);
+  // gRPC reads unix://x.sock as /x.sock.
+  absl::Status relative = ValidListen({"unix://x.sock"});
+  EXPECT_NE(relative.message().find("needs an absolute path"),
+            absl::string_view::npos);
+  absl::Status twice =
+      ValidListen({"unix:///tmp/pjrtd.sock", "unix:///tmp/pjrtd.sock"});
+  EXPECT_NE(twice.message().find("given twice"), absl::string_view::npos);
+}
+
+TEST(ParseCommandLine, TimeoutsMustBePositiveAndFinite) {
+  for (const char* value : {"nan", "inf", "0", "-1"}) {
+    std::vector<std::string> args = {"pjrtd", "--listen",
+                                     "unix:///tmp/pjrtd.sock",
+                                     "--receive-timeout", value};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    ParsedCommandLine parsed =
+        ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+    EXPECT_TRUE(parsed.exit_code.has_value()) << value;
+  }
+}
+
+}  // namespace
+}  // namespace pjrt::daemon
