@@ -736,8 +736,13 @@ class Translator {
   // chlo.lgamma, digamma, erfc, bessel_i1e, zeta, polygamma (computed in
   // f64), next_after, is_inf, is_pos_inf, is_neg_inf and conj.
   absl::Status Special(Builder* b, const Operation& op, absl::string_view name);
-  void LanczosSums(const ChloEmitter& e, const std::string& z, std::string* sum,
-                   std::string* slope);
+  // Lanczos' approximation (g = 7) at x, for lgamma and digamma: whether x
+  // is reflected (below 1/2), z (x - 1, or -x), A(z), -A'(z), t = z + g +
+  // 1/2 and log(t).
+  struct LanczosTerms {
+    std::string reflect, z, sum, slope, t, log_t;
+  };
+  LanczosTerms Lanczos(const ChloEmitter& e, const std::string& x);
   // Each on values of e.shape (f64), returning the result's name.
   std::string Lgamma(const ChloEmitter& e, const std::string& x);
   std::string Digamma(const ChloEmitter& e, const std::string& x);

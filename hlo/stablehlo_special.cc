@@ -112,35 +112,38 @@ absl::Status Translator::Special(Builder* b, const Operation& op,
   return Define(b, op, {Value{result, operand}});
 }
 
-// Lanczos' sums at z: A(z) = c0 + sum c_i / (z + i), and
-// A'(z) = -sum c_i / (z + i)^2 (negated: `slope`).
-void Translator::LanczosSums(const ChloEmitter& e, const std::string& z,
-                             std::string* sum, std::string* slope) {
-  *sum = e.Constant(kLanczos[0]);
-  *slope = e.Constant(0);
+Translator::LanczosTerms Translator::Lanczos(const ChloEmitter& e,
+                                             const std::string& x) {
+  LanczosTerms l;
+  // Below 1/2 by reflection, through 1 - x: z = x - 1, or -x.
+  l.reflect = e.Compare({x, e.Constant(0.5)}, "LT");
+  l.z = e.Select({l.reflect, e.Unary("negate", x),
+                  e.Binary("subtract", x, e.Constant(1))});
+  // A(z) = c0 + sum c_i / (z + i); slope = sum c_i / (z + i)^2 = -A'(z).
+  l.sum = e.Constant(kLanczos[0]);
+  l.slope = e.Constant(0);
   for (int i = 1; i < 9; ++i) {
-    const std::string at = e.Binary("add", z, e.Constant(i));
+    const std::string at = e.Binary("add", l.z, e.Constant(i));
     const std::string term = e.Binary("divide", e.Constant(kLanczos[i]), at);
-    *sum = e.Binary("add", *sum, term);
-    *slope = e.Binary("add", *slope, e.Binary("divide", term, at));
+    l.sum = e.Binary("add", l.sum, term);
+    l.slope = e.Binary("add", l.slope, e.Binary("divide", term, at));
   }
+  // t = z + g + 1/2, and log(t) as log(g + 1/2) + log1p(z / (g + 1/2)).
+  const double g_half = kLanczosG + 0.5;
+  l.t = e.Binary("add", l.z, e.Constant(g_half));
+  l.log_t = e.Binary(
+      "add", e.Constant(std::log(g_half)),
+      e.Unary("log-plus-one", e.Binary("divide", l.z, e.Constant(g_half))));
+  return l;
 }
 
 std::string Translator::Lgamma(const ChloEmitter& e, const std::string& x) {
   // Below 1/2 by reflection: lgamma(x) = log(pi / |sin(pi x)|) -
-  // lgamma(1 - x); so z = x - 1, or -x for 1 - x.
-  const std::string reflect = e.Compare({x, e.Constant(0.5)}, "LT");
-  const std::string z = e.Select(
-      {reflect, e.Unary("negate", x), e.Binary("subtract", x, e.Constant(1))});
-  std::string sum, slope;
-  LanczosSums(e, z, &sum, &slope);
-  // lgamma(z + 1) = log(2 pi) / 2 + (z + 1/2) log(t) - t + log(A(z)), t =
-  // z + g + 1/2, log(t) as log(g + 1/2) + log1p(z / (g + 1/2)).
-  const double g_half = kLanczosG + 0.5;
-  const std::string t = e.Binary("add", z, e.Constant(g_half));
-  const std::string log_t = e.Binary(
-      "add", e.Constant(std::log(g_half)),
-      e.Unary("log-plus-one", e.Binary("divide", z, e.Constant(g_half))));
+  // lgamma(1 - x). lgamma(z + 1) = log(2 pi) / 2 + (z + 1/2) log(t) - t +
+  // log(A(z)).
+  const LanczosTerms l = Lanczos(e, x);
+  const std::string &reflect = l.reflect, &z = l.z, &sum = l.sum, &t = l.t,
+                    &log_t = l.log_t;
   const std::string lg = e.Binary(
       "add",
       e.Binary("subtract",
@@ -178,17 +181,10 @@ std::string Translator::Digamma(const ChloEmitter& e, const std::string& x) {
   const Shape pred = e.shape.WithElementType(PrimitiveType::kPred);
   const ChloEmitter p{this, e.b, e.op, pred};
   // Below 1/2 by reflection: digamma(x) = digamma(1 - x) - pi / tan(pi x).
-  const std::string reflect = e.Compare({x, e.Constant(0.5)}, "LT");
-  const std::string z = e.Select(
-      {reflect, e.Unary("negate", x), e.Binary("subtract", x, e.Constant(1))});
-  std::string sum, slope;
-  LanczosSums(e, z, &sum, &slope);
-  // The derivative of lgamma(z + 1) above: log(t) - g / t - slope / A(z).
-  const double g_half = kLanczosG + 0.5;
-  const std::string t = e.Binary("add", z, e.Constant(g_half));
-  const std::string log_t = e.Binary(
-      "add", e.Constant(std::log(g_half)),
-      e.Unary("log-plus-one", e.Binary("divide", z, e.Constant(g_half))));
+  // The derivative of lgamma(z + 1) (Lgamma): log(t) - g / t - slope / A(z).
+  const LanczosTerms l = Lanczos(e, x);
+  const std::string &reflect = l.reflect, &sum = l.sum, &slope = l.slope,
+                    &t = l.t, &log_t = l.log_t;
   const std::string dg = e.Binary(
       "subtract",
       e.Binary("subtract", log_t, e.Binary("divide", e.Constant(kLanczosG), t)),

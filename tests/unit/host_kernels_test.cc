@@ -140,6 +140,19 @@ ENTRY e {
 // is written where the state lies (no spare, no copy per trip); a leaf
 // that keeps the old value beside it, and a body that reads the old value
 // after the update, still see the old value.
+// The first while loop among `program`'s steps; null if none.
+const compiler::host::WhileKernel* FirstLoop(
+    const compiler::host::HostProgram& program) {
+  for (const compiler::host::Step& step : program.steps) {
+    const auto* k = std::get_if<compiler::host::KernelStep>(&step);
+    if (k == nullptr) continue;
+    const auto* loop =
+        dynamic_cast<const compiler::host::WhileKernel*>(k->kernel.get());
+    if (loop != nullptr) return loop;
+  }
+  return nullptr;
+}
+
 TEST_F(HostKernelsTest, WhileReadsStateItPassesThroughWhereItLies) {
   // The weights ride along in the loop's state unchanged (as JAX's scans
   // carry what their bodies read): the loop reads them where the parameter
@@ -170,14 +183,7 @@ ENTRY e {
   ASSERT_TRUE(module.ok()) << module.status();
   auto compiled = compiler::host::CompileForHost(**module);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  const compiler::host::WhileKernel* loop = nullptr;
-  for (const compiler::host::Step& step : (*compiled)->steps) {
-    const auto* k = std::get_if<compiler::host::KernelStep>(&step);
-    if (k != nullptr) {
-      loop = dynamic_cast<const compiler::host::WhileKernel*>(k->kernel.get());
-    }
-    if (loop != nullptr) break;
-  }
+  const compiler::host::WhileKernel* loop = FirstLoop(**compiled);
   ASSERT_NE(loop, nullptr);
   const auto& slots = (*compiled)->slots;
   const compiler::host::BufferSlot& state = slots[loop->state[1]];
@@ -234,14 +240,7 @@ ENTRY e {
       ASSERT_TRUE(module.ok()) << module.status();
       auto compiled = compiler::host::CompileForHost(**module);
       ASSERT_TRUE(compiled.ok()) << compiled.status();
-      const compiler::host::WhileKernel* loop = nullptr;
-      for (const compiler::host::Step& step : (*compiled)->steps) {
-        const auto* k = std::get_if<compiler::host::KernelStep>(&step);
-        if (k == nullptr) continue;
-        loop =
-            dynamic_cast<const compiler::host::WhileKernel*>(k->kernel.get());
-        if (loop != nullptr) break;
-      }
+      const compiler::host::WhileKernel* loop = FirstLoop(**compiled);
       ASSERT_NE(loop, nullptr);
       EXPECT_EQ(loop->spare[1], -1) << "the stacked leaf has a spare";
       // Where nothing reads the old value afterwards, the body writes the
