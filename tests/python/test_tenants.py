@@ -349,7 +349,8 @@ def test_an_upload_in_flight_counts_against_the_quota(tenants):
     """An upload's memory is the tenant's from its header on, not from its
     last byte: uploads left hanging cannot hold memory the quota does not
     see."""
-    with tenants.connect("alice", shared_memory=False) as alice:
+    with tenants.connect("alice", shared_memory=False) as alice, \
+            tenants.connect("root") as admin:
         token = tenants.tokens["alice"]
         buffers = buffer_pb2_grpc.BuffersStub(tenants.channel())
         release = threading.Event()
@@ -364,21 +365,22 @@ def test_an_upload_in_flight_counts_against_the_quota(tenants):
             release.wait(timeout=60)
             yield buffer_pb2.UploadRequest(chunk=b"\0" * (size - 1024))
 
+        def in_use() -> int:
+            return admin.stats()["devices"][0]["bytes_in_use"]
+        before = in_use()
         upload = buffers.Upload.future(
             stream(), metadata=tenants.metadata(token), timeout=60)
         half = np.zeros(QUOTA_BYTES // 8, np.float32)  # half of the quota
-
-        def refused() -> bool:
-            try:
-                alice.put(half, device=0).delete()
-            except pjrt_client.ResourceExhaustedError as e:
-                assert "quota.device_memory" in str(e)
-                return True
-            return False
+        # Once the daemon holds the upload's memory (its header arrived),
+        # the quota counts it.
         deadline = time.monotonic() + 20
-        while not refused():
+        while in_use() < before + size:
             assert not upload.done(), upload.exception()
-            assert time.monotonic() < deadline, "the upload never counted"
+            assert time.monotonic() < deadline, "the upload took no memory"
+            time.sleep(0.01)
+        with pytest.raises(pjrt_client.ResourceExhaustedError,
+                           match="quota.device_memory"):
+            alice.put(half, device=0)
         # Another device's memory is not this upload's.
         alice.put(half, device=1).delete()
         release.set()
