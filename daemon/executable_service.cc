@@ -221,7 +221,8 @@ absl::StatusOr<std::shared_ptr<QueuedRun>> TakeTurn(
   return queued;
 }
 
-// `queued` lives until the run whose `results` these are has ended.
+// `held` (a turn of the fair queue, a quota hold) lives until the run whose
+// `results` these are has ended.
 void HoldUntilRunEnds(
     const std::shared_ptr<void>& held,
     const std::vector<std::shared_ptr<runtime::Buffer>>& results) {

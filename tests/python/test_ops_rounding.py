@@ -9,8 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import pjrt_client  # noqa: F401 (the client fixture's module)
-
 
 def run(client, hlo, args=()):
     executable = client.compile(hlo)
