@@ -316,6 +316,14 @@ absl::Status Executable::SetSignature(
   }
   result_shape_ = entry.root()->shape();
   result_is_tuple_ = result_shape_.IsTuple();
+  for (int param : options.non_donatable_parameters) {
+    if (param < 0 || param >= static_cast<int>(parameter_shapes_.size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "non_donatable_parameters names parameter %d, but the program has "
+          "%d parameters (numbered from 0)",
+          param, parameter_shapes_.size()));
+    }
+  }
   absl::flat_hash_set<int> donated_leaves;
   for (const hlo::InputOutputAlias& alias :
        module.config().input_output_aliases) {

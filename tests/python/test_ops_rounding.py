@@ -173,3 +173,40 @@ ENTRY e {{
       to_apply=region
 }}""", [np.tile(np.array(values, np.float32), (3, 1)).reshape(3, n)])
     np.testing.assert_array_equal(got[0], [want] * 3)
+
+
+# Functions the host computes by approximation (in SIMD packets): an
+# element's result may not depend on where it lies in the array (its offset
+# from an aligned address, or whether it falls in a block's last partial
+# packet), nor on which thread's scratch memory its block was computed in.
+# A run on the daemon's worker and a run inline on the calling thread used
+# to differ in the last bit of exp (the MLP step's gradients).
+APPROXIMATED = ["exponential", "exponential-minus-one", "log", "log-plus-one",
+                "tanh", "logistic", "sine", "cosine", "erf"]
+
+
+@pytest.mark.parametrize("op", APPROXIMATED)
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+def test_an_elements_result_does_not_depend_on_its_position(cl, op, ty):
+    rng = np.random.default_rng(7)
+    dtype = np.float32 if ty == "f32" else np.float64
+    values = rng.uniform(0.05, 4.0, 61).astype(dtype)
+    if op not in ("log", "log-plus-one"):
+        values[::2] *= -1
+
+    def apply(x):
+        return run(cl, f"""
+HloModule m
+ENTRY e {{
+  a = {ty}[{x.size}] parameter(0)
+  ROOT r = {ty}[{x.size}] {op}(a)
+}}""", [x])[0]
+
+    # Every value at every offset modulo 64 elements, and at the ends.
+    whole = apply(np.tile(values, 70))
+    want = apply(values[:1])[0]
+    assert (whole.reshape(70, 61) == whole[:61]).all(), op
+    assert whole[0] == want and whole[-61] == want, op
+    for length in (1, 3, 7, 15, 17):
+        np.testing.assert_array_equal(apply(values[:length]),
+                                      whole[:length], err_msg=op)

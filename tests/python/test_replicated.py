@@ -844,6 +844,14 @@ def test_non_donatable_parameters_are_copied(client):
     assert await_bytes_in_use(client, 2, before + 2 * MIB)
 
 
+@pytest.mark.parametrize("parameter", [2, -1])
+def test_non_donatable_parameters_must_name_a_parameter(client, parameter):
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match=f"non_donatable_parameters names parameter "
+                             f"{parameter}, but the program has 2"):
+        client.compile(DONATING_HLO, non_donatable_parameters=[parameter])
+
+
 @pytest.mark.parametrize("update", [
     "y = f32[4096] add(x, b)",
     "r = f32[8] slice(b), slice={[0:8]}\n"
