@@ -73,8 +73,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
+// The program as `path` holds it, checked and simplified as the daemon
+// does for a backend that asks for `options`.
 absl::StatusOr<std::unique_ptr<hlo::Module>> LoadModule(
-    const std::string& path) {
+    const std::string& path, const hlo::SimplifyOptions& options = {}) {
   PJRT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   absl::StatusOr<std::unique_ptr<hlo::Module>> module =
       hlo::ParseAndVerifyProgram(text, hlo::ProgramFormat::kAuto);
@@ -82,7 +84,7 @@ absl::StatusOr<std::unique_ptr<hlo::Module>> LoadModule(
     return absl::Status(module.status().code(),
                         absl::StrCat(path, ": ", module.status().message()));
   }
-  PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module->get()).status());
+  PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module->get(), options).status());
   return module;
 }
 
@@ -112,7 +114,9 @@ int Convert(const std::string& path) {
 
 int Compile(const std::string& path, const std::string& platform,
             const std::string& arch, const std::string& dump) {
-  auto module = LoadModule(path);
+  auto module = LoadModule(path, platform == "host"
+                                     ? compiler::host::HostSimplifyOptions()
+                                     : hlo::SimplifyOptions());
   if (!module.ok()) return Fail(module.status());
   if (!dump.empty()) {
     std::error_code error;

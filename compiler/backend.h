@@ -18,6 +18,7 @@
 #include "compiler/program.h"
 #include "device/platform.h"
 #include "hlo/ir.h"
+#include "hlo/passes.h"
 
 namespace pjrt::compiler {
 
@@ -49,9 +50,13 @@ class Backend {
   // architecture ("sm_90").
   virtual std::string target() const = 0;
 
-  // REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are
-  // flattened: the program takes one argument per array leaf. UNIMPLEMENTED
-  // naming the op and its line for what the backend cannot compile yet.
+  // What hlo::SimplifyModule leaves for this backend to compile itself.
+  virtual hlo::SimplifyOptions simplify_options() const { return {}; }
+
+  // REQUIRES: `module` passed hlo::VerifyModule and hlo::SimplifyModule
+  // with simplify_options(). Tuple parameters are flattened: the program
+  // takes one argument per array leaf. UNIMPLEMENTED naming the op and its
+  // line for what the backend cannot compile yet.
   virtual absl::StatusOr<std::unique_ptr<Program>> Compile(
       const hlo::Module& module, const BackendOptions& options) const = 0;
 };

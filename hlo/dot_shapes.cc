@@ -228,6 +228,33 @@ absl::StatusOr<RaggedDot> AnalyzeRaggedDot(const Instruction& inst) {
   return r;
 }
 
+bool IsPlainRaggedDot(const Instruction& inst) {
+  if (inst.opcode() != Opcode::kRaggedDot) return false;
+  absl::StatusOr<RaggedDot> r = AnalyzeRaggedDot(inst);
+  if (!r.ok() || !r->dot.lhs_batch_dimensions.empty() || !r->prefix.empty() ||
+      r->dot.lhs_contracting_dimensions.size() != 1) {
+    return false;
+  }
+  const Shape& lhs = inst.operand(0)->shape();
+  const Shape& rhs = inst.operand(1)->shape();
+  const PrimitiveType t = inst.shape().element_type();
+  if ((t != PrimitiveType::kF32 && t != PrimitiveType::kF64) ||
+      lhs.element_type() != t || rhs.element_type() != t ||
+      inst.operand(2)->shape().rank() != 1 || lhs.rank() != 2) {
+    return false;
+  }
+  switch (r->mode) {
+    case RaggedDot::Mode::kNonContracting:
+      return rhs.rank() == 3 && r->rhs_group.size() == 1 &&
+             r->rhs_group[0] != 2;
+    case RaggedDot::Mode::kContracting:
+      return rhs.rank() == 2 && r->rhs_group.empty();
+    case RaggedDot::Mode::kBatch:
+      return false;
+  }
+  return false;
+}
+
 absl::StatusOr<Shape> InferRaggedDotShape(const Instruction& inst) {
   PJRT_ASSIGN_OR_RETURN(const RaggedDot r, AnalyzeRaggedDot(inst));
   for (int i = 0; i < 2; ++i) {

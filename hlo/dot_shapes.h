@@ -69,6 +69,15 @@ absl::StatusOr<RaggedDot> AnalyzeRaggedDot(const Instruction& inst);
 // element type.
 absl::StatusOr<Shape> InferRaggedDotShape(const Instruction& inst);
 
+// True for a ragged-dot that is one matrix product per group: no batch
+// dimensions, one vector of group sizes, a 2-D lhs, and either a ragged
+// free dimension of the lhs against a 3-D rhs whose group dimension is not
+// its last, or a ragged contracting dimension against a 2-D rhs; operands
+// and result all f32 or all f64. Each group's operands are then 2-D
+// matrices with a unit stride, as a GEMM takes them (the host's kernel for
+// it, compiler/host/kernel_ragged_dot.cc).
+bool IsPlainRaggedDot(const Instruction& inst);
+
 }  // namespace pjrt::hlo
 
 #endif  // PJRT_HLO_DOT_SHAPES_H_

@@ -539,12 +539,19 @@ absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module) {
       });
 }
 
-absl::StatusOr<int> SimplifyModule(Module* module) {
+absl::StatusOr<int> SimplifyModule(Module* module,
+                                   const SimplifyOptions& options) {
   int rewritten = 0;
-  for (auto* pass :
-       {&FoldDimensionSizes, &SplitTupleConstants, &SplitCombinedCollectives,
-        &ExpandBatchNorms, &ExpandRaggedDots, &ExpandRaggedAllToAlls,
-        &RewriteUnitConvolutionsAsDots}) {
+  for (auto* pass : {&FoldDimensionSizes, &SplitTupleConstants,
+                     &SplitCombinedCollectives, &ExpandBatchNorms}) {
+    PJRT_ASSIGN_OR_RETURN(const int made, pass(module));
+    rewritten += made;
+  }
+  PJRT_ASSIGN_OR_RETURN(
+      const int ragged,
+      ExpandRaggedDots(module, options.keep_plain_ragged_dots));
+  rewritten += ragged;
+  for (auto* pass : {&ExpandRaggedAllToAlls, &RewriteUnitConvolutionsAsDots}) {
     PJRT_ASSIGN_OR_RETURN(const int made, pass(module));
     rewritten += made;
   }

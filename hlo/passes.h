@@ -20,7 +20,9 @@
 //    per group, a ragged batch one zeroes the batches past the last group.
 //    A mixture of experts' ragged-dots (2-D lhs, no batch, many rows per
 //    group; free or contracting) become instead a counted loop over tiles
-//    of rows, each multiplied with its group's operand only.
+//    of rows, each multiplied with its group's operand only. A backend
+//    that runs such a ragged-dot as a product per group (the host, for
+//    f32 and f64: SimplifyOptions) keeps it.
 //  - ragged-all-to-all becomes an all-to-all of every update's rows (from
 //    its input offset on: a gather), one of where the sender puts them and
 //    how many (the output offsets and send sizes), and a scatter of the
@@ -45,14 +47,24 @@
 
 namespace pjrt::hlo {
 
+// What a backend computes itself that the rewrites would otherwise turn
+// into other ops.
+struct SimplifyOptions {
+  // Ragged-dots that IsPlainRaggedDot (hlo/dot_shapes.h) accepts stay
+  // (the host platform's kernel runs them as a product per group).
+  bool keep_plain_ragged_dots = false;
+};
+
 // Runs every rewrite over every computation of `module`; returns how many
 // instructions were rewritten.
-absl::StatusOr<int> SimplifyModule(Module* module);
+absl::StatusOr<int> SimplifyModule(Module* module,
+                                   const SimplifyOptions& options = {});
 
 // The rewrites, one by one (each returns how many it made).
 absl::StatusOr<int> RewriteUnitConvolutionsAsDots(Module* module);
 absl::StatusOr<int> ExpandBatchNorms(Module* module);
-absl::StatusOr<int> ExpandRaggedDots(Module* module);
+absl::StatusOr<int> ExpandRaggedDots(Module* module,
+                                     bool keep_plain_ragged_dots = false);
 absl::StatusOr<int> ExpandRaggedAllToAlls(Module* module);
 absl::StatusOr<int> SplitTupleConstants(Module* module);
 absl::StatusOr<int> FoldDimensionSizes(Module* module);

@@ -816,10 +816,12 @@ class RaggedAllToAllExpansion {
 
 }  // namespace
 
-absl::StatusOr<int> ExpandRaggedDots(Module* module) {
+absl::StatusOr<int> ExpandRaggedDots(Module* module,
+                                     bool keep_plain_ragged_dots) {
   return passes_internal::RewriteEach(
       module, [&](Computation* c, Instruction* inst) -> absl::StatusOr<bool> {
         if (inst->opcode() != Opcode::kRaggedDot) return false;
+        if (keep_plain_ragged_dots && IsPlainRaggedDot(*inst)) return false;
         PJRT_ASSIGN_OR_RETURN(RaggedDot r, AnalyzeRaggedDot(*inst));
         RaggedDotExpansion(module, c, inst, std::move(r)).Run();
         return true;

@@ -418,7 +418,8 @@ absl::StatusOr<std::shared_ptr<Executable>> Executable::Compile(
   PJRT_RETURN_IF_ERROR(
       e->SetSignature(*module, options, &compile_options.aliases));
   // Backend-neutral rewrites (hlo/passes.h), then the backend.
-  PJRT_RETURN_IF_ERROR(hlo::SimplifyModule(module.get()).status());
+  PJRT_RETURN_IF_ERROR(
+      hlo::SimplifyModule(module.get(), backend->simplify_options()).status());
   PJRT_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Program> program,
                         backend->Compile(*module, compile_options));
   const std::vector<const compiler::CollectiveOp*> collectives =

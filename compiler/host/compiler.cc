@@ -64,6 +64,8 @@ KernelBuilder KernelBuilderOf(const Instruction& inst) {
       return BuildTriangularSolve;
     case Opcode::kCholesky:
       return BuildCholesky;
+    case Opcode::kRaggedDot:
+      return BuildRaggedDot;
     case Opcode::kRng:
     case Opcode::kRngGetAndUpdateState:
       return BuildRng;
@@ -124,6 +126,7 @@ Kind KindOf(Opcode op) {
     case Opcode::kFft:
     case Opcode::kTriangularSolve:
     case Opcode::kCholesky:
+    case Opcode::kRaggedDot:
     case Opcode::kCustomCall:  // TopK (others alias their operand)
       return Kind::kKernel;
     default:
@@ -619,6 +622,12 @@ absl::StatusOr<std::unique_ptr<HostProgram>> CompileForHost(
   return lowering::Lowering(module, options).Compile(*module.entry());
 }
 
+hlo::SimplifyOptions HostSimplifyOptions() {
+  hlo::SimplifyOptions options;
+  options.keep_plain_ragged_dots = true;
+  return options;
+}
+
 namespace {
 
 class HostBackend : public Backend {
@@ -647,6 +656,9 @@ class HostBackend : public Backend {
         ThreadPool::Get().num_threads(), kernels_);
   }
   std::string target() const override { return HostKernels().isa; }
+  hlo::SimplifyOptions simplify_options() const override {
+    return HostSimplifyOptions();
+  }
   absl::StatusOr<std::unique_ptr<Program>> Compile(
       const hlo::Module& module, const BackendOptions& options) const override {
     HostCompileOptions host_options;

@@ -49,6 +49,10 @@ struct HostCompileOptions {
   int64_t scratch_alignment = 64;
 };
 
+// What hlo::SimplifyModule leaves to the host compiler: the ragged-dots
+// that are a product per group (kernel_ragged_dot.cc).
+hlo::SimplifyOptions HostSimplifyOptions();
+
 // REQUIRES: `module` passed hlo::VerifyModule. Tuple parameters are
 // flattened: the program takes one argument per array leaf. Errors are
 // UNIMPLEMENTED for what the host compiler cannot do yet.

@@ -388,54 +388,69 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
 // batched small ones, by 1.2-2.4x. Products with a narrow result (fewer than
 // 32 rows or columns, such as an MLP's 10 logits) stay with Eigen, which
 // was 1.5x faster there. oneDNN threads each call itself (OpenMP), except
-// small products (under 3e7 flops, as for Eigen above), which run on the
-// calling thread alone: waking an OpenMP team cost more than it saved there
-// (the MLP's 64x784x128 products took 1.45x as long with two threads), and
-// an idle team's threads spin. A huge product goes in pieces of rows of
-// about 20 GFLOP (a few tens of milliseconds), so that a cancelled run
-// stops soon; not smaller, as each piece packs the whole right-hand side
-// again into fresh scratch memory (a 2048^3 product in pieces of 2 GFLOP
-// took 1.5x as long as in one). Returns false when
-// oneDNN is not there, not chosen, or refuses, for Eigen to do it.
-bool RunSgemm(const DotStep& s, const float* lhs, const float* rhs, float* out,
+// small products (under 3e7 flops in all, `total_flops`: a batch's or a
+// ragged-dot's groups together), which run on the calling thread alone:
+// waking an OpenMP team cost more than it saved there (the MLP's
+// 64x784x128 products took 1.45x as long with two threads), and an idle
+// team's threads spin. A huge product goes in pieces of rows of about 20
+// GFLOP (a few tens of milliseconds), so that a cancelled run stops soon;
+// not smaller, as each piece packs the whole right-hand side again into
+// fresh scratch memory (a 2048^3 product in pieces of 2 GFLOP took 1.5x as
+// long as in one). Returns false when oneDNN is not there, not chosen, or
+// refuses, for Eigen to do it.
+bool RunSgemm(const MatrixProduct& p, double total_flops,
               const Cancellation* cancellation) {
 #if defined(PJRT_HAVE_ONEDNN)
   constexpr int64_t kNarrow = 32;
-  if (s.k == 0 || s.m < kNarrow || s.n < kNarrow) return false;
+  if (p.k == 0 || p.m < kNarrow || p.n < kNarrow) return false;
   // OpenMP's thread count for a thread that never set one (OMP_NUM_THREADS,
   // or one per core); read before this thread sets its own.
   static const int team =
       std::min(omp_get_max_threads(), ThreadPool::Get().num_threads());
-  const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
-  omp_set_num_threads(flops * s.batch < 3e7 ? 1 : team);
-  // Row-major A is m x k (lda k), or stored k x m when transposed (lda m).
-  const dnnl_dim_t lda = s.lhs_transposed ? s.m : s.k;
-  const dnnl_dim_t ldb = s.rhs_transposed ? s.k : s.n;
-  const double row_flops = 2.0 * static_cast<double>(s.n) * s.k;
+  omp_set_num_threads(total_flops < 3e7 ? 1 : team);
+  const double row_flops = 2.0 * static_cast<double>(p.n) * p.k;
   const int64_t rows_per_piece =
-      std::clamp<int64_t>(static_cast<int64_t>(2e10 / row_flops), 1, s.m);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    const float* a = lhs + b * s.m * s.k;
-    const float* bm = rhs + b * s.k * s.n;
-    float* c = out + b * s.m * s.n;
-    for (int64_t r0 = 0; r0 < s.m; r0 += rows_per_piece) {
-      if (IsCancelled(cancellation)) return true;
-      const int64_t rows = std::min(rows_per_piece, s.m - r0);
-      const float* a_rows = s.lhs_transposed ? a + r0 : a + r0 * s.k;
-      dnnl_status_t status = dnnl_sgemm(
-          s.lhs_transposed ? 'T' : 'N', s.rhs_transposed ? 'T' : 'N', rows, s.n,
-          s.k, 1.0f, a_rows, lda, bm, ldb, 0.0f, c + r0 * s.n, s.n);
-      if (status != dnnl_success) {
-        // Nothing has been written that Eigen will not overwrite.
-        return false;
-      }
+      std::clamp<int64_t>(static_cast<int64_t>(2e10 / row_flops), 1, p.m);
+  const float* a = static_cast<const float*>(p.a);
+  for (int64_t r0 = 0; r0 < p.m; r0 += rows_per_piece) {
+    if (IsCancelled(cancellation)) return true;
+    const int64_t rows = std::min(rows_per_piece, p.m - r0);
+    dnnl_status_t status =
+        dnnl_sgemm(p.a_transposed ? 'T' : 'N', p.b_transposed ? 'T' : 'N', rows,
+                   p.n, p.k, 1.0f, p.a_transposed ? a + r0 : a + r0 * p.lda,
+                   p.lda, static_cast<const float*>(p.b), p.ldb, 0.0f,
+                   static_cast<float*>(p.c) + r0 * p.ldc, p.ldc);
+    if (status != dnnl_success) {
+      // Nothing has been written that Eigen will not overwrite.
+      return false;
     }
   }
   return true;
 #else
-  (void)s, (void)lhs, (void)rhs, (void)out, (void)cancellation;
+  (void)p, (void)total_flops, (void)cancellation;
   return false;
 #endif
+}
+
+bool RunSgemm(const DotStep& s, const float* lhs, const float* rhs, float* out,
+              const Cancellation* cancellation) {
+  const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k * s.batch;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    MatrixProduct p;
+    p.type = hlo::PrimitiveType::kF32;
+    p.m = s.m, p.n = s.n, p.k = s.k;
+    // Row-major A is m x k (lda k), or stored k x m when transposed (lda m).
+    p.a = lhs + b * s.m * s.k;
+    p.lda = s.lhs_transposed ? s.m : s.k;
+    p.a_transposed = s.lhs_transposed;
+    p.b = rhs + b * s.k * s.n;
+    p.ldb = s.rhs_transposed ? s.k : s.n;
+    p.b_transposed = s.rhs_transposed;
+    p.c = out + b * s.m * s.n;
+    p.ldc = s.n;
+    if (!RunSgemm(p, flops, cancellation)) return false;
+  }
+  return true;
 }
 
 void RunDot(const DotStep& s, absl::Span<void* const> a,
@@ -916,6 +931,37 @@ std::string HostProgram::ToString() const {
         step);
   }
   return out;
+}
+
+void RunMatrixProduct(const MatrixProduct& p, double total_flops,
+                      const Cancellation* cancellation) {
+  if (p.m == 0 || p.n == 0) return;
+  const int64_t width = hlo::ByteWidth(p.type);
+  if (p.k == 0) {
+    for (int64_t r = 0; r < p.m; ++r) {
+      std::memset(static_cast<char*>(p.c) + r * p.ldc * width, 0, p.n * width);
+    }
+    return;
+  }
+  if (p.type == hlo::PrimitiveType::kF32 &&
+      RunSgemm(p, total_flops, cancellation)) {
+    return;
+  }
+  // The column-major C^T = B^T A^T over the same memory, as RunDotTyped.
+  GemmArgs g;
+  g.type = p.type;
+  g.m = p.n;
+  g.n = p.m;
+  g.k = p.k;
+  g.a = p.b;
+  g.lda = p.ldb;
+  g.a_transposed = p.b_transposed;
+  g.b = p.a;
+  g.ldb = p.lda;
+  g.b_transposed = p.a_transposed;
+  g.c = p.c;
+  g.ldc = p.ldc;
+  Gemm(g);
 }
 
 }  // namespace pjrt::compiler::host

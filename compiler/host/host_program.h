@@ -98,6 +98,31 @@ struct DotStep {
   bool lhs_transposed = false, rhs_transposed = false;
 };
 
+// One matrix product C = op(A) op(B) of row-major matrices with leading
+// dimensions of their own (sub-matrices of larger arrays): C is m x n
+// (rows ldc elements apart), A is stored m x k or, transposed, k x m (rows
+// lda apart), B k x n or, transposed, n x k (ldb). f32, f64, c64 or c128.
+struct MatrixProduct {
+  hlo::PrimitiveType type = hlo::PrimitiveType::kF32;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  bool a_transposed = false;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  bool b_transposed = false;
+  void* c = nullptr;
+  int64_t ldc = 0;
+};
+
+// Computes `p` as the program's dots do (f32 through oneDNN where it is
+// built in and the product is wide enough, else the host kernels' GEMM),
+// on the calling thread, or on an OpenMP team of oneDNN's when
+// `total_flops` (of the products the caller runs one after another) is
+// large. k = 0 gives zeros.
+void RunMatrixProduct(const MatrixProduct& p, double total_flops,
+                      const Cancellation* cancellation);
+
 // out[o, i] = init op in[o, 0, i] op in[o, 1, i] ... op in[o, R-1, i].
 struct ReduceStep {
   int input = -1, init = -1, out = -1;

@@ -1,7 +1,8 @@
 // Kernels: the host program's steps for ops that are not element-wise
 // loops, dots or reductions: control flow (while, conditional), indexing
 // (gather, scatter), sort and top-k, windows (reduce-window,
-// select-and-scatter), convolution, map, random numbers and fft. One file per
+// select-and-scatter), convolution, ragged-dot, map, random numbers and
+// fft. One file per
 // family (kernel_*.cc), each a builder the compiler calls with the op's
 // operand and result slots.
 //
@@ -117,6 +118,8 @@ absl::StatusOr<std::shared_ptr<Kernel>> BuildScatter(const KernelArgs&,
                                                      KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildSort(const KernelArgs&,
                                                   KernelCompiler&);
+absl::StatusOr<std::shared_ptr<Kernel>> BuildRaggedDot(const KernelArgs&,
+                                                       KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildTopK(const KernelArgs&,
                                                   KernelCompiler&);
 absl::StatusOr<std::shared_ptr<Kernel>> BuildReduceWindow(const KernelArgs&,

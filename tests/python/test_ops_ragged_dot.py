@@ -113,21 +113,84 @@ def test_rows_in_bf16_summed_to_f32(cl):
            lc=(1,), rc=(1,), ragged=0, group=0)
 
 
+@pytest.mark.parametrize("ty", ["f32", "bf16"])
 @pytest.mark.parametrize("rc", [1, 2])
-def test_many_rows_go_in_tiles_of_their_groups(cl, rc):
-    # Rows enough for the loop over tiles (hlo/passes_ragged.cc, Tiled):
-    # groups that straddle tiles, empty ones, rows past the last group;
-    # the rhs [g, k, n] or [g, n, k].
+def test_many_rows_go_in_tiles_of_their_groups(cl, rc, ty):
+    # Rows enough for the loop over tiles (hlo/passes_ragged.cc, Tiled; on
+    # the host, for bf16 operands summed into f32: f32 runs a product per
+    # group, compiler/host/kernel_ragged_dot.cc): groups that straddle
+    # tiles, empty ones, rows past the last group; the rhs [g, k, n] or
+    # [g, n, k].
     lhs = RNG.standard_normal((300, 8)).astype(np.float32)
     rhs = RNG.standard_normal((6, 8, 5) if rc == 1 else (6, 5, 8)).astype(
         np.float32)
+    # Values bf16 holds exactly, so the reference sees what the daemon does.
+    lhs, rhs = (lhs * 8).round() / 8, (rhs * 8).round() / 8
     sizes = np.array([70, 0, 45, 1, 130, 20])
-    got = _check(cl, lhs, rhs, sizes, (300, 5), lc=(1,), rc=(rc,), ragged=0,
-                 group=0)
+    got = _check(cl, lhs, rhs, sizes, (300, 5), ty=ty, out_t="f32",
+                 lc=(1,), rc=(rc,), ragged=0, group=0)
     assert not got[266:].any()
     for _ in range(3):
-        _check(cl, lhs, rhs, _sizes(300, 6), (300, 5), lc=(1,), rc=(rc,),
-               ragged=0, group=0)
+        _check(cl, lhs, rhs, _sizes(300, 6), (300, 5), ty=ty, out_t="f32",
+               lc=(1,), rc=(rc,), ragged=0, group=0)
+
+
+# The ragged-dots the host runs as one matrix product per group (a 2-D
+# lhs, no batch dimensions, f32 or f64 throughout: hlo::IsPlainRaggedDot,
+# compiler/host/kernel_ragged_dot.cc), in every layout of their operands,
+# each group's matrices read where they lie.
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("lhs_t", [False, True])
+@pytest.mark.parametrize("rhs_layout", ["gkn", "gnk", "kgn", "ngk"])
+def test_rows_of_a_product_per_group_in_every_layout(cl, ty, lhs_t,
+                                                     rhs_layout):
+    m, k, n = 70, 9, 6
+    dtype = np.float32 if ty == "f32" else np.float64
+    lhs = RNG.standard_normal((k, m) if lhs_t else (m, k)).astype(dtype)
+    extent = {"g": 4, "k": k, "n": n}
+    rhs = RNG.standard_normal(tuple(extent[c] for c in rhs_layout)).astype(
+        dtype)
+    sizes = np.array([20, 0, 33, 10])  # 63 rows: the last 7 in no group
+    got = _check(cl, lhs, rhs, sizes, (m, n), ty=ty,
+                 lc=(0 if lhs_t else 1,), rc=(rhs_layout.index("k"),),
+                 ragged=1 if lhs_t else 0, group=rhs_layout.index("g"))
+    assert not got[63:].any() and got[62].any()
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("lhs_k_first", [False, True])
+@pytest.mark.parametrize("rhs_k_first", [False, True])
+def test_contracted_groups_of_a_product_per_group_in_every_layout(
+        cl, ty, lhs_k_first, rhs_k_first):
+    big_k, m, n = 50, 7, 5
+    dtype = np.float32 if ty == "f32" else np.float64
+    lhs = RNG.standard_normal((big_k, m) if lhs_k_first else (m, big_k))
+    rhs = RNG.standard_normal((big_k, n) if rhs_k_first else (n, big_k))
+    # Group 1 is empty (zeros); the last runs past the end and stops there.
+    sizes = np.array([12, 0, 30, 20])
+    got = _check(cl, lhs.astype(dtype), rhs.astype(dtype), sizes, (4, m, n),
+                 ty=ty, lc=(0 if lhs_k_first else 1,),
+                 rc=(0 if rhs_k_first else 1,),
+                 ragged=0 if lhs_k_first else 1)
+    assert not got[1].any() and got[3].any()
+
+
+def test_sizes_outside_the_rows_count_as_the_nearest_inside(cl):
+    # A negative size is an empty group, one past the rows ends at the
+    # last row, as the rewrite into dots and masks reads them.
+    lhs = RNG.standard_normal((10, 3)).astype(np.float32)
+    rhs = RNG.standard_normal((3, 3, 2)).astype(np.float32)
+    program = _program("f32", lhs.shape, "f32", rhs.shape, "s32", (3,),
+                       "f32", (10, 2),
+                       _attrs(lc=(1,), rc=(1,), ragged=0, group=0))
+
+    def apply(sizes):
+        return run(cl, program, [("f32", lhs), ("f32", rhs),
+                                 ("s32", np.array(sizes, np.int32))])[0]
+
+    np.testing.assert_array_equal(apply([-3, 4, 100]), apply([0, 4, 6]))
+    np.testing.assert_array_equal(apply([2, -2**31, 2**31 - 1]),
+                                  apply([2, 0, 8]))
 
 
 def test_tiles_of_groups_past_the_rows_and_of_other_types(cl):
