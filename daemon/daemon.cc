@@ -109,7 +109,7 @@ MakeTlsServerCredentials(const DaemonOptions& options) {
 
 }  // namespace
 
-absl::Status PrepareUnixSocketPath(const std::string& path) {
+absl::Status PrepareUnixSocketPath(const std::string& path, int type) {
   std::filesystem::path p(path);
   std::error_code ec;
   std::filesystem::path dir = p.parent_path();
@@ -133,7 +133,7 @@ absl::Status PrepareUnixSocketPath(const std::string& path) {
         path));
   }
   // Is someone still serving on it?
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return absl::InternalError(
         absl::StrFormat("socket(): %s", std::strerror(errno)));
@@ -350,6 +350,14 @@ absl::Status Daemon::StartPeerServer() {
 }
 
 absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
+  // Every unix socket to serve is checked before anything is made: a
+  // daemon started on the paths of one that serves must leave that one's
+  // side sockets and admin token file alone on its way out.
+  for (const std::string& address : options_.listen) {
+    if (auto path = UnixSocketPath(address)) {
+      PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));
+    }
+  }
   client_usage_ = std::make_unique<ClientUsageTable>(kMetricClientNames);
   metrics_ = std::make_unique<DaemonMetrics>(client_usage_.get());
   PJRT_ASSIGN_OR_RETURN(runtime::ClientOptions client_options,
@@ -368,6 +376,11 @@ absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
   PJRT_RETURN_IF_ERROR(StartServer());
   if (region_server_ != nullptr) {
     PJRT_RETURN_IF_ERROR(StartRegionServer(region_sockets));
+  }
+  if (!options_.admin_token_file.empty()) {
+    PJRT_RETURN_IF_ERROR(
+        WriteAdminToken(options_.admin_token_file, admin_token_));
+    admin_token_written_ = true;
   }
   if (!unix_listeners_.empty()) SetUpUnixPeerLookup();
   StartBackgroundWork();
@@ -472,7 +485,8 @@ absl::StatusOr<Daemon::RegionSockets> Daemon::CreateRegionServer() {
   if (sockets.main_socket.has_value() &&
       sockets.main_socket->size() + 9 <= sizeof(probe.sun_path) - 1) {
     sockets.region_socket = *sockets.main_socket + ".regions";
-    PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(sockets.region_socket));
+    PJRT_RETURN_IF_ERROR(
+        PrepareUnixSocketPath(sockets.region_socket, SOCK_SEQPACKET));
   } else {
     sockets.main_socket.reset();
     sockets.region_socket =
@@ -499,15 +513,12 @@ absl::Status Daemon::CreateServices(const std::string& region_socket) {
   server_service_ = std::make_unique<ServerService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
       auth_.get(), compile_cache_.get(), region_socket);
-  std::string admin_token;
   if (!options_.admin_token_file.empty()) {
-    admin_token =
+    admin_token_ =
         absl::StrFormat("%016x%016x", SecureRandomId(), SecureRandomId());
-    PJRT_RETURN_IF_ERROR(
-        WriteAdminToken(options_.admin_token_file, admin_token));
   }
   session_service_ = std::make_unique<SessionService>(
-      sessions_.get(), auth_.get(), std::move(admin_token));
+      sessions_.get(), auth_.get(), admin_token_);
   buffer_service_ = std::make_unique<BufferService>(
       client_.get(), cluster_.get(), receives_.get(), sessions_.get(),
       auth_.get(), options_.receive_timeout, limits.max_receive_timeout);
@@ -1016,9 +1027,7 @@ void Daemon::Shutdown() {
   for (const std::string& address : addresses_) {
     if (auto path = UnixSocketPath(address)) unlink(path->c_str());
   }
-  if (!options_.admin_token_file.empty() && session_service_ != nullptr) {
-    unlink(options_.admin_token_file.c_str());
-  }
+  if (admin_token_written_) unlink(options_.admin_token_file.c_str());
   spdlog::info("shutdown complete");
 }
 

@@ -8,6 +8,8 @@
 #ifndef PJRT_DAEMON_DAEMON_H_
 #define PJRT_DAEMON_DAEMON_H_
 
+#include <sys/socket.h>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -141,6 +143,10 @@ class Daemon {
   std::unique_ptr<ExecutableCache> compile_cache_;
   std::unique_ptr<ServerService> server_service_;
   std::unique_ptr<SessionService> session_service_;
+  // --admin-token-file's token, written once the daemon serves (a start
+  // that fails leaves alone the file of a daemon already serving).
+  std::string admin_token_;
+  bool admin_token_written_ = false;
   std::unique_ptr<BufferService> buffer_service_;
   std::unique_ptr<ExecutableService> executable_service_;
   // Whole-cluster sessions' proxies on the other tasks, and the services
@@ -181,8 +187,12 @@ int64_t PhysicalMemoryBytes();
 
 // Prepares a unix socket path for listening: the folder must exist, and a
 // socket file left by a daemon that is gone is removed. FAILED_PRECONDITION
-// if a live process is listening there.
-absl::Status PrepareUnixSocketPath(const std::string& path);
+// if a live process is listening there. `type` is the socket's type
+// (SOCK_STREAM, or SOCK_SEQPACKET for the region socket): a socket of one
+// type refuses connections of another, so a probe of the wrong type would
+// take a live socket for a stale one.
+absl::Status PrepareUnixSocketPath(const std::string& path,
+                                   int type = SOCK_STREAM);
 
 }  // namespace pjrt::daemon
 

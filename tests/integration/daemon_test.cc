@@ -7,8 +7,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -624,20 +627,60 @@ TEST(DaemonLifecycle, SigtermWithOpenSessionsExitsCleanlyAndRemovesSocket) {
   EXPECT_NE(log.find("shutdown complete"), std::string::npos) << log;
 }
 
+// True if a process accepts connections of `type` on unix socket `path`.
+bool Accepts(const std::string& path, int type) {
+  int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool ok =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
 TEST(DaemonLifecycle, RefusesASocketAnotherDaemonServes) {
   TempDir dir;
-  std::string listen = "unix://" + dir.path() + "/pjrtd.sock";
-  auto first = DaemonProcess::Start(
-      PJRTD_PATH, {"--platform", "host", "--listen", listen}, dir.path());
+  const std::string socket = dir.path() + "/pjrtd.sock";
+  const std::string listen = "unix://" + socket;
+  const std::string token_file = dir.path() + "/admin.token";
+  auto first = DaemonProcess::Start(PJRTD_PATH,
+                                    {"--platform", "host", "--listen", listen,
+                                     "--admin-token-file", token_file},
+                                    dir.path());
   ASSERT_TRUE(first.ok()) << first.status();
+  const auto read = [](const std::string& path) {
+    std::ifstream file(path);
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  };
+  const std::string token = read(token_file);
+  ASSERT_EQ(token.size(), 33u);
   CommandResult second =
-      RunCommand({PJRTD_PATH, "--platform", "host", "--listen", listen});
+      RunCommand({PJRTD_PATH, "--platform", "host", "--listen", listen,
+                  "--admin-token-file", token_file});
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("already listening"), std::string::npos)
       << second.err;
-  // The first daemon is unharmed.
+  // The first daemon is unharmed: its sockets, the region and lane sockets
+  // beside its own (the second used to remove them as stale on its way),
+  // and its admin token file.
   auto client = pjrt_client::Client::Connect({.address = listen});
   EXPECT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(Accepts(socket + ".regions", SOCK_SEQPACKET));
+  EXPECT_TRUE(Accepts(socket + ".lanes", SOCK_STREAM));
+  EXPECT_EQ(read(token_file), token);
+  // A second daemon whose own socket is free but whose region socket
+  // another serves stops too, and removes nothing.
+  ASSERT_EQ(std::rename(socket.c_str(), (dir.path() + "/moved.sock").c_str()),
+            0);
+  CommandResult third =
+      RunCommand({PJRTD_PATH, "--platform", "host", "--listen", listen});
+  EXPECT_EQ(third.exit_code, 1);
+  EXPECT_NE(third.err.find("already listening on " + socket + ".regions"),
+            std::string::npos)
+      << third.err;
+  EXPECT_TRUE(Accepts(socket + ".regions", SOCK_SEQPACKET));
 }
 
 TEST(DaemonLifecycle, TellsSystemdWhenReadyAndWhenStopping) {
