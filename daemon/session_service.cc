@@ -212,6 +212,13 @@ grpc::ServerUnaryReactor* SessionService::CloseSessionAsAdminImpl(
                      "--admin-token-file to allow them, or call as a tenant "
                      "of the admin role"));
   }
+  if (!admin_tenant && given.empty()) {
+    return Reply(context,
+                 absl::PermissionDeniedError(
+                     "closing another client's session needs the daemon's "
+                     "admin token (from its --admin-token-file) or a tenant "
+                     "of the admin role"));
+  }
   if (!admin_tenant && !token_ok) {
     Audit("admin_refused", {{"peer", context->peer()},
                             {"session", absl::StrCat(request->public_id())},

@@ -7,7 +7,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
 #include "cli/proto_json.h"
@@ -20,31 +23,58 @@ namespace {
 
 constexpr char kDefaultAdminTokenFile[] = "/run/pjrtd/admin.token";
 
-int RunCloseSession(const GlobalOptions& g, int64_t public_id,
-                    const std::string& token_file) {
-  std::ifstream in(token_file);
+// The admin token in `path`, or why there is none.
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "cannot read the admin token file %s: %s", path, std::strerror(errno)));
+  }
   std::string token;
   std::getline(in, token);
-  if (!in && token.empty()) {
-    return Fail(g, absl::PermissionDeniedError(absl::StrFormat(
-                       "cannot read the admin token file %s: %s (closing "
-                       "another client's session needs the token the daemon "
-                       "wrote there: run as root or as the daemon's user, or "
-                       "pass --admin-token-file)",
-                       token_file, std::strerror(errno))));
+  token = std::string(absl::StripAsciiWhitespace(token));
+  if (token.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("the admin token file %s is empty", path));
+  }
+  return token;
+}
+
+// Closes session `public_id` with the admin token of `token_file`; where
+// that is the default file and cannot be read, without one, for a caller
+// that is a tenant of the admin role.
+int RunCloseSession(const GlobalOptions& g, int64_t public_id,
+                    const std::string& token_file, bool token_file_given) {
+  absl::StatusOr<std::string> token = ReadAdminToken(token_file);
+  if (!token.ok() && token_file_given) {
+    return Fail(g, absl::Status(token.status().code(),
+                                absl::StrCat(token.status().message(),
+                                             " (closing another client's "
+                                             "session needs the token the "
+                                             "daemon wrote there, or a "
+                                             "tenant of the admin role)")));
   }
   auto client = Connect(g);
   if (!client.ok()) return Fail(g, client.status());
   v1::CloseSessionAsAdminRequest request;
   request.set_public_id(static_cast<uint64_t>(public_id));
-  request.set_admin_token(token);
+  if (token.ok()) request.set_admin_token(*token);
   v1::CloseSessionResponse response;
   grpc::ClientContext context;
   context.set_deadline(
       absl::ToChronoTime(absl::Now() + absl::Seconds(g.timeout_seconds)));
   grpc::Status status = v1::Sessions::NewStub((*client)->channel())
                             ->CloseSessionAsAdmin(&context, request, &response);
-  if (!status.ok()) return Fail(g, pjrt_client::ToAbslStatus(status));
+  if (!status.ok()) {
+    absl::Status error = pjrt_client::ToAbslStatus(status);
+    if (!token.ok() && absl::IsPermissionDenied(error)) {
+      error = absl::PermissionDeniedError(absl::StrFormat(
+          "%s (no admin token was sent: %s; run as root or as the daemon's "
+          "user, or pass --admin-token-file)",
+          error.message(), token.status().message()));
+    }
+    return Fail(g, error);
+  }
   if (g.json) {
     json doc = ProtoToJson(response);
     doc["closed"] = public_id;
@@ -113,14 +143,16 @@ void AddSessionsCommand(CLI::App& app, const GlobalOptions& g,
                    "Close the session with this ID (as listed), freeing "
                    "what it owns")
       ->check(CLI::PositiveNumber);
-  sessions->add_option("--admin-token-file", o->admin_token_file,
-                       absl::StrFormat("The daemon's admin token file "
-                                       "(default %s)",
-                                       kDefaultAdminTokenFile));
-  sessions->callback([&g, o, command] {
-    *command = [&g, o] {
+  CLI::Option* token_file = sessions->add_option(
+      "--admin-token-file", o->admin_token_file,
+      absl::StrFormat("The daemon's admin token file (default %s; without "
+                      "it, a tenant of the admin role may close sessions)",
+                      kDefaultAdminTokenFile));
+  sessions->callback([&g, o, command, token_file] {
+    const bool given = token_file->count() > 0;
+    *command = [&g, o, given] {
       if (o->close_session > 0) {
-        return RunCloseSession(g, o->close_session, o->admin_token_file);
+        return RunCloseSession(g, o->close_session, o->admin_token_file, given);
       }
       return RunSessions(g);
     };

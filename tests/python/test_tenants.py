@@ -323,6 +323,39 @@ def test_admin_calls_need_the_admin_role(tenants):
         tenants.daemon.log_path.read_text())
 
 
+def test_pjrtctl_closes_a_session_as_a_tenant_of_the_admin_role(tenants,
+                                                               tmp_path):
+    def close(who, public_id, *extra):
+        token = tmp_path / f"{who}.token"
+        token.write_text(tenants.tokens[who] + "\n")
+        return subprocess.run(
+            [str(PJRTCTL), "--address", tenants.tcp, "--token-file",
+             str(token), "sessions", "--close", str(public_id), *extra],
+            capture_output=True, text=True, timeout=60)
+
+    with tenants.connect("alice") as alice:
+        public_id = alice._session.public_id
+        # No admin token file where pjrtctl looks by default: the caller's
+        # role decides. bob's is not admin.
+        refused = close("bob", public_id)
+        assert refused.returncode == 1
+        assert "admin role" in refused.stderr
+        assert "no admin token was sent" in refused.stderr
+        alice.ping()
+        # A token file named on the command line must be there.
+        empty = tmp_path / "empty.token"
+        empty.write_text("")
+        refused = close("root", public_id, "--admin-token-file", str(empty))
+        assert refused.returncode == 1
+        assert f"the admin token file {empty} is empty" in refused.stderr
+        alice.ping()
+        closed = close("root", public_id)
+        assert closed.returncode == 0, closed.stderr
+        assert f"closed session {public_id}" in closed.stdout
+        with pytest.raises(pjrt_client.NotFoundError):
+            alice.put(np.ones(4, np.float32))
+
+
 def test_memory_quota_refuses_the_tenant_and_not_the_others(tenants):
     with tenants.connect("alice", shared_memory=False) as alice, \
             tenants.connect("bob", shared_memory=False) as bob:
