@@ -323,8 +323,8 @@ def test_admin_calls_need_the_admin_role(tenants):
         tenants.daemon.log_path.read_text())
 
 
-def test_pjrtctl_closes_a_session_as_a_tenant_of_the_admin_role(tenants,
-                                                               tmp_path):
+def test_pjrtctl_closes_a_session_as_a_tenant_of_the_admin_role(
+        tenants, tmp_path):
     def close(who, public_id, *extra):
         token = tmp_path / f"{who}.token"
         token.write_text(tenants.tokens[who] + "\n")
