@@ -32,6 +32,17 @@ std::string EscapeForLog(absl::string_view text, size_t max_bytes = 256);
 // `status` with its message cut to kMaxMessageBytes (code unchanged).
 absl::Status BoundMessage(const absl::Status& status);
 
+// The offset of the first byte of `text` that does not begin or continue a
+// well-formed UTF-8 sequence (Unicode's definition: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or npos if it is all UTF-8. A
+// protobuf `string` field must be UTF-8: gRPC refuses a message with
+// another as malformed, with no word of which field or byte.
+size_t FirstNonUtf8(absl::string_view text);
+
+// OK, or INVALID_ARGUMENT naming `what`, the offending byte and its line
+// and column (counted in bytes from 1), for text that is not UTF-8.
+absl::Status CheckUtf8(absl::string_view text, absl::string_view what);
+
 }  // namespace pjrt
 
 #endif  // PJRT_BASE_TEXT_H_

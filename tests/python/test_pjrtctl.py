@@ -10,6 +10,7 @@ import pathlib
 import pty
 import re
 import subprocess
+import tomllib
 
 import numpy as np
 import pytest
@@ -336,6 +337,40 @@ def test_closing_an_unknown_session_is_not_found(admin_daemon):
                  json_output=False)
     assert result.returncode == 1
     assert "no open session has id 99999" in result.stderr
+
+
+def test_token_new_prints_a_tenant_entry_that_reads_back_as_given():
+    for name in ['a"b', "back\\slash", "caf\u00e9", "x" * 64]:
+        out = subprocess.run([str(PJRTCTL), "token", "new", "--name", name],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        entry = out.stdout[out.stdout.index("[[tenant]]"):]
+        tenant = tomllib.loads(entry)["tenant"][0]
+        assert set(tenant) == {"name", "role", "token_sha256"}
+        assert tenant["name"] == name and tenant["role"] == "user"
+    for name, message in [("", "has 0 characters"),
+                          ("x" * 65, "has 65 characters"),
+                          ('a"\nrole = "admin', "control character 0x0a")]:
+        out = subprocess.run([str(PJRTCTL), "token", "new", "--name", name],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stdout
+        assert message in out.stderr
+        assert "[[tenant]]" not in out.stdout
+    out = subprocess.run([str(PJRTCTL).encode(), b"token", b"new", b"--name",
+                          b"caf\xe9"], capture_output=True, timeout=60)
+    assert out.returncode == 2
+    assert b"--name is not UTF-8: byte 0xe9 at line 1, column 4" in out.stderr
+
+
+def test_a_program_that_is_not_utf8_is_refused_by_byte(daemon, tmp_path):
+    program = tmp_path / "bad.hlo"
+    program.write_bytes(b"HloModule m\nENTRY \xff")
+    result = ctl(daemon.addresses[0], "compile", str(program),
+                 json_output=False)
+    assert result.returncode == 1
+    assert ("the program text is not UTF-8: byte 0xff at line 2, column 7"
+            in result.stderr)
+    assert "libprotobuf" not in result.stderr
 
 
 def test_admin_calls_are_off_without_a_token_file(daemon, tmp_path):

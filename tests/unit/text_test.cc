@@ -1,6 +1,7 @@
 #include "base/text.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -41,6 +42,45 @@ TEST(BoundMessage, CutsLongMessagesKeepingTheCode) {
   EXPECT_LE(status.message().size(), kMaxMessageBytes);
   absl::Status small = absl::NotFoundError("x");
   EXPECT_EQ(BoundMessage(small), small);
+}
+
+TEST(FirstNonUtf8, AcceptsWellFormedTextOfEveryLength) {
+  EXPECT_EQ(FirstNonUtf8(""), absl::string_view::npos);
+  // 1, 2, 3 and 4 bytes; the ends of each range.
+  EXPECT_EQ(FirstNonUtf8("a\x7f \xc2\x80\xdf\xbf \xe0\xa0\x80\xed\x9f\xbf"
+                         "\xef\xbf\xbf \xf0\x90\x80\x80\xf4\x8f\xbf\xbf"),
+            absl::string_view::npos);
+}
+
+TEST(FirstNonUtf8, FindsTheFirstByteOfWhatIsNotUtf8) {
+  struct Case {
+    std::string text;
+    size_t bad;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"ab\xff", 2},                // never in UTF-8
+           {"\x80", 0},                  // a lone continuation byte
+           {"a\xc3", 1},                 // cut short at the end
+           {"\xc3(", 0},                 // not continued
+           {"\xc0\xaf", 0},              // overlong '/'
+           {"\xe0\x80\xaf", 0},          // overlong, 3 bytes
+           {"\xf0\x80\x80\xaf", 0},      // overlong, 4 bytes
+           {"x\xed\xa0\x80", 1},         // a surrogate (U+D800)
+           {"\xf4\x90\x80\x80", 0},      // past U+10FFFF
+           {"\xf5\x80\x80\x80", 0},      // never in UTF-8
+           {"\xe2\x82\xac\xe2\x82", 3},  // a whole sequence, then half
+       }) {
+    EXPECT_EQ(FirstNonUtf8(c.text), c.bad) << EscapeForLog(c.text);
+  }
+}
+
+TEST(CheckUtf8, NamesTheByteItsLineAndColumn) {
+  EXPECT_TRUE(CheckUtf8("caf\xc3\xa9\n", "the text").ok());
+  absl::Status s = CheckUtf8("HloModule m\nENTRY \xff", "the program text");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "the program text is not UTF-8: byte 0xff at line 2, column 7 "
+            "(offset 18) begins no well-formed sequence");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "base/version.h"
 #include "client/cpp/pjrt_client/internal.h"
 #include "grpcpp/create_channel.h"
@@ -512,6 +513,7 @@ absl::StatusOr<Buffer> Session::Adopt(uint64_t handle) {
 
 absl::StatusOr<Executable> Session::Compile(const std::string& hlo_text,
                                             const CompileOptions& options) {
+  PJRT_RETURN_IF_ERROR(pjrt::CheckUtf8(hlo_text, "the program text"));
   v1::CompileRequest request;
   request.set_session_id(state_->id);
   request.set_hlo_text(hlo_text);
