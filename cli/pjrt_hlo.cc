@@ -20,7 +20,10 @@
 // given) and, with --compare-with, on platform Q too, and compares every
 // output element by element within the op's tolerance: the differential
 // checker for the CUDA backend.
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -36,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "cli/npy.h"
 #include "compiler/backend.h"
@@ -407,6 +411,24 @@ int Run(const RunOptions& o) {
         "parameter, or "
         "none for random inputs)",
         (*module)->name(), parameters.size(), o.inputs.size())));
+  }
+  if (o.inputs.empty()) {
+    // Random inputs are made here, in host memory, all at once.
+    double bytes = 0;
+    for (const hlo::Shape& p : parameters) {
+      bytes += static_cast<double>(p.ByteSize());
+    }
+    const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(sysconf(_SC_PAGESIZE));
+    if (host > 0 && bytes > host / 2) {
+      return Fail(absl::ResourceExhaustedError(absl::StrFormat(
+          "the random inputs of %s would take %s of host memory, more than "
+          "half of this host's %s; give --input files for a run of it",
+          (*module)->name(),
+          FormatByteSize(static_cast<int64_t>(
+              std::min(bytes, static_cast<double>(INT64_MAX)))),
+          FormatByteSize(static_cast<int64_t>(host)))));
+    }
   }
   std::mt19937_64 rng(o.seed);
   for (size_t i = 0; i < parameters.size(); ++i) {

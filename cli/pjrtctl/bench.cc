@@ -1,9 +1,12 @@
 // pjrtctl bench: the daemon measured from here: empty calls, transfers over
 // the stream and through shared memory, tiny executions, dependent loops.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -281,7 +284,14 @@ int RunBench(const GlobalOptions& g, const BenchOptions& o) {
   auto session = (*client)->OpenSession({.client_name = "pjrtctl bench"});
   if (!session.ok()) return Fail(g, session.status());
 
-  std::vector<uint8_t> data(static_cast<size_t>(o.size_bytes));
+  std::vector<uint8_t> data;
+  try {
+    data.resize(static_cast<size_t>(o.size_bytes));
+  } catch (const std::bad_alloc&) {
+    return Fail(g, absl::ResourceExhaustedError(absl::StrFormat(
+                       "cannot allocate %s of host memory for --size",
+                       FormatByteSize(o.size_bytes))));
+  }
   for (size_t i = 0; i < data.size(); ++i) {
     data[i] = static_cast<uint8_t>(i * 131);
   }
@@ -347,6 +357,21 @@ void AddBenchCommand(CLI::App& app, const GlobalOptions& g, Command* command) {
                                   *size)));
         }
         o->size_bytes = *bytes;
+      }
+      // The data, its copy back and a region of twice its size are held at
+      // once: refused where the host has not the memory for them.
+      const int64_t pages = sysconf(_SC_PHYS_PAGES);
+      const int64_t page_size = sysconf(_SC_PAGESIZE);
+      if (pages > 0 && page_size > 0 && o->size_bytes > pages / 4 * page_size) {
+        return FailUsage(
+            g,
+            absl::InvalidArgumentError(absl::StrFormat(
+                "--size %s needs about four times that in host memory (the "
+                "data, its copy back and a shared-memory region of twice its "
+                "size); this host has %s: give at most %s",
+                FormatByteSize(o->size_bytes),
+                FormatByteSize(pages * page_size),
+                FormatByteSize(pages / 4 * page_size))));
       }
       return RunBench(g, *o);
     };

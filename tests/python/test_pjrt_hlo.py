@@ -130,6 +130,23 @@ def test_run_names_a_wrong_number_of_inputs(program, tmp_path):
     assert "takes 2 parameter(s); got 1 --input file(s)" in out.stderr
 
 
+def test_run_refuses_random_inputs_larger_than_the_host(tmp_path):
+    # Made in host memory: refused before any is taken (a scatter's 344 GB
+    # of inputs used to end in std::bad_alloc).
+    path = tmp_path / "huge.hlo"
+    path.write_text("""HloModule huge
+ENTRY main {
+  a = f32[1048576,1048576] parameter(0)
+  ROOT n = f32[1048576,1048576] negate(a)
+}
+""")
+    out = hlo("run", str(path))
+    assert out.returncode == 1
+    assert "the random inputs of huge would take 4 TiB of host memory" in (
+        out.stderr)
+    assert "give --input files" in out.stderr
+
+
 def test_run_names_an_input_that_does_not_fit(program, tmp_path):
     np.save(tmp_path / "a.npy", np.zeros((4, 8), np.float32))
     np.save(tmp_path / "k.npy", np.zeros((9,), np.float32))

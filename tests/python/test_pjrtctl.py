@@ -214,6 +214,13 @@ def test_bench_refuses_a_bad_size(daemon):
                  json_output=False)
     assert result.returncode == 2
     assert "--size 'lots'" in result.stderr
+    # More than the host could hold: said before any memory is taken (it
+    # used to end in std::bad_alloc).
+    result = ctl(daemon.addresses[0], "bench", "--size", "100TiB",
+                 json_output=False)
+    assert result.returncode == 2
+    assert "--size 100 TiB needs about four times that in host memory" in (
+        result.stderr)
 
 
 # --- progress on a terminal ------------------------------------------------
