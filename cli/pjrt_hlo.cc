@@ -41,6 +41,7 @@
 #include "absl/strings/str_join.h"
 #include "base/byte_size.h"
 #include "base/status_macros.h"
+#include "base/version.h"
 #include "cli/npy.h"
 #include "compiler/backend.h"
 #include "compiler/host/compiler.h"
@@ -560,7 +561,16 @@ int main(int argc, char** argv) {
       "convert", "Print the HLO text a StableHLO program (.mlir) becomes");
   convert->add_option("file", convert_path, "StableHLO (MLIR text) file")
       ->required();
-  CLI11_PARSE(app, argc, argv);
+  app.set_version_flag("--version",
+                       std::string("pjrt-hlo ") + pjrt::kBuildVersion);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end well; every other parse error is a usage
+    // error (CLI11's own codes, 100 and up, are not ours).
+    const int code = app.exit(e);
+    return code == 0 ? pjrt::kExitOk : pjrt::kExitUsage;
+  }
   if (convert->parsed()) return pjrt::Convert(convert_path);
   if (compile->parsed()) return pjrt::Compile(path, platform, arch, dump);
   if (run->parsed()) return pjrt::Run(run_options);

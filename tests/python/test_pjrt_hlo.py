@@ -166,6 +166,25 @@ def test_run_on_cuda_without_a_gpu_says_so(program):
         "built without the CUDA Toolkit" in out.stderr
 
 
+@pytest.mark.parametrize("args", [
+    [], ["--bogus"], ["frobnicate"], ["compile"],
+    ["compile", "p.hlo", "--platform", "tpu"],
+    ["run", "p.hlo", "--seed", "abc"],
+])
+def test_a_bad_command_line_is_a_usage_error(args):
+    # Exit 2 as for every usage error of ours, not CLI11's codes (100+).
+    out = hlo(*args)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr
+
+
+def test_version_and_help_end_well():
+    out = hlo("--version")
+    assert out.returncode == 0 and out.stdout.startswith("pjrt-hlo ")
+    out = hlo("--help")
+    assert out.returncode == 0 and "compile" in out.stdout
+
+
 def test_a_program_that_does_not_parse_is_a_usage_error(tmp_path):
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[2] negate(y)\n}\n")
