@@ -413,10 +413,13 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
       }
     }
     if (absl::StartsWith(address, "unix:")) {
-      // gRPC reads unix://x.sock as /x.sock, and the daemon's side sockets
-      // would go beside x.sock in the working folder.
-      if (absl::StartsWith(address, "unix://") &&
-          !absl::StartsWith(address, "unix:///")) {
+      // An absolute path: gRPC reads unix://x.sock as /x.sock, "unix:" as
+      // an abstract socket, and the daemon's side sockets would go beside
+      // a relative one in the working folder.
+      absl::string_view path = address;
+      path.remove_prefix(5);
+      if (absl::StartsWith(path, "//")) path.remove_prefix(2);
+      if (!absl::StartsWith(path, "/") || path.size() < 2) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "listen address '%s' needs an absolute path: unix:///folder/"
             "name.sock",
@@ -424,12 +427,24 @@ absl::Status ValidateOptions(const DaemonOptions& options) {
       }
       continue;
     }
-    // host:port, the port within 0 (any free one) to 65535.
+    // host:port, the port within 0 (any free one) to 65535. (gRPC takes a
+    // missing port for 443 and a host alone for a name to resolve.)
     const size_t colon = address.rfind(':');
+    const bool bracketed = absl::StartsWith(address, "[");
     int port = -1;
-    if (colon != std::string::npos &&
-        absl::SimpleAtoi(address.substr(colon + 1), &port) &&
-        (port < 0 || port > 65535)) {
+    if (colon == std::string::npos || colon == 0 ||
+        (bracketed && address[colon - 1] != ']') ||
+        (!bracketed && address.find(':') != colon) ||
+        !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+        address.substr(colon + 1).find_first_not_of("0123456789") !=
+            std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "listen address '%s' is neither unix:///path/name.sock nor "
+          "host:port (such as 127.0.0.1:7070, [::1]:7070, 0.0.0.0:0 for any "
+          "free port)",
+          address));
+    }
+    if (port < 0 || port > 65535) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "listen address '%s' has port %d; give a port from 0 (any free "
           "one) to 65535",

@@ -195,6 +195,19 @@ def test_address_comes_from_the_environment(monkeypatch, address):
     assert pjrt_client.resolve_address() == pjrt_client.DEFAULT_ADDRESS
 
 
+@pytest.mark.parametrize("bad", ["garbage", "127.0.0.1", "127.0.0.1:99999",
+                                 "http://localhost:7070", "[::1]7070",
+                                 "::1:7070", "localhost:+1"])
+def test_an_address_that_names_no_daemon_is_refused_at_once(bad):
+    # gRPC would resolve it as a name for the whole timeout.
+    start = time.monotonic()
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match="is neither unix:///path/name.sock nor "
+                             "host:port"):
+        pjrt_client.connect(bad, timeout=30)
+    assert time.monotonic() - start < 10
+
+
 # --- freeing ------------------------------------------------------------
 
 def test_garbage_collected_buffers_are_freed_on_the_daemon(client):

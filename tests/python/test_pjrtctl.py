@@ -369,6 +369,23 @@ def test_token_new_prints_a_tenant_entry_that_reads_back_as_given():
     assert b"--name is not UTF-8: byte 0xe9 at line 1, column 4" in out.stderr
 
 
+def test_an_address_or_ca_file_that_cannot_work_is_refused_at_once(
+        tmp_path):
+    # gRPC resolved such an address as a name for the whole timeout, and
+    # logged its PEM parser's errors before failing as if no daemon ran.
+    result = ctl("127.0.0.1:99999", "info", json_output=False)
+    assert result.returncode == 1
+    assert "address '127.0.0.1:99999' is neither" in result.stderr
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("hello\n")
+    result = subprocess.run(
+        [str(PJRTCTL), "--address", "127.0.0.1:1", "--tls-ca", str(not_pem),
+         "info"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"the TLS CA file {not_pem} holds no PEM block" in result.stderr
+    assert "ssl_transport_security" not in result.stderr
+
+
 def test_a_program_that_is_not_utf8_is_refused_by_byte(daemon, tmp_path):
     program = tmp_path / "bad.hlo"
     program.write_bytes(b"HloModule m\nENTRY \xff")

@@ -388,6 +388,25 @@ TEST(ValidateOptions, ListenAddressesAreCheckedNotWrappedOrShared) {
   absl::Status twice =
       ValidListen({"unix:///tmp/pjrtd.sock", "unix:///tmp/pjrtd.sock"});
   EXPECT_NE(twice.message().find("given twice"), absl::string_view::npos);
+  // "unix:" is an abstract socket to gRPC, a relative path puts the side
+  // sockets in the working folder.
+  for (const char* bad : {"unix:", "unix:x.sock", "unix:///"}) {
+    EXPECT_NE(ValidListen({bad}).message().find("needs an absolute path"),
+              absl::string_view::npos)
+        << bad;
+  }
+  EXPECT_TRUE(ValidListen({"unix:/tmp/pjrtd.sock"}).ok());
+  // gRPC took a missing port for 443, a host alone for a name.
+  for (const char* bad : {"garbage", "127.0.0.1", "127.0.0.1:", ":7070",
+                          "127.0.0.1:70x", "::1:7070", "[::1]7070",
+                          "127.0.0.1:+7"}) {
+    absl::Status s = ValidListen({bad});
+    EXPECT_NE(s.message().find("is neither unix:///path/name.sock nor "
+                               "host:port"),
+              absl::string_view::npos)
+        << bad << ": " << s;
+  }
+  EXPECT_TRUE(ValidListen({"localhost:7070", "[::1]:0"}).ok());
 }
 
 TEST(ParseCommandLine, TimeoutsMustBePositiveAndFinite) {

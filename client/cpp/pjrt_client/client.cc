@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -110,13 +111,43 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
     return absl::FailedPreconditionError(
         absl::StrFormat("cannot read the %s %s", what, path));
   }
+  // gRPC would log its parse errors and fail the connection as if no
+  // daemon were there.
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the %s %s holds no PEM block (-----BEGIN ...-----)", what, path));
+  }
   return text.str();
+}
+
+// OK for an address gRPC takes as a daemon's: a unix socket or another
+// scheme gRPC knows, or host:port. Anything else gRPC would resolve as a
+// name for the whole connect timeout before failing.
+absl::Status CheckAddress(const std::string& address) {
+  for (const char* scheme :
+       {"unix:", "unix-abstract:", "vsock:", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(address, scheme)) return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  const bool bracketed = absl::StartsWith(address, "[");
+  const std::string port =
+      colon == std::string::npos ? "" : address.substr(colon + 1);
+  int number = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      (bracketed ? address[colon - 1] != ']' : address.find(':') != colon) ||
+      port.empty() ||
+      port.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(port, &number) || number > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "address '%s' is neither unix:///path/name.sock nor host:port (such "
+        "as 127.0.0.1:7070 or [::1]:7070)",
+        address));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-// The host a TCP target names ("127.0.0.1:7070", "[::1]:7070",
-// "dns:///host:7070", "ipv4:10.0.0.1:7070"); empty for a unix socket.
 // The bytes of an array of `dims` elements of `dtype`; -1 when the dtype is
 // unknown or the dimensions are negative or overflow.
 static int64_t ShapeBytes(DType dtype, absl::Span<const int64_t> dims) {
@@ -129,6 +160,8 @@ static int64_t ShapeBytes(DType dtype, absl::Span<const int64_t> dims) {
   return DTypeBytes(dtype, count);
 }
 
+// The host a TCP target names ("127.0.0.1:7070", "[::1]:7070",
+// "dns:///host:7070", "ipv4:10.0.0.1:7070"); empty for a unix socket.
 static std::string ChannelHost(std::string address) {
   if (absl::StartsWith(address, "unix:") ||
       absl::StartsWith(address, "unix-abstract:") ||
@@ -154,6 +187,7 @@ static std::string ChannelHost(std::string address) {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
     const ConnectOptions& options) {
   std::string address = ResolveAddress(options.address);
+  PJRT_RETURN_IF_ERROR(CheckAddress(address));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);

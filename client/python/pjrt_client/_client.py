@@ -24,9 +24,10 @@ from pjrt_client._proto.pjrt.v1 import (buffer_pb2, executable_pb2,
                                         session_pb2, types_pb2)
 from pjrt_client._common import (ADDRESS_ENV_VAR, _call, _CALL_TIMEOUT,
                                  _CHANNEL_OPTIONS, CHUNK_BYTES, _chunks,
-                                 _COMPILE_TIMEOUT, Device, _device_id,
-                                 _program_format, PROTOCOL_VERSION,
-                                 resolve_address, _shape_proto, TLS_CA_ENV_VAR,
+                                 check_address, _COMPILE_TIMEOUT, Device,
+                                 _device_id, _program_format,
+                                 PROTOCOL_VERSION, resolve_address,
+                                 _shape_proto, TLS_CA_ENV_VAR,
                                  TLS_CERT_ENV_VAR, TLS_KEY_ENV_VAR,
                                  TOKEN_ENV_VAR, WHOLE_CLUSTER_VERSION)
 from pjrt_client._session import _Session
@@ -89,6 +90,7 @@ class Client:
                  execute_lanes: bool = True,
                  whole_cluster: bool = False) -> None:
         self.address = resolve_address(address)
+        check_address(self.address)
         token = token or os.environ.get(TOKEN_ENV_VAR) or None
         tls_ca = tls_ca or os.environ.get(TLS_CA_ENV_VAR) or None
         tls_cert = tls_cert or os.environ.get(TLS_CERT_ENV_VAR) or None

@@ -64,6 +64,25 @@ def resolve_address(address: str | None = None) -> str:
     return os.environ.get(ADDRESS_ENV_VAR) or DEFAULT_ADDRESS
 
 
+def check_address(address: str) -> None:
+    """InvalidArgumentError for an address that is neither a socket scheme
+    gRPC knows nor host:port: gRPC would resolve it as a name for the
+    whole connect timeout before failing."""
+    if address.startswith(("unix:", "unix-abstract:", "vsock:", "dns:",
+                           "ipv4:", "ipv6:")):
+        return
+    host, colon, port = address.rpartition(":")
+    if host.startswith("["):
+        good_host = host.endswith("]") and len(host) > 2
+    else:
+        good_host = bool(host) and ":" not in host
+    if not (colon and good_host and port.isascii() and port.isdigit()
+            and int(port) <= 65535):
+        raise InvalidArgumentError(
+            f"address {address!r} is neither unix:///path/name.sock nor "
+            "host:port (such as 127.0.0.1:7070 or [::1]:7070)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Device:
     """One device of the daemon's cluster.
