@@ -397,9 +397,9 @@ TEST(ValidateOptions, ListenAddressesAreCheckedNotWrappedOrShared) {
   }
   EXPECT_TRUE(ValidListen({"unix:/tmp/pjrtd.sock"}).ok());
   // gRPC took a missing port for 443, a host alone for a name.
-  for (const char* bad : {"garbage", "127.0.0.1", "127.0.0.1:", ":7070",
-                          "127.0.0.1:70x", "::1:7070", "[::1]7070",
-                          "127.0.0.1:+7"}) {
+  for (const char* bad :
+       {"garbage", "127.0.0.1", "127.0.0.1:", ":7070", "127.0.0.1:70x",
+        "::1:7070", "[::1]7070", "127.0.0.1:+7"}) {
     absl::Status s = ValidListen({bad});
     EXPECT_NE(s.message().find("is neither unix:///path/name.sock nor "
                                "host:port"),
