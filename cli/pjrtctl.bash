@@ -1,5 +1,5 @@
 # bash completion for pjrtctl: commands, their flags, and files of the
-# kinds they take (.hlo programs, .npy arrays). Installed as
+# kinds they take (.mlir and .hlo programs, .npy arrays). Installed as
 # share/bash-completion/completions/pjrtctl.
 
 _pjrtctl() {
@@ -56,11 +56,13 @@ _pjrtctl() {
     compile)
       flags=""
       [[ $cur != -* ]] &&
-        COMPREPLY=($(compgen -f -X '!*.hlo' -- "$cur") $(compgen -d -- "$cur")) ;;
+        COMPREPLY=($(compgen -f -X '!*.mlir' -- "$cur")
+                   $(compgen -f -X '!*.hlo' -- "$cur") $(compgen -d -- "$cur")) ;;
     run)
       flags="--input --output-dir --device --replicas --partitions --repeat"
       [[ $cur != -* ]] &&
-        COMPREPLY=($(compgen -f -X '!*.hlo' -- "$cur") $(compgen -d -- "$cur")) ;;
+        COMPREPLY=($(compgen -f -X '!*.mlir' -- "$cur")
+                   $(compgen -f -X '!*.hlo' -- "$cur") $(compgen -d -- "$cur")) ;;
     put)
       flags="--device --keep --session --lease"
       [[ $cur != -* ]] &&

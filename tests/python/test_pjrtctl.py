@@ -166,10 +166,12 @@ def test_completion_knows_every_flag_of_every_command():
 
 
 def test_completion_offers_the_files_a_command_takes(tmp_path):
-    for name in ("a.npy", "b.hlo", "c.txt"):
+    for name in ("a.npy", "b.hlo", "c.txt", "d.mlir"):
         (tmp_path / name).write_text("")
     assert complete(["pjrtctl", "put", ""], cwd=tmp_path) == ["a.npy"]
-    assert complete(["pjrtctl", "run", ""], cwd=tmp_path) == ["b.hlo"]
+    assert complete(["pjrtctl", "run", ""], cwd=tmp_path) == ["b.hlo",
+                                                              "d.mlir"]
+    assert complete(["pjrtctl", "compile", "d"], cwd=tmp_path) == ["d.mlir"]
     assert complete(["pjrtctl", "run", "b.hlo", "--input", ""],
                     cwd=tmp_path) == ["a.npy"]
 
