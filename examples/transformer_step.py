@@ -376,8 +376,25 @@ def numpy_step(args: list[np.ndarray], layers: int,
     return [o.astype(np.float32) for o in out] + [np.float32(loss)]
 
 
-if __name__ == "__main__":
-    sizes = [int(a) for a in sys.argv[2:]] or [512, 1000, 64, 2]
-    with open(sys.argv[1], "w") as f:
+def main(argv: list[str]) -> int:
+    usage = ("usage: transformer_step.py OUT.hlo|OUT.mlir "
+             "[tokens vocab width layers]")
+    if len(argv) not in (2, 6):
+        print(usage, file=sys.stderr)
+        return 2
+    try:
+        sizes = [int(a) for a in argv[2:]] or [512, 1000, 64, 2]
+    except ValueError as e:
+        print(f"{usage}\nthe sizes are whole numbers: {e}", file=sys.stderr)
+        return 2
+    if min(sizes) < 1:
+        print(f"{usage}\nthe sizes are positive: {sizes}", file=sys.stderr)
+        return 2
+    with open(argv[1], "w") as f:
         f.write(program(*sizes, dialect="stablehlo"
-                        if sys.argv[1].endswith(".mlir") else "hlo"))
+                        if argv[1].endswith(".mlir") else "hlo"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
