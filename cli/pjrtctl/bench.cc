@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string>
@@ -333,19 +334,19 @@ void AddBenchCommand(CLI::App& app, const GlobalOptions& g, Command* command) {
   bench
       ->add_option("--calls", o->calls,
                    "Empty calls and executions to time (default 200)")
-      ->check(CLI::Range(1, 1000000));
+      ->check(WholeNumber(1, 1000000));
   bench
       ->add_option("--transfers", o->transfers,
                    "Uploads and downloads to time (default 5)")
-      ->check(CLI::Range(1, 10000));
+      ->check(WholeNumber(1, 10000));
   bench
       ->add_option("--steps", o->steps,
                    "Steps of each dependent loop (default 10000)")
-      ->check(CLI::Range(1, 10000000));
+      ->check(WholeNumber(1, 10000000));
   bench
       ->add_option("--device", o->device,
                    "Global id of the device (default: the daemon's first)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   bench->callback([&g, o, size, command] {
     *command = [&g, o, size] {
       if (!size->empty()) {

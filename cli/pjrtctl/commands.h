@@ -9,6 +9,17 @@
 
 namespace pjrt::cli {
 
+// Checks of option values whose messages name the value given and what
+// would do (CLI11's own print their ranges' ends as 300-digit numbers, let
+// NaN through, and its integer options saturate a value too large for them).
+// A whole number from `min` to `max`.
+CLI::Validator WholeNumber(int64_t min, int64_t max);
+// A finite number above 0 (`PositiveNumber`), from 0 (`NonNegativeNumber`),
+// or from `min` to `max`.
+CLI::Validator PositiveNumber();
+CLI::Validator NonNegativeNumber();
+CLI::Validator NumberFromTo(double min, double max);
+
 void AddTokenCommand(CLI::App& app, const GlobalOptions& g, Command* command);
 void AddInfoCommand(CLI::App& app, const GlobalOptions& g, Command* command);
 void AddDevicesCommand(CLI::App& app, const GlobalOptions& g, Command* command);

@@ -2,14 +2,19 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "cli/pjrtctl/commands.h"
 
 namespace pjrt::cli {
 
@@ -111,5 +116,57 @@ std::string Seconds(double seconds) {
 }
 
 std::string Yes(bool b) { return b ? "yes" : "no"; }
+
+CLI::Validator WholeNumber(int64_t min, int64_t max) {
+  const bool unbounded = max == std::numeric_limits<int64_t>::max();
+  const std::string range = unbounded
+                                ? absl::StrFormat("of %d or more", min)
+                                : absl::StrFormat("from %d to %d", min, max);
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!absl::SimpleAtoi(text, &v) || v < min || v > max) {
+          return absl::StrFormat("'%s' is not a whole number %s", text, range);
+        }
+        return "";
+      },
+      unbounded ? absl::StrFormat("INT >= %d", min)
+                : absl::StrFormat("INT in [%d - %d]", min, max));
+}
+
+namespace {
+
+CLI::Validator NumberCheck(double min, bool min_included, double max,
+                           const std::string& range,
+                           const std::string& description) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        // NaN fails both comparisons.
+        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) ||
+            !(min_included ? v >= min : v > min) || !(v <= max)) {
+          return absl::StrFormat("'%s' is not a number %s", text, range);
+        }
+        return "";
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator PositiveNumber() {
+  return NumberCheck(0, false, std::numeric_limits<double>::max(), "above 0",
+                     "NUMBER > 0");
+}
+
+CLI::Validator NonNegativeNumber() {
+  return NumberCheck(0, true, std::numeric_limits<double>::max(),
+                     "of 0 or more", "NUMBER >= 0");
+}
+
+CLI::Validator NumberFromTo(double min, double max) {
+  return NumberCheck(min, true, max, absl::StrFormat("from %g to %g", min, max),
+                     absl::StrFormat("NUMBER in [%g - %g]", min, max));
+}
 
 }  // namespace pjrt::cli

@@ -143,7 +143,7 @@ void AddHealthCommand(CLI::App& app, const GlobalOptions& g, Command* command) {
   health
       ->add_option("--wait", *wait_seconds,
                    "Wait up to SECONDS for the daemon to come up")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   health->callback([&g, wait_seconds, command] {
     *command = [&g, wait_seconds] { return RunHealth(g, *wait_seconds); };
   });

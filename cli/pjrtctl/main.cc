@@ -27,7 +27,7 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
   app.add_flag("--json", g.json, "Print one JSON document instead of a table");
   app.add_option("--timeout", g.timeout_seconds,
                  "Seconds to wait for the daemon to answer (default 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   app.add_option("--token-file", g.token_file,
                  "File holding the tenant's token, for a daemon with "
                  "tenants (default: $PJRTD_TOKEN)");

@@ -1,6 +1,7 @@
 // pjrtctl put and get: a .npy file to a device buffer, kept in a session
 // that outlives the command, and back.
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -159,7 +160,7 @@ void AddPutGetCommands(CLI::App& app, const GlobalOptions& g,
       ->check(CLI::ExistingFile);
   put->add_option("--device", put_options->device,
                   "Global id of the device (default: the daemon's first)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   put->add_flag("--keep", put_options->keep,
                 "Keep the buffer in a new session and print its token");
   put->add_option("--session", put_options->session,
@@ -167,7 +168,7 @@ void AddPutGetCommands(CLI::App& app, const GlobalOptions& g,
   put->add_option("--lease", put_options->lease_seconds,
                   "Seconds a kept session lives without use (default 3600; "
                   "the daemon caps it)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveNumber());
   put->callback([&g, put_options, command] {
     *command = [&g, put_options] { return RunPut(g, *put_options); };
   });

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -411,18 +412,18 @@ void AddRunCommand(CLI::App& app, const GlobalOptions& g, Command* command) {
       run->add_option("--device", o->device,
                       "Global id of the device to run a single-device "
                       "program on (default 0)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   run->add_option("--replicas", o->replicas,
                   "Number of replicas (default: the module header's "
                   "replica_count, else 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, std::numeric_limits<int>::max()));
   run->add_option("--partitions", o->partitions,
                   "Number of partitions per replica (default: the module "
                   "header's num_partitions, else 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, std::numeric_limits<int>::max()));
   run->add_option("--repeat", o->repeat,
                   "Run N times and report min/median/max (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, std::numeric_limits<int>::max()));
   run->callback([&g, o, device_option, command] {
     o->device_given = device_option->count() > 0;
     *command = [&g, o] { return RunRun(g, *o); };

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -142,7 +143,7 @@ void AddSessionsCommand(CLI::App& app, const GlobalOptions& g,
       ->add_option("--close", o->close_session,
                    "Close the session with this ID (as listed), freeing "
                    "what it owns")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, std::numeric_limits<int64_t>::max()));
   CLI::Option* token_file = sessions->add_option(
       "--admin-token-file", o->admin_token_file,
       absl::StrFormat("The daemon's admin token file (default %s; without "

@@ -2,6 +2,7 @@
 #include "cli/top.h"
 
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cli/pjrtctl/commands.h"
@@ -46,10 +47,10 @@ void AddTopCommand(CLI::App& app, const GlobalOptions& g, Command* command) {
       "Example: pjrtctl top");
   top->add_option("--interval", o->interval,
                   "Seconds between frames (default 1)")
-      ->check(CLI::Range(0.05, 3600.0));
+      ->check(NumberFromTo(0.05, 3600.0));
   top->add_option("--frames", o->frames,
                   "Draw this many frames, then stop (default: until q)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   top->callback(
       [&g, o, command] { *command = [&g, o] { return RunTop(g, *o); }; });
 }

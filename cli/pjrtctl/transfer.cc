@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -140,17 +141,17 @@ void AddTransferCommand(CLI::App& app, const GlobalOptions& g,
       ->add_option("--from-device", o->from_device,
                    "Global id of the sending device (default: the "
                    "sender's first)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   transfer
       ->add_option("--to-device", o->to_device,
                    "Global id of the receiving device (default: the "
                    "receiver's first)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   transfer
       ->add_option("--receive-timeout", o->timeout_seconds,
                    "Seconds the receive waits for the data (default: "
                    "the receiver's --receive-timeout)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   transfer->callback([&g, o, command] {
     *command = [&g, o] {
       if (o->from.empty()) o->from = g.address;

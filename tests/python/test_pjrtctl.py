@@ -371,6 +371,31 @@ def test_token_new_prints_a_tenant_entry_that_reads_back_as_given():
     assert b"--name is not UTF-8: byte 0xe9 at line 1, column 4" in out.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["sessions", "--close", "0"], "--close: '0' is not a whole number of 1 "
+                                   "or more"),
+    # A value past int64 was taken as its largest value.
+    (["sessions", "--close", "99999999999999999999"],
+     "'99999999999999999999' is not a whole number of 1 or more"),
+    (["--timeout", "nan", "info"], "--timeout: 'nan' is not a number above 0"),
+    (["--timeout", "abc", "info"], "--timeout: 'abc' is not a number above 0"),
+    (["top", "--frames", "-1"], "'-1' is not a whole number from 0 to "
+                                "2147483647"),
+    (["top", "--interval", "0.01"], "'0.01' is not a number from 0.05 to "
+                                    "3600"),
+    (["bench", "--calls", "1.5"], "'1.5' is not a whole number from 1 to "
+                                  "1000000"),
+    (["health", "--wait", "-1"], "'-1' is not a number of 0 or more"),
+])
+def test_option_values_out_of_range_are_named_with_the_range(
+        args, message):
+    out = subprocess.run([str(PJRTCTL), *args], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "000000000000" not in out.stderr  # no 300-digit range ends
+
+
 def test_an_address_or_ca_file_that_cannot_work_is_refused_at_once(
         tmp_path):
     # gRPC resolved such an address as a name for the whole timeout, and
