@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/daemon_calls.h"
 #include "cli/pjrtctl/commands.h"
@@ -80,7 +81,12 @@ int RunHealth(const GlobalOptions& g, double wait_seconds) {
     json doc = {{"address", address},
                 {"status", state},
                 {"healthy", healthy && devices_ok}};
-    if (!status.ok()) doc["error"] = status.error_message();
+    if (!status.ok()) {
+      // As every command's --json error reads.
+      const absl::Status error = pjrt_client::ToAbslStatus(status);
+      doc["error"] = {{"code", absl::StatusCodeToString(error.code())},
+                      {"message", std::string(error.message())}};
+    }
     if (healthy) {
       json list = json::array();
       for (const v1::Device& d : devices) {

@@ -76,17 +76,34 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // With --json a usage error is a JSON document too, as a command's own
+    // errors are (the flag may not have been parsed when the error came).
+    const auto print_json = [&](const std::string& message) {
+      for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) != "--json") continue;
+        std::cout << json{{"error",
+                           {{"code", "INVALID_ARGUMENT"},
+                            {"message", message}}}}
+                         .dump(2, ' ', false, json::error_handler_t::replace)
+                  << "\n";
+        return;
+      }
+    };
     // A word that names no command (a typo) is left over: say so, rather
     // than that a command is missing.
     const std::vector<std::string> left = app.remaining();
     if (app.get_subcommands().empty() && !left.empty() &&
         !left.front().empty() && left.front()[0] != '-') {
-      std::cerr << "pjrtctl: '" << left.front()
-                << "' is not a command; pjrtctl --help lists them\n";
+      const std::string message = absl::StrFormat(
+          "'%s' is not a command; pjrtctl --help lists them", left.front());
+      std::cerr << "pjrtctl: " << message << "\n";
+      print_json(message);
       return kExitUsage;
     }
     int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    if (code == 0) return kExitOk;
+    print_json(e.what());
+    return kExitUsage;
   }
   return command ? command() : kExitUsage;
 }

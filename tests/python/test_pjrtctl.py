@@ -396,6 +396,29 @@ def test_option_values_out_of_range_are_named_with_the_range(
     assert "000000000000" not in out.stderr  # no 300-digit range ends
 
 
+@pytest.mark.parametrize("args, message", [
+    (["frobnicate"], "'frobnicate' is not a command"),
+    (["sessions", "--close", "0"], "'0' is not a whole number"),
+    (["compile"], "FILE is required"),
+])
+def test_a_usage_error_with_json_is_a_json_error_document(args, message):
+    out = subprocess.run([str(PJRTCTL), "--json", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    error = json.loads(out.stdout)["error"]
+    assert error["code"] == "INVALID_ARGUMENT"
+    assert message in error["message"]
+
+
+def test_health_of_an_unreachable_daemon_reads_as_other_errors(tmp_path):
+    result = ctl(f"unix://{tmp_path}/nobody.sock", "health")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["healthy"] is False and doc["status"] == "UNREACHABLE"
+    assert doc["error"]["code"] == "UNAVAILABLE"
+    assert "nobody.sock" in doc["error"]["message"]
+
+
 def test_an_address_or_ca_file_that_cannot_work_is_refused_at_once(
         tmp_path):
     # gRPC resolved such an address as a name for the whole timeout, and
