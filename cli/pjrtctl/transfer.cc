@@ -1,8 +1,6 @@
 // pjrtctl transfer: an array from a device of one task of a cluster to a
 // device of another, daemon to daemon, read back and verified.
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -10,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "cli/npy.h"
 #include "cli/pjrtctl/commands.h"
 
@@ -57,31 +57,33 @@ int RunTransfer(const GlobalOptions& g, const TransferOptions& o) {
                           bar.callback());
   }
   if (!source.ok()) return Fail(g, source.status());
-  const absl::Time start = absl::Now();
   absl::StatusOr<pjrt_client::RemoteCopy> sent;
+  double seconds = 0;
   {
     // Task to task: the receiving daemon counts the bytes as they arrive.
+    // The watcher wakes at once when the copy ends (a sleep of its made
+    // every transfer take at least 0.1 s).
     ProgressBar bar(g, "transfer", total);
     auto before = (*to)->Stats();
-    std::atomic<bool> done{false};
+    absl::Notification done;
     std::thread watcher([&] {
       if (!before.ok()) return;
-      while (!done.load()) {
+      while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
         auto now = (*to)->Stats();
         if (now.ok()) {
           bar.Update(std::min(total, now->cross_host_bytes_received -
                                          before->cross_host_bytes_received));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     });
+    const absl::Time start = absl::Now();
     sent = source->CopyToRemoteDevice(receive->descriptors[0]);
-    done.store(true);
+    seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    done.Notify();
     watcher.join();
     if (sent.ok()) bar.Update(total);
   }
   if (!sent.ok()) return Fail(g, sent.status());
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   absl::StatusOr<std::vector<uint8_t>> received;
   {
     ProgressBar bar(g, "verify  ", total);
