@@ -340,8 +340,12 @@ absl::Status WriteNpy(const std::string& path, const HostArray& packed) {
   header += '\n';
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("cannot write %s: %s", path, std::strerror(errno)));
+    // The code by what went wrong: a missing folder is NOT_FOUND, not
+    // PERMISSION_DENIED.
+    const int error = errno;
+    return absl::Status(
+        absl::ErrnoToStatusCode(error),
+        absl::StrFormat("cannot write %s: %s", path, std::strerror(error)));
   }
   out.write(kMagic, kMagicSize);
   const char version[2] = {1, 0};

@@ -331,7 +331,11 @@ absl::Status RunTopView(pjrt_client::Client& client, const TopOptions& options,
     auto next = TakeTopSample(client);
     if (!next.ok()) {
       out << "\n";
-      return next.status();
+      // A daemon that shuts down ends the call with CANCELLED: "CANCELLED".
+      return absl::Status(
+          next.status().code(),
+          absl::StrCat("the daemon stopped answering (did it shut down?): ",
+                       next.status().message()));
     }
     before = std::move(previous);
     previous = *std::move(next);

@@ -253,8 +253,9 @@ int WriteResults(const GlobalOptions& g, const RunOptions& o,
       std::filesystem::create_directories(dir, ec);
       if (ec) {
         return FailUsage(
-            g, absl::PermissionDeniedError(absl::StrFormat(
-                   "cannot create %s: %s", dir.string(), ec.message())));
+            g, absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                            absl::StrFormat("cannot create %s: %s",
+                                            dir.string(), ec.message())));
       }
     }
     for (size_t i = 0; i < results[d].size(); ++i) {

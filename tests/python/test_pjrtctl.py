@@ -580,6 +580,22 @@ def test_every_command_has_help_with_an_example(name):
     assert "Example: pjrtctl " + name in help_text(name)
 
 
+def test_an_output_folder_that_cannot_be_made_is_named_by_what_failed(
+        daemon, tmp_path):
+    program = tmp_path / "one.hlo"
+    program.write_text("HloModule one\nENTRY e {\n"
+                       "  ROOT c = f32[] constant(1)\n}\n")
+    in_the_way = tmp_path / "file"
+    in_the_way.write_text("")
+    result = ctl(daemon.addresses[0], "run", str(program), "--output-dir",
+                 str(in_the_way / "out"))
+    assert result.returncode == 2
+    error = json.loads(result.stdout)["error"]
+    # Not a permission: a file is where a folder would go.
+    assert error["code"] == "FAILED_PRECONDITION", error
+    assert f"cannot create {in_the_way / 'out'}" in error["message"]
+
+
 def test_run_reads_and_writes_complex_int4_and_f8_npy_files(daemon,
                                                             tmp_path):
     # complex as numpy's complex types (big-endian too); s4 as int8 values,
