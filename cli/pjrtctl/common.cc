@@ -47,6 +47,12 @@ absl::StatusOr<std::shared_ptr<pjrt_client::Client>> Connect(
           absl::StrFormat("cannot read the token file %s", g.token_file));
     }
     token = std::string(absl::StripAsciiWhitespace(text.str()));
+    if (token.empty()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the token file %s is empty; it holds the tenant's token, as "
+          "`pjrtctl token new` printed it",
+          g.token_file));
+    }
   }
   return pjrt_client::Client::Connect(
       {.address = g.address,

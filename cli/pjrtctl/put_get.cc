@@ -163,14 +163,33 @@ void AddPutGetCommands(CLI::App& app, const GlobalOptions& g,
       ->check(WholeNumber(0, std::numeric_limits<int>::max()));
   put->add_flag("--keep", put_options->keep,
                 "Keep the buffer in a new session and print its token");
-  put->add_option("--session", put_options->session,
-                  "Token of a kept session to add the buffer to");
-  put->add_option("--lease", put_options->lease_seconds,
-                  "Seconds a kept session lives without use (default 3600; "
-                  "the daemon caps it)")
-      ->check(PositiveNumber());
-  put->callback([&g, put_options, command] {
-    *command = [&g, put_options] { return RunPut(g, *put_options); };
+  CLI::Option* session =
+      put->add_option("--session", put_options->session,
+                      "Token of a kept session to add the buffer to");
+  CLI::Option* lease =
+      put->add_option("--lease", put_options->lease_seconds,
+                      "Seconds a kept session lives without use (default "
+                      "3600; the daemon caps it); with --keep")
+          ->check(PositiveNumber());
+  put->callback([&g, put_options, command, session, lease] {
+    // An empty --session is a mistake, not "no session"; a lease is the
+    // kept session's, which only --keep makes.
+    const bool empty_session =
+        session->count() > 0 && put_options->session.empty();
+    const bool stray_lease = lease->count() > 0 && !put_options->keep;
+    *command = [&g, put_options, empty_session, stray_lease] {
+      if (empty_session) {
+        return FailUsage(g, absl::InvalidArgumentError(
+                                "--session is empty; give the token `put "
+                                "--keep` printed, such as 0x1f2e3d4c5b6a7980"));
+      }
+      if (stray_lease) {
+        return FailUsage(g, absl::InvalidArgumentError(
+                                "--lease sets the lease of the session --keep "
+                                "makes; give --keep too"));
+      }
+      return RunPut(g, *put_options);
+    };
   });
 
   auto get_options = std::make_shared<PutGetOptions>();

@@ -580,6 +580,26 @@ def test_every_command_has_help_with_an_example(name):
     assert "Example: pjrtctl " + name in help_text(name)
 
 
+def test_put_refuses_an_empty_session_a_stray_lease_and_an_empty_token(
+        daemon, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones(3, np.float32))
+    x = str(tmp_path / "x.npy")
+    for args, message in [
+            (["put", x, "--session", ""], "--session is empty"),
+            (["put", x, "--lease", "60"], "--lease sets the lease of the "
+                                          "session --keep makes")]:
+        result = ctl(daemon.addresses[0], *args, json_output=False)
+        assert result.returncode == 2, result.stdout
+        assert message in result.stderr
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    result = subprocess.run(
+        [str(PJRTCTL), "--address", daemon.addresses[0], "--token-file",
+         str(empty), "info"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"the token file {empty} is empty" in result.stderr
+
+
 def test_an_output_folder_that_cannot_be_made_is_named_by_what_failed(
         daemon, tmp_path):
     program = tmp_path / "one.hlo"
