@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "base/text.h"
 #include "client/cpp/pjrt_client/client.h"
 
 namespace pjrt::cli {
@@ -223,6 +225,11 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
     return bad("its header is cut off");
   }
   absl::string_view header(bytes.data() + header_start, header_len);
+  const absl::string_view dict = absl::StripAsciiWhitespace(header);
+  if (!absl::StartsWith(dict, "{") || !absl::EndsWith(dict, "}")) {
+    return bad(absl::StrFormat("its header is not a dict {...}: %s",
+                               EscapeForLog(dict, 200)));
+  }
 
   auto descr = DictValue(header, "descr");
   auto fortran = DictValue(header, "fortran_order");
@@ -231,7 +238,7 @@ absl::StatusOr<HostArray> ParseNpy(absl::string_view bytes,
     return bad(
         absl::StrFormat("its header lacks descr, fortran_order or "
                         "shape: %s",
-                        absl::StripAsciiWhitespace(header)));
+                        EscapeForLog(dict, 200)));
   }
   if (descr->size() < 2 || (*descr)[0] != (*descr)[descr->size() - 1] ||
       ((*descr)[0] != '\'' && (*descr)[0] != '"')) {

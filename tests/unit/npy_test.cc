@@ -145,6 +145,15 @@ TEST_F(NpyTest, BadFilesAreInvalidArgumentNamingTheProblem) {
 
   auto missing = ReadNpy(Path("missing.npy"));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+
+  // A header that holds the keys but is not a dict.
+  auto not_dict = ReadNpy(WriteRaw(
+      "list.npy", "[['descr': '<f4', 'fortran_order': False, 'shape': (1,)]",
+      std::string(4, '\0')));
+  ASSERT_FALSE(not_dict.ok());
+  EXPECT_NE(not_dict.status().message().find("its header is not a dict"),
+            std::string::npos)
+      << not_dict.status();
 }
 
 TEST_F(NpyTest, Bfloat16RoundsToNearestEven) {
