@@ -367,19 +367,28 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
   // milliseconds), so that a cancelled run stops soon.
   pieces = std::max<int64_t>(
       pieces, std::min<int64_t>(extent, static_cast<int64_t>(flops / 2e9)));
-  pool.ParallelFor(pieces, flops / pieces / 4,
-                   [&](int64_t first, int64_t last) {
-                     for (int64_t piece = first; piece < last; ++piece) {
-                       if (IsCancelled(cancellation)) return;
-                       const int64_t lo = extent * piece / pieces,
-                                     hi = extent * (piece + 1) / pieces;
-                       if (by_rows) {
-                         block(0, lo, hi, 0, s.n);
-                       } else {
-                         block(0, 0, s.m, lo, hi);
-                       }
-                     }
-                   });
+  // Pieces start at multiples of 48 rows (or columns): a multiple of every
+  // register block of Eigen's kernels, whose last, partial block sums in
+  // another order. So every element is computed alike however many pieces
+  // the pool's size makes (a 4096-row product cut in three gave other last
+  // bits than in two).
+  constexpr int64_t kUnit = 48;
+  const int64_t units = (extent + kUnit - 1) / kUnit;
+  pool.ParallelFor(
+      pieces, flops / pieces / 4, [&](int64_t first, int64_t last) {
+        for (int64_t piece = first; piece < last; ++piece) {
+          if (IsCancelled(cancellation)) return;
+          const int64_t lo = std::min(extent, kUnit * (units * piece / pieces)),
+                        hi = std::min(extent,
+                                      kUnit * (units * (piece + 1) / pieces));
+          if (lo == hi) continue;
+          if (by_rows) {
+            block(0, lo, hi, 0, s.n);
+          } else {
+            block(0, 0, s.m, lo, hi);
+          }
+        }
+      });
 }
 
 // f32 products through oneDNN's sgemm where it measured faster than
@@ -505,20 +514,36 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
   const C identity = CombineIdentity<C>(s.op);
   const int64_t R = s.reduced, I = s.inner;
   const auto store = [&](int64_t i, C v) { out[i] = static_cast<S>(v); };
+  // `first` combined with row[b, e): eight accumulators, as independent
+  // chains vectorise and sum floats more accurately than one.
+  const auto combine_range = [&](const S* row, int64_t b, int64_t e, C first) {
+    C acc[8];
+    acc[0] = first;
+    for (int j = 1; j < 8; ++j) acc[j] = identity;
+    int64_t r = b;
+    for (; r + 8 <= e; r += 8) {
+      for (int j = 0; j < 8; ++j)
+        acc[j] = Combine(s.op, acc[j], C(Load(row, r + j)));
+    }
+    for (; r < e; ++r) acc[0] = Combine(s.op, acc[0], C(Load(row, r)));
+    C total = acc[0];
+    for (int j = 1; j < 8; ++j) total = Combine(s.op, total, acc[j]);
+    return total;
+  };
   ThreadPool& pool = ThreadPool::Get();
-  if (I == 1 && s.outer < 2 * pool.num_threads() && R >= 65536) {
-    // Few long rows: split each row across threads, then combine.
+  // Few long rows: each split into chunks the threads share, then combined.
+  // How many rows and chunks are fixed numbers, not the pool's size: the
+  // sums' order, and so their last bits, are the same on every machine.
+  constexpr int64_t kFewRows = 16, kChunks = 64;
+  if (I == 1 && s.outer < kFewRows && R >= 65536) {
     for (int64_t o = 0; o < s.outer; ++o) {
       if (IsCancelled(cancellation)) return;
-      const int64_t chunks = 8 * pool.num_threads();
+      const int64_t chunks = kChunks;
       std::vector<C> partial(chunks, identity);
       pool.ParallelFor(chunks, 2.0 * R / chunks, [&](int64_t f, int64_t l) {
         for (int64_t c = f; c < l; ++c) {
-          int64_t b = R * c / chunks, e = R * (c + 1) / chunks;
-          C acc = identity;
-          for (int64_t r = b; r < e; ++r)
-            acc = Combine(s.op, acc, C(Load(in + o * R, r)));
-          partial[c] = acc;
+          partial[c] = combine_range(in + o * R, R * c / chunks,
+                                     R * (c + 1) / chunks, identity);
         }
       });
       C acc = init;
@@ -531,21 +556,7 @@ void RunReduceTyped(const ReduceStep& s, absl::Span<void* const> a,
     pool.ParallelFor(s.outer, 2.0 * R, [&](int64_t f, int64_t l) {
       for (int64_t o = f; o < l; ++o) {
         if (IsCancelled(cancellation)) return;
-        const S* row = in + o * R;
-        // Eight accumulators: independent chains vectorise and sum floats
-        // more accurately than one.
-        C acc[8];
-        acc[0] = init;
-        for (int j = 1; j < 8; ++j) acc[j] = identity;
-        int64_t r = 0;
-        for (; r + 8 <= R; r += 8) {
-          for (int j = 0; j < 8; ++j)
-            acc[j] = Combine(s.op, acc[j], C(Load(row, r + j)));
-        }
-        for (; r < R; ++r) acc[0] = Combine(s.op, acc[0], C(Load(row, r)));
-        C total = acc[0];
-        for (int j = 1; j < 8; ++j) total = Combine(s.op, total, acc[j]);
-        store(o, total);
+        store(o, combine_range(in + o * R, 0, R, init));
       }
     });
     return;

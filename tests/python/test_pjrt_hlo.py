@@ -4,6 +4,7 @@ the CUDA backend."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import numpy as np
@@ -128,6 +129,42 @@ def test_run_names_a_wrong_number_of_inputs(program, tmp_path):
     out = hlo("run", str(program), "--input", str(tmp_path / "a.npy"))
     assert out.returncode == 2
     assert "takes 2 parameter(s); got 1 --input file(s)" in out.stderr
+
+
+def test_results_do_not_depend_on_how_many_threads_the_host_has(tmp_path):
+    # The same program on a machine of 1, 2 or 3 cores (PJRT_HOST_THREADS)
+    # gives the same bits: a narrow product cut into one piece per thread
+    # and a sum of few long rows split by the pool's size used to differ.
+    path = tmp_path / "threads.hlo"
+    path.write_text("""HloModule threads
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY main {
+  a = f32[1536,1024] parameter(0)
+  b = f32[1024,10] parameter(1)
+  d = f32[1536,10] dot(a, b), lhs_contracting_dims={1},
+      rhs_contracting_dims={0}
+  s = f32[4,262144] parameter(2)
+  z = f32[] constant(0)
+  r = f32[4] reduce(s, z), dimensions={1}, to_apply=add
+  ROOT t = (f32[1536,10], f32[4]) tuple(d, r)
+}
+""")
+    results = []
+    for threads in (1, 2, 3):
+        out = subprocess.run(
+            [str(PJRT_HLO), "run", str(path), "--output-dir",
+             str(tmp_path / str(threads))], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "PJRT_HOST_THREADS": str(threads)})
+        assert out.returncode == 0, out.stderr
+        results.append([np.load(tmp_path / str(threads) / f"result_{i}.npy")
+                        for i in range(2)])
+    for other in results[1:]:
+        for got, want in zip(other, results[0]):
+            assert got.tobytes() == want.tobytes()
 
 
 def test_run_refuses_random_inputs_larger_than_the_host(tmp_path):
