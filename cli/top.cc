@@ -332,10 +332,14 @@ absl::Status RunTopView(pjrt_client::Client& client, const TopOptions& options,
     if (!next.ok()) {
       out << "\n";
       // A daemon that shuts down ends the call with CANCELLED: "CANCELLED".
+      const absl::Status& error = next.status();
+      if (!absl::IsCancelled(error) && !absl::IsUnavailable(error)) {
+        return error;
+      }
       return absl::Status(
-          next.status().code(),
+          error.code(),
           absl::StrCat("the daemon stopped answering (did it shut down?): ",
-                       next.status().message()));
+                       error.message()));
     }
     before = std::move(previous);
     previous = *std::move(next);

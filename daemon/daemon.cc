@@ -350,9 +350,11 @@ absl::Status Daemon::StartPeerServer() {
 }
 
 absl::Status Daemon::Init(const std::function<bool()>& stop_requested) {
-  // Every unix socket to serve is checked before anything is made: a
-  // daemon started on the paths of one that serves must leave that one's
-  // side sockets and admin token file alone on its way out.
+  // The unix sockets to serve are checked before anything is made (the
+  // region and lane sockets beside them are checked, with their own socket
+  // types, just before they are made): a daemon started on the paths of one
+  // that serves must leave that one's side sockets and admin token file
+  // alone on its way out.
   for (const std::string& address : options_.listen) {
     if (auto path = UnixSocketPath(address)) {
       PJRT_RETURN_IF_ERROR(PrepareUnixSocketPath(*path));

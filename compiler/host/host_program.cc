@@ -958,21 +958,47 @@ void RunMatrixProduct(const MatrixProduct& p, double total_flops,
       RunSgemm(p, total_flops, cancellation)) {
     return;
   }
-  // The column-major C^T = B^T A^T over the same memory, as RunDotTyped.
-  GemmArgs g;
-  g.type = p.type;
-  g.m = p.n;
-  g.n = p.m;
-  g.k = p.k;
-  g.a = p.b;
-  g.lda = p.ldb;
-  g.a_transposed = p.b_transposed;
-  g.b = p.a;
-  g.ldb = p.lda;
-  g.b_transposed = p.a_transposed;
-  g.c = p.c;
-  g.ldc = p.ldc;
-  Gemm(g);
+  // The column-major C^T = B^T A^T over the same memory, as RunDotTyped,
+  // in pieces of rows across the pool as RunDotTyped cuts them: one per
+  // thread, none for small products, at most about 2 GFLOP each so that a
+  // cancelled run stops soon, starting at multiples of 48 rows.
+  ThreadPool& pool = ThreadPool::Get();
+  const double flops = 2.0 * static_cast<double>(p.m) * p.n * p.k;
+  int64_t pieces =
+      flops < 3e7 ? 1
+                  : std::max<int64_t>(
+                        1, std::min<int64_t>(pool.num_threads(), p.m / 16));
+  pieces = std::max<int64_t>(
+      pieces, std::min<int64_t>(p.m, static_cast<int64_t>(flops / 2e9)));
+  constexpr int64_t kUnit = 48;
+  const int64_t units = (p.m + kUnit - 1) / kUnit;
+  pool.ParallelFor(
+      pieces, flops / pieces / 4, [&](int64_t first, int64_t last) {
+        for (int64_t piece = first; piece < last; ++piece) {
+          if (IsCancelled(cancellation)) return;
+          const int64_t lo = std::min(p.m, kUnit * (units * piece / pieces));
+          const int64_t hi =
+              std::min(p.m, kUnit * (units * (piece + 1) / pieces));
+          if (lo == hi) continue;
+          GemmArgs g;
+          g.type = p.type;
+          g.m = p.n;
+          g.n = hi - lo;
+          g.k = p.k;
+          g.a = p.b;
+          g.lda = p.ldb;
+          g.a_transposed = p.b_transposed;
+          // Rows lo.. of A: lo rows down, or lo columns across when stored
+          // transposed.
+          g.b = static_cast<const char*>(p.a) +
+                (p.a_transposed ? lo : lo * p.lda) * width;
+          g.ldb = p.lda;
+          g.b_transposed = p.a_transposed;
+          g.c = static_cast<char*>(p.c) + lo * p.ldc * width;
+          g.ldc = p.ldc;
+          Gemm(g);
+        }
+      });
 }
 
 }  // namespace pjrt::compiler::host

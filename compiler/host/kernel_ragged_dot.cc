@@ -16,7 +16,8 @@
 // laid one after another from 0, and rows past the dimension's end
 // ignored. A group's operands are sub-matrices of the arrays (a GEMM's
 // leading dimensions), read where they lie. The products run one after
-// another, each threaded by oneDNN when there is enough work in all.
+// another, each threaded (by oneDNN, or in pieces of rows across the pool)
+// when there is enough work, and cancellable between pieces.
 #include <algorithm>
 #include <cstring>
 #include <memory>

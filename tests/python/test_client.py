@@ -197,7 +197,7 @@ def test_address_comes_from_the_environment(monkeypatch, address):
 
 @pytest.mark.parametrize("bad", ["garbage", "127.0.0.1", "127.0.0.1:99999",
                                  "http://localhost:7070", "[::1]7070",
-                                 "::1:7070", "localhost:+1"])
+                                 "::1:7070", "localhost:+1", "[]:80"])
 def test_an_address_that_names_no_daemon_is_refused_at_once(bad):
     # gRPC would resolve it as a name for the whole timeout.
     start = time.monotonic()
@@ -206,6 +206,20 @@ def test_an_address_that_names_no_daemon_is_refused_at_once(bad):
                              "host:port"):
         pjrt_client.connect(bad, timeout=30)
     assert time.monotonic() - start < 10
+
+
+def test_addresses_grpc_knows_are_taken_as_they_are():
+    for good in ["127.0.0.1:7070", "[::1]:0", "localhost:1", "unix:///x",
+                 "dns:///h:1", "ipv4:10.0.0.1:7070", "passthrough:///h:1"]:
+        pjrt_client._common.check_address(good)
+
+
+def test_a_tls_file_that_is_not_pem_is_refused_by_name(tmp_path):
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("hello\n")
+    with pytest.raises(pjrt_client.InvalidArgumentError,
+                       match=f"the TLS CA file {not_pem} holds no PEM"):
+        pjrt_client.connect("127.0.0.1:1", tls_ca=str(not_pem), timeout=1)
 
 
 # --- freeing ------------------------------------------------------------

@@ -139,30 +139,36 @@ def test_many_rows_go_in_tiles_of_their_groups(cl, rc, ty):
 # lhs, no batch dimensions, f32 or f64 throughout: hlo::IsPlainRaggedDot,
 # compiler/host/kernel_ragged_dot.cc), in every layout of their operands,
 # each group's matrices read where they lie.
+# Wide ones (32 rows and columns and more) go through oneDNN's sgemm in
+# f32, with the groups' sub-matrices as its leading dimensions.
 @pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("lhs_t", [False, True])
 @pytest.mark.parametrize("rhs_layout", ["gkn", "gnk", "kgn", "ngk"])
-def test_rows_of_a_product_per_group_in_every_layout(cl, ty, lhs_t,
+def test_rows_of_a_product_per_group_in_every_layout(cl, ty, wide, lhs_t,
                                                      rhs_layout):
-    m, k, n = 70, 9, 6
+    m, k, n = (200, 40, 48) if wide else (70, 9, 6)
+    # The last rows in no group.
+    sizes = np.array([64, 0, 100, 20] if wide else [20, 0, 33, 10])
+    covered = int(sizes.sum())
     dtype = np.float32 if ty == "f32" else np.float64
     lhs = RNG.standard_normal((k, m) if lhs_t else (m, k)).astype(dtype)
     extent = {"g": 4, "k": k, "n": n}
     rhs = RNG.standard_normal(tuple(extent[c] for c in rhs_layout)).astype(
         dtype)
-    sizes = np.array([20, 0, 33, 10])  # 63 rows: the last 7 in no group
     got = _check(cl, lhs, rhs, sizes, (m, n), ty=ty,
                  lc=(0 if lhs_t else 1,), rc=(rhs_layout.index("k"),),
                  ragged=1 if lhs_t else 0, group=rhs_layout.index("g"))
-    assert not got[63:].any() and got[62].any()
+    assert not got[covered:].any() and got[covered - 1].any()
 
 
 @pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("lhs_k_first", [False, True])
 @pytest.mark.parametrize("rhs_k_first", [False, True])
 def test_contracted_groups_of_a_product_per_group_in_every_layout(
-        cl, ty, lhs_k_first, rhs_k_first):
-    big_k, m, n = 50, 7, 5
+        cl, ty, wide, lhs_k_first, rhs_k_first):
+    big_k, m, n = (50, 40, 48) if wide else (50, 7, 5)
     dtype = np.float32 if ty == "f32" else np.float64
     lhs = RNG.standard_normal((big_k, m) if lhs_k_first else (m, big_k))
     rhs = RNG.standard_normal((big_k, n) if rhs_k_first else (n, big_k))
@@ -173,6 +179,22 @@ def test_contracted_groups_of_a_product_per_group_in_every_layout(
                  rc=(0 if rhs_k_first else 1,),
                  ragged=0 if lhs_k_first else 1)
     assert not got[1].any() and got[3].any()
+
+
+def test_a_large_f64_group_goes_in_pieces_across_the_pool(cl):
+    # Eigen's GEMM (f64) on a group of 3e7 flops and more: pieces of rows
+    # across the host's threads, starting at multiples of 48 rows.
+    lhs = RNG.standard_normal((1000, 200))
+    rhs = RNG.standard_normal((2, 200, 96))
+    program = _program("f64", lhs.shape, "f64", rhs.shape, "s32", (2,),
+                       "f64", (1000, 96),
+                       _attrs(lc=(1,), rc=(1,), ragged=0, group=0))
+    (got,) = run(cl, program, [("f64", lhs), ("f64", rhs),
+                               ("s32", np.array([900, 100], np.int32))])
+    np.testing.assert_allclose(got[:900], lhs[:900] @ rhs[0], rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(got[900:], lhs[900:] @ rhs[1], rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_sizes_outside_the_rows_count_as_the_nearest_inside(cl):

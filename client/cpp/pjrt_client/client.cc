@@ -124,8 +124,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 // scheme gRPC knows, or host:port. Anything else gRPC would resolve as a
 // name for the whole connect timeout before failing.
 absl::Status CheckAddress(const std::string& address) {
-  for (const char* scheme :
-       {"unix:", "unix-abstract:", "vsock:", "dns:", "ipv4:", "ipv6:"}) {
+  for (const char* scheme : {"unix:", "unix-abstract:", "vsock:", "dns:",
+                             "ipv4:", "ipv6:", "passthrough:", "xds:"}) {
     if (absl::StartsWith(address, scheme)) return absl::OkStatus();
   }
   const size_t colon = address.rfind(':');
@@ -134,7 +134,8 @@ absl::Status CheckAddress(const std::string& address) {
       colon == std::string::npos ? "" : address.substr(colon + 1);
   int number = -1;
   if (colon == std::string::npos || colon == 0 ||
-      (bracketed ? address[colon - 1] != ']' : address.find(':') != colon) ||
+      (bracketed ? address[colon - 1] != ']' || colon < 3
+                 : address.find(':') != colon) ||
       port.empty() ||
       port.find_first_not_of("0123456789") != std::string::npos ||
       !absl::SimpleAtoi(port, &number) || number > 65535) {

@@ -67,10 +67,16 @@ def _read_file(path: str | None, what: str) -> bytes | None:
         return None
     try:
         with open(path, "rb") as f:
-            return f.read()
+            pem = f.read()
     except OSError as e:
         raise FailedPreconditionError(
             f"cannot read the {what} {path}: {e.strerror}") from None
+    # gRPC would log its parser's errors and fail the connection as if no
+    # daemon were there.
+    if b"-----BEGIN " not in pem:
+        raise InvalidArgumentError(
+            f"the {what} {path} holds no PEM block (-----BEGIN ...-----)")
+    return pem
 
 
 class Client:

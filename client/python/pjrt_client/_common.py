@@ -69,7 +69,7 @@ def check_address(address: str) -> None:
     gRPC knows nor host:port: gRPC would resolve it as a name for the
     whole connect timeout before failing."""
     if address.startswith(("unix:", "unix-abstract:", "vsock:", "dns:",
-                           "ipv4:", "ipv6:")):
+                           "ipv4:", "ipv6:", "passthrough:", "xds:")):
         return
     host, colon, port = address.rpartition(":")
     if host.startswith("["):
