@@ -308,6 +308,38 @@ void RunLoop(const LoopStep& step, absl::Span<void* const> addresses,
 
 // --- dot ---------------------------------------------------------------------
 
+// Runs fn(lo, hi) over [0, extent) of a product's rows (or columns) of
+// `flops` in all, in pieces across the pool: one per thread, none for
+// small products, and at most about 2 GFLOP each (tens of milliseconds),
+// so that a cancelled run stops soon. Pieces start at multiples of 48: a
+// multiple of every register block of Eigen's kernels, whose last, partial
+// block sums in another order. So every element is computed alike however
+// many pieces the pool's size makes (a 4096-row product cut in three gave
+// other last bits than in two).
+template <typename F>
+void ForEachPiece(int64_t extent, double flops,
+                  const Cancellation* cancellation, const F& fn) {
+  ThreadPool& pool = ThreadPool::Get();
+  int64_t pieces =
+      flops < 3e7 ? 1
+                  : std::max<int64_t>(
+                        1, std::min<int64_t>(pool.num_threads(), extent / 16));
+  pieces = std::max<int64_t>(
+      pieces, std::min<int64_t>(extent, static_cast<int64_t>(flops / 2e9)));
+  constexpr int64_t kUnit = 48;
+  const int64_t units = (extent + kUnit - 1) / kUnit;
+  pool.ParallelFor(
+      pieces, flops / pieces / 4, [&](int64_t first, int64_t last) {
+        for (int64_t piece = first; piece < last; ++piece) {
+          if (IsCancelled(cancellation)) return;
+          const int64_t lo = std::min(extent, kUnit * (units * piece / pieces)),
+                        hi = std::min(extent,
+                                      kUnit * (units * (piece + 1) / pieces));
+          if (lo < hi) fn(lo, hi);
+        }
+      });
+}
+
 // Matrix products through Eigen's GEMM (Gemm, host_kernels.h: fast at
 // every size, single threaded), parallelised here by blocks of result rows
 // (or columns, when there are few rows) across the pool; batches go to
@@ -355,40 +387,17 @@ void RunDotTyped(const DotStep& s, const T* lhs, const T* rhs, T* out,
     });
     return;
   }
-  // One block of the larger result dimension per thread (each block packs
-  // the other operand once), none for small products.
+  // One block of the larger result dimension per piece (each block packs
+  // the other operand once).
   const bool by_rows = s.m >= s.n;
-  const int64_t extent = by_rows ? s.m : s.n;
-  int64_t pieces =
-      flops < 3e7 ? 1
-                  : std::max<int64_t>(
-                        1, std::min<int64_t>(pool.num_threads(), extent / 16));
-  // A huge product is cut further, into pieces of about 2 GFLOP (tens of
-  // milliseconds), so that a cancelled run stops soon.
-  pieces = std::max<int64_t>(
-      pieces, std::min<int64_t>(extent, static_cast<int64_t>(flops / 2e9)));
-  // Pieces start at multiples of 48 rows (or columns): a multiple of every
-  // register block of Eigen's kernels, whose last, partial block sums in
-  // another order. So every element is computed alike however many pieces
-  // the pool's size makes (a 4096-row product cut in three gave other last
-  // bits than in two).
-  constexpr int64_t kUnit = 48;
-  const int64_t units = (extent + kUnit - 1) / kUnit;
-  pool.ParallelFor(
-      pieces, flops / pieces / 4, [&](int64_t first, int64_t last) {
-        for (int64_t piece = first; piece < last; ++piece) {
-          if (IsCancelled(cancellation)) return;
-          const int64_t lo = std::min(extent, kUnit * (units * piece / pieces)),
-                        hi = std::min(extent,
-                                      kUnit * (units * (piece + 1) / pieces));
-          if (lo == hi) continue;
-          if (by_rows) {
-            block(0, lo, hi, 0, s.n);
-          } else {
-            block(0, 0, s.m, lo, hi);
-          }
-        }
-      });
+  ForEachPiece(by_rows ? s.m : s.n, flops, cancellation,
+               [&](int64_t lo, int64_t hi) {
+                 if (by_rows) {
+                   block(0, lo, hi, 0, s.n);
+                 } else {
+                   block(0, 0, s.m, lo, hi);
+                 }
+               });
 }
 
 // f32 products through oneDNN's sgemm where it measured faster than
@@ -959,46 +968,27 @@ void RunMatrixProduct(const MatrixProduct& p, double total_flops,
     return;
   }
   // The column-major C^T = B^T A^T over the same memory, as RunDotTyped,
-  // in pieces of rows across the pool as RunDotTyped cuts them: one per
-  // thread, none for small products, at most about 2 GFLOP each so that a
-  // cancelled run stops soon, starting at multiples of 48 rows.
-  ThreadPool& pool = ThreadPool::Get();
+  // in pieces of rows as it cuts them.
   const double flops = 2.0 * static_cast<double>(p.m) * p.n * p.k;
-  int64_t pieces =
-      flops < 3e7 ? 1
-                  : std::max<int64_t>(
-                        1, std::min<int64_t>(pool.num_threads(), p.m / 16));
-  pieces = std::max<int64_t>(
-      pieces, std::min<int64_t>(p.m, static_cast<int64_t>(flops / 2e9)));
-  constexpr int64_t kUnit = 48;
-  const int64_t units = (p.m + kUnit - 1) / kUnit;
-  pool.ParallelFor(
-      pieces, flops / pieces / 4, [&](int64_t first, int64_t last) {
-        for (int64_t piece = first; piece < last; ++piece) {
-          if (IsCancelled(cancellation)) return;
-          const int64_t lo = std::min(p.m, kUnit * (units * piece / pieces));
-          const int64_t hi =
-              std::min(p.m, kUnit * (units * (piece + 1) / pieces));
-          if (lo == hi) continue;
-          GemmArgs g;
-          g.type = p.type;
-          g.m = p.n;
-          g.n = hi - lo;
-          g.k = p.k;
-          g.a = p.b;
-          g.lda = p.ldb;
-          g.a_transposed = p.b_transposed;
-          // Rows lo.. of A: lo rows down, or lo columns across when stored
-          // transposed.
-          g.b = static_cast<const char*>(p.a) +
-                (p.a_transposed ? lo : lo * p.lda) * width;
-          g.ldb = p.lda;
-          g.b_transposed = p.a_transposed;
-          g.c = static_cast<char*>(p.c) + lo * p.ldc * width;
-          g.ldc = p.ldc;
-          Gemm(g);
-        }
-      });
+  ForEachPiece(p.m, flops, cancellation, [&](int64_t lo, int64_t hi) {
+    GemmArgs g;
+    g.type = p.type;
+    g.m = p.n;
+    g.n = hi - lo;
+    g.k = p.k;
+    g.a = p.b;
+    g.lda = p.ldb;
+    g.a_transposed = p.b_transposed;
+    // Rows lo.. of A: lo rows down, or lo columns across when stored
+    // transposed.
+    g.b = static_cast<const char*>(p.a) +
+          (p.a_transposed ? lo : lo * p.lda) * width;
+    g.ldb = p.lda;
+    g.b_transposed = p.a_transposed;
+    g.c = static_cast<char*>(p.c) + lo * p.ldc * width;
+    g.ldc = p.ldc;
+    Gemm(g);
+  });
 }
 
 }  // namespace pjrt::compiler::host
