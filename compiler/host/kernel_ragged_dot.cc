@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/cancellation.h"
@@ -39,7 +38,6 @@ using hlo::PrimitiveType;
 // A 2-D view of an operand (or of one group's matrix of a 3-D rhs): its
 // two dimensions as the product takes them, and how it is stored.
 struct Matrix {
-  int64_t offset = 0;       // elements from the slot's start
   int64_t group_step = 0;   // elements from one group's matrix to the next
   int64_t leading = 0;      // elements between rows of the stored matrix
   bool transposed = false;  // stored [second, first] instead of [first, second]
@@ -53,30 +51,18 @@ class RaggedDotKernel : public Kernel {
     const char* rhs_base = static_cast<const char*>(addresses[rhs_slot_]);
     char* out_base = static_cast<char*>(addresses[out_slot_]);
     const int64_t width = hlo::ByteWidth(type_);
-    // Each group's [start, end) along the ragged dimension.
-    std::vector<int64_t> starts(groups_), ends(groups_);
-    int64_t end = 0;
-    for (int64_t j = 0; j < groups_; ++j) {
-      const int64_t size = std::clamp<int64_t>(
-          LoadIndex(sizes_type_, addresses[sizes_slot_], j), 0, ragged_);
-      starts[j] = std::min(end, ragged_);
-      end += size;  // at most groups_ * ragged_: no overflow
-      ends[j] = std::min(end, ragged_);
-    }
     // The work of all the products (the groups share k, or m, between
     // them).
     const double flops = 2.0 * static_cast<double>(m_) * n_ * k_;
-    if (!contracting_) {
-      // Rows no group has are zero.
-      const int64_t covered = groups_ == 0 ? 0 : ends[groups_ - 1];
-      if (covered < m_ && n_ > 0) {
-        std::memset(out_base + covered * n_ * width, 0,
-                    (m_ - covered) * n_ * width);
-      }
-    }
+    // Group j's [lo, end) along the ragged dimension follows group j - 1's.
+    int64_t end = 0;
     for (int64_t j = 0; j < groups_; ++j) {
       if (IsCancelled(context.cancellation)) return absl::OkStatus();
-      const int64_t lo = starts[j], rows = ends[j] - starts[j];
+      const int64_t size = std::clamp<int64_t>(
+          LoadIndex(sizes_type_, addresses[sizes_slot_], j), 0, ragged_);
+      const int64_t lo = end;
+      end = std::min(end + size, ragged_);
+      const int64_t rows = end - lo;
       MatrixProduct p;
       p.type = type_;
       p.a_transposed = lhs_.transposed;
@@ -87,17 +73,21 @@ class RaggedDotKernel : public Kernel {
       if (contracting_) {
         // Group j's stretch of k: an offset along each operand's k.
         p.m = m_, p.n = n_, p.k = rows;
-        p.a = lhs_base + (lhs_.offset + lo * lhs_k_step_) * width;
-        p.b = rhs_base + (rhs_.offset + lo * rhs_k_step_) * width;
+        p.a = lhs_base + lo * lhs_k_step_ * width;
+        p.b = rhs_base + lo * rhs_k_step_ * width;
         p.c = out_base + j * m_ * n_ * width;
       } else {
         if (rows == 0) continue;
         p.m = rows, p.n = n_, p.k = k_;
-        p.a = lhs_base + (lhs_.offset + lo * lhs_m_step_) * width;
-        p.b = rhs_base + (rhs_.offset + j * rhs_.group_step) * width;
+        p.a = lhs_base + lo * lhs_m_step_ * width;
+        p.b = rhs_base + j * rhs_.group_step * width;
         p.c = out_base + lo * n_ * width;
       }
       RunMatrixProduct(p, flops, context.cancellation);
+    }
+    // Rows no group has are zero.
+    if (!contracting_ && end < m_ && n_ > 0) {
+      std::memset(out_base + end * n_ * width, 0, (m_ - end) * n_ * width);
     }
     return absl::OkStatus();
   }
